@@ -1,0 +1,497 @@
+// Package expr compiles and evaluates the CEL expressions of workflow specs.
+//
+// Expressions see four names:
+//
+//	inputs        the workflow inputs, a map (inputs.targets)
+//	tasks         upstream results, read as tasks.<name>.output
+//	item, index   the element and its position, inside the `with` of a spread task
+//
+// Check type-checks an expression, extracts the tasks and inputs it reads (so
+// the compiler can reject references to tasks that are not upstream), computes
+// its canonical text (so whitespace does not change the IR hash) and bounds its
+// worst-case cost. Compile turns canonical text from the IR into a Program.
+//
+// Most expressions in real workflows are a single reference
+// (`tasks.fetch.output.hosts`, `inputs.url`, `item`). Programs recognise that
+// shape and evaluate it with plain map lookups, without building a CEL
+// activation; anything else, and every error, goes through CEL so messages
+// are the same either way.
+package expr
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"sync"
+
+	"cel.dev/cel-go/cel"
+	"cel.dev/cel-go/checker"
+	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/ext"
+	"cel.dev/cel-go/interpreter"
+)
+
+// Names visible to expressions.
+const (
+	VarInputs = "inputs"
+	VarTasks  = "tasks"
+	VarItem   = "item"
+	VarIndex  = "index"
+	// FieldOutput is the one field of tasks.<name>.
+	FieldOutput = "output"
+)
+
+// Limits protect the engine from expensive expressions.
+type Limits struct {
+	// MaxSourceLen is the longest expression text accepted, in bytes.
+	MaxSourceLen int
+	// MaxCost bounds both the estimated worst-case cost at compile time and
+	// the actual cost of one evaluation, in CEL cost units (about one per
+	// operation).
+	MaxCost uint64
+	// AssumedSize is the size assumed for lists, maps and strings of unknown
+	// size when estimating cost at compile time.
+	AssumedSize uint64
+}
+
+// DefaultLimits are the limits used when a field of Limits is zero.
+var DefaultLimits = Limits{MaxSourceLen: 4096, MaxCost: 10_000_000, AssumedSize: 1000}
+
+// WithDefaults returns a copy of l with zero fields set from DefaultLimits.
+func (l Limits) WithDefaults() Limits {
+	if l.MaxSourceLen <= 0 {
+		l.MaxSourceLen = DefaultLimits.MaxSourceLen
+	}
+	if l.MaxCost == 0 {
+		l.MaxCost = DefaultLimits.MaxCost
+	}
+	if l.AssumedSize == 0 {
+		l.AssumedSize = DefaultLimits.AssumedSize
+	}
+	return l
+}
+
+// Env is a CEL environment with the workflow's names declared. It is safe for
+// concurrent use.
+type Env struct {
+	cel    *cel.Env
+	limits Limits
+}
+
+// NewEnv builds an environment.
+func NewEnv(limits Limits) (*Env, error) {
+	env, err := cel.NewEnv(
+		cel.Variable(VarInputs, cel.MapType(cel.StringType, cel.DynType)),
+		cel.Variable(VarTasks, cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.DynType))),
+		cel.Variable(VarItem, cel.DynType),
+		cel.Variable(VarIndex, cel.IntType),
+		cel.EnableMacroCallTracking(),
+		ext.Strings(),
+		ext.Math(),
+		ext.Lists(),
+		ext.Encoders(),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("building CEL environment: %w", err)
+	}
+	return &Env{cel: env, limits: limits.WithDefaults()}, nil
+}
+
+// Limits returns the environment's limits.
+func (e *Env) Limits() Limits { return e.limits }
+
+// Refs lists what an expression reads.
+type Refs struct {
+	Tasks     []string // task names read as tasks.<name>.output, sorted, unique
+	Inputs    []string // input names read as inputs.<name>, sorted, unique
+	AllInputs bool     // `inputs` used as a whole
+	Item      bool
+	Index     bool
+}
+
+func (r *Refs) merge(o Refs) {
+	r.Tasks = mergeSorted(r.Tasks, o.Tasks)
+	r.Inputs = mergeSorted(r.Inputs, o.Inputs)
+	r.AllInputs = r.AllInputs || o.AllInputs
+	r.Item = r.Item || o.Item
+	r.Index = r.Index || o.Index
+}
+
+func mergeSorted(a, b []string) []string {
+	if len(b) == 0 {
+		return a
+	}
+	out := append(slices.Clone(a), b...)
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+// Issue is a problem found by Check.
+type Issue struct {
+	// Column is the 0-based rune offset of the problem within the expression
+	// text, or -1 when unknown.
+	Column int
+	Msg    string
+	// Hint says how to fix it; may be empty.
+	Hint string
+}
+
+func (i *Issue) Error() string {
+	if i.Hint != "" {
+		return i.Msg + " (" + i.Hint + ")"
+	}
+	return i.Msg
+}
+
+// Checked is a type-checked expression.
+type Checked struct {
+	// Canonical is the expression re-printed from its syntax tree: the form
+	// stored in the IR.
+	Canonical string
+	Refs      Refs
+	checked   *cel.Ast
+}
+
+// Check parses and type-checks src, extracts its references and verifies its
+// estimated cost. It returns the first issue found.
+func (e *Env) Check(src string) (*Checked, *Issue) {
+	if strings.TrimSpace(src) == "" {
+		return nil, &Issue{Column: -1, Msg: "empty expression", Hint: "write an expression between ${{ and }}"}
+	}
+	if len(src) > e.limits.MaxSourceLen {
+		return nil, &Issue{Column: -1, Msg: fmt.Sprintf("expression is %d bytes long, the limit is %d", len(src), e.limits.MaxSourceLen),
+			Hint: "move the logic into a task"}
+	}
+	parsed, iss := e.cel.Parse(src)
+	if iss.Err() != nil {
+		return nil, celIssue("syntax error", iss)
+	}
+	canonical, err := cel.AstToString(parsed)
+	if err != nil {
+		return nil, &Issue{Column: -1, Msg: "expression cannot be printed: " + err.Error()}
+	}
+	refs, issue := extractRefs(parsed.NativeRep())
+	if issue != nil {
+		return nil, issue
+	}
+	checked, iss := e.cel.Check(parsed)
+	if iss.Err() != nil {
+		return nil, celIssue("type error", iss)
+	}
+	est, err := e.cel.EstimateCost(checked, sizeEstimator{size: e.limits.AssumedSize})
+	if err != nil {
+		return nil, &Issue{Column: -1, Msg: "cannot estimate the cost of the expression: " + err.Error()}
+	}
+	if est.Max > e.limits.MaxCost {
+		cost := fmt.Sprint(est.Max)
+		if est.Max == math.MaxUint64 {
+			cost = "an unbounded amount"
+		}
+		return nil, &Issue{Column: -1,
+			Msg:  fmt.Sprintf("expression may cost %s in the worst case, the limit is %d", cost, e.limits.MaxCost),
+			Hint: "avoid nested iteration over lists; do heavy work in a task"}
+	}
+	return &Checked{Canonical: canonical, Refs: refs, checked: checked}, nil
+}
+
+func celIssue(kind string, iss *cel.Issues) *Issue {
+	errs := iss.Errors()
+	if len(errs) == 0 {
+		return &Issue{Column: -1, Msg: kind}
+	}
+	first := errs[0]
+	msg := strings.ReplaceAll(first.Message, " (in container '')", "")
+	issue := &Issue{Column: -1, Msg: kind + ": " + msg}
+	if loc := first.Location; loc != nil && loc.Line() == 1 && loc.Column() >= 0 {
+		issue.Column = loc.Column()
+	}
+	if strings.Contains(msg, "undeclared reference") {
+		issue.Hint = "expressions can use inputs.<name>, tasks.<name>.output, and item and index inside a spread task"
+	}
+	return issue
+}
+
+// extractRefs walks the syntax tree and records every use of the four names,
+// rejecting forms other than inputs.<name> and tasks.<name>.output.
+func extractRefs(a *celast.AST) (Refs, *Issue) {
+	var refs Refs
+	var issue *Issue
+	info := a.SourceInfo()
+	column := func(e celast.Expr) int {
+		if loc := info.GetStartLocation(e.ID()); loc.Line() == 1 {
+			return loc.Column()
+		}
+		return -1
+	}
+	// Selects that consume an identifier are visited before the identifier
+	// (pre-order), so remember the identifiers they already accounted for.
+	consumed := map[int64]bool{}
+	celast.PreOrderVisit(a.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if issue != nil {
+			return
+		}
+		switch e.Kind() {
+		case celast.SelectKind:
+			sel := e.AsSelect()
+			op := sel.Operand()
+			if op.Kind() == celast.IdentKind && op.AsIdent() == VarInputs {
+				consumed[op.ID()] = true
+				refs.Inputs = append(refs.Inputs, sel.FieldName())
+				return
+			}
+			if op.Kind() == celast.SelectKind {
+				inner := op.AsSelect()
+				root := inner.Operand()
+				if root.Kind() == celast.IdentKind && root.AsIdent() == VarTasks {
+					consumed[op.ID()], consumed[root.ID()] = true, true
+					if sel.FieldName() != FieldOutput {
+						issue = &Issue{Column: column(e), Msg: fmt.Sprintf("tasks.%s has no field %q", inner.FieldName(), sel.FieldName()),
+							Hint: fmt.Sprintf("use tasks.%s.output", inner.FieldName())}
+						return
+					}
+					refs.Tasks = append(refs.Tasks, inner.FieldName())
+				}
+			}
+		case celast.IdentKind:
+			if consumed[e.ID()] {
+				return
+			}
+			switch e.AsIdent() {
+			case VarTasks:
+				issue = &Issue{Column: column(e), Msg: "tasks must be read as tasks.<name>.output",
+					Hint: "name the task whose result you want, e.g. tasks.fetch.output"}
+			case VarInputs:
+				refs.AllInputs = true
+			case VarItem:
+				refs.Item = true
+			case VarIndex:
+				refs.Index = true
+			}
+		}
+	}))
+	if issue != nil {
+		return Refs{}, issue
+	}
+	slices.Sort(refs.Tasks)
+	refs.Tasks = slices.Compact(refs.Tasks)
+	slices.Sort(refs.Inputs)
+	refs.Inputs = slices.Compact(refs.Inputs)
+	return refs, nil
+}
+
+// sizeEstimator assumes every collection and string of unknown size holds
+// size elements. The estimate is a compile-time screen for runaway shapes
+// (iteration nested two or three deep); the runtime cost limit is what bounds
+// an actual evaluation.
+type sizeEstimator struct{ size uint64 }
+
+func (s sizeEstimator) EstimateSize(checker.AstNode) *checker.SizeEstimate {
+	return &checker.SizeEstimate{Min: 0, Max: s.size}
+}
+
+func (sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+	return nil
+}
+
+// Scope supplies the values an evaluation reads.
+type Scope interface {
+	// Inputs returns the bound workflow inputs.
+	Inputs() map[string]any
+	// TaskOutput returns the output of a resolved task; ok is false when the
+	// task has not resolved (which the engine never lets happen).
+	TaskOutput(name string) (out any, ok bool)
+	// Item and Index return the spread element being evaluated.
+	Item() any
+	Index() int64
+}
+
+// ErrEval wraps every evaluation error.
+var ErrEval = errors.New("expression failed")
+
+// Program is a compiled expression, safe for concurrent use.
+type Program struct {
+	src  string
+	refs Refs
+
+	// The CEL program is built on first use: single-reference expressions
+	// rarely need it, and a plan with thousands of tasks should not pay for
+	// thousands of CEL programs up front.
+	env     *Env
+	checked *cel.Ast
+	once    sync.Once
+	prg     cel.Program
+	prgErr  error
+
+	// Fast path for single references: root names the value (one of the
+	// Var* constants), name the input or task, path the fields selected from
+	// it. fast is false when the expression has another shape.
+	fast bool
+	root string
+	name string
+	path []string
+}
+
+// Compile checks src and builds a Program from it.
+func (e *Env) Compile(src string) (*Program, error) {
+	c, issue := e.Check(src)
+	if issue != nil {
+		return nil, fmt.Errorf("expression ${{ %s }}: %w", src, issue)
+	}
+	return e.Program(c)
+}
+
+// Program builds an executable program from a checked expression.
+func (e *Env) Program(c *Checked) (*Program, error) {
+	p := &Program{src: c.Canonical, refs: c.Refs, env: e, checked: c.checked}
+	p.detectFastPath(c.checked.NativeRep().Expr())
+	if !p.fast {
+		if _, err := p.program(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+func (p *Program) program() (cel.Program, error) {
+	p.once.Do(func() {
+		p.prg, p.prgErr = p.env.cel.Program(p.checked,
+			cel.CostLimit(p.env.limits.MaxCost),
+			cel.EvalOptions(cel.OptOptimize),
+		)
+		if p.prgErr != nil {
+			p.prgErr = fmt.Errorf("expression ${{ %s }}: %w", p.src, p.prgErr)
+		}
+	})
+	return p.prg, p.prgErr
+}
+
+// Source returns the canonical text of the expression.
+func (p *Program) Source() string { return p.src }
+
+// Refs returns what the expression reads.
+func (p *Program) Refs() Refs { return p.refs }
+
+func (p *Program) detectFastPath(e celast.Expr) {
+	var path []string
+	for e.Kind() == celast.SelectKind {
+		sel := e.AsSelect()
+		if sel.IsTestOnly() {
+			return
+		}
+		path = append(path, sel.FieldName())
+		e = sel.Operand()
+	}
+	if e.Kind() != celast.IdentKind {
+		return
+	}
+	slices.Reverse(path)
+	switch root := e.AsIdent(); root {
+	case VarItem, VarIndex:
+		if root == VarIndex && len(path) > 0 {
+			return
+		}
+		p.root, p.path = root, path
+	case VarInputs:
+		if len(path) == 0 {
+			return
+		}
+		p.root, p.name, p.path = root, path[0], path[1:]
+	case VarTasks:
+		if len(path) < 2 {
+			return
+		}
+		p.root, p.name, p.path = root, path[0], path[2:]
+	default:
+		return
+	}
+	p.fast = true
+}
+
+// Eval evaluates the expression. The result is a canonical value (see package
+// value). Errors wrap ErrEval and name the expression.
+func (p *Program) Eval(s Scope) (any, error) {
+	if p.fast {
+		if v, ok := p.evalFast(s); ok {
+			return v, nil
+		}
+	}
+	prg, err := p.program()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %s", ErrEval, err.Error())
+	}
+	out, _, err := prg.Eval(&activation{scope: s, refs: &p.refs})
+	if err != nil {
+		return nil, fmt.Errorf("%w: ${{ %s }}: %s", ErrEval, p.src, strings.ReplaceAll(err.Error(), "\n", " "))
+	}
+	v, err := toNative(out, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ${{ %s }}: %s", ErrEval, p.src, err.Error())
+	}
+	return v, nil
+}
+
+// evalFast follows a single reference with map lookups; ok is false whenever
+// the answer is anything but a plain hit, and CEL then produces the result or
+// the error.
+func (p *Program) evalFast(s Scope) (any, bool) {
+	var v any
+	switch p.root {
+	case VarItem:
+		v = s.Item()
+	case VarIndex:
+		return s.Index(), true
+	case VarInputs:
+		in, ok := s.Inputs()[p.name]
+		if !ok {
+			return nil, false
+		}
+		v = in
+	case VarTasks:
+		out, ok := s.TaskOutput(p.name)
+		if !ok {
+			return nil, false
+		}
+		v = out
+	}
+	for _, f := range p.path {
+		m, ok := v.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if v, ok = m[f]; !ok {
+			return nil, false
+		}
+	}
+	return v, true
+}
+
+// activation resolves names lazily, building only the maps an expression
+// actually reads.
+type activation struct {
+	scope Scope
+	refs  *Refs
+}
+
+func (a *activation) ResolveName(name string) (any, bool) {
+	switch name {
+	case VarInputs:
+		return a.scope.Inputs(), true
+	case VarTasks:
+		m := make(map[string]any, len(a.refs.Tasks))
+		for _, t := range a.refs.Tasks {
+			if out, ok := a.scope.TaskOutput(t); ok {
+				m[t] = map[string]any{FieldOutput: out}
+			}
+		}
+		return m, true
+	case VarItem:
+		return a.scope.Item(), true
+	case VarIndex:
+		return a.scope.Index(), true
+	}
+	return nil, false
+}
+
+func (a *activation) Parent() interpreter.Activation { return nil }
