@@ -151,7 +151,10 @@ type Checked struct {
 	// stored in the IR.
 	Canonical string
 	Refs      Refs
-	checked   *cel.Ast
+	// Type is the statically known result type; its Kind is DynKind when the
+	// result depends on runtime values.
+	Type    *cel.Type
+	checked *cel.Ast
 }
 
 // Check parses and type-checks src, extracts its references and verifies its
@@ -193,7 +196,7 @@ func (e *Env) Check(src string) (*Checked, *Issue) {
 			Msg:  fmt.Sprintf("expression may cost %s in the worst case, the limit is %d", cost, e.limits.MaxCost),
 			Hint: "avoid nested iteration over lists; do heavy work in a task"}
 	}
-	return &Checked{Canonical: canonical, Refs: refs, checked: checked}, nil
+	return &Checked{Canonical: canonical, Refs: refs, Type: checked.OutputType(), checked: checked}, nil
 }
 
 func celIssue(kind string, iss *cel.Issues) *Issue {

@@ -118,3 +118,16 @@ func TestEvalFastAndSlowAgree(t *testing.T) {
 		t.Errorf("missing key error = %v", err)
 	}
 }
+
+func TestCheckedType(t *testing.T) {
+	env := newEnv(t)
+	for src, want := range map[string]string{"1 > 0": "bool", "tasks.a.output": "dyn", "[1, 2]": "list(int)", "'x'": "string"} {
+		c, issue := env.Check(src)
+		if issue != nil {
+			t.Fatal(issue)
+		}
+		if got := c.Type.String(); got != want {
+			t.Errorf("type of %s = %s, want %s", src, got, want)
+		}
+	}
+}
