@@ -41,7 +41,7 @@ func toNative(v ref.Val, depth int) (any, error) {
 	case types.Bytes:
 		return base64.StdEncoding.EncodeToString(x), nil
 	case types.Duration:
-		return x.Duration.String(), nil
+		return x.String(), nil
 	case types.Timestamp:
 		return x.Time.UTC().Format(time.RFC3339Nano), nil
 	case *types.Err:

@@ -1,0 +1,260 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Errors returned by every Store. Adapters wrap them with context; callers
+// test with errors.Is.
+var (
+	// ErrNotFound: no such workflow version or instance.
+	ErrNotFound = errors.New("not found")
+	// ErrVersionConflict: (name, version) is already registered with a
+	// different IR hash. Versions are immutable; register a new version.
+	ErrVersionConflict = errors.New("workflow version already registered with a different definition")
+	// ErrOwnershipLost: the caller's lease on an instance is gone (expired,
+	// or taken over by an owner with a newer term). The caller must drop the
+	// instance from memory and stop writing it.
+	ErrOwnershipLost = errors.New("instance ownership lost")
+	// ErrIdempotencyConflict: an idempotency key was reused for a different
+	// workflow version.
+	ErrIdempotencyConflict = errors.New("idempotency key already used for a different workflow")
+)
+
+// Store is the durable state of the engine: workflow versions, the instance
+// queue with its leases, per-instance state snapshots and the append-only log
+// of action results. It is declared here, by its consumer; the adapters live
+// in engine/store/postgres (a real mesh) and engine/store/sqlite (a single
+// server). One conformance suite (engine/store/storetest) runs against both.
+//
+// Ownership: an instance is written only by the holder of its lease. Every
+// state write is gated on (lock, unexpired lease); a refused write returns
+// ErrOwnershipLost for that instance. A claim may take over a live lease held
+// under an older term (the Raft term is the fencing token), not only an
+// expired one.
+//
+// All methods are safe for concurrent use and batch-oriented: the runloop
+// group-commits many instances' progress in one call.
+type Store interface {
+	// RegisterWorkflow stores an immutable workflow version. Registering the
+	// same (name, version, IR hash) again is a no-op that returns the stored
+	// row; the same (name, version) with a different hash fails with
+	// ErrVersionConflict.
+	RegisterWorkflow(ctx context.Context, wf WorkflowVersion) (WorkflowVersion, error)
+	// GetWorkflow returns one version, or ErrNotFound.
+	GetWorkflow(ctx context.Context, name string, version uint32) (WorkflowVersion, error)
+	// GetWorkflowByID returns one version by its store id, or ErrNotFound.
+	GetWorkflowByID(ctx context.Context, id int64) (WorkflowVersion, error)
+	// ListWorkflows lists versions, newest first within a name, names sorted.
+	ListWorkflows(ctx context.Context, f WorkflowFilter) ([]WorkflowVersion, error)
+
+	// QueueInstances writes each instance's queue row and runner row in one
+	// transaction and returns only after commit. An instance whose
+	// idempotency key already exists is not queued again: the existing
+	// instance's id is returned with Existing set.
+	QueueInstances(ctx context.Context, in []NewInstance) ([]Queued, error)
+	// ClaimInstances leases up to Limit due instances to Owner under Term:
+	// rows that are unlocked, whose lease expired, or whose lease is held
+	// under an older term. It returns each with its snapshot and the latest
+	// action result per execution, in one round trip where possible.
+	ClaimInstances(ctx context.Context, req ClaimRequest) ([]ClaimedInstance, error)
+	// PersistProgress writes a batch of progress, per instance in this order:
+	// action results (append-only, a duplicate (execution, attempt) is
+	// ignored), then the state snapshot if given, then the next scheduled
+	// time if given — all gated on the caller's lease. The returned slice has
+	// one entry per input: nil, or ErrOwnershipLost (nothing of that
+	// instance was written).
+	PersistProgress(ctx context.Context, batch []Progress) ([]error, error)
+	// CompleteInstances records terminal instances (result or error, final
+	// snapshot) and removes them from the queue, gated on the lease like
+	// PersistProgress.
+	CompleteInstances(ctx context.Context, batch []Completion) ([]error, error)
+	// RefreshLeases extends the leases Owner holds on ids. It returns the ids
+	// whose lease was lost, and the ids (still owned) on which a
+	// cancellation was requested.
+	RefreshLeases(ctx context.Context, req LeaseRefresh) (LeaseStatus, error)
+	// ReleaseLeases gives up Owner's leases on ids (clean shutdown) so another
+	// owner can claim them at once.
+	ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.UUID) error
+	// ReclaimExpired clears up to limit lapsed leases and returns how many.
+	ReclaimExpired(ctx context.Context, limit int) (int, error)
+	// RequestCancel marks an instance for cancellation and makes it due now;
+	// its owner (or the next one) sees the request on refresh or claim. A
+	// finished instance returns ErrNotFound wrapped with its state.
+	RequestCancel(ctx context.Context, id uuid.UUID) error
+	// Sweep deletes up to Limit finished instances (and their action
+	// results) that finished before Before, returning how many.
+	Sweep(ctx context.Context, req SweepRequest) (int, error)
+
+	// GetInstance returns one instance (queued, running or finished).
+	GetInstance(ctx context.Context, id uuid.UUID) (InstanceRecord, error)
+	// ListInstances lists instances, newest first, with keyset paging.
+	ListInstances(ctx context.Context, f InstanceFilter) (InstancePage, error)
+	// TaskHistory returns every recorded action result of an instance, in
+	// the order they were recorded.
+	TaskHistory(ctx context.Context, id uuid.UUID) ([]ActionResult, error)
+
+	// Close releases connections. It is idempotent.
+	Close() error
+}
+
+// WorkflowVersion is an immutable, registered workflow.
+type WorkflowVersion struct {
+	ID        int64
+	Name      string
+	Version   uint32
+	IRHash    string // "sha256:…", see spec.Hash
+	IR        []byte // deterministic protobuf encoding of robonetv1.Workflow
+	CreatedAt time.Time
+}
+
+// WorkflowFilter selects workflow versions.
+type WorkflowFilter struct {
+	Name  string // empty: all
+	Limit int    // 0: a default of 100
+}
+
+// InstanceStatus is the durable status of an instance.
+type InstanceStatus string
+
+// Instance statuses. Queued and Running are live; the rest are terminal.
+const (
+	StatusQueued    InstanceStatus = "queued"
+	StatusRunning   InstanceStatus = "running"
+	StatusComplete  InstanceStatus = "complete"
+	StatusFailed    InstanceStatus = "failed"
+	StatusCancelled InstanceStatus = "cancelled"
+)
+
+// Terminal reports whether s is a final status.
+func (s InstanceStatus) Terminal() bool {
+	return s == StatusComplete || s == StatusFailed || s == StatusCancelled
+}
+
+// NewInstance is an instance to queue.
+type NewInstance struct {
+	ID                uuid.UUID
+	WorkflowVersionID int64
+	Inputs            []byte // canonical JSON of the bound inputs
+	State             []byte // initial snapshot; may be empty
+	ScheduledAt       time.Time
+	IdempotencyKey    string // optional
+}
+
+// Queued reports the outcome of queueing one instance.
+type Queued struct {
+	ID       uuid.UUID // the instance that exists now (the earlier one if Existing)
+	Existing bool      // the idempotency key matched an existing instance
+}
+
+// ClaimRequest asks for due instances.
+type ClaimRequest struct {
+	Owner uuid.UUID     // lock id of the claiming runloop
+	Term  uint64        // fencing token: the Raft term of the claimer
+	Lease time.Duration // lease length
+	Limit int
+}
+
+// ClaimedInstance is a leased instance with what is needed to hydrate it.
+type ClaimedInstance struct {
+	ID                uuid.UUID
+	WorkflowVersionID int64
+	Inputs            []byte
+	State             []byte
+	// Results holds the latest recorded result per execution (highest
+	// attempt), ordered by execution id.
+	Results         []ActionResult
+	LeaseExpiresAt  time.Time
+	CancelRequested bool
+	CreatedAt       time.Time
+}
+
+// ActionResult is one finished attempt of one execution (a task or a spread
+// instance of a task).
+type ActionResult struct {
+	InstanceID  uuid.UUID
+	ExecutionID string // stable within the instance, e.g. "probe[3]"
+	Attempt     uint32
+	OK          bool
+	Output      []byte // canonical JSON when OK
+	Error       string // when !OK
+	WorkerID    string
+	StartedAt   time.Time
+	FinishedAt  time.Time
+}
+
+// Progress is one instance's share of a group commit.
+type Progress struct {
+	InstanceID  uuid.UUID
+	Owner       uuid.UUID
+	Results     []ActionResult
+	State       []byte     // nil: leave the snapshot as it is
+	ScheduledAt *time.Time // nil: leave it as it is
+}
+
+// Completion records a terminal instance.
+type Completion struct {
+	InstanceID uuid.UUID
+	Owner      uuid.UUID
+	Status     InstanceStatus // Complete, Failed or Cancelled
+	Results    []ActionResult // final results not yet persisted
+	Output     []byte         // canonical JSON of the outputs when Complete
+	Error      string         // why, when Failed or Cancelled
+	State      []byte         // final snapshot; nil leaves it
+}
+
+// LeaseRefresh extends leases.
+type LeaseRefresh struct {
+	Owner uuid.UUID
+	Term  uint64
+	Lease time.Duration
+	IDs   []uuid.UUID
+}
+
+// LeaseStatus is the answer to a refresh.
+type LeaseStatus struct {
+	Lost            []uuid.UUID
+	CancelRequested []uuid.UUID
+}
+
+// SweepRequest bounds a retention sweep.
+type SweepRequest struct {
+	Before time.Time
+	Limit  int
+}
+
+// InstanceRecord is an instance as the API shows it.
+type InstanceRecord struct {
+	ID                uuid.UUID
+	WorkflowVersionID int64
+	WorkflowName      string
+	WorkflowVersion   uint32
+	Status            InstanceStatus
+	Inputs            []byte
+	State             []byte
+	Output            []byte
+	Error             string
+	IdempotencyKey    string
+	CreatedAt         time.Time
+	StartedAt         *time.Time
+	FinishedAt        *time.Time
+	CancelRequested   bool
+}
+
+// InstanceFilter selects instances for ListInstances.
+type InstanceFilter struct {
+	WorkflowName string           // empty: all
+	Statuses     []InstanceStatus // empty: all
+	Limit        int              // 0: a default of 50
+	PageToken    string           // from a previous InstancePage
+}
+
+// InstancePage is one page of instances.
+type InstancePage struct {
+	Instances     []InstanceRecord
+	NextPageToken string // empty on the last page
+}

@@ -1,0 +1,119 @@
+package value
+
+import (
+	"encoding/json"
+	"math"
+	"strings"
+	"testing"
+)
+
+func TestEncodeCanonical(t *testing.T) {
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{nil, `null`},
+		{true, `true`},
+		{int64(-7), `-7`},
+		{1.0, `1.0`},
+		{1.5, `1.5`},
+		{1e21, `1e+21`},
+		{"a\"b<", `"a\"b\u003c"`},
+		{[]any{int64(1), "x", nil}, `[1,"x",null]`},
+		{map[string]any{"b": int64(1), "a": map[string]any{"d": 2.5, "c": []any{}}}, `{"a":{"c":[],"d":2.5},"b":1}`},
+	} {
+		got, err := Encode(tc.in)
+		if err != nil {
+			t.Fatalf("Encode(%v): %v", tc.in, err)
+		}
+		if string(got) != tc.want {
+			t.Errorf("Encode(%#v) = %s, want %s", tc.in, got, tc.want)
+		}
+	}
+}
+
+func TestRoundTripKeepsIntsAndFloatsApart(t *testing.T) {
+	in := map[string]any{"i": int64(3), "f": 3.0, "big": int64(math.MaxInt64), "neg": -0.5, "l": []any{int64(1), 1.0}}
+	enc, err := Encode(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := Decode(enc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !Equal(in, out) {
+		t.Fatalf("round trip changed the value: %#v -> %s -> %#v", in, enc, out)
+	}
+	m := out.(map[string]any)
+	if _, ok := m["i"].(int64); !ok {
+		t.Errorf("i decoded as %T, want int64", m["i"])
+	}
+	if _, ok := m["f"].(float64); !ok {
+		t.Errorf("f decoded as %T, want float64", m["f"])
+	}
+}
+
+func TestNormalize(t *testing.T) {
+	got, err := Normalize(map[string]any{"n": 3, "u": uint64(5), "f32": float32(0.5), "j": json.Number("12"), "s": []string{"a"}, "m": map[string]int{"x": 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]any{"n": int64(3), "u": int64(5), "f32": 0.5, "j": int64(12), "s": []any{"a"}, "m": map[string]any{"x": int64(1)}}
+	if !Equal(got, want) {
+		t.Errorf("Normalize = %#v, want %#v", got, want)
+	}
+	for _, bad := range []any{math.NaN(), math.Inf(1), struct{}{}, map[int]int{1: 1}, "\xff"} {
+		if _, err := Normalize(bad); err == nil {
+			t.Errorf("Normalize(%#v) succeeded, want an error", bad)
+		}
+	}
+	// Canonical input is returned as is, without copying.
+	in := []any{int64(1), map[string]any{"a": "b"}}
+	out, err := Normalize(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if &out.([]any)[0] != &in[0] {
+		t.Error("Normalize copied an already canonical list")
+	}
+}
+
+func TestDepthLimit(t *testing.T) {
+	var v any = "leaf"
+	for range MaxDepth + 2 {
+		v = []any{v}
+	}
+	if _, err := Normalize(v); err == nil {
+		t.Error("Normalize accepted a value deeper than MaxDepth")
+	}
+	if _, err := Encode(v); err == nil {
+		t.Error("Encode accepted a value deeper than MaxDepth")
+	}
+	deep := strings.Repeat("[", MaxDepth+2) + strings.Repeat("]", MaxDepth+2)
+	if _, err := Decode([]byte(deep)); err == nil {
+		t.Error("Decode accepted a value deeper than MaxDepth")
+	}
+}
+
+func TestDecodeErrors(t *testing.T) {
+	for _, bad := range []string{``, `{`, `1 2`, `[1e999]`} {
+		if _, err := Decode([]byte(bad)); err == nil {
+			t.Errorf("Decode(%q) succeeded, want an error", bad)
+		}
+	}
+}
+
+func TestRender(t *testing.T) {
+	for _, tc := range []struct {
+		in   any
+		want string
+	}{
+		{"x", "x"}, {int64(4), "4"}, {2.5, "2.5"}, {false, "false"}, {nil, "null"},
+		{[]any{"a", int64(1)}, `["a",1]`},
+	} {
+		if got := Render(tc.in); got != tc.want {
+			t.Errorf("Render(%#v) = %q, want %q", tc.in, got, tc.want)
+		}
+	}
+}
