@@ -44,6 +44,13 @@ func listPackages(t *testing.T) []pkg {
 	return pkgs
 }
 
+// isTestHelper reports whether a package exists to support tests (storetest,
+// pgtest): such packages may import testing, and production code may not
+// import them.
+func isTestHelper(path string) bool {
+	return strings.HasSuffix(path[strings.LastIndex(path, "/")+1:], "test")
+}
+
 func under(path, dir string) bool {
 	p := module + "/" + dir
 	return path == p || strings.HasPrefix(path, p+"/")
@@ -55,9 +62,13 @@ func TestArchitecture(t *testing.T) {
 		if p.Doc == "" {
 			t.Errorf("%s has no package doc comment", p.ImportPath)
 		}
+		helper := isTestHelper(p.ImportPath)
 		for _, imp := range p.Imports {
-			if imp == "testing" {
-				t.Errorf("%s: production code imports testing", p.ImportPath)
+			if imp == "testing" && !helper {
+				t.Errorf("%s: production code imports testing (only test helper packages named ...test may)", p.ImportPath)
+			}
+			if strings.HasPrefix(imp, module+"/") && isTestHelper(imp) && !helper {
+				t.Errorf("%s imports the test helper %s", p.ImportPath, imp)
 			}
 		}
 		switch {

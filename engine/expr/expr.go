@@ -206,6 +206,10 @@ func celIssue(kind string, iss *cel.Issues) *Issue {
 	}
 	first := errs[0]
 	msg := strings.ReplaceAll(first.Message, " (in container '')", "")
+	// CEL's parser already names the kind ("Syntax error: ..."); say it once.
+	if rest, ok := strings.CutPrefix(msg, "Syntax error: "); ok && kind == "syntax error" {
+		msg = rest
+	}
 	issue := &Issue{Column: -1, Msg: kind + ": " + msg}
 	if loc := first.Location; loc != nil && loc.Line() == 1 && loc.Column() >= 0 {
 		issue.Column = loc.Column()

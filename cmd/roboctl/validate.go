@@ -1,0 +1,257 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"text/tabwriter"
+
+	"github.com/spf13/cobra"
+
+	"github.com/robonet/robonet/engine/spec"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+func newValidateCmd() *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "validate FILE...",
+		Short: "Compile workflow specs offline and show their plan or their errors",
+		Long: `Compile workflow specs (YAML or JSON) without contacting a mesh.
+
+For each valid file it prints the IR hash and a short plan: tasks in
+dependency order with their capability, action, fan-outs and guards. For an
+invalid file it prints every error with file, line, column and task.
+Exits 1 if any file is invalid.`,
+		Example: `  roboctl validate examples/*.yaml
+  roboctl validate -o json my-workflow.yaml`,
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if output != "text" && output != "json" {
+				return fmt.Errorf("unknown output format %q: use -o text or -o json", output)
+			}
+			results := make([]validation, 0, len(args))
+			for _, file := range args {
+				results = append(results, validateFile(file))
+			}
+			out := cmd.OutOrStdout()
+			if output == "json" {
+				enc := json.NewEncoder(out)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(results); err != nil {
+					return err
+				}
+			} else {
+				for i, r := range results {
+					if i > 0 {
+						fmt.Fprintln(out)
+					}
+					r.print(out)
+				}
+			}
+			for _, r := range results {
+				if !r.OK {
+					return errFailed
+				}
+			}
+			return nil
+		},
+	}
+	cmd.Flags().StringVarP(&output, "output", "o", "text", "output format: text or json")
+	return cmd
+}
+
+// validation is the outcome for one file; its JSON form is the -o json output.
+type validation struct {
+	File    string         `json:"file"`
+	OK      bool           `json:"ok"`
+	Name    string         `json:"name,omitempty"`
+	Version uint32         `json:"version,omitempty"`
+	Hash    string         `json:"ir_hash,omitempty"`
+	Inputs  []inputSummary `json:"inputs,omitempty"`
+	Tasks   []taskSummary  `json:"tasks,omitempty"`
+	Outputs []string       `json:"outputs,omitempty"`
+	Errors  []fileError    `json:"errors,omitempty"`
+}
+
+type inputSummary struct {
+	Name     string `json:"name"`
+	Type     string `json:"type"`
+	Required bool   `json:"required"`
+}
+
+type taskSummary struct {
+	Name       string   `json:"name"`
+	Capability string   `json:"capability"`
+	Action     string   `json:"action"`
+	Needs      []string `json:"needs,omitempty"`
+	Spread     string   `json:"spread,omitempty"`
+	When       string   `json:"when,omitempty"`
+	OnFailure  string   `json:"on_failure"`
+	Attempts   uint32   `json:"max_attempts"`
+}
+
+type fileError struct {
+	Line    int    `json:"line,omitempty"`
+	Column  int    `json:"column,omitempty"`
+	Task    string `json:"task,omitempty"`
+	Field   string `json:"field,omitempty"`
+	Message string `json:"message"`
+	Hint    string `json:"hint,omitempty"`
+	Text    string `json:"text"`
+}
+
+func validateFile(file string) validation {
+	v := validation{File: file}
+	src, err := os.ReadFile(file)
+	if err != nil {
+		msg := err.Error()
+		if errors.Is(err, os.ErrNotExist) {
+			msg = "file not found"
+		}
+		v.Errors = []fileError{{Message: msg, Text: file + ": " + msg}}
+		return v
+	}
+	wf, err := spec.Compile(file, src, spec.Options{})
+	if err != nil {
+		var list spec.ErrorList
+		if !errors.As(err, &list) {
+			v.Errors = []fileError{{Message: err.Error(), Text: file + ": " + err.Error()}}
+			return v
+		}
+		for _, e := range list {
+			v.Errors = append(v.Errors, fileError{Line: e.Line, Column: e.Column, Task: e.Task, Field: e.Field, Message: e.Msg, Hint: e.Hint, Text: e.Error()})
+		}
+		return v
+	}
+	v.OK, v.Name, v.Version, v.Hash = true, wf.GetName(), wf.GetVersion(), spec.Hash(wf)
+	for _, in := range wf.GetInputs() {
+		v.Inputs = append(v.Inputs, inputSummary{Name: in.GetName(), Type: typeName(in.GetType()), Required: in.GetRequired()})
+	}
+	for _, t := range dependencyOrder(wf.GetTasks()) {
+		v.Tasks = append(v.Tasks, taskSummary{
+			Name: t.GetName(), Capability: t.GetCapability(), Action: t.GetAction(), Needs: t.GetNeeds(),
+			Spread: t.GetSpread().GetSource(), When: t.GetWhen().GetSource(),
+			OnFailure: policyName(t.GetOnFailure()), Attempts: t.GetRetry().GetMaxAttempts(),
+		})
+	}
+	for _, o := range wf.GetOutputs() {
+		v.Outputs = append(v.Outputs, o.GetName())
+	}
+	return v
+}
+
+// dependencyOrder lists tasks so that every task comes after its needs, ties
+// broken by name (the IR is sorted by name and acyclic).
+func dependencyOrder(tasks []*robonetv1.Task) []*robonetv1.Task {
+	placed := make(map[string]bool, len(tasks))
+	out := make([]*robonetv1.Task, 0, len(tasks))
+	for len(out) < len(tasks) {
+		progressed := false
+		for _, t := range tasks {
+			if placed[t.GetName()] || !allPlaced(t.GetNeeds(), placed) {
+				continue
+			}
+			placed[t.GetName()] = true
+			out = append(out, t)
+			progressed = true
+		}
+		if !progressed { // cannot happen for compiled IR; never loop forever
+			break
+		}
+	}
+	return out
+}
+
+func allPlaced(names []string, placed map[string]bool) bool {
+	for _, n := range names {
+		if !placed[n] {
+			return false
+		}
+	}
+	return true
+}
+
+func (v validation) print(w io.Writer) {
+	if !v.OK {
+		noun := "errors"
+		if len(v.Errors) == 1 {
+			noun = "error"
+		}
+		fmt.Fprintf(w, "✗ %s: %d %s\n", v.File, len(v.Errors), noun)
+		for _, e := range v.Errors {
+			fmt.Fprintf(w, "  %s\n", e.Text)
+		}
+		return
+	}
+	fmt.Fprintf(w, "✓ %s\n", v.File)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "  workflow\t%s v%d\n", v.Name, v.Version)
+	fmt.Fprintf(tw, "  ir hash\t%s\n", v.Hash)
+	if len(v.Inputs) > 0 {
+		parts := make([]string, 0, len(v.Inputs))
+		for _, in := range v.Inputs {
+			req := "optional"
+			if in.Required {
+				req = "required"
+			}
+			parts = append(parts, fmt.Sprintf("%s (%s, %s)", in.Name, in.Type, req))
+		}
+		fmt.Fprintf(tw, "  inputs\t%s\n", strings.Join(parts, ", "))
+	}
+	fmt.Fprintf(tw, "  tasks\t%d (%s)\n", len(v.Tasks), capabilityCounts(v.Tasks))
+	if len(v.Outputs) > 0 {
+		fmt.Fprintf(tw, "  outputs\t%s\n", strings.Join(v.Outputs, ", "))
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "  plan")
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	for i, t := range v.Tasks {
+		var notes []string
+		if len(t.Needs) > 0 {
+			notes = append(notes, "needs "+strings.Join(t.Needs, ", "))
+		}
+		if t.Spread != "" {
+			notes = append(notes, "fan-out over "+t.Spread)
+		}
+		if t.When != "" {
+			notes = append(notes, "when "+t.When)
+		}
+		if t.Attempts > 1 {
+			notes = append(notes, fmt.Sprintf("up to %d attempts", t.Attempts))
+		}
+		if t.OnFailure != "retry" {
+			notes = append(notes, "on failure "+t.OnFailure)
+		}
+		fmt.Fprintf(tw, "    %d\t%s\t%s/%s\t%s\n", i+1, t.Name, t.Capability, t.Action, strings.Join(notes, " · "))
+	}
+	_ = tw.Flush()
+}
+
+func capabilityCounts(tasks []taskSummary) string {
+	counts := map[string]int{}
+	for _, t := range tasks {
+		counts[t.Capability]++
+	}
+	caps := make([]string, 0, len(counts))
+	for c := range counts {
+		caps = append(caps, c)
+	}
+	slices.Sort(caps)
+	for i, c := range caps {
+		caps[i] = fmt.Sprintf("%s ×%d", c, counts[c])
+	}
+	return strings.Join(caps, ", ")
+}
+
+func typeName(t robonetv1.ValueType) string {
+	return strings.ToLower(strings.TrimPrefix(t.String(), "VALUE_TYPE_"))
+}
+
+func policyName(p robonetv1.FailurePolicy) string {
+	return strings.ToLower(strings.TrimPrefix(p.String(), "FAILURE_POLICY_"))
+}

@@ -1,0 +1,297 @@
+package spec_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/robonet/robonet/engine/spec"
+)
+
+// invalidCase is a spec that must be rejected, and the first error expected.
+type invalidCase struct {
+	name string
+	src  string
+	// Limits to compile with; zero fields take the defaults.
+	limits spec.Limits
+	// Expected first error. line 0 means "no position"; col 0 means "do not
+	// check the column".
+	line, col int
+	task      string
+	field     string
+	msg       string // substring of Msg
+	hint      string // substring of Hint; empty: not checked
+}
+
+// header is the valid start most cases share (lines 1-2).
+const header = "name: demo\nversion: 1\n"
+
+var invalidCases = []invalidCase{
+	// --- YAML and document shape
+	{name: "bad yaml", src: "name: demo\nversion: 1\ntasks: a: b: c\n",
+		line: 3, msg: "invalid YAML: mapping values are not allowed here", hint: "quote"},
+	{name: "bad yaml on line 1", src: "name: a: b\n",
+		line: 1, msg: "invalid YAML: mapping values are not allowed here"},
+	{name: "bad yaml indentation", src: "name: demo\nversion: 1\ntasks:\n  a:\n    action: echo\n   capability: core\n",
+		line: 6, msg: "invalid YAML"},
+	{name: "tab indentation", src: "name: demo\n\tversion: 1\n",
+		line: 2, msg: "invalid YAML", hint: "tabs"},
+	{name: "unknown anchor", src: header + "tasks:\n  a: *nope\n",
+		line: 4, col: 6, msg: "invalid YAML: unknown anchor 'nope' referenced"},
+	{name: "empty document", src: "",
+		line: 0, msg: "spec is empty"},
+	{name: "only comments", src: "# nothing here\n",
+		line: 0, msg: "spec is empty"},
+	{name: "null document", src: "~\n",
+		line: 1, msg: "spec is empty"},
+	{name: "two documents", src: header + "tasks: {a: {capability: core, action: echo}}\n---\nname: other\n",
+		line: 4, col: 1, msg: "more than one YAML document"},
+	{name: "top level is a list", src: "- name: demo\n",
+		line: 1, col: 1, msg: "top level of a spec must be a mapping", hint: ""},
+	{name: "top level is a string", src: "hello\n",
+		line: 1, col: 1, msg: "must be a mapping (key: value), not the string \"hello\""},
+	{name: "not utf-8", src: "name: demo\nversion: 1\ndescription: caf\xe9\n",
+		line: 3, col: 17, msg: "not valid UTF-8"},
+	{name: "duplicate top-level key", src: header + "name: again\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 3, col: 1, field: "name", msg: `duplicate key "name" (first defined on line 1)`},
+	{name: "merge key", src: header + "base: &b {capability: core, action: echo}\ntasks:\n  a:\n    <<: *b\n",
+		line: 3, col: 1, field: "base", msg: `unknown key "base"`},
+	{name: "merge key rejected", src: header + "tasks:\n  a: {<<: {x: 1}, capability: core, action: echo}\n",
+		line: 4, col: 7, task: "a", msg: "merge keys (<<) are not supported", hint: "defaults"},
+
+	// --- top level fields
+	{name: "unknown top-level key", src: header + "taks: {}\n",
+		line: 3, col: 1, field: "taks", msg: `unknown key "taks" in the spec`, hint: `did you mean "tasks"?`},
+	{name: "unknown top-level key lists valid", src: header + "zzzzzz: 1\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 3, col: 1, field: "zzzzzz", msg: `unknown key "zzzzzz"`, hint: "valid keys: defaults, description, inputs, name, outputs, tasks, version"},
+	{name: "missing name", src: "version: 1\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 1, col: 1, field: "name", msg: `missing required field "name"`},
+	{name: "bad name", src: "name: Demo_Flow!\nversion: 1\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 1, col: 7, field: "name", msg: `invalid workflow name "Demo_Flow!"`, hint: "lowercase"},
+	{name: "name not a string", src: "name: 42\nversion: 1\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 1, col: 7, field: "name", msg: "must be a string, not the number 42", hint: `quote it: "42"`},
+	{name: "missing version", src: "name: demo\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 1, col: 1, field: "version", msg: `missing required field "version"`},
+	{name: "version 0", src: "name: demo\nversion: 0\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 2, col: 10, field: "version", msg: "version must be between 1 and 4294967295, not 0"},
+	{name: "version -1", src: "name: demo\nversion: -1\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 2, col: 10, field: "version", msg: "not -1"},
+	{name: "version abc", src: "name: demo\nversion: abc\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 2, col: 10, field: "version", msg: `version must be a positive integer, not the string "abc"`},
+	{name: "version 1.5", src: "name: demo\nversion: 1.5\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 2, col: 10, field: "version", msg: "not the number 1.5"},
+	{name: "version too big", src: "name: demo\nversion: 4294967296\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 2, col: 10, field: "version", msg: "not 4294967296"},
+	{name: "no tasks key", src: header,
+		line: 1, col: 1, field: "tasks", msg: `missing required field "tasks"`},
+	{name: "empty tasks", src: header + "tasks: {}\n",
+		line: 3, col: 8, field: "tasks", msg: "workflow has no tasks"},
+	{name: "tasks is a list", src: header + "tasks:\n  - a\n",
+		line: 4, col: 3, field: "tasks", msg: "tasks must be a mapping (key: value), not a list"},
+
+	// --- task names and keys
+	{name: "task name with hyphen", src: header + "tasks:\n  fetch-page: {capability: core, action: echo}\n",
+		line: 4, col: 3, task: "fetch-page", msg: `invalid task name "fetch-page"`, hint: `tasks.fetch-page.output, so use 1 to 63 characters: lowercase letters, digits and _, not starting with a digit, e.g. "fetch_page"`},
+	{name: "task name reserved", src: header + "tasks:\n  in: {capability: core, action: echo}\n",
+		line: 4, col: 3, task: "in", msg: `"in" is a reserved word`},
+	{name: "duplicate task", src: header + "tasks:\n  a: {capability: core, action: echo}\n  b: {capability: core, action: echo}\n  a: {capability: core, action: exec}\n",
+		line: 6, col: 3, field: "tasks.a", msg: `duplicate key "a" (first defined on line 4)`},
+	{name: "unknown task key", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    neds: [b]\n",
+		line: 7, col: 5, task: "a", field: "neds", msg: `unknown key "neds" in a task`, hint: `did you mean "needs"?`},
+	{name: "task not a mapping", src: header + "tasks:\n  a: echo\n",
+		line: 4, col: 6, task: "a", msg: `a task must be a mapping (key: value), not the string "echo"`},
+	{name: "missing capability", src: header + "tasks:\n  a:\n    action: echo\n",
+		line: 4, col: 3, task: "a", field: "capability", msg: `missing required field "capability"`, hint: "capability: net.scan"},
+	{name: "bad capability", src: header + "tasks:\n  a: {capability: Net..Scan, action: echo}\n",
+		line: 4, col: 19, task: "a", field: "capability", msg: `invalid capability "Net..Scan"`, hint: "net.scan"},
+	{name: "missing action", src: header + "tasks:\n  a: {capability: core}\n",
+		line: 4, col: 3, task: "a", field: "action", msg: `missing required field "action"`},
+	{name: "bad action", src: header + "tasks:\n  a: {capability: core, action: Exec}\n",
+		line: 4, col: 33, task: "a", field: "action", msg: `invalid action "Exec"`},
+
+	// --- needs and the graph
+	{name: "unknown need", src: header + "tasks:\n  discover: {capability: core, action: echo}\n  probe: {capability: core, action: echo, needs: [discover, discovr]}\n",
+		line: 5, col: 61, task: "probe", field: "needs[1]", msg: `unknown task "discovr"`, hint: `did you mean "discover"?`},
+	{name: "need as a single string", src: header + "tasks:\n  discover: {capability: core, action: echo}\n  probe: {capability: core, action: echo, needs: discovr}\n",
+		line: 5, col: 50, task: "probe", field: "needs", msg: `unknown task "discovr"`},
+	{name: "self need", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    needs: [a]\n",
+		line: 7, col: 13, task: "a", field: "needs[0]", msg: "a task cannot need itself"},
+	{name: "cycle", src: header + "tasks:\n  a: {capability: core, action: echo, needs: [c]}\n  b: {capability: core, action: echo, needs: [a]}\n  c: {capability: core, action: echo, needs: [b]}\n",
+		line: 5, col: 47, task: "b", field: "needs[0]", msg: "cycle: b -> a -> c -> b", hint: "remove"},
+	{name: "needs not a list", src: header + "tasks:\n  a: {capability: core, action: echo, needs: {b: 1}}\n",
+		line: 4, col: 46, task: "a", field: "needs", msg: "needs must be a task name or a list of task names"},
+
+	// --- expressions
+	{name: "CEL syntax error", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: {x: \"${{ 1 + }}\"}\n",
+		line: 7, col: 24, task: "a", field: "with.x", msg: "syntax error"},
+	{name: "CEL type error", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with:\n      x: ${{ 1 + 'a' }}\n",
+		line: 8, col: 16, task: "a", field: "with.x", msg: "type error: found no matching overload for '_+_'"},
+	{name: "non-upstream task", src: header + "tasks:\n  a: {capability: core, action: echo}\n  b:\n    capability: core\n    action: echo\n    with: {x: \"v=${{ tasks.a.output }}\"}\n",
+		line: 8, col: 22, task: "b", field: "with.x", msg: `task "a" is not upstream of "b"`, hint: `add "a" to needs`},
+	{name: "transitive upstream is fine but unknown task is not", src: header + "tasks:\n  a: {capability: core, action: echo}\n  b: {capability: core, action: echo, needs: [a]}\n  c:\n    capability: core\n    action: echo\n    needs: [b]\n    with: ${{ [tasks.a.output, tasks.zz.output] }}\n",
+		line: 10, col: 32, task: "c", field: "with", msg: `unknown task "zz"`, hint: "valid tasks: a, b, c"},
+	{name: "own output", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ tasks.a.output }}\n",
+		line: 7, col: 15, task: "a", field: "with", msg: "a task cannot read its own output"},
+	{name: "unknown input", src: header + "inputs:\n  target: {type: string}\ntasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ inputs.targets }}\n",
+		line: 9, col: 15, task: "a", field: "with", msg: `unknown input "targets"`, hint: `did you mean "target"?`},
+	{name: "unknown input no inputs", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ inputs.url }}\n",
+		line: 7, col: 15, task: "a", field: "with", msg: `unknown input "url"`, hint: "declare it under inputs:"},
+	{name: "item outside spread", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: {x: \"${{ item }}\"}\n",
+		line: 7, col: 20, task: "a", field: "with.x", msg: `"item" is only defined inside the with of a task that has spread`},
+	{name: "index in when", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    spread: ${{ [1, 2] }}\n    when: ${{ index > 0 }}\n",
+		line: 8, col: 15, task: "a", field: "when", msg: `"index" is only defined`},
+	{name: "tasks.x.result", src: header + "tasks:\n  x: {capability: core, action: echo}\n  y:\n    needs: [x]\n    capability: core\n    action: echo\n    with: ${{ tasks.x.result }}\n",
+		line: 9, col: 22, task: "y", field: "with", msg: `tasks.x has no field "result"`, hint: "use tasks.x.output"},
+	{name: "unterminated expression", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: {url: \"http://${{ item /health\"}\n",
+		line: 7, col: 25, task: "a", field: "with.url", msg: "unterminated ${{", hint: "close the expression with }}"},
+	{name: "empty expression", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ }}\n",
+		line: 7, col: 11, task: "a", field: "with", msg: "empty expression"},
+	{name: "undeclared name", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ foo + 1 }}\n",
+		line: 7, col: 15, task: "a", field: "with", msg: "undeclared reference to 'foo'", hint: "inputs.<name>"},
+	{name: "expression too costly", src: header + "inputs: {l: {type: list}}\ntasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ inputs.l.map(x, inputs.l.map(y, inputs.l.map(z, x + y + z))) }}\n",
+		line: 8, col: 11, task: "a", field: "with", msg: "expression may cost", hint: "avoid nested iteration"},
+	{name: "expression in block scalar falls back to the node", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: |\n      ${{ 1 + }}\n",
+		line: 7, col: 11, task: "a", field: "with", msg: "syntax error"},
+	{name: "expression in key", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: {\"${{ item }}\": 1}\n",
+		line: 7, col: 12, task: "a", field: "with.${{ item }}", msg: "expressions are not allowed in keys"},
+
+	// --- spread and when
+	{name: "spread not an expression", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    spread: [1, 2, 3]\n",
+		line: 7, col: 13, task: "a", field: "spread", msg: "must be a single ${{ expression }} of type list, not a list", hint: "spread: ${{"},
+	{name: "spread with text", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    spread: \"x ${{ [1] }}\"\n",
+		line: 7, col: 13, task: "a", field: "spread", msg: "must be a single ${{ expression }} of type list, not text"},
+	{name: "spread of a map", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    spread: \"${{ {'a': 1} }}\"\n",
+		line: 7, col: 14, task: "a", field: "spread", msg: "but this expression has type map(string, int)"},
+	{name: "when not bool", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    when: ${{ 1 + 2 }}\n",
+		line: 7, col: 11, task: "a", field: "when", msg: "must be a single ${{ expression }} of type bool, but this expression has type int"},
+	{name: "when a string", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    when: yes\n",
+		line: 7, col: 11, task: "a", field: "when", msg: "not text"},
+
+	// --- policies
+	{name: "bad duration", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    timeout: 5 minutes\n",
+		line: 7, col: 14, task: "a", field: "timeout", msg: `invalid duration "5 minutes"`, hint: "30s"},
+	{name: "duration without unit", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    timeout: 30\n",
+		line: 7, col: 14, task: "a", field: "timeout", msg: "must be a duration, not the number 30", hint: "with a unit"},
+	{name: "zero duration", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    timeout: 0s\n",
+		line: 7, col: 14, task: "a", field: "timeout", msg: `duration "0s" is not positive`},
+	{name: "zero backoff in defaults", src: header + "defaults:\n  retry: {backoff: {initial: 0s}}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 30, field: "defaults.retry.backoff.initial", msg: "not positive"},
+	{name: "bad on_failure", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    on_failure: skp\n",
+		line: 7, col: 17, task: "a", field: "on_failure", msg: `unknown failure policy "skp"`, hint: `did you mean "skip"?`},
+	{name: "bad on_failure far off", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    on_failure: ignore\n",
+		line: 7, col: 17, task: "a", field: "on_failure", msg: `unknown failure policy "ignore"`, hint: "use retry, skip or abort"},
+	{name: "max_attempts 0", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    retry: {max_attempts: 0}\n",
+		line: 7, col: 27, task: "a", field: "retry.max_attempts", msg: "max_attempts must be between 1 and 100, not 0", hint: "1 means no retry"},
+	{name: "max_attempts 101", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    retry: {max_attempts: 101}\n",
+		line: 7, col: 27, task: "a", field: "retry.max_attempts", msg: "not 101"},
+	{name: "factor below 1", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    retry: {backoff: {factor: 0.5}}\n",
+		line: 7, col: 31, task: "a", field: "retry.backoff.factor", msg: "must be between 1 and 1000, not 0.5"},
+	{name: "jitter above 1", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    retry: {backoff: {jitter: 1.5}}\n",
+		line: 7, col: 31, task: "a", field: "retry.backoff.jitter", msg: "must be between 0 and 1, not 1.5"},
+	{name: "unknown backoff key", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    retry: {backoff: {initl: 1s}}\n",
+		line: 7, col: 23, task: "a", field: "retry.backoff.initl", msg: `unknown key "initl" in backoff`, hint: `did you mean "initial"?`},
+	{name: "abort with retry", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    on_failure: abort\n    retry: {max_attempts: 3}\n",
+		line: 8, col: 5, task: "a", field: "retry", msg: "on_failure: abort never retries", hint: "use on_failure: retry"},
+
+	// --- inputs
+	{name: "unknown input type", src: header + "inputs:\n  n: {type: integer}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 13, field: "inputs.n.type", msg: `unknown type "integer"`, hint: `did you mean "int"?`},
+	{name: "input type synonym", src: header + "inputs:\n  n: {type: array}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 13, field: "inputs.n.type", msg: `unknown type "array"`, hint: `did you mean "list"?`},
+	{name: "default not matching type", src: header + "inputs:\n  n: {type: int, default: \"5\"}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 27, field: "inputs.n.default", msg: "default is string but the input type is int"},
+	{name: "default float for int", src: header + "inputs:\n  n: {type: int, default: 1.5}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 27, field: "inputs.n.default", msg: "default is number but the input type is int"},
+	{name: "required with default", src: header + "inputs:\n  n: {type: int, default: 5, required: true}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 40, field: "inputs.n.required", msg: "an input with a default is never required"},
+	{name: "bad input name", src: header + "inputs:\n  target-host: {type: string}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 3, field: "inputs.target-host", msg: `invalid input name "target-host"`, hint: `"target_host"`},
+	{name: "unknown input key", src: header + "inputs:\n  n: {typ: int}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 7, field: "inputs.n.typ", msg: `unknown key "typ"`, hint: `did you mean "type"?`},
+	{name: "NaN default", src: header + "inputs:\n  n: {default: .nan}\ntasks: {a: {capability: core, action: echo}}\n",
+		line: 4, col: 16, field: "inputs.n.default", msg: "number .nan cannot be used"},
+
+	// --- outputs
+	{name: "output unknown task", src: header + "tasks:\n  a: {capability: core, action: echo}\noutputs:\n  r: ${{ tasks.b.output }}\n",
+		line: 6, col: 10, field: "outputs.r", msg: `unknown task "b"`},
+	{name: "output unknown task did you mean", src: header + "tasks:\n  summarize: {capability: core, action: echo}\noutputs:\n  r: \"${{ tasks.sumarize.output }}\"\n",
+		line: 6, col: 11, field: "outputs.r", msg: `unknown task "sumarize"`, hint: `did you mean "summarize"?`},
+	{name: "output with item", src: header + "tasks:\n  a: {capability: core, action: echo}\noutputs:\n  r: ${{ item }}\n",
+		line: 6, col: 10, field: "outputs.r", msg: `"item" is only defined`},
+
+	// --- limits
+	{name: "spec too large", src: header + "description: " + strings.Repeat("x", 200) + "\ntasks: {a: {capability: core, action: echo}}\n",
+		limits: spec.Limits{MaxSpecBytes: 100}, line: 0, msg: "spec is 281 bytes, the limit is 100"},
+	{name: "too many tasks", src: header + "tasks:\n  a: {capability: core, action: echo}\n  b: {capability: core, action: echo}\n  c: {capability: core, action: echo}\n",
+		limits: spec.Limits{MaxTasks: 2}, line: 4, col: 3, field: "tasks", msg: "workflow has 3 tasks, the limit is 2"},
+	{name: "too deep", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: {a: {b: {c: {d: 1}}}}\n",
+		limits: spec.Limits{MaxDepth: 3}, line: 7, col: 23, task: "a", field: "with.a.b.c", msg: "value is nested more than 3 levels deep"},
+	{name: "too long expression", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ 1 + 1 + 1 + 1 }}\n",
+		limits: spec.Limits{Expr: exprLimits(8)}, line: 7, col: 11, task: "a", field: "with", msg: "bytes long, the limit is 8"},
+	{name: "alias bomb", src: aliasBomb, line: 8, col: 30, msg: "spec is too large: more than 200000 YAML nodes"},
+
+	// --- JSON
+	{name: "JSON syntax error", src: "{\n  \"name\": \"demo\",\n  \"version\": 1\n  \"tasks\": {}\n}\n",
+		line: 4, col: 3, msg: "invalid JSON: invalid character '\"' after object key:value pair", hint: "comma"},
+	{name: "JSON unknown key", src: "{\n  \"name\": \"demo\",\n  \"version\": 1,\n  \"tasks\": {\n    \"a\": {\"capability\": \"core\", \"action\": \"echo\", \"retyr\": {}}\n  }\n}\n",
+		line: 5, col: 51, task: "a", field: "retyr", msg: `unknown key "retyr"`, hint: `did you mean "retry"?`},
+}
+
+// aliasBomb expands to 10^10 nodes if followed naively.
+const aliasBomb = `name: demo
+version: 1
+tasks:
+  a:
+    capability: core
+    action: echo
+    with:
+      x0: &a [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]
+      x1: &b [*a, *a, *a, *a, *a, *a, *a, *a, *a, *a]
+      x2: &c [*b, *b, *b, *b, *b, *b, *b, *b, *b, *b]
+      x3: &d [*c, *c, *c, *c, *c, *c, *c, *c, *c, *c]
+      x4: &e [*d, *d, *d, *d, *d, *d, *d, *d, *d, *d]
+      x5: &f [*e, *e, *e, *e, *e, *e, *e, *e, *e, *e]
+      x6: &g [*f, *f, *f, *f, *f, *f, *f, *f, *f, *f]
+      x7: &h [*g, *g, *g, *g, *g, *g, *g, *g, *g, *g]
+      x8: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]
+      x9: [*i, *i, *i, *i, *i, *i, *i, *i, *i, *i]
+`
+
+func TestInvalidSpecs(t *testing.T) {
+	if len(invalidCases) < 30 {
+		t.Fatalf("only %d invalid cases", len(invalidCases))
+	}
+	for _, tc := range invalidCases {
+		t.Run(tc.name, func(t *testing.T) {
+			wf, err := spec.Compile("flow.yaml", []byte(tc.src), spec.Options{Limits: tc.limits})
+			if err == nil {
+				t.Fatalf("compiled, want an error; IR:\n%v", wf)
+			}
+			var list spec.ErrorList
+			if !errors.As(err, &list) || len(list) == 0 {
+				t.Fatalf("error %T %v is not a non-empty ErrorList", err, err)
+			}
+			got := list[0]
+			if got.File != "flow.yaml" || got.Line != tc.line || (tc.col != 0 && got.Column != tc.col) ||
+				got.Task != tc.task || (tc.field != "" && got.Field != tc.field) ||
+				!strings.Contains(got.Msg, tc.msg) || !strings.Contains(got.Hint, tc.hint) {
+				t.Errorf("first error:\n got  %d:%d task=%q field=%q msg=%q hint=%q\n want %d:%d task=%q field=%q msg~%q hint~%q\nall errors:\n%v",
+					got.Line, got.Column, got.Task, got.Field, got.Msg, got.Hint,
+					tc.line, tc.col, tc.task, tc.field, tc.msg, tc.hint, err)
+			}
+			checkNoInternals(t, err)
+		})
+	}
+}
+
+// checkNoInternals fails when a message leaks Go or library internals.
+func checkNoInternals(t *testing.T, err error) {
+	t.Helper()
+	for _, e := range spec.AsErrorList(err) {
+		for _, bad := range []string{"yaml:", "panic", "runtime error", "*yaml.Node", "<nil>", "%!", "goroutine"} {
+			if strings.Contains(e.Msg, bad) || strings.Contains(e.Hint, bad) {
+				t.Errorf("error leaks %q: %v", bad, e)
+			}
+		}
+	}
+}

@@ -1,0 +1,201 @@
+package spec
+
+import (
+	"fmt"
+
+	"go.yaml.in/yaml/v3"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// taskSpec is one task as written, after its simple fields are checked and
+// before its expressions are (which needs the whole graph).
+type taskSpec struct {
+	name       string
+	keyN       *yaml.Node // the task's name in the tasks mapping
+	w          where
+	ok         bool // false when the task had a problem that stops IR building
+	capability string
+	action     string
+	desc       string
+	needs      []need
+	with       *yaml.Node // nil when absent
+	spread     *yaml.Node
+	when       *yaml.Node
+	policy     policy
+}
+
+// need is one entry of a task's `needs`.
+type need struct {
+	name string
+	node *yaml.Node
+	w    where
+}
+
+// tasks reads the `tasks` mapping in source order.
+func (c *compiler) tasks(root *yaml.Node, top map[string]entry) []*taskSpec {
+	e, ok := top["tasks"]
+	const hint = "add a tasks: mapping with at least one task"
+	if !ok {
+		c.errorf(root, where{field: "tasks"}, hint, "missing required field \"tasks\"")
+		return nil
+	}
+	n := c.resolve(e.value)
+	if n == nil {
+		return nil
+	}
+	if isNull(n) || (n.Kind == yaml.MappingNode && len(n.Content) == 0) {
+		c.errorf(n, where{field: "tasks"}, hint, "workflow has no tasks")
+		return nil
+	}
+	entries, ok := c.mapping(n, where{field: "tasks"}, "tasks")
+	if !ok {
+		return nil
+	}
+	if len(entries) > c.limits.MaxTasks {
+		c.errorf(n, where{field: "tasks"}, "split the workflow into smaller ones, or use spread to fan out over a list",
+			"workflow has %d tasks, the limit is %d", len(entries), c.limits.MaxTasks)
+		return nil
+	}
+	var out []*taskSpec
+	for _, te := range entries {
+		out = append(out, c.task(te))
+		if c.stopped {
+			return nil
+		}
+	}
+	return out
+}
+
+// task reads the simple fields of one task.
+func (c *compiler) task(e entry) *taskSpec {
+	t := &taskSpec{name: e.key, keyN: e.keyN, w: where{task: e.key}, ok: true}
+	if !c.checkIdent(e.keyN, e.key, where{task: e.key}, "task", "tasks."+e.key+".output") {
+		t.ok = false
+	}
+	n := c.resolve(e.value)
+	if n == nil {
+		t.ok = false
+		return t
+	}
+	entries, ok := c.mapping(n, t.w, "a task")
+	if !ok {
+		t.ok = false
+		return t
+	}
+	fields := c.checkKeys(entries, taskKeys, t.w, "a task")
+	t.capability = c.requiredName(fields, "capability", t, capabilityRE,
+		"add e.g. capability: net.scan (the class of workers that run the task)",
+		"use lowercase words separated by dots, each starting with a letter, e.g. net.scan or ai.inference")
+	t.action = c.requiredName(fields, "action", t, actionRE,
+		"add e.g. action: exec (exec, http, sleep or echo)",
+		"use lowercase letters, digits, '_', '.' and '-', starting with a letter, e.g. exec")
+	if f, ok := fields["description"]; ok {
+		t.desc, _ = c.str(f.value, t.w.child("description"))
+	}
+	if f, ok := fields["needs"]; ok {
+		t.needs = c.needs(f, t.w.child("needs"))
+	}
+	if f, ok := fields["with"]; ok {
+		t.with = f.value
+	}
+	if f, ok := fields["spread"]; ok {
+		t.spread = f.value
+	}
+	if f, ok := fields["when"]; ok {
+		t.when = f.value
+	}
+	t.policy = c.policy(fields, t.w)
+	if t.policy.onFailure == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT && t.policy.retryNode != nil {
+		c.errorf(t.policy.retryNode, t.w.child("retry"), "use on_failure: retry to retry and then fail the workflow, or remove retry",
+			"on_failure: abort never retries, so a retry policy here has no effect")
+	}
+	return t
+}
+
+// requiredName reads a required string field that must match re.
+func (c *compiler) requiredName(fields map[string]entry, key string, t *taskSpec, re interface{ MatchString(string) bool }, missingHint, syntaxHint string) string {
+	w := t.w.child(key)
+	f, ok := fields[key]
+	if !ok {
+		c.errorf(t.keyN, w, missingHint, "missing required field %q", key)
+		t.ok = false
+		return ""
+	}
+	s, ok := c.str(f.value, w)
+	if !ok {
+		t.ok = false
+		return ""
+	}
+	if !re.MatchString(s) {
+		c.errorf(c.resolve(f.value), w, syntaxHint, "invalid %s %q", key, s)
+		t.ok = false
+	}
+	return s
+}
+
+// needs reads a list of task names, or a single name.
+func (c *compiler) needs(f entry, w where) []need {
+	n := c.resolve(f.value)
+	if n == nil {
+		return nil
+	}
+	switch {
+	case isNull(n):
+		return nil
+	case n.Kind == yaml.ScalarNode:
+		if name, ok := c.str(n, w); ok {
+			return []need{{name: name, node: n, w: w}}
+		}
+		return nil
+	case n.Kind != yaml.SequenceNode:
+		c.errorf(n, w, "write needs: [a, b] or needs: a", "needs must be a task name or a list of task names, not %s", describe(n))
+		return nil
+	}
+	var out []need
+	for i, item := range n.Content {
+		iw := w.index(i)
+		name, ok := c.str(item, iw)
+		if !ok {
+			continue
+		}
+		out = append(out, need{name: name, node: c.resolve(item), w: iw})
+	}
+	return out
+}
+
+// buildTask produces the IR of one task: templates and expressions checked in
+// the task's scope, policies folded with the defaults.
+func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []string) *robonetv1.Task {
+	ir := &robonetv1.Task{
+		Name:        t.name,
+		Capability:  t.capability,
+		Action:      t.action,
+		Description: t.desc,
+		Needs:       g.directNeeds(t.name),
+	}
+	sc := &scope{task: t.name, graph: g, inputs: inputs}
+	if t.spread != nil {
+		sc.field = "spread"
+		ir.Spread = c.guardExpr(t.spread, sc, "spread", "list", "${{ tasks.discover.output.hosts }}")
+	}
+	if t.when != nil {
+		sc.field = "when"
+		ir.When = c.guardExpr(t.when, sc, "when", "bool", "${{ size(tasks.probe.output) > 0 }}")
+	}
+	if t.with != nil {
+		sc.field = "with"
+		sc.spread = t.spread != nil
+		ir.With = c.template(t.with, sc)
+	}
+	ir.OnFailure, ir.Retry, ir.Timeout = fold(t.policy, defaults)
+	if !t.ok {
+		return nil
+	}
+	return ir
+}
+
+// describeWant is the start of messages about spread and when.
+func describeWant(want string) string {
+	return fmt.Sprintf("must be a single ${{ expression }} of type %s", want)
+}
