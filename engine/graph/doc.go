@@ -1,0 +1,118 @@
+// Package graph is the pure execution graph of the engine: it decides, for
+// one workflow instance, what runs next. It implements the unified readiness
+// model of DESIGN.md §5 as a deterministic state machine with no clock, no
+// goroutine, no randomness and no I/O.
+//
+// # Plan and Graph
+//
+// A Plan is compiled once per workflow version from the IR
+// (robonetv1.Workflow): tasks are numbered in IR order (sorted by name),
+// expressions are compiled, and every task gets the list of its direct
+// successors. A Plan is read-only and shared by all instances.
+//
+// A Graph is the state of one instance. The runloop feeds it events and
+// applies the Effects it returns:
+//
+//	Start(inputs, now)                   PENDING → RUNNING, roots become ready
+//	Complete(ref, attempt, result, now)  an attempt finished
+//	Fire(timer, now)                     a timer asked for by SetTimer is due
+//	Cancel(now)                          the user cancelled the instance
+//
+//	Dispatch   run an attempt of a task (or spread instance) with an input
+//	Cancel     stop an in-flight attempt
+//	SetTimer   call Fire at a time (retry backoff, attempt timeout)
+//	Finished   the instance reached COMPLETE, FAILED or CANCELLED
+//
+// Time is an argument of every event; the same sequence of calls always
+// yields the same effects, state and snapshot bytes.
+//
+// # Readiness
+//
+// Every node counts its unresolved required predecessors. A task requires
+// the tasks in its `needs`; the output node, which evaluates the workflow
+// outputs, requires every sink (every task no other task needs). A task is
+// resolved when it completed, failed under on_failure skip, or was skipped.
+// Resolving a task decrements the counters of its direct successors only —
+// O(d) per resolution, never a scan of the graph — and a successor whose
+// counter reaches zero is ready. Ready nodes go through a worklist in the
+// same call, so a skip cascading down a chain of a million tasks needs no
+// recursion. A task with a single predecessor is handled inline in that
+// loop: there is no separate join node.
+//
+// A ready task is handled in this order:
+//
+//  1. If every predecessor was skipped (by its guard or by this rule), the
+//     task is skipped without evaluating anything: a guard that is false
+//     skips the subtree that depends only on it. A task with at least one
+//     predecessor that was not skipped runs, and reads null as the output
+//     of skipped and failed predecessors.
+//  2. `when` is evaluated: false skips the task. A result that is not a
+//     bool, or an evaluation error, fails the task without retry (the
+//     result would be the same every time).
+//  3. `spread` is evaluated. A result that is not a list, or has more than
+//     Options.MaxSpreadWidth elements, fails the task without retry. An
+//     empty list completes the task with output [] and dispatches nothing.
+//     Otherwise the task becomes N instances, TaskRef{Node, Index: 0..N-1},
+//     each dispatched with `with` evaluated for item = list[i], index = i.
+//     The instances share a barrier that fires when all N are resolved;
+//     the task's output is then the list of instance outputs in index
+//     order (null for instances that failed under skip).
+//  4. Otherwise `with` is evaluated and attempt 1 is dispatched.
+//
+// A `with` that cannot be evaluated fails the attempt without retry.
+//
+// # Failures, retries and timeouts
+//
+// Every task and every spread instance fails on its own. A failed attempt
+// is handled by the task's on_failure policy (unspecified means retry):
+//
+//   - abort: the workflow FAILS at once.
+//   - retry and skip: while attempt < retry.max_attempts, a Retry timer is
+//     set at now + RetryDelay(attempt); when it fires, the next attempt is
+//     dispatched with `with` evaluated again (upstream outputs never
+//     change, so the input is the same). When attempts are exhausted, skip
+//     marks the task failed with a null output and its dependents run;
+//     retry FAILS the workflow.
+//
+// The retry delay after attempt n is min(initial * factor^(n-1), max),
+// multiplied by 1 + jitter*u where u in [-1, 1) is derived from an FNV-1a
+// hash of (instance ID, task name, spread index, n) — see JitterUnit. No
+// random state exists, so a restored instance retries at the same times.
+//
+// A task with a timeout gets a Timeout timer with every Dispatch. If it
+// fires while that attempt is still in flight, the graph emits Cancel for
+// the attempt and handles it as a failed attempt ("timed out after 30s").
+//
+// When the workflow FAILS, Err names the task, instance and attempt and the
+// reason, every attempt still in flight gets a Cancel effect and Finished
+// follows. Completions and timers that arrive later are stale: they are
+// ignored and counted in Stats.
+//
+// # States
+//
+//	PENDING → RUNNING → GATHERING → COMPLETE | FAILED | CANCELLED
+//
+// RUNNING becomes GATHERING once no task is waiting for its predecessors
+// (each one is dispatched, resolved, or waiting for a retry). When the
+// output node becomes ready the outputs are evaluated and the instance is
+// COMPLETE, or FAILED if an output cannot be evaluated.
+//
+// # Memory and cost
+//
+// Per-task state lives in parallel slices indexed by node. Spread instances
+// are parallel slices too (status byte, attempt, output, and a due time only
+// for tasks with a timeout or retries), so a pending instance costs a few
+// dozen bytes, not a struct with maps. Complete, Fire and Start cost O(d)
+// in the nodes they touch; Cancel, failure, Snapshot, Restore and Resume
+// may be O(n).
+//
+// # Persistence
+//
+// Snapshot writes a compact, deterministic binary encoding (varints and
+// canonical JSON values) of the state: inputs, status, attempt, output and
+// error of every task and instance, retry times and timeout deadlines.
+// Restore rebuilds a Graph from it; Resume then returns the Dispatch effects
+// of the attempts that were in flight (same attempt: dispatch is
+// at-least-once, ExecutionID is the idempotency key) and the timers with
+// their original due times.
+package graph

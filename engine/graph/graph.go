@@ -1,0 +1,682 @@
+package graph
+
+import (
+	"fmt"
+	"math"
+	"time"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+
+	"github.com/robonet/robonet/engine/value"
+)
+
+// maxRetainedEffects bounds the effect buffer a Graph keeps between calls;
+// a larger buffer (from expanding a wide spread) is dropped rather than
+// reused so an idle instance does not pin it.
+const maxRetainedEffects = 1 << 14
+
+// Graph is the execution state of one workflow instance: a pure state
+// machine driven by Start, Complete, Fire and Cancel, which return the
+// effects the runloop must apply. It reads no clock, starts no goroutine and
+// does no I/O; the time of every event is an argument.
+//
+// A Graph is not safe for concurrent use.
+//
+// The []Effect returned by Start, Complete, Fire, Cancel and Resume aliases a
+// buffer owned by the Graph and is valid only until the next call of one of
+// them on the same Graph; copy it to keep it. Reusing the buffer keeps the
+// completion path free of allocations. A nil result means there is nothing
+// to do.
+type Graph struct {
+	plan  *Plan
+	id    string
+	state State
+	err   *WorkflowError
+
+	inputs  map[string]any
+	outputs map[string]any
+
+	// Per node; remaining and live have one more entry, for the output
+	// node.
+	remaining []int32 // unresolved required predecessors
+	live      []bool  // some resolved predecessor was not skipped
+	status    []TaskStatus
+	attempt   []uint32 // latest attempt dispatched or failed
+	output    []any
+	due       []int64   // retry time or timeout deadline (Unix ns), see Task
+	spreads   []*spread // instances of an expanded spread task
+	errs      map[TaskRef]string
+	waiting   int // tasks in TaskWaiting while active
+
+	fx    []Effect // effect buffer returned to the caller
+	work  []int32  // ready nodes not yet handled
+	sc    scope
+	stats Stats
+}
+
+// spread holds the instances of one expanded spread task as parallel arrays
+// (struct of arrays), so a million pending instances cost a few dozen bytes
+// each. Instance i evaluates `with` with item = items[i] and index = i.
+type spread struct {
+	items   []any // shared with the value the spread expression returned
+	status  []TaskStatus
+	attempt []uint32
+	output  []any   // becomes the task's output when the barrier fires
+	due     []int64 // nil unless the task has a timeout or retries
+	pending int32   // unresolved instances; the barrier fires at 0
+}
+
+func newSpread(items []any, withDue bool) *spread {
+	n := len(items)
+	sp := &spread{
+		items:   items,
+		status:  make([]TaskStatus, n),
+		attempt: make([]uint32, n),
+		output:  make([]any, n),
+		pending: int32(n),
+	}
+	if withDue {
+		sp.due = make([]int64, n)
+	}
+	return sp
+}
+
+// scope is what expressions read: the inputs, resolved task outputs, and
+// the spread element being evaluated.
+type scope struct {
+	g     *Graph
+	item  any
+	index int64
+}
+
+func (s *scope) Inputs() map[string]any { return s.g.inputs }
+func (s *scope) Item() any              { return s.item }
+func (s *scope) Index() int64           { return s.index }
+
+// TaskOutput returns the output of a resolved task (null for a failed or
+// skipped one); the plan guarantees expressions read only upstream tasks.
+func (s *scope) TaskOutput(name string) (any, bool) {
+	n, ok := s.g.plan.names[name]
+	if !ok || !s.g.status[n].resolved() {
+		return nil, false
+	}
+	return s.g.output[n], true
+}
+
+// NewGraph returns a PENDING instance of the plan. instanceID identifies the
+// instance in execution IDs and seeds retry jitter.
+func (p *Plan) NewGraph(instanceID string) *Graph {
+	n := len(p.nodes)
+	g := &Graph{
+		plan:      p,
+		id:        instanceID,
+		remaining: make([]int32, n+1),
+		live:      make([]bool, n+1),
+		status:    make([]TaskStatus, n),
+		attempt:   make([]uint32, n),
+		output:    make([]any, n),
+		due:       make([]int64, n),
+		spreads:   make([]*spread, n),
+		errs:      map[TaskRef]string{},
+	}
+	copy(g.remaining, p.required)
+	g.sc.g = g
+	return g
+}
+
+// Plan returns the plan of the instance.
+func (g *Graph) Plan() *Plan { return g.plan }
+
+// InstanceID returns the instance ID.
+func (g *Graph) InstanceID() string { return g.id }
+
+// State returns the workflow state.
+func (g *Graph) State() State { return g.state }
+
+// Err says why the instance FAILED (a *WorkflowError); nil in other states.
+func (g *Graph) Err() error {
+	if g.err == nil {
+		return nil
+	}
+	return g.err
+}
+
+// Inputs returns the bound inputs (nil before Start). Read-only.
+func (g *Graph) Inputs() map[string]any { return g.inputs }
+
+// Outputs returns the evaluated workflow outputs once COMPLETE, else nil.
+// Read-only.
+func (g *Graph) Outputs() map[string]any { return g.outputs }
+
+// Stats returns counters of what the Graph handled.
+func (g *Graph) Stats() Stats { return g.stats }
+
+// Start binds the inputs (see Plan.BindInputs), moves the instance from
+// PENDING to RUNNING and handles the root tasks. It fails, changing nothing,
+// when the inputs are invalid or the instance was already started.
+func (g *Graph) Start(inputs map[string]any, now time.Time) ([]Effect, error) {
+	if g.state != Pending {
+		return nil, fmt.Errorf("graph: Start on an instance in state %s", g.state)
+	}
+	bound, err := g.plan.BindInputs(inputs)
+	if err != nil {
+		return nil, err
+	}
+	g.begin()
+	g.inputs = bound
+	g.state = Running
+	g.waiting = len(g.plan.nodes)
+	if g.waiting == 0 {
+		g.state = Gathering
+	}
+	for i, r := range g.plan.required {
+		if r == 0 {
+			g.work = append(g.work, int32(i))
+		}
+	}
+	g.drain(now)
+	return g.result(), nil
+}
+
+// Complete reports the result of an attempt. A completion for an unknown
+// task, an attempt that is not in flight (stale, duplicate, already timed
+// out or cancelled) or an instance that is not active is ignored: no
+// effects, counted in Stats.StaleCompletions.
+func (g *Graph) Complete(ref TaskRef, attempt uint32, res Result, now time.Time) []Effect {
+	g.begin()
+	if !g.inFlight(ref, attempt) {
+		g.stats.StaleCompletions++
+		return nil
+	}
+	if res.Err != nil {
+		g.stats.FailedAttempts++
+		g.attemptFailed(ref, attempt, res.Err.Error(), true, now)
+	} else if out, err := value.Normalize(res.Output); err != nil {
+		g.stats.FailedAttempts++
+		g.attemptFailed(ref, attempt, "invalid output: "+err.Error(), true, now)
+	} else {
+		g.stats.Completed++
+		g.succeeded(ref, out)
+	}
+	g.drain(now)
+	return g.result()
+}
+
+// inFlight reports whether attempt of ref is running in an active instance.
+func (g *Graph) inFlight(ref TaskRef, attempt uint32) bool {
+	if !g.state.active() || ref.Node < 0 || int(ref.Node) >= len(g.status) {
+		return false
+	}
+	if ref.Index < 0 {
+		return g.status[ref.Node] == TaskRunning && g.attempt[ref.Node] == attempt
+	}
+	sp := g.spreads[ref.Node]
+	return sp != nil && int(ref.Index) < len(sp.status) &&
+		sp.status[ref.Index] == TaskRunning && sp.attempt[ref.Index] == attempt
+}
+
+// Fire handles a timer set by a SetTimer effect. A timer that no longer
+// applies (its attempt completed, a newer attempt runs, the instance ended)
+// is ignored and counted in Stats.StaleTimers.
+func (g *Graph) Fire(t Timer, now time.Time) []Effect {
+	g.begin()
+	switch t.Kind {
+	case Retry:
+		if g.state.active() && g.statusOf(t.Task) == TaskRetrying && g.attemptOf(t.Task) == t.Attempt {
+			g.dispatch(t.Task, t.Attempt+1, now)
+			g.drain(now)
+			return g.result()
+		}
+	case Timeout:
+		if g.inFlight(t.Task, t.Attempt) {
+			g.emit(Effect{Kind: Cancel, Task: t.Task, Attempt: t.Attempt})
+			g.stats.Cancelled++
+			g.stats.TimedOut++
+			g.stats.FailedAttempts++
+			reason := "timed out after " + g.plan.nodes[t.Task.Node].timeout.String()
+			g.attemptFailed(t.Task, t.Attempt, reason, true, now)
+			g.drain(now)
+			return g.result()
+		}
+	}
+	g.stats.StaleTimers++
+	return nil
+}
+
+// Cancel cancels the instance: every in-flight attempt gets a Cancel effect
+// and the state becomes CANCELLED. It does nothing in a terminal state.
+func (g *Graph) Cancel(now time.Time) []Effect {
+	g.begin()
+	if g.state.Terminal() {
+		return nil
+	}
+	g.cancelInFlight()
+	g.state = Cancelled
+	g.emit(Effect{Kind: Finished, State: Cancelled})
+	return g.result()
+}
+
+// Resume re-emits what the runloop must have in hand after Restore: a
+// Dispatch (same attempt; dispatch is at-least-once) and, with a timeout, a
+// SetTimer with the original deadline for every attempt in flight, and a
+// SetTimer for every pending retry. In a terminal state it emits Finished
+// again. It is O(n).
+func (g *Graph) Resume(now time.Time) []Effect {
+	g.begin()
+	if g.state.Terminal() {
+		g.emit(Effect{Kind: Finished, State: g.state})
+		return g.result()
+	}
+	if !g.state.active() {
+		return nil
+	}
+	for node := range g.status {
+		ref := Ref(int32(node))
+		switch g.status[node] {
+		case TaskRunning, TaskRetrying:
+			g.resumeOne(ref, g.status[node], g.attempt[node], g.due[node], now)
+		case TaskSpreading:
+			sp := g.spreads[node]
+			for i, st := range sp.status {
+				if st == TaskRunning || st == TaskRetrying {
+					var due int64
+					if sp.due != nil {
+						due = sp.due[i]
+					}
+					g.resumeOne(TaskRef{Node: int32(node), Index: int32(i)}, st, sp.attempt[i], due, now)
+				}
+			}
+		}
+		if !g.state.active() {
+			break
+		}
+	}
+	g.drain(now)
+	return g.result()
+}
+
+func (g *Graph) resumeOne(ref TaskRef, st TaskStatus, attempt uint32, due int64, now time.Time) {
+	nd := &g.plan.nodes[ref.Node]
+	if st == TaskRetrying {
+		g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Retry, Task: ref, Attempt: attempt, At: unixTime(due)}})
+		return
+	}
+	in, err := g.evalWith(ref)
+	if err != nil { // cannot happen for a snapshot this plan wrote
+		g.stats.FailedAttempts++
+		g.attemptFailed(ref, attempt, "with: "+err.Error(), false, now)
+		return
+	}
+	g.stats.Redispatched++
+	g.emit(Effect{Kind: Dispatch, Task: ref, Attempt: attempt, Input: in})
+	if nd.timeout > 0 {
+		g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Timeout, Task: ref, Attempt: attempt, At: unixTime(due)}})
+	}
+}
+
+// Task describes a task (ref.Index -1) or a spread instance.
+func (g *Graph) Task(ref TaskRef) TaskInfo {
+	info := TaskInfo{Status: TaskUnknown, Width: -1, Pending: -1}
+	if ref.Node < 0 || int(ref.Node) >= len(g.status) {
+		return info
+	}
+	nd := &g.plan.nodes[ref.Node]
+	sp := g.spreads[ref.Node]
+	var due int64
+	if ref.Index < 0 {
+		info.Status, info.Attempt, due = g.status[ref.Node], g.attempt[ref.Node], g.due[ref.Node]
+		if info.Status.resolved() {
+			info.Output = g.output[ref.Node]
+		}
+		if sp != nil {
+			info.Width, info.Pending = int32(len(sp.status)), sp.pending
+		}
+	} else {
+		if sp == nil || int(ref.Index) >= len(sp.status) {
+			return info
+		}
+		info.Status, info.Attempt = sp.status[ref.Index], sp.attempt[ref.Index]
+		if sp.due != nil {
+			due = sp.due[ref.Index]
+		}
+		if info.Status == TaskCompleted {
+			info.Output = sp.output[ref.Index]
+		}
+	}
+	info.Error = g.errs[ref]
+	if info.Status == TaskRetrying || (info.Status == TaskRunning && nd.timeout > 0) {
+		info.Due = unixTime(due)
+	}
+	return info
+}
+
+// ---- internals ----
+
+// begin starts a method call: the previous effects are released.
+func (g *Graph) begin() {
+	if cap(g.fx) > maxRetainedEffects {
+		g.fx = nil
+		return
+	}
+	clear(g.fx)
+	g.fx = g.fx[:0]
+}
+
+func (g *Graph) result() []Effect {
+	if len(g.fx) == 0 {
+		return nil
+	}
+	return g.fx
+}
+
+func (g *Graph) emit(e Effect) { g.fx = append(g.fx, e) }
+
+func (g *Graph) statusOf(ref TaskRef) TaskStatus {
+	if ref.Node < 0 || int(ref.Node) >= len(g.status) {
+		return TaskUnknown
+	}
+	if ref.Index < 0 {
+		return g.status[ref.Node]
+	}
+	sp := g.spreads[ref.Node]
+	if sp == nil || int(ref.Index) >= len(sp.status) {
+		return TaskUnknown
+	}
+	return sp.status[ref.Index]
+}
+
+// attemptOf returns the attempt of a ref known to be valid.
+func (g *Graph) attemptOf(ref TaskRef) uint32 {
+	if ref.Index < 0 {
+		return g.attempt[ref.Node]
+	}
+	return g.spreads[ref.Node].attempt[ref.Index]
+}
+
+// set records status, attempt and, when withDue, the due time of a ref
+// known to be valid.
+func (g *Graph) set(ref TaskRef, st TaskStatus, attempt uint32, due int64, withDue bool) {
+	if ref.Index < 0 {
+		g.status[ref.Node], g.attempt[ref.Node] = st, attempt
+		if withDue {
+			g.due[ref.Node] = due
+		}
+		return
+	}
+	sp := g.spreads[ref.Node]
+	sp.status[ref.Index], sp.attempt[ref.Index] = st, attempt
+	if withDue {
+		sp.due[ref.Index] = due
+	}
+}
+
+// drain handles ready nodes until none is left: the worklist makes
+// propagation iterative, so a long chain of skips cannot overflow the stack.
+func (g *Graph) drain(now time.Time) {
+	outNode := int32(len(g.plan.nodes))
+	for head := 0; head < len(g.work) && g.state.active(); head++ {
+		node := g.work[head]
+		if node == outNode {
+			g.finish()
+			continue
+		}
+		g.ready(node, now)
+	}
+	g.work = g.work[:0]
+}
+
+// resolve pushes the resolution of node to its direct successors, queueing
+// those whose last required predecessor it was.
+func (g *Graph) resolve(node int32, skipped bool) {
+	p := g.plan
+	for _, s := range p.succ[p.succStart[node]:p.succStart[node+1]] {
+		if !skipped {
+			g.live[s] = true
+		}
+		if g.remaining[s]--; g.remaining[s] == 0 {
+			g.work = append(g.work, s)
+		}
+	}
+}
+
+// ready handles a task whose required predecessors are all resolved.
+func (g *Graph) ready(node int32, now time.Time) {
+	if g.waiting--; g.waiting == 0 && g.state == Running {
+		g.state = Gathering
+	}
+	nd := &g.plan.nodes[node]
+	if g.plan.required[node] > 0 && !g.live[node] {
+		g.skip(node) // every predecessor was skipped
+		return
+	}
+	g.sc.item, g.sc.index = nil, 0
+	if nd.when != nil {
+		v, err := nd.when.Eval(&g.sc)
+		if err != nil {
+			g.taskFailed(node, "when: "+err.Error())
+			return
+		}
+		b, ok := v.(bool)
+		if !ok {
+			g.taskFailed(node, "when: must be a bool, got "+value.TypeName(v))
+			return
+		}
+		if !b {
+			g.skip(node)
+			return
+		}
+	}
+	if nd.spread != nil {
+		g.expand(node, now)
+		return
+	}
+	g.dispatch(Ref(node), 1, now)
+}
+
+func (g *Graph) skip(node int32) {
+	g.status[node] = TaskSkipped
+	g.stats.Skipped++
+	g.resolve(node, true)
+}
+
+// expand evaluates the spread expression of node and dispatches one
+// instance per element.
+func (g *Graph) expand(node int32, now time.Time) {
+	nd := &g.plan.nodes[node]
+	v, err := nd.spread.Eval(&g.sc)
+	if err != nil {
+		g.taskFailed(node, "spread: "+err.Error())
+		return
+	}
+	items, ok := v.([]any)
+	if !ok {
+		g.taskFailed(node, "spread: must be a list, got "+value.TypeName(v))
+		return
+	}
+	if len(items) > g.plan.opts.MaxSpreadWidth {
+		g.taskFailed(node, fmt.Sprintf("spread: %d items exceed the limit of %d (split the work or raise MaxSpreadWidth)",
+			len(items), g.plan.opts.MaxSpreadWidth))
+		return
+	}
+	if len(items) == 0 {
+		g.status[node], g.output[node] = TaskCompleted, []any{}
+		g.resolve(node, false)
+		return
+	}
+	g.spreads[node] = newSpread(items, nd.needsDue())
+	g.status[node] = TaskSpreading
+	perInstance := 1
+	if nd.timeout > 0 {
+		perInstance = 2
+	}
+	if free := cap(g.fx) - len(g.fx); free < len(items)*perInstance {
+		g.fx = append(make([]Effect, 0, len(g.fx)+len(items)*perInstance+8), g.fx...)
+	}
+	for i := range items {
+		g.dispatch(TaskRef{Node: node, Index: int32(i)}, 1, now)
+		if !g.state.active() {
+			return
+		}
+	}
+}
+
+// evalWith evaluates the `with` of ref.
+func (g *Graph) evalWith(ref TaskRef) (any, error) {
+	g.sc.item, g.sc.index = nil, 0
+	if ref.Index >= 0 {
+		g.sc.item, g.sc.index = g.spreads[ref.Node].items[ref.Index], int64(ref.Index)
+	}
+	return g.plan.nodes[ref.Node].with.Eval(&g.sc)
+}
+
+// dispatch starts attempt of ref.
+func (g *Graph) dispatch(ref TaskRef, attempt uint32, now time.Time) {
+	nd := &g.plan.nodes[ref.Node]
+	in, err := g.evalWith(ref)
+	if err != nil {
+		g.stats.FailedAttempts++
+		g.attemptFailed(ref, attempt, "with: "+err.Error(), false, now)
+		return
+	}
+	g.stats.Dispatched++
+	g.emit(Effect{Kind: Dispatch, Task: ref, Attempt: attempt, Input: in})
+	if nd.timeout <= 0 {
+		g.set(ref, TaskRunning, attempt, 0, false)
+		return
+	}
+	at := addNanos(now.UnixNano(), nd.timeout)
+	g.set(ref, TaskRunning, attempt, at, true)
+	g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Timeout, Task: ref, Attempt: attempt, At: unixTime(at)}})
+}
+
+// succeeded records the output of a completed attempt.
+func (g *Graph) succeeded(ref TaskRef, out any) {
+	if ref.Index < 0 {
+		g.status[ref.Node], g.output[ref.Node] = TaskCompleted, out
+		g.resolve(ref.Node, false)
+		return
+	}
+	sp := g.spreads[ref.Node]
+	sp.status[ref.Index], sp.output[ref.Index] = TaskCompleted, out
+	g.instanceResolved(ref.Node, sp)
+}
+
+// instanceResolved counts one more resolved instance; the last one fires
+// the barrier: the task completes with the instance outputs in index order.
+func (g *Graph) instanceResolved(node int32, sp *spread) {
+	if sp.pending--; sp.pending > 0 {
+		return
+	}
+	g.status[node], g.output[node] = TaskCompleted, sp.output
+	sp.items, sp.due = nil, nil
+	g.resolve(node, false)
+}
+
+// attemptFailed applies the failure policy to a failed attempt. retryable
+// is false for deterministic failures (an unevaluable `with`).
+func (g *Graph) attemptFailed(ref TaskRef, attempt uint32, reason string, retryable bool, now time.Time) {
+	nd := &g.plan.nodes[ref.Node]
+	g.errs[ref] = reason
+	if retryable && attempt < nd.maxAttempts {
+		at := addNanos(now.UnixNano(), nd.retryDelay(g.id, ref.Index, attempt))
+		g.set(ref, TaskRetrying, attempt, at, true)
+		g.stats.Retries++
+		g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Retry, Task: ref, Attempt: attempt, At: unixTime(at)}})
+		return
+	}
+	g.set(ref, TaskFailed, attempt, 0, false)
+	if nd.policy != robonetv1.FailurePolicy_FAILURE_POLICY_SKIP {
+		g.fail(&WorkflowError{Task: nd.name, Index: ref.Index, Attempt: attempt, Policy: nd.policy, Reason: reason})
+		return
+	}
+	if ref.Index < 0 {
+		g.output[ref.Node] = nil
+		g.resolve(ref.Node, false)
+		return
+	}
+	sp := g.spreads[ref.Node]
+	sp.output[ref.Index] = nil
+	g.instanceResolved(ref.Node, sp)
+}
+
+// taskFailed fails a task before any attempt (its `when` or `spread` could
+// not be evaluated); such failures are deterministic and never retried.
+func (g *Graph) taskFailed(node int32, reason string) {
+	nd := &g.plan.nodes[node]
+	g.errs[Ref(node)] = reason
+	g.status[node] = TaskFailed
+	if nd.policy != robonetv1.FailurePolicy_FAILURE_POLICY_SKIP {
+		g.fail(&WorkflowError{Task: nd.name, Index: -1, Policy: nd.policy, Reason: reason})
+		return
+	}
+	g.output[node] = nil
+	g.resolve(node, false)
+}
+
+// fail moves the instance to FAILED: in-flight attempts are cancelled.
+func (g *Graph) fail(err *WorkflowError) {
+	g.state = Failed
+	g.err = err
+	g.cancelInFlight()
+	if err.Index >= 0 {
+		// The task whose instance failed is failed, not cancelled.
+		g.status[g.plan.names[err.Task]] = TaskFailed
+	}
+	g.emit(Effect{Kind: Finished, State: Failed})
+}
+
+// cancelInFlight emits Cancel for every attempt in flight, in node and index
+// order, and marks attempts in flight or waiting for a retry cancelled.
+func (g *Graph) cancelInFlight() {
+	for node, st := range g.status {
+		switch st {
+		case TaskRunning:
+			g.emit(Effect{Kind: Cancel, Task: Ref(int32(node)), Attempt: g.attempt[node]})
+			g.stats.Cancelled++
+			g.status[node] = TaskCancelled
+		case TaskRetrying:
+			g.status[node] = TaskCancelled
+		case TaskSpreading:
+			sp := g.spreads[node]
+			for i, ist := range sp.status {
+				switch ist {
+				case TaskRunning:
+					g.emit(Effect{Kind: Cancel, Task: TaskRef{Node: int32(node), Index: int32(i)}, Attempt: sp.attempt[i]})
+					g.stats.Cancelled++
+					sp.status[i] = TaskCancelled
+				case TaskRetrying:
+					sp.status[i] = TaskCancelled
+				}
+			}
+			g.status[node] = TaskCancelled
+		}
+	}
+}
+
+// finish evaluates the outputs: every task is resolved.
+func (g *Graph) finish() {
+	g.sc.item, g.sc.index = nil, 0
+	outs := make(map[string]any, len(g.plan.outputs))
+	for _, o := range g.plan.outputs {
+		v, err := o.tmpl.Eval(&g.sc)
+		if err != nil {
+			g.state = Failed
+			g.err = &WorkflowError{Index: -1, Output: o.name, Reason: err.Error()}
+			g.emit(Effect{Kind: Finished, State: Failed})
+			return
+		}
+		outs[o.name] = v
+	}
+	g.outputs = outs
+	g.state = Complete
+	g.emit(Effect{Kind: Finished, State: Complete})
+}
+
+func addNanos(t int64, d time.Duration) int64 {
+	if d > 0 && t > math.MaxInt64-int64(d) {
+		return math.MaxInt64
+	}
+	return t + int64(d)
+}
+
+func unixTime(ns int64) time.Time { return time.Unix(0, ns).UTC() }

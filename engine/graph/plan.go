@@ -1,0 +1,612 @@
+package graph
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+
+	"github.com/robonet/robonet/engine/expr"
+	"github.com/robonet/robonet/engine/value"
+)
+
+// DefaultMaxSpreadWidth is the widest spread allowed when Options leaves
+// MaxSpreadWidth zero.
+const DefaultMaxSpreadWidth = 100_000
+
+// Options tune a Plan.
+type Options struct {
+	// MaxSpreadWidth bounds the number of instances of one spread task; a
+	// wider spread fails the task (without retry). Zero means
+	// DefaultMaxSpreadWidth.
+	MaxSpreadWidth int
+}
+
+// WithDefaults returns a copy of o with zero fields set to their defaults.
+func (o Options) WithDefaults() Options {
+	if o.MaxSpreadWidth == 0 {
+		o.MaxSpreadWidth = DefaultMaxSpreadWidth
+	}
+	return o
+}
+
+func (o Options) validate() error {
+	if o.MaxSpreadWidth < 0 || o.MaxSpreadWidth > math.MaxInt32 {
+		return fmt.Errorf("graph: MaxSpreadWidth %d out of range [1, %d]", o.MaxSpreadWidth, math.MaxInt32)
+	}
+	return nil
+}
+
+// ErrInvalidPlan wraps every error of NewPlan: the IR is not executable.
+var ErrInvalidPlan = errors.New("invalid workflow IR")
+
+// ErrInvalidInput wraps every error of BindInputs.
+var ErrInvalidInput = errors.New("invalid workflow input")
+
+// Plan is the immutable, compiled form of one workflow version: tasks by
+// index, compiled expressions, and the successor lists of the readiness
+// graph. It is built once per workflow version and shared read-only by all
+// instances; it is safe for concurrent use.
+type Plan struct {
+	wf    *robonetv1.Workflow
+	env   *expr.Env
+	opts  Options
+	names map[string]int32
+	nodes []node
+
+	// succ lists the direct successors of every node in compressed form:
+	// the successors of node i are succ[succStart[i]:succStart[i+1]].
+	// Node numTasks is the output node; it has no successors.
+	succStart []int32
+	succ      []int32
+	// required is each node's number of required predecessors (the
+	// initial readiness count); the output node requires every sink.
+	required []int32
+
+	inputs  []inputSpec
+	outputs []outputSpec
+}
+
+// node is the compiled form of one task.
+type node struct {
+	name        string
+	with        *expr.Template
+	spread      *expr.Program // nil unless the task fans out
+	when        *expr.Program // nil unless the task is guarded
+	policy      robonetv1.FailurePolicy
+	maxAttempts uint32
+	initial     time.Duration
+	maxDelay    time.Duration
+	factor      float64
+	jitter      float64
+	timeout     time.Duration
+}
+
+// needsDue reports whether instances of the task ever carry a due time.
+func (n *node) needsDue() bool { return n.timeout > 0 || n.maxAttempts > 1 }
+
+type inputSpec struct {
+	name       string
+	typ        robonetv1.ValueType
+	required   bool
+	hasDefault bool
+	def        any
+}
+
+type outputSpec struct {
+	name string
+	tmpl *expr.Template
+}
+
+// NewPlan compiles wf. It checks the structure defensively, since the IR may
+// come from storage: unique names, known `needs`, no cycles, expressions
+// that compile and only read declared inputs and upstream tasks, sane retry
+// policies and input defaults of the declared type. env may be nil for an
+// environment with default limits.
+func NewPlan(wf *robonetv1.Workflow, env *expr.Env, opts Options) (*Plan, error) {
+	if wf == nil {
+		return nil, fmt.Errorf("%w: nil workflow", ErrInvalidPlan)
+	}
+	opts = opts.WithDefaults()
+	if err := opts.validate(); err != nil {
+		return nil, err
+	}
+	if env == nil {
+		var err error
+		if env, err = expr.NewEnv(expr.Limits{}); err != nil {
+			return nil, err
+		}
+	}
+	if len(wf.GetTasks()) >= math.MaxInt32 {
+		return nil, fmt.Errorf("%w: %d tasks is too many", ErrInvalidPlan, len(wf.GetTasks()))
+	}
+	p := &Plan{wf: wf, env: env, opts: opts}
+	if err := p.buildInputs(); err != nil {
+		return nil, err
+	}
+	if err := p.buildGraph(); err != nil {
+		return nil, err
+	}
+	if err := p.compile(); err != nil {
+		return nil, err
+	}
+	return p, nil
+}
+
+func planErr(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrInvalidPlan, fmt.Sprintf(format, args...))
+}
+
+func (p *Plan) buildInputs() error {
+	seen := make(map[string]bool, len(p.wf.GetInputs()))
+	for _, in := range p.wf.GetInputs() {
+		name := in.GetName()
+		if name == "" {
+			return planErr("an input has no name")
+		}
+		if seen[name] {
+			return planErr("input %q is declared twice", name)
+		}
+		seen[name] = true
+		spec := inputSpec{name: name, typ: in.GetType(), required: in.GetRequired()}
+		if len(in.GetDefaultJson()) > 0 {
+			def, err := value.Decode(in.GetDefaultJson())
+			if err != nil {
+				return planErr("input %q: default: %v", name, err)
+			}
+			if msg := checkType(spec.typ, def); msg != "" {
+				return planErr("input %q: default %s", name, msg)
+			}
+			spec.hasDefault, spec.def, spec.required = true, def, false
+		}
+		p.inputs = append(p.inputs, spec)
+	}
+	return nil
+}
+
+// buildGraph indexes the tasks, resolves `needs`, builds the successor lists
+// (adding the output node after the sinks) and rejects cycles.
+func (p *Plan) buildGraph() error {
+	tasks := p.wf.GetTasks()
+	n := len(tasks)
+	p.names = make(map[string]int32, n)
+	for i, t := range tasks {
+		if t.GetName() == "" {
+			return planErr("task #%d has no name", i)
+		}
+		if _, dup := p.names[t.GetName()]; dup {
+			return planErr("task %q is declared twice", t.GetName())
+		}
+		p.names[t.GetName()] = int32(i)
+	}
+	p.required = make([]int32, n+1)
+	outDegree := make([]int32, n+1)
+	for i, t := range tasks {
+		needs := t.GetNeeds()
+		for j, need := range needs {
+			pred, ok := p.names[need]
+			if !ok {
+				return planErr("task %q needs unknown task %q", t.GetName(), need)
+			}
+			if pred == int32(i) {
+				return planErr("task %q needs itself", t.GetName())
+			}
+			if slices.Contains(needs[:j], need) {
+				return planErr("task %q needs %q twice", t.GetName(), need)
+			}
+			outDegree[pred]++
+		}
+		p.required[i] = int32(len(needs))
+	}
+	// Successor lists in compressed form; a sink (a task no task needs)
+	// gets the output node as its only successor.
+	p.succStart = make([]int32, n+2)
+	for i := range n {
+		d := outDegree[i]
+		if d == 0 {
+			d = 1
+			p.required[n]++
+		}
+		p.succStart[i+1] = p.succStart[i] + d
+	}
+	p.succStart[n+1] = p.succStart[n]
+	p.succ = make([]int32, p.succStart[n])
+	fill := slices.Clone(p.succStart[:n])
+	for i, t := range tasks {
+		for _, need := range t.GetNeeds() {
+			pred := p.names[need]
+			p.succ[fill[pred]] = int32(i)
+			fill[pred]++
+		}
+	}
+	for i := range n {
+		if outDegree[i] == 0 {
+			p.succ[fill[i]] = int32(n)
+		}
+	}
+	return p.checkAcyclic()
+}
+
+// checkAcyclic runs Kahn's algorithm over the tasks and, if some remain,
+// reports one cycle among them.
+func (p *Plan) checkAcyclic() error {
+	n := len(p.wf.GetTasks())
+	remaining := slices.Clone(p.required[:n])
+	queue := make([]int32, 0, n)
+	for i := range n {
+		if remaining[i] == 0 {
+			queue = append(queue, int32(i))
+		}
+	}
+	for head := 0; head < len(queue); head++ {
+		for _, s := range p.successors(queue[head]) {
+			if int(s) == n {
+				continue
+			}
+			if remaining[s]--; remaining[s] == 0 {
+				queue = append(queue, s)
+			}
+		}
+	}
+	if len(queue) == n {
+		return nil
+	}
+	// Every unvisited task has an unvisited predecessor: walk predecessors
+	// from one of them until a task repeats.
+	var start int32 = -1
+	for i := range n {
+		if remaining[i] > 0 {
+			start = int32(i)
+			break
+		}
+	}
+	pos := map[int32]int{}
+	var path []int32
+	for cur := start; ; {
+		if at, ok := pos[cur]; ok {
+			cycle := path[at:]
+			slices.Reverse(cycle) // into `needs` order: each task needs the one before
+			first := slices.Index(cycle, slices.Min(cycle))
+			cycle = slices.Concat(cycle[first:], cycle[:first])
+			names := make([]string, 0, len(cycle)+1)
+			for _, c := range cycle {
+				names = append(names, p.nodeName(c))
+			}
+			names = append(names, names[0])
+			return planErr("tasks form a cycle: %s", strings.Join(names, " -> "))
+		}
+		pos[cur] = len(path)
+		path = append(path, cur)
+		for _, need := range p.wf.GetTasks()[cur].GetNeeds() {
+			if pred := p.names[need]; remaining[pred] > 0 {
+				cur = pred
+				break
+			}
+		}
+	}
+}
+
+func (p *Plan) successors(i int32) []int32 { return p.succ[p.succStart[i]:p.succStart[i+1]] }
+
+func (p *Plan) nodeName(i int32) string {
+	if int(i) == len(p.wf.GetTasks()) {
+		return "(outputs)"
+	}
+	return p.wf.GetTasks()[i].GetName()
+}
+
+// compile compiles every expression, sharing programs between identical
+// sources, and checks what they read.
+func (p *Plan) compile() error {
+	tasks := p.wf.GetTasks()
+	p.nodes = make([]node, len(tasks))
+	progs := map[string]*expr.Program{}
+	compileExpr := func(task, what string, e *robonetv1.Expr) (*expr.Program, error) {
+		if e == nil {
+			return nil, nil
+		}
+		if prg, ok := progs[e.GetSource()]; ok {
+			return prg, nil
+		}
+		prg, err := p.env.Compile(e.GetSource())
+		if err != nil {
+			return nil, planErr("task %q: %s: %v", task, what, err)
+		}
+		progs[e.GetSource()] = prg
+		return prg, nil
+	}
+	up := newUpstreamChecker(p)
+	for i, t := range tasks {
+		nd := &p.nodes[i]
+		nd.name = t.GetName()
+		var err error
+		if nd.when, err = compileExpr(nd.name, "when", t.GetWhen()); err != nil {
+			return err
+		}
+		if nd.spread, err = compileExpr(nd.name, "spread", t.GetSpread()); err != nil {
+			return err
+		}
+		if nd.with, err = p.env.CompileTemplate(t.GetWith()); err != nil {
+			return planErr("task %q: with: %v", nd.name, err)
+		}
+		var refs []expr.Refs
+		refs = append(refs, nd.with.Refs())
+		if nd.when != nil {
+			refs = append(refs, nd.when.Refs())
+		}
+		if nd.spread != nil {
+			refs = append(refs, nd.spread.Refs())
+		}
+		for _, r := range refs {
+			if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
+				return err
+			}
+			if err := up.check(int32(i), r.Tasks); err != nil {
+				return err
+			}
+		}
+		if err := p.compileFailure(nd, t); err != nil {
+			return err
+		}
+	}
+	seen := map[string]bool{}
+	for _, o := range p.wf.GetOutputs() {
+		if o.GetName() == "" {
+			return planErr("an output has no name")
+		}
+		if seen[o.GetName()] {
+			return planErr("output %q is declared twice", o.GetName())
+		}
+		seen[o.GetName()] = true
+		tmpl, err := p.env.CompileTemplate(o.GetValue())
+		if err != nil {
+			return planErr("output %q: %v", o.GetName(), err)
+		}
+		// Every task is upstream of the outputs; it only has to exist.
+		for _, name := range tmpl.Refs().Tasks {
+			if _, ok := p.names[name]; !ok {
+				return planErr("output %q reads unknown task %q", o.GetName(), name)
+			}
+		}
+		if err := p.checkInputRefs("output "+quote(o.GetName()), tmpl.Refs()); err != nil {
+			return err
+		}
+		p.outputs = append(p.outputs, outputSpec{name: o.GetName(), tmpl: tmpl})
+	}
+	return nil
+}
+
+func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+func (p *Plan) checkInputRefs(where string, r expr.Refs) error {
+	for _, name := range r.Inputs {
+		if !slices.ContainsFunc(p.inputs, func(s inputSpec) bool { return s.name == name }) {
+			return planErr("%s reads undeclared input %q", where, name)
+		}
+	}
+	return nil
+}
+
+func (p *Plan) compileFailure(nd *node, t *robonetv1.Task) error {
+	nd.policy = t.GetOnFailure()
+	switch nd.policy {
+	case robonetv1.FailurePolicy_FAILURE_POLICY_UNSPECIFIED:
+		nd.policy = robonetv1.FailurePolicy_FAILURE_POLICY_RETRY
+	case robonetv1.FailurePolicy_FAILURE_POLICY_RETRY, robonetv1.FailurePolicy_FAILURE_POLICY_SKIP,
+		robonetv1.FailurePolicy_FAILURE_POLICY_ABORT:
+	default:
+		return planErr("task %q: unknown on_failure %d", nd.name, int32(nd.policy))
+	}
+	r := t.GetRetry()
+	nd.maxAttempts = max(r.GetMaxAttempts(), 1)
+	if nd.policy == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT {
+		nd.maxAttempts = 1
+	}
+	nd.initial = r.GetInitial().AsDuration()
+	nd.maxDelay = r.GetMax().AsDuration()
+	nd.factor = r.GetFactor()
+	nd.jitter = r.GetJitter()
+	nd.timeout = t.GetTimeout().AsDuration()
+	switch {
+	case nd.initial < 0 || nd.maxDelay < 0:
+		return planErr("task %q: retry delays must not be negative", nd.name)
+	case math.IsNaN(nd.factor) || math.IsInf(nd.factor, 0) || nd.factor < 0:
+		return planErr("task %q: retry factor %v must be a number >= 0", nd.name, nd.factor)
+	case math.IsNaN(nd.jitter) || nd.jitter < 0 || nd.jitter > 1:
+		return planErr("task %q: retry jitter %v must be in [0, 1]", nd.name, nd.jitter)
+	case nd.timeout < 0:
+		return planErr("task %q: timeout must not be negative", nd.name)
+	}
+	if nd.factor == 0 {
+		nd.factor = 1
+	}
+	return nil
+}
+
+// upstreamChecker verifies that the tasks an expression reads are upstream
+// of the reading task (transitive predecessors): a read of any other task
+// would see a result or not depending on timing.
+type upstreamChecker struct {
+	p     *Plan
+	mark  []uint32 // epoch per task, for the backward search
+	epoch uint32
+	stack []int32
+}
+
+func newUpstreamChecker(p *Plan) *upstreamChecker { return &upstreamChecker{p: p} }
+
+func (u *upstreamChecker) check(task int32, reads []string) error {
+	t := u.p.wf.GetTasks()[task]
+	var far []int32 // reads that are not direct predecessors
+	for _, name := range reads {
+		r, ok := u.p.names[name]
+		if !ok {
+			return planErr("task %q reads unknown task %q", t.GetName(), name)
+		}
+		if !slices.Contains(t.GetNeeds(), name) {
+			far = append(far, r)
+		}
+	}
+	if len(far) == 0 {
+		return nil
+	}
+	if u.mark == nil {
+		u.mark = make([]uint32, len(u.p.wf.GetTasks()))
+	}
+	u.epoch++
+	u.stack = append(u.stack[:0], task)
+	u.mark[task] = u.epoch
+	for len(u.stack) > 0 && len(far) > 0 {
+		cur := u.stack[len(u.stack)-1]
+		u.stack = u.stack[:len(u.stack)-1]
+		for _, need := range u.p.wf.GetTasks()[cur].GetNeeds() {
+			pred := u.p.names[need]
+			if u.mark[pred] == u.epoch {
+				continue
+			}
+			u.mark[pred] = u.epoch
+			if i := slices.Index(far, pred); i >= 0 {
+				far = slices.Delete(far, i, i+1)
+			}
+			u.stack = append(u.stack, pred)
+		}
+	}
+	if len(far) > 0 {
+		return planErr("task %q reads task %q, which is not upstream of it (add it to needs)",
+			t.GetName(), u.p.nodeName(far[0]))
+	}
+	return nil
+}
+
+// Workflow returns the IR the plan was built from. Do not modify it.
+func (p *Plan) Workflow() *robonetv1.Workflow { return p.wf }
+
+// NumTasks returns the number of tasks; nodes are numbered 0..NumTasks()-1
+// in the order of Workflow().Tasks (sorted by name).
+func (p *Plan) NumTasks() int { return len(p.nodes) }
+
+// Task returns the IR of a task node, or nil if node is out of range.
+func (p *Plan) Task(node int32) *robonetv1.Task {
+	if node < 0 || int(node) >= len(p.nodes) {
+		return nil
+	}
+	return p.wf.GetTasks()[node]
+}
+
+// Lookup returns the node of the named task.
+func (p *Plan) Lookup(name string) (int32, bool) {
+	n, ok := p.names[name]
+	return n, ok
+}
+
+// Options returns the options the plan was built with, defaults applied.
+func (p *Plan) Options() Options { return p.opts }
+
+// BindInputs checks submitted inputs against the declarations and returns
+// the bound inputs: values normalized, defaults applied, and null for an
+// optional input that was neither given nor has a default. It reports every
+// problem at once (joined errors, each wrapping ErrInvalidInput). in is not
+// modified.
+func (p *Plan) BindInputs(in map[string]any) (map[string]any, error) {
+	var errs []error
+	bad := func(format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%w: %s", ErrInvalidInput, fmt.Sprintf(format, args...)))
+	}
+	out := make(map[string]any, len(p.inputs))
+	for _, spec := range p.inputs {
+		v, given := in[spec.name]
+		if !given {
+			switch {
+			case spec.hasDefault:
+				out[spec.name] = spec.def
+			case spec.required:
+				bad("missing required input %q (%s): supply it at submission", spec.name, typeName(spec.typ))
+			default:
+				out[spec.name] = nil
+			}
+			continue
+		}
+		nv, err := value.Normalize(v)
+		if err != nil {
+			bad("input %q: %v: supply a JSON value", spec.name, err)
+			continue
+		}
+		if msg := checkType(spec.typ, nv); msg != "" {
+			bad("input %q: %s", spec.name, msg)
+			continue
+		}
+		out[spec.name] = nv
+	}
+	var unknown []string
+	for name := range in {
+		if !slices.ContainsFunc(p.inputs, func(s inputSpec) bool { return s.name == name }) {
+			unknown = append(unknown, name)
+		}
+	}
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		if len(p.inputs) == 0 {
+			bad("unknown input %q: the workflow declares no inputs", name)
+			continue
+		}
+		declared := make([]string, len(p.inputs))
+		for i, s := range p.inputs {
+			declared[i] = s.name
+		}
+		bad("unknown input %q: remove it or use one of %s", name, strings.Join(declared, ", "))
+	}
+	if len(errs) > 0 {
+		return nil, errors.Join(errs...)
+	}
+	return out, nil
+}
+
+// checkType returns "" when v has type t, otherwise a message saying what
+// was expected and what was found.
+func checkType(t robonetv1.ValueType, v any) string {
+	ok := true
+	switch t {
+	case robonetv1.ValueType_VALUE_TYPE_STRING:
+		_, ok = v.(string)
+	case robonetv1.ValueType_VALUE_TYPE_INT:
+		_, ok = v.(int64)
+	case robonetv1.ValueType_VALUE_TYPE_NUMBER:
+		switch v.(type) {
+		case int64, float64:
+		default:
+			ok = false
+		}
+	case robonetv1.ValueType_VALUE_TYPE_BOOL:
+		_, ok = v.(bool)
+	case robonetv1.ValueType_VALUE_TYPE_LIST:
+		_, ok = v.([]any)
+	case robonetv1.ValueType_VALUE_TYPE_MAP:
+		_, ok = v.(map[string]any)
+	}
+	if ok {
+		return ""
+	}
+	return fmt.Sprintf("must be %s, got %s %s", typeName(t), value.TypeName(v), value.Render(v))
+}
+
+func typeName(t robonetv1.ValueType) string {
+	switch t {
+	case robonetv1.ValueType_VALUE_TYPE_STRING:
+		return "a string"
+	case robonetv1.ValueType_VALUE_TYPE_INT:
+		return "an int"
+	case robonetv1.ValueType_VALUE_TYPE_NUMBER:
+		return "a number"
+	case robonetv1.ValueType_VALUE_TYPE_BOOL:
+		return "a bool"
+	case robonetv1.ValueType_VALUE_TYPE_LIST:
+		return "a list"
+	case robonetv1.ValueType_VALUE_TYPE_MAP:
+		return "a map"
+	}
+	return "any value"
+}

@@ -1,0 +1,435 @@
+package graph_test
+
+import (
+	"fmt"
+	"github.com/robonet/robonet/engine/graph"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/robonet/robonet/engine/expr"
+	"github.com/robonet/robonet/engine/value"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// refScheduler is a deliberately naive reference implementation of the
+// workflow semantics, used only to check Graph in the differential test. It
+// keeps every task in a slice and, after every event, rescans the whole
+// workflow until nothing changes. It shares nothing with Graph but the IR and
+// the expression package: no counters, no successor lists, no work lists.
+type refScheduler struct {
+	wf      *robonetv1.Workflow
+	env     *expr.Env
+	inst    string
+	inputs  map[string]any
+	tasks   []*refTask
+	byName  map[string]*refTask
+	state   graph.State
+	outputs map[string]any
+	failure string
+
+	dispatched []refDispatch // every dispatch, in order
+	cancelled  []refAttempt  // every cancellation, in order
+	armed      []graph.Timer // every timer armed, in order
+	programs   map[string]*expr.Program
+}
+
+type refStatus int
+
+const (
+	refWaiting refStatus = iota // predecessors not all resolved
+	refActive                   // dispatched (maybe as a spread), not resolved
+	refDone                     // completed
+	refFailed                   // failed under skip: output null
+	refSkipped                  // guard false or all predecessors skipped
+)
+
+type refTask struct {
+	ir     *robonetv1.Task
+	node   int32
+	status refStatus
+	output any
+	spread bool
+	units  []*refUnit // one for a plain task, N for a spread
+}
+
+// refUnit is one dispatchable unit: a plain task or one spread instance.
+type refUnit struct {
+	index    int32
+	item     any
+	attempt  uint32
+	running  bool // an attempt is in flight
+	waiting  bool // waiting for a retry timer
+	resolved bool
+	failed   bool
+	output   any
+}
+
+type refAttempt struct {
+	Task    graph.TaskRef
+	Attempt uint32
+}
+
+type refDispatch struct {
+	refAttempt
+	Input string // canonical JSON
+}
+
+func newRef(wf *robonetv1.Workflow, env *expr.Env, inst string) *refScheduler {
+	r := &refScheduler{wf: wf, env: env, inst: inst, byName: map[string]*refTask{}, state: graph.Pending}
+	for i, t := range wf.GetTasks() {
+		rt := &refTask{ir: t, node: int32(i), spread: t.GetSpread() != nil}
+		r.tasks = append(r.tasks, rt)
+		r.byName[t.GetName()] = rt
+	}
+	return r
+}
+
+func (r *refScheduler) terminal() bool {
+	return r.state == graph.Complete || r.state == graph.Failed || r.state == graph.Cancelled
+}
+
+func (r *refScheduler) start(inputs map[string]any, now time.Time) {
+	r.inputs = inputs
+	r.state = graph.Running
+	r.rescan(now)
+}
+
+// rescan is the whole scheduler: look at every task, again and again, until
+// a full pass changes nothing.
+func (r *refScheduler) rescan(now time.Time) {
+	for changed := true; changed && !r.terminal(); {
+		changed = false
+		for _, t := range r.tasks {
+			if r.terminal() {
+				return
+			}
+			if t.status == refWaiting && r.predsResolved(t) {
+				r.makeReady(t, now)
+				changed = true
+			}
+			if t.status == refActive && t.spread && allUnitsResolved(t) {
+				out := make([]any, len(t.units))
+				for i, u := range t.units {
+					out[i] = u.output
+				}
+				t.status, t.output = refDone, out
+				changed = true
+			}
+		}
+		if !changed && !r.terminal() && r.allResolved() {
+			r.finish()
+		}
+	}
+	if r.state == graph.Running && r.noneWaiting() {
+		r.state = graph.Gathering
+	}
+}
+
+func (r *refScheduler) predsResolved(t *refTask) bool {
+	for _, n := range t.ir.GetNeeds() {
+		switch r.byName[n].status {
+		case refWaiting, refActive:
+			return false
+		}
+	}
+	return true
+}
+
+func (r *refScheduler) allResolved() bool {
+	for _, t := range r.tasks {
+		if t.status == refWaiting || t.status == refActive {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *refScheduler) noneWaiting() bool {
+	for _, t := range r.tasks {
+		if t.status == refWaiting {
+			return false
+		}
+	}
+	return true
+}
+
+func allUnitsResolved(t *refTask) bool {
+	for _, u := range t.units {
+		if !u.resolved {
+			return false
+		}
+	}
+	return true
+}
+
+func (r *refScheduler) makeReady(t *refTask, now time.Time) {
+	needs := t.ir.GetNeeds()
+	if len(needs) > 0 {
+		all := true
+		for _, n := range needs {
+			if r.byName[n].status != refSkipped {
+				all = false
+			}
+		}
+		if all {
+			t.status = refSkipped
+			return
+		}
+	}
+	if w := t.ir.GetWhen(); w != nil {
+		v, err := r.eval(w.GetSource(), nil, 0)
+		b, isBool := v.(bool)
+		if err != nil || !isBool {
+			r.taskFailedHard(t, now)
+			return
+		}
+		if !b {
+			t.status = refSkipped
+			return
+		}
+	}
+	t.status = refActive
+	if t.spread {
+		v, err := r.eval(t.ir.GetSpread().GetSource(), nil, 0)
+		list, isList := v.([]any)
+		if err != nil || !isList {
+			r.taskFailedHard(t, now)
+			return
+		}
+		for i, item := range list {
+			t.units = append(t.units, &refUnit{index: int32(i), item: item})
+		}
+		if len(list) == 0 {
+			t.status, t.output = refDone, []any{}
+			return
+		}
+	} else {
+		t.units = []*refUnit{{index: -1}}
+	}
+	for _, u := range t.units {
+		r.dispatch(t, u, 1, now)
+		if r.terminal() {
+			return
+		}
+	}
+}
+
+// taskFailedHard handles a deterministic failure (guard or spread evaluation):
+// no retry; skip marks the task failed, anything else fails the workflow.
+func (r *refScheduler) taskFailedHard(t *refTask, now time.Time) {
+	if t.ir.GetOnFailure() == robonetv1.FailurePolicy_FAILURE_POLICY_SKIP {
+		t.status, t.output = refFailed, nil
+		return
+	}
+	r.fail(fmt.Sprintf("task %s failed", t.ir.GetName()), now)
+}
+
+func (r *refScheduler) dispatch(t *refTask, u *refUnit, attempt uint32, now time.Time) {
+	u.attempt, u.waiting = attempt, false
+	in, err := r.evalTemplate(t.ir.GetWith(), u.item, int64(u.index))
+	if err != nil {
+		// Input evaluation is deterministic: the unit fails without retry.
+		r.unitExhausted(t, u, now)
+		return
+	}
+	enc := string(value.MustEncode(in))
+	u.running = true
+	ref := graph.TaskRef{Node: t.node, Index: u.index}
+	r.dispatched = append(r.dispatched, refDispatch{refAttempt{ref, attempt}, enc})
+	if d := t.ir.GetTimeout().AsDuration(); d > 0 {
+		r.armed = append(r.armed, graph.Timer{Kind: graph.Timeout, Task: ref, Attempt: attempt, At: now.Add(d)})
+	}
+}
+
+func (r *refScheduler) unit(ref graph.TaskRef) (*refTask, *refUnit) {
+	if ref.Node < 0 || int(ref.Node) >= len(r.tasks) {
+		return nil, nil
+	}
+	t := r.tasks[ref.Node]
+	for _, u := range t.units {
+		if u.index == ref.Index {
+			return t, u
+		}
+	}
+	return t, nil
+}
+
+func (r *refScheduler) complete(ref graph.TaskRef, attempt uint32, res graph.Result, now time.Time) {
+	if r.terminal() {
+		return
+	}
+	t, u := r.unit(ref)
+	if u == nil || !u.running || u.attempt != attempt {
+		return // stale
+	}
+	u.running = false
+	if res.Err == nil {
+		u.resolved, u.output = true, res.Output
+		if !t.spread {
+			t.status, t.output = refDone, res.Output
+		}
+		r.rescan(now)
+		return
+	}
+	r.attemptFailed(t, u, now)
+	r.rescan(now)
+}
+
+func (r *refScheduler) attemptFailed(t *refTask, u *refUnit, now time.Time) {
+	policy := t.ir.GetOnFailure()
+	max := t.ir.GetRetry().GetMaxAttempts()
+	if policy != robonetv1.FailurePolicy_FAILURE_POLICY_ABORT && u.attempt < max {
+		u.waiting = true
+		r.armed = append(r.armed, graph.Timer{Kind: graph.Retry, Task: graph.TaskRef{Node: t.node, Index: u.index}, Attempt: u.attempt, At: now.Add(refBackoff(t.ir.GetRetry(), u.attempt))})
+		return
+	}
+	r.unitExhausted(t, u, now)
+}
+
+func (r *refScheduler) unitExhausted(t *refTask, u *refUnit, now time.Time) {
+	if t.ir.GetOnFailure() == robonetv1.FailurePolicy_FAILURE_POLICY_SKIP {
+		u.resolved, u.failed, u.output = true, true, nil
+		if !t.spread {
+			t.status, t.output = refFailed, nil
+		}
+		return
+	}
+	r.fail(fmt.Sprintf("task %s failed", t.ir.GetName()), now)
+}
+
+func (r *refScheduler) fire(tm graph.Timer, now time.Time) {
+	if r.terminal() {
+		return
+	}
+	t, u := r.unit(tm.Task)
+	switch tm.Kind {
+	case graph.Retry:
+		if u != nil && u.waiting && u.attempt == tm.Attempt {
+			r.dispatch(t, u, tm.Attempt+1, now)
+		}
+	case graph.Timeout:
+		if u != nil && u.running && u.attempt == tm.Attempt {
+			u.running = false
+			r.cancelled = append(r.cancelled, refAttempt{tm.Task, tm.Attempt})
+			r.attemptFailed(t, u, now)
+		}
+	}
+	r.rescan(now)
+}
+
+func (r *refScheduler) fail(why string, _ time.Time) {
+	r.state, r.failure = graph.Failed, why
+	r.cancelRunning()
+}
+
+func (r *refScheduler) cancel() {
+	if r.terminal() {
+		return
+	}
+	r.state = graph.Cancelled
+	r.cancelRunning()
+}
+
+func (r *refScheduler) cancelRunning() {
+	for _, t := range r.tasks {
+		for _, u := range t.units {
+			if u.running {
+				u.running = false
+				r.cancelled = append(r.cancelled, refAttempt{graph.TaskRef{Node: t.node, Index: u.index}, u.attempt})
+			}
+		}
+	}
+}
+
+func (r *refScheduler) finish() {
+	out := map[string]any{}
+	for _, o := range r.wf.GetOutputs() {
+		v, err := r.evalTemplate(o.GetValue(), nil, 0)
+		if err != nil {
+			r.state, r.failure = graph.Failed, "output "+o.GetName()
+			return
+		}
+		out[o.GetName()] = v
+	}
+	r.state, r.outputs = graph.Complete, out
+}
+
+// running lists attempts in flight, sorted.
+func (r *refScheduler) running() []refAttempt {
+	var out []refAttempt
+	for _, t := range r.tasks {
+		for _, u := range t.units {
+			if u.running {
+				out = append(out, refAttempt{graph.TaskRef{Node: t.node, Index: u.index}, u.attempt})
+			}
+		}
+	}
+	sortAttempts(out)
+	return out
+}
+
+func sortAttempts(a []refAttempt) {
+	slices.SortFunc(a, func(x, y refAttempt) int {
+		if x.Task.Node != y.Task.Node {
+			return int(x.Task.Node - y.Task.Node)
+		}
+		if x.Task.Index != y.Task.Index {
+			return int(x.Task.Index - y.Task.Index)
+		}
+		return int(x.Attempt) - int(y.Attempt)
+	})
+}
+
+// refBackoff is the retry delay with zero jitter, computed independently of
+// the graph: min(initial * factor^(n-1), max).
+func refBackoff(p *robonetv1.RetryPolicy, n uint32) time.Duration {
+	d := float64(p.GetInitial().AsDuration()) * math.Pow(p.GetFactor(), float64(n-1))
+	if m := float64(p.GetMax().AsDuration()); m > 0 && d > m {
+		d = m
+	}
+	return time.Duration(d)
+}
+
+// Expressions are compiled from the IR's source text by the reference itself,
+// independently of the plan's compiled programs.
+
+type refScope struct {
+	r     *refScheduler
+	item  any
+	index int64
+}
+
+func (s refScope) Inputs() map[string]any { return s.r.inputs }
+func (s refScope) TaskOutput(name string) (any, bool) {
+	t := s.r.byName[name]
+	if t == nil {
+		return nil, false
+	}
+	return t.output, true
+}
+func (s refScope) Item() any    { return s.item }
+func (s refScope) Index() int64 { return s.index }
+
+func (r *refScheduler) eval(src string, item any, index int64) (any, error) {
+	p, ok := r.programs[src]
+	if !ok {
+		var err error
+		if p, err = r.env.Compile(src); err != nil {
+			return nil, err
+		}
+		if r.programs == nil {
+			r.programs = map[string]*expr.Program{}
+		}
+		r.programs[src] = p
+	}
+	return p.Eval(refScope{r, item, index})
+}
+
+func (r *refScheduler) evalTemplate(t *robonetv1.Template, item any, index int64) (any, error) {
+	c, err := r.env.CompileTemplate(t)
+	if err != nil {
+		return nil, err
+	}
+	return c.Eval(refScope{r, item, index})
+}

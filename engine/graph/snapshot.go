@@ -1,0 +1,391 @@
+package graph
+
+import (
+	"cmp"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"slices"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+
+	"github.com/robonet/robonet/engine/value"
+)
+
+// snapshotVersion is the first byte of every snapshot.
+const snapshotVersion = 1
+
+// ErrBadSnapshot wraps every error of Restore.
+var ErrBadSnapshot = errors.New("invalid graph snapshot")
+
+// Snapshot encodes the state of the instance. The encoding is deterministic:
+// equal states give equal bytes. Stats and the effect buffer are not part of
+// it; readiness counters are derived again by Restore.
+//
+// Layout (version 1; "uv" is an unsigned varint, "v" a signed one, "str"
+// uv length + bytes, "val" a str holding canonical JSON):
+//
+//	byte 1, str instanceID, str workflow name, uv version, uv tasks
+//	byte state; val inputs unless PENDING
+//	FAILED:   str task, v index, uv attempt, uv policy, str output, str reason
+//	COMPLETE: val outputs
+//	per task: byte status, uv attempt, [v due], [val output], byte spread?
+//	  spread: uv width, width status bytes,
+//	          per instance: uv attempt, [v due], [val output]
+//	uv errors, per error sorted by (node, index): v node, v index, str reason
+//
+// A due time is present for a retrying attempt and for a running attempt of
+// a task with a timeout. An output is present for a completed task, and for
+// a completed instance of a spread task that has not completed.
+func (g *Graph) Snapshot() ([]byte, error) {
+	p := g.plan
+	w := writer{buf: make([]byte, 0, 64+16*len(g.status))}
+	w.byte(snapshotVersion)
+	w.str(g.id)
+	w.str(p.wf.GetName())
+	w.uv(uint64(p.wf.GetVersion()))
+	w.uv(uint64(len(p.nodes)))
+	w.byte(byte(g.state))
+	if g.state != Pending {
+		w.val(g.inputs)
+	}
+	switch g.state {
+	case Failed:
+		e := g.err
+		w.str(e.Task)
+		w.v(int64(e.Index))
+		w.uv(uint64(e.Attempt))
+		w.uv(uint64(e.Policy))
+		w.str(e.Output)
+		w.str(e.Reason)
+	case Complete:
+		w.val(g.outputs)
+	}
+	for node, st := range g.status {
+		nd := &p.nodes[node]
+		w.byte(byte(st))
+		w.uv(uint64(g.attempt[node]))
+		if hasDue(st, nd) {
+			w.v(g.due[node])
+		}
+		if st == TaskCompleted {
+			w.val(g.output[node])
+		}
+		sp := g.spreads[node]
+		if sp == nil {
+			w.byte(0)
+			continue
+		}
+		w.byte(1)
+		w.uv(uint64(len(sp.status)))
+		for _, ist := range sp.status {
+			w.byte(byte(ist))
+		}
+		for i, ist := range sp.status {
+			w.uv(uint64(sp.attempt[i]))
+			if hasDue(ist, nd) {
+				w.v(sp.due[i])
+			}
+			if ist == TaskCompleted && st != TaskCompleted {
+				w.val(sp.output[i])
+			}
+		}
+	}
+	keys := make([]TaskRef, 0, len(g.errs))
+	for k := range g.errs {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, func(a, b TaskRef) int {
+		return cmp.Or(cmp.Compare(a.Node, b.Node), cmp.Compare(a.Index, b.Index))
+	})
+	w.uv(uint64(len(keys)))
+	for _, k := range keys {
+		w.v(int64(k.Node))
+		w.v(int64(k.Index))
+		w.str(g.errs[k])
+	}
+	if w.err != nil {
+		return nil, fmt.Errorf("graph: snapshot of %s: %w", g.id, w.err)
+	}
+	return w.buf, nil
+}
+
+// hasDue reports whether a task or instance in status st carries a due time
+// in the snapshot.
+func hasDue(st TaskStatus, nd *node) bool {
+	return st == TaskRetrying || (st == TaskRunning && nd.timeout > 0)
+}
+
+// Restore rebuilds an instance from a Snapshot of an instance of the same
+// plan. Call Resume on the result to get the effects the runloop must
+// re-apply. Spread tasks that are still spreading evaluate their spread
+// expression again (upstream outputs are immutable, so the list is the same).
+func (p *Plan) Restore(instanceID string, snap []byte) (*Graph, error) {
+	g, err := p.restore(instanceID, snap)
+	if err != nil {
+		return nil, fmt.Errorf("%w: instance %s: %w", ErrBadSnapshot, instanceID, err)
+	}
+	return g, nil
+}
+
+func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
+	r := reader{buf: snap}
+	if v := r.byte(); r.err == nil && v != snapshotVersion {
+		return nil, fmt.Errorf("unknown snapshot version %d", v)
+	}
+	if id := r.str(); r.err == nil && id != instanceID {
+		return nil, fmt.Errorf("snapshot is of instance %q", id)
+	}
+	name, version, ntasks := r.str(), r.uv(), r.uv()
+	if r.err != nil {
+		return nil, r.err
+	}
+	if name != p.wf.GetName() || version != uint64(p.wf.GetVersion()) || ntasks != uint64(len(p.nodes)) {
+		return nil, fmt.Errorf("snapshot is of workflow %s v%d with %d tasks, the plan is %s v%d with %d tasks",
+			name, version, ntasks, p.wf.GetName(), p.wf.GetVersion(), len(p.nodes))
+	}
+	g := p.NewGraph(instanceID)
+	g.state = State(r.byte())
+	if g.state > Cancelled {
+		return nil, fmt.Errorf("unknown state %d", g.state)
+	}
+	if g.state != Pending {
+		in, ok := r.val().(map[string]any)
+		if !ok && r.err == nil {
+			return nil, errors.New("inputs are not a map")
+		}
+		g.inputs = in
+	}
+	switch g.state {
+	case Failed:
+		e := &WorkflowError{}
+		e.Task, e.Index, e.Attempt = r.str(), int32(r.v()), uint32(r.uv())
+		e.Policy = robonetv1.FailurePolicy(r.uv())
+		e.Output, e.Reason = r.str(), r.str()
+		g.err = e
+	case Complete:
+		out, ok := r.val().(map[string]any)
+		if !ok && r.err == nil {
+			return nil, errors.New("outputs are not a map")
+		}
+		g.outputs = out
+	}
+	for node := range g.status {
+		nd := &p.nodes[node]
+		st := TaskStatus(r.byte())
+		if st >= TaskUnknown {
+			return nil, fmt.Errorf("task %q: unknown status %d", nd.name, st)
+		}
+		g.status[node], g.attempt[node] = st, uint32(r.uv())
+		if hasDue(st, nd) {
+			g.due[node] = r.v()
+		}
+		if st == TaskCompleted {
+			g.output[node] = r.val()
+		}
+		if r.byte() == 0 {
+			if st == TaskSpreading {
+				return nil, fmt.Errorf("task %q is spreading without instances", nd.name)
+			}
+			continue
+		}
+		if nd.spread == nil {
+			return nil, fmt.Errorf("task %q has instances but no spread", nd.name)
+		}
+		width := r.uv()
+		if width == 0 || width > uint64(p.opts.MaxSpreadWidth) || width > uint64(len(r.buf)) {
+			return nil, fmt.Errorf("task %q: bad spread width %d", nd.name, width)
+		}
+		sp := newSpread(make([]any, width), nd.needsDue())
+		sp.pending = 0
+		for i := range sp.status {
+			ist := TaskStatus(r.byte())
+			if hasDue(ist, nd) && sp.due == nil {
+				return nil, fmt.Errorf("task %q[%d] is %s but has no retries", nd.name, i, ist)
+			}
+			switch ist {
+			case TaskRunning, TaskRetrying:
+				sp.pending++
+			case TaskCompleted, TaskFailed, TaskCancelled:
+			default:
+				return nil, fmt.Errorf("task %q[%d]: bad instance status %d", nd.name, i, ist)
+			}
+			sp.status[i] = ist
+		}
+		for i, ist := range sp.status {
+			sp.attempt[i] = uint32(r.uv())
+			if hasDue(ist, nd) {
+				sp.due[i] = r.v()
+			}
+			if ist == TaskCompleted && st != TaskCompleted {
+				sp.output[i] = r.val()
+			}
+		}
+		if st == TaskCompleted {
+			list, ok := g.output[node].([]any)
+			if !ok || len(list) != len(sp.status) || sp.pending != 0 {
+				return nil, fmt.Errorf("task %q: output does not match its instances", nd.name)
+			}
+			sp.output, sp.items, sp.due = list, nil, nil
+		}
+		g.spreads[node] = sp
+	}
+	nerr := r.uv()
+	if nerr > uint64(len(r.buf)) {
+		return nil, errors.New("bad error count")
+	}
+	for range nerr {
+		ref := TaskRef{Node: int32(r.v()), Index: int32(r.v())}
+		if r.err == nil && (ref.Node < 0 || int(ref.Node) >= len(p.nodes) || ref.Index < -1) {
+			return nil, fmt.Errorf("error recorded for unknown task %v", ref)
+		}
+		g.errs[ref] = r.str()
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	if len(r.buf) != 0 {
+		return nil, fmt.Errorf("%d bytes of trailing data", len(r.buf))
+	}
+	if err := g.deriveReadiness(); err != nil {
+		return nil, err
+	}
+	return g, nil
+}
+
+// deriveReadiness recomputes the readiness counters from the task statuses,
+// checks that the statuses are consistent with them, and evaluates the
+// spread lists of spreading tasks.
+func (g *Graph) deriveReadiness() error {
+	p := g.plan
+	for node, st := range g.status {
+		if st == TaskWaiting {
+			g.waiting++
+		}
+		if st.resolved() {
+			g.resolve(int32(node), st == TaskSkipped)
+		}
+	}
+	g.work = g.work[:0]
+	if !g.state.active() {
+		return nil
+	}
+	if (g.waiting == 0) != (g.state == Gathering) {
+		return fmt.Errorf("state %s with %d tasks waiting", g.state, g.waiting)
+	}
+	if g.remaining[len(p.nodes)] == 0 {
+		return errors.New("every task is resolved but the outputs were not evaluated")
+	}
+	for node, st := range g.status {
+		nd := &p.nodes[node]
+		if (st == TaskWaiting) != (g.remaining[node] > 0) {
+			return fmt.Errorf("task %q is %s with %d unresolved predecessors", nd.name, st, g.remaining[node])
+		}
+		sp := g.spreads[node]
+		switch st {
+		case TaskCancelled:
+			return fmt.Errorf("task %q is cancelled in state %s", nd.name, g.state)
+		case TaskSpreading:
+			if sp.pending == 0 {
+				return fmt.Errorf("task %q is spreading with no instance pending", nd.name)
+			}
+			g.sc.item, g.sc.index = nil, 0
+			v, err := nd.spread.Eval(&g.sc)
+			items, ok := v.([]any)
+			if err != nil || !ok || len(items) != len(sp.status) {
+				return fmt.Errorf("task %q: the spread expression no longer yields its %d items", nd.name, len(sp.status))
+			}
+			sp.items = items
+		}
+	}
+	return nil
+}
+
+type writer struct {
+	buf     []byte
+	scratch []byte
+	err     error
+}
+
+func (w *writer) byte(b byte)  { w.buf = append(w.buf, b) }
+func (w *writer) uv(x uint64)  { w.buf = binary.AppendUvarint(w.buf, x) }
+func (w *writer) v(x int64)    { w.buf = binary.AppendVarint(w.buf, x) }
+func (w *writer) str(s string) { w.uv(uint64(len(s))); w.buf = append(w.buf, s...) }
+
+func (w *writer) val(x any) {
+	var err error
+	w.scratch, err = value.AppendEncode(w.scratch[:0], x)
+	if err != nil && w.err == nil {
+		w.err = err
+	}
+	w.uv(uint64(len(w.scratch)))
+	w.buf = append(w.buf, w.scratch...)
+}
+
+type reader struct {
+	buf []byte
+	err error
+}
+
+var errTruncated = errors.New("truncated")
+
+func (r *reader) byte() byte {
+	if r.err != nil || len(r.buf) == 0 {
+		r.fail(errTruncated)
+		return 0
+	}
+	b := r.buf[0]
+	r.buf = r.buf[1:]
+	return b
+}
+
+func (r *reader) uv() uint64 {
+	x, n := binary.Uvarint(r.buf)
+	if r.err != nil || n <= 0 {
+		r.fail(errTruncated)
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return x
+}
+
+func (r *reader) v() int64 {
+	x, n := binary.Varint(r.buf)
+	if r.err != nil || n <= 0 {
+		r.fail(errTruncated)
+		return 0
+	}
+	r.buf = r.buf[n:]
+	return x
+}
+
+func (r *reader) bytes() []byte {
+	n := r.uv()
+	if r.err != nil || n > uint64(len(r.buf)) {
+		r.fail(errTruncated)
+		return nil
+	}
+	b := r.buf[:n]
+	r.buf = r.buf[n:]
+	return b
+}
+
+func (r *reader) str() string { return string(r.bytes()) }
+
+func (r *reader) val() any {
+	b := r.bytes()
+	if r.err != nil {
+		return nil
+	}
+	v, err := value.Decode(b)
+	if err != nil {
+		r.fail(err)
+	}
+	return v
+}
+
+func (r *reader) fail(err error) {
+	if r.err == nil {
+		r.err = err
+	}
+}
