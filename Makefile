@@ -24,8 +24,8 @@ build: ## Build every binary into ./bin.
 	go build -o $(BIN)/ ./cmd/...
 
 .PHONY: test
-test: ## Run all tests with the race detector.
-	go test -race -count=1 $(GO_TEST_FLAGS) ./...
+test: ## Run all tests with the race detector (starts a throwaway Postgres unless ROBONET_TEST_POSTGRES is set).
+	scripts/with-postgres go test -race -count=1 $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-short
 test-short: ## Run the tests without the race detector, skipping slow ones.
@@ -36,8 +36,8 @@ fuzz: ## Fuzz the spec compiler for FUZZTIME (default 30s).
 	go test ./engine/spec -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME)
 
 .PHONY: bench
-bench: ## Run benchmarks (BENCH=regexp, BENCHTIME=1s).
-	go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
+bench: ## Run benchmarks (BENCH=regexp, BENCHTIME=1s; Postgres as for test).
+	scripts/with-postgres go test -run '^$$' -bench '$(BENCH)' -benchmem -benchtime $(BENCHTIME) ./...
 
 .PHONY: lint
 lint: $(BIN)/golangci-lint ## go vet, gofmt and golangci-lint.

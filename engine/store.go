@@ -55,7 +55,9 @@ type Store interface {
 	// QueueInstances writes each instance's queue row and runner row in one
 	// transaction and returns only after commit. An instance whose
 	// idempotency key already exists is not queued again: the existing
-	// instance's id is returned with Existing set.
+	// instance's id is returned with Existing set. A key already used for a
+	// different workflow version fails the whole call with
+	// ErrIdempotencyConflict, and nothing of the batch is queued.
 	QueueInstances(ctx context.Context, in []NewInstance) ([]Queued, error)
 	// ClaimInstances leases up to Limit due instances to Owner under Term:
 	// rows that are unlocked, whose lease expired, or whose lease is held
@@ -137,12 +139,12 @@ func (s InstanceStatus) Terminal() bool {
 
 // NewInstance is an instance to queue.
 type NewInstance struct {
-	ID                uuid.UUID
+	ID                uuid.UUID // uuid.Nil: the store assigns a random one
 	WorkflowVersionID int64
-	Inputs            []byte // canonical JSON of the bound inputs
-	State             []byte // initial snapshot; may be empty
-	ScheduledAt       time.Time
-	IdempotencyKey    string // optional
+	Inputs            []byte    // canonical JSON of the bound inputs
+	State             []byte    // initial snapshot; may be empty
+	ScheduledAt       time.Time // zero: due at once
+	IdempotencyKey    string    // optional
 }
 
 // Queued reports the outcome of queueing one instance.
@@ -210,7 +212,7 @@ type Completion struct {
 // LeaseRefresh extends leases.
 type LeaseRefresh struct {
 	Owner uuid.UUID
-	Term  uint64
+	Term  uint64 // the owner's term; a lease stamped with a newer one is lost
 	Lease time.Duration
 	IDs   []uuid.UUID
 }

@@ -1,0 +1,286 @@
+// Package storeutil holds the small pieces of logic that every adapter of
+// engine.Store shares, so that the Postgres and SQLite adapters cannot drift
+// apart on them: input validation, merging a group commit that names one
+// instance twice, and the keyset page token of ListInstances.
+package storeutil
+
+import (
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// Defaults for the limits the port leaves open.
+const (
+	DefaultWorkflowLimit = 100  // WorkflowFilter.Limit of 0
+	DefaultInstanceLimit = 50   // InstanceFilter.Limit of 0
+	DefaultSweepLimit    = 1000 // SweepRequest.Limit of 0
+	MaxListLimit         = 1000 // upper bound on any list limit
+)
+
+// ErrInvalidPageToken is returned by DecodePageToken for a token that this
+// store did not produce.
+var ErrInvalidPageToken = errors.New("invalid page token")
+
+// NonNil returns b, or an empty slice when b is nil, for NOT NULL columns
+// (drivers encode a nil []byte as NULL).
+func NonNil(b []byte) []byte {
+	if b == nil {
+		return []byte{}
+	}
+	return b
+}
+
+// Term converts a Raft term to the signed 64-bit integer both databases
+// store.
+func Term(term uint64) (int64, error) {
+	if term > math.MaxInt64 {
+		return 0, fmt.Errorf("term %d does not fit in a signed 64-bit integer", term)
+	}
+	return int64(term), nil
+}
+
+// CheckClaim validates a ClaimRequest.
+func CheckClaim(req engine.ClaimRequest) error {
+	switch {
+	case req.Owner == uuid.Nil:
+		return errors.New("claim: owner is required")
+	case req.Lease <= 0:
+		return fmt.Errorf("claim: lease must be positive, got %s", req.Lease)
+	case req.Limit <= 0:
+		return fmt.Errorf("claim: limit must be positive, got %d", req.Limit)
+	}
+	_, err := Term(req.Term)
+	return err
+}
+
+// CheckRefresh validates a LeaseRefresh.
+func CheckRefresh(req engine.LeaseRefresh) error {
+	switch {
+	case req.Owner == uuid.Nil:
+		return errors.New("refresh leases: owner is required")
+	case req.Lease <= 0:
+		return fmt.Errorf("refresh leases: lease must be positive, got %s", req.Lease)
+	}
+	_, err := Term(req.Term)
+	return err
+}
+
+// PrepareInstances validates a QueueInstances batch, gives an ID to every
+// instance that has none and fills a zero ScheduledAt with now (due at
+// once). It returns a copy; the caller's slice is not modified.
+func PrepareInstances(in []engine.NewInstance, now time.Time) ([]engine.NewInstance, error) {
+	out := make([]engine.NewInstance, len(in))
+	seen := make(map[uuid.UUID]bool, len(in))
+	for i, inst := range in {
+		if inst.ID == uuid.Nil {
+			inst.ID = uuid.New()
+		}
+		if seen[inst.ID] {
+			return nil, fmt.Errorf("queue instances: instance %s appears twice in the batch", inst.ID)
+		}
+		seen[inst.ID] = true
+		if inst.WorkflowVersionID <= 0 {
+			return nil, fmt.Errorf("queue instances: instance %s: workflow version id is required", inst.ID)
+		}
+		if inst.ScheduledAt.IsZero() {
+			inst.ScheduledAt = now
+		}
+		inst.Inputs = NonNil(inst.Inputs)
+		inst.State = NonNil(inst.State)
+		out[i] = inst
+	}
+	return out, nil
+}
+
+// Merged is a group commit with at most one entry per instance.
+type Merged struct {
+	// Items has one entry per distinct instance, in order of first
+	// appearance. Results are concatenated in input order; State and
+	// ScheduledAt are the last non-nil values given.
+	Items []engine.Progress
+	// Index maps every input position to its position in Items.
+	Index []int
+}
+
+// MergeProgress collapses a PersistProgress batch that names an instance
+// more than once into one entry per instance. Applying the merged entry is
+// equivalent to applying the originals in order (results append, the last
+// snapshot and schedule win), and it lets an adapter write each instance
+// with one row per table. Entries for one instance must name the same
+// owner; results must belong to the instance they are filed under.
+func MergeProgress(batch []engine.Progress) (Merged, error) {
+	m := Merged{Index: make([]int, len(batch))}
+	pos := make(map[uuid.UUID]int, len(batch))
+	for i, p := range batch {
+		if p.InstanceID == uuid.Nil || p.Owner == uuid.Nil {
+			return Merged{}, fmt.Errorf("progress %d: instance id and owner are required", i)
+		}
+		for _, r := range p.Results {
+			if err := checkResult(p.InstanceID, r); err != nil {
+				return Merged{}, fmt.Errorf("progress %d: %w", i, err)
+			}
+		}
+		j, ok := pos[p.InstanceID]
+		if !ok {
+			pos[p.InstanceID] = len(m.Items)
+			m.Index[i] = len(m.Items)
+			p.Results = append([]engine.ActionResult(nil), p.Results...)
+			m.Items = append(m.Items, p)
+			continue
+		}
+		m.Index[i] = j
+		cur := &m.Items[j]
+		if cur.Owner != p.Owner {
+			return Merged{}, fmt.Errorf("progress %d: instance %s appears with two owners in one batch", i, p.InstanceID)
+		}
+		cur.Results = append(cur.Results, p.Results...)
+		if p.State != nil {
+			cur.State = p.State
+		}
+		if p.ScheduledAt != nil {
+			cur.ScheduledAt = p.ScheduledAt
+		}
+	}
+	return m, nil
+}
+
+// Expand maps per-item outcomes back to one outcome per input entry.
+func (m Merged) Expand(outcomes []error) []error {
+	out := make([]error, len(m.Index))
+	for i, j := range m.Index {
+		out[i] = outcomes[j]
+	}
+	return out
+}
+
+// CheckCompletions validates a CompleteInstances batch: terminal statuses,
+// and each instance at most once (an instance completes once).
+func CheckCompletions(batch []engine.Completion) error {
+	seen := make(map[uuid.UUID]bool, len(batch))
+	for i, c := range batch {
+		if c.InstanceID == uuid.Nil || c.Owner == uuid.Nil {
+			return fmt.Errorf("completion %d: instance id and owner are required", i)
+		}
+		if !c.Status.Terminal() {
+			return fmt.Errorf("completion %d: instance %s: status %q is not terminal", i, c.InstanceID, c.Status)
+		}
+		if seen[c.InstanceID] {
+			return fmt.Errorf("completion %d: instance %s appears twice in the batch", i, c.InstanceID)
+		}
+		seen[c.InstanceID] = true
+		for _, r := range c.Results {
+			if err := checkResult(c.InstanceID, r); err != nil {
+				return fmt.Errorf("completion %d: %w", i, err)
+			}
+		}
+	}
+	return nil
+}
+
+func checkResult(instance uuid.UUID, r engine.ActionResult) error {
+	if r.InstanceID != uuid.Nil && r.InstanceID != instance {
+		return fmt.Errorf("result %s#%d belongs to instance %s, filed under %s", r.ExecutionID, r.Attempt, r.InstanceID, instance)
+	}
+	if r.ExecutionID == "" {
+		return fmt.Errorf("result for instance %s has no execution id", instance)
+	}
+	return nil
+}
+
+// ErrOwnershipLost wraps engine.ErrOwnershipLost with the instance id.
+func ErrOwnershipLost(id uuid.UUID) error {
+	return fmt.Errorf("instance %s: %w", id, engine.ErrOwnershipLost)
+}
+
+// ListLimit applies a default and an upper bound to a list limit.
+func ListLimit(limit, def int) int {
+	if limit <= 0 {
+		return def
+	}
+	return min(limit, MaxListLimit)
+}
+
+// CheckStatuses rejects statuses the port does not define.
+func CheckStatuses(statuses []engine.InstanceStatus) error {
+	for _, s := range statuses {
+		switch s {
+		case engine.StatusQueued, engine.StatusRunning, engine.StatusComplete, engine.StatusFailed, engine.StatusCancelled:
+		default:
+			return fmt.Errorf("unknown instance status %q", s)
+		}
+	}
+	return nil
+}
+
+// PageKey is the position after which the next page of ListInstances
+// starts: instances are listed by (created_at, id), both descending.
+type PageKey struct {
+	CreatedAt time.Time // microsecond precision, as both databases store it
+	ID        uuid.UUID
+}
+
+// EncodePageToken makes an opaque token from the last instance of a page.
+func EncodePageToken(k PageKey) string {
+	raw := strconv.FormatInt(k.CreatedAt.UnixMicro(), 10) + "/" + k.ID.String()
+	return base64.RawURLEncoding.EncodeToString([]byte(raw))
+}
+
+// DecodePageToken reverses EncodePageToken. The empty token is the first
+// page (ok false).
+func DecodePageToken(token string) (k PageKey, ok bool, err error) {
+	if token == "" {
+		return PageKey{}, false, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(token)
+	if err != nil {
+		return PageKey{}, false, fmt.Errorf("%w: %w", ErrInvalidPageToken, err)
+	}
+	micros, id, found := strings.Cut(string(raw), "/")
+	if !found {
+		return PageKey{}, false, ErrInvalidPageToken
+	}
+	us, err := strconv.ParseInt(micros, 10, 64)
+	if err != nil {
+		return PageKey{}, false, fmt.Errorf("%w: %w", ErrInvalidPageToken, err)
+	}
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return PageKey{}, false, fmt.Errorf("%w: %w", ErrInvalidPageToken, err)
+	}
+	return PageKey{CreatedAt: time.UnixMicro(us).UTC(), ID: u}, true, nil
+}
+
+// DuplicateKeys finds instances of a QueueInstances batch that reuse the
+// idempotency key of an earlier instance of the same batch. dup[i] is the
+// index of that earlier instance, or -1. Reusing a key for another workflow
+// version fails with engine.ErrIdempotencyConflict.
+func DuplicateKeys(in []engine.NewInstance) (dup []int, err error) {
+	dup = make([]int, len(in))
+	first := make(map[string]int)
+	for i, inst := range in {
+		dup[i] = -1
+		if inst.IdempotencyKey == "" {
+			continue
+		}
+		j, ok := first[inst.IdempotencyKey]
+		if !ok {
+			first[inst.IdempotencyKey] = i
+			continue
+		}
+		if in[j].WorkflowVersionID != inst.WorkflowVersionID {
+			return nil, fmt.Errorf("queue instances: idempotency key %q used for workflow versions %d and %d in one batch: %w",
+				inst.IdempotencyKey, in[j].WorkflowVersionID, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+		}
+		dup[i] = j
+	}
+	return dup, nil
+}

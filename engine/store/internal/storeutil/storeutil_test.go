@@ -1,0 +1,104 @@
+package storeutil
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/goleak"
+
+	"github.com/robonet/robonet/engine"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func TestMergeProgress(t *testing.T) {
+	a, b, owner := uuid.New(), uuid.New(), uuid.New()
+	later := time.Unix(100, 0)
+	batch := []engine.Progress{
+		{InstanceID: a, Owner: owner, State: []byte("a1"), Results: []engine.ActionResult{{ExecutionID: "x", Attempt: 1}}},
+		{InstanceID: b, Owner: owner},
+		{InstanceID: a, Owner: owner, ScheduledAt: &later, Results: []engine.ActionResult{{ExecutionID: "y", Attempt: 1}}},
+		{InstanceID: a, Owner: owner, State: []byte("a2")},
+	}
+	m, err := MergeProgress(batch)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.Items) != 2 || m.Items[0].InstanceID != a || m.Items[1].InstanceID != b {
+		t.Fatalf("items = %+v", m.Items)
+	}
+	got := m.Items[0]
+	if string(got.State) != "a2" || got.ScheduledAt != &later || len(got.Results) != 2 ||
+		got.Results[0].ExecutionID != "x" || got.Results[1].ExecutionID != "y" {
+		t.Fatalf("merged a = %+v", got)
+	}
+	if len(batch[0].Results) != 1 {
+		t.Fatalf("merging modified the caller's results")
+	}
+	lost := errors.New("lost")
+	out := m.Expand([]error{nil, lost})
+	if len(out) != 4 || out[0] != nil || !errors.Is(out[1], lost) || out[2] != nil || out[3] != nil {
+		t.Fatalf("Expand = %v", out)
+	}
+
+	if _, err := MergeProgress([]engine.Progress{{InstanceID: a, Owner: owner}, {InstanceID: a, Owner: uuid.New()}}); err == nil {
+		t.Fatalf("two owners for one instance were accepted")
+	}
+	if _, err := MergeProgress([]engine.Progress{{InstanceID: a, Owner: owner, Results: []engine.ActionResult{{InstanceID: b, ExecutionID: "x"}}}}); err == nil {
+		t.Fatalf("a result filed under another instance was accepted")
+	}
+}
+
+func TestDuplicateKeys(t *testing.T) {
+	in := []engine.NewInstance{
+		{WorkflowVersionID: 1, IdempotencyKey: "k"},
+		{WorkflowVersionID: 1},
+		{WorkflowVersionID: 1, IdempotencyKey: "k"},
+		{WorkflowVersionID: 1},
+	}
+	dup, err := DuplicateKeys(in)
+	if err != nil || dup[0] != -1 || dup[1] != -1 || dup[2] != 0 || dup[3] != -1 {
+		t.Fatalf("DuplicateKeys = %v, %v", dup, err)
+	}
+	in[2].WorkflowVersionID = 2
+	if _, err := DuplicateKeys(in); !errors.Is(err, engine.ErrIdempotencyConflict) {
+		t.Fatalf("one key for two versions: %v", err)
+	}
+}
+
+func TestPageToken(t *testing.T) {
+	k := PageKey{CreatedAt: time.UnixMicro(1_700_000_000_123_456).UTC(), ID: uuid.New()}
+	got, ok, err := DecodePageToken(EncodePageToken(k))
+	if err != nil || !ok || got != k {
+		t.Fatalf("round trip = %+v, %v, %v; want %+v", got, ok, err, k)
+	}
+	if _, ok, err := DecodePageToken(""); ok || err != nil {
+		t.Fatalf("empty token = %v, %v", ok, err)
+	}
+	for _, bad := range []string{"!!", "bm90aGluZw", "MTIzL25vdC1hLXV1aWQ"} {
+		if _, _, err := DecodePageToken(bad); !errors.Is(err, ErrInvalidPageToken) {
+			t.Errorf("DecodePageToken(%q) = %v, want ErrInvalidPageToken", bad, err)
+		}
+	}
+}
+
+func TestPrepareInstances(t *testing.T) {
+	now := time.Unix(50, 0)
+	in := []engine.NewInstance{{WorkflowVersionID: 1}}
+	out, err := PrepareInstances(in, now)
+	if err != nil || out[0].ID == uuid.Nil || !out[0].ScheduledAt.Equal(now) || out[0].Inputs == nil || out[0].State == nil {
+		t.Fatalf("PrepareInstances = %+v, %v", out, err)
+	}
+	if in[0].ID != uuid.Nil {
+		t.Fatalf("PrepareInstances modified its input")
+	}
+	id := uuid.New()
+	if _, err := PrepareInstances([]engine.NewInstance{{ID: id, WorkflowVersionID: 1}, {ID: id, WorkflowVersionID: 1}}, now); err == nil {
+		t.Fatalf("a duplicate id was accepted")
+	}
+	if _, err := PrepareInstances([]engine.NewInstance{{}}, now); err == nil {
+		t.Fatalf("a missing workflow version was accepted")
+	}
+}

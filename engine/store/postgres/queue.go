@@ -1,0 +1,291 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/internal/storeutil"
+)
+
+// queueSQL inserts the runner rows and the queue rows of a batch in one
+// statement. An instance whose idempotency key is taken gets neither row
+// (ON CONFLICT … DO NOTHING drops it from `runner`, and only instances in
+// `runner` get a queue row). It returns the ids it inserted.
+const queueSQL = `-- name: queue_instances
+WITH input AS (
+    SELECT *
+    FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[])
+         WITH ORDINALITY AS t(instance_id, workflow_version_id, inputs, state, scheduled_at, idempotency_key, ord)
+),
+runner AS (
+    INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, idempotency_key)
+    SELECT instance_id, workflow_version_id, 'queued', inputs, state, idempotency_key
+    FROM input
+    ORDER BY ord
+    ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
+    RETURNING instance_id
+),
+queue AS (
+    INSERT INTO queued_instances (instance_id, scheduled_at)
+    SELECT i.instance_id, coalesce(i.scheduled_at, now())
+    FROM input i JOIN runner r ON r.instance_id = i.instance_id
+)
+SELECT instance_id FROM runner`
+
+// existingKeysSQL finds the instances that hold idempotency keys.
+const existingKeysSQL = `-- name: existing_idempotency_keys
+SELECT idempotency_key, instance_id, workflow_version_id
+FROM runner_instances
+WHERE idempotency_key = ANY($1::text[])`
+
+// QueueInstances implements engine.Store. Both rows of every instance are
+// written by one statement inside one transaction; the call returns after
+// the commit, so an instance it acknowledges is durable, and a failed call
+// leaves no row behind. A zero ScheduledAt means due at once (the server's
+// now()); a nil ID gets a new random one.
+//
+// Idempotency keys: an instance whose key already names an instance of the
+// same workflow version is not queued (Existing). A key that names an
+// instance of another version fails the whole call with
+// engine.ErrIdempotencyConflict, and nothing of the batch is queued.
+func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
+	if len(in) == 0 {
+		return nil, nil
+	}
+	insts, err := storeutil.PrepareInstances(in, time.Time{}) // zero: the server fills in now()
+	if err != nil {
+		return nil, err
+	}
+	dup, err := storeutil.DuplicateKeys(insts)
+	if err != nil {
+		return nil, err
+	}
+
+	var (
+		ids       []uuid.UUID
+		versions  []int64
+		inputs    [][]byte
+		states    [][]byte
+		scheduled []pgtype.Timestamptz
+		keys      []pgtype.Text
+	)
+	for i, inst := range insts {
+		if dup[i] >= 0 {
+			continue // the earlier instance with this key stands for it
+		}
+		ids = append(ids, inst.ID)
+		versions = append(versions, inst.WorkflowVersionID)
+		inputs = append(inputs, inst.Inputs)
+		states = append(states, inst.State)
+		scheduled = append(scheduled, timestamptz(inst.ScheduledAt))
+		keys = append(keys, pgtype.Text{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""})
+	}
+
+	out := make([]engine.Queued, len(insts))
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys)
+		if err != nil {
+			return err
+		}
+		inserted, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			if isForeignKeyViolation(err, "runner_instances_workflow_version_id_fkey") {
+				return fmt.Errorf("unknown workflow version: %w", engine.ErrNotFound)
+			}
+			return err
+		}
+		fresh := make(map[uuid.UUID]bool, len(inserted))
+		for _, id := range inserted {
+			fresh[id] = true
+		}
+
+		// Instances that were not inserted lost to an existing key.
+		var taken []string
+		for i, inst := range insts {
+			if dup[i] < 0 && !fresh[inst.ID] {
+				taken = append(taken, inst.IdempotencyKey)
+			}
+		}
+		type holder struct {
+			id      uuid.UUID
+			version int64
+		}
+		holders := make(map[string]holder, len(taken))
+		if len(taken) > 0 {
+			rows, err := tx.Query(ctx, existingKeysSQL, taken)
+			if err != nil {
+				return err
+			}
+			var (
+				key string
+				h   holder
+			)
+			_, err = pgx.ForEachRow(rows, []any{&key, &h.id, &h.version}, func() error {
+				holders[key] = h
+				return nil
+			})
+			if err != nil {
+				return err
+			}
+		}
+
+		for i, inst := range insts {
+			switch {
+			case dup[i] >= 0:
+				out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
+			case fresh[inst.ID]:
+				out[i] = engine.Queued{ID: inst.ID}
+			default:
+				h, ok := holders[inst.IdempotencyKey]
+				if !ok {
+					// Inserted by nobody and held by nobody: the key's holder was
+					// swept between the two statements. Let the caller retry.
+					return fmt.Errorf("instance %s: idempotency key %q vanished while queueing; retry", inst.ID, inst.IdempotencyKey)
+				}
+				if h.version != inst.WorkflowVersionID {
+					return fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
+						inst.IdempotencyKey, h.id, h.version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+				}
+				out[i] = engine.Queued{ID: h.id, Existing: true}
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue %d instances: %w", len(in), err)
+	}
+	return out, nil
+}
+
+// claimSQL leases due instances:
+//
+//   - due: rows whose time has come and that nobody holds under a live lease
+//     of the same or a newer term, oldest first. SKIP LOCKED makes
+//     concurrent claimers take disjoint rows instead of waiting.
+//   - claimed: stamp owner, lease end and term on them.
+//   - the final UPDATE marks the instances running and returns inputs and
+//     snapshot. An UPDATE always acts on (and returns) the latest committed
+//     version of a row, so the snapshot is the last one written.
+const claimSQL = `-- name: claim_instances
+WITH due AS (
+    SELECT instance_id
+    FROM queued_instances
+    WHERE scheduled_at <= now()
+      AND (lock_uuid IS NULL OR lock_expires_at <= now() OR term < $2)
+    ORDER BY scheduled_at
+    LIMIT $4
+    FOR UPDATE SKIP LOCKED
+),
+claimed AS (
+    UPDATE queued_instances q
+    SET lock_uuid = $1,
+        lock_expires_at = now() + $3 * interval '1 microsecond',
+        term = $2
+    FROM due
+    WHERE q.instance_id = due.instance_id
+    RETURNING q.instance_id, q.scheduled_at, q.lock_expires_at, q.cancel_requested
+)
+UPDATE runner_instances r
+SET status = 'running', started_at = coalesce(r.started_at, now())
+FROM claimed c
+WHERE r.instance_id = c.instance_id
+RETURNING r.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, c.lock_expires_at, c.cancel_requested,
+          c.scheduled_at`
+
+// hydrateSQL returns the latest result of every execution of the instances
+// claimSQL just leased: DISTINCT ON over the (instance, execution, attempt
+// DESC) index, no sort. It is the second statement of the claim's batch, so
+// it runs in the same transaction — now() is the same, which is how it
+// finds exactly the rows claimSQL stamped (lease end = now() + lease) —
+// but with a fresh snapshot taken after the claim locked its rows.
+//
+// That is why it is a statement of its own. A subquery of claimSQL would
+// read with claimSQL's snapshot, taken before its row locks: a row whose
+// previous owner recorded results and released it while claimSQL was
+// running is claimed (the lock re-checks the latest row version), yet those
+// results are newer than the snapshot and would be missing. Once the claim
+// holds the locks, every write of a previous owner is committed or will be
+// refused, so this later snapshot sees them all.
+const hydrateSQL = `-- name: claim_hydrate
+SELECT DISTINCT ON (d.instance_id, d.execution_id)
+       d.instance_id, d.execution_id, d.attempt, d.ok, d.output, d.error, d.worker_id, d.started_at, d.finished_at
+FROM queued_instances q
+JOIN runner_actions_done d ON d.instance_id = q.instance_id
+WHERE q.lock_uuid = $1 AND q.lock_expires_at = now() + $2 * interval '1 microsecond'
+ORDER BY d.instance_id, d.execution_id, d.attempt DESC, d.id DESC`
+
+// ClaimInstances implements engine.Store with one pgx batch — one round
+// trip, one implicit transaction: the claim, then the hydration of every
+// claimed instance. Instances come oldest-due first; each one's results are
+// ordered by execution id.
+func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
+	if err := storeutil.CheckClaim(req); err != nil {
+		return nil, err
+	}
+	term, _ := storeutil.Term(req.Term) // checked above
+	lease := micros(req.Lease)
+
+	var (
+		out   []engine.ClaimedInstance
+		index = make(map[uuid.UUID]int)       // position in out
+		due   = make(map[uuid.UUID]time.Time) // for the order of out
+	)
+	b := &pgx.Batch{}
+	b.Queue(claimSQL, req.Owner, term, lease, req.Limit).Query(func(rows pgx.Rows) error {
+		var (
+			c         engine.ClaimedInstance
+			scheduled time.Time
+		)
+		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &c.CreatedAt,
+			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled}, func() error {
+			got := c
+			due[got.ID] = scheduled
+			got.CreatedAt, got.LeaseExpiresAt = got.CreatedAt.UTC(), got.LeaseExpiresAt.UTC()
+			index[got.ID] = len(out)
+			out = append(out, got)
+			return nil
+		})
+		return err
+	})
+	b.Queue(hydrateSQL, req.Owner, lease).Query(func(rows pgx.Rows) error {
+		var (
+			id                uuid.UUID
+			r                 engine.ActionResult
+			attempt           int64
+			started, finished pgtype.Timestamptz
+		)
+		_, err := pgx.ForEachRow(rows, []any{&id, &r.ExecutionID, &attempt, &r.OK, &r.Output, &r.Error, &r.WorkerID,
+			&started, &finished}, func() error {
+			i, ok := index[id]
+			if !ok {
+				return nil // not claimed by this call (a lease end equal to the microsecond)
+			}
+			got := r
+			got.InstanceID = id
+			got.Attempt = uint32(attempt) // the column's CHECK keeps it in range
+			got.StartedAt, got.FinishedAt = timeOf(started), timeOf(finished)
+			out[i].Results = append(out[i].Results, got)
+			return nil
+		})
+		return err
+	})
+	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+		return nil, fmt.Errorf("claim instances: %w", err)
+	}
+	// The UPDATE returns rows in no particular order; restore the claim's.
+	slices.SortFunc(out, func(a, b engine.ClaimedInstance) int {
+		if c := due[a.ID].Compare(due[b.ID]); c != 0 {
+			return c
+		}
+		return bytes.Compare(a.ID[:], b.ID[:])
+	})
+	return out, nil
+}

@@ -1,0 +1,172 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/internal/storeutil"
+)
+
+// instanceColumns are the columns scanInstance reads, from runner_instances
+// r joined with workflow_versions w.
+const instanceColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
+	r.inputs, r.state, r.output, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
+	r.finished_at, r.cancel_requested`
+
+func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
+	var (
+		rec               engine.InstanceRecord
+		version           int64
+		status            string
+		started, finished pgtype.Timestamptz
+	)
+	err := row.Scan(&rec.ID, &rec.WorkflowVersionID, &rec.WorkflowName, &version, &status,
+		&rec.Inputs, &rec.State, &rec.Output, &rec.Error, &rec.IdempotencyKey, &rec.CreatedAt, &started,
+		&finished, &rec.CancelRequested)
+	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
+	rec.Status = engine.InstanceStatus(status)
+	rec.CreatedAt = rec.CreatedAt.UTC()
+	rec.StartedAt = timePtr(started)
+	rec.FinishedAt = timePtr(finished)
+	return rec, err
+}
+
+// GetInstance implements engine.Store.
+func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (engine.InstanceRecord, error) {
+	q := `-- name: get_instance
+		SELECT ` + instanceColumns + `
+		FROM runner_instances r JOIN workflow_versions w ON w.id = r.workflow_version_id
+		WHERE r.instance_id = $1`
+	rows, err := s.pool.Query(ctx, q, id)
+	if err != nil {
+		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	rec, err := pgx.CollectExactlyOneRow(rows, scanInstance)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, engine.ErrNotFound)
+	}
+	if err != nil {
+		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// ListInstances implements engine.Store: newest first by (created_at,
+// instance_id), keyset paging (the page token is the last row's key), one
+// extra row fetched to know whether another page follows. The WHERE clause
+// holds only the filters in use, so the planner can pick the matching
+// index.
+func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (engine.InstancePage, error) {
+	if err := storeutil.CheckStatuses(f.Statuses); err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	key, paged, err := storeutil.DecodePageToken(f.PageToken)
+	if err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	limit := storeutil.ListLimit(f.Limit, storeutil.DefaultInstanceLimit)
+
+	var (
+		where []string
+		args  []any
+	)
+	arg := func(v any) string {
+		args = append(args, v)
+		return "$" + strconv.Itoa(len(args))
+	}
+	if f.WorkflowName != "" {
+		where = append(where, "w.workflow_name = "+arg(f.WorkflowName))
+	}
+	if len(f.Statuses) > 0 {
+		statuses := make([]string, len(f.Statuses))
+		for i, st := range f.Statuses {
+			statuses[i] = string(st)
+		}
+		where = append(where, "r.status = ANY("+arg(statuses)+"::text[])")
+	}
+	if paged {
+		where = append(where, "(r.created_at, r.instance_id) < ("+arg(key.CreatedAt)+", "+arg(key.ID)+")")
+	}
+	q := `-- name: list_instances
+		SELECT ` + instanceColumns + `
+		FROM runner_instances r JOIN workflow_versions w ON w.id = r.workflow_version_id`
+	if len(where) > 0 {
+		q += "\nWHERE " + strings.Join(where, " AND ")
+	}
+	q += "\nORDER BY r.created_at DESC, r.instance_id DESC\nLIMIT " + arg(limit+1)
+
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	recs, err := pgx.CollectRows(rows, scanInstance)
+	if err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	page := engine.InstancePage{Instances: recs}
+	if len(recs) > limit {
+		page.Instances = recs[:limit]
+		last := page.Instances[limit-1]
+		page.NextPageToken = storeutil.EncodePageToken(storeutil.PageKey{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// TaskHistory implements engine.Store: every recorded attempt, in recording
+// order (the bigserial id). An unknown instance is ErrNotFound; a known one
+// without results is an empty history.
+func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionResult, error) {
+	const q = `-- name: task_history
+		SELECT d.execution_id, d.attempt, d.ok, d.output, d.error, d.worker_id, d.started_at, d.finished_at
+		FROM runner_instances r
+		LEFT JOIN runner_actions_done d ON d.instance_id = r.instance_id
+		WHERE r.instance_id = $1
+		ORDER BY d.id`
+	rows, err := s.pool.Query(ctx, q, id)
+	if err != nil {
+		return nil, fmt.Errorf("task history of %s: %w", id, err)
+	}
+	var (
+		found              bool
+		out                []engine.ActionResult
+		execution, errText pgtype.Text
+		attempt            pgtype.Int8
+		ok                 pgtype.Bool
+		output             []byte
+		worker             pgtype.Text
+		started, finished  pgtype.Timestamptz
+	)
+	_, err = pgx.ForEachRow(rows, []any{&execution, &attempt, &ok, &output, &errText, &worker, &started, &finished}, func() error {
+		found = true
+		if !execution.Valid {
+			return nil // the LEFT JOIN row of an instance without results
+		}
+		out = append(out, engine.ActionResult{
+			InstanceID:  id,
+			ExecutionID: execution.String,
+			Attempt:     uint32(attempt.Int64), // CHECK keeps it in range
+			OK:          ok.Bool,
+			Output:      output,
+			Error:       errText.String,
+			WorkerID:    worker.String,
+			StartedAt:   timeOf(started),
+			FinishedAt:  timeOf(finished),
+		})
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("task history of %s: %w", id, err)
+	}
+	if !found {
+		return nil, fmt.Errorf("task history of %s: %w", id, engine.ErrNotFound)
+	}
+	return out, nil
+}

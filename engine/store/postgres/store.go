@@ -1,0 +1,168 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/internal/storeutil"
+)
+
+// Store is the Postgres adapter of engine.Store. It is safe for concurrent
+// use by many goroutines and by many nodes sharing one database.
+type Store struct {
+	pool *pgxpool.Pool
+	log  *zap.Logger
+
+	closeOnce sync.Once
+}
+
+var _ engine.Store = (*Store)(nil)
+
+// Open connects to Postgres, applies the embedded migrations (several nodes
+// may open at once: an advisory lock makes them take turns) and returns a
+// ready Store. Close it when done.
+func Open(ctx context.Context, cfg Config) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	pcfg, err := pgxpool.ParseConfig(cfg.DSN)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: parsing DSN: %w", err)
+	}
+	pcfg.MaxConns = cfg.MaxConns
+	if cfg.Schema != "" {
+		pcfg.ConnConfig.RuntimeParams["search_path"] = pgx.Identifier{cfg.Schema}.Sanitize()
+	}
+	if cfg.Tracer != nil {
+		pcfg.ConnConfig.Tracer = cfg.Tracer
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres store: connecting: %w", err)
+	}
+	log := cfg.Logger.Named("store.postgres")
+	if err := migrate(ctx, pool, cfg.Schema, log); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("postgres store: migrating: %w", err)
+	}
+	return &Store{pool: pool, log: log}, nil
+}
+
+// Close closes the connection pool, waiting for connections in use to be
+// returned. It is idempotent.
+func (s *Store) Close() error {
+	s.closeOnce.Do(func() {
+		s.pool.Close()
+		s.log.Debug("closed")
+	})
+	return nil
+}
+
+// Pool returns the store's connection pool, for tests and tools that need
+// to look at the tables directly.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// RegisterWorkflow implements engine.Store. The insert and the read-back
+// race safely with a concurrent registration: ON CONFLICT waits for the
+// other transaction and then sees its row.
+func (s *Store) RegisterWorkflow(ctx context.Context, wf engine.WorkflowVersion) (engine.WorkflowVersion, error) {
+	if wf.Name == "" || wf.IRHash == "" {
+		return engine.WorkflowVersion{}, errors.New("register workflow: name and IR hash are required")
+	}
+	const q = `-- name: register_workflow
+		WITH ins AS (
+		    INSERT INTO workflow_versions (workflow_name, workflow_version, ir_hash, ir)
+		    VALUES ($1, $2, $3, $4)
+		    ON CONFLICT (workflow_name, workflow_version) DO NOTHING
+		    RETURNING id, workflow_name, workflow_version, ir_hash, ir, created_at
+		)
+		SELECT * FROM ins
+		UNION ALL
+		SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at
+		FROM workflow_versions
+		WHERE workflow_name = $1 AND workflow_version = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
+	got, err := s.queryWorkflow(ctx, q, wf.Name, int64(wf.Version), wf.IRHash, storeutil.NonNil(wf.IR))
+	if err != nil {
+		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: %w", wf.Name, wf.Version, err)
+	}
+	if got.IRHash != wf.IRHash {
+		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: stored hash %s, new hash %s: %w",
+			wf.Name, wf.Version, got.IRHash, wf.IRHash, engine.ErrVersionConflict)
+	}
+	return got, nil
+}
+
+// GetWorkflow implements engine.Store.
+func (s *Store) GetWorkflow(ctx context.Context, name string, version uint32) (engine.WorkflowVersion, error) {
+	const q = `-- name: get_workflow
+		SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at
+		FROM workflow_versions WHERE workflow_name = $1 AND workflow_version = $2`
+	wf, err := s.queryWorkflow(ctx, q, name, int64(version))
+	if err != nil {
+		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %s v%d: %w", name, version, err)
+	}
+	return wf, nil
+}
+
+// GetWorkflowByID implements engine.Store.
+func (s *Store) GetWorkflowByID(ctx context.Context, id int64) (engine.WorkflowVersion, error) {
+	const q = `-- name: get_workflow_by_id
+		SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at
+		FROM workflow_versions WHERE id = $1`
+	wf, err := s.queryWorkflow(ctx, q, id)
+	if err != nil {
+		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %d: %w", id, err)
+	}
+	return wf, nil
+}
+
+// ListWorkflows implements engine.Store.
+func (s *Store) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]engine.WorkflowVersion, error) {
+	const q = `-- name: list_workflows
+		SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at
+		FROM workflow_versions
+		WHERE $1 = '' OR workflow_name = $1
+		ORDER BY workflow_name, workflow_version DESC
+		LIMIT $2`
+	rows, err := s.pool.Query(ctx, q, f.Name, storeutil.ListLimit(f.Limit, storeutil.DefaultWorkflowLimit))
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanWorkflow)
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	return out, nil
+}
+
+// queryWorkflow runs a query returning at most one workflow row.
+func (s *Store) queryWorkflow(ctx context.Context, q string, args ...any) (engine.WorkflowVersion, error) {
+	rows, err := s.pool.Query(ctx, q, args...)
+	if err != nil {
+		return engine.WorkflowVersion{}, err
+	}
+	wf, err := pgx.CollectExactlyOneRow(rows, scanWorkflow)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return engine.WorkflowVersion{}, engine.ErrNotFound
+	}
+	return wf, err
+}
+
+func scanWorkflow(row pgx.CollectableRow) (engine.WorkflowVersion, error) {
+	var (
+		wf      engine.WorkflowVersion
+		version int64
+	)
+	err := row.Scan(&wf.ID, &wf.Name, &version, &wf.IRHash, &wf.IR, &wf.CreatedAt)
+	wf.Version = uint32(version) // the column's CHECK keeps it in range
+	wf.CreatedAt = wf.CreatedAt.UTC()
+	return wf, err
+}

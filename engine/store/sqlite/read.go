@@ -1,0 +1,141 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/internal/storeutil"
+)
+
+// instanceColumns are the columns scanInstance reads, from runner_instances
+// r joined with workflow_versions w.
+const instanceColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
+	r.inputs, r.state, r.output, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
+	r.finished_at, r.cancel_requested`
+
+func scanInstance(row scanner) (engine.InstanceRecord, error) {
+	var (
+		rec               engine.InstanceRecord
+		version, created  int64
+		status            string
+		started, finished sql.NullInt64
+	)
+	err := row.Scan(&rec.ID, &rec.WorkflowVersionID, &rec.WorkflowName, &version, &status,
+		&rec.Inputs, &rec.State, &rec.Output, &rec.Error, &rec.IdempotencyKey, &created, &started,
+		&finished, &rec.CancelRequested)
+	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
+	rec.Status = engine.InstanceStatus(status)
+	rec.CreatedAt = fromMicros(created)
+	rec.StartedAt = timePtr(started)
+	rec.FinishedAt = timePtr(finished)
+	return rec, err
+}
+
+// GetInstance implements engine.Store.
+func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (engine.InstanceRecord, error) {
+	rec, err := scanInstance(s.r.QueryRowContext(ctx, `
+		SELECT `+instanceColumns+`
+		FROM runner_instances r JOIN workflow_versions w ON w.id = r.workflow_version_id
+		WHERE r.instance_id = ?`, id))
+	if errors.Is(err, sql.ErrNoRows) {
+		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, engine.ErrNotFound)
+	}
+	if err != nil {
+		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	return rec, nil
+}
+
+// ListInstances implements engine.Store: newest first by (created_at,
+// instance_id) with keyset paging, like the Postgres adapter.
+func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (engine.InstancePage, error) {
+	if err := storeutil.CheckStatuses(f.Statuses); err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	key, paged, err := storeutil.DecodePageToken(f.PageToken)
+	if err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	limit := storeutil.ListLimit(f.Limit, storeutil.DefaultInstanceLimit)
+
+	var (
+		where []string
+		args  []any
+	)
+	if f.WorkflowName != "" {
+		where = append(where, "w.workflow_name = ?")
+		args = append(args, f.WorkflowName)
+	}
+	if len(f.Statuses) > 0 {
+		where = append(where, "r.status IN (?"+strings.Repeat(", ?", len(f.Statuses)-1)+")")
+		for _, st := range f.Statuses {
+			args = append(args, string(st))
+		}
+	}
+	if paged {
+		where = append(where, "(r.created_at, r.instance_id) < (?, ?)")
+		args = append(args, micros(key.CreatedAt), key.ID)
+	}
+	q := `SELECT ` + instanceColumns + `
+		FROM runner_instances r JOIN workflow_versions w ON w.id = r.workflow_version_id`
+	if len(where) > 0 {
+		q += "\nWHERE " + strings.Join(where, " AND ")
+	}
+	q += "\nORDER BY r.created_at DESC, r.instance_id DESC\nLIMIT ?"
+	args = append(args, limit+1)
+
+	rows, err := s.r.QueryContext(ctx, q, args...)
+	if err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	defer func() { _ = rows.Close() }()
+	var recs []engine.InstanceRecord
+	for rows.Next() {
+		rec, err := scanInstance(rows)
+		if err != nil {
+			return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		}
+		recs = append(recs, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+	}
+	page := engine.InstancePage{Instances: recs}
+	if len(recs) > limit {
+		page.Instances = recs[:limit]
+		last := page.Instances[limit-1]
+		page.NextPageToken = storeutil.EncodePageToken(storeutil.PageKey{CreatedAt: last.CreatedAt, ID: last.ID})
+	}
+	return page, nil
+}
+
+// TaskHistory implements engine.Store: every recorded attempt in recording
+// order (the AUTOINCREMENT id). Unknown instance: ErrNotFound.
+func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionResult, error) {
+	// One read transaction, so the existence check and the history agree.
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("task history of %s: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM runner_instances WHERE instance_id = ?)`, id).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("task history of %s: %w", id, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("task history of %s: %w", id, engine.ErrNotFound)
+	}
+	out, err := queryResults(ctx, tx, `
+		SELECT instance_id, execution_id, attempt, ok, output, error, worker_id, started_at, finished_at
+		FROM runner_actions_done WHERE instance_id = ? ORDER BY id`, id)
+	if err != nil {
+		return nil, fmt.Errorf("task history of %s: %w", id, err)
+	}
+	return out, nil
+}

@@ -1,0 +1,293 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// testHydrateLatestResultPerExecution: a claim returns the snapshot and,
+// per execution, the result of its highest attempt, ordered by execution id
+// in byte order.
+func testHydrateLatestResultPerExecution(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{
+		result(id, "probe[3]", 1, false),
+		result(id, "b", 1, true),
+		result(id, "probe[10]", 1, true),
+	}})
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("snap-1"), Results: []engine.ActionResult{
+		result(id, "probe[3]", 3, true), // attempts need not arrive in order
+		result(id, "probe[3]", 2, false),
+		result(id, "a", 1, true),
+	}})
+	if err := s.ReleaseLeases(ctx(t), a.id, []uuid.UUID{id}); err != nil {
+		t.Fatalf("ReleaseLeases: %v", err)
+	}
+
+	got := newOwner(1).mustClaim(t, s, longLease, id)[0]
+	if string(got.State) != "snap-1" {
+		t.Fatalf("hydrated state %q, want snap-1", got.State)
+	}
+	checkResults(t, "hydrated results", got.Results, []engine.ActionResult{
+		result(id, "a", 1, true),
+		result(id, "b", 1, true),
+		result(id, "probe[10]", 1, true),
+		result(id, "probe[3]", 3, true),
+	})
+}
+
+// testProgressResultsInOrder: results are recorded in the order given,
+// across entries and batches.
+func testProgressResultsInOrder(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 2)
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, ids...)
+	x, y := ids[0], ids[1]
+	out, err := s.PersistProgress(ctx(t), []engine.Progress{
+		{InstanceID: x, Owner: a.id, Results: []engine.ActionResult{result(x, "t2", 1, false), result(x, "t1", 1, true)}},
+		{InstanceID: y, Owner: a.id, Results: []engine.ActionResult{result(y, "t1", 1, true)}},
+	})
+	if err != nil || len(out) != 2 || out[0] != nil || out[1] != nil {
+		t.Fatalf("PersistProgress = %v, %v; want two nil outcomes", out, err)
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: x, Results: []engine.ActionResult{result(x, "t2", 2, true), result(x, "t0", 1, true)}})
+
+	checkResults(t, "history of x", history(t, s, x), []engine.ActionResult{
+		result(x, "t2", 1, false), result(x, "t1", 1, true), result(x, "t2", 2, true), result(x, "t0", 1, true),
+	})
+	checkResults(t, "history of y", history(t, s, y), []engine.ActionResult{result(y, "t1", 1, true)})
+}
+
+// testProgressDuplicateResultIgnored: a result is recorded once per
+// (execution, attempt); a replay, even with another payload, is ignored.
+func testProgressDuplicateResultIgnored(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	first := result(id, "t", 1, true)
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{first}})
+
+	replay := first
+	replay.Output = []byte(`"a different output"`)
+	replay.WorkerID = "worker-2"
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{replay, replay, result(id, "t", 2, true)}})
+
+	checkResults(t, "history", history(t, s, id), []engine.ActionResult{first, result(id, "t", 2, true)})
+}
+
+// testProgressStateAndSchedule: a given snapshot replaces the stored one, a
+// nil one leaves it; a given schedule moves the due time.
+func testProgressStateAndSchedule(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("s1")})
+	if rec := get(t, s, id); string(rec.State) != "s1" {
+		t.Fatalf("state = %q, want s1", rec.State)
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{result(id, "t", 1, true)}})
+	if rec := get(t, s, id); string(rec.State) != "s1" {
+		t.Fatalf("progress without a snapshot changed the state to %q", rec.State)
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte{}})
+	if rec := get(t, s, id); len(rec.State) != 0 {
+		t.Fatalf("an empty snapshot left state %q", rec.State)
+	}
+
+	// Not due for an hour: released, nobody claims it.
+	later := time.Now().Add(time.Hour)
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, ScheduledAt: &later})
+	if err := s.ReleaseLeases(ctx(t), a.id, []uuid.UUID{id}); err != nil {
+		t.Fatalf("ReleaseLeases: %v", err)
+	}
+	newOwner(1).mustClaim(t, s, longLease)
+	newOwner(2).mustClaim(t, s, longLease) // not even a newer term: it is not due
+
+	// An owner moves the schedule; a time in the past is due at once.
+	b := newOwner(3)
+	if err := s.RequestCancel(ctx(t), id); err != nil { // makes it due now
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	b.mustClaim(t, s, longLease, id)
+	due := time.Now().Add(-time.Second)
+	b.mustPersist(t, s, engine.Progress{InstanceID: id, ScheduledAt: &later})
+	b.mustPersist(t, s, engine.Progress{InstanceID: id, ScheduledAt: &due})
+	if err := s.ReleaseLeases(ctx(t), b.id, []uuid.UUID{id}); err != nil {
+		t.Fatalf("ReleaseLeases: %v", err)
+	}
+	newOwner(3).mustClaim(t, s, longLease, id)
+}
+
+// testProgressSameInstanceTwiceInBatch: a batch may name an instance more
+// than once; it is applied as if the entries came in order.
+func testProgressSameInstanceTwiceInBatch(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	out, err := s.PersistProgress(ctx(t), []engine.Progress{
+		{InstanceID: id, Owner: a.id, State: []byte("first"), Results: []engine.ActionResult{result(id, "t1", 1, true)}},
+		{InstanceID: id, Owner: a.id, State: []byte("second"), Results: []engine.ActionResult{result(id, "t2", 1, true)}},
+		{InstanceID: id, Owner: a.id},
+	})
+	if err != nil || len(out) != 3 || out[0] != nil || out[1] != nil || out[2] != nil {
+		t.Fatalf("PersistProgress = %v, %v; want three nil outcomes", out, err)
+	}
+	if rec := get(t, s, id); string(rec.State) != "second" {
+		t.Fatalf("state = %q, want the last snapshot", rec.State)
+	}
+	checkResults(t, "history", history(t, s, id), []engine.ActionResult{result(id, "t1", 1, true), result(id, "t2", 1, true)})
+}
+
+// testProgressStaleOwnerRefused: after a takeover the old owner's progress
+// is refused, none of it (results, snapshot, schedule) is written, and the
+// rest of its batch is unaffected.
+func testProgressStaleOwnerRefused(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 2)
+	lost, kept := ids[0], ids[1]
+	old := newOwner(1)
+	old.mustClaim(t, s, longLease, ids...)
+	// A newer term takes one of them.
+	next := newOwner(2)
+	if got := next.claim(t, s, longLease, 1); len(got) != 1 {
+		t.Fatalf("the newer term claimed %d instances, want 1", len(got))
+	} else if got[0].ID != lost {
+		lost, kept = kept, lost
+	}
+	before := get(t, s, lost)
+
+	later := time.Now().Add(time.Hour)
+	out, err := s.PersistProgress(ctx(t), []engine.Progress{
+		{InstanceID: lost, Owner: old.id, State: []byte("stale"), ScheduledAt: &later, Results: []engine.ActionResult{result(lost, "t", 1, true)}},
+		{InstanceID: kept, Owner: old.id, State: []byte("kept"), Results: []engine.ActionResult{result(kept, "t", 1, true)}},
+	})
+	if err != nil || len(out) != 2 {
+		t.Fatalf("PersistProgress = %v, %v", out, err)
+	}
+	wantErr(t, "progress of the lost instance", out[0], engine.ErrOwnershipLost)
+	if out[1] != nil {
+		t.Fatalf("progress of the still-owned instance: %v", out[1])
+	}
+
+	if h := history(t, s, lost); len(h) != 0 {
+		t.Fatalf("the refused results were recorded: %v", keys(h))
+	}
+	if rec := get(t, s, lost); !bytes.Equal(rec.State, before.State) {
+		t.Fatalf("the refused snapshot was written: %q", rec.State)
+	}
+	if rec := get(t, s, kept); string(rec.State) != "kept" || len(history(t, s, kept)) != 1 {
+		t.Fatalf("the owned instance was not written: state %q", rec.State)
+	}
+	// The refused schedule was not written either: after the new owner
+	// releases it, the instance is still due. (A claimer of term 2 also
+	// takes over the term-1 lease on the other instance.)
+	if err := s.ReleaseLeases(ctx(t), next.id, []uuid.UUID{lost}); err != nil {
+		t.Fatalf("ReleaseLeases: %v", err)
+	}
+	newOwner(2).mustClaim(t, s, longLease, lost, kept)
+}
+
+// testProgressExpiredLeaseRefused: an expired lease refuses writes even
+// when nobody took the instance over.
+func testProgressExpiredLeaseRefused(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, shortLease, id)
+	deadline := time.Now().Add(waitLimit)
+	for {
+		err := a.persist(t, s, engine.Progress{InstanceID: id, State: []byte("late"), Results: []engine.ActionResult{result(id, "t", 1, true)}})
+		if err != nil {
+			wantErr(t, "progress after the lease lapsed", err, engine.ErrOwnershipLost)
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("progress still accepted %s after a %s lease", waitLimit, shortLease)
+		}
+		// Accepted while the lease lived; undo nothing, keep polling.
+		time.Sleep(10 * time.Millisecond)
+	}
+	// Whatever was written while the lease lived is one result, never two.
+	if h := history(t, s, id); len(h) > 1 {
+		t.Fatalf("a replayed result was recorded twice: %v", keys(h))
+	}
+}
+
+// testComplete: completion records the outcome, keeps it readable, and
+// takes the instance out of the queue.
+func testComplete(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 2)
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, ids...)
+	ok, failed := ids[0], ids[1]
+
+	if err := a.complete(t, s, engine.Completion{InstanceID: ok, Status: engine.StatusComplete,
+		Output: []byte(`{"report":1}`), State: []byte("final"), Results: []engine.ActionResult{result(ok, "last", 1, true)}}); err != nil {
+		t.Fatalf("completing: %v", err)
+	}
+	if err := a.complete(t, s, engine.Completion{InstanceID: failed, Status: engine.StatusFailed, Error: "task t failed"}); err != nil {
+		t.Fatalf("failing: %v", err)
+	}
+
+	rec := get(t, s, ok)
+	if rec.Status != engine.StatusComplete || string(rec.Output) != `{"report":1}` || string(rec.State) != "final" ||
+		rec.FinishedAt == nil || rec.StartedAt == nil || rec.Error != "" {
+		t.Fatalf("completed instance: %+v", rec)
+	}
+	checkResults(t, "final results", history(t, s, ok), []engine.ActionResult{result(ok, "last", 1, true)})
+	rec = get(t, s, failed)
+	if rec.Status != engine.StatusFailed || rec.Error != "task t failed" || rec.Output != nil || rec.FinishedAt == nil ||
+		!bytes.HasPrefix(rec.State, []byte("state0:")) {
+		t.Fatalf("failed instance: %+v", rec)
+	}
+
+	// Out of the queue: nobody claims them, not even a newer term; the
+	// lease is gone; a second completion is refused.
+	newOwner(9).mustClaim(t, s, longLease)
+	st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: ids})
+	if err != nil || !sameIDs(st.Lost, ids) {
+		t.Fatalf("RefreshLeases after completion = %+v, %v; want both lost", st, err)
+	}
+	err = a.complete(t, s, engine.Completion{InstanceID: ok, Status: engine.StatusFailed, Error: "again"})
+	wantErr(t, "completing twice", err, engine.ErrOwnershipLost)
+	if rec := get(t, s, ok); rec.Status != engine.StatusComplete {
+		t.Fatalf("second completion changed the status to %s", rec.Status)
+	}
+
+	// A non-terminal status is a caller error.
+	if _, err := s.CompleteInstances(ctx(t), []engine.Completion{{InstanceID: ok, Owner: a.id, Status: engine.StatusRunning}}); err == nil {
+		t.Fatalf("completing with status running was accepted")
+	}
+}
+
+// testCompleteStaleOwnerRefused: a deposed owner cannot complete; nothing
+// of its completion is written.
+func testCompleteStaleOwnerRefused(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	old, next := newOwner(1), newOwner(2)
+	old.mustClaim(t, s, longLease, id)
+	next.mustClaim(t, s, longLease, id)
+	err := old.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusComplete, Output: []byte("1"),
+		State: []byte("stale"), Results: []engine.ActionResult{result(id, "t", 1, true)}})
+	wantErr(t, "completion by the deposed owner", err, engine.ErrOwnershipLost)
+	rec := get(t, s, id)
+	if rec.Status != engine.StatusRunning || rec.Output != nil || rec.FinishedAt != nil || string(rec.State) == "stale" {
+		t.Fatalf("the refused completion was written: %+v", rec)
+	}
+	if h := history(t, s, id); len(h) != 0 {
+		t.Fatalf("the refused results were recorded: %v", keys(h))
+	}
+	// The new owner still holds it and can complete it.
+	if err := next.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusCancelled, Error: "cancelled"}); err != nil {
+		t.Fatalf("completion by the new owner: %v", err)
+	}
+	if rec := get(t, s, id); rec.Status != engine.StatusCancelled {
+		t.Fatalf("status %s, want cancelled", rec.Status)
+	}
+}

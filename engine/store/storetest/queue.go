@@ -1,0 +1,212 @@
+package storetest
+
+import (
+	"bytes"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// testQueueWritesBothRows: a queued instance is readable (runner row) and
+// claimable (queue row), with its inputs and initial snapshot.
+func testQueueWritesBothRows(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	in := []engine.NewInstance{newInstance(wf), newInstance(wf), newInstance(wf)}
+	in[2].State = nil // an empty initial snapshot is allowed
+	ids := queue(t, s, in...)
+
+	for i, id := range ids {
+		rec := get(t, s, id)
+		if rec.Status != engine.StatusQueued || rec.WorkflowVersionID != wf.ID || rec.WorkflowName != "wf" ||
+			rec.WorkflowVersion != 1 || !bytes.Equal(rec.Inputs, in[i].Inputs) || !bytes.Equal(rec.State, in[i].State) ||
+			rec.CreatedAt.IsZero() || rec.StartedAt != nil || rec.FinishedAt != nil || rec.CancelRequested {
+			t.Fatalf("instance %d after queueing: %+v", i, rec)
+		}
+	}
+
+	claimed := newOwner(1).mustClaim(t, s, longLease, ids...)
+	for _, c := range claimed {
+		i := indexOf(ids, c.ID)
+		if c.WorkflowVersionID != wf.ID || !bytes.Equal(c.Inputs, in[i].Inputs) || !bytes.Equal(c.State, in[i].State) ||
+			len(c.Results) != 0 || c.CancelRequested || c.CreatedAt.IsZero() {
+			t.Fatalf("claimed instance %d: %+v", i, c)
+		}
+	}
+	for _, id := range ids {
+		rec := get(t, s, id)
+		if rec.Status != engine.StatusRunning || rec.StartedAt == nil {
+			t.Fatalf("instance %s after claim: status %s, started %v; want running with a start time", id, rec.Status, rec.StartedAt)
+		}
+	}
+
+	if got, err := s.QueueInstances(ctx(t), nil); err != nil || len(got) != 0 {
+		t.Fatalf("QueueInstances(nil) = %v, %v; want nothing", got, err)
+	}
+}
+
+// testQueueUnknownWorkflow: an instance of an unregistered version is
+// refused and nothing of its batch is queued.
+func testQueueUnknownWorkflow(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	good := newInstance(wf)
+	bad := newInstance(engine.WorkflowVersion{ID: wf.ID + 1000})
+	_, err := s.QueueInstances(ctx(t), []engine.NewInstance{good, bad})
+	wantErr(t, "queueing an instance of an unknown workflow version", err, engine.ErrNotFound)
+	_, err = s.GetInstance(ctx(t), good.ID)
+	wantErr(t, "the other instance of the failed batch", err, engine.ErrNotFound)
+}
+
+// testQueueIdempotencyKey: a key names one instance; queueing it again
+// (in a later call or later in the same batch) returns that instance.
+func testQueueIdempotencyKey(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	first := newInstance(wf)
+	first.IdempotencyKey = "order-42"
+	queue(t, s, first)
+
+	again := newInstance(wf)
+	again.IdempotencyKey = "order-42"
+	other := newInstance(wf)
+	other.IdempotencyKey = "order-43"
+	twin := newInstance(wf)
+	twin.IdempotencyKey = "order-43"
+	got, err := s.QueueInstances(ctx(t), []engine.NewInstance{again, other, twin})
+	if err != nil {
+		t.Fatalf("QueueInstances: %v", err)
+	}
+	want := []engine.Queued{{ID: first.ID, Existing: true}, {ID: other.ID}, {ID: other.ID, Existing: true}}
+	if len(got) != len(want) {
+		t.Fatalf("QueueInstances = %+v, want %+v", got, want)
+	}
+	for i := range want {
+		if got[i] != want[i] {
+			t.Fatalf("QueueInstances = %+v, want %+v", got, want)
+		}
+	}
+	for _, id := range []uuid.UUID{again.ID, twin.ID} {
+		_, err := s.GetInstance(ctx(t), id)
+		wantErr(t, "an instance deduplicated by its key", err, engine.ErrNotFound)
+	}
+	if rec := get(t, s, first.ID); rec.IdempotencyKey != "order-42" {
+		t.Fatalf("idempotency key read back as %q", rec.IdempotencyKey)
+	}
+	// Only the two distinct instances are in the queue.
+	newOwner(1).mustClaim(t, s, longLease, first.ID, other.ID)
+}
+
+// testQueueIdempotencyConflict: a key reused for another workflow version
+// fails the call, and nothing of the batch is queued.
+func testQueueIdempotencyConflict(t *testing.T, s engine.Store) {
+	v1 := register(t, s, "wf", 1)
+	v2 := register(t, s, "wf", 2)
+	first := newInstance(v1)
+	first.IdempotencyKey = "k"
+	queue(t, s, first)
+
+	bystander := newInstance(v2)
+	reuse := newInstance(v2)
+	reuse.IdempotencyKey = "k"
+	_, err := s.QueueInstances(ctx(t), []engine.NewInstance{bystander, reuse})
+	wantErr(t, "reusing a key for another version", err, engine.ErrIdempotencyConflict)
+	_, err = s.GetInstance(ctx(t), bystander.ID)
+	wantErr(t, "the other instance of the refused batch", err, engine.ErrNotFound)
+
+	// Within one batch too.
+	a, b := newInstance(v1), newInstance(v2)
+	a.IdempotencyKey, b.IdempotencyKey = "k2", "k2"
+	_, err = s.QueueInstances(ctx(t), []engine.NewInstance{a, b})
+	wantErr(t, "one key for two versions in one batch", err, engine.ErrIdempotencyConflict)
+	_, err = s.GetInstance(ctx(t), a.ID)
+	wantErr(t, "the first instance of the refused batch", err, engine.ErrNotFound)
+}
+
+// testClaimDueOnly: an instance scheduled in the future is not claimed.
+func testClaimDueOnly(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	due := newInstance(wf)
+	due.ScheduledAt = time.Now().Add(-time.Minute)
+	later := newInstance(wf)
+	later.ScheduledAt = time.Now().Add(time.Hour)
+	queue(t, s, due, later)
+	newOwner(1).mustClaim(t, s, longLease, due.ID)
+	newOwner(1).mustClaim(t, s, longLease)
+	if rec := get(t, s, later.ID); rec.Status != engine.StatusQueued {
+		t.Fatalf("future instance has status %s, want queued", rec.Status)
+	}
+}
+
+// testClaimLimit: a claim takes at most Limit instances.
+func testClaimLimit(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 5)
+	var all []uuid.UUID
+	for i, want := range []int{2, 2, 1, 0} {
+		got := newOwner(1).claim(t, s, longLease, 2)
+		if len(got) != want {
+			t.Fatalf("claim %d took %d instances, want %d", i, len(got), want)
+		}
+		all = append(all, claimedIDs(got)...)
+	}
+	if !sameIDs(all, ids) {
+		t.Fatalf("claims took %v, want each of %v once", all, ids)
+	}
+}
+
+// testClaimExclusiveWhileLeaseLives: a live lease is not claimed again by
+// another owner of the same term, nor by its own owner.
+func testClaimExclusiveWhileLeaseLives(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 3)
+	a := newOwner(5)
+	a.mustClaim(t, s, longLease, ids...)
+	newOwner(5).mustClaim(t, s, longLease)
+	a.mustClaim(t, s, longLease)
+}
+
+// testClaimAfterLeaseExpiry: once a lease lapses another owner claims the
+// instance, and the old owner's writes are refused.
+func testClaimAfterLeaseExpiry(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a, b := newOwner(1), newOwner(1)
+	a.mustClaim(t, s, shortLease, id)
+	b.claimEventually(t, s, id)
+	err := a.persist(t, s, engine.Progress{InstanceID: id, State: []byte("stale")})
+	wantErr(t, "progress of the expired owner", err, engine.ErrOwnershipLost)
+}
+
+// testClaimNewerTermTakesOver: a claimer of a newer term takes a live lease
+// of an older term at once; the deposed owner's writes are refused.
+func testClaimNewerTermTakesOver(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	old, next := newOwner(3), newOwner(4)
+	old.mustClaim(t, s, longLease, id)
+	got := next.mustClaim(t, s, longLease, id)
+	if got[0].LeaseExpiresAt.Before(time.Now().Add(longLease / 2)) {
+		t.Fatalf("lease of the new owner ends at %v, want about an hour from now", got[0].LeaseExpiresAt)
+	}
+	err := old.persist(t, s, engine.Progress{InstanceID: id, State: []byte("stale")})
+	wantErr(t, "progress of the deposed owner", err, engine.ErrOwnershipLost)
+	next.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("fresh")})
+	if rec := get(t, s, id); string(rec.State) != "fresh" {
+		t.Fatalf("state = %q, want the new owner's", rec.State)
+	}
+}
+
+// testClaimOlderTermCannot: a live lease is safe from claimers of the same
+// or an older term.
+func testClaimOlderTermCannot(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	newOwner(7).mustClaim(t, s, longLease, id)
+	newOwner(6).mustClaim(t, s, longLease)
+	newOwner(7).mustClaim(t, s, longLease)
+}
+
+func indexOf(ids []uuid.UUID, id uuid.UUID) int {
+	for i, x := range ids {
+		if x == id {
+			return i
+		}
+	}
+	return -1
+}

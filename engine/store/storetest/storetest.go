@@ -1,0 +1,345 @@
+// Package storetest is the conformance suite of engine.Store: one set of
+// behaviours that every adapter (Postgres, SQLite) must show. An adapter's
+// tests call Run with a constructor that returns a fresh, empty store:
+//
+//	func TestConformance(t *testing.T) {
+//		storetest.Run(t, func(t *testing.T) engine.Store { return openFresh(t) })
+//	}
+//
+// Every behaviour is one subtest function, so a failure names the broken
+// promise. Subtests run in parallel, each on its own store. Nothing here
+// sleeps for a fixed time: waiting for a lease to lapse polls with a bounded
+// deadline.
+//
+// Timing assumptions: the store's clock (the database server's, for
+// Postgres) and the test's clock agree to within a few minutes; schedules in
+// the future are an hour ahead.
+package storetest
+
+import (
+	"bytes"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// NewStore returns a fresh, empty store for one test; the constructor
+// registers its own cleanup (closing, dropping the schema, removing files).
+type NewStore func(t *testing.T) engine.Store
+
+// Run runs the whole suite against the adapter that newStore builds.
+func Run(t *testing.T, newStore NewStore) {
+	tests := []struct {
+		name string
+		fn   func(t *testing.T, s engine.Store)
+	}{
+		{"RegisterWorkflow", testRegisterWorkflow},
+		{"RegisterWorkflowConflict", testRegisterWorkflowConflict},
+		{"GetWorkflowNotFound", testGetWorkflowNotFound},
+		{"ListWorkflows", testListWorkflows},
+		{"QueueWritesBothRows", testQueueWritesBothRows},
+		{"QueueUnknownWorkflow", testQueueUnknownWorkflow},
+		{"QueueIdempotencyKey", testQueueIdempotencyKey},
+		{"QueueIdempotencyConflict", testQueueIdempotencyConflict},
+		{"ClaimDueOnly", testClaimDueOnly},
+		{"ClaimLimit", testClaimLimit},
+		{"ClaimExclusiveWhileLeaseLives", testClaimExclusiveWhileLeaseLives},
+		{"ClaimAfterLeaseExpiry", testClaimAfterLeaseExpiry},
+		{"ClaimNewerTermTakesOver", testClaimNewerTermTakesOver},
+		{"ClaimOlderTermCannot", testClaimOlderTermCannot},
+		{"HydrateLatestResultPerExecution", testHydrateLatestResultPerExecution},
+		{"ProgressResultsInOrder", testProgressResultsInOrder},
+		{"ProgressDuplicateResultIgnored", testProgressDuplicateResultIgnored},
+		{"ProgressStateAndSchedule", testProgressStateAndSchedule},
+		{"ProgressSameInstanceTwiceInBatch", testProgressSameInstanceTwiceInBatch},
+		{"ProgressStaleOwnerRefused", testProgressStaleOwnerRefused},
+		{"ProgressExpiredLeaseRefused", testProgressExpiredLeaseRefused},
+		{"Complete", testComplete},
+		{"CompleteStaleOwnerRefused", testCompleteStaleOwnerRefused},
+		{"RefreshExtends", testRefreshExtends},
+		{"RefreshReportsLost", testRefreshReportsLost},
+		{"RefreshReportsCancel", testRefreshReportsCancel},
+		{"Release", testRelease},
+		{"ReclaimExpired", testReclaimExpired},
+		{"RequestCancelQueued", testRequestCancelQueued},
+		{"RequestCancelRunning", testRequestCancelRunning},
+		{"RequestCancelFinished", testRequestCancelFinished},
+		{"Sweep", testSweep},
+		{"GetInstance", testGetInstance},
+		{"ListInstancesFilters", testListInstancesFilters},
+		{"ListInstancesPaging", testListInstancesPaging},
+		{"TaskHistory", testTaskHistory},
+		{"CloseIdempotent", testCloseIdempotent},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			tc.fn(t, newStore(t))
+		})
+	}
+}
+
+// Lease lengths: long enough never to lapse during a test, short enough to
+// lapse quickly when a test waits for it.
+const (
+	longLease  = time.Hour
+	shortLease = 100 * time.Millisecond
+	// waitLimit bounds every poll.
+	waitLimit = 15 * time.Second
+)
+
+// ---------------------------------------------------------------- helpers
+
+// hashOf returns an IR hash in the "sha256:…" form of spec.Hash.
+func hashOf(ir []byte) string {
+	sum := sha256.Sum256(ir)
+	return "sha256:" + hex.EncodeToString(sum[:])
+}
+
+// register stores a workflow version whose IR is derived from its name and
+// version.
+func register(t *testing.T, s engine.Store, name string, version uint32) engine.WorkflowVersion {
+	t.Helper()
+	ir := []byte(fmt.Sprintf("ir of %s v%d", name, version))
+	wf, err := s.RegisterWorkflow(t.Context(), engine.WorkflowVersion{Name: name, Version: version, IRHash: hashOf(ir), IR: ir})
+	if err != nil {
+		t.Fatalf("RegisterWorkflow(%s v%d): %v", name, version, err)
+	}
+	return wf
+}
+
+// newInstance is a due instance of wf with recognisable inputs and state.
+func newInstance(wf engine.WorkflowVersion) engine.NewInstance {
+	id := uuid.New()
+	return engine.NewInstance{
+		ID:                id,
+		WorkflowVersionID: wf.ID,
+		Inputs:            []byte(fmt.Sprintf(`{"id":%q}`, id)),
+		State:             []byte("state0:" + id.String()),
+	}
+}
+
+// queue queues the instances and checks that each was queued anew.
+func queue(t *testing.T, s engine.Store, in ...engine.NewInstance) []uuid.UUID {
+	t.Helper()
+	got, err := s.QueueInstances(t.Context(), in)
+	if err != nil {
+		t.Fatalf("QueueInstances: %v", err)
+	}
+	if len(got) != len(in) {
+		t.Fatalf("QueueInstances returned %d results for %d instances", len(got), len(in))
+	}
+	ids := make([]uuid.UUID, len(got))
+	for i, q := range got {
+		if q.Existing || q.ID != in[i].ID {
+			t.Fatalf("QueueInstances[%d] = %+v, want a new instance %s", i, q, in[i].ID)
+		}
+		ids[i] = q.ID
+	}
+	return ids
+}
+
+// queueN queues n due instances of a fresh workflow and returns their ids.
+func queueN(t *testing.T, s engine.Store, n int) []uuid.UUID {
+	t.Helper()
+	wf := register(t, s, "wf", 1)
+	in := make([]engine.NewInstance, n)
+	for i := range in {
+		in[i] = newInstance(wf)
+	}
+	return queue(t, s, in...)
+}
+
+// owner is a claimer: a lock id and a term.
+type owner struct {
+	id   uuid.UUID
+	term uint64
+}
+
+func newOwner(term uint64) owner { return owner{id: uuid.New(), term: term} }
+
+// claim claims up to limit instances for o.
+func (o owner) claim(t *testing.T, s engine.Store, lease time.Duration, limit int) []engine.ClaimedInstance {
+	t.Helper()
+	got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: o.id, Term: o.term, Lease: lease, Limit: limit})
+	if err != nil {
+		t.Fatalf("ClaimInstances(owner %s, term %d): %v", o.id, o.term, err)
+	}
+	return got
+}
+
+// claimAll claims every due instance (up to 1000).
+func (o owner) claimAll(t *testing.T, s engine.Store, lease time.Duration) []engine.ClaimedInstance {
+	t.Helper()
+	return o.claim(t, s, lease, 1000)
+}
+
+// mustClaim claims and checks that exactly want were claimed.
+func (o owner) mustClaim(t *testing.T, s engine.Store, lease time.Duration, want ...uuid.UUID) []engine.ClaimedInstance {
+	t.Helper()
+	got := o.claimAll(t, s, lease)
+	if !sameIDs(claimedIDs(got), want) {
+		t.Fatalf("owner %s (term %d) claimed %v, want %v", o.id, o.term, claimedIDs(got), want)
+	}
+	return got
+}
+
+// claimEventually polls until o claims id or the wait limit passes: for
+// leases that must lapse first.
+func (o owner) claimEventually(t *testing.T, s engine.Store, id uuid.UUID) engine.ClaimedInstance {
+	t.Helper()
+	deadline := time.Now().Add(waitLimit)
+	for {
+		for _, c := range o.claimAll(t, s, longLease) {
+			if c.ID == id {
+				return c
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("owner %s could not claim %s within %s", o.id, id, waitLimit)
+		}
+		time.Sleep(10 * time.Millisecond) // poll interval, not synchronisation
+	}
+}
+
+// persist writes one instance's progress and returns its outcome.
+func (o owner) persist(t *testing.T, s engine.Store, p engine.Progress) error {
+	t.Helper()
+	p.Owner = o.id
+	out, err := s.PersistProgress(t.Context(), []engine.Progress{p})
+	if err != nil {
+		t.Fatalf("PersistProgress: %v", err)
+	}
+	if len(out) != 1 {
+		t.Fatalf("PersistProgress returned %d outcomes for 1 entry", len(out))
+	}
+	return out[0]
+}
+
+// mustPersist persists and requires success.
+func (o owner) mustPersist(t *testing.T, s engine.Store, p engine.Progress) {
+	t.Helper()
+	if err := o.persist(t, s, p); err != nil {
+		t.Fatalf("PersistProgress(%s): %v", p.InstanceID, err)
+	}
+}
+
+// complete completes one instance and returns its outcome.
+func (o owner) complete(t *testing.T, s engine.Store, c engine.Completion) error {
+	t.Helper()
+	c.Owner = o.id
+	out, err := s.CompleteInstances(t.Context(), []engine.Completion{c})
+	if err != nil {
+		t.Fatalf("CompleteInstances: %v", err)
+	}
+	if len(out) != 1 {
+		t.Fatalf("CompleteInstances returned %d outcomes for 1 entry", len(out))
+	}
+	return out[0]
+}
+
+// result makes an action result; its output names execution and attempt.
+func result(instance uuid.UUID, execution string, attempt uint32, ok bool) engine.ActionResult {
+	r := engine.ActionResult{
+		InstanceID:  instance,
+		ExecutionID: execution,
+		Attempt:     attempt,
+		OK:          ok,
+		WorkerID:    "worker-1",
+		StartedAt:   time.Date(2026, 1, 2, 3, 4, 5, 6000, time.UTC),
+		FinishedAt:  time.Date(2026, 1, 2, 3, 4, 6, 7000, time.UTC),
+	}
+	if ok {
+		r.Output = []byte(fmt.Sprintf(`{"exec":%q,"attempt":%d}`, execution, attempt))
+	} else {
+		r.Error = fmt.Sprintf("%s attempt %d failed", execution, attempt)
+	}
+	return r
+}
+
+// checkResults compares results field by field (times at microsecond
+// precision, the precision both databases keep).
+func checkResults(t *testing.T, what string, got, want []engine.ActionResult) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: got %d results %v, want %d %v", what, len(got), keys(got), len(want), keys(want))
+	}
+	for i := range want {
+		g, w := got[i], want[i]
+		if g.InstanceID != w.InstanceID || g.ExecutionID != w.ExecutionID || g.Attempt != w.Attempt ||
+			g.OK != w.OK || !bytes.Equal(g.Output, w.Output) || g.Error != w.Error || g.WorkerID != w.WorkerID ||
+			!g.StartedAt.Equal(w.StartedAt.Truncate(time.Microsecond)) ||
+			!g.FinishedAt.Equal(w.FinishedAt.Truncate(time.Microsecond)) {
+			t.Fatalf("%s: result %d = %+v, want %+v", what, i, g, w)
+		}
+	}
+}
+
+// keys lists results as "execution#attempt".
+func keys(rs []engine.ActionResult) []string {
+	out := make([]string, len(rs))
+	for i, r := range rs {
+		out[i] = fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt)
+	}
+	return out
+}
+
+func claimedIDs(cs []engine.ClaimedInstance) []uuid.UUID {
+	out := make([]uuid.UUID, len(cs))
+	for i, c := range cs {
+		out[i] = c.ID
+	}
+	return out
+}
+
+// sameIDs compares as sets.
+func sameIDs(a, b []uuid.UUID) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	a, b = slices.Clone(a), slices.Clone(b)
+	cmp := func(x, y uuid.UUID) int { return bytes.Compare(x[:], y[:]) }
+	slices.SortFunc(a, cmp)
+	slices.SortFunc(b, cmp)
+	return slices.Equal(a, b)
+}
+
+// get reads an instance.
+func get(t *testing.T, s engine.Store, id uuid.UUID) engine.InstanceRecord {
+	t.Helper()
+	rec, err := s.GetInstance(t.Context(), id)
+	if err != nil {
+		t.Fatalf("GetInstance(%s): %v", id, err)
+	}
+	return rec
+}
+
+// history reads the task history of an instance.
+func history(t *testing.T, s engine.Store, id uuid.UUID) []engine.ActionResult {
+	t.Helper()
+	h, err := s.TaskHistory(t.Context(), id)
+	if err != nil {
+		t.Fatalf("TaskHistory(%s): %v", id, err)
+	}
+	return h
+}
+
+// wantErr checks that err wraps target.
+func wantErr(t *testing.T, what string, err, target error) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("%s: error %v, want one wrapping %q", what, err, target)
+	}
+}
+
+// ctx is shorthand for the test's context.
+func ctx(t *testing.T) context.Context { return t.Context() }
