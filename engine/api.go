@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// This file holds the types of the engine's client-facing operations
+// (register, submit, get, watch, cancel, list), which the gRPC API in
+// package node translates to and from protobuf.
+
+// WorkflowInfo describes a registered workflow version.
+type WorkflowInfo struct {
+	Name        string
+	Version     uint32
+	IRHash      string
+	Description string
+	Tasks       int
+	CreatedAt   time.Time
+	// Existing is set when registration found the same version already
+	// registered with the same IR (a no-op).
+	Existing bool
+}
+
+// SubmitRequest starts a workflow instance. Exactly one of (Name, Version)
+// and Spec is set: a registered version, or an inline spec that is compiled
+// and registered on the way (same rules as RegisterWorkflow).
+type SubmitRequest struct {
+	Name    string
+	Version uint32 // 0 with Name: the latest registered version
+	Spec    []byte // inline YAML or JSON
+	// SpecFile names the inline spec in error messages.
+	SpecFile string
+	// Inputs are bound against the workflow's declared inputs; unknown,
+	// missing or mistyped inputs are rejected before anything is queued.
+	Inputs map[string]any
+	// IdempotencyKey, when set, makes resubmission return the existing
+	// instance instead of starting another.
+	IdempotencyKey string
+	// Deadline bounds the whole instance; zero means none. An instance
+	// still running at its deadline is FAILED and its tasks cancelled.
+	Deadline time.Duration
+}
+
+// SubmitResult names the instance.
+type SubmitResult struct {
+	InstanceID uuid.UUID
+	Workflow   WorkflowInfo
+	Existing   bool // the idempotency key matched an earlier submission
+}
+
+// InstanceState is the state of a workflow instance as clients see it:
+// PENDING (queued, not claimed yet), RUNNING, GATHERING, COMPLETE, FAILED,
+// CANCELLED.
+type InstanceState string
+
+// Instance states.
+const (
+	StatePending   InstanceState = "PENDING"
+	StateRunning   InstanceState = "RUNNING"
+	StateGathering InstanceState = "GATHERING"
+	StateComplete  InstanceState = "COMPLETE"
+	StateFailed    InstanceState = "FAILED"
+	StateCancelled InstanceState = "CANCELLED"
+)
+
+// Terminal reports whether s is final.
+func (s InstanceState) Terminal() bool {
+	return s == StateComplete || s == StateFailed || s == StateCancelled
+}
+
+// InstanceView is an instance with its tasks, for GetInstance.
+type InstanceView struct {
+	ID              uuid.UUID
+	Workflow        string
+	Version         uint32
+	State           InstanceState
+	Inputs          map[string]any
+	Outputs         map[string]any // when COMPLETE
+	Error           string         // when FAILED or CANCELLED
+	CreatedAt       time.Time
+	StartedAt       time.Time // zero until claimed
+	FinishedAt      time.Time // zero until terminal
+	CancelRequested bool
+	Tasks           []TaskView // one per task of the workflow, in dependency order
+}
+
+// TaskStatus is a task's status as clients see it.
+type TaskStatus string
+
+// Task statuses.
+const (
+	TaskWaiting   TaskStatus = "waiting"
+	TaskRunning   TaskStatus = "running"
+	TaskRetrying  TaskStatus = "retrying"
+	TaskCompleted TaskStatus = "completed"
+	TaskFailed    TaskStatus = "failed"
+	TaskSkipped   TaskStatus = "skipped"
+	TaskCancelled TaskStatus = "cancelled"
+)
+
+// TaskView is one task of an instance. For a spread task it summarises the
+// instances (Width, Done, Failed); Output is then the ordered list once the
+// barrier fired.
+type TaskView struct {
+	Name        string
+	Capability  string
+	Action      string
+	Status      TaskStatus
+	Attempt     uint32 // latest attempt (0: never dispatched)
+	MaxAttempts uint32
+	Output      any
+	Error       string
+	StartedAt   time.Time
+	FinishedAt  time.Time
+	Progress    *TaskProgress // latest heartbeat of a running attempt
+	// Spread tasks only: instance counts (Width -1 for a plain task).
+	Width, Done, Failed int32
+}
+
+// EventKind classifies instance events.
+type EventKind string
+
+// Event kinds.
+const (
+	// EventSnapshot carries the whole current view (Instance); it starts a
+	// watch, and replaces the client's view when the requested sequence
+	// number is no longer available (the engine restarted, or the log was
+	// trimmed).
+	EventSnapshot      EventKind = "snapshot"
+	EventState         EventKind = "state"          // instance state changed
+	EventTaskStarted   EventKind = "task_started"   // an attempt was dispatched
+	EventTaskProgress  EventKind = "task_progress"  // a heartbeat with progress
+	EventTaskCompleted EventKind = "task_completed" // an attempt (or a whole spread) succeeded
+	EventTaskFailed    EventKind = "task_failed"    // an attempt failed
+	EventTaskRetrying  EventKind = "task_retrying"  // a retry is scheduled
+	EventTaskSkipped   EventKind = "task_skipped"
+	EventTaskCancelled EventKind = "task_cancelled"
+)
+
+// Event is one entry of an instance's event stream. Seq increases by one per
+// event of the instance; WatchInstance resumes after a given Seq.
+type Event struct {
+	Seq      uint64
+	Time     time.Time
+	Kind     EventKind
+	State    InstanceState // EventState, and the state after every event
+	Task     string
+	Index    int32 // spread index, -1 for a plain task or a whole spread
+	Attempt  uint32
+	Output   any
+	Error    string
+	RetryAt  time.Time     // EventTaskRetrying
+	Progress *TaskProgress // EventTaskProgress
+	Instance *InstanceView // EventSnapshot
+}
+
+// ListRequest selects instances.
+type ListRequest struct {
+	Workflow  string          // empty: all
+	States    []InstanceState // empty: all
+	Limit     int             // 0: 50
+	PageToken string
+}
+
+// InstanceSummary is one row of ListInstances.
+type InstanceSummary struct {
+	ID         uuid.UUID
+	Workflow   string
+	Version    uint32
+	State      InstanceState
+	Error      string
+	CreatedAt  time.Time
+	FinishedAt time.Time
+}
+
+// ListResult is one page of instances.
+type ListResult struct {
+	Instances     []InstanceSummary
+	NextPageToken string
+}
