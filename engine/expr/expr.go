@@ -309,6 +309,8 @@ type Scope interface {
 	// TaskOutput returns the output of a resolved task; ok is false when the
 	// task has not resolved (which the engine never lets happen).
 	TaskOutput(name string) (out any, ok bool)
+	// TaskOutputAt is TaskOutput for a task numbered by Program.BindTasks.
+	TaskOutputAt(slot int32) (out any, ok bool)
 	// Item and Index return the spread element being evaluated.
 	Item() any
 	Index() int64
@@ -324,7 +326,10 @@ type Program struct {
 
 	// The CEL program is built on first use: single-reference expressions
 	// rarely need it, and a plan with thousands of tasks should not pay for
-	// thousands of CEL programs up front.
+	// thousands of CEL programs up front. Fast-path programs do not even keep
+	// their syntax tree (kilobytes each, which would scatter the hot data of
+	// a large plan across memory); they re-check their source if they ever
+	// need CEL.
 	env     *Env
 	checked *cel.Ast
 	once    sync.Once
@@ -333,11 +338,13 @@ type Program struct {
 
 	// Fast path for single references: root names the value (one of the
 	// Var* constants), name the input or task, path the fields selected from
-	// it. fast is false when the expression has another shape.
+	// it. fast is false when the expression has another shape. slot is the
+	// task's index in the caller's numbering once BindTasks has run, else -1.
 	fast bool
 	root string
 	name string
 	path []string
+	slot int32
 }
 
 // Compile checks src and builds a Program from it.
@@ -351,19 +358,30 @@ func (e *Env) Compile(src string) (*Program, error) {
 
 // Program builds an executable program from a checked expression.
 func (e *Env) Program(c *Checked) (*Program, error) {
-	p := &Program{src: c.Canonical, refs: c.Refs, env: e, checked: c.checked}
+	p := &Program{src: c.Canonical, refs: c.Refs, env: e, checked: c.checked, slot: -1}
 	p.detectFastPath(c.checked.NativeRep().Expr())
-	if !p.fast {
-		if _, err := p.program(); err != nil {
-			return nil, err
-		}
+	if p.fast {
+		p.checked = nil
+		return p, nil
+	}
+	if _, err := p.program(); err != nil {
+		return nil, err
 	}
 	return p, nil
 }
 
 func (p *Program) program() (cel.Program, error) {
 	p.once.Do(func() {
-		p.prg, p.prgErr = p.env.cel.Program(p.checked,
+		checked := p.checked
+		if checked == nil {
+			c, issue := p.env.Check(p.src)
+			if issue != nil {
+				p.prgErr = fmt.Errorf("expression ${{ %s }}: %w", p.src, issue)
+				return
+			}
+			checked = c.checked
+		}
+		p.prg, p.prgErr = p.env.cel.Program(checked,
 			cel.CostLimit(p.env.limits.MaxCost),
 			cel.EvalOptions(cel.OptOptimize),
 		)
@@ -372,6 +390,18 @@ func (p *Program) program() (cel.Program, error) {
 		}
 	})
 	return p.prg, p.prgErr
+}
+
+// BindTasks numbers the task a single-reference program reads, using the
+// caller's lookup, so evaluation can ask the scope for the output by index
+// (Scope.TaskOutputAt) instead of by name. Call it once, before the program
+// is shared between goroutines.
+func (p *Program) BindTasks(lookup func(name string) (int32, bool)) {
+	if p.fast && p.root == VarTasks {
+		if i, ok := lookup(p.name); ok {
+			p.slot = i
+		}
+	}
 }
 
 // Source returns the canonical text of the expression.
@@ -456,13 +486,25 @@ func (p *Program) evalFast(s Scope) (any, bool) {
 		}
 		v = in
 	case VarTasks:
-		out, ok := s.TaskOutput(p.name)
+		var out any
+		var ok bool
+		if p.slot >= 0 {
+			out, ok = s.TaskOutputAt(p.slot)
+		} else {
+			out, ok = s.TaskOutput(p.name)
+		}
 		if !ok {
 			return nil, false
 		}
 		v = out
 	}
-	for _, f := range p.path {
+	return FollowPath(v, p.path)
+}
+
+// FollowPath selects fields from nested maps: FollowPath(v, ["a", "b"]) is
+// v.a.b. ok is false if a step is not a map or lacks the field.
+func FollowPath(v any, path []string) (any, bool) {
+	for _, f := range path {
 		m, ok := v.(map[string]any)
 		if !ok {
 			return nil, false

@@ -20,6 +20,14 @@ func (s testScope) TaskOutput(n string) (any, bool) {
 	v, ok := s.outputs[n]
 	return v, ok
 }
+
+// TaskOutputAt numbers the one task these tests bind: discover is 0.
+func (s testScope) TaskOutputAt(i int32) (any, bool) {
+	if i == 0 {
+		return s.TaskOutput("discover")
+	}
+	return nil, false
+}
 func (s testScope) Item() any    { return s.item }
 func (s testScope) Index() int64 { return s.index }
 
@@ -109,7 +117,17 @@ func TestEvalFastAndSlowAgree(t *testing.T) {
 			t.Errorf("%s = %#v, want %#v", tc.src, got, tc.want)
 		}
 	}
-	// A fast-path miss falls back to CEL, which names the missing key.
+	// Bound to an index, the fast path asks the scope by index.
+	bound, err := env.Compile("tasks.discover.output.hosts")
+	if err != nil {
+		t.Fatal(err)
+	}
+	bound.BindTasks(func(name string) (int32, bool) { return 0, name == "discover" })
+	if v, err := bound.Eval(s); err != nil || !value.Equal(v, []any{"a", "b"}) {
+		t.Errorf("bound fast path = %v, %v", v, err)
+	}
+	// A fast-path miss falls back to CEL, which names the missing key, even
+	// though the fast program kept no syntax tree.
 	p, err := env.Compile("tasks.discover.output.missing")
 	if err != nil {
 		t.Fatal(err)

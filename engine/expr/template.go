@@ -96,6 +96,34 @@ func (e *Env) CompileTemplate(t *robonetv1.Template) (*Template, error) {
 	return &Template{kind: tLiteral}, nil
 }
 
+// BindTasks numbers the tasks the template's single-reference expressions
+// read (see Program.BindTasks). Call it once, before sharing the template.
+func (t *Template) BindTasks(lookup func(name string) (int32, bool)) {
+	if t.prog != nil {
+		t.prog.BindTasks(lookup)
+	}
+	for _, p := range t.parts {
+		if p.prog != nil {
+			p.prog.BindTasks(lookup)
+		}
+	}
+	for _, it := range t.items {
+		it.BindTasks(lookup)
+	}
+}
+
+// TaskRef reports whether the whole template is one bound single reference
+// to a task's output, tasks.<name>.output.<path…>, and if so which task (as
+// numbered by BindTasks) and path. Callers with the outputs at hand can then
+// evaluate it with FollowPath and no indirection, falling back to Eval on a
+// miss.
+func (t *Template) TaskRef() (slot int32, path []string, ok bool) {
+	if t.kind != tExpr || !t.prog.fast || t.prog.root != VarTasks || t.prog.slot < 0 {
+		return -1, nil, false
+	}
+	return t.prog.slot, t.prog.path, true
+}
+
 // Refs returns what the template's expressions read.
 func (t *Template) Refs() Refs { return t.refs }
 

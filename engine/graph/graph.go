@@ -7,6 +7,7 @@ import (
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 
+	"github.com/robonet/robonet/engine/expr"
 	"github.com/robonet/robonet/engine/value"
 )
 
@@ -98,6 +99,14 @@ func (s *scope) Index() int64           { return s.index }
 func (s *scope) TaskOutput(name string) (any, bool) {
 	n, ok := s.g.plan.names[name]
 	if !ok || !s.g.status[n].resolved() {
+		return nil, false
+	}
+	return s.g.output[n], true
+}
+
+// TaskOutputAt is TaskOutput for a task numbered by the plan.
+func (s *scope) TaskOutputAt(n int32) (any, bool) {
+	if n < 0 || int(n) >= len(s.g.status) || !s.g.status[n].resolved() {
 		return nil, false
 	}
 	return s.g.output[n], true
@@ -526,7 +535,15 @@ func (g *Graph) evalWith(ref TaskRef) (any, error) {
 	if ref.Index >= 0 {
 		g.sc.item, g.sc.index = g.spreads[ref.Node].items[ref.Index], int64(ref.Index)
 	}
-	return g.plan.nodes[ref.Node].with.Eval(&g.sc)
+	nd := &g.plan.nodes[ref.Node]
+	if nd.withSlot >= 0 {
+		if out, ok := g.sc.TaskOutputAt(nd.withSlot); ok {
+			if v, ok := expr.FollowPath(out, nd.withPath); ok {
+				return v, nil
+			}
+		}
+	}
+	return nd.with.Eval(&g.sc) // every other shape, and every error
 }
 
 // dispatch starts attempt of ref.

@@ -73,8 +73,14 @@ type Plan struct {
 
 // node is the compiled form of one task.
 type node struct {
-	name        string
-	with        *expr.Template
+	name string
+	with *expr.Template
+	// withSlot and withPath inline the commonest `with`, a single reference
+	// tasks.<name>.output.<path>, so a completion on a large plan reads
+	// sequential arrays instead of chasing the template; withSlot is -1
+	// otherwise.
+	withSlot    int32
+	withPath    []string
 	spread      *expr.Program // nil unless the task fans out
 	when        *expr.Program // nil unless the task is guarded
 	policy      robonetv1.FailurePolicy
@@ -299,6 +305,14 @@ func (p *Plan) nodeName(i int32) string {
 	return p.wf.GetTasks()[i].GetName()
 }
 
+// lookupTask numbers a task for expr's BindTasks, so the hot path reads
+// outputs by index rather than hashing names (the name map of a
+// 100,000-task plan does not stay in cache).
+func (p *Plan) lookupTask(name string) (int32, bool) {
+	i, ok := p.names[name]
+	return i, ok
+}
+
 // compile compiles every expression, sharing programs between identical
 // sources, and checks what they read.
 func (p *Plan) compile() error {
@@ -352,6 +366,14 @@ func (p *Plan) compile() error {
 		if err := p.compileFailure(nd, t); err != nil {
 			return err
 		}
+		nd.with.BindTasks(p.lookupTask)
+		nd.withSlot, nd.withPath, _ = nd.with.TaskRef()
+		if nd.when != nil {
+			nd.when.BindTasks(p.lookupTask)
+		}
+		if nd.spread != nil {
+			nd.spread.BindTasks(p.lookupTask)
+		}
 	}
 	seen := map[string]bool{}
 	for _, o := range p.wf.GetOutputs() {
@@ -375,6 +397,7 @@ func (p *Plan) compile() error {
 		if err := p.checkInputRefs("output "+quote(o.GetName()), tmpl.Refs()); err != nil {
 			return err
 		}
+		tmpl.BindTasks(p.lookupTask)
 		p.outputs = append(p.outputs, outputSpec{name: o.GetName(), tmpl: tmpl})
 	}
 	return nil

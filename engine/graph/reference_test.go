@@ -408,8 +408,9 @@ func (s refScope) TaskOutput(name string) (any, bool) {
 	}
 	return t.output, true
 }
-func (s refScope) Item() any    { return s.item }
-func (s refScope) Index() int64 { return s.index }
+func (s refScope) TaskOutputAt(int32) (any, bool) { return nil, false } // the reference never binds
+func (s refScope) Item() any                      { return s.item }
+func (s refScope) Index() int64                   { return s.index }
 
 func (r *refScheduler) eval(src string, item any, index int64) (any, error) {
 	p, ok := r.programs[src]
