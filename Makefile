@@ -33,7 +33,7 @@ test-short: ## Run the tests without the race detector, skipping slow ones.
 
 .PHONY: fuzz
 fuzz: ## Fuzz the spec compiler for FUZZTIME (default 30s).
-	go test ./engine/spec -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME)
+	go test ./engine/spec -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) -timeout 0
 
 .PHONY: bench
 bench: ## Run benchmarks (BENCH=regexp, BENCHTIME=1s; Postgres as for test).
