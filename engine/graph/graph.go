@@ -538,7 +538,11 @@ func (g *Graph) evalWith(ref TaskRef) (any, error) {
 	nd := &g.plan.nodes[ref.Node]
 	if nd.withSlot >= 0 {
 		if out, ok := g.sc.TaskOutputAt(nd.withSlot); ok {
-			if v, ok := expr.FollowPath(out, nd.withPath); ok {
+			var path []string
+			if nd.withPath != nil {
+				path = *nd.withPath
+			}
+			if v, ok := expr.FollowPath(out, path); ok {
 				return v, nil
 			}
 		}

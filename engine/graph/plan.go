@@ -73,23 +73,33 @@ type Plan struct {
 
 // node is the compiled form of one task.
 type node struct {
-	name string
+	// Fields read on every completion come first and the struct fits one
+	// 64-byte cache line, so completing tasks of a large plan streams one
+	// line per task; what only failures and errors read lives behind
+	// taskMeta (promoted fields: nd.name, nd.policy, ...).
+	*taskMeta
 	with *expr.Template
 	// withSlot and withPath inline the commonest `with`, a single reference
 	// tasks.<name>.output.<path>, so a completion on a large plan reads
 	// sequential arrays instead of chasing the template; withSlot is -1
-	// otherwise.
-	withSlot    int32
-	withPath    []string
-	spread      *expr.Program // nil unless the task fans out
-	when        *expr.Program // nil unless the task is guarded
+	// otherwise, and withPath is nil when there is no path.
+	withSlot int32
+	withPath *[]string
+	spread   *expr.Program // nil unless the task fans out
+	when     *expr.Program // nil unless the task is guarded
+	timeout  time.Duration
+}
+
+// taskMeta is the cold part of a compiled task: its name and its failure
+// policy, read when an attempt fails and for messages.
+type taskMeta struct {
+	name        string
 	policy      robonetv1.FailurePolicy
 	maxAttempts uint32
 	initial     time.Duration
 	maxDelay    time.Duration
 	factor      float64
 	jitter      float64
-	timeout     time.Duration
 }
 
 // needsDue reports whether instances of the task ever carry a due time.
@@ -318,6 +328,7 @@ func (p *Plan) lookupTask(name string) (int32, bool) {
 func (p *Plan) compile() error {
 	tasks := p.wf.GetTasks()
 	p.nodes = make([]node, len(tasks))
+	metas := make([]taskMeta, len(tasks))
 	progs := map[string]*expr.Program{}
 	compileExpr := func(task, what string, e *robonetv1.Expr) (*expr.Program, error) {
 		if e == nil {
@@ -336,6 +347,7 @@ func (p *Plan) compile() error {
 	up := newUpstreamChecker(p)
 	for i, t := range tasks {
 		nd := &p.nodes[i]
+		nd.taskMeta = &metas[i]
 		nd.name = t.GetName()
 		var err error
 		if nd.when, err = compileExpr(nd.name, "when", t.GetWhen()); err != nil {
@@ -367,7 +379,11 @@ func (p *Plan) compile() error {
 			return err
 		}
 		nd.with.BindTasks(p.lookupTask)
-		nd.withSlot, nd.withPath, _ = nd.with.TaskRef()
+		var path []string
+		nd.withSlot, path, _ = nd.with.TaskRef()
+		if len(path) > 0 {
+			nd.withPath = &path
+		}
 		if nd.when != nil {
 			nd.when.BindTasks(p.lookupTask)
 		}

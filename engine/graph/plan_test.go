@@ -4,6 +4,7 @@ import (
 	"errors"
 	"strings"
 	"testing"
+	"unsafe"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 
@@ -104,4 +105,12 @@ func mustJSON(v any) []byte {
 		panic(err)
 	}
 	return b
+}
+
+// TestNodeFitsACacheLine guards the layout that keeps completions on large
+// plans fast: the hot part of a compiled task is one 64-byte cache line.
+func TestNodeFitsACacheLine(t *testing.T) {
+	if size := unsafe.Sizeof(node{}); size > 64 {
+		t.Errorf("node is %d bytes; keep it within a 64-byte cache line (move cold fields to taskMeta)", size)
+	}
 }
