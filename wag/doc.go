@@ -1,8 +1,167 @@
-// Package wag implements Wagglers and workers: per capability class, the
-// Waggler role dispatches tasks to workers, watches their sequenced
-// heartbeats and reassigns work when a worker dies; worker pools run actions
-// (exec, http, sleep, echo and registered handlers) in isolation.
+// Package wag implements Wagglers and workers (DESIGN §6): per capability, a
+// Waggler dispatches attempts to workers, watches their sequenced heartbeats
+// and reassigns an attempt when its worker dies; worker pools run actions —
+// the built-ins exec, http, sleep and echo, and Go handlers registered by
+// programs that embed a node — each attempt in isolation.
 //
-// Durable task state never lives here; the engine owns it. It is built in the
-// single-node issue.
+// # Shape
+//
+// Local is the Waggler layer of one node and implements engine.Dispatcher:
+// for every capability given with --capability NAME=SIZE it builds a Waggler
+// and a pool of SIZE worker goroutines behind it, and it reports to the
+// engine's engine.ResultSink. The Waggler never calls a goroutine directly:
+// it sees its workers through the Worker interface (Run, Cancel) and hears
+// from them through (*Waggler).Heartbeat and (*Waggler).Report. Today those
+// are in-process calls; with the mesh, a Worker is a slot of a remote node
+// behind a gRPC stream and the same messages (Assignment, Heartbeat, Report)
+// travel on it, so the Waggler itself does not change (DESIGN §3).
+//
+//	engine ──Dispatch/Cancel──▶ Local ──▶ Waggler(capability) ──Worker.Run/Cancel──▶ pool slot (goroutine)
+//	engine ◀──TaskResult/TaskProgress── Waggler ◀──Heartbeat/Report── pool slot
+//
+// Durable state never lives here. A Waggler holds only routing state (a
+// queue, who runs what, the heartbeat ladder); the engine owns attempts and
+// re-dispatches whatever a lost Waggler held. Dispatch is at-least-once: the
+// same attempt may run twice (a failover, a node restart), so handlers get
+// an idempotency key (Call.IdempotencyKey: execution id + attempt) and the
+// engine records each attempt's completion once.
+//
+// # Dispatch, queues and backpressure
+//
+// Dispatch never waits for execution: it queues each attempt with the
+// Waggler of its capability and returns. All or none of a batch are
+// accepted. A capability with QueueSize attempts already waiting refuses
+// the batch with an error wrapping ErrBusy, and the engine retries later
+// (it treats every Dispatch error as "retry"; it cannot import this
+// package). The bound is checked before the batch is added, so a batch
+// larger than the bound is still accepted by an empty queue: the engine
+// never has to split batches to make progress, and memory stays bounded by
+// QueueSize plus one batch. An attempt already held (queued or running) is
+// ignored, which makes a re-sent batch harmless.
+//
+// An attempt for a capability that no local pool offers is accepted and
+// waits in a worker-less Waggler (the mesh may bring such a worker: see
+// (*Waggler).AddWorker). That capability is logged once as a warning, and
+// each such attempt is reported once through TaskProgress with the message
+// "waiting: no worker offers capability X", on the Waggler's next tick
+// rather than inside Dispatch, so the sink is never called from the
+// engine's own Dispatch call.
+//
+// # Workers and isolation
+//
+// A pool has a fixed number of worker goroutines; idle ones wait for an
+// assignment, so there is no goroutine per task (the built-in exec and http
+// actions use the few I/O goroutines os/exec and net/http need). Each
+// attempt runs with its own context, cancelled by Cancel, by the attempt's
+// Timeout and by Stop. A panic in a handler is recovered and fails the
+// attempt with the panic message and a short stack (panics in goroutines a
+// handler starts itself cannot be contained). An output that is not a
+// JSON-like value, or whose JSON encoding exceeds MaxOutputBytes, fails the
+// attempt with a message saying so.
+//
+// A handler that ignores cancellation is abandoned CancelGrace after its
+// context was cancelled: its slot gets a fresh goroutine at once and the
+// attempt fails with "… it was abandoned", while the old goroutine goes on
+// until the handler returns, if it ever does, and its result is discarded.
+// The trade-off: a slot is never lost to a hung action, but the hung
+// goroutine (and whatever it holds) lives on outside the pool bound, so a
+// node whose actions keep hanging grows; such handlers are bugs, and the
+// log names them. Stop waits for abandoned goroutines too, until its
+// context ends, and then returns an error naming the attempts still running.
+//
+// # Heartbeats and the ladder
+//
+// Every HeartbeatInterval, a pool sends one heartbeat per running attempt
+// to its Waggler: attempt key, Waggler generation, worker id, a sequence
+// number (1, 2, 3, … per assignment), an HCTH token (empty until the trust
+// issue) and progress: the latest Call.Progress report (steps done/total,
+// ETA, message) and, for exec, the CPU share and resident memory of the
+// process from /proc/<pid>/stat (zero elsewhere). Heartbeats say the worker
+// is alive, so they continue while a timed-out action winds down. Each
+// accepted heartbeat is forwarded to the sink as TaskProgress.
+//
+// The Waggler judges heartbeats with a pure state machine (monitor.go: no
+// goroutines or clocks, time is an argument) and ticks it every half
+// interval. An attempt has missed k heartbeats when its silence, less a
+// slack of a quarter interval, spans k whole intervals. The ladder:
+//
+//	1 missed               → logged (Info)
+//	2 missed               → alert (Warn); a free worker is reserved as backup
+//	MissedHeartbeats (3)   → worker dead → FAILOVER: the same attempt (same
+//	                         AttemptKey, same input) under a new generation, to
+//	                         the backup, else to the head of the queue
+//
+// A heartbeat with a sequence number not above the last accepted one is a
+// replay or reorder: ignored and counted (WagglerStatus.ReplaysIgnored). A
+// gap (5 after 3) counts the skipped numbers as missed heartbeats (logged),
+// but the heartbeat itself is a sign of life, so a gap never kills. A
+// heartbeat or report about an older generation, or from a worker that no
+// longer holds the attempt, is stale and discarded: that is how a late
+// result from a dead worker is kept from the engine. (*Waggler).WorkerDead
+// short-cuts the ladder for a memberlist dead event. A worker declared dead
+// is given no work; it comes back when it reports (its slot is then free)
+// or is added again with AddWorker. Attempt numbers stay the engine's: a
+// failover is not a new attempt, so a task's retry budget is not spent on
+// a worker's death.
+//
+// # Waggler states
+//
+//	IDLE ──▶ DISPATCHING ──▶ MONITORING ──▶ COLLECTING ──▶ IDLE
+//	            ▲   ▲            │    ▲           │
+//	            │   │            ▼    └───────────┤ (others still running)
+//	            │   └─────── FAILOVER             │
+//	            └─────────────────────────────────┘ (more queued)
+//
+// A Waggler coordinates many attempts at once, so its state is that of its
+// latest step: DISPATCHING while attempts wait for a worker or are being
+// handed to one, MONITORING while attempts run and none waits, COLLECTING
+// while a result is being taken in, FAILOVER while a dead worker's attempt
+// is being reassigned, IDLE when nothing is queued or running. After each
+// step it settles on DISPATCHING (something queued), MONITORING (something
+// running) or IDLE. Besides the edges drawn (the design's, plus those that
+// come from running many attempts at once) there are MONITORING →
+// DISPATCHING (new work arrives while attempts run), MONITORING → IDLE
+// and DISPATCHING → IDLE (the last attempt is cancelled), and DISPATCHING →
+// COLLECTING and → FAILOVER (a result or a death while others wait).
+// Local.Wagglers returns a WagglerStatus per capability.
+//
+// # Results, cancellation and stop
+//
+// Exactly one TaskResult is sent per assignment (attempt and generation)
+// that finished and is still current: OK with the normalized output, or !OK
+// with the error, with WorkerID, StartedAt and FinishedAt. A cancelled
+// attempt reports nothing: the engine already forgot it, and silence keeps
+// a late "cancelled" failure from looking like a real one. Stop drops what
+// is queued and cancels what runs without reporting either, for the same
+// reason: the engine re-dispatches them after a restart.
+//
+// # Built-in actions
+//
+// exec runs a program: {argv: [..] (required), env: {K: V}, stdin: string
+// or any value (sent as JSON), dir, timeout: "30s"}. The process gets PATH,
+// HOME and LANG from the node, then env, then ROBONET_ATTEMPT,
+// ROBONET_EXECUTION_ID, ROBONET_INSTANCE_ID, ROBONET_TASK and
+// ROBONET_IDEMPOTENCY_KEY (which env cannot override). Stdout that parses as
+// JSON is the output, otherwise its trimmed text; stdout beyond
+// MaxOutputBytes fails the attempt. A non-zero exit fails with the exit
+// code and the last 2 KiB of stderr. The process runs in a process group of
+// its own: on cancellation the group gets SIGTERM and, 2s later, SIGKILL;
+// when the program exits, whatever it left running in its group is killed,
+// so no child outlives its attempt (a process that leaves the group with
+// setsid escapes this; containers are the tool for that).
+//
+// http makes a request with a client shared by the node: {method (GET),
+// url (http or https, required), headers: {K: V}, body: string or any value
+// (sent as JSON with Content-Type application/json), timeout: "10s"
+// (default 5m), expect_status: [int] (default 200-299)}. The output is {status, headers
+// (lowercased names, repeated values joined with ", "), body}, the body
+// JSON-decoded when the Content-Type is JSON (application/json or +json; a
+// body that claims JSON but is not fails) and text otherwise (non-UTF-8
+// bodies fail). Reading stops past MaxOutputBytes. An unexpected status
+// fails with the status and the start of the body. A request carries an
+// Idempotency-Key header (the attempt's) unless headers set one.
+//
+// sleep waits {duration: "2s"}, reporting progress in ten steps with an
+// ETA, honouring cancellation; its output is {slept: "2s"}. echo returns
+// its input unchanged.
 package wag

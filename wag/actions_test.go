@@ -1,0 +1,157 @@
+package wag
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/robonet/robonet/engine"
+)
+
+func TestEchoReturnsItsInput(t *testing.T) {
+	in := map[string]any{"a": []any{int64(1), "x"}}
+	out, err := echoAction(context.Background(), &Call{Input: in})
+	if err != nil || reflect.ValueOf(out).Pointer() != reflect.ValueOf(in).Pointer() {
+		t.Fatalf("echo: %v %v", out, err)
+	}
+}
+
+func TestSleepReportsProgressOnTheClock(t *testing.T) {
+	clk := &notifyingClock{fakeClock: newFakeClock(), added: make(chan struct{}, 100)}
+	progress := make(chan Progress, 100)
+	call := &Call{Input: map[string]any{"duration": "2s"}, Progress: func(p Progress) { progress <- p },
+		rt: &runtimeEnv{clock: clk}}
+	done := make(chan any, 1)
+	go func() {
+		out, err := sleepAction(context.Background(), call)
+		if err != nil {
+			done <- err
+			return
+		}
+		done <- out
+	}()
+	for i := range int64(sleepSteps) {
+		p := recv(t, progress, "progress")
+		if p.StepsDone != i || p.StepsTotal != sleepSteps || p.ETA != 2*time.Second-time.Duration(i)*200*time.Millisecond {
+			t.Fatalf("step %d: %+v", i, p)
+		}
+		recv(t, clk.added, "the step's timer")
+		clk.Advance(200 * time.Millisecond)
+	}
+	if p := recv(t, progress, "the last progress"); p.StepsDone != sleepSteps {
+		t.Fatalf("last %+v", p)
+	}
+	if out := recv(t, done, "the result"); !reflect.DeepEqual(out, map[string]any{"slept": "2s"}) {
+		t.Fatalf("output %v", out)
+	}
+}
+
+func TestSleepHonoursCancellation(t *testing.T) {
+	ctx, cancel := context.WithCancelCause(context.Background())
+	cancel(errCancelled)
+	_, err := sleepAction(ctx, &Call{Input: map[string]any{"duration": "1h"}, rt: &runtimeEnv{clock: newFakeClock()}})
+	if !errors.Is(err, errCancelled) {
+		t.Fatalf("error %v", err)
+	}
+}
+
+func TestSleepBadInput(t *testing.T) {
+	for in, want := range map[string]string{
+		"":     "sleep: input.duration is required",
+		"soon": `sleep: input.duration "soon" is not a duration`,
+		"-1s":  `sleep: input.duration "-1s" is not a duration`,
+	} {
+		input := map[string]any{}
+		if in != "" {
+			input["duration"] = in
+		}
+		if _, err := sleepAction(context.Background(), &Call{Input: input}); err == nil || !strings.HasPrefix(err.Error(), want) {
+			t.Errorf("%q: %v", in, err)
+		}
+	}
+	if _, err := sleepAction(context.Background(), &Call{Input: map[string]any{"duration": int64(2)}}); err == nil || !strings.Contains(err.Error(), "must be a duration string") {
+		t.Errorf("number: %v", err)
+	}
+}
+
+func TestRegistry(t *testing.T) {
+	r := NewRegistry()
+	if got := r.Names(); !slices.Equal(got, []string{"echo", "exec", "http", "sleep"}) {
+		t.Fatalf("built-ins %v", got)
+	}
+	if err := r.Register("echo", echoAction); !errors.Is(err, ErrActionExists) {
+		t.Fatalf("duplicate: %v", err)
+	}
+	if err := r.Register("Bad Name", echoAction); err == nil {
+		t.Fatal("bad name accepted")
+	}
+	if err := r.Register("img.resize", nil); err == nil {
+		t.Fatal("nil handler accepted")
+	}
+	if err := r.Register("img.resize", echoAction); err != nil {
+		t.Fatal(err)
+	}
+	if _, ok := r.Lookup("img.resize"); !ok {
+		t.Fatal("lookup failed")
+	}
+	if len(NewEmptyRegistry().Names()) != 0 {
+		t.Fatal("empty registry is not empty")
+	}
+}
+
+// TestCancelBeforeStart cancels an assignment that sits in a slot's
+// channel before its goroutine took it: it never runs, and the report only
+// frees the worker.
+func TestCancelBeforeStart(t *testing.T) {
+	rep := &recordingReporter{reports: make(chan Report, 4)}
+	ran := make(chan struct{}, 1)
+	cfg := Config{Sink: newSink(), Logger: zaptest.NewLogger(t), Registry: registryWith(t, map[string]Handler{
+		"mark": func(context.Context, *Call) (any, error) { ran <- struct{}{}; return nil, nil },
+	})}.WithDefaults()
+	p := newPool(cfg, "code.exec", 1, &runtimeEnv{clock: cfg.Clock}, rep, cfg.Logger)
+	w := p.workers()[0]
+	a := Assignment{TaskDispatch: task("mark", nil), Generation: 7}
+	w.Run(a)
+	w.Cancel(a.AttemptKey, 7)
+	p.start()
+	r := recv(t, rep.reports, "the report")
+	if r.OK || r.Generation != 7 || r.Error != errCancelled.Error() {
+		t.Fatalf("report %+v", r)
+	}
+	b := Assignment{TaskDispatch: task("mark", nil), Generation: 8}
+	w.Run(b)
+	if r := recv(t, rep.reports, "the next report"); !r.OK || r.Generation != 8 {
+		t.Fatalf("report %+v", r)
+	}
+	if len(ran) != 1 {
+		t.Fatalf("the handler ran %d times, want once", len(ran))
+	}
+	if err := p.stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+type recordingReporter struct{ reports chan Report }
+
+func (r *recordingReporter) Heartbeat(Heartbeat)  {}
+func (r *recordingReporter) Report(report Report) { r.reports <- report }
+
+// notifyingClock is a fake clock that signals every timer set.
+type notifyingClock struct {
+	*fakeClock
+	added chan struct{}
+}
+
+func (c *notifyingClock) AfterFunc(d time.Duration, f func()) Timer {
+	t := c.fakeClock.AfterFunc(d, f)
+	c.added <- struct{}{}
+	return t
+}
+
+var _ engine.ResultSink = (*recordingSink)(nil)

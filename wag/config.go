@@ -1,0 +1,139 @@
+package wag
+
+import (
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// Defaults of Config.
+const (
+	DefaultHeartbeatInterval = 5 * time.Second
+	DefaultMissedHeartbeats  = 3
+	DefaultMaxOutputBytes    = 1 << 20
+	DefaultQueueSize         = 4096
+	DefaultCancelGrace       = 10 * time.Second
+	DefaultNodeName          = "local"
+
+	// MaxPoolSize bounds the workers of one capability on one node.
+	MaxPoolSize = 1024
+)
+
+// capabilityRE is the capability syntax of workflow specs.
+var capabilityRE = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*$`)
+
+// Config configures a Local Waggler layer. The zero value of every field but
+// Sink has a default (WithDefaults).
+type Config struct {
+	// NodeName names this node in worker ids and logs (default "local").
+	NodeName string
+	// Capabilities maps each capability this node serves to the size of its
+	// worker pool (1..1024), as given by --capability NAME=SIZE. A node may
+	// serve none: its tasks wait for workers elsewhere.
+	Capabilities map[string]int
+	// Registry holds the actions workers run; nil means NewRegistry(), the
+	// built-ins.
+	Registry *Registry
+	// Sink receives results and progress. Required.
+	Sink engine.ResultSink
+	// Logger is named "wag" here; nil means no logs.
+	Logger *zap.Logger
+	// Clock is the source of time; nil means RealClock().
+	Clock Clock
+	// HeartbeatInterval is how often a worker reports each running attempt
+	// (default 5s).
+	HeartbeatInterval time.Duration
+	// MissedHeartbeats is the number of missed intervals after which a
+	// worker is declared dead (default 3).
+	MissedHeartbeats int
+	// MaxOutputBytes caps an attempt's output, encoded as JSON, and the
+	// stdout and response bodies the built-ins read (default 1 MiB).
+	MaxOutputBytes int
+	// QueueSize bounds the attempts queued per capability (default 4096):
+	// while that many wait, Dispatch returns ErrBusy. It is checked before a
+	// batch is added, so one batch larger than the bound is still accepted
+	// by an empty queue and the engine never has to split batches.
+	QueueSize int
+	// CancelGrace is how long a cancelled or timed-out action has to return
+	// before its worker abandons it and takes the next task (default 10s).
+	CancelGrace time.Duration
+}
+
+// WithDefaults returns a copy of c with defaults filled in.
+func (c Config) WithDefaults() Config {
+	if c.NodeName == "" {
+		c.NodeName = DefaultNodeName
+	}
+	if c.Registry == nil {
+		c.Registry = NewRegistry()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Clock == nil {
+		c.Clock = RealClock()
+	}
+	if c.HeartbeatInterval == 0 {
+		c.HeartbeatInterval = DefaultHeartbeatInterval
+	}
+	if c.MissedHeartbeats == 0 {
+		c.MissedHeartbeats = DefaultMissedHeartbeats
+	}
+	if c.MaxOutputBytes == 0 {
+		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.QueueSize == 0 {
+		c.QueueSize = DefaultQueueSize
+	}
+	if c.CancelGrace == 0 {
+		c.CancelGrace = DefaultCancelGrace
+	}
+	return c
+}
+
+// validate checks a config that went through WithDefaults.
+func (c Config) validate() error {
+	var errs []error
+	if c.Sink == nil {
+		errs = append(errs, errors.New("a Sink is required: the engine's ResultSink receives every result"))
+	}
+	names := make([]string, 0, len(c.Capabilities))
+	for name := range c.Capabilities {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		size := c.Capabilities[name]
+		if !capabilityRE.MatchString(name) {
+			errs = append(errs, fmt.Errorf("capability %q: a name is lowercase dot-separated words of letters, digits and '-', e.g. code.exec", name))
+		}
+		if size < 1 || size > MaxPoolSize {
+			errs = append(errs, fmt.Errorf("capability %q: pool size %d must be 1..%d (--capability %s=SIZE)", name, size, MaxPoolSize, name))
+		}
+	}
+	if c.HeartbeatInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("HeartbeatInterval %v must be at least 1ms", c.HeartbeatInterval))
+	}
+	if c.MissedHeartbeats < 1 || c.MissedHeartbeats > 100 {
+		errs = append(errs, fmt.Errorf("MissedHeartbeats %d must be 1..100", c.MissedHeartbeats))
+	}
+	if c.MaxOutputBytes < 1 {
+		errs = append(errs, fmt.Errorf("MaxOutputBytes %d must be positive", c.MaxOutputBytes))
+	}
+	if c.QueueSize < 1 {
+		errs = append(errs, fmt.Errorf("QueueSize %d must be positive", c.QueueSize))
+	}
+	if c.CancelGrace < 0 {
+		errs = append(errs, fmt.Errorf("CancelGrace %v must not be negative", c.CancelGrace))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("wag: invalid config: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,354 @@
+package wag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+	"unicode/utf8"
+
+	"github.com/robonet/robonet/engine/value"
+)
+
+const (
+	// defaultKillGrace is how long a cancelled exec process group has
+	// between SIGTERM and SIGKILL.
+	defaultKillGrace = 2 * time.Second
+	// stderrTailBytes is how much of the end of stderr a failure carries.
+	stderrTailBytes = 2048
+	// drainGrace bounds reading the pipes after the process group is gone:
+	// only a process that left the group (setsid) can hold them longer.
+	drainGrace = time.Second
+	// execExample is shown with bad exec input.
+	execExample = `{argv: [sh, -c, "echo hello"]}`
+)
+
+// execInput is the parsed input of the exec action.
+type execInput struct {
+	argv    []string
+	env     [][2]string
+	stdin   []byte
+	dir     string
+	timeout time.Duration
+}
+
+func parseExecInput(in any) (execInput, error) {
+	m, err := inputObject("exec", in, execExample, "argv", "dir", "env", "stdin", "timeout")
+	if err != nil {
+		return execInput{}, err
+	}
+	var x execInput
+	raw, ok := m["argv"]
+	if !ok || raw == nil {
+		return x, inputError("exec", "argv", "is required: the program and its arguments as a list of strings, e.g. argv: [sh, -c, \"echo hello\"]")
+	}
+	list, ok := raw.([]any)
+	if !ok {
+		return x, inputError("exec", "argv", "must be a list of strings, got %s; write e.g. argv: [ls, -l] rather than a single command line", value.TypeName(raw))
+	}
+	if len(list) == 0 {
+		return x, inputError("exec", "argv", "is empty: give at least the program, e.g. argv: [date]")
+	}
+	for i, e := range list {
+		s, ok := e.(string)
+		if !ok {
+			return x, inputError("exec", fmt.Sprintf("argv[%d]", i), "must be a string, got %s; quote it or use string(...) in the expression", value.TypeName(e))
+		}
+		if strings.IndexByte(s, 0) >= 0 {
+			return x, inputError("exec", fmt.Sprintf("argv[%d]", i), "contains a NUL byte")
+		}
+		x.argv = append(x.argv, s)
+	}
+	if x.argv[0] == "" {
+		return x, inputError("exec", "argv[0]", "is empty: it names the program to run")
+	}
+	if x.env, err = stringMap("exec", m, "env"); err != nil {
+		return x, err
+	}
+	for _, kv := range x.env {
+		if kv[0] == "" || strings.ContainsAny(kv[0], "=\x00") || strings.IndexByte(kv[1], 0) >= 0 {
+			return x, inputError("exec", "env", "has an invalid variable %q: names are non-empty without '=' and values have no NUL byte", kv[0])
+		}
+	}
+	if x.stdin, _, err = payload("exec", m, "stdin"); err != nil {
+		return x, err
+	}
+	if x.dir, err = optString("exec", m, "dir"); err != nil {
+		return x, err
+	}
+	if x.timeout, err = optDuration("exec", m, "timeout"); err != nil {
+		return x, err
+	}
+	return x, nil
+}
+
+// execEnv is the environment of the child: a minimal inherited set, the
+// task's env, then the ROBONET_* variables (which the task cannot override).
+func execEnv(call *Call, extra [][2]string) []string {
+	env := make([]string, 0, 8+len(extra))
+	for _, name := range []string{"PATH", "HOME", "LANG"} {
+		if v, ok := os.LookupEnv(name); ok {
+			env = append(env, name+"="+v)
+		} else if name == "PATH" {
+			env = append(env, "PATH=/usr/local/bin:/usr/bin:/bin")
+		}
+	}
+	for _, kv := range extra {
+		env = append(env, kv[0]+"="+kv[1])
+	}
+	return append(env,
+		"ROBONET_ATTEMPT="+strconv.FormatUint(uint64(call.Key.Attempt), 10),
+		"ROBONET_EXECUTION_ID="+call.Key.ExecutionID,
+		"ROBONET_INSTANCE_ID="+call.Key.InstanceID.String(),
+		"ROBONET_TASK="+call.Task,
+		"ROBONET_IDEMPOTENCY_KEY="+call.IdempotencyKey(),
+	)
+}
+
+// execAction runs a program (see the package doc for its input and output).
+func execAction(ctx context.Context, call *Call) (any, error) {
+	in, err := parseExecInput(call.Input)
+	if err != nil {
+		return nil, err
+	}
+	rt := call.runtime()
+	if in.timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = withTimeout(ctx, rt.clock, in.timeout, "exec")
+		defer cancel()
+	}
+	if in.dir != "" {
+		if fi, err := os.Stat(in.dir); err != nil || !fi.IsDir() {
+			return nil, inputError("exec", "dir", "%q is not a directory on this node", in.dir)
+		}
+	}
+	if ctx.Err() != nil {
+		return nil, fmt.Errorf("exec: %w", ctxErr(ctx))
+	}
+	return runProcess(ctx, call, in, rt)
+}
+
+func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (any, error) {
+	name := in.argv[0]
+	cmd := exec.Command(name, in.argv[1:]...) // cancellation is ours: the whole process group
+	cmd.Env = execEnv(call, in.env)
+	cmd.Dir = in.dir
+	setProcessGroup(cmd)
+
+	var files []*os.File // every pipe end we still hold
+	closeAll := func() {
+		for _, f := range files {
+			_ = f.Close()
+		}
+	}
+	pipe := func() (r, w *os.File, err error) {
+		r, w, err = os.Pipe()
+		if err == nil {
+			files = append(files, r, w)
+		}
+		return r, w, err
+	}
+	stdoutR, stdoutW, err1 := pipe()
+	stderrR, stderrW, err2 := pipe()
+	var stdinR, stdinW *os.File
+	var err3 error
+	if in.stdin != nil {
+		stdinR, stdinW, err3 = pipe()
+		cmd.Stdin = stdinR
+	}
+	if err := errors.Join(err1, err2, err3); err != nil {
+		closeAll()
+		return nil, fmt.Errorf("exec: creating pipes: %w", err)
+	}
+	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+	if err := cmd.Start(); err != nil {
+		closeAll()
+		if errors.Is(err, exec.ErrNotFound) {
+			return nil, fmt.Errorf("exec: program %q not found in PATH (%s): give its full path or install it on this node", name, os.Getenv("PATH"))
+		}
+		return nil, fmt.Errorf("exec: cannot start %q: %w", name, err)
+	}
+	defer closeAll()
+	// The child has its copies; ours would keep the pipes open forever.
+	_ = stdoutW.Close()
+	_ = stderrW.Close()
+	if stdinR != nil {
+		_ = stdinR.Close()
+	}
+	pid := cmd.Process.Pid
+	call.setPID(pid)
+	defer call.setPID(0)
+
+	killer := &groupKiller{pid: pid, clock: rt.clock, grace: rt.killGrace}
+	stdout := &capBuffer{max: call.maxOutput(), onOverflow: func() { killGroup(pid, true) }}
+	stderr := &tailBuffer{max: stderrTailBytes}
+	var pipes sync.WaitGroup
+	pipes.Go(func() { copyQuietly(stdout, stdoutR) })
+	pipes.Go(func() { copyQuietly(stderr, stderrR) })
+	if stdinW != nil {
+		pipes.Go(func() {
+			_, _ = stdinW.Write(in.stdin) // EPIPE when the child does not read it all
+			_ = stdinW.Close()
+		})
+	}
+	killer.wg.Add(1)
+	stopWatch := context.AfterFunc(ctx, func() {
+		defer killer.wg.Done()
+		killer.terminate()
+	})
+
+	waitErr := cmd.Wait() // the group leader exited
+	if stopWatch() {
+		killer.wg.Done()
+	}
+	killer.finish() // leftovers in the group (background children) die with the attempt
+	killer.wg.Wait()
+	deadline := time.Now().Add(drainGrace)
+	_ = stdoutR.SetReadDeadline(deadline)
+	_ = stderrR.SetReadDeadline(deadline)
+	if stdinW != nil {
+		_ = stdinW.SetWriteDeadline(deadline)
+	}
+	pipes.Wait()
+
+	tail := stderr.String()
+	switch {
+	case ctx.Err() != nil:
+		return nil, fmt.Errorf("exec: %s: %w%s", name, ctxErr(ctx), stderrSuffix(tail))
+	case stdout.overflow:
+		return nil, fmt.Errorf("exec: %s: stdout exceeded the %d-byte output limit (MaxOutputBytes); write large results to a file or a store and print a reference", name, stdout.max)
+	case waitErr != nil:
+		var ee *exec.ExitError
+		if errors.As(waitErr, &ee) {
+			if code := ee.ExitCode(); code >= 0 {
+				return nil, fmt.Errorf("exec: %s exited with code %d%s", name, code, stderrSuffix(tail))
+			}
+			return nil, fmt.Errorf("exec: %s was killed (%v)%s", name, ee.ProcessState, stderrSuffix(tail))
+		}
+		return nil, fmt.Errorf("exec: %s: %w%s", name, waitErr, stderrSuffix(tail))
+	}
+	out := strings.TrimSpace(string(stdout.buf))
+	if !utf8.ValidString(out) {
+		return nil, fmt.Errorf("exec: %s: stdout is not UTF-8 text; encode binary output (e.g. base64) or write it to a file", name)
+	}
+	if out != "" {
+		if v, err := value.Decode([]byte(out)); err == nil {
+			return v, nil
+		}
+	}
+	return out, nil
+}
+
+func stderrSuffix(tail string) string {
+	tail = strings.TrimSpace(tail)
+	if tail == "" {
+		return "; no stderr"
+	}
+	return "; stderr (last 2 KiB): " + tail
+}
+
+func copyQuietly(w io.Writer, r io.Reader) {
+	_, _ = io.Copy(w, r) // ends at EOF, or at the drain deadline
+}
+
+// groupKiller stops a process group on cancellation: SIGTERM, then SIGKILL
+// after a grace; finish kills whatever is left once the leader exited.
+type groupKiller struct {
+	pid   int
+	clock Clock
+	grace time.Duration
+	wg    sync.WaitGroup // the cancellation callback
+
+	mu       sync.Mutex
+	finished bool
+	timer    Timer
+}
+
+func (k *groupKiller) terminate() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if k.finished {
+		return
+	}
+	killGroup(k.pid, false)
+	k.timer = k.clock.AfterFunc(k.grace, func() {
+		k.mu.Lock()
+		defer k.mu.Unlock()
+		if !k.finished {
+			killGroup(k.pid, true)
+		}
+	})
+}
+
+func (k *groupKiller) finish() {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	k.finished = true
+	if k.timer != nil {
+		k.timer.Stop()
+	}
+	killGroup(k.pid, true)
+}
+
+// capBuffer keeps the first max bytes written to it and drains the rest.
+type capBuffer struct {
+	max        int
+	buf        []byte
+	overflow   bool
+	onOverflow func()
+}
+
+func (b *capBuffer) Write(p []byte) (int, error) {
+	if b.overflow {
+		return len(p), nil
+	}
+	if len(b.buf)+len(p) > b.max {
+		b.buf = append(b.buf, p[:b.max-len(b.buf)]...)
+		b.overflow = true
+		if b.onOverflow != nil {
+			b.onOverflow()
+		}
+		return len(p), nil
+	}
+	b.buf = append(b.buf, p...)
+	return len(p), nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	max int
+	buf []byte
+	cut bool
+}
+
+func (b *tailBuffer) Write(p []byte) (int, error) {
+	b.buf = append(b.buf, p...)
+	if len(b.buf) > 2*b.max {
+		b.buf = append(b.buf[:0], b.buf[len(b.buf)-b.max:]...)
+		b.cut = true
+	}
+	return len(p), nil
+}
+
+// String is the tail, starting at a rune boundary, "…" marking a cut.
+func (b *tailBuffer) String() string {
+	s := b.buf
+	cut := b.cut
+	if len(s) > b.max {
+		s = s[len(s)-b.max:]
+		cut = true
+	}
+	for len(s) > 0 && !utf8.RuneStart(s[0]) {
+		s = s[1:]
+	}
+	if cut {
+		return "…" + strings.ToValidUTF8(string(s), "?")
+	}
+	return strings.ToValidUTF8(string(s), "?")
+}

@@ -1,0 +1,46 @@
+package wag
+
+import (
+	"time"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// Progress is what an action says about how far it has come. It rides the
+// next heartbeat of its attempt.
+type Progress struct {
+	StepsDone  int64
+	StepsTotal int64         // 0 when unknown
+	ETA        time.Duration // 0 when unknown
+	Message    string
+}
+
+// Heartbeat is what a worker sends its Waggler for a running attempt, every
+// heartbeat interval. Across nodes it travels on the worker's stream.
+type Heartbeat struct {
+	Key        engine.AttemptKey
+	Generation uint64 // the Waggler's generation of the assignment
+	WorkerID   string
+	// Seq is 1, 2, 3, ... per assignment (attempt and generation): lower or
+	// equal to the last accepted one is a replay or reorder.
+	Seq uint64
+	// Token is the worker's HCTH hash-chain token for this message; empty
+	// until the trust issue fills it.
+	Token      []byte
+	Progress   Progress
+	CPUPercent float64 // of one core, 0 when not measured
+	MemBytes   uint64  // resident set, 0 when not measured
+	SentAt     time.Time
+}
+
+// Report is a worker's final word on an assignment.
+type Report struct {
+	Key        engine.AttemptKey
+	Generation uint64
+	WorkerID   string
+	OK         bool
+	Output     any    // canonical value when OK
+	Error      string // why, when !OK
+	StartedAt  time.Time
+	FinishedAt time.Time
+}

@@ -1,0 +1,577 @@
+package wag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// gate is a handler that blocks until released (or cancelled), counting
+// how many run at once.
+type gate struct {
+	started  chan engine.AttemptKey
+	release  chan struct{}
+	mu       sync.Mutex
+	running  int
+	maxSeen  int
+	finished atomic.Int64
+}
+
+func newGate() *gate {
+	return &gate{started: make(chan engine.AttemptKey, 1000), release: make(chan struct{})}
+}
+
+func (g *gate) handler(ctx context.Context, call *Call) (any, error) {
+	g.mu.Lock()
+	g.running++
+	g.maxSeen = max(g.maxSeen, g.running)
+	g.mu.Unlock()
+	defer func() {
+		g.mu.Lock()
+		g.running--
+		g.mu.Unlock()
+		g.finished.Add(1)
+	}()
+	g.started <- call.Key
+	select {
+	case <-g.release:
+		return "released", nil
+	case <-ctx.Done():
+		return nil, ctxErr(ctx)
+	}
+}
+
+func registryWith(t *testing.T, handlers map[string]Handler) *Registry {
+	r := NewRegistry()
+	for name, h := range handlers {
+		if err := r.Register(name, h); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return r
+}
+
+func status(l *Local, capability string) WagglerStatus {
+	for _, st := range l.Wagglers() {
+		if st.Capability == capability {
+			return st
+		}
+	}
+	return WagglerStatus{}
+}
+
+func TestPoolBounds(t *testing.T) {
+	sink := newSink()
+	g := newGate()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 3})
+	cfg.Registry = registryWith(t, map[string]Handler{"gate": g.handler})
+	l := startLocal(t, cfg)
+
+	var tasks []engine.TaskDispatch
+	for i := range 20 {
+		d := task("gate", nil)
+		d.ExecutionID = fmt.Sprintf("t[%d]", i)
+		tasks = append(tasks, d)
+	}
+	if err := l.Dispatch(context.Background(), tasks); err != nil {
+		t.Fatal(err)
+	}
+	for range 3 {
+		recv(t, g.started, "a start")
+	}
+	if st := status(l, "code.exec"); st.Running != 3 || st.Queued != 17 || st.Workers != 3 || st.State != StateDispatching {
+		t.Fatalf("status %+v", st)
+	}
+	select {
+	case k := <-g.started:
+		t.Fatalf("a fourth attempt (%s) started with a pool of 3", k.ExecutionID)
+	default:
+	}
+	close(g.release)
+	results := sink.nResults(t, 20)
+	for _, r := range results {
+		if !r.OK || r.Output != "released" || !strings.HasPrefix(r.WorkerID, "n1/code.exec/") || r.StartedAt.IsZero() || r.FinishedAt.Before(r.StartedAt) {
+			t.Fatalf("result %+v", r)
+		}
+	}
+	if g.maxSeen != 3 {
+		t.Fatalf("max concurrency %d, want 3", g.maxSeen)
+	}
+	if st := status(l, "code.exec"); st.State != StateIdle {
+		t.Fatalf("status after the last result: %+v", st)
+	}
+}
+
+func TestDispatchQueueFullIsBusy(t *testing.T) {
+	sink := newSink()
+	g := newGate()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1, "net.scan": 1})
+	cfg.QueueSize = 2
+	cfg.Registry = registryWith(t, map[string]Handler{"gate": g.handler})
+	l := startLocal(t, cfg)
+	ctx := context.Background()
+	if err := l.Dispatch(ctx, []engine.TaskDispatch{task("gate", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, g.started, "the first start")
+	if err := l.Dispatch(ctx, []engine.TaskDispatch{task("gate", nil), task("gate", nil)}); err != nil {
+		t.Fatal(err)
+	}
+	other := task("echo", "x")
+	other.Capability = "net.scan"
+	err := l.Dispatch(ctx, []engine.TaskDispatch{other, task("gate", nil)})
+	if !errors.Is(err, ErrBusy) {
+		t.Fatalf("dispatch to a full queue: %v, want ErrBusy", err)
+	}
+	if !strings.Contains(err.Error(), "code.exec") {
+		t.Errorf("error does not name the capability: %v", err)
+	}
+	// None of the batch was accepted.
+	if st := status(l, "net.scan"); st.Running+st.Queued != 0 {
+		t.Fatalf("part of a refused batch was accepted: %+v", st)
+	}
+	if st := status(l, "code.exec"); st.Queued != 2 {
+		t.Fatalf("status %+v", st)
+	}
+	close(g.release)
+	sink.nResults(t, 3)
+	// Room again.
+	if err := l.Dispatch(ctx, []engine.TaskDispatch{other}); err != nil {
+		t.Fatal(err)
+	}
+	sink.result(t, other.AttemptKey)
+}
+
+func TestDispatchUnknownCapabilityWaits(t *testing.T) {
+	sink := newSink()
+	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
+	d := task("echo", 1)
+	d.Capability = "gpu.render"
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+		t.Fatalf("dispatch for an unknown capability: %v", err)
+	}
+	sink.waitFor(t, "the waiting notice", func() bool { return len(sink.Progress()) > 0 })
+	p := sink.Progress()[0]
+	if p.AttemptKey != d.AttemptKey || p.Message != "waiting: no worker offers capability gpu.render" {
+		t.Fatalf("progress %+v", p)
+	}
+	if all := l.Wagglers(); len(all) != 2 || all[0].Capability != "code.exec" || all[1].Capability != "gpu.render" {
+		t.Fatalf("wagglers %+v", all)
+	}
+	st := status(l, "gpu.render")
+	if st.Queued != 1 || st.Workers != 0 || st.State != StateDispatching {
+		t.Fatalf("status %+v", st)
+	}
+	if len(sink.Results()) != 0 {
+		t.Fatal("a result for an attempt nobody can run")
+	}
+	// A worker brought later (as the mesh will) takes it.
+	fw := newFakeWorker("remote/gpu.render/1")
+	if err := l.Waggler("gpu.render").AddWorker(fw); err != nil {
+		t.Fatal(err)
+	}
+	a := recv(t, fw.runs, "the assignment")
+	fw.report(l.Waggler("gpu.render"), a, "rendered")
+	if r := sink.result(t, d.AttemptKey); !r.OK || r.Output != "rendered" {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+func TestPanicIsContained(t *testing.T) {
+	sink := newSink()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	cfg.Registry = registryWith(t, map[string]Handler{"boom": func(context.Context, *Call) (any, error) { panic("kaboom") }})
+	l := startLocal(t, cfg)
+	d, next := task("boom", nil), task("echo", "still alive")
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d, next}); err != nil {
+		t.Fatal(err)
+	}
+	r := sink.result(t, d.AttemptKey)
+	if r.OK || !strings.Contains(r.Error, "action boom panicked: kaboom") || !strings.Contains(r.Error, "TestPanicIsContained") {
+		t.Fatalf("result %+v", r)
+	}
+	if strings.Contains(r.Error, "runtime/debug.Stack") || len(r.Error) > 3000 {
+		t.Errorf("stack not trimmed: %s", r.Error)
+	}
+	if r := sink.result(t, next.AttemptKey); !r.OK || r.Output != "still alive" {
+		t.Fatalf("the worker did not survive the panic: %+v", r)
+	}
+}
+
+func TestHungActionIsAbandoned(t *testing.T) {
+	sink := newSink()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	release := make(chan struct{})
+	returned := make(chan struct{})
+	cfg.Registry = registryWith(t, map[string]Handler{"hang": func(context.Context, *Call) (any, error) {
+		defer close(returned)
+		<-release // ignores cancellation
+		return "too late", nil
+	}})
+	cfg.CancelGrace = 50 * time.Millisecond
+	l := startLocal(t, cfg)
+	hung := task("hang", nil)
+	hung.Timeout = 30 * time.Millisecond
+	next := task("echo", "next")
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{hung, next}); err != nil {
+		t.Fatal(err)
+	}
+	r := sink.result(t, hung.AttemptKey)
+	if r.OK || !strings.Contains(r.Error, "timed out after 30ms") || !strings.Contains(r.Error, "abandoned") {
+		t.Fatalf("result %+v", r)
+	}
+	// The slot is free although the action still hangs.
+	if r := sink.result(t, next.AttemptKey); !r.OK || r.Output != "next" {
+		t.Fatalf("next %+v", r)
+	}
+	select {
+	case <-returned:
+		t.Fatal("the hung action returned early")
+	default:
+	}
+	close(release)
+	<-returned
+	// Its result is discarded: still exactly two results, one per key.
+	if st := status(l, "code.exec"); st.State != StateIdle {
+		t.Fatalf("status %+v", st)
+	}
+	if n := len(sink.Results()); n != 2 {
+		t.Fatalf("%d results, want 2", n)
+	}
+}
+
+func TestAttemptTimeoutAndCancel(t *testing.T) {
+	sink := newSink()
+	g := newGate()
+	causes := make(chan error, 4)
+	waiting := make(chan struct{}, 4)
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	cfg.Registry = registryWith(t, map[string]Handler{
+		"gate": g.handler,
+		"wait": func(ctx context.Context, _ *Call) (any, error) {
+			waiting <- struct{}{}
+			<-ctx.Done()
+			causes <- context.Cause(ctx)
+			return nil, ctx.Err() // a handler that returns the bare ctx error
+		},
+	})
+	l := startLocal(t, cfg)
+	ctx := context.Background()
+
+	timed := task("wait", nil)
+	timed.Timeout = 30 * time.Millisecond
+	if err := l.Dispatch(ctx, []engine.TaskDispatch{timed}); err != nil {
+		t.Fatal(err)
+	}
+	r := sink.result(t, timed.AttemptKey)
+	if r.OK || r.Error != "attempt timed out after 30ms: context canceled" {
+		t.Fatalf("timeout result %+v", r)
+	}
+	if c := recv(t, causes, "the cause"); !errors.Is(c, errTimedOut) {
+		t.Fatalf("cause %v", c)
+	}
+
+	cancelled, next := task("wait", nil), task("echo", "after")
+	if err := l.Dispatch(ctx, []engine.TaskDispatch{cancelled, next}); err != nil {
+		t.Fatal(err)
+	}
+	recv(t, waiting, "the first attempt")
+	recv(t, waiting, "the second attempt")
+	if st := status(l, "code.exec"); st.Running != 1 || st.Queued != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	if err := l.Cancel(ctx, []engine.AttemptKey{cancelled.AttemptKey, testKey("unknown")}); err != nil {
+		t.Fatal(err)
+	}
+	if c := recv(t, causes, "the cause"); !errors.Is(c, errCancelled) {
+		t.Fatalf("cause %v", c)
+	}
+	// The pool has one worker, so the cancelled attempt finished before
+	// next ran: had it reported, its result would be here already.
+	sink.result(t, next.AttemptKey)
+	for _, r := range sink.Results() {
+		if r.AttemptKey == cancelled.AttemptKey {
+			t.Fatalf("a cancelled attempt reported %+v", r)
+		}
+	}
+}
+
+func TestOutputLimits(t *testing.T) {
+	sink := newSink()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 2})
+	cfg.MaxOutputBytes = 100
+	cfg.Registry = registryWith(t, map[string]Handler{
+		"chan": func(context.Context, *Call) (any, error) { return make(chan int), nil },
+		"ints": func(context.Context, *Call) (any, error) { return []int{1, 2}, nil },
+	})
+	l := startLocal(t, cfg)
+	big, small, weird, ints := task("echo", strings.Repeat("x", 200)), task("echo", strings.Repeat("x", 90)), task("chan", nil), task("ints", nil)
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{big, small, weird, ints}); err != nil {
+		t.Fatal(err)
+	}
+	if r := sink.result(t, big.AttemptKey); r.OK || !strings.Contains(r.Error, "output is 202 bytes of JSON, over the 100-byte limit") {
+		t.Fatalf("big %+v", r)
+	}
+	if r := sink.result(t, small.AttemptKey); !r.OK {
+		t.Fatalf("small %+v", r)
+	}
+	if r := sink.result(t, weird.AttemptKey); r.OK || !strings.Contains(r.Error, "not a JSON-like value") {
+		t.Fatalf("chan %+v", r)
+	}
+	if r := sink.result(t, ints.AttemptKey); !r.OK || fmt.Sprint(r.Output) != "[1 2]" || fmt.Sprintf("%T", r.Output.([]any)[0]) != "int64" {
+		t.Fatalf("outputs are not normalized: %+v", r)
+	}
+}
+
+func TestUnknownActionFails(t *testing.T) {
+	sink := newSink()
+	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
+	d := task("teleport", nil)
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+		t.Fatal(err)
+	}
+	if r := sink.result(t, d.AttemptKey); r.OK || r.Error != `unknown action "teleport": this node's code.exec workers run echo, exec, http, sleep` {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+func TestCallCarriesTheAttempt(t *testing.T) {
+	sink := newSink()
+	calls := make(chan *Call, 1)
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	cfg.Registry = registryWith(t, map[string]Handler{"look": func(_ context.Context, c *Call) (any, error) {
+		calls <- c
+		return nil, nil
+	}})
+	l := startLocal(t, cfg)
+	d := task("look", map[string]any{"k": "v"})
+	d.Index = 4
+	d.Attempt = 2
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+		t.Fatal(err)
+	}
+	c := recv(t, calls, "the call")
+	if c.Key != d.AttemptKey || c.Task != "t" || c.Index != 4 || c.Capability != "code.exec" || c.Action != "look" ||
+		c.Input.(map[string]any)["k"] != "v" || c.Logger == nil || c.Progress == nil || c.MaxOutputBytes != DefaultMaxOutputBytes {
+		t.Fatalf("call %+v", c)
+	}
+	if got, want := c.IdempotencyKey(), d.InstanceID.String()+"/t#2"; got != want {
+		t.Fatalf("idempotency key %q, want %q", got, want)
+	}
+	if r := sink.result(t, d.AttemptKey); !r.OK || r.Output != nil {
+		t.Fatalf("result %+v", r)
+	}
+}
+
+func TestStopWaitsForRunningActions(t *testing.T) {
+	sink := newSink()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	started, cancelled, proceed := make(chan struct{}), make(chan struct{}), make(chan struct{})
+	var returned atomic.Bool
+	cfg.Registry = registryWith(t, map[string]Handler{"slow": func(ctx context.Context, _ *Call) (any, error) {
+		close(started)
+		<-ctx.Done()
+		close(cancelled)
+		<-proceed
+		returned.Store(true)
+		return nil, ctx.Err()
+	}})
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := task("slow", nil)
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d, task("echo", "queued")}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	stopped := make(chan error, 1)
+	go func() { stopped <- l.Stop(context.Background()) }()
+	recv(t, cancelled, "the action's cancellation")
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned (%v) while an action was running", err)
+	default:
+	}
+	close(proceed)
+	if err := recv(t, stopped, "Stop"); err != nil {
+		t.Fatal(err)
+	}
+	if !returned.Load() {
+		t.Fatal("Stop returned before the action")
+	}
+	if r := sink.Results(); len(r) != 0 {
+		t.Fatalf("results after stop: %+v", r)
+	}
+	if err := l.Stop(context.Background()); err != nil {
+		t.Fatalf("second Stop: %v", err)
+	}
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{task("echo", 1)}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("dispatch after stop: %v", err)
+	}
+	if err := l.Start(context.Background()); err == nil {
+		t.Fatal("start after stop succeeded")
+	}
+}
+
+func TestStopReportsActionsThatDoNotReturn(t *testing.T) {
+	sink := newSink()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	started, release := make(chan struct{}), make(chan struct{})
+	cfg.Registry = registryWith(t, map[string]Handler{"stuck": func(context.Context, *Call) (any, error) {
+		close(started)
+		<-release
+		return nil, nil
+	}})
+	l, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	d := task("stuck", nil)
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+		t.Fatal(err)
+	}
+	<-started
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	err = l.Stop(ctx)
+	if err == nil || !strings.Contains(err.Error(), d.IdempotencyKey()) {
+		t.Fatalf("stop with a stuck action: %v", err)
+	}
+	close(release) // let the goroutine go, for goleak
+	// Stop is idempotent even after an error.
+	if err := l.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestLifecycle(t *testing.T) {
+	sink := newSink()
+	l, err := New(testConfig(t, sink, map[string]int{"code.exec": 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := l.Dispatch(ctx, []engine.TaskDispatch{task("echo", 1)}); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("dispatch before start: %v", err)
+	}
+	if err := l.Stop(ctx); err != nil {
+		t.Fatalf("stop before start: %v", err)
+	}
+	l, err = New(testConfig(t, sink, map[string]int{"code.exec": 1}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l.Start(ctx); err == nil {
+		t.Fatal("second start succeeded")
+	}
+	if err := l.Stop(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestSleepProgressRidesHeartbeats(t *testing.T) {
+	sink := newSink()
+	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
+	d := task("sleep", map[string]any{"duration": "300ms"})
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+		t.Fatal(err)
+	}
+	r := sink.result(t, d.AttemptKey)
+	if !r.OK || r.Output.(map[string]any)["slept"] != "300ms" {
+		t.Fatalf("result %+v", r)
+	}
+	var last engine.TaskProgress
+	n := 0
+	for _, p := range sink.Progress() {
+		if p.AttemptKey != d.AttemptKey {
+			continue
+		}
+		n++
+		if p.WorkerID != "n1/code.exec/1" || p.StepsTotal != sleepSteps || p.Seq <= last.Seq || p.StepsDone < last.StepsDone || p.Message != "sleeping" {
+			t.Fatalf("progress %+v after %+v", p, last)
+		}
+		if p.ETA <= 0 || p.ETA > 300*time.Millisecond {
+			t.Errorf("ETA %v", p.ETA)
+		}
+		last = p
+	}
+	// 300ms at one heartbeat per 50ms: several heartbeats, well into the steps.
+	if n < 3 || last.StepsDone < 3 {
+		t.Fatalf("%d heartbeats, last %+v", n, last)
+	}
+}
+
+func TestExecHeartbeatsReportMemory(t *testing.T) {
+	if _, _, ok := procSample(1); !ok {
+		t.Skip("no /proc")
+	}
+	sink := newSink()
+	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
+	d := task("exec", map[string]any{"argv": []any{"sleep", "0.3"}})
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+		t.Fatal(err)
+	}
+	if r := sink.result(t, d.AttemptKey); !r.OK {
+		t.Fatalf("result %+v", r)
+	}
+	for _, p := range sink.Progress() {
+		if p.MemBytes > 0 && p.CPUPercent >= 0 {
+			return
+		}
+	}
+	t.Fatalf("no heartbeat carried the process's memory: %+v", sink.Progress())
+}
+
+func TestConfigValidation(t *testing.T) {
+	sink := newSink()
+	cases := []struct {
+		name string
+		edit func(*Config)
+		want string // "" = valid
+	}{
+		{"defaults", func(*Config) {}, ""},
+		{"no sink", func(c *Config) { c.Sink = nil }, "a Sink is required"},
+		{"pool too small", func(c *Config) { c.Capabilities = map[string]int{"code.exec": 0} }, `capability "code.exec": pool size 0 must be 1..1024 (--capability code.exec=SIZE)`},
+		{"pool too big", func(c *Config) { c.Capabilities = map[string]int{"code.exec": 1025} }, "pool size 1025 must be 1..1024"},
+		{"bad name", func(c *Config) { c.Capabilities = map[string]int{"Code_Exec": 1} }, `capability "Code_Exec": a name is lowercase`},
+		{"trailing dot", func(c *Config) { c.Capabilities = map[string]int{"code.": 1} }, `capability "code."`},
+		{"interval", func(c *Config) { c.HeartbeatInterval = time.Microsecond }, "HeartbeatInterval"},
+		{"missed", func(c *Config) { c.MissedHeartbeats = -1 }, "MissedHeartbeats -1 must be 1..100"},
+		{"output", func(c *Config) { c.MaxOutputBytes = -5 }, "MaxOutputBytes -5"},
+		{"queue", func(c *Config) { c.QueueSize = -1 }, "QueueSize -1"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := Config{Sink: sink, Capabilities: map[string]int{"code.exec": 4, "ai.inference": 1}}
+			tc.edit(&cfg)
+			_, err := New(cfg)
+			switch {
+			case tc.want == "" && err != nil:
+				t.Fatalf("unexpected error: %v", err)
+			case tc.want != "" && (err == nil || !strings.Contains(err.Error(), tc.want)):
+				t.Fatalf("error %v, want it to contain %q", err, tc.want)
+			}
+		})
+	}
+	d := Config{}.WithDefaults()
+	if d.HeartbeatInterval != 5*time.Second || d.MissedHeartbeats != 3 || d.MaxOutputBytes != 1<<20 || d.Registry == nil || d.Clock == nil || d.Logger == nil || d.NodeName == "" {
+		t.Fatalf("defaults %+v", d)
+	}
+}

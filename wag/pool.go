@@ -1,0 +1,471 @@
+package wag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"runtime/debug"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/value"
+)
+
+// reporter is where a pool's workers report: the Waggler of their
+// capability (in-process here; across a gRPC stream with the mesh).
+type reporter interface {
+	Heartbeat(hb Heartbeat)
+	Report(r Report)
+}
+
+// errStopping is the cancel cause of attempts running when the node stops.
+var errStopping = errors.New("node stopping")
+
+// errCancelled is the cancel cause of attempts the engine cancelled.
+var errCancelled = errors.New("attempt cancelled")
+
+// pool is the local worker pool of one capability: a fixed number of worker
+// goroutines (slots), each running one attempt at a time, and one heartbeat
+// ticker that reports every running attempt to the Waggler.
+//
+// A slot whose action ignores cancellation is abandoned after the cancel
+// grace: the slot gets a fresh goroutine at once, and the old one exits when
+// (if ever) the action returns, its result discarded.
+type pool struct {
+	capability string
+	node       string
+	registry   *Registry
+	clock      Clock
+	interval   time.Duration
+	grace      time.Duration
+	maxOutput  int
+	rt         *runtimeEnv
+	rep        reporter
+	log        *zap.Logger
+
+	base     context.Context // parent of every attempt; cancelled on stop
+	stopBase context.CancelCauseFunc
+	quit     chan struct{}
+	cb       callbacks
+	stopBeat func()
+	wg       sync.WaitGroup // worker goroutines, abandoned ones included
+
+	mu       sync.Mutex
+	started  bool
+	stopping bool
+	slots    []*slot
+}
+
+// slot is one worker of a pool.
+type slot struct {
+	p           *pool
+	id          string
+	incarnation int             // bumped when the goroutine is abandoned
+	assign      chan Assignment // of the current incarnation
+	cur         *run
+	// cancelGen is a generation cancelled while its assignment still sat in
+	// the channel: it is skipped when it comes out.
+	cancelGen uint64
+}
+
+// run is one attempt on one slot.
+type run struct {
+	a       Assignment
+	slot    *slot
+	call    *Call
+	cancel  context.CancelCauseFunc
+	started time.Time
+
+	// guarded by pool.mu
+	seq       uint64
+	timeout   Timer
+	grace     Timer
+	stopped   bool // cancellation requested (by Cancel, timeout or stop)
+	cancelled bool // by the Waggler: heartbeats about it would be stale
+	timedOut  bool
+	abandoned bool
+
+	progress atomic.Pointer[Progress]
+
+	// owned by the heartbeat ticker
+	lastTicks uint64
+	lastAt    time.Time
+}
+
+func newPool(cfg Config, capability string, size int, rt *runtimeEnv, rep reporter, log *zap.Logger) *pool {
+	p := &pool{
+		capability: capability,
+		node:       cfg.NodeName,
+		registry:   cfg.Registry,
+		clock:      cfg.Clock,
+		interval:   cfg.HeartbeatInterval,
+		grace:      cfg.CancelGrace,
+		maxOutput:  cfg.MaxOutputBytes,
+		rt:         rt,
+		rep:        rep,
+		log:        log.With(zap.String("capability", capability)),
+		quit:       make(chan struct{}),
+	}
+	p.base, p.stopBase = context.WithCancelCause(context.Background())
+	for i := range size {
+		p.slots = append(p.slots, &slot{
+			p:      p,
+			id:     cfg.NodeName + "/" + capability + "/" + strconv.Itoa(i+1),
+			assign: make(chan Assignment, 1),
+		})
+	}
+	return p
+}
+
+// workers returns the Waggler's handles on the slots.
+func (p *pool) workers() []Worker {
+	out := make([]Worker, len(p.slots))
+	for i, s := range p.slots {
+		out[i] = localWorker{s}
+	}
+	return out
+}
+
+// start runs the worker goroutines and the heartbeat ticker.
+func (p *pool) start() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.started {
+		return
+	}
+	p.started = true
+	for _, s := range p.slots {
+		p.spawn(s)
+	}
+	p.stopBeat = p.cb.every(p.clock, p.interval, p.beat)
+}
+
+// spawn starts the goroutine of a slot's current incarnation; p.mu held.
+func (p *pool) spawn(s *slot) {
+	inc, ch := s.incarnation, s.assign
+	p.wg.Go(func() { p.loop(s, inc, ch) })
+}
+
+func (p *pool) loop(s *slot, inc int, ch chan Assignment) {
+	for {
+		select {
+		case <-p.quit:
+			return
+		case a := <-ch:
+			if !p.execute(s, inc, a) {
+				return
+			}
+		}
+	}
+}
+
+// localWorker is the Waggler's handle on a slot.
+type localWorker struct{ s *slot }
+
+func (w localWorker) ID() string { return w.s.id }
+
+func (w localWorker) Run(a Assignment) {
+	p := w.s.p
+	p.mu.Lock()
+	ch, stopping := w.s.assign, p.stopping
+	p.mu.Unlock()
+	if stopping {
+		return
+	}
+	select {
+	case ch <- a:
+	default: // the Waggler gives a slot one assignment at a time
+		now := p.clock.Now()
+		p.rep.Report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: w.s.id,
+			Error: "worker " + w.s.id + " is busy (internal error: assigned twice)", StartedAt: now, FinishedAt: now})
+	}
+}
+
+func (w localWorker) Cancel(key engine.AttemptKey, gen uint64) {
+	p := w.s.p
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if r := w.s.cur; r != nil && r.a.AttemptKey == key && r.a.Generation == gen {
+		r.cancelled = true
+		p.stopRun(r, errCancelled)
+		return
+	}
+	w.s.cancelGen = gen // not started yet
+}
+
+// execute runs one assignment on a slot and reports it. It returns false
+// when the goroutine must exit (abandoned, or the pool is stopping).
+func (p *pool) execute(s *slot, inc int, a Assignment) bool {
+	ctx, cancel := context.WithCancelCause(p.base)
+	defer cancel(context.Canceled)
+	r := &run{a: a, slot: s, cancel: cancel}
+	r.call = &Call{
+		Key:            a.AttemptKey,
+		Task:           a.Task,
+		Index:          a.Index,
+		Capability:     a.Capability,
+		Action:         a.Action,
+		Input:          a.Input,
+		Progress:       func(pr Progress) { r.progress.Store(&pr) },
+		Logger:         p.log.With(attemptFields(a.AttemptKey, zap.String("worker", s.id))...),
+		MaxOutputBytes: p.maxOutput,
+		rt:             p.rt,
+	}
+
+	p.mu.Lock()
+	if p.stopping || s.incarnation != inc {
+		p.mu.Unlock()
+		return false
+	}
+	if s.cancelGen == a.Generation {
+		// Cancelled before it started: the report only frees the worker.
+		s.cancelGen = 0
+		p.mu.Unlock()
+		now := p.clock.Now()
+		p.rep.Report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, Error: errCancelled.Error(), StartedAt: now, FinishedAt: now})
+		return true
+	}
+	s.cur = r
+	r.started = p.clock.Now()
+	if a.Timeout > 0 {
+		r.timeout = p.cb.afterFunc(p.clock, a.Timeout, func() {
+			p.mu.Lock()
+			defer p.mu.Unlock()
+			if s.cur == r && !r.stopped {
+				r.timedOut = true
+				p.stopRun(r, fmt.Errorf("attempt %w after %v", errTimedOut, a.Timeout))
+			}
+		})
+	}
+	p.mu.Unlock()
+
+	out, err := p.invoke(ctx, r.call)
+	finished := p.clock.Now()
+
+	p.mu.Lock()
+	abandoned, timedOut, stopping := r.abandoned, r.timedOut, p.stopping
+	if s.cur == r {
+		s.cur = nil
+	}
+	stopTimer(r.timeout)
+	stopTimer(r.grace)
+	p.mu.Unlock()
+
+	if abandoned {
+		r.call.Logger.Info("abandoned action returned at last: result discarded")
+		return false
+	}
+	if stopping {
+		return false // the Waggler is closed: nobody waits for this result
+	}
+	rep := Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, StartedAt: r.started, FinishedAt: finished}
+	if err != nil {
+		msg := err.Error()
+		if timedOut && !errors.Is(err, errTimedOut) {
+			msg = fmt.Sprintf("attempt timed out after %v: %s", a.Timeout, msg)
+		}
+		rep.Error = msg
+	} else if v, err := p.checkOutput(out); err != nil {
+		rep.Error = err.Error()
+	} else {
+		rep.OK, rep.Output = true, v
+	}
+	p.rep.Report(rep)
+	return true
+}
+
+// invoke calls the action's handler, containing panics.
+func (p *pool) invoke(ctx context.Context, call *Call) (out any, err error) {
+	h, ok := p.registry.Lookup(call.Action)
+	if !ok {
+		return nil, fmt.Errorf("unknown action %q: this node's %s workers run %s", call.Action, p.capability, strings.Join(p.registry.Names(), ", "))
+	}
+	defer func() {
+		if x := recover(); x != nil {
+			out, err = nil, fmt.Errorf("action %s panicked: %v\n%s", call.Action, x, shortStack())
+		}
+	}()
+	return h(ctx, call)
+}
+
+// checkOutput normalizes an action's output and enforces MaxOutputBytes.
+func (p *pool) checkOutput(out any) (any, error) {
+	v, err := value.Normalize(out)
+	if err != nil {
+		return nil, fmt.Errorf("the action's output is not a JSON-like value: %w", err)
+	}
+	data, err := value.Encode(v)
+	if err != nil {
+		return nil, fmt.Errorf("the action's output cannot be encoded: %w", err)
+	}
+	if len(data) > p.maxOutput {
+		return nil, fmt.Errorf("output is %d bytes of JSON, over the %d-byte limit (MaxOutputBytes): return a reference (a path or URL) to large data instead", len(data), p.maxOutput)
+	}
+	return v, nil
+}
+
+// stopRun cancels a run and arms the grace after which it is abandoned;
+// p.mu held.
+func (p *pool) stopRun(r *run, cause error) {
+	if r.stopped {
+		return
+	}
+	r.stopped = true
+	r.cancel(cause)
+	if p.stopping {
+		return // stop waits for the actions itself
+	}
+	r.grace = p.cb.afterFunc(p.clock, p.grace, func() { p.abandon(r) })
+}
+
+// abandon gives up on a run whose action ignored cancellation: the slot
+// gets a fresh goroutine and the Waggler a failed report, which frees the
+// worker. The old goroutine exits when the action returns, if it ever does.
+func (p *pool) abandon(r *run) {
+	s := r.slot
+	p.mu.Lock()
+	if s.cur != r || p.stopping {
+		p.mu.Unlock()
+		return
+	}
+	r.abandoned = true
+	s.cur = nil
+	s.incarnation++
+	s.assign = make(chan Assignment, 1)
+	p.spawn(s)
+	timedOut := r.timedOut
+	p.mu.Unlock()
+
+	why := "cancelled"
+	if timedOut {
+		why = fmt.Sprintf("timed out after %v", r.a.Timeout)
+	}
+	msg := fmt.Sprintf("attempt %s, and the action did not return within %v: it was abandoned (its result, if any, will be discarded)", why, p.grace)
+	r.call.Logger.Warn("action ignored cancellation: abandoned", zap.Duration("grace", p.grace))
+	p.rep.Report(Report{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: s.id, Error: msg, StartedAt: r.started, FinishedAt: p.clock.Now()})
+}
+
+// beat sends a heartbeat for every running attempt. Heartbeats say the
+// worker is alive, so they continue while a timed-out action winds down;
+// only attempts the Waggler cancelled (and so forgot) get none.
+func (p *pool) beat() {
+	p.mu.Lock()
+	runs := make([]*run, 0, len(p.slots))
+	seqs := make([]uint64, 0, len(p.slots))
+	for _, s := range p.slots {
+		if r := s.cur; r != nil && !r.cancelled {
+			r.seq++
+			runs = append(runs, r)
+			seqs = append(seqs, r.seq)
+		}
+	}
+	p.mu.Unlock()
+	now := p.clock.Now()
+	for i, r := range runs {
+		hb := Heartbeat{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: r.slot.id, Seq: seqs[i], SentAt: now}
+		if pr := r.progress.Load(); pr != nil {
+			hb.Progress = *pr
+		}
+		hb.CPUPercent, hb.MemBytes = r.sample(now)
+		p.rep.Heartbeat(hb)
+	}
+}
+
+// sample measures the CPU and memory of the run's process, if it has one.
+func (r *run) sample(now time.Time) (cpu float64, mem uint64) {
+	pid := r.call.pid.Load()
+	if pid <= 0 {
+		return 0, 0
+	}
+	ticks, rss, ok := procSample(int(pid))
+	if !ok {
+		return 0, 0
+	}
+	if !r.lastAt.IsZero() && now.After(r.lastAt) && ticks >= r.lastTicks {
+		cpu = float64(ticks-r.lastTicks) / clockTicks / now.Sub(r.lastAt).Seconds() * 100
+	}
+	r.lastTicks, r.lastAt = ticks, now
+	return cpu, rss
+}
+
+// stop cancels every running attempt and waits, until ctx is done, for
+// every worker goroutine — abandoned ones included — to return.
+func (p *pool) stop(ctx context.Context) error {
+	p.mu.Lock()
+	if p.stopping {
+		p.mu.Unlock()
+		return nil
+	}
+	p.stopping = true
+	for _, s := range p.slots {
+		if r := s.cur; r != nil {
+			stopTimer(r.timeout)
+			stopTimer(r.grace)
+			r.stopped = true
+		}
+	}
+	started := p.started
+	p.mu.Unlock()
+	p.stopBase(errStopping)
+	close(p.quit)
+	if started {
+		p.stopBeat()
+	}
+	p.cb.close()
+
+	done := make(chan struct{})
+	go func() {
+		p.wg.Wait()
+		close(done)
+	}()
+	select {
+	case <-done:
+		return nil
+	case <-ctx.Done():
+		p.mu.Lock()
+		var running []string
+		for _, s := range p.slots {
+			if r := s.cur; r != nil {
+				running = append(running, r.a.IdempotencyKey())
+			}
+		}
+		p.mu.Unlock()
+		return fmt.Errorf("capability %s: actions still running after stop (%w): %s", p.capability, context.Cause(ctx), strings.Join(running, ", "))
+	}
+}
+
+func stopTimer(t Timer) {
+	if t != nil {
+		t.Stop()
+	}
+}
+
+// shortStack is the stack of a recovered panic, without the runtime's own
+// frames, cut to a few KiB.
+func shortStack() string {
+	const max = 2048
+	lines := strings.Split(string(debug.Stack()), "\n")
+	var b strings.Builder
+	for i := 1; i+1 < len(lines); i += 2 { // line 0 is "goroutine N [running]:"
+		fn, loc := lines[i], lines[i+1]
+		if strings.HasPrefix(fn, "runtime/debug.Stack") || strings.HasPrefix(fn, "panic(") ||
+			strings.HasPrefix(fn, "runtime.") || strings.Contains(fn, "wag.shortStack") {
+			continue
+		}
+		if b.Len()+len(fn)+len(loc)+2 > max {
+			b.WriteString("…")
+			break
+		}
+		b.WriteString(fn)
+		b.WriteByte('\n')
+		b.WriteString(loc)
+		b.WriteByte('\n')
+	}
+	return strings.TrimRight(b.String(), "\n")
+}

@@ -1,0 +1,158 @@
+package wag
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"regexp"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// Handler runs one action for one attempt. It must honour ctx: when ctx is
+// done (cancelled, timed out, node stopping) it should return promptly, or
+// its worker abandons it after the cancel grace. The output is normalized
+// with value.Normalize and must encode to at most MaxOutputBytes of JSON.
+// A panic is contained and fails the attempt.
+type Handler func(ctx context.Context, call *Call) (any, error)
+
+// Call is what a handler gets to know about its attempt.
+type Call struct {
+	Key        engine.AttemptKey
+	Task       string
+	Index      int32 // spread index, -1 for a plain task
+	Capability string
+	Action     string
+	// Input is the task's evaluated `with`, a canonical value. Read-only: it
+	// may share structure with other tasks' data.
+	Input any
+	// Progress reports how far the action has come; the latest report rides
+	// the attempt's next heartbeat. Safe to call from any goroutine; never nil.
+	Progress func(Progress)
+	// Logger carries the attempt's fields (instance, task, attempt,
+	// capability, worker).
+	Logger *zap.Logger
+	// MaxOutputBytes is the output limit of this node: handlers that read
+	// output from elsewhere should stop reading past it.
+	MaxOutputBytes int
+
+	rt  *runtimeEnv
+	pid atomic.Int64 // process whose CPU and memory heartbeats report, 0 if none
+}
+
+// IdempotencyKey is the key to deduplicate side effects with: dispatch is
+// at-least-once, so the same attempt may run more than once (execution id +
+// attempt).
+func (c *Call) IdempotencyKey() string { return c.Key.IdempotencyKey() }
+
+// setPID names the process whose resources heartbeats report (0: none).
+func (c *Call) setPID(pid int) { c.pid.Store(int64(pid)) }
+
+// runtime returns the node's runtime environment, or a default one for calls
+// built outside a worker (handler unit tests).
+func (c *Call) runtime() *runtimeEnv {
+	if c.rt != nil {
+		return c.rt
+	}
+	return defaultRuntime
+}
+
+// maxOutput is MaxOutputBytes or its default.
+func (c *Call) maxOutput() int {
+	if c.MaxOutputBytes > 0 {
+		return c.MaxOutputBytes
+	}
+	return DefaultMaxOutputBytes
+}
+
+// progress calls Progress if set.
+func (c *Call) progress(p Progress) {
+	if c.Progress != nil {
+		c.Progress(p)
+	}
+}
+
+// runtimeEnv is what the built-in actions share on one node.
+type runtimeEnv struct {
+	clock      Clock
+	httpClient *http.Client
+	killGrace  time.Duration // exec: SIGTERM → SIGKILL
+}
+
+var defaultRuntime = &runtimeEnv{clock: RealClock(), httpClient: newHTTPClient(), killGrace: defaultKillGrace}
+
+// Registry maps action names to handlers. It is safe for concurrent use;
+// register handlers before the node starts.
+type Registry struct {
+	mu       sync.RWMutex
+	handlers map[string]Handler
+}
+
+// ErrActionExists is returned by Register for a name already taken.
+var ErrActionExists = errors.New("action already registered")
+
+// actionRE is the action name syntax of workflow specs.
+var actionRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]*$`)
+
+// NewRegistry returns a registry holding the built-in actions: exec, http,
+// sleep and echo.
+func NewRegistry() *Registry {
+	r := NewEmptyRegistry()
+	for name, h := range map[string]Handler{"exec": execAction, "http": httpAction, "sleep": sleepAction, "echo": echoAction} {
+		if err := r.Register(name, h); err != nil {
+			panic(err) // the built-in names are valid and distinct
+		}
+	}
+	return r
+}
+
+// NewEmptyRegistry returns a registry with no actions.
+func NewEmptyRegistry() *Registry { return &Registry{handlers: make(map[string]Handler)} }
+
+// Register adds an action. Names follow the spec syntax (e.g. "resize" or
+// "img.resize"); a name is registered once.
+func (r *Registry) Register(name string, h Handler) error {
+	if !actionRE.MatchString(name) {
+		return fmt.Errorf("wag: action name %q: use lowercase letters, digits, '_', '.' and '-', starting with a letter", name)
+	}
+	if h == nil {
+		return fmt.Errorf("wag: action %q: nil handler", name)
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if _, ok := r.handlers[name]; ok {
+		return fmt.Errorf("wag: action %q: %w", name, ErrActionExists)
+	}
+	r.handlers[name] = h
+	return nil
+}
+
+// Lookup returns the handler of an action.
+func (r *Registry) Lookup(name string) (Handler, bool) {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	h, ok := r.handlers[name]
+	return h, ok
+}
+
+// Names returns the registered action names, sorted.
+func (r *Registry) Names() []string {
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	names := make([]string, 0, len(r.handlers))
+	for n := range r.handlers {
+		names = append(names, n)
+	}
+	slices.Sort(names)
+	return names
+}
+
+// echoAction returns its input unchanged.
+func echoAction(_ context.Context, call *Call) (any, error) { return call.Input, nil }

@@ -1,0 +1,395 @@
+package wag
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// fakeWorker is a worker the test drives by hand: it records what the
+// Waggler asks of it and sends heartbeats and reports only when told.
+type fakeWorker struct {
+	id      string
+	runs    chan Assignment
+	cancels chan Assignment
+}
+
+func newFakeWorker(id string) *fakeWorker {
+	return &fakeWorker{id: id, runs: make(chan Assignment, 16), cancels: make(chan Assignment, 16)}
+}
+
+func (f *fakeWorker) ID() string       { return f.id }
+func (f *fakeWorker) Run(a Assignment) { f.runs <- a }
+func (f *fakeWorker) Cancel(key engine.AttemptKey, gen uint64) {
+	f.cancels <- Assignment{TaskDispatch: engine.TaskDispatch{AttemptKey: key}, Generation: gen}
+}
+
+// assigned returns the assignment the worker got, failing if it got none
+// (every call into a fake worker is synchronous with the fake clock).
+func (f *fakeWorker) assigned(t *testing.T) Assignment {
+	t.Helper()
+	select {
+	case a := <-f.runs:
+		return a
+	default:
+		t.Fatalf("worker %s got no assignment", f.id)
+		panic("unreachable")
+	}
+}
+
+func (f *fakeWorker) idle(t *testing.T) {
+	t.Helper()
+	select {
+	case a := <-f.runs:
+		t.Fatalf("worker %s got an unexpected assignment of %s gen %d", f.id, a.ExecutionID, a.Generation)
+	default:
+	}
+}
+
+func (f *fakeWorker) beat(w *Waggler, a Assignment, seq uint64, p Progress) {
+	w.Heartbeat(Heartbeat{Key: a.AttemptKey, Generation: a.Generation, WorkerID: f.id, Seq: seq, Progress: p})
+}
+
+func (f *fakeWorker) report(w *Waggler, a Assignment, output any) {
+	w.Report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: f.id, OK: true, Output: output})
+}
+
+// wagglerHarness is a started Waggler on a fake clock (interval 1s, ticks
+// every 500ms, slack 250ms, dead after 3 missed) with a transition log.
+type wagglerHarness struct {
+	w    *Waggler
+	clk  *fakeClock
+	sink *recordingSink
+
+	mu          sync.Mutex
+	transitions []string
+}
+
+func newHarness(t *testing.T, workers ...*fakeWorker) *wagglerHarness {
+	h := &wagglerHarness{clk: newFakeClock(), sink: newSink()}
+	cfg := Config{NodeName: "n1", Sink: h.sink, Clock: h.clk, HeartbeatInterval: time.Second, Logger: zaptest.NewLogger(t)}.WithDefaults()
+	h.w = newWaggler(cfg, "code.exec", cfg.Logger)
+	h.w.onTransition = func(from, to WagglerState) {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		h.transitions = append(h.transitions, from.String()+"→"+to.String())
+	}
+	for _, fw := range workers {
+		if err := h.w.AddWorker(fw); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.w.start()
+	t.Cleanup(h.w.close)
+	return h
+}
+
+// took returns and clears the transitions so far.
+func (h *wagglerHarness) took() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	s := strings.Join(h.transitions, " ")
+	h.transitions = nil
+	return s
+}
+
+func (h *wagglerHarness) dispatch(execs ...string) []engine.TaskDispatch {
+	var ds []engine.TaskDispatch
+	for _, e := range execs {
+		d := task("echo", e)
+		d.AttemptKey = testKey(e)
+		ds = append(ds, d)
+	}
+	h.w.enqueue(ds)
+	return ds
+}
+
+func TestWagglerStateTransitions(t *testing.T) {
+	w1 := newFakeWorker("w1")
+	h := newHarness(t, w1)
+	if got := h.w.Status().State; got != StateIdle {
+		t.Fatalf("initial state %v", got)
+	}
+
+	d := h.dispatch("a")[0]
+	if got, want := h.took(), "IDLE→DISPATCHING DISPATCHING→MONITORING"; got != want {
+		t.Fatalf("dispatch: transitions %q, want %q", got, want)
+	}
+	a := w1.assigned(t)
+	if a.AttemptKey != d.AttemptKey || a.Generation == 0 {
+		t.Fatalf("assignment %+v", a)
+	}
+	if st := h.w.Status(); st.State != StateMonitoring || st.Running != 1 || st.Queued != 0 || st.Workers != 1 {
+		t.Fatalf("status while running: %+v", st)
+	}
+
+	w1.report(h.w, a, "done")
+	if got, want := h.took(), "MONITORING→COLLECTING COLLECTING→IDLE"; got != want {
+		t.Fatalf("result: transitions %q, want %q", got, want)
+	}
+	if r := h.sink.Results(); len(r) != 1 || !r[0].OK || r[0].Output != "done" || r[0].WorkerID != "w1" {
+		t.Fatalf("results %+v", r)
+	}
+
+	// Two attempts, one worker: the second waits, then follows the first.
+	h.dispatch("b", "c")
+	if got, want := h.took(), "IDLE→DISPATCHING"; got != want {
+		t.Fatalf("queued: transitions %q, want %q", got, want)
+	}
+	if st := h.w.Status(); st.State != StateDispatching || st.Running != 1 || st.Queued != 1 {
+		t.Fatalf("status with one queued: %+v", st)
+	}
+	b := w1.assigned(t)
+	w1.report(h.w, b, nil)
+	if got, want := h.took(), "DISPATCHING→COLLECTING COLLECTING→DISPATCHING DISPATCHING→MONITORING"; got != want {
+		t.Fatalf("next: transitions %q, want %q", got, want)
+	}
+	c := w1.assigned(t)
+	w1.report(h.w, c, nil)
+	if got, want := h.took(), "MONITORING→COLLECTING COLLECTING→IDLE"; got != want {
+		t.Fatalf("last: transitions %q, want %q", got, want)
+	}
+}
+
+// TestWagglerFailover walks the whole ladder: late, alert with a backup
+// pre-selected (and kept from other work), dead → FAILOVER → the same
+// attempt re-dispatched to the backup under a new generation; the dead
+// worker's late result is discarded and the worker comes back.
+func TestWagglerFailover(t *testing.T) {
+	w1, w2 := newFakeWorker("w1"), newFakeWorker("w2")
+	h := newHarness(t, w1, w2)
+	d := h.dispatch("a")[0]
+	var main, other *fakeWorker
+	var a Assignment
+	select {
+	case a = <-w1.runs:
+		main, other = w1, w2
+	case a = <-w2.runs:
+		main, other = w2, w1
+	default:
+		t.Fatal("no worker got the attempt")
+	}
+	main.beat(h.w, a, 1, Progress{StepsDone: 1, StepsTotal: 4})
+	if p := h.sink.Progress(); len(p) != 1 || p[0].StepsDone != 1 || p[0].StepsTotal != 4 || p[0].WorkerID != main.id || p[0].Seq != 1 {
+		t.Fatalf("progress %+v", p)
+	}
+	h.took()
+
+	// Silence from t=0 (the heartbeat came at t=0 too). Late at 1.5s.
+	h.clk.Advance(1500 * time.Millisecond)
+	if st := h.w.Status(); st.Failovers != 0 || st.State != StateMonitoring {
+		t.Fatalf("after one missed: %+v", st)
+	}
+	// Alert at 2.5s: the other worker stands by and takes no other work.
+	h.clk.Advance(time.Second)
+	h.dispatch("b")
+	other.idle(t)
+	if st := h.w.Status(); st.Queued != 1 {
+		t.Fatalf("the backup took other work: %+v", st)
+	}
+	h.took()
+
+	// Dead at 3.5s: failover to the backup, same attempt, new generation.
+	h.clk.Advance(time.Second)
+	if got, want := h.took(), "DISPATCHING→FAILOVER FAILOVER→DISPATCHING"; got != want {
+		t.Fatalf("failover: transitions %q, want %q", got, want)
+	}
+	a2 := other.assigned(t)
+	if a2.AttemptKey != d.AttemptKey || a2.Input != d.Input || a2.Generation <= a.Generation {
+		t.Fatalf("re-dispatch %+v after %+v", a2, a)
+	}
+	if c := <-main.cancels; c.AttemptKey != d.AttemptKey || c.Generation != a.Generation {
+		t.Fatalf("dead worker cancel %+v", c)
+	}
+	if st := h.w.Status(); st.Failovers != 1 || st.Workers != 1 || st.Running != 1 || st.Queued != 1 {
+		t.Fatalf("after failover: %+v", st)
+	}
+
+	// Heartbeats of the old generation are stale, not progress.
+	before := len(h.sink.Progress())
+	main.beat(h.w, a, 2, Progress{})
+	if len(h.sink.Progress()) != before {
+		t.Fatal("a heartbeat of the dead generation was forwarded")
+	}
+
+	// The dead worker's late result is discarded; the worker is back and
+	// takes the queued attempt.
+	main.report(h.w, a, "late")
+	if r := h.sink.Results(); len(r) != 0 {
+		t.Fatalf("late result forwarded: %+v", r)
+	}
+	if b := main.assigned(t); b.ExecutionID != "b" {
+		t.Fatalf("revived worker got %+v", b)
+	}
+	if st := h.w.Status(); st.Workers != 2 {
+		t.Fatalf("worker not back: %+v", st)
+	}
+
+	// The backup's result is the one result of the attempt.
+	other.report(h.w, a2, "fresh")
+	r := h.sink.Results()
+	if len(r) != 1 || r[0].AttemptKey != d.AttemptKey || r[0].Output != "fresh" || r[0].WorkerID != other.id {
+		t.Fatalf("results %+v", r)
+	}
+}
+
+// TestWagglerFailoverWithoutBackup: nobody is free at the alert, so the
+// failed-over attempt waits at the head of the queue for the next worker.
+func TestWagglerFailoverWithoutBackup(t *testing.T) {
+	w1 := newFakeWorker("w1")
+	h := newHarness(t, w1)
+	d := h.dispatch("a", "b")
+	a := w1.assigned(t)
+	h.clk.Advance(3500 * time.Millisecond)
+	if st := h.w.Status(); st.Failovers != 1 || st.Queued != 2 || st.Running != 0 || st.Workers != 0 || st.State != StateDispatching {
+		t.Fatalf("after failover: %+v", st)
+	}
+	w3 := newFakeWorker("w3")
+	if err := h.w.AddWorker(w3); err != nil {
+		t.Fatal(err)
+	}
+	a2 := w3.assigned(t)
+	if a2.AttemptKey != d[0].AttemptKey || a2.Generation == a.Generation {
+		t.Fatalf("failed-over attempt did not go first: %+v", a2)
+	}
+}
+
+func TestWagglerWorkerDeadShortCut(t *testing.T) {
+	w1, w2, w3 := newFakeWorker("w1"), newFakeWorker("w2"), newFakeWorker("w3")
+	h := newHarness(t, w1)
+	d := h.dispatch("a")[0]
+	a := w1.assigned(t)
+	if err := h.w.AddWorker(w2); err != nil {
+		t.Fatal(err)
+	}
+	h.took()
+	h.w.WorkerDead("w1") // no time passes
+	if got, want := h.took(), "MONITORING→FAILOVER FAILOVER→DISPATCHING DISPATCHING→MONITORING"; got != want {
+		t.Fatalf("transitions %q, want %q", got, want)
+	}
+	a2 := w2.assigned(t)
+	if a2.AttemptKey != d.AttemptKey || a2.Generation == a.Generation {
+		t.Fatalf("re-dispatch %+v", a2)
+	}
+	// An idle worker declared dead gets no work until it is added again.
+	if err := h.w.AddWorker(w3); err != nil {
+		t.Fatal(err)
+	}
+	h.w.WorkerDead("w3")
+	h.dispatch("b")
+	w3.idle(t)
+	if st := h.w.Status(); st.Workers != 1 || st.Queued != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	if err := h.w.AddWorker(w3); err != nil {
+		t.Fatalf("re-adding a dead worker: %v", err)
+	}
+	if b := w3.assigned(t); b.ExecutionID != "b" {
+		t.Fatalf("revived worker got %+v", b)
+	}
+	if err := h.w.AddWorker(w3); err == nil {
+		t.Fatal("adding a live worker twice succeeded")
+	}
+}
+
+func TestWagglerHeartbeats(t *testing.T) {
+	w1 := newFakeWorker("w1")
+	h := newHarness(t, w1)
+	h.dispatch("a")
+	a := w1.assigned(t)
+	// A heartbeat a little under every interval keeps the attempt alive
+	// for ever, gaps included; replays are counted and not forwarded.
+	seqs := []uint64{1, 2, 2, 5, 3, 6, 9, 10}
+	for _, seq := range seqs {
+		h.clk.Advance(900 * time.Millisecond)
+		w1.beat(h.w, a, seq, Progress{Message: fmt.Sprint(seq)})
+	}
+	h.clk.Advance(900 * time.Millisecond)
+	st := h.w.Status()
+	if st.Failovers != 0 || st.ReplaysIgnored != 2 || st.State != StateMonitoring {
+		t.Fatalf("status %+v", st)
+	}
+	var got []uint64
+	for _, p := range h.sink.Progress() {
+		got = append(got, p.Seq)
+		if p.Message != fmt.Sprint(p.Seq) || p.At.IsZero() {
+			t.Errorf("progress %+v", p)
+		}
+	}
+	if want := []uint64{1, 2, 5, 6, 9, 10}; !slices.Equal(got, want) {
+		t.Fatalf("forwarded seqs %v, want %v", got, want)
+	}
+}
+
+func TestWagglerCancel(t *testing.T) {
+	w1 := newFakeWorker("w1")
+	h := newHarness(t, w1)
+	ds := h.dispatch("a", "b", "c")
+	a := w1.assigned(t)
+	h.w.cancel([]engine.AttemptKey{ds[0].AttemptKey, ds[1].AttemptKey, testKey("unknown")})
+	if c := <-w1.cancels; c.AttemptKey != ds[0].AttemptKey || c.Generation != a.Generation {
+		t.Fatalf("cancel %+v", c)
+	}
+	if st := h.w.Status(); st.Running != 0 || st.Queued != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	// The worker stays busy until it reports; its report is discarded.
+	w1.idle(t)
+	w1.report(h.w, a, "too late")
+	c := w1.assigned(t)
+	if c.ExecutionID != "c" {
+		t.Fatalf("got %+v, want c (b was cancelled while queued)", c)
+	}
+	w1.report(h.w, c, "ok")
+	if r := h.sink.Results(); len(r) != 1 || r[0].AttemptKey != ds[2].AttemptKey {
+		t.Fatalf("results %+v", r)
+	}
+	// A cancelled attempt raises no alarm.
+	h.clk.Advance(10 * time.Second)
+	if st := h.w.Status(); st.Failovers != 0 || st.State != StateIdle {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestWagglerDuplicateDispatchIgnored(t *testing.T) {
+	w1, w2 := newFakeWorker("w1"), newFakeWorker("w2")
+	h := newHarness(t, w1, w2)
+	d := h.dispatch("a")
+	h.w.enqueue(d)
+	if st := h.w.Status(); st.Running != 1 || st.Queued != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+func TestWagglerWaitingNotice(t *testing.T) {
+	h := newHarness(t)
+	ds := h.dispatch("a", "b")
+	h.clk.Advance(500 * time.Millisecond)
+	h.clk.Advance(5 * time.Second)
+	p := h.sink.Progress()
+	if len(p) != 2 {
+		t.Fatalf("progress %+v, want one notice per attempt", p)
+	}
+	for i, n := range p {
+		if n.AttemptKey != ds[i].AttemptKey || n.Message != "waiting: no worker offers capability code.exec" {
+			t.Errorf("notice %+v", n)
+		}
+	}
+	if st := h.w.Status(); st.State != StateDispatching || st.Queued != 2 || st.Workers != 0 {
+		t.Fatalf("status %+v", st)
+	}
+	w1 := newFakeWorker("w1")
+	if err := h.w.AddWorker(w1); err != nil {
+		t.Fatal(err)
+	}
+	if a := w1.assigned(t); a.AttemptKey != ds[0].AttemptKey {
+		t.Fatalf("assignment %+v", a)
+	}
+}
