@@ -1,0 +1,225 @@
+package engine_test
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/spec"
+)
+
+const singleSpec = `
+name: single
+version: 1
+inputs:
+  n: {type: int}
+tasks:
+  only: {capability: test.cap, action: echo, with: {n: "${{ inputs.n }}"}}
+outputs:
+  n: ${{ tasks.only.output.n }}
+`
+
+func TestGroupCommit(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1, func(c *engine.Config) {
+		c.FlushInterval = time.Minute // the fake clock decides when it passes
+		c.FlushMaxRows = 1000
+	})
+	const n = 200
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = h.submit(e, singleSpec, map[string]any{"n": i})
+	}
+	ds := h.disp.take(t, n)
+
+	// The first snapshot of every instance waits for the flush interval,
+	// then goes in one call.
+	waitUntil(t, "the first snapshots to be pending", func() bool { return e.PendingRows() == n })
+	persist0, complete0, _ := h.store.counts()
+	h.clock.advanceToTimer(t, time.Minute)
+	waitUntil(t, "the first snapshots to be written", func() bool { return e.PendingRows() == 0 })
+	if persist, _, _ := h.store.counts(); persist != persist0+1 {
+		t.Fatalf("%d PersistProgress calls for %d first snapshots, want 1", persist-persist0, n)
+	}
+
+	// Every instance completes at once: results and completions go in one
+	// CompleteInstances call (each completion carries its result).
+	for _, d := range ds {
+		echo(e, d)
+	}
+	waitUntil(t, "the results and completions to be pending", func() bool { return e.PendingRows() == 2*n })
+	h.clock.advanceToTimer(t, time.Minute)
+	for _, id := range ids {
+		if v := h.wait(e, id); v.State != engine.StateComplete {
+			t.Fatalf("instance ended %s", v.State)
+		}
+	}
+	persist, complete, _ := h.store.counts()
+	if persist != persist0+1 || complete != complete0+1 {
+		t.Fatalf("%d PersistProgress and %d CompleteInstances calls for %d completions, want 0 and 1",
+			persist-persist0-1, complete-complete0, n)
+	}
+	for _, id := range ids {
+		if hist := h.history(id); len(hist) != 1 || !hist[0].OK {
+			t.Fatalf("history of %s: %+v", id, hist)
+		}
+	}
+}
+
+func TestGroupCommitMaxRows(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1, func(c *engine.Config) {
+		c.FlushInterval = time.Hour // never reached: the row bound triggers
+		c.FlushMaxRows = 50
+	})
+	const n = 120
+	for i := range n {
+		h.submit(e, singleSpec, map[string]any{"n": i})
+	}
+	h.disp.take(t, n)
+	// 120 first snapshots: two full batches go without waiting; the last 20
+	// wait for the interval.
+	waitUntil(t, "the full batches to be written", func() bool {
+		persist, _, _ := h.store.counts()
+		return persist >= 2 && e.PendingRows() == n%50
+	})
+	h.store.mu.Lock()
+	defer h.store.mu.Unlock()
+	if h.store.progressRows != n-n%50 {
+		t.Fatalf("%d rows written, want %d", h.store.progressRows, n-n%50)
+	}
+}
+
+func TestWideSpreadSnapshotsLinear(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 10,000-wide spread")
+	}
+	h := newHarness(t)
+	e := h.start(1, func(c *engine.Config) { c.EventLogSize = 64 })
+	const n = 10_000
+	items := make([]any, n)
+	for i := range items {
+		items[i] = i
+	}
+	id := h.submit(e, `
+name: wide
+version: 1
+inputs:
+  items: {type: list}
+tasks:
+  prepare: {capability: test.cap, action: echo, with: {items: "${{ inputs.items }}"}}
+  work:
+    needs: [prepare]
+    spread: ${{ tasks.prepare.output.items }}
+    capability: test.cap
+    action: echo
+    with: {x: "${{ item }}"}
+  total:
+    needs: [work]
+    capability: test.cap
+    action: echo
+    with: {n: "${{ size(tasks.work.output) }}", last: "${{ tasks.work.output[9999].x }}"}
+outputs:
+  total: ${{ tasks.total.output }}
+`, map[string]any{"items": items})
+	echo(e, h.disp.one(t, "prepare", 1))
+	for _, d := range h.disp.take(t, n) {
+		echo(e, d)
+	}
+	echo(e, h.disp.one(t, "total", 1))
+	v := h.wait(e, id)
+	if got := jsonOf(t, v.Outputs); got != `{"total":{"last":9999,"n":10000}}` {
+		t.Fatalf("outputs %s", got)
+	}
+	_, _, total := h.store.counts()
+	h.store.mu.Lock()
+	largest := h.store.largestState
+	h.store.mu.Unlock()
+	t.Logf("snapshots: %d bytes in all, the largest %d bytes (%.1f×), %.0f bytes per spread instance",
+		total, largest, float64(total)/float64(largest), float64(total)/n)
+	// A snapshot per completion would write about n/2 × largest bytes.
+	if total > 20*largest {
+		t.Fatalf("snapshots wrote %d bytes, %.1f× the largest (%d): not amortised", total, float64(total)/float64(largest), largest)
+	}
+}
+
+func TestDispatchRetriedUntilAccepted(t *testing.T) {
+	h := newHarness(t)
+	h.disp.failNext = 2
+	e := h.start(1)
+	id := h.submit(e, chainSpec, map[string]any{"x": 1})
+	h.clock.advanceToTimer(t, time.Second) // first backoff
+	h.clock.advanceToTimer(t, time.Second) // second backoff
+	echo(e, h.disp.one(t, "a", 1))
+	echo(e, h.disp.one(t, "b", 1))
+	echo(e, h.disp.one(t, "c", 1))
+	if v := h.wait(e, id); v.State != engine.StateComplete {
+		t.Fatalf("ended %s", v.State)
+	}
+	h.disp.mu.Lock()
+	defer h.disp.mu.Unlock()
+	if h.disp.calls != 5 {
+		t.Fatalf("%d Dispatch calls, want 5 (2 refused, then a, b, c)", h.disp.calls)
+	}
+}
+
+func TestRegisterWorkflow(t *testing.T) {
+	h := newHarness(t)
+	e := h.newEngine(1) // registration needs no runloop
+	ctx := ctxOf(t)
+	info, err := e.RegisterWorkflow(ctx, "chain.yaml", []byte(chainSpec))
+	if err != nil || info.Existing || info.Name != "chain" || info.Version != 1 || info.Tasks != 3 || !strings.HasPrefix(info.IRHash, "sha256:") {
+		t.Fatalf("first registration: %+v, %v", info, err)
+	}
+	again, err := e.RegisterWorkflow(ctx, "chain.yaml", []byte(chainSpec+"\n# a comment changes nothing\n"))
+	if err != nil || !again.Existing || again.IRHash != info.IRHash {
+		t.Fatalf("same definition again: %+v, %v", again, err)
+	}
+	changed := strings.Replace(chainSpec, "inputs.x + 1", "inputs.x + 2", 1)
+	_, err = e.RegisterWorkflow(ctx, "chain.yaml", []byte(changed))
+	if !errors.Is(err, engine.ErrVersionConflict) || !strings.Contains(err.Error(), info.IRHash) || !strings.Contains(err.Error(), "bump") {
+		t.Fatalf("changed definition: %v, want ErrVersionConflict naming both hashes and the fix", err)
+	}
+	_, err = e.RegisterWorkflow(ctx, "broken.yaml", []byte("name: broken\nversion: 1\ntasks:\n  a: {capability: x, action: echo, needs: [nope]}\n"))
+	if list := spec.AsErrorList(err); len(list) == 0 || list[0].File != "broken.yaml" || list[0].Line == 0 {
+		t.Fatalf("broken spec: %v, want a positioned spec.ErrorList", err)
+	}
+
+	v2 := strings.Replace(changed, "version: 1", "version: 2", 1)
+	if _, err := e.RegisterWorkflow(ctx, "chain.yaml", []byte(v2)); err != nil {
+		t.Fatalf("version 2: %v", err)
+	}
+	list, err := e.ListWorkflows(ctx, "chain")
+	if err != nil || len(list) != 2 || list[0].Version != 2 || list[1].Version != 1 {
+		t.Fatalf("ListWorkflows: %+v, %v", list, err)
+	}
+	// Version 0 submits the latest.
+	res, err := e.Submit(ctx, engine.SubmitRequest{Name: "chain", Inputs: map[string]any{"x": 1}})
+	if err != nil || res.Workflow.Version != 2 {
+		t.Fatalf("Submit of the latest: %+v, %v", res, err)
+	}
+	res, err = e.Submit(ctx, engine.SubmitRequest{Name: "chain", Version: 1, Inputs: map[string]any{"x": 1}})
+	if err != nil || res.Workflow.Version != 1 {
+		t.Fatalf("Submit of v1: %+v, %v", res, err)
+	}
+	// An inline spec that conflicts with a registered version is refused.
+	if _, err := e.Submit(ctx, engine.SubmitRequest{Spec: []byte(strings.Replace(changed, "+ 2", "+ 3", 1)), Inputs: map[string]any{"x": 1}}); !errors.Is(err, engine.ErrVersionConflict) {
+		t.Fatalf("conflicting inline spec: %v", err)
+	}
+	// Not running: the instances wait in the queue, and the view says so.
+	v, err := e.GetInstance(ctx, res.InstanceID)
+	if err != nil || v.State != engine.StatePending || len(v.Tasks) != 3 || v.Tasks[0].Status != engine.TaskWaiting {
+		t.Fatalf("queued instance: %+v, %v", v, err)
+	}
+	page, err := e.ListInstances(ctx, engine.ListRequest{States: []engine.InstanceState{engine.StatePending}, Limit: 1})
+	if err != nil || len(page.Instances) != 1 || page.NextPageToken == "" {
+		t.Fatalf("ListInstances: %+v, %v", page, err)
+	}
+	if _, err := e.GetInstance(ctx, uuid.New()); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("unknown instance: %v", err)
+	}
+}

@@ -1,0 +1,198 @@
+package engine
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine/spec"
+)
+
+// Config configures an Engine. Zero fields take the defaults listed; see
+// WithDefaults.
+type Config struct {
+	// Store holds the durable state. Required.
+	Store Store
+	// Dispatcher hands attempts to the Waggler layer. Required.
+	Dispatcher Dispatcher
+	// Logger is named "engine" by New. nil: no logging.
+	Logger *zap.Logger
+	// Clock is the source of time. nil: the wall clock.
+	Clock Clock
+	// NodeName is logged with every line (key "node").
+	NodeName string
+
+	// Owner is the lock id of this runloop in the Store. uuid.Nil: a random
+	// one, chosen by New.
+	Owner uuid.UUID
+	// Term is the fencing token (at least 1): the Raft term in a mesh, a
+	// persisted per-start counter on a single node. A claim under a newer
+	// term takes over this engine's leases at once, and this engine's
+	// writes are refused from then on. Required.
+	Term uint64
+
+	// Shards is the number of goroutines that own the in-memory instances,
+	// spread by instance id. Default: GOMAXPROCS.
+	Shards int
+	// MaxInstances caps the instances held in memory; the rest stay queued
+	// in the Store. Default: 10,000.
+	MaxInstances int
+	// ClaimBatch bounds one claim. Default: 100.
+	ClaimBatch int
+	// ClaimInterval is how often the claimer polls for due instances that it
+	// was not woken for (submissions through other nodes, expired leases,
+	// cancel requests). Default: 1 s.
+	ClaimInterval time.Duration
+	// Lease is the length of an instance lease. Default: 30 s.
+	Lease time.Duration
+	// LeaseRefresh is the heartbeat period. Default: Lease/3.
+	LeaseRefresh time.Duration
+
+	// FlushInterval bounds how long a row waits for others to join its group
+	// commit: the flusher writes when FlushInterval has passed since the
+	// first pending row, or FlushMaxRows rows are pending, whichever comes
+	// first (rows arriving during a write join the next one). Negative: no
+	// lingering, write as soon as the flusher is free. Default: 5 ms.
+	FlushInterval time.Duration
+	// FlushMaxRows bounds the rows (results, snapshots, completions) of one
+	// Store call. Default: 500.
+	FlushMaxRows int
+	// DispatchBatch bounds the attempts of one Dispatcher.Dispatch call.
+	// Default: 1,000.
+	DispatchBatch int
+
+	// Retention is how long finished instances are kept. Default: 7 days.
+	Retention time.Duration
+	// SweepInterval is the period of the retention sweep and of the expired
+	// lease reclaimer. Default: 10 min.
+	SweepInterval time.Duration
+
+	// SpreadLimit bounds the width of one spread. Default:
+	// graph.DefaultMaxSpreadWidth (100,000).
+	SpreadLimit int
+	// Spec bounds compiled specs and expressions (its Expr field bounds
+	// every expression evaluated by the runloop too). Zero fields:
+	// spec.DefaultLimits.
+	Spec spec.Limits
+
+	// EventLogSize bounds the events kept in memory per held instance for
+	// WatchInstance; a watcher that falls further behind gets a snapshot.
+	// Default: 1,024.
+	EventLogSize int
+	// WatchPollInterval is how often a watcher of an instance this engine
+	// does not hold polls the Store. Default: 1 s.
+	WatchPollInterval time.Duration
+}
+
+// Default values of Config.
+const (
+	DefaultMaxInstances      = 10_000
+	DefaultClaimBatch        = 100
+	DefaultClaimInterval     = time.Second
+	DefaultLease             = 30 * time.Second
+	DefaultFlushInterval     = 5 * time.Millisecond
+	DefaultFlushMaxRows      = 500
+	DefaultDispatchBatch     = 1000
+	DefaultRetention         = 7 * 24 * time.Hour
+	DefaultSweepInterval     = 10 * time.Minute
+	DefaultEventLogSize      = 1024
+	DefaultWatchPollInterval = time.Second
+)
+
+// WithDefaults returns a copy of c with zero fields set to their defaults.
+// Owner stays as it is (New picks a random one).
+func (c Config) WithDefaults() Config {
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock()
+	}
+	if c.Shards == 0 {
+		c.Shards = runtime.GOMAXPROCS(0)
+	}
+	if c.MaxInstances == 0 {
+		c.MaxInstances = DefaultMaxInstances
+	}
+	if c.ClaimBatch == 0 {
+		c.ClaimBatch = DefaultClaimBatch
+	}
+	if c.ClaimInterval == 0 {
+		c.ClaimInterval = DefaultClaimInterval
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultLease
+	}
+	if c.LeaseRefresh == 0 {
+		c.LeaseRefresh = c.Lease / 3
+	}
+	if c.FlushInterval == 0 {
+		c.FlushInterval = DefaultFlushInterval
+	}
+	if c.FlushMaxRows == 0 {
+		c.FlushMaxRows = DefaultFlushMaxRows
+	}
+	if c.DispatchBatch == 0 {
+		c.DispatchBatch = DefaultDispatchBatch
+	}
+	if c.Retention == 0 {
+		c.Retention = DefaultRetention
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = DefaultSweepInterval
+	}
+	if c.EventLogSize == 0 {
+		c.EventLogSize = DefaultEventLogSize
+	}
+	if c.WatchPollInterval == 0 {
+		c.WatchPollInterval = DefaultWatchPollInterval
+	}
+	c.Spec = c.Spec.WithDefaults()
+	return c
+}
+
+func (c Config) validate() error {
+	var errs []error
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
+	if c.Store == nil {
+		bad("Store is required")
+	}
+	if c.Dispatcher == nil {
+		bad("Dispatcher is required")
+	}
+	if c.Term == 0 {
+		bad("Term is required (at least 1): pass the Raft term, or a counter persisted and incremented at every start")
+	}
+	for _, f := range []struct {
+		name string
+		v    int
+	}{{"Shards", c.Shards}, {"MaxInstances", c.MaxInstances}, {"ClaimBatch", c.ClaimBatch},
+		{"FlushMaxRows", c.FlushMaxRows}, {"DispatchBatch", c.DispatchBatch}, {"EventLogSize", c.EventLogSize}} {
+		if f.v <= 0 {
+			bad("%s must be positive, got %d", f.name, f.v)
+		}
+	}
+	if c.SpreadLimit < 0 {
+		bad("SpreadLimit must not be negative, got %d", c.SpreadLimit)
+	}
+	for _, f := range []struct {
+		name string
+		v    time.Duration
+	}{{"ClaimInterval", c.ClaimInterval}, {"Lease", c.Lease}, {"LeaseRefresh", c.LeaseRefresh},
+		{"Retention", c.Retention}, {"SweepInterval", c.SweepInterval}, {"WatchPollInterval", c.WatchPollInterval}} {
+		if f.v <= 0 {
+			bad("%s must be positive, got %s", f.name, f.v)
+		}
+	}
+	if c.LeaseRefresh >= c.Lease {
+		bad("LeaseRefresh (%s) must be shorter than Lease (%s), or leases lapse between refreshes", c.LeaseRefresh, c.Lease)
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("engine config: %w", errors.Join(errs...))
+	}
+	return nil
+}

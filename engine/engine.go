@@ -1,0 +1,311 @@
+package engine
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"sync"
+	"sync/atomic"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine/expr"
+)
+
+// The runloop, in one page.
+//
+//	Submit ──QueueInstances──▶ Store ◀──ClaimInstances── claimer ──hydrate──▶ shard[id % Shards]
+//	                                                                           │  graph.Start / Restore+Resume
+//	Waggler ◀──Dispatch/Cancel── outbox ◀──────── effects ────────────────────┤  (recorded attempts replayed)
+//	Waggler ──TaskResult──▶ shard: graph.Complete (O(d)) ──rows──▶ flusher ──PersistProgress / CompleteInstances──▶ Store
+//	heartbeat ──RefreshLeases──▶ Store: lost → evict, cancel requested → graph.Cancel
+//
+// Shards own their graphs exclusively and never block: they talk to the
+// world through mailboxes. Persistence is ordered per instance (results,
+// then the snapshot, then the completion, which carries any result not yet
+// written), group-committed, and gated on the lease; a refused write evicts
+// the instance. Snapshots are amortised (see shard.settle) because results
+// alone are enough to hydrate: Restore + Resume re-emit the attempts in
+// flight and drive answers those already recorded (see replay.go).
+
+// Engine is the workflow engine of one leadership term: the runloop that
+// claims instances from the Store and runs them, and the client-facing
+// service (RegisterWorkflow, Submit, GetInstance, WatchInstance,
+// CancelInstance, ListInstances, ListWorkflows). It implements ResultSink
+// for the Waggler layer.
+//
+// Lifecycle: New, Start, then Stop (graceful) or Abandon (leadership lost).
+// An Engine runs once; a new term gets a new Engine. An Engine that is not
+// running still serves every client call from the Store: submissions are
+// queued for whichever engine runs, reads come from the Store.
+//
+// Goroutines, all owned and waited for: one per shard, the claimer, the
+// lease heartbeat, the retention sweeper, the flusher (group commit) and the
+// outbox (dispatches).
+type Engine struct {
+	cfg   Config
+	log   *zap.Logger
+	env   *expr.Env
+	plans plans
+
+	shards  []*shard
+	flusher *flusher
+	outbox  *outbox
+
+	held      sync.Map // uuid.UUID → *holder: instances in memory
+	heldCount atomic.Int64
+	wake      chan struct{} // wakes the claimer
+	running   atomic.Bool
+
+	ignored   atomic.Uint64
+	evictions atomic.Uint64
+
+	// claimed is closed (and replaced) whenever instances are claimed, so
+	// that watchers polling the Store switch to the live log at once.
+	claimedMu sync.Mutex
+	claimed   chan struct{}
+
+	mu          sync.Mutex
+	started     bool
+	stopped     bool
+	cancelRun   context.CancelFunc // ends every goroutine
+	cancelLoops context.CancelFunc // ends the claimer, heartbeat and sweeper
+	loops       sync.WaitGroup
+	all         sync.WaitGroup
+	stopOnce    sync.Once
+	stopErr     error
+}
+
+var _ ResultSink = (*Engine)(nil)
+
+// New validates cfg and builds an Engine. Nothing runs until Start.
+func New(cfg Config) (*Engine, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if cfg.Owner == uuid.Nil {
+		cfg.Owner = uuid.New()
+	}
+	env, err := expr.NewEnv(cfg.Spec.Expr)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	e := &Engine{
+		cfg:     cfg,
+		log:     cfg.Logger.Named("engine").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
+		env:     env,
+		wake:    make(chan struct{}, 1),
+		claimed: make(chan struct{}),
+	}
+	e.plans = plans{e: e, by: make(map[int64]*planEntry)}
+	e.flusher = newFlusher(e)
+	e.outbox = newOutbox(e)
+	e.shards = make([]*shard, cfg.Shards)
+	for i := range e.shards {
+		e.shards[i] = newShard(e, i)
+	}
+	return e, nil
+}
+
+// Owner returns the lock id this engine claims instances with.
+func (e *Engine) Owner() uuid.UUID { return e.cfg.Owner }
+
+// Term returns the fencing token this engine claims instances under.
+func (e *Engine) Term() uint64 { return e.cfg.Term }
+
+// Start starts the runloop and returns once its goroutines run. The first
+// claim happens at once. ctx only bounds starting (its values are kept);
+// the runloop lives until Stop or Abandon.
+func (e *Engine) Start(ctx context.Context) error {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	switch {
+	case e.stopped:
+		return fmt.Errorf("engine: Start after Stop: %w", ErrStopped)
+	case e.started:
+		return errors.New("engine: already started")
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("engine: starting: %w", err)
+	}
+	e.started = true
+	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
+	loopsCtx, cancelLoops := context.WithCancel(runCtx)
+	e.cancelRun, e.cancelLoops = cancelRun, cancelLoops
+	e.running.Store(true)
+
+	e.goAll(func() { e.flusher.run(runCtx) })
+	e.goAll(func() { e.outbox.run(runCtx) })
+	for _, s := range e.shards {
+		e.goAll(func() { s.run(runCtx) })
+	}
+	for _, loop := range []func(context.Context){e.claimLoop, e.leaseLoop, e.sweepLoop} {
+		e.loops.Add(1)
+		e.goAll(func() {
+			defer e.loops.Done()
+			loop(loopsCtx)
+		})
+	}
+	e.log.Info("engine started", zap.Stringer("owner", e.cfg.Owner), zap.Int("shards", len(e.shards)),
+		zap.Int("max_instances", e.cfg.MaxInstances))
+	return nil
+}
+
+func (e *Engine) goAll(f func()) {
+	e.all.Add(1)
+	go func() {
+		defer e.all.Done()
+		f()
+	}()
+}
+
+// Stop shuts the runloop down gracefully: it stops claiming and
+// dispatching, cancels the attempts in flight, writes every pending result
+// and a last snapshot of every held instance, releases their leases so the
+// next engine claims them at once, and waits for every goroutine. ctx
+// bounds the graceful part; when it ends, Stop abandons what is left. Stop
+// is idempotent: later calls return the first call's result.
+//
+// Use Stop on shutdown while this engine still holds its term. When
+// leadership is lost, use Abandon: a newer term may already have
+// re-dispatched the same attempts, which a cancel must not reach.
+func (e *Engine) Stop(ctx context.Context) error {
+	e.stopOnce.Do(func() { e.stopErr = e.stop(ctx, true) })
+	return e.stopErr
+}
+
+// Abandon stops the runloop at once without writing, cancelling or
+// releasing anything: the in-memory state is dropped and the next owner
+// (a newer term) takes the instances over from the Store, replaying the
+// recorded results. It waits for every goroutine. Stop and Abandon share
+// one outcome: whichever runs first decides.
+func (e *Engine) Abandon() {
+	e.stopOnce.Do(func() { e.stopErr = e.stop(context.Background(), false) })
+}
+
+func (e *Engine) stop(ctx context.Context, graceful bool) error {
+	e.mu.Lock()
+	e.stopped = true
+	started := e.started
+	e.mu.Unlock()
+	if !started {
+		return nil
+	}
+	e.running.Store(false)
+	if !graceful {
+		e.cancelRun()
+		e.all.Wait()
+		e.log.Info("engine abandoned its instances", zap.Int64("held", e.heldCount.Load()))
+		return nil
+	}
+
+	var errs []error
+	e.cancelLoops()
+	e.loops.Wait()
+	e.outbox.stopDispatch.Store(true)
+	for _, s := range e.shards {
+		s.send(func(s *shard) { s.shutdown() })
+	}
+	for _, s := range e.shards {
+		select {
+		case <-s.done:
+		case <-ctx.Done():
+		}
+	}
+	if err := e.flusher.close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	if err := e.outbox.close(ctx); err != nil {
+		errs = append(errs, err)
+	}
+	var ids []uuid.UUID
+	e.held.Range(func(k, _ any) bool {
+		ids = append(ids, k.(uuid.UUID))
+		return true
+	})
+	if len(ids) > 0 && ctx.Err() == nil {
+		if err := e.cfg.Store.ReleaseLeases(ctx, e.cfg.Owner, ids); err != nil {
+			errs = append(errs, fmt.Errorf("releasing %d leases: %w", len(ids), err))
+		}
+	}
+	e.cancelRun()
+	e.all.Wait()
+	if err := errors.Join(errs...); err != nil {
+		e.log.Warn("engine stopped with errors", zap.Int("released", len(ids)), zap.Error(err))
+		return fmt.Errorf("engine: stop: %w", err)
+	}
+	e.log.Info("engine stopped", zap.Int("released", len(ids)))
+	return nil
+}
+
+// shardFor returns the shard that owns an instance.
+func (e *Engine) shardFor(id uuid.UUID) *shard {
+	return e.shards[binary.BigEndian.Uint64(id[8:])%uint64(len(e.shards))]
+}
+
+// wakeClaimer asks the claimer to look for due instances now.
+func (e *Engine) wakeClaimer() {
+	select {
+	case e.wake <- struct{}{}:
+	default:
+	}
+}
+
+// claimSignal returns a channel closed at the next claim.
+func (e *Engine) claimSignal() <-chan struct{} {
+	e.claimedMu.Lock()
+	defer e.claimedMu.Unlock()
+	return e.claimed
+}
+
+func (e *Engine) signalClaimed() {
+	e.claimedMu.Lock()
+	defer e.claimedMu.Unlock()
+	close(e.claimed)
+	e.claimed = make(chan struct{})
+}
+
+// TaskResult implements ResultSink: the result is routed to the shard that
+// owns the instance. Results for instances not held, and attempts not in
+// flight, are ignored (counted in Stats, logged at debug).
+func (e *Engine) TaskResult(_ context.Context, r TaskResult) {
+	if !e.running.Load() {
+		e.ignoreResult(&r, "engine not running")
+		return
+	}
+	e.shardFor(r.InstanceID).inbox.push(shardMsg{result: &r})
+}
+
+// TaskProgress implements ResultSink: the latest heartbeat of a running
+// attempt shows in GetInstance and WatchInstance.
+func (e *Engine) TaskProgress(_ context.Context, p TaskProgress) {
+	if !e.running.Load() {
+		return
+	}
+	e.shardFor(p.InstanceID).inbox.push(shardMsg{progress: &p})
+}
+
+func (e *Engine) ignoreResult(r *TaskResult, why string) {
+	e.ignored.Add(1)
+	e.log.Debug("result ignored", zap.String("reason", why), zap.Stringer("instance", r.InstanceID),
+		zap.String("task", r.ExecutionID), zap.Uint32("attempt", r.Attempt))
+}
+
+// Stats are counters of the runloop, for metrics and tests.
+type Stats struct {
+	// Held is the number of instances in memory.
+	Held int
+	// ResultsIgnored counts results for instances not held here or
+	// attempts no longer in flight.
+	ResultsIgnored uint64
+	// Evictions counts instances dropped because their ownership was lost.
+	Evictions uint64
+}
+
+// Stats returns the current counters.
+func (e *Engine) Stats() Stats {
+	return Stats{Held: int(e.heldCount.Load()), ResultsIgnored: e.ignored.Load(), Evictions: e.evictions.Load()}
+}

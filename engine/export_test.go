@@ -1,0 +1,4 @@
+package engine
+
+// PendingRows returns the rows waiting for the next group commit.
+func (e *Engine) PendingRows() int64 { return e.flusher.rows.Load() }

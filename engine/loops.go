@@ -1,0 +1,182 @@
+package engine
+
+import (
+	"context"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+)
+
+// claimLoop claims due instances while there is room in memory: at once
+// when woken (a submission, a cancel request, an instance leaving memory),
+// and every ClaimInterval otherwise.
+func (e *Engine) claimLoop(ctx context.Context) {
+	timer := e.cfg.Clock.NewTimer(0)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.wake:
+		case <-timer.C():
+		}
+		for e.claimOnce(ctx) {
+		}
+		timer.Reset(e.cfg.ClaimInterval)
+	}
+}
+
+// claimOnce claims one batch and hands each instance to its shard. It
+// reports whether a full batch came back (more may be due).
+func (e *Engine) claimOnce(ctx context.Context) bool {
+	room := int64(e.cfg.MaxInstances) - e.heldCount.Load()
+	if room <= 0 || ctx.Err() != nil {
+		return false
+	}
+	limit := int(min(room, int64(e.cfg.ClaimBatch)))
+	claimed, err := e.cfg.Store.ClaimInstances(ctx, ClaimRequest{
+		Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease, Limit: limit,
+	})
+	if err != nil {
+		if ctx.Err() == nil {
+			e.log.Warn("claiming instances failed", zap.Error(err))
+		}
+		return false
+	}
+	for _, c := range claimed {
+		pe, perr := e.plans.get(ctx, c.WorkflowVersionID)
+		s := e.shardFor(c.ID)
+		h := &holder{id: c.ID, shard: s}
+		h.state.Store(StateRunning)
+		e.held.Store(c.ID, h)
+		e.heldCount.Add(1)
+		s.send(func(s *shard) { s.hydrate(c, pe, perr, h) })
+	}
+	if len(claimed) > 0 {
+		e.signalClaimed()
+		e.log.Debug("claimed instances", zap.Int("count", len(claimed)))
+	}
+	return len(claimed) == limit
+}
+
+// leaseLoop refreshes the leases of held instances every LeaseRefresh.
+// Lost leases evict their instances; cancel requests are applied. When
+// refreshes keep failing for so long that the leases may have lapsed, every
+// instance is evicted: another owner may have taken them, and this engine
+// must stop acting on them before that can happen.
+func (e *Engine) leaseLoop(ctx context.Context) {
+	timer := e.cfg.Clock.NewTimer(e.cfg.LeaseRefresh)
+	defer timer.Stop()
+	lastOK := e.cfg.Clock.Now()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		if e.refreshOnce(ctx) {
+			lastOK = e.cfg.Clock.Now()
+		} else if ctx.Err() == nil && e.cfg.Clock.Now().Sub(lastOK) >= e.cfg.Lease-e.cfg.LeaseRefresh {
+			e.log.Error("leases could not be refreshed in time; evicting every instance", zap.Duration("lease", e.cfg.Lease))
+			e.held.Range(func(_, v any) bool {
+				e.evictHolder(v.(*holder), "lease refresh failing")
+				return true
+			})
+		}
+		timer.Reset(e.cfg.LeaseRefresh)
+	}
+}
+
+// refreshBatch bounds the ids of one RefreshLeases call.
+const refreshBatch = 5000
+
+// refreshOnce refreshes every held lease; false means a call failed.
+func (e *Engine) refreshOnce(ctx context.Context) bool {
+	var ids []uuid.UUID
+	e.held.Range(func(k, _ any) bool {
+		ids = append(ids, k.(uuid.UUID))
+		return true
+	})
+	ok := true
+	for len(ids) > 0 {
+		batch := ids[:min(len(ids), refreshBatch)]
+		ids = ids[len(batch):]
+		st, err := e.cfg.Store.RefreshLeases(ctx, LeaseRefresh{Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease, IDs: batch})
+		if err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("refreshing leases failed", zap.Int("instances", len(batch)), zap.Error(err))
+			}
+			ok = false
+			continue
+		}
+		for _, id := range st.Lost {
+			if h, found := e.held.Load(id); found {
+				e.evictHolder(h.(*holder), "lease lost")
+			}
+		}
+		for _, id := range st.CancelRequested {
+			if h, found := e.held.Load(id); found {
+				h := h.(*holder)
+				h.shard.send(func(s *shard) {
+					if inst := s.insts[h.id]; inst != nil && inst.h == h {
+						s.cancel(inst, "cancelled by request", s.now())
+					}
+				})
+			}
+		}
+	}
+	return ok
+}
+
+// evictHolder evicts the instance h names, if it is still held.
+func (e *Engine) evictHolder(h *holder, reason string) {
+	h.shard.send(func(s *shard) {
+		if inst := s.insts[h.id]; inst != nil && inst.h == h {
+			s.evict(inst, reason)
+		}
+	})
+}
+
+// sweepBatch bounds one Sweep or ReclaimExpired call.
+const sweepBatch = 1000
+
+// sweepLoop deletes finished instances older than Retention and clears
+// lapsed leases, every SweepInterval.
+func (e *Engine) sweepLoop(ctx context.Context) {
+	timer := e.cfg.Clock.NewTimer(e.cfg.SweepInterval)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-timer.C():
+		}
+		before := e.cfg.Clock.Now().Add(-e.cfg.Retention)
+		total := 0
+		for ctx.Err() == nil {
+			n, err := e.cfg.Store.Sweep(ctx, SweepRequest{Before: before, Limit: sweepBatch})
+			if err != nil {
+				if ctx.Err() == nil {
+					e.log.Warn("retention sweep failed", zap.Error(err))
+				}
+				break
+			}
+			total += n
+			if n < sweepBatch {
+				break
+			}
+		}
+		if total > 0 {
+			e.log.Info("retention sweep", zap.Int("deleted", total), zap.Time("finished_before", before))
+		}
+		if n, err := e.cfg.Store.ReclaimExpired(ctx, sweepBatch); err != nil {
+			if ctx.Err() == nil {
+				e.log.Warn("reclaiming expired leases failed", zap.Error(err))
+			}
+		} else if n > 0 {
+			e.log.Info("reclaimed expired leases", zap.Int("count", n))
+			e.wakeClaimer()
+		}
+		timer.Reset(e.cfg.SweepInterval)
+	}
+}

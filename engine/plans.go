@@ -1,0 +1,172 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"google.golang.org/protobuf/proto"
+
+	"github.com/robonet/robonet/engine/graph"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// planEntry is a compiled workflow version with what the runloop and the
+// views need besides the graph.Plan: names, successor lists and a display
+// order. It is immutable and shared by every instance of the version.
+type planEntry struct {
+	id   int64 // workflow version id in the Store
+	plan *graph.Plan
+	wf   *robonetv1.Workflow
+	info WorkflowInfo
+	// order lists the tasks in dependency order: by depth (longest path
+	// from a root), then by name.
+	order []int32
+	// succ lists the direct successors of every task.
+	succ [][]int32
+	// maxAttempts per task: retry.max_attempts (at least 1), 1 under abort.
+	maxAttempts []uint32
+}
+
+// executionID names a task or spread instance within an instance, as the
+// Store and AttemptKey do: "task" or "task[3]".
+func (pe *planEntry) executionID(ref graph.TaskRef) string {
+	name := pe.wf.GetTasks()[ref.Node].GetName()
+	if ref.Index < 0 {
+		return name
+	}
+	return name + "[" + strconv.Itoa(int(ref.Index)) + "]"
+}
+
+// parseExecution reverses executionID.
+func (pe *planEntry) parseExecution(exec string) (graph.TaskRef, bool) {
+	name, index := exec, int32(-1)
+	if strings.HasSuffix(exec, "]") {
+		open := strings.LastIndexByte(exec, '[')
+		if open <= 0 {
+			return graph.TaskRef{}, false
+		}
+		i, err := strconv.ParseInt(exec[open+1:len(exec)-1], 10, 32)
+		if err != nil || i < 0 {
+			return graph.TaskRef{}, false
+		}
+		name, index = exec[:open], int32(i)
+	}
+	node, ok := pe.plan.Lookup(name)
+	if !ok {
+		return graph.TaskRef{}, false
+	}
+	return graph.TaskRef{Node: node, Index: index}, true
+}
+
+// task returns the IR of a task.
+func (pe *planEntry) task(node int32) *robonetv1.Task { return pe.wf.GetTasks()[node] }
+
+// plans caches compiled workflow versions by store id. Versions are
+// immutable, so an entry never goes stale; the cache holds one entry per
+// version ever run by this engine, which is small next to the instances.
+type plans struct {
+	e  *Engine
+	mu sync.Mutex
+	by map[int64]*planEntry
+}
+
+// get returns the plan of a workflow version, compiling it on first use.
+func (p *plans) get(ctx context.Context, id int64) (*planEntry, error) {
+	p.mu.Lock()
+	pe := p.by[id]
+	p.mu.Unlock()
+	if pe != nil {
+		return pe, nil
+	}
+	wfv, err := p.e.cfg.Store.GetWorkflowByID(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("loading workflow version %d: %w", id, err)
+	}
+	return p.add(wfv)
+}
+
+// add compiles and caches a workflow version read from the Store.
+func (p *plans) add(wfv WorkflowVersion) (*planEntry, error) {
+	p.mu.Lock()
+	pe := p.by[wfv.ID]
+	p.mu.Unlock()
+	if pe != nil {
+		return pe, nil
+	}
+	wf := &robonetv1.Workflow{}
+	if err := proto.Unmarshal(wfv.IR, wf); err != nil {
+		return nil, fmt.Errorf("workflow %s v%d: decoding the stored IR: %w", wfv.Name, wfv.Version, err)
+	}
+	pe, err := p.e.newPlanEntry(wfv.ID, wf)
+	if err != nil {
+		return nil, fmt.Errorf("workflow %s v%d: %w", wfv.Name, wfv.Version, err)
+	}
+	pe.info.IRHash, pe.info.CreatedAt = wfv.IRHash, wfv.CreatedAt
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cur := p.by[wfv.ID]; cur != nil { // compiled concurrently: keep one
+		return cur, nil
+	}
+	p.by[wfv.ID] = pe
+	return pe, nil
+}
+
+// newPlanEntry builds the plan of wf with the engine's limits.
+func (e *Engine) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, error) {
+	plan, err := graph.NewPlan(wf, e.env, graph.Options{MaxSpreadWidth: e.cfg.SpreadLimit})
+	if err != nil {
+		return nil, err
+	}
+	n := len(wf.GetTasks())
+	pe := &planEntry{
+		id:          id,
+		plan:        plan,
+		wf:          wf,
+		succ:        make([][]int32, n),
+		maxAttempts: make([]uint32, n),
+		info: WorkflowInfo{
+			Name:        wf.GetName(),
+			Version:     wf.GetVersion(),
+			Description: wf.GetDescription(),
+			Tasks:       n,
+		},
+	}
+	indeg := make([]int, n)
+	for i, t := range wf.GetTasks() {
+		for _, need := range t.GetNeeds() {
+			pred, _ := plan.Lookup(need) // NewPlan checked every need
+			pe.succ[pred] = append(pe.succ[pred], int32(i))
+			indeg[i]++
+		}
+		pe.maxAttempts[i] = max(t.GetRetry().GetMaxAttempts(), 1)
+		if t.GetOnFailure() == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT {
+			pe.maxAttempts[i] = 1
+		}
+	}
+	// Kahn's algorithm level by level; tasks are numbered by name, so each
+	// level comes out sorted by name.
+	level := make([]int32, 0, n)
+	for i := range n {
+		if indeg[i] == 0 {
+			level = append(level, int32(i))
+		}
+	}
+	for len(level) > 0 {
+		pe.order = append(pe.order, level...)
+		var next []int32
+		for _, t := range level {
+			for _, s := range pe.succ[t] {
+				if indeg[s]--; indeg[s] == 0 {
+					next = append(next, s)
+				}
+			}
+		}
+		slices.Sort(next)
+		level = next
+	}
+	return pe, nil
+}

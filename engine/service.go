@@ -1,0 +1,248 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/robonet/robonet/engine/spec"
+	"github.com/robonet/robonet/engine/value"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// RegisterWorkflow compiles a spec and stores it as an immutable version.
+// Registering the same definition again is a no-op (Existing set). A
+// different definition under a registered (name, version) fails with an
+// error wrapping ErrVersionConflict that names both hashes. A spec that
+// does not compile fails with a spec.ErrorList (errors.As) listing every
+// problem with its position.
+func (e *Engine) RegisterWorkflow(ctx context.Context, file string, src []byte) (WorkflowInfo, error) {
+	wf, err := spec.Compile(file, src, spec.Options{Limits: e.cfg.Spec})
+	if err != nil {
+		return WorkflowInfo{}, fmt.Errorf("register workflow %s: %w", file, err)
+	}
+	pe, existing, err := e.register(ctx, wf)
+	if err != nil {
+		return WorkflowInfo{}, err
+	}
+	info := pe.info
+	info.Existing = existing
+	return info, nil
+}
+
+// register stores a compiled workflow and returns its plan.
+func (e *Engine) register(ctx context.Context, wf *robonetv1.Workflow) (*planEntry, bool, error) {
+	ir, err := proto.MarshalOptions{Deterministic: true}.Marshal(wf)
+	if err != nil {
+		return nil, false, fmt.Errorf("register workflow %s v%d: encoding the IR: %w", wf.GetName(), wf.GetVersion(), err)
+	}
+	hash := spec.Hash(wf)
+	existing := false
+	cur, err := e.cfg.Store.GetWorkflow(ctx, wf.GetName(), wf.GetVersion())
+	switch {
+	case err == nil && cur.IRHash != hash:
+		return nil, false, e.conflict(wf, cur.IRHash, hash)
+	case err == nil:
+		existing = true
+	case !errors.Is(err, ErrNotFound):
+		return nil, false, fmt.Errorf("register workflow %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
+	}
+	wfv, err := e.cfg.Store.RegisterWorkflow(ctx, WorkflowVersion{Name: wf.GetName(), Version: wf.GetVersion(), IRHash: hash, IR: ir})
+	if errors.Is(err, ErrVersionConflict) { // registered concurrently
+		if cur, gerr := e.cfg.Store.GetWorkflow(ctx, wf.GetName(), wf.GetVersion()); gerr == nil {
+			return nil, false, e.conflict(wf, cur.IRHash, hash)
+		}
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("register workflow %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
+	}
+	pe, err := e.plans.add(wfv)
+	if err != nil {
+		return nil, false, fmt.Errorf("register workflow %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
+	}
+	if !existing {
+		e.log.Info("workflow registered", zap.String("workflow", wf.GetName()), zap.Uint32("version", wf.GetVersion()),
+			zap.String("ir_hash", hash))
+	}
+	return pe, existing, nil
+}
+
+func (e *Engine) conflict(wf *robonetv1.Workflow, stored, submitted string) error {
+	return fmt.Errorf("workflow %s version %d is already registered with a different definition "+
+		"(registered %s, this spec %s): versions are immutable, bump `version` to register the change: %w",
+		wf.GetName(), wf.GetVersion(), stored, submitted, ErrVersionConflict)
+}
+
+// ListWorkflows lists registered versions, newest first within a name;
+// name "" lists every workflow.
+func (e *Engine) ListWorkflows(ctx context.Context, name string) ([]WorkflowInfo, error) {
+	wfs, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: name})
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	out := make([]WorkflowInfo, 0, len(wfs))
+	for _, wfv := range wfs {
+		pe, err := e.plans.add(wfv)
+		if err != nil {
+			// Listing must not fail for one unreadable version.
+			out = append(out, WorkflowInfo{Name: wfv.Name, Version: wfv.Version, IRHash: wfv.IRHash, CreatedAt: wfv.CreatedAt,
+				Description: "(unreadable: " + err.Error() + ")"})
+			continue
+		}
+		out = append(out, pe.info)
+	}
+	return out, nil
+}
+
+// Submit starts a workflow instance: a registered version (Version 0: the
+// latest) or an inline spec, registered on the way. The inputs are bound
+// before anything is queued, so bad input leaves nothing behind (the error
+// wraps graph.ErrInvalidInput). Submit returns once the instance is
+// committed; a running engine is woken to claim it at once. With an
+// idempotency key already used for the same version, the earlier instance
+// is returned with Existing set.
+func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
+	pe, err := e.resolve(ctx, req)
+	if err != nil {
+		return SubmitResult{}, err
+	}
+	what := fmt.Sprintf("submit %s v%d", pe.info.Name, pe.info.Version)
+	if req.Deadline < 0 {
+		return SubmitResult{}, fmt.Errorf("%s: deadline %s is negative: %w", what, req.Deadline, ErrInvalidArgument)
+	}
+	bound, err := pe.plan.BindInputs(req.Inputs)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
+	}
+	inputs, err := value.Encode(bound)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("%s: encoding the inputs: %w", what, err)
+	}
+	var st instanceState
+	if req.Deadline > 0 {
+		st.deadline = req.Deadline
+		st.deadlineAt = e.cfg.Clock.Now().Add(req.Deadline)
+	}
+	q, err := e.cfg.Store.QueueInstances(ctx, []NewInstance{{
+		ID:                uuid.New(),
+		WorkflowVersionID: pe.id,
+		Inputs:            inputs,
+		State:             st.encode(nil),
+		IdempotencyKey:    req.IdempotencyKey,
+	}})
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
+	}
+	if len(q) != 1 {
+		return SubmitResult{}, fmt.Errorf("%s: the store queued %d instances, want 1", what, len(q))
+	}
+	if !q[0].Existing {
+		e.wakeClaimer()
+		e.log.Debug("instance submitted", zap.Stringer("instance", q[0].ID), zap.String("workflow", pe.info.Name))
+	}
+	return SubmitResult{InstanceID: q[0].ID, Workflow: pe.info, Existing: q[0].Existing}, nil
+}
+
+// resolve finds (or registers) the workflow version a submission names.
+func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, error) {
+	switch {
+	case len(req.Spec) > 0 && req.Name != "":
+		return nil, fmt.Errorf("submit: give a workflow name or an inline spec, not both: %w", ErrInvalidArgument)
+	case len(req.Spec) > 0:
+		file := req.SpecFile
+		if file == "" {
+			file = "inline spec"
+		}
+		wf, err := spec.Compile(file, req.Spec, spec.Options{Limits: e.cfg.Spec})
+		if err != nil {
+			return nil, fmt.Errorf("submit %s: %w", file, err)
+		}
+		pe, _, err := e.register(ctx, wf)
+		return pe, err
+	case req.Name == "":
+		return nil, fmt.Errorf("submit: a workflow name or an inline spec is required: %w", ErrInvalidArgument)
+	case req.Version == 0:
+		wfs, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: req.Name, Limit: 1})
+		if err != nil {
+			return nil, fmt.Errorf("submit %s: %w", req.Name, err)
+		}
+		if len(wfs) == 0 {
+			return nil, fmt.Errorf("submit %s: no version of this workflow is registered: %w", req.Name, ErrNotFound)
+		}
+		pe, err := e.plans.add(wfs[0])
+		if err != nil {
+			return nil, fmt.Errorf("submit %s: %w", req.Name, err)
+		}
+		return pe, nil
+	default:
+		wfv, err := e.cfg.Store.GetWorkflow(ctx, req.Name, req.Version)
+		if err != nil {
+			return nil, fmt.Errorf("submit %s v%d: %w", req.Name, req.Version, err)
+		}
+		pe, err := e.plans.add(wfv)
+		if err != nil {
+			return nil, fmt.Errorf("submit %s v%d: %w", req.Name, req.Version, err)
+		}
+		return pe, nil
+	}
+}
+
+// ListInstances lists instances, newest first, with paging. RUNNING and
+// GATHERING are one status in the Store: filtering by either lists both,
+// and instances held by this engine show their live state.
+func (e *Engine) ListInstances(ctx context.Context, req ListRequest) (ListResult, error) {
+	f := InstanceFilter{WorkflowName: req.Workflow, Limit: req.Limit, PageToken: req.PageToken}
+	seen := map[InstanceStatus]bool{}
+	for _, st := range req.States {
+		var s InstanceStatus
+		switch st {
+		case StatePending:
+			s = StatusQueued
+		case StateRunning, StateGathering:
+			s = StatusRunning
+		case StateComplete:
+			s = StatusComplete
+		case StateFailed:
+			s = StatusFailed
+		case StateCancelled:
+			s = StatusCancelled
+		default:
+			return ListResult{}, fmt.Errorf("list instances: unknown state %q: %w", st, ErrInvalidArgument)
+		}
+		if !seen[s] {
+			seen[s] = true
+			f.Statuses = append(f.Statuses, s)
+		}
+	}
+	page, err := e.cfg.Store.ListInstances(ctx, f)
+	if err != nil {
+		return ListResult{}, fmt.Errorf("list instances: %w", err)
+	}
+	out := ListResult{NextPageToken: page.NextPageToken, Instances: make([]InstanceSummary, 0, len(page.Instances))}
+	for _, rec := range page.Instances {
+		sum := InstanceSummary{
+			ID:        rec.ID,
+			Workflow:  rec.WorkflowName,
+			Version:   rec.WorkflowVersion,
+			State:     statusState(rec.Status),
+			Error:     rec.Error,
+			CreatedAt: rec.CreatedAt,
+		}
+		if rec.FinishedAt != nil {
+			sum.FinishedAt = *rec.FinishedAt
+		}
+		if rec.Status == StatusRunning {
+			if h, ok := e.held.Load(rec.ID); ok {
+				if st, ok := h.(*holder).state.Load().(InstanceState); ok && !st.Terminal() {
+					sum.State = st
+				}
+			}
+		}
+		out.Instances = append(out.Instances, sum)
+	}
+	return out, nil
+}

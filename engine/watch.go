@@ -1,0 +1,161 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine/value"
+)
+
+// WatchInstance streams the events of an instance to send, in order, with
+// Seq increasing by one, until the instance is finished or ctx ends (then
+// it returns ctx's error) or send fails (then it returns send's error).
+//
+// The stream starts with an EventSnapshot (the whole view) when afterSeq is
+// 0 or no longer available; otherwise it resumes with the event after
+// afterSeq. It ends after an EventState whose State is terminal — always
+// the last event of a stream that ends normally, also for an instance that
+// had already finished (a snapshot, then that event).
+//
+// Design: a held instance has an in-memory event log (the last
+// EventLogSize events); watchers read it without ever slowing the runloop,
+// and one that falls behind gets a fresh snapshot. An instance this engine
+// does not hold (queued, finished, or owned elsewhere) is watched by
+// polling the Store every WatchPollInterval (and whenever this engine
+// claims instances): a snapshot, then an EventState for each status change. If the instance moves into or out of this engine
+// while watched, the stream continues with a snapshot.
+func (e *Engine) WatchInstance(ctx context.Context, id uuid.UUID, afterSeq uint64, send func(Event) error) error {
+	cursor := afterSeq
+	snapshot := afterSeq == 0
+	for {
+		done, err := e.watchLive(ctx, id, &cursor, snapshot, send)
+		if err != nil || done {
+			return err
+		}
+		// Not held here (or no longer): the store tells the rest.
+		if done, err = e.watchStore(ctx, id, &cursor, send); err != nil || done {
+			return err
+		}
+		snapshot = true // it came to this engine: continue with a snapshot
+	}
+}
+
+// watchLive streams from the event log of the instance while this engine
+// holds it; done is true once the terminal event was sent.
+func (e *Engine) watchLive(ctx context.Context, id uuid.UUID, cursor *uint64, snapshot bool, send func(Event) error) (done bool, err error) {
+	var buf []Event
+	for {
+		var (
+			log  *eventLog
+			snap *Event
+		)
+		ok, err := e.onShard(ctx, id, func(s *shard, inst *instance) {
+			log = inst.log
+			if _, covered, _, _ := log.read(*cursor, 0, nil); snapshot || !covered {
+				v := inst.view()
+				snap = &Event{Seq: log.last(), Time: s.now(), Kind: EventSnapshot, State: v.State, Index: -1, Instance: &v}
+			}
+		})
+		if err != nil || !ok {
+			return false, err
+		}
+		snapshot = false
+		if snap != nil {
+			if err := send(*snap); err != nil {
+				return false, err
+			}
+			*cursor = snap.Seq
+		}
+		for {
+			evs, covered, wait, closed := log.read(*cursor, 256, buf)
+			buf = evs
+			if !covered {
+				snapshot = true // fell behind the ring
+				break
+			}
+			for _, ev := range evs {
+				if err := send(ev); err != nil {
+					return false, err
+				}
+				*cursor = ev.Seq
+				if ev.Kind == EventState && ev.State.Terminal() {
+					return true, nil
+				}
+			}
+			if len(evs) > 0 {
+				continue
+			}
+			if closed {
+				return false, nil
+			}
+			select {
+			case <-wait:
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+		}
+	}
+}
+
+// watchStore follows an instance through the Store until it finishes
+// (done) or this engine holds it (not done).
+func (e *Engine) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, send func(Event) error) (done bool, err error) {
+	next := func(ev Event) error {
+		*cursor++
+		ev.Seq = *cursor
+		ev.Time = e.cfg.Clock.Now()
+		ev.Index = -1 // instance events only
+		return send(ev)
+	}
+	var (
+		timer Timer
+		last  InstanceStatus
+	)
+	for first := true; ; first = false {
+		claimed := e.claimSignal()
+		if h, ok := e.held.Load(id); ok && e.running.Load() && !h.(*holder).gone.Load() {
+			return false, nil
+		}
+		rec, err := e.cfg.Store.GetInstance(ctx, id)
+		if err != nil {
+			return false, fmt.Errorf("watch instance %s: %w", id, err)
+		}
+		terminal := rec.Status.Terminal()
+		switch {
+		case first || (terminal && rec.Status != last):
+			v, err := e.storeView(ctx, id)
+			if err != nil {
+				return false, fmt.Errorf("watch instance %s: %w", id, err)
+			}
+			if err := next(Event{Kind: EventSnapshot, State: v.State, Instance: &v}); err != nil {
+				return false, err
+			}
+		case rec.Status != last:
+			if err := next(Event{Kind: EventState, State: statusState(rec.Status)}); err != nil {
+				return false, err
+			}
+		}
+		if terminal {
+			ev := Event{Kind: EventState, State: statusState(rec.Status), Error: rec.Error}
+			if len(rec.Output) > 0 {
+				ev.Output, _ = value.Decode(rec.Output)
+			}
+			return true, next(ev)
+		}
+		last = rec.Status
+		if timer == nil {
+			timer = e.cfg.Clock.NewTimer(e.cfg.WatchPollInterval)
+			defer timer.Stop()
+		} else {
+			timer.Reset(e.cfg.WatchPollInterval)
+		}
+		select {
+		case <-timer.C():
+		case <-claimed:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
