@@ -56,9 +56,11 @@ func parseExecInput(in any) (execInput, error) {
 		return x, inputError("exec", "argv", "is empty: give at least the program, e.g. argv: [date]")
 	}
 	for i, e := range list {
-		s, ok := e.(string)
+		// Numbers and booleans are rendered as text, as in env: an argument
+		// like "${{ item }}" works whether the item is a string or a number.
+		s, ok := scalarString(e)
 		if !ok {
-			return x, inputError("exec", fmt.Sprintf("argv[%d]", i), "must be a string, got %s; quote it or use string(...) in the expression", value.TypeName(e))
+			return x, inputError("exec", fmt.Sprintf("argv[%d]", i), "must be a string, number or bool, got %s; pass lists and maps through stdin, or join them with an expression", value.TypeName(e))
 		}
 		if strings.IndexByte(s, 0) >= 0 {
 			return x, inputError("exec", fmt.Sprintf("argv[%d]", i), "contains a NUL byte")

@@ -67,6 +67,19 @@ func TestExecOutput(t *testing.T) {
 	}
 }
 
+// TestExecScalarArguments checks that numbers and booleans in argv reach the
+// program as text, as an argument like "${{ item }}" needs.
+func TestExecScalarArguments(t *testing.T) {
+	in := map[string]any{"argv": []any{"sh", "-c", `printf '%s|%s|%s' "$1" "$2" "$3"`, "sh", int64(7), 2.5, true}}
+	out, err := runExec(t, context.Background(), in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out != "7|2.5|true" {
+		t.Fatalf("output %#v, want %q", out, "7|2.5|true")
+	}
+}
+
 func TestExecFailure(t *testing.T) {
 	ctx := context.Background()
 	_, err := runExec(t, ctx, sh(`echo partial; echo "something broke" >&2; exit 3`))
@@ -287,7 +300,7 @@ func TestExecBadInput(t *testing.T) {
 		{map[string]any{}, "exec: input.argv is required"},
 		{map[string]any{"argv": "ls -l"}, "exec: input.argv must be a list of strings, got string; write e.g. argv: [ls, -l]"},
 		{map[string]any{"argv": []any{}}, "exec: input.argv is empty"},
-		{map[string]any{"argv": []any{"echo", int64(1)}}, "exec: input.argv[1] must be a string, got int"},
+		{map[string]any{"argv": []any{"echo", []any{"x"}}}, "exec: input.argv[1] must be a string, number or bool, got list"},
 		{map[string]any{"argv": []any{""}}, "exec: input.argv[0] is empty"},
 		{map[string]any{"argv": argv("true"), "env": []any{"A=1"}}, "exec: input.env must be an object of names to strings, got list"},
 		{map[string]any{"argv": argv("true"), "env": map[string]any{"A": []any{}}}, "exec: input.env.A must be a string, number or bool, got list"},
