@@ -1,21 +1,36 @@
 // Command roboctl is the roboNet client CLI.
 //
-// Today it validates workflow specs offline (`roboctl validate`); the
-// commands that talk to a mesh over gRPC (submit, watch, get, ls, cancel,
-// members, ...) arrive with the node. roboctl holds presentation only: it
-// talks to nothing but the engine's compiler and, later, the gRPC API.
+// It validates workflow specs offline (`roboctl validate`) and drives a
+// robonode over its gRPC API: submit, watch, get, ls, cancel, workflows
+// register and workflows ls. roboctl holds presentation only: apart from
+// the offline validator it talks to nothing but the gRPC API, and every
+// decision is the node's.
 //
-// Exit codes: 0 success, 1 the request was understood but failed (for example
-// an invalid spec), 2 a usage error.
+// Every command prints a table (or plain lines) for people and, with
+// -o json or -o yaml, the same data for scripts; streams (watch -o json)
+// are JSON Lines.
+//
+// Exit codes: 0 success (for submit --wait and watch: the instance
+// COMPLETED), 1 the request was understood but failed (an invalid spec, an
+// error from the node, an instance that FAILED or was CANCELLED, a node that
+// cannot be reached), 2 a usage error.
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"os/signal"
+	"syscall"
+	"time"
 
 	"github.com/spf13/cobra"
+	"google.golang.org/grpc"
+
+	"github.com/robonet/robonet/cmd/internal/client"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
 // Exit codes scripts can rely on.
@@ -24,19 +39,24 @@ const (
 	exitFailed  = 1
 	exitUsage   = 2
 	envAddrName = "ROBONET_ADDR"
+	defaultAddr = "127.0.0.1:7233"
 )
 
 // errFailed marks a failure that the command already reported to the user.
 var errFailed = errors.New("failed")
 
 func main() {
-	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
 }
 
-func run(args []string, stdout, stderr io.Writer) int {
+// run executes one command line and returns its exit code.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	err := root.Execute()
+	err := root.ExecuteContext(ctx)
 	switch {
 	case err == nil:
 		return exitOK
@@ -49,24 +69,71 @@ func run(args []string, stdout, stderr io.Writer) int {
 }
 
 type globalOptions struct {
-	addr string
+	addr    string
+	timeout time.Duration
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	opts := &globalOptions{}
 	root := &cobra.Command{
-		Use:           "roboctl",
-		Short:         "roboctl drives a roboNet mesh: validate, submit and watch workflows",
+		Use:   "roboctl",
+		Short: "roboctl drives a roboNet mesh: validate, submit and watch workflows",
+		Long: `roboctl drives a roboNet mesh over its gRPC API.
+
+It talks to the robonode at --addr (or $` + envAddrName + `, default ` + defaultAddr + `,
+where a robonode started with no flags listens). Every command prints a table
+for people, or the same data with -o json / -o yaml for scripts.
+
+Exit codes: 0 success (submit --wait and watch: the instance completed),
+1 failure (an error from the node, an invalid spec, an instance that failed
+or was cancelled), 2 usage error.`,
 		SilenceUsage:  true,
 		SilenceErrors: true,
 	}
 	root.SetOut(stdout)
 	root.SetErr(stderr)
-	defaultAddr := os.Getenv(envAddrName)
-	if defaultAddr == "" {
-		defaultAddr = "127.0.0.1:7233"
+	addr := os.Getenv(envAddrName)
+	if addr == "" {
+		addr = defaultAddr
 	}
-	root.PersistentFlags().StringVar(&opts.addr, "addr", defaultAddr, "address of a robonode's gRPC API (env "+envAddrName+")")
-	root.AddCommand(newValidateCmd())
+	root.PersistentFlags().StringVar(&opts.addr, "addr", addr, "address of a robonode's gRPC API (env "+envAddrName+")")
+	root.PersistentFlags().DurationVar(&opts.timeout, "timeout", 30*time.Second, "deadline of each request to the node (not of waiting)")
+	root.AddCommand(
+		newValidateCmd(),
+		newSubmitCmd(opts),
+		newWatchCmd(opts),
+		newGetCmd(opts),
+		newListCmd(opts),
+		newCancelCmd(opts),
+		newWorkflowsCmd(opts),
+	)
 	return root
+}
+
+// connect opens a connection to the node; the caller closes it.
+func (o *globalOptions) connect() (robonetv1.WorkflowServiceClient, *grpc.ClientConn, error) {
+	conn, err := client.Dial(o.addr)
+	if err != nil {
+		return nil, nil, err
+	}
+	return robonetv1.NewWorkflowServiceClient(conn), conn, nil
+}
+
+// call runs one request under the --timeout deadline.
+func (o *globalOptions) call(ctx context.Context, fn func(ctx context.Context) error) error {
+	ctx, cancel := context.WithTimeout(ctx, o.timeout)
+	defer cancel()
+	return fn(ctx)
+}
+
+// fail reports an error from the node (or from reaching it) with its
+// details and returns errFailed.
+func (o *globalOptions) fail(cmd *cobra.Command, err error) error {
+	fmt.Fprintf(cmd.ErrOrStderr(), "roboctl: %s\n", client.Describe(err, o.addr))
+	return errFailed
+}
+
+// outputFlag adds -o/--output to cmd.
+func outputFlag(cmd *cobra.Command, p *string) {
+	cmd.Flags().StringVarP(p, "output", "o", "table", "output format: table, json or yaml")
 }

@@ -1,0 +1,222 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// PrintInstance writes an instance as a table: header facts, one row per
+// task, then the outputs (or the error).
+func PrintInstance(w io.Writer, in *robonetv1.Instance) {
+	v := Instance(in)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintf(tw, "instance\t%s\n", v.ID)
+	fmt.Fprintf(tw, "workflow\t%s v%d\n", v.Workflow, v.Version)
+	state := v.State
+	if v.CancelRequested && !Terminal(in.GetState()) {
+		state += " (cancel requested)"
+	}
+	fmt.Fprintf(tw, "state\t%s\n", state)
+	if v.CreatedAt != nil {
+		fmt.Fprintf(tw, "created\t%s\n", v.CreatedAt.Local().Format(time.DateTime))
+	}
+	if v.StartedAt != nil {
+		end := time.Now()
+		if v.FinishedAt != nil {
+			end = *v.FinishedAt
+		}
+		fmt.Fprintf(tw, "duration\t%s\n", roundDuration(end.Sub(*v.StartedAt)))
+	}
+	fmt.Fprintf(tw, "progress\t%s\n", ProgressLine(v.Progress))
+	if v.Error != "" {
+		fmt.Fprintf(tw, "error\t%s\n", v.Error)
+	}
+	_ = tw.Flush()
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "TASK\tSTATUS\tATTEMPT\tCAPABILITY/ACTION\tTIME\tOUTPUT / ERROR")
+	for _, t := range v.Tasks {
+		status := t.Status
+		if t.Spread != nil {
+			status += fmt.Sprintf(" %d/%d", t.Spread.Done, t.Spread.Width)
+			if t.Spread.Failed > 0 {
+				status += fmt.Sprintf(" (%d failed)", t.Spread.Failed)
+			}
+		}
+		attempt := "-"
+		if t.Attempt > 0 {
+			attempt = fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts)
+		}
+		took := "-"
+		if t.StartedAt != nil && t.FinishedAt != nil {
+			took = roundDuration(t.FinishedAt.Sub(*t.StartedAt)).String()
+		}
+		// A completed task shows its output (an earlier attempt's error
+		// is history); any other shows why it is not completed, or its
+		// latest heartbeat while it runs.
+		var detail string
+		switch {
+		case t.Status == "completed":
+			detail = compactJSON(t.Output)
+		case t.Error != "":
+			detail = "error: " + t.Error
+		case t.Progress != nil && t.Status == "running":
+			detail = progressDetail(t.Progress)
+		default:
+			detail = compactJSON(t.Output)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\t%s\n", t.Name, status, attempt, t.Capability, t.Action, took, truncate(oneLine(detail), 70))
+	}
+	_ = tw.Flush()
+
+	if len(v.Outputs) > 0 {
+		fmt.Fprintln(w)
+		fmt.Fprintln(w, "outputs")
+		PrintOutputs(w, v.Outputs)
+	}
+}
+
+// PrintOutputs writes a JSON object of outputs indented, one key per line.
+func PrintOutputs(w io.Writer, outputs json.RawMessage) {
+	var buf bytes.Buffer
+	if err := json.Indent(&buf, outputs, "  ", "  "); err != nil {
+		fmt.Fprintf(w, "  %s\n", outputs)
+		return
+	}
+	fmt.Fprintf(w, "  %s\n", buf.String())
+}
+
+// ProgressLine renders progress counts: "5/8 done, 2 running, 0 failed".
+func ProgressLine(p ProgressView) string {
+	s := fmt.Sprintf("%d/%d done, %d running, %d failed", p.Done, p.Total, p.Running, p.Failed)
+	if p.Skipped > 0 {
+		s += fmt.Sprintf(", %d skipped", p.Skipped)
+	}
+	return s
+}
+
+// PrintSummaries writes instance rows as a table.
+func PrintSummaries(w io.Writer, rows []*robonetv1.InstanceSummary) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tERROR")
+	for _, r := range rows {
+		v := Summary(r)
+		fmt.Fprintf(tw, "%s\t%s v%d\t%s\t%s\t%s\t%s\n", v.ID, v.Workflow, v.Version, v.State,
+			shortTime(v.CreatedAt), shortTime(v.FinishedAt), truncate(oneLine(v.Error), 60))
+	}
+	_ = tw.Flush()
+}
+
+// PrintWorkflows writes workflow versions as a table.
+func PrintWorkflows(w io.Writer, rows []*robonetv1.WorkflowInfo) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NAME\tVERSION\tTASKS\tIR HASH\tCREATED\tDESCRIPTION")
+	for _, r := range rows {
+		v := Workflow(r)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%s\t%s\t%s\n", v.Name, v.Version, v.Tasks, truncate(v.IRHash, 19),
+			shortTime(v.CreatedAt), truncate(oneLine(v.Description), 60))
+	}
+	_ = tw.Flush()
+}
+
+// EventLine renders one event on one line for `roboctl watch`.
+func EventLine(ev *robonetv1.Event) string {
+	v := Event(ev)
+	var b strings.Builder
+	if v.Time != nil {
+		b.WriteString(v.Time.Local().Format("15:04:05.000") + "  ")
+	}
+	fmt.Fprintf(&b, "#%-4d %-15s", v.Seq, v.Kind)
+	if v.Task != "" {
+		task := v.Task
+		if v.Index != nil {
+			task += fmt.Sprintf("[%d]", *v.Index)
+		}
+		b.WriteString(" " + task)
+		if v.Attempt > 0 {
+			fmt.Fprintf(&b, " attempt %d", v.Attempt)
+		}
+	}
+	switch {
+	case v.Instance != nil:
+		fmt.Fprintf(&b, " %s: %s", v.State, ProgressLine(v.Instance.Progress))
+	case ev.GetKind() == robonetv1.EventKind_EVENT_KIND_STATE:
+		b.WriteString(" " + v.State)
+	}
+	if v.Error != "" {
+		b.WriteString(": " + truncate(oneLine(v.Error), 120))
+	}
+	if len(v.Output) > 0 {
+		b.WriteString(" → " + truncate(oneLine(compactJSON(v.Output)), 80))
+	}
+	if v.RetryAt != nil {
+		fmt.Fprintf(&b, " (retry at %s)", v.RetryAt.Local().Format("15:04:05.000"))
+	}
+	if v.Progress != nil {
+		b.WriteString(" " + progressDetail(v.Progress))
+	}
+	return b.String()
+}
+
+func progressDetail(p *TaskProgress) string {
+	s := fmt.Sprintf("step %d", p.StepsDone)
+	if p.StepsTotal > 0 {
+		s = fmt.Sprintf("step %d/%d", p.StepsDone, p.StepsTotal)
+	}
+	if p.ETA != "" {
+		s += ", eta " + p.ETA
+	}
+	if p.Message != "" {
+		s += ": " + p.Message
+	}
+	return s
+}
+
+func compactJSON(raw json.RawMessage) string {
+	if len(raw) == 0 {
+		return ""
+	}
+	var buf bytes.Buffer
+	if err := json.Compact(&buf, raw); err != nil {
+		return string(raw)
+	}
+	return buf.String()
+}
+
+func oneLine(s string) string {
+	return strings.Join(strings.Fields(s), " ")
+}
+
+func truncate(s string, n int) string {
+	if utf8.RuneCountInString(s) <= n {
+		return s
+	}
+	r := []rune(s)
+	return string(r[:n-1]) + "…"
+}
+
+func shortTime(t *time.Time) string {
+	if t == nil {
+		return "-"
+	}
+	return t.Local().Format(time.DateTime)
+}
+
+func roundDuration(d time.Duration) time.Duration {
+	switch {
+	case d < time.Second:
+		return d.Round(time.Millisecond)
+	case d < time.Minute:
+		return d.Round(10 * time.Millisecond)
+	}
+	return d.Round(time.Second)
+}

@@ -1,0 +1,267 @@
+package client
+
+import (
+	"encoding/json"
+	"strings"
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// The views below are the -o json and -o yaml forms of API objects: plain
+// structs with snake_case keys, states as short upper-case words, task
+// statuses as lower-case words and values (inputs, outputs) embedded as
+// JSON rather than as JSON text, so `jq .outputs.total` works.
+
+// InstanceView is an instance for -o json/yaml.
+type InstanceView struct {
+	ID              string          `json:"id"`
+	Workflow        string          `json:"workflow"`
+	Version         uint32          `json:"version"`
+	State           string          `json:"state"`
+	Inputs          json.RawMessage `json:"inputs,omitempty"`
+	Outputs         json.RawMessage `json:"outputs,omitempty"`
+	Error           string          `json:"error,omitempty"`
+	CreatedAt       *time.Time      `json:"created_at,omitempty"`
+	StartedAt       *time.Time      `json:"started_at,omitempty"`
+	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
+	CancelRequested bool            `json:"cancel_requested,omitempty"`
+	Progress        ProgressView    `json:"progress"`
+	Tasks           []TaskView      `json:"tasks"`
+}
+
+// ProgressView counts units of work (see robonetv1.InstanceProgress).
+type ProgressView struct {
+	Total   int32 `json:"total"`
+	Done    int32 `json:"done"`
+	Running int32 `json:"running"`
+	Failed  int32 `json:"failed"`
+	Skipped int32 `json:"skipped"`
+}
+
+// TaskView is one task of an instance.
+type TaskView struct {
+	Name        string          `json:"name"`
+	Capability  string          `json:"capability"`
+	Action      string          `json:"action"`
+	Status      string          `json:"status"`
+	Attempt     uint32          `json:"attempt"`
+	MaxAttempts uint32          `json:"max_attempts"`
+	Output      json.RawMessage `json:"output,omitempty"`
+	Error       string          `json:"error,omitempty"`
+	StartedAt   *time.Time      `json:"started_at,omitempty"`
+	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
+	Spread      *SpreadView     `json:"spread,omitempty"`
+	Progress    *TaskProgress   `json:"progress,omitempty"`
+}
+
+// SpreadView summarises the instances of a spread task.
+type SpreadView struct {
+	Width  int32 `json:"width"`
+	Done   int32 `json:"done"`
+	Failed int32 `json:"failed"`
+}
+
+// TaskProgress is the latest heartbeat of a running attempt.
+type TaskProgress struct {
+	ExecutionID string     `json:"execution_id,omitempty"`
+	Attempt     uint32     `json:"attempt,omitempty"`
+	WorkerID    string     `json:"worker_id,omitempty"`
+	Seq         uint64     `json:"seq"`
+	StepsDone   int64      `json:"steps_done"`
+	StepsTotal  int64      `json:"steps_total,omitempty"`
+	ETA         string     `json:"eta,omitempty"`
+	Message     string     `json:"message,omitempty"`
+	At          *time.Time `json:"at,omitempty"`
+}
+
+// EventView is one event of an instance's stream.
+type EventView struct {
+	Seq      uint64          `json:"seq"`
+	Time     *time.Time      `json:"time,omitempty"`
+	Kind     string          `json:"kind"`
+	State    string          `json:"state"`
+	Task     string          `json:"task,omitempty"`
+	Index    *int32          `json:"index,omitempty"`
+	Attempt  uint32          `json:"attempt,omitempty"`
+	Output   json.RawMessage `json:"output,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	RetryAt  *time.Time      `json:"retry_at,omitempty"`
+	Progress *TaskProgress   `json:"progress,omitempty"`
+	Instance *InstanceView   `json:"instance,omitempty"`
+}
+
+// SummaryView is one row of an instance listing.
+type SummaryView struct {
+	ID         string     `json:"id"`
+	Workflow   string     `json:"workflow"`
+	Version    uint32     `json:"version"`
+	State      string     `json:"state"`
+	Error      string     `json:"error,omitempty"`
+	CreatedAt  *time.Time `json:"created_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+}
+
+// WorkflowView is a registered workflow version.
+type WorkflowView struct {
+	Name        string     `json:"name"`
+	Version     uint32     `json:"version"`
+	IRHash      string     `json:"ir_hash"`
+	Description string     `json:"description,omitempty"`
+	Tasks       int32      `json:"tasks"`
+	CreatedAt   *time.Time `json:"created_at,omitempty"`
+}
+
+// StateName is an instance state as a short word: "COMPLETE".
+func StateName(s robonetv1.InstanceState) string {
+	return strings.TrimPrefix(s.String(), "INSTANCE_STATE_")
+}
+
+// TaskStatusName is a task status as a short word: "completed".
+func TaskStatusName(s robonetv1.TaskStatus) string {
+	return strings.ToLower(strings.TrimPrefix(s.String(), "TASK_STATUS_"))
+}
+
+// EventKindName is an event kind as a short word: "task_started".
+func EventKindName(k robonetv1.EventKind) string {
+	return strings.ToLower(strings.TrimPrefix(k.String(), "EVENT_KIND_"))
+}
+
+// ParseState reads a state name in any case ("complete", "FAILED").
+func ParseState(s string) (robonetv1.InstanceState, bool) {
+	v, ok := robonetv1.InstanceState_value["INSTANCE_STATE_"+strings.ToUpper(s)]
+	if !ok || v == 0 {
+		return 0, false
+	}
+	return robonetv1.InstanceState(v), true
+}
+
+// Instance returns the view of in.
+func Instance(in *robonetv1.Instance) InstanceView {
+	v := InstanceView{
+		ID:              in.GetId(),
+		Workflow:        in.GetWorkflow(),
+		Version:         in.GetVersion(),
+		State:           StateName(in.GetState()),
+		Inputs:          rawJSON(in.GetInputsJson()),
+		Outputs:         rawJSON(in.GetOutputsJson()),
+		Error:           in.GetError(),
+		CreatedAt:       timeOf(in.GetCreatedAt()),
+		StartedAt:       timeOf(in.GetStartedAt()),
+		FinishedAt:      timeOf(in.GetFinishedAt()),
+		CancelRequested: in.GetCancelRequested(),
+		Progress:        progressOf(in.GetProgress()),
+		Tasks:           make([]TaskView, 0, len(in.GetTasks())),
+	}
+	for _, t := range in.GetTasks() {
+		tv := TaskView{
+			Name:        t.GetName(),
+			Capability:  t.GetCapability(),
+			Action:      t.GetAction(),
+			Status:      TaskStatusName(t.GetStatus()),
+			Attempt:     t.GetAttempt(),
+			MaxAttempts: t.GetMaxAttempts(),
+			Output:      rawJSON(t.GetOutputJson()),
+			Error:       t.GetError(),
+			StartedAt:   timeOf(t.GetStartedAt()),
+			FinishedAt:  timeOf(t.GetFinishedAt()),
+			Progress:    taskProgressOf(t.GetProgress()),
+		}
+		if t.GetSpread() {
+			tv.Spread = &SpreadView{Width: t.GetWidth(), Done: t.GetDone(), Failed: t.GetFailed()}
+		}
+		v.Tasks = append(v.Tasks, tv)
+	}
+	return v
+}
+
+// Event returns the view of ev.
+func Event(ev *robonetv1.Event) EventView {
+	v := EventView{
+		Seq:      ev.GetSeq(),
+		Time:     timeOf(ev.GetTime()),
+		Kind:     EventKindName(ev.GetKind()),
+		State:    StateName(ev.GetState()),
+		Task:     ev.GetTask(),
+		Attempt:  ev.GetAttempt(),
+		Output:   rawJSON(ev.GetOutputJson()),
+		Error:    ev.GetError(),
+		RetryAt:  timeOf(ev.GetRetryAt()),
+		Progress: taskProgressOf(ev.GetProgress()),
+	}
+	if ev.GetTask() != "" && ev.GetIndex() >= 0 {
+		idx := ev.GetIndex()
+		v.Index = &idx
+	}
+	if ev.GetInstance() != nil {
+		iv := Instance(ev.GetInstance())
+		v.Instance = &iv
+	}
+	return v
+}
+
+// Summary returns the view of one listing row.
+func Summary(s *robonetv1.InstanceSummary) SummaryView {
+	return SummaryView{
+		ID: s.GetId(), Workflow: s.GetWorkflow(), Version: s.GetVersion(), State: StateName(s.GetState()),
+		Error: s.GetError(), CreatedAt: timeOf(s.GetCreatedAt()), FinishedAt: timeOf(s.GetFinishedAt()),
+	}
+}
+
+// Workflow returns the view of a registered version.
+func Workflow(w *robonetv1.WorkflowInfo) WorkflowView {
+	return WorkflowView{
+		Name: w.GetName(), Version: w.GetVersion(), IRHash: w.GetIrHash(), Description: w.GetDescription(),
+		Tasks: w.GetTasks(), CreatedAt: timeOf(w.GetCreatedAt()),
+	}
+}
+
+func progressOf(p *robonetv1.InstanceProgress) ProgressView {
+	return ProgressView{Total: p.GetTotal(), Done: p.GetDone(), Running: p.GetRunning(), Failed: p.GetFailed(), Skipped: p.GetSkipped()}
+}
+
+func taskProgressOf(p *robonetv1.TaskProgress) *TaskProgress {
+	if p == nil {
+		return nil
+	}
+	tp := &TaskProgress{
+		ExecutionID: p.GetExecutionId(), Attempt: p.GetAttempt(), WorkerID: p.GetWorkerId(), Seq: p.GetSeq(),
+		StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(), Message: p.GetMessage(), At: timeOf(p.GetAt()),
+	}
+	if d := durationOf(p.GetEta()); d > 0 {
+		tp.ETA = d.String()
+	}
+	return tp
+}
+
+// rawJSON embeds a JSON text from the API; empty means absent. Text that
+// is not valid JSON (it always is, from a robonode) is embedded as a string
+// so the view stays valid JSON.
+func rawJSON(s string) json.RawMessage {
+	if s == "" {
+		return nil
+	}
+	if !json.Valid([]byte(s)) {
+		b, _ := json.Marshal(s)
+		return b
+	}
+	return json.RawMessage(s)
+}
+
+func timeOf(ts *timestamppb.Timestamp) *time.Time {
+	if ts == nil {
+		return nil
+	}
+	t := ts.AsTime()
+	return &t
+}
+
+func durationOf(d *durationpb.Duration) time.Duration {
+	if d == nil {
+		return 0
+	}
+	return d.AsDuration()
+}

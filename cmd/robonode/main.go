@@ -1,0 +1,199 @@
+// Command robonode runs a roboNet node.
+//
+// With no flags it runs a single server on loopback: the gRPC API on
+// 127.0.0.1:7233 (roboctl's default --addr), /healthz and /readyz on
+// 127.0.0.1:7280, the embedded SQLite store in ./robonode-data, every
+// built-in action and a default capability set sized to the machine
+// (node.DefaultCapabilities), so every workflow in examples/ runs as it is.
+//
+// Settings come from flags, ROBONET_* environment variables and a config
+// file, in that order of precedence (see settings.go and --help).
+//
+// robonode only parses its settings, starts a node, waits for SIGINT or
+// SIGTERM and stops it: in-flight work is cancelled and the engine's leases
+// released, so a restarted node (or another one) picks the workflows up at
+// once. A second signal during the shutdown kills the process.
+//
+// `robonode demo` starts a throwaway node, runs examples/demo.yaml on it
+// with live progress, prints the outputs and stops.
+//
+// Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration
+// error.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"syscall"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+
+	"github.com/robonet/robonet/node"
+)
+
+// Exit codes.
+const (
+	exitOK      = 0
+	exitRuntime = 1
+	exitUsage   = 2
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, os.Getenv))
+}
+
+// run executes one command line and returns its exit code. Commands
+// return errReported or a runtimeError for failures at run time; every
+// other error (bad flags, arguments, settings or configuration, including
+// cobra's own) is a usage error.
+func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
+	root := newRootCmd(stdout, stderr, getenv)
+	root.SetArgs(args)
+	err := root.Execute()
+	var re runtimeError
+	switch {
+	case err == nil:
+		return exitOK
+	case errors.Is(err, errReported):
+		return exitRuntime
+	case errors.As(err, &re):
+		fmt.Fprintf(stderr, "robonode: %v\n", err)
+		return exitRuntime
+	default:
+		fmt.Fprintf(stderr, "robonode: %v\nRun 'robonode --help' for usage.\n", err)
+		return exitUsage
+	}
+}
+
+// errReported marks a runtime failure already shown to the user.
+var errReported = errors.New("failed")
+
+// runtimeError is a failure at run time that was not reported yet: exit 1.
+type runtimeError struct{ err error }
+
+func (e runtimeError) Error() string { return e.err.Error() }
+func (e runtimeError) Unwrap() error { return e.err }
+
+func newRootCmd(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
+	root := &cobra.Command{
+		Use:   "robonode",
+		Short: "robonode runs a roboNet node",
+		Long: `robonode runs a roboNet node: the workflow engine, worker pools for its
+capabilities, the gRPC API and the /healthz and /readyz endpoints.
+
+With no flags it runs a single server on loopback (gRPC 127.0.0.1:7233,
+HTTP 127.0.0.1:7280) with the embedded SQLite store in ./robonode-data and a
+default capability set sized to this machine, so every example workflow runs.
+
+Every flag can also be set with an environment variable ROBONET_<FLAG>
+(e.g. ROBONET_DATA_DIR, ROBONET_CAPABILITY=code.exec=8,core=16) or in a YAML
+or JSON config file (--config, keys like data_dir; capabilities as a map).
+Precedence: flag > environment > config file > default.
+
+Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration error.`,
+		Args:          cobra.NoArgs,
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			s, err := resolve(cmd.Flags(), getenv)
+			if err != nil {
+				return err
+			}
+			return serve(s, stderr)
+		},
+	}
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	addServerFlags(root.Flags())
+	root.AddCommand(newDemoCmd(stdout, stderr))
+	return root
+}
+
+// serve runs a node until SIGINT or SIGTERM, or until it fails.
+func serve(s settings, stderr io.Writer) error {
+	log, err := newLogger(s.LogFormat, s.LogLevel, stderr)
+	if err != nil {
+		return usageError{err}
+	}
+	defer func() { _ = log.Sync() }()
+
+	n, err := node.New(nodeConfig(s, log))
+	if err != nil {
+		return err
+	}
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	if err := n.Start(ctx); err != nil {
+		if errors.Is(err, node.ErrConfig) {
+			return err
+		}
+		log.Error("node failed to start", zap.Error(err))
+		return errReported
+	}
+
+	var runErr error
+	select {
+	case <-ctx.Done():
+		log.Info("signal received; shutting down (a second signal kills the process)")
+	case runErr = <-n.Failed():
+		log.Error("node failed; shutting down", zap.Error(runErr))
+	}
+	stopSignals() // from here on, a second signal has its default effect
+
+	stopCtx, cancel := context.WithTimeout(context.Background(), s.ShutdownTimeout)
+	defer cancel()
+	if err := n.Stop(stopCtx); err != nil {
+		log.Error("unclean shutdown", zap.Error(err))
+		return errReported
+	}
+	if runErr != nil {
+		return errReported
+	}
+	return nil
+}
+
+// nodeConfig maps settings to the node's configuration.
+func nodeConfig(s settings, log *zap.Logger) node.Config {
+	return node.Config{
+		Name:         s.Name,
+		DataDir:      s.DataDir,
+		PostgresDSN:  s.Postgres,
+		GRPCAddr:     s.GRPC,
+		HTTPAddr:     s.HTTP,
+		Capabilities: s.Capabilities,
+		Logger:       log,
+		StopTimeout:  s.ShutdownTimeout,
+	}
+}
+
+// newLogger builds the process's logger: JSON lines for machines, or
+// coloured console lines for people; both to stderr.
+func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(level)
+	if err != nil {
+		return nil, fmt.Errorf("log-level: %w", err)
+	}
+	var enc zapcore.Encoder
+	switch format {
+	case "json":
+		ec := zap.NewProductionEncoderConfig()
+		ec.EncodeTime = zapcore.ISO8601TimeEncoder
+		enc = zapcore.NewJSONEncoder(ec)
+	default:
+		ec := zap.NewDevelopmentEncoderConfig()
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout(time.TimeOnly + ".000")
+		if f, ok := w.(*os.File); ok && isTerminal(f) {
+			ec.EncodeLevel = zapcore.CapitalColorLevelEncoder
+		}
+		enc = zapcore.NewConsoleEncoder(ec)
+	}
+	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
+	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))), nil
+}

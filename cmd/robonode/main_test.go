@@ -1,0 +1,187 @@
+package main
+
+import (
+	"bytes"
+	"net"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/goleak"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// env is a fake environment.
+type env map[string]string
+
+func (e env) get(k string) string { return e[k] }
+
+// resolveArgs parses args as robonode's flags and resolves the settings.
+func resolveArgs(t *testing.T, e env, args ...string) (settings, error) {
+	t.Helper()
+	cmd := &cobra.Command{}
+	addServerFlags(cmd.Flags())
+	if err := cmd.Flags().Parse(args); err != nil {
+		t.Fatal(err)
+	}
+	return resolve(cmd.Flags(), e.get)
+}
+
+func writeFile(t *testing.T, name, content string) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(path, []byte(content), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestDefaults(t *testing.T) {
+	s, err := resolveArgs(t, env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := settings{DataDir: "robonode-data", Bind: "127.0.0.1", GRPC: "127.0.0.1:7233", HTTP: "127.0.0.1:7280",
+		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
+	}
+}
+
+// TestPrecedence: flag > environment > config file > default, per setting.
+func TestPrecedence(t *testing.T) {
+	file := writeFile(t, "robonode.yaml", `
+name: from-file
+data_dir: /var/lib/robonode
+grpc: 7000
+http: 7001
+bind: 10.0.0.1
+log-level: warn
+capabilities: {core: 3, code.exec: 5}
+`)
+	e := env{"ROBONET_CONFIG": file, "ROBONET_GRPC": "8000", "ROBONET_HTTP": "off", "ROBONET_NAME": "from-env"}
+	s, err := resolveArgs(t, e, "--grpc", "0.0.0.0:9000", "--log-format", "json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := settings{
+		Name: "from-env", DataDir: "/var/lib/robonode", Bind: "10.0.0.1",
+		GRPC: "0.0.0.0:9000", HTTP: "off",
+		Capabilities: map[string]int{"core": 3, "code.exec": 5},
+		LogFormat:    "json", LogLevel: "warn", ShutdownTimeout: 30 * time.Second,
+	}
+	if !reflect.DeepEqual(s, want) {
+		t.Errorf("settings:\n got %+v\nwant %+v", s, want)
+	}
+
+	// Capabilities: flags replace the file's; the environment's list form.
+	s, err = resolveArgs(t, e, "--capability", "net.scan=2", "--capability", "core=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"net.scan": 2, "core": 1}; !reflect.DeepEqual(s.Capabilities, want) {
+		t.Errorf("capabilities from flags: %v, want %v", s.Capabilities, want)
+	}
+	e["ROBONET_CAPABILITY"] = "ai.inference=2, code.exec=7"
+	s, err = resolveArgs(t, e)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := map[string]int{"ai.inference": 2, "code.exec": 7}; !reflect.DeepEqual(s.Capabilities, want) {
+		t.Errorf("capabilities from env: %v, want %v", s.Capabilities, want)
+	}
+
+	// --config beats ROBONET_CONFIG; a JSON file with a list of capabilities.
+	other := writeFile(t, "robonode.json", `{"data_dir": "/srv/robo", "capability": ["core=9"]}`)
+	s, err = resolveArgs(t, env{"ROBONET_CONFIG": file}, "--config", other)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if s.DataDir != "/srv/robo" || !reflect.DeepEqual(s.Capabilities, map[string]int{"core": 9}) {
+		t.Errorf("--config: %+v", s)
+	}
+}
+
+func TestBadSettings(t *testing.T) {
+	badFile := writeFile(t, "bad.yaml", "data_dirr: x\n")
+	for _, c := range []struct {
+		env  env
+		args []string
+		msg  string
+	}{
+		{env{}, []string{"--log-format", "xml"}, "log-format"},
+		{env{}, []string{"--log-level", "loud"}, "log-level"},
+		{env{}, []string{"--capability", "code.exec"}, "NAME=SIZE"},
+		{env{}, []string{"--capability", "code.exec=0"}, "NAME=SIZE"},
+		{env{}, []string{"--grpc", "nowhere"}, "grpc"},
+		{env{}, []string{"--bind", "example.com"}, "bind"},
+		{env{"ROBONET_SHUTDOWN_TIMEOUT": "soon"}, nil, "shutdown-timeout"},
+		{env{}, []string{"--config", badFile}, `unknown key "data_dirr"`},
+		{env{}, []string{"--config", "/no/such/file.yaml"}, "config file"},
+	} {
+		_, err := resolveArgs(t, c.env, c.args...)
+		var ue usageError
+		if err == nil || !strings.Contains(err.Error(), c.msg) || !asUsage(err, &ue) {
+			t.Errorf("%v %v: error %v, want a usage error mentioning %q", c.env, c.args, err, c.msg)
+		}
+	}
+}
+
+func asUsage(err error, ue *usageError) bool {
+	u, ok := err.(usageError) //nolint:errorlint // resolve returns it unwrapped
+	*ue = u
+	return ok
+}
+
+func TestExitCodes(t *testing.T) {
+	run1 := func(args ...string) (int, string) {
+		var out, errOut bytes.Buffer
+		code := run(args, &out, &errOut, env{}.get)
+		return code, errOut.String()
+	}
+	for _, args := range [][]string{{"--no-such-flag"}, {"extra-arg"}, {"--log-format", "xml"}, {"--capability", "Bad Name=2"}} {
+		if code, stderr := run1(args...); code != exitUsage {
+			t.Errorf("robonode %v: exit %d, want %d\n%s", args, code, exitUsage, stderr)
+		}
+	}
+
+	// A runtime failure: the gRPC port is taken.
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	code, stderr := run1("--data-dir", t.TempDir(), "--grpc", lis.Addr().String(), "--http", "off", "--log-format", "json")
+	if code != exitRuntime || !strings.Contains(stderr, "node failed to start") {
+		t.Errorf("port in use: exit %d, want %d\n%s", code, exitRuntime, stderr)
+	}
+}
+
+// TestDemo runs `robonode demo` in-process: it starts a node, runs the
+// demo workflow with progress, prints the outputs and stops cleanly.
+func TestDemo(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"demo"}, &out, &errOut, env{}.get)
+	if code != exitOK {
+		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{
+		"submitted examples/demo.yaml (demo v1)",
+		"progress: 10/10 done, 0 running, 0 failed",
+		"state     COMPLETE",
+		`"digest": "023076ee4da98e2c"`,
+		`"words": 144000`,
+		"node stopped cleanly",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}

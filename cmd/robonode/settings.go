@@ -1,0 +1,281 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"slices"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+	"go.yaml.in/yaml/v3"
+
+	"github.com/robonet/robonet/node"
+)
+
+// A setting comes from, in order of precedence: its command-line flag, its
+// environment variable ROBONET_<FLAG> (upper case, '-' as '_'), its key in
+// the config file (the flag's name with '-' as '_'), its default.
+//
+//	flag                 env                        config file key
+//	--name               ROBONET_NAME               name
+//	--data-dir           ROBONET_DATA_DIR           data_dir
+//	--bind               ROBONET_BIND               bind
+//	--grpc               ROBONET_GRPC               grpc
+//	--http               ROBONET_HTTP               http
+//	--postgres           ROBONET_POSTGRES           postgres
+//	--capability         ROBONET_CAPABILITY         capability (also: capabilities)
+//	--log-format         ROBONET_LOG_FORMAT         log_format
+//	--log-level          ROBONET_LOG_LEVEL          log_level
+//	--shutdown-timeout   ROBONET_SHUTDOWN_TIMEOUT   shutdown_timeout
+//	--config             ROBONET_CONFIG             -
+//
+// --capability is repeatable; in the environment it is a comma-separated
+// list (ROBONET_CAPABILITY=code.exec=8,core=16); in the file a map
+// ({code.exec: 8}) or a list of NAME=SIZE strings.
+
+const envPrefix = "ROBONET_"
+
+// settings are the resolved values robonode runs with.
+type settings struct {
+	Name            string
+	DataDir         string
+	Bind            string
+	GRPC            string
+	HTTP            string
+	Postgres        string
+	Capabilities    map[string]int // nil: node.DefaultCapabilities()
+	LogFormat       string
+	LogLevel        string
+	ShutdownTimeout time.Duration
+}
+
+// flagNames lists the settings' flags, in the order of the table above.
+var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability", "log-format", "log-level", "shutdown-timeout"}
+
+// addServerFlags declares the flags of a server; their defaults are the
+// settings' defaults.
+func addServerFlags(fs *pflag.FlagSet) {
+	fs.String("name", "", "node name in logs and worker ids (default: the host name)")
+	fs.String("data-dir", node.DefaultDataDir, "directory of the node's durable files: SQLite database, term counter")
+	fs.String("bind", "127.0.0.1", "IP address the listeners bind to when --grpc or --http give only a port")
+	fs.String("grpc", "7233", "gRPC API listen address: host:port, or a port on --bind")
+	fs.String("http", "7280", "HTTP (/healthz, /readyz) listen address: host:port, a port on --bind, or off")
+	fs.String("postgres", "", "Postgres DSN; the engine's state goes there instead of SQLite in --data-dir")
+	fs.StringArray("capability", nil, "capability served and its worker pool size, NAME=SIZE (repeatable; replaces the default set)")
+	fs.String("log-format", "console", "log format: console or json")
+	fs.String("log-level", "info", "log level: debug, info, warn or error")
+	fs.Duration("shutdown-timeout", 30*time.Second, "how long a clean shutdown may take before work is cut")
+	fs.String("config", "", "YAML or JSON config file (env ROBONET_CONFIG)")
+}
+
+// envName is the environment variable of a flag.
+func envName(flag string) string {
+	return envPrefix + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// usageError is a configuration the user must fix: exit code 2.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+func usagef(format string, args ...any) error { return usageError{fmt.Errorf(format, args...)} }
+
+// resolve reads every setting from flags, environment, config file and
+// defaults, in that order of precedence. getenv is os.Getenv outside tests.
+func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
+	file, err := loadConfigFile(fs, getenv)
+	if err != nil {
+		return settings{}, err
+	}
+	raw := map[string][]string{}
+	for _, name := range flagNames {
+		f := fs.Lookup(name)
+		switch {
+		case f.Changed:
+			if sv, ok := f.Value.(pflag.SliceValue); ok {
+				raw[name] = sv.GetSlice()
+			} else {
+				raw[name] = []string{f.Value.String()}
+			}
+		case getenv(envName(name)) != "":
+			v := getenv(envName(name))
+			if name == "capability" {
+				raw[name] = splitList(v)
+			} else {
+				raw[name] = []string{v}
+			}
+		case file[name] != nil:
+			raw[name] = file[name]
+		case name != "capability":
+			raw[name] = []string{f.DefValue}
+		}
+	}
+	one := func(name string) string { return raw[name][0] }
+
+	s := settings{
+		Name: one("name"), DataDir: one("data-dir"), Bind: one("bind"), Postgres: one("postgres"),
+		LogFormat: strings.ToLower(one("log-format")), LogLevel: strings.ToLower(one("log-level")),
+	}
+	var errs []error
+	if net.ParseIP(s.Bind) == nil && s.Bind != "localhost" {
+		errs = append(errs, fmt.Errorf("bind %q: want an IP address", s.Bind))
+	}
+	if s.GRPC, err = listenAddr(one("grpc"), s.Bind, false); err != nil {
+		errs = append(errs, fmt.Errorf("grpc: %w", err))
+	}
+	if s.HTTP, err = listenAddr(one("http"), s.Bind, true); err != nil {
+		errs = append(errs, fmt.Errorf("http: %w", err))
+	}
+	if caps, ok := raw["capability"]; ok {
+		if s.Capabilities, err = parseCapabilities(caps); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if s.LogFormat != "console" && s.LogFormat != "json" {
+		errs = append(errs, fmt.Errorf("log-format %q: want console or json", s.LogFormat))
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, s.LogLevel) {
+		errs = append(errs, fmt.Errorf("log-level %q: want debug, info, warn or error", s.LogLevel))
+	}
+	if s.ShutdownTimeout, err = time.ParseDuration(one("shutdown-timeout")); err != nil || s.ShutdownTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("shutdown-timeout %q: want a positive duration such as 30s", one("shutdown-timeout")))
+	}
+	if len(errs) > 0 {
+		return settings{}, usageError{errors.Join(errs...)}
+	}
+	return s, nil
+}
+
+// listenAddr reads a listen address: host:port as it is, a bare port (or
+// ":port") on the bind address, or "off" where allowed.
+func listenAddr(v, bind string, offOK bool) (string, error) {
+	if offOK && strings.EqualFold(v, node.HTTPDisabled) {
+		return node.HTTPDisabled, nil
+	}
+	if port, err := strconv.ParseUint(strings.TrimPrefix(v, ":"), 10, 16); err == nil {
+		return net.JoinHostPort(bind, strconv.FormatUint(port, 10)), nil
+	}
+	host, port, err := net.SplitHostPort(v)
+	if err != nil {
+		return "", fmt.Errorf("%q: want host:port or a port", v)
+	}
+	if _, err := strconv.ParseUint(port, 10, 16); err != nil {
+		return "", fmt.Errorf("%q: bad port %q", v, port)
+	}
+	return net.JoinHostPort(host, port), nil
+}
+
+// parseCapabilities reads NAME=SIZE entries; a later entry for the same
+// name wins.
+func parseCapabilities(entries []string) (map[string]int, error) {
+	caps := make(map[string]int, len(entries))
+	var errs []error
+	for _, e := range entries {
+		name, size, ok := strings.Cut(strings.TrimSpace(e), "=")
+		n, err := strconv.Atoi(size)
+		if !ok || name == "" || err != nil || n < 1 {
+			errs = append(errs, fmt.Errorf("capability %q: want NAME=SIZE with a size of at least 1, e.g. code.exec=8", e))
+			continue
+		}
+		caps[name] = n
+	}
+	return caps, errors.Join(errs...)
+}
+
+func splitList(v string) []string {
+	var out []string
+	for _, p := range strings.Split(v, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// loadConfigFile reads the config file named by --config or
+// ROBONET_CONFIG, if any, into flag name → values.
+func loadConfigFile(fs *pflag.FlagSet, getenv func(string) string) (map[string][]string, error) {
+	path := getenv(envName("config"))
+	if f := fs.Lookup("config"); f.Changed {
+		path = f.Value.String()
+	}
+	if path == "" {
+		return nil, nil
+	}
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, usagef("config file: %w", err)
+	}
+	var doc map[string]any
+	if err := yaml.Unmarshal(data, &doc); err != nil {
+		return nil, usagef("config file %s: %w", path, err)
+	}
+	out := make(map[string][]string, len(doc))
+	keys := make([]string, 0, len(doc))
+	for k := range doc {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var errs []error
+	for _, key := range keys {
+		name := strings.ReplaceAll(key, "_", "-")
+		if name == "capabilities" {
+			name = "capability"
+		}
+		if !slices.Contains(flagNames, name) {
+			errs = append(errs, fmt.Errorf("unknown key %q (known: %s)", key, knownKeys()))
+			continue
+		}
+		vals, err := fileValues(name, doc[key])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", key, err))
+			continue
+		}
+		out[name] = vals
+	}
+	if len(errs) > 0 {
+		return nil, usageError{fmt.Errorf("config file %s: %w", path, errors.Join(errs...))}
+	}
+	return out, nil
+}
+
+// fileValues turns a config file value into flag-style strings.
+func fileValues(name string, v any) ([]string, error) {
+	if name == "capability" {
+		switch v := v.(type) {
+		case map[string]any:
+			out := make([]string, 0, len(v))
+			for k, size := range v {
+				out = append(out, fmt.Sprintf("%s=%v", k, size))
+			}
+			sort.Strings(out)
+			return out, nil
+		case []any:
+			out := make([]string, 0, len(v))
+			for _, e := range v {
+				out = append(out, fmt.Sprint(e))
+			}
+			return out, nil
+		}
+		return nil, errors.New("want a map of NAME: SIZE or a list of NAME=SIZE")
+	}
+	switch v.(type) {
+	case string, int, float64, bool:
+		return []string{fmt.Sprint(v)}, nil
+	}
+	return nil, fmt.Errorf("want a single value, got %T", v)
+}
+
+func knownKeys() string {
+	keys := make([]string, len(flagNames))
+	for i, n := range flagNames {
+		keys[i] = strings.ReplaceAll(n, "-", "_")
+	}
+	return strings.Join(keys, ", ")
+}

@@ -1,0 +1,274 @@
+package e2e_test
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/postgres"
+	"github.com/robonet/robonet/engine/store/postgres/pgtest"
+	"github.com/robonet/robonet/engine/store/sqlite"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// child is a robonode process.
+type child struct {
+	cmd  *exec.Cmd
+	addr string
+
+	mu   sync.Mutex
+	logs bytes.Buffer
+	done chan struct{} // the log reader finished (the process closed stderr)
+}
+
+// startChild runs the robonode binary with args and waits until it logs
+// that it started, returning its gRPC address.
+func startChild(t *testing.T, bin string, args ...string) *child {
+	t.Helper()
+	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	stderr, err := c.cmd.StderrPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	addrCh := make(chan string, 1)
+	go func() {
+		defer close(c.done)
+		sc := bufio.NewScanner(stderr)
+		sc.Buffer(make([]byte, 64<<10), 1<<20)
+		for sc.Scan() {
+			line := sc.Bytes()
+			c.mu.Lock()
+			c.logs.Write(line)
+			c.logs.WriteByte('\n')
+			c.mu.Unlock()
+			var entry struct {
+				Msg  string `json:"msg"`
+				Addr string `json:"grpc_addr"`
+			}
+			if json.Unmarshal(line, &entry) == nil && entry.Msg == "node started" {
+				addrCh <- entry.Addr
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		if c.cmd.ProcessState == nil { // still running: the test failed midway
+			_ = c.cmd.Process.Kill()
+			_ = c.cmd.Wait()
+		}
+		<-c.done
+		if t.Failed() {
+			t.Logf("robonode %v logs:\n%s", args, c.logText())
+		}
+	})
+	select {
+	case c.addr = <-addrCh:
+	case <-c.done:
+		t.Fatalf("robonode exited before it started")
+	case <-time.After(60 * time.Second):
+		t.Fatalf("robonode did not start within 60s")
+	}
+	return c
+}
+
+func (c *child) logText() string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.logs.String()
+}
+
+// kill9 kills the process with SIGKILL and reaps it.
+func (c *child) kill9(t *testing.T) {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = c.cmd.Wait()
+	<-c.done
+}
+
+// stop asks for a clean shutdown with SIGTERM and returns the exit code.
+func (c *child) stop(t *testing.T) int {
+	t.Helper()
+	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waited := make(chan error, 1)
+	go func() { waited <- c.cmd.Wait() }()
+	select {
+	case <-waited:
+	case <-time.After(60 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-waited
+		t.Fatalf("robonode did not stop within 60s of SIGTERM")
+	}
+	<-c.done
+	return c.cmd.ProcessState.ExitCode()
+}
+
+// The spread's instances record every run (item, attempt, pid) in a log
+// file, so the test sees what ran twice; the engine must still record each
+// completion once.
+const crashSpec = `
+name: crash
+version: 1
+inputs:
+  log: {type: string}
+  items: {type: list, default: [1, 2, 3, 4, 5, 6, 7, 8]}
+tasks:
+  work:
+    spread: ${{ inputs.items }}
+    capability: code.exec
+    action: exec
+    with:
+      argv: [sh, -c, 'echo "$1 $ROBONET_ATTEMPT $$" >> "$2"; sleep 0.4; echo $(( $1 * 10 ))', work, "${{ string(item) }}", "${{ inputs.log }}"]
+  sum:
+    needs: [work]
+    capability: code.exec
+    action: exec
+    with:
+      argv: [awk, '{ s += $1 } END { print s }']
+      stdin: ${{ tasks.work.output.map(x, string(x)).join("\n") }}
+outputs:
+  work: ${{ tasks.work.output }}
+  sum: ${{ tasks.sum.output }}
+`
+
+// TestKill9AndRestart: a node killed with SIGKILL mid-workflow and started
+// again on the same data directory (SQLite) or database (Postgres) finishes
+// the workflow with the right outputs, takes its old leases over at once
+// (its term grew), and no task completion is recorded twice.
+func TestKill9AndRestart(t *testing.T) {
+	bin := buildRobonode(t)
+	forEachStore(t, func(t *testing.T, store storeKind) {
+		dataDir := t.TempDir()
+		args := []string{"--data-dir", dataDir, "--grpc", "127.0.0.1:0", "--http", "off", "--log-format", "json",
+			"--capability", "code.exec=2", "--capability", "core=2", "--shutdown-timeout", "20s"}
+		var dsn, schema string
+		if store == postgresStore {
+			dsn, schema = pgtest.Schema(t)
+			args = append(args, "--postgres", withSearchPath(t, dsn, schema))
+		}
+
+		first := startChild(t, bin, args...)
+		api := robonetv1.NewWorkflowServiceClient(dial(t, first.addr))
+		logFile := filepath.Join(t.TempDir(), "runs.log")
+		id := submitSpec(t, api, crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
+
+		// Kill it once some, but not all, of the spread completed.
+		var atKill *robonetv1.Instance
+		eventually(t, 60*time.Second, "two spread instances to complete", func() bool {
+			resp, err := api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+			if err != nil {
+				t.Fatalf("GetInstance: %v", err)
+			}
+			atKill = resp.GetInstance()
+			return atKill.GetProgress().GetDone() >= 2
+		})
+		first.kill9(t)
+		if isTerminal(atKill.GetState()) {
+			t.Fatalf("the instance finished before the kill; nothing was tested")
+		}
+		t.Logf("killed with %d of %d units done", atKill.GetProgress().GetDone(), atKill.GetProgress().GetTotal())
+
+		restarted := time.Now()
+		second := startChild(t, bin, args...)
+		api = robonetv1.NewWorkflowServiceClient(dial(t, second.addr))
+		in := waitDone(t, api, id, 60*time.Second)
+		wantOutputs(t, in, `{"work": [10, 20, 30, 40, 50, 60, 70, 80], "sum": 360}`)
+		// The lease of the killed node runs 30 s; finishing well before that
+		// shows the restart took it over at once.
+		if took := time.Since(restarted); took > 20*time.Second {
+			t.Errorf("the restarted node took %s to finish: it waited for the old lease to expire", took)
+		}
+		if code := second.stop(t); code != 0 {
+			t.Errorf("robonode exited %d after SIGTERM, want 0", code)
+		}
+		runs, _ := os.ReadFile(logFile)
+		t.Logf("runs (item attempt pid):\n%s", runs)
+
+		history := taskHistory(t, store, dataDir, dsn, schema, id)
+		okPerExecution := map[string]int{}
+		seen := map[string]bool{}
+		for _, r := range history {
+			key := fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt)
+			if seen[key] {
+				t.Errorf("attempt %s recorded twice", key)
+			}
+			seen[key] = true
+			if r.OK {
+				okPerExecution[r.ExecutionID]++
+			}
+		}
+		if len(okPerExecution) != 9 {
+			t.Errorf("%d executions completed, want 9 (8 spread instances and sum): %v", len(okPerExecution), okPerExecution)
+		}
+		for exe, n := range okPerExecution {
+			if n != 1 {
+				t.Errorf("execution %s: %d completions recorded, want 1", exe, n)
+			}
+		}
+	})
+}
+
+// withSearchPath returns dsn with its search_path set to schema (pgx
+// passes unknown URL parameters to the server as run-time parameters).
+func withSearchPath(t *testing.T, dsn, schema string) string {
+	t.Helper()
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatalf("parsing %s: %v", pgtest.EnvDSN, err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	return u.String()
+}
+
+// taskHistory reads every recorded result of an instance straight from the
+// store the child used (it has stopped).
+func taskHistory(t *testing.T, store storeKind, dataDir, dsn, schema string, id string) []engine.ActionResult {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var s engine.Store
+	var err error
+	if store == postgresStore {
+		s, err = postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})
+	} else {
+		s, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(dataDir, "robonet.db")})
+	}
+	if err != nil {
+		t.Fatalf("opening the store: %v", err)
+	}
+	defer s.Close()
+	h, err := s.TaskHistory(ctx, uuid.MustParse(id))
+	if err != nil {
+		t.Fatalf("TaskHistory: %v", err)
+	}
+	if len(h) == 0 {
+		t.Fatal("no task history")
+	}
+	var lines []string
+	for _, r := range h {
+		lines = append(lines, fmt.Sprintf("%s#%d ok=%v", r.ExecutionID, r.Attempt, r.OK))
+	}
+	t.Logf("recorded results:\n  %s", strings.Join(lines, "\n  "))
+	return h
+}

@@ -1,0 +1,170 @@
+package node
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/wag"
+)
+
+// Defaults of Config.
+const (
+	DefaultDataDir         = "robonode-data"
+	DefaultGRPCAddr        = "127.0.0.1:7233"
+	DefaultHTTPAddr        = "127.0.0.1:7280"
+	DefaultMaxMessageBytes = 16 << 20
+	DefaultMaxSpecBytes    = 1 << 20
+	DefaultStopTimeout     = 30 * time.Second
+	// HTTPDisabled as Config.HTTPAddr turns the HTTP server off.
+	HTTPDisabled = "off"
+)
+
+// DefaultCapabilities is the capability set of a node started without
+// --capability, sized to the machine so that every example workflow runs:
+//
+//	core          4×CPUs, at least 8   echo and sleep: cheap, mostly waiting
+//	code.exec     2×CPUs, at least 4   exec children: CPU-bound or waiting on I/O
+//	net.scan      4×CPUs, at least 8   network-bound probes
+//	net.http      4×CPUs, at least 8   network-bound calls
+//	ai.inference  1                    placeholder for a GPU or a model server
+func DefaultCapabilities() map[string]int {
+	cpus := runtime.NumCPU()
+	return map[string]int{
+		"core":         max(4*cpus, 8),
+		"code.exec":    max(2*cpus, 4),
+		"net.scan":     max(4*cpus, 8),
+		"net.http":     max(4*cpus, 8),
+		"ai.inference": 1,
+	}
+}
+
+// Config configures a Node. Zero fields take defaults (WithDefaults).
+type Config struct {
+	// Name names the node in logs and worker ids. Default: the host name.
+	Name string
+	// DataDir holds the node's durable files: the SQLite database
+	// (robonet.db) unless PostgresDSN is set, and the fencing term counter
+	// (term). Created if missing. Default: ./robonode-data.
+	DataDir string
+	// PostgresDSN, when set, puts the engine's state in Postgres instead of
+	// SQLite.
+	PostgresDSN string
+	// PostgresSchema, when set, is the schema the store's tables live in
+	// (tests use one per test).
+	PostgresSchema string
+	// GRPCAddr is the listen address of the gRPC API (host:port; port 0
+	// picks a free one, see Node.GRPCAddr). Default: 127.0.0.1:7233.
+	GRPCAddr string
+	// HTTPAddr is the listen address of /healthz and /readyz, or "off".
+	// Default: 127.0.0.1:7280.
+	HTTPAddr string
+	// Capabilities maps each capability this node serves to its worker pool
+	// size. nil: DefaultCapabilities().
+	Capabilities map[string]int
+	// Logger receives the node's logs; each service gets a named child.
+	// nil: no logs.
+	Logger *zap.Logger
+	// MaxMessageBytes bounds gRPC messages received and sent. Default:
+	// 16 MiB.
+	MaxMessageBytes int
+	// MaxSpecBytes bounds an inline spec. Default: 1 MiB.
+	MaxSpecBytes int
+	// StopTimeout bounds a graceful gRPC stop (streams are cut after it).
+	// Default: 30 s.
+	StopTimeout time.Duration
+
+	// Engine tunes the engine. Its Store, Dispatcher, Logger, NodeName and
+	// Term are set by the node; zero fields take the engine's defaults.
+	Engine engine.Config
+	// Wag tunes the worker layer. Its Sink, Logger, NodeName and
+	// Capabilities are set by the node; zero fields take wag's defaults.
+	Wag wag.Config
+}
+
+// WithDefaults returns a copy of c with defaults filled in.
+func (c Config) WithDefaults() Config {
+	if c.Name == "" {
+		c.Name, _ = os.Hostname()
+		if c.Name == "" {
+			c.Name = "robonode"
+		}
+	}
+	if c.DataDir == "" {
+		c.DataDir = DefaultDataDir
+	}
+	if c.GRPCAddr == "" {
+		c.GRPCAddr = DefaultGRPCAddr
+	}
+	if c.HTTPAddr == "" {
+		c.HTTPAddr = DefaultHTTPAddr
+	}
+	if c.Capabilities == nil {
+		c.Capabilities = DefaultCapabilities()
+	}
+	if c.Logger == nil {
+		c.Logger = zap.NewNop()
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.MaxSpecBytes == 0 {
+		c.MaxSpecBytes = DefaultMaxSpecBytes
+	}
+	if c.StopTimeout == 0 {
+		c.StopTimeout = DefaultStopTimeout
+	}
+	return c
+}
+
+// validate checks a config that went through WithDefaults. The engine and
+// wag validate their own parts in their constructors.
+func (c Config) validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
+		errs = append(errs, fmt.Errorf("gRPC address %q: want host:port", c.GRPCAddr))
+	}
+	if c.HTTPAddr != HTTPDisabled {
+		if _, _, err := net.SplitHostPort(c.HTTPAddr); err != nil {
+			errs = append(errs, fmt.Errorf("HTTP address %q: want host:port or %q", c.HTTPAddr, HTTPDisabled))
+		}
+	}
+	if c.MaxMessageBytes < 1024 {
+		errs = append(errs, fmt.Errorf("MaxMessageBytes %d is too small (at least 1024)", c.MaxMessageBytes))
+	}
+	if c.MaxSpecBytes < 1 || c.MaxSpecBytes > c.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("MaxSpecBytes %d must be between 1 and MaxMessageBytes (%d)", c.MaxSpecBytes, c.MaxMessageBytes))
+	}
+	if c.StopTimeout < 0 {
+		errs = append(errs, errors.New("StopTimeout must not be negative"))
+	}
+	names := make([]string, 0, len(c.Capabilities))
+	for n := range c.Capabilities {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		if c.Capabilities[n] < 1 {
+			errs = append(errs, fmt.Errorf("capability %s: pool size %d must be at least 1", n, c.Capabilities[n]))
+		}
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("node config: %w", errors.Join(errs...))
+	}
+	return nil
+}
+
+// sqlitePath is where the embedded store lives.
+func (c Config) sqlitePath() string { return filepath.Join(c.DataDir, "robonet.db") }
+
+// ErrConfig wraps every configuration error of New, so that a command can
+// tell a bad configuration (exit code 2) from a failure to run.
+var ErrConfig = errors.New("invalid configuration")

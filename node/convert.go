@@ -1,0 +1,221 @@
+package node
+
+import (
+	"time"
+
+	"google.golang.org/protobuf/types/known/durationpb"
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/value"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// This file translates engine types to protobuf and back. Values become
+// canonical JSON text (package value), so whole numbers stay whole.
+
+func workflowInfoToProto(w engine.WorkflowInfo) *robonetv1.WorkflowInfo {
+	return &robonetv1.WorkflowInfo{
+		Name: w.Name, Version: w.Version, IrHash: w.IRHash, Description: w.Description,
+		Tasks: int32(w.Tasks), CreatedAt: timestamp(w.CreatedAt),
+	}
+}
+
+var stateToProtoMap = map[engine.InstanceState]robonetv1.InstanceState{
+	engine.StatePending:   robonetv1.InstanceState_INSTANCE_STATE_PENDING,
+	engine.StateRunning:   robonetv1.InstanceState_INSTANCE_STATE_RUNNING,
+	engine.StateGathering: robonetv1.InstanceState_INSTANCE_STATE_GATHERING,
+	engine.StateComplete:  robonetv1.InstanceState_INSTANCE_STATE_COMPLETE,
+	engine.StateFailed:    robonetv1.InstanceState_INSTANCE_STATE_FAILED,
+	engine.StateCancelled: robonetv1.InstanceState_INSTANCE_STATE_CANCELLED,
+}
+
+func stateToProto(s engine.InstanceState) robonetv1.InstanceState {
+	return stateToProtoMap[s] // unknown: UNSPECIFIED
+}
+
+func stateFromProto(s robonetv1.InstanceState) (engine.InstanceState, bool) {
+	for es, ps := range stateToProtoMap {
+		if ps == s {
+			return es, true
+		}
+	}
+	return "", false
+}
+
+var taskStatusToProto = map[engine.TaskStatus]robonetv1.TaskStatus{
+	engine.TaskWaiting:   robonetv1.TaskStatus_TASK_STATUS_WAITING,
+	engine.TaskRunning:   robonetv1.TaskStatus_TASK_STATUS_RUNNING,
+	engine.TaskRetrying:  robonetv1.TaskStatus_TASK_STATUS_RETRYING,
+	engine.TaskCompleted: robonetv1.TaskStatus_TASK_STATUS_COMPLETED,
+	engine.TaskFailed:    robonetv1.TaskStatus_TASK_STATUS_FAILED,
+	engine.TaskSkipped:   robonetv1.TaskStatus_TASK_STATUS_SKIPPED,
+	engine.TaskCancelled: robonetv1.TaskStatus_TASK_STATUS_CANCELLED,
+}
+
+var eventKindToProto = map[engine.EventKind]robonetv1.EventKind{
+	engine.EventSnapshot:      robonetv1.EventKind_EVENT_KIND_SNAPSHOT,
+	engine.EventState:         robonetv1.EventKind_EVENT_KIND_STATE,
+	engine.EventTaskStarted:   robonetv1.EventKind_EVENT_KIND_TASK_STARTED,
+	engine.EventTaskProgress:  robonetv1.EventKind_EVENT_KIND_TASK_PROGRESS,
+	engine.EventTaskCompleted: robonetv1.EventKind_EVENT_KIND_TASK_COMPLETED,
+	engine.EventTaskFailed:    robonetv1.EventKind_EVENT_KIND_TASK_FAILED,
+	engine.EventTaskRetrying:  robonetv1.EventKind_EVENT_KIND_TASK_RETRYING,
+	engine.EventTaskSkipped:   robonetv1.EventKind_EVENT_KIND_TASK_SKIPPED,
+	engine.EventTaskCancelled: robonetv1.EventKind_EVENT_KIND_TASK_CANCELLED,
+}
+
+func instanceToProto(v *engine.InstanceView) *robonetv1.Instance {
+	in := &robonetv1.Instance{
+		Id:              v.ID.String(),
+		Workflow:        v.Workflow,
+		Version:         v.Version,
+		State:           stateToProto(v.State),
+		InputsJson:      jsonText(v.Inputs, v.Inputs != nil),
+		OutputsJson:     jsonText(v.Outputs, v.Outputs != nil),
+		Error:           v.Error,
+		CreatedAt:       timestamp(v.CreatedAt),
+		StartedAt:       timestamp(v.StartedAt),
+		FinishedAt:      timestamp(v.FinishedAt),
+		CancelRequested: v.CancelRequested,
+		Tasks:           make([]*robonetv1.TaskState, 0, len(v.Tasks)),
+		Progress:        progressOf(v.Tasks),
+	}
+	for i := range v.Tasks {
+		in.Tasks = append(in.Tasks, taskToProto(&v.Tasks[i]))
+	}
+	return in
+}
+
+func taskToProto(t *engine.TaskView) *robonetv1.TaskState {
+	ts := &robonetv1.TaskState{
+		Name:        t.Name,
+		Capability:  t.Capability,
+		Action:      t.Action,
+		Status:      taskStatusToProto[t.Status],
+		Attempt:     t.Attempt,
+		MaxAttempts: t.MaxAttempts,
+		OutputJson:  jsonText(t.Output, hasOutput(t)),
+		Error:       t.Error,
+		StartedAt:   timestamp(t.StartedAt),
+		FinishedAt:  timestamp(t.FinishedAt),
+		Progress:    taskProgressToProto(t.Progress),
+	}
+	if t.Width >= 0 {
+		ts.Spread, ts.Width, ts.Done, ts.Failed = true, t.Width, t.Done, t.Failed
+	}
+	return ts
+}
+
+// hasOutput reports whether a task has an output to show: a completed
+// task (whose output may be null), or a failed one under skip (null).
+func hasOutput(t *engine.TaskView) bool {
+	return t.Output != nil || t.Status == engine.TaskCompleted
+}
+
+// progressOf counts units of work over an instance's tasks: a plain task
+// (or a spread not expanded yet, or an empty one) is one unit, an expanded
+// spread one unit per instance. "Running" means dispatched and not
+// finished: the attempt runs, or waits for a free worker.
+func progressOf(tasks []engine.TaskView) *robonetv1.InstanceProgress {
+	p := &robonetv1.InstanceProgress{}
+	for i := range tasks {
+		t := &tasks[i]
+		if t.Width > 0 {
+			p.Total += t.Width
+			switch t.Status {
+			case engine.TaskSkipped, engine.TaskCancelled:
+				p.Done += t.Width
+				p.Skipped += t.Width
+				continue
+			}
+			// Done counts completed instances; failed ones (under skip)
+			// are resolved too. Instances not resolved while the spread
+			// runs are dispatched: running, or queued at a worker.
+			resolved := min(t.Done+t.Failed, t.Width)
+			p.Done += resolved
+			p.Failed += t.Failed
+			if t.Status == engine.TaskRunning || t.Status == engine.TaskRetrying {
+				p.Running += t.Width - resolved
+			}
+			continue
+		}
+		p.Total++
+		switch t.Status {
+		case engine.TaskRunning:
+			p.Running++
+		case engine.TaskCompleted:
+			p.Done++
+		case engine.TaskFailed:
+			p.Done++
+			p.Failed++
+		case engine.TaskSkipped, engine.TaskCancelled:
+			p.Done++
+			p.Skipped++
+		}
+	}
+	return p
+}
+
+func taskProgressToProto(p *engine.TaskProgress) *robonetv1.TaskProgress {
+	if p == nil {
+		return nil
+	}
+	tp := &robonetv1.TaskProgress{
+		Attempt: p.Attempt, ExecutionId: p.ExecutionID, WorkerId: p.WorkerID, Seq: p.Seq,
+		StepsDone: p.StepsDone, StepsTotal: p.StepsTotal, CpuPercent: p.CPUPercent, MemBytes: p.MemBytes,
+		Message: p.Message, At: timestamp(p.At),
+	}
+	if p.ETA > 0 {
+		tp.Eta = durationpb.New(p.ETA)
+	}
+	return tp
+}
+
+func eventToProto(e *engine.Event) *robonetv1.Event {
+	ev := &robonetv1.Event{
+		Seq:        e.Seq,
+		Time:       timestamp(e.Time),
+		Kind:       eventKindToProto[e.Kind],
+		State:      stateToProto(e.State),
+		Task:       e.Task,
+		Index:      e.Index,
+		Attempt:    e.Attempt,
+		OutputJson: jsonText(e.Output, e.Kind == engine.EventTaskCompleted),
+		Error:      e.Error,
+		RetryAt:    timestamp(e.RetryAt),
+		Progress:   taskProgressToProto(e.Progress),
+	}
+	if e.Instance != nil {
+		ev.Instance = instanceToProto(e.Instance)
+	}
+	return ev
+}
+
+func summaryToProto(s *engine.InstanceSummary) *robonetv1.InstanceSummary {
+	return &robonetv1.InstanceSummary{
+		Id: s.ID.String(), Workflow: s.Workflow, Version: s.Version, State: stateToProto(s.State),
+		Error: s.Error, CreatedAt: timestamp(s.CreatedAt), FinishedAt: timestamp(s.FinishedAt),
+	}
+}
+
+// jsonText encodes a canonical value as JSON text; present false (no
+// value yet) gives "". A value that is not canonical cannot come out of
+// the engine; it is reported inside the text rather than failing the call.
+func jsonText(v any, present bool) string {
+	if !present {
+		return ""
+	}
+	data, err := value.Encode(v)
+	if err != nil {
+		return `{"error": "value not representable as JSON"}`
+	}
+	return string(data)
+}
+
+func timestamp(t time.Time) *timestamppb.Timestamp {
+	if t.IsZero() {
+		return nil
+	}
+	return timestamppb.New(t)
+}

@@ -1,0 +1,111 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/protoadapt"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/spec"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// errorStatus maps an error from a handler to the status the client gets.
+// It is the only place where engine errors become gRPC codes:
+//
+//	spec.ErrorList               INVALID_ARGUMENT + SpecErrors (file:line:col, task, message per problem)
+//	graph.ErrInvalidInput        INVALID_ARGUMENT + BadRequest (one violation per input problem)
+//	engine.ErrNotFound           NOT_FOUND
+//	engine.ErrVersionConflict    ALREADY_EXISTS
+//	engine.ErrIdempotencyConflict ALREADY_EXISTS
+//	engine.ErrInvalidArgument    INVALID_ARGUMENT
+//	engine.ErrInstanceFinished   FAILED_PRECONDITION (cancelling a finished instance)
+//	engine.ErrStopped, shutdown  UNAVAILABLE
+//	context errors               CANCELLED / DEADLINE_EXCEEDED
+//	a status already             as it is (request validation in the handlers)
+//	anything else                INTERNAL "internal error"; the cause is logged, never sent
+//
+// Messages of client errors are the engine's own wording, which names the
+// workflow, instance or input concerned and never carries internals.
+func errorStatus(log *zap.Logger, method string, err error) error {
+	if _, ok := status.FromError(err); ok {
+		return err
+	}
+	var list spec.ErrorList
+	switch {
+	case errors.As(err, &list):
+		return specErrorsStatus(list)
+	case errors.Is(err, graph.ErrInvalidInput):
+		return invalidInputStatus(err)
+	case errors.Is(err, engine.ErrNotFound):
+		return status.Error(codes.NotFound, err.Error())
+	case errors.Is(err, engine.ErrVersionConflict), errors.Is(err, engine.ErrIdempotencyConflict):
+		return status.Error(codes.AlreadyExists, err.Error())
+	case errors.Is(err, engine.ErrInvalidArgument):
+		return status.Error(codes.InvalidArgument, err.Error())
+	case errors.Is(err, engine.ErrInstanceFinished):
+		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, engine.ErrStopped), errors.Is(err, errStopping):
+		return status.Error(codes.Unavailable, "the node is shutting down; retry on another node or later")
+	case errors.Is(err, context.Canceled):
+		return status.Error(codes.Canceled, "request cancelled")
+	case errors.Is(err, context.DeadlineExceeded):
+		return status.Error(codes.DeadlineExceeded, "request deadline exceeded")
+	}
+	log.Error("internal error in a gRPC call", zap.String("method", method), zap.Error(err))
+	return status.Error(codes.Internal, "internal error (the node's log has the cause)")
+}
+
+// specErrorsStatus reports every problem of a spec that does not compile.
+func specErrorsStatus(list spec.ErrorList) error {
+	details := &robonetv1.SpecErrors{Errors: make([]*robonetv1.SpecError, 0, len(list))}
+	for _, e := range list {
+		details.Errors = append(details.Errors, &robonetv1.SpecError{
+			File: e.File, Line: int32(e.Line), Column: int32(e.Column), Task: e.Task,
+			Field: e.Field, Message: e.Msg, Hint: e.Hint, Text: e.Error(),
+		})
+	}
+	msg := "the workflow spec does not compile: " + list[0].Error()
+	if len(list) > 1 {
+		msg = fmt.Sprintf("the workflow spec does not compile (%d problems): %s", len(list), list[0].Error())
+	}
+	return withDetails(status.New(codes.InvalidArgument, msg), details)
+}
+
+// invalidInputStatus reports every problem with the submitted inputs, one
+// field violation each (BindInputs joins them).
+func invalidInputStatus(err error) error {
+	errs := joinedErrors(err)
+	br := &errdetails.BadRequest{}
+	for _, e := range errs {
+		br.FieldViolations = append(br.FieldViolations, &errdetails.BadRequest_FieldViolation{Field: "inputs", Description: e.Error()})
+	}
+	return withDetails(status.New(codes.InvalidArgument, err.Error()), br)
+}
+
+// withDetails attaches details to st; if that fails (it cannot for these
+// well-formed messages) the status goes out without them.
+func withDetails(st *status.Status, details ...protoadapt.MessageV1) error {
+	if withD, err := st.WithDetails(details...); err == nil {
+		return withD.Err()
+	}
+	return st.Err()
+}
+
+// joinedErrors returns the errors of the first errors.Join found down err's
+// chain of wrappers, or err alone.
+func joinedErrors(err error) []error {
+	for e := err; e != nil; e = errors.Unwrap(e) {
+		if j, ok := e.(interface{ Unwrap() []error }); ok { //nolint:errorlint // walking the chain itself
+			return j.Unwrap()
+		}
+	}
+	return []error{err}
+}

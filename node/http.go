@@ -1,0 +1,31 @@
+package node
+
+import (
+	"fmt"
+	"net/http"
+)
+
+// httpHandler serves the operational endpoints:
+//
+//	/healthz  200 while the process serves HTTP at all (liveness)
+//	/readyz   200 once the node started and until it begins to stop,
+//	          503 otherwise (readiness: route API traffic here)
+//
+// /metrics arrives with the metrics issue.
+func (n *Node) httpHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !n.ready.Load() {
+			w.WriteHeader(http.StatusServiceUnavailable)
+			fmt.Fprintln(w, "not ready")
+			return
+		}
+		fmt.Fprintf(w, "ready (term %d)\n", n.term)
+	})
+	return mux
+}

@@ -1,0 +1,189 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"go.uber.org/goleak"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/spec"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+func TestNextTerm(t *testing.T) {
+	dir := t.TempDir()
+	for want := uint64(1); want <= 3; want++ {
+		got, err := nextTerm(dir)
+		if err != nil || got != want {
+			t.Fatalf("nextTerm = %d, %v; want %d", got, err, want)
+		}
+	}
+	data, err := os.ReadFile(filepath.Join(dir, termFile))
+	if err != nil || string(data) != "3\n" {
+		t.Fatalf("term file %q, %v", data, err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 {
+		t.Errorf("temporary files left behind: %v", entries)
+	}
+	if err := os.WriteFile(filepath.Join(dir, termFile), []byte("garbage"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := nextTerm(dir); err == nil || !strings.Contains(err.Error(), "corrupt") {
+		t.Errorf("a corrupt term file: %v, want an error", err)
+	}
+}
+
+func TestConfig(t *testing.T) {
+	c := Config{}.WithDefaults()
+	if err := c.validate(); err != nil {
+		t.Fatalf("defaults do not validate: %v", err)
+	}
+	if c.GRPCAddr != DefaultGRPCAddr || c.HTTPAddr != DefaultHTTPAddr || c.DataDir != DefaultDataDir || c.Name == "" {
+		t.Errorf("defaults: %+v", c)
+	}
+	for _, capability := range []string{"core", "code.exec", "net.scan", "net.http", "ai.inference"} {
+		if c.Capabilities[capability] < 1 {
+			t.Errorf("default capability set lacks %s: %v", capability, c.Capabilities)
+		}
+	}
+	for _, bad := range []Config{
+		{GRPCAddr: "nowhere"},
+		{HTTPAddr: "nowhere"},
+		{MaxMessageBytes: 10},
+		{MaxSpecBytes: 64 << 20},
+		{Capabilities: map[string]int{"core": 0}},
+	} {
+		if _, err := New(bad); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v, want ErrConfig", bad, err)
+		}
+	}
+}
+
+// TestStartFailsCleanly: a Start that fails half-way stops what it started
+// and unlocks the data directory (a second node can use it).
+func TestStartFailsCleanly(t *testing.T) {
+	dir := t.TempDir()
+	first, err := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "256.0.0.1:1", Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(context.Background()); err == nil {
+		t.Fatal("Start with an unusable HTTP address succeeded")
+	}
+	if err := first.Stop(context.Background()); err != nil {
+		t.Errorf("Stop after a failed Start: %v", err)
+	}
+
+	second, err := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Start(context.Background()); err != nil {
+		t.Fatalf("Start on the released directory: %v", err)
+	}
+	if second.Term() != 2 {
+		t.Errorf("term %d, want 2 (the failed start counted too)", second.Term())
+	}
+	// The directory is locked while the node runs.
+	third, _ := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled})
+	if err := third.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "in use") {
+		t.Errorf("a second node on a locked directory: %v", err)
+		_ = third.Stop(context.Background())
+	}
+	if err := second.Stop(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if err := second.Stop(context.Background()); err != nil {
+		t.Errorf("a second Stop: %v", err)
+	}
+}
+
+func TestErrorStatus(t *testing.T) {
+	core, logs := observer.New(zap.ErrorLevel)
+	log := zap.New(core)
+	specErr := fmt.Errorf("register workflow x.yaml: %w", spec.ErrorList{
+		{File: "x.yaml", Line: 3, Column: 5, Task: "probe", Field: "needs[0]", Msg: `unknown task "a"`, Hint: `did you mean "b"?`},
+		{File: "x.yaml", Line: 9, Column: 1, Msg: "no tasks"},
+	})
+	inputErr := fmt.Errorf("submit x v1: %w", errors.Join(
+		fmt.Errorf("%w: missing required input %q", graph.ErrInvalidInput, "target"),
+		fmt.Errorf("%w: unknown input %q", graph.ErrInvalidInput, "trget"),
+	))
+	cases := []struct {
+		err  error
+		code codes.Code
+		msg  string
+	}{
+		{specErr, codes.InvalidArgument, "does not compile (2 problems)"},
+		{inputErr, codes.InvalidArgument, `"target"`},
+		{fmt.Errorf("get instance: %w", engine.ErrNotFound), codes.NotFound, "not found"},
+		{fmt.Errorf("x: %w", engine.ErrVersionConflict), codes.AlreadyExists, "different definition"},
+		{fmt.Errorf("x: %w", engine.ErrIdempotencyConflict), codes.AlreadyExists, "idempotency"},
+		{fmt.Errorf("x: %w", engine.ErrInvalidArgument), codes.InvalidArgument, "invalid"},
+		{fmt.Errorf("cancel: %w", engine.ErrInstanceFinished), codes.FailedPrecondition, "finished"},
+		{fmt.Errorf("x: %w", engine.ErrStopped), codes.Unavailable, "shutting down"},
+		{context.Canceled, codes.Canceled, "cancelled"},
+		{status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "no"},
+		{errors.New("pq: connection refused at 10.1.2.3"), codes.Internal, "internal error"},
+	}
+	for _, c := range cases {
+		st, _ := status.FromError(errorStatus(log, "/m", c.err))
+		if st.Code() != c.code || !strings.Contains(st.Message(), c.msg) {
+			t.Errorf("%v: got %v %q, want %v with %q", c.err, st.Code(), st.Message(), c.code, c.msg)
+		}
+		if strings.Contains(st.Message(), "10.1.2.3") {
+			t.Errorf("an internal error leaks its cause: %q", st.Message())
+		}
+	}
+	if logs.Len() != 1 || !strings.Contains(logs.All()[0].ContextMap()["error"].(string), "10.1.2.3") {
+		t.Errorf("the internal error's cause is not logged: %v", logs.All())
+	}
+
+	st, _ := status.FromError(errorStatus(log, "/m", specErr))
+	details, ok := st.Details()[0].(*robonetv1.SpecErrors)
+	if !ok || len(details.GetErrors()) != 2 {
+		t.Fatalf("spec details: %v", st.Details())
+	}
+	if e := details.GetErrors()[0]; e.GetLine() != 3 || e.GetColumn() != 5 || e.GetTask() != "probe" ||
+		e.GetText() != `x.yaml:3:5: task "probe": needs[0]: unknown task "a"; did you mean "b"?` {
+		t.Errorf("spec detail: %v", e)
+	}
+	st, _ = status.FromError(errorStatus(log, "/m", inputErr))
+	br, ok := st.Details()[0].(*errdetails.BadRequest)
+	if !ok || len(br.GetFieldViolations()) != 2 || !strings.Contains(br.GetFieldViolations()[1].GetDescription(), "trget") {
+		t.Errorf("input details: %v", st.Details())
+	}
+}
+
+func TestProgress(t *testing.T) {
+	p := progressOf([]engine.TaskView{
+		{Status: engine.TaskCompleted, Width: -1},
+		{Status: engine.TaskRunning, Width: 10, Done: 4, Failed: 1},
+		{Status: engine.TaskWaiting, Width: -1}, // a spread not expanded yet counts as one
+		{Status: engine.TaskSkipped, Width: -1},
+		{Status: engine.TaskRunning, Width: -1},
+		{Status: engine.TaskCompleted, Width: 0}, // an empty spread
+	})
+	want := &robonetv1.InstanceProgress{Total: 15, Done: 8, Running: 6, Failed: 1, Skipped: 1}
+	if p.String() != want.String() {
+		t.Errorf("progress %v, want %v", p, want)
+	}
+}
