@@ -495,4 +495,8 @@ func TestBadInputsRejected(t *testing.T) {
 	if err != nil || len(list.Instances) != 0 {
 		t.Fatalf("something was queued: %+v, %v", list, err)
 	}
+	// Not even the inline spec's workflow version was registered.
+	if wfs, err := e.ListWorkflows(ctxOf(t), ""); err != nil || len(wfs) != 0 {
+		t.Fatalf("a workflow version was registered: %+v, %v", wfs, err)
+	}
 }

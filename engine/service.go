@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -106,14 +107,14 @@ func (e *Engine) ListWorkflows(ctx context.Context, name string) ([]WorkflowInfo
 // idempotency key already used for the same version, the earlier instance
 // is returned with Existing set.
 func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
+	if req.Deadline < 0 {
+		return SubmitResult{}, fmt.Errorf("submit: deadline %s is negative: %w", req.Deadline, ErrInvalidArgument)
+	}
 	pe, err := e.resolve(ctx, req)
 	if err != nil {
 		return SubmitResult{}, err
 	}
 	what := fmt.Sprintf("submit %s v%d", pe.info.Name, pe.info.Version)
-	if req.Deadline < 0 {
-		return SubmitResult{}, fmt.Errorf("%s: deadline %s is negative: %w", what, req.Deadline, ErrInvalidArgument)
-	}
 	bound, err := pe.plan.BindInputs(req.Inputs)
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
@@ -160,6 +161,15 @@ func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, er
 		wf, err := spec.Compile(file, req.Spec, spec.Options{Limits: e.cfg.Spec})
 		if err != nil {
 			return nil, fmt.Errorf("submit %s: %w", file, err)
+		}
+		// Check the inputs before registering, so a submission with bad
+		// inputs writes nothing at all, not even the workflow version.
+		plan, err := graph.NewPlan(wf, e.env, graph.Options{MaxSpreadWidth: e.cfg.SpreadLimit})
+		if err != nil {
+			return nil, fmt.Errorf("submit %s: %w", file, err)
+		}
+		if _, err := plan.BindInputs(req.Inputs); err != nil {
+			return nil, fmt.Errorf("submit %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
 		}
 		pe, _, err := e.register(ctx, wf)
 		return pe, err
