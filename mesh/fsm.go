@@ -1,0 +1,302 @@
+package mesh
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"maps"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+)
+
+// ControlState is the small state every server agrees on through Raft.
+type ControlState struct {
+	// Wagglers maps a capability to the node holding its Waggler role.
+	Wagglers map[string]WagglerAssignment `json:"wagglers"`
+	// Quarantine maps a node name to why and since when it is quarantined.
+	Quarantine map[string]QuarantineEntry `json:"quarantine"`
+	// Settings are cluster-wide key/value settings.
+	Settings map[string]string `json:"settings"`
+}
+
+// WagglerAssignment is one capability's Waggler and the epoch of the
+// assignment; epochs only grow.
+type WagglerAssignment struct {
+	Node  string `json:"node"`
+	Epoch uint64 `json:"epoch"`
+}
+
+// QuarantineEntry is one quarantined node.
+type QuarantineEntry struct {
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"` // supplied by the proposer, never by Apply
+}
+
+func newControlState() ControlState {
+	return ControlState{
+		Wagglers:   map[string]WagglerAssignment{},
+		Quarantine: map[string]QuarantineEntry{},
+		Settings:   map[string]string{},
+	}
+}
+
+// clone returns a deep copy (the values are plain structs).
+func (s ControlState) clone() ControlState {
+	c := ControlState{
+		Wagglers:   maps.Clone(s.Wagglers),
+		Quarantine: maps.Clone(s.Quarantine),
+		Settings:   maps.Clone(s.Settings),
+	}
+	if c.Wagglers == nil {
+		c.Wagglers = map[string]WagglerAssignment{}
+	}
+	if c.Quarantine == nil {
+		c.Quarantine = map[string]QuarantineEntry{}
+	}
+	if c.Settings == nil {
+		c.Settings = map[string]string{}
+	}
+	return c
+}
+
+// CommandType tags a replicated command; it is the first byte of the log
+// entry. Values are never reused; a node that does not know a type ignores
+// the entry (with a warning), so newer nodes can add commands during a
+// rolling upgrade.
+type CommandType uint8
+
+// Command types. 0 is reserved (never a valid command).
+const (
+	CmdAssignWaggler CommandType = 1
+	CmdQuarantine    CommandType = 2
+	CmdRelease       CommandType = 3
+	CmdSetSetting    CommandType = 4
+)
+
+// Command is one change to the control state, built by the constructors
+// below and replicated by Mesh.Apply.
+type Command struct {
+	typ  CommandType
+	body []byte
+}
+
+// Type returns the command's type tag.
+func (c Command) Type() CommandType { return c.typ }
+
+// Encode returns the log entry: the type byte, then a JSON body.
+func (c Command) Encode() []byte {
+	b := make([]byte, 0, 1+len(c.body))
+	return append(append(b, byte(c.typ)), c.body...)
+}
+
+type assignWagglerBody struct {
+	Capability string `json:"capability"`
+	Node       string `json:"node"`
+	Epoch      uint64 `json:"epoch"`
+}
+
+type quarantineBody struct {
+	Node   string    `json:"node"`
+	Reason string    `json:"reason"`
+	At     time.Time `json:"at"`
+}
+
+type releaseBody struct {
+	Node string `json:"node"`
+}
+
+type settingBody struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+func newCommand(t CommandType, body any) Command {
+	b, err := json.Marshal(body)
+	if err != nil { // the bodies are plain structs of strings, numbers and times
+		panic(fmt.Sprintf("mesh: encoding command %d: %v", t, err))
+	}
+	return Command{typ: t, body: b}
+}
+
+// AssignWaggler makes node the Waggler of capability at epoch, which must be
+// greater than the capability's current epoch (or Apply fails with
+// ErrStaleEpoch).
+func AssignWaggler(capability, node string, epoch uint64) Command {
+	return newCommand(CmdAssignWaggler, assignWagglerBody{Capability: capability, Node: node, Epoch: epoch})
+}
+
+// Quarantine puts node in quarantine since at (the proposer's clock: the
+// state machine never reads one). Quarantining a quarantined node keeps
+// its original time and updates the reason.
+func Quarantine(node, reason string, at time.Time) Command {
+	return newCommand(CmdQuarantine, quarantineBody{Node: node, Reason: reason, At: at.UTC().Round(0)})
+}
+
+// Release takes node out of quarantine (a no-op if it is not in it).
+func Release(node string) Command {
+	return newCommand(CmdRelease, releaseBody{Node: node})
+}
+
+// SetSetting sets a cluster setting; an empty value deletes it.
+func SetSetting(key, value string) Command {
+	return newCommand(CmdSetSetting, settingBody{Key: key, Value: value})
+}
+
+// Errors returned by Apply for commands the state machine rejects. The
+// rejection is deterministic: every server rejects the same entry the same
+// way and the state does not change.
+var (
+	// ErrStaleEpoch rejects an AssignWaggler whose epoch is not greater
+	// than the capability's current one.
+	ErrStaleEpoch = errors.New("waggler epoch not greater than the current one")
+	// ErrInvalidCommand rejects a malformed command.
+	ErrInvalidCommand = errors.New("invalid command")
+)
+
+// fsm is the control-state machine. Apply is deterministic: it reads only
+// the log entry and the current state — no clock, randomness or I/O.
+type fsm struct {
+	log *zap.Logger
+
+	mu    sync.RWMutex
+	state ControlState
+
+	unknown atomic.Uint64 // entries of unknown command types, ignored
+}
+
+var _ raft.FSM = (*fsm)(nil)
+
+func newFSM(log *zap.Logger) *fsm {
+	return &fsm{log: log, state: newControlState()}
+}
+
+// Apply applies one committed entry. It returns nil or an error describing
+// a deterministic rejection.
+func (f *fsm) Apply(l *raft.Log) any {
+	if l.Type != raft.LogCommand {
+		return nil
+	}
+	return f.apply(l.Index, l.Data)
+}
+
+func (f *fsm) apply(index uint64, data []byte) error {
+	if len(data) == 0 {
+		return fmt.Errorf("%w: empty entry", ErrInvalidCommand)
+	}
+	typ, body := CommandType(data[0]), data[1:]
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	switch typ {
+	case CmdAssignWaggler:
+		var c assignWagglerBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: assign waggler: %w", ErrInvalidCommand, err)
+		}
+		if c.Capability == "" || c.Node == "" {
+			return fmt.Errorf("%w: assign waggler needs a capability and a node", ErrInvalidCommand)
+		}
+		if cur, ok := f.state.Wagglers[c.Capability]; ok && c.Epoch <= cur.Epoch {
+			return fmt.Errorf("%w: %s is at epoch %d (held by %s), got %d",
+				ErrStaleEpoch, c.Capability, cur.Epoch, cur.Node, c.Epoch)
+		}
+		f.state.Wagglers[c.Capability] = WagglerAssignment{Node: c.Node, Epoch: c.Epoch}
+	case CmdQuarantine:
+		var c quarantineBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: quarantine: %w", ErrInvalidCommand, err)
+		}
+		if c.Node == "" {
+			return fmt.Errorf("%w: quarantine needs a node", ErrInvalidCommand)
+		}
+		e := QuarantineEntry{Reason: c.Reason, Since: c.At}
+		if cur, ok := f.state.Quarantine[c.Node]; ok {
+			e.Since = cur.Since
+		}
+		f.state.Quarantine[c.Node] = e
+	case CmdRelease:
+		var c releaseBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: release: %w", ErrInvalidCommand, err)
+		}
+		delete(f.state.Quarantine, c.Node)
+	case CmdSetSetting:
+		var c settingBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: set setting: %w", ErrInvalidCommand, err)
+		}
+		if c.Key == "" {
+			return fmt.Errorf("%w: setting needs a key", ErrInvalidCommand)
+		}
+		if c.Value == "" {
+			delete(f.state.Settings, c.Key)
+		} else {
+			f.state.Settings[c.Key] = c.Value
+		}
+	default:
+		// A command from a newer version: skip it, so that this node keeps
+		// applying the log. Its effect is missing here until the upgrade.
+		f.unknown.Add(1)
+		f.log.Warn("ignoring control command of unknown type",
+			zap.Uint8("type", uint8(typ)), zap.Uint64("index", index))
+	}
+	return nil
+}
+
+// State returns a copy of the current state.
+func (f *fsm) State() ControlState {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.clone()
+}
+
+// snapshotFormat wraps the state with a version, for later migrations.
+type snapshotFormat struct {
+	Version int          `json:"version"`
+	State   ControlState `json:"state"`
+}
+
+const snapshotVersion = 1
+
+// Snapshot captures the state; encoding happens in Persist, off the FSM
+// lock. encoding/json sorts map keys, so equal states give equal bytes.
+func (f *fsm) Snapshot() (raft.FSMSnapshot, error) {
+	return &fsmSnapshot{state: f.State()}, nil
+}
+
+// Restore replaces the state with a snapshot.
+func (f *fsm) Restore(rc io.ReadCloser) error {
+	defer func() { _ = rc.Close() }()
+	var s snapshotFormat
+	if err := json.NewDecoder(rc).Decode(&s); err != nil {
+		return fmt.Errorf("decoding control state snapshot: %w", err)
+	}
+	if s.Version != snapshotVersion {
+		return fmt.Errorf("control state snapshot version %d not supported", s.Version)
+	}
+	st := s.State.clone()
+	f.mu.Lock()
+	f.state = st
+	f.mu.Unlock()
+	return nil
+}
+
+type fsmSnapshot struct{ state ControlState }
+
+func (s *fsmSnapshot) Persist(sink raft.SnapshotSink) error {
+	b, err := json.Marshal(snapshotFormat{Version: snapshotVersion, State: s.state})
+	if err == nil {
+		_, err = sink.Write(b)
+	}
+	if err != nil {
+		_ = sink.Cancel()
+		return fmt.Errorf("writing control state snapshot: %w", err)
+	}
+	return sink.Close()
+}
+
+func (s *fsmSnapshot) Release() {}

@@ -1,0 +1,578 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/memberlist"
+	"github.com/hashicorp/raft"
+	"go.uber.org/zap"
+)
+
+// Mesh is one node's membership in the mesh and, on servers, its Raft
+// group member. Create it with New, then Start and Stop it once.
+type Mesh struct {
+	cfg  Config
+	log  *zap.Logger
+	name string
+
+	fsm        *fsm
+	leadership *leaderBroadcast
+
+	// queue carries memberlist's callbacks to the event loop, so that
+	// gossip never waits for the mesh or its subscribers.
+	queue *eventQueue
+	// wakeRaft and wakeAdvertise are coalescing signals (capacity 1).
+	wakeRaft      chan struct{}
+	wakeAdvertise chan struct{}
+
+	mu       sync.Mutex
+	meta     NodeMeta   // advertised metadata
+	status   raftStatus // advertised Raft status (servers)
+	members  map[string]*memberRecord
+	subs     map[*subscriber]struct{}
+	raftConf []raft.Server // last configuration seen (servers)
+	started  bool
+	stopping bool
+
+	// Set by Start, read-only afterwards.
+	ml         *memberlist.Memberlist
+	gossipAddr string // advertised host:port (memberlist's LocalNode is not safe to read concurrently)
+	gossipTr   *memberlist.NetTransport
+	raft       *raft.Raft
+	raftTr     *raft.NetworkTransport
+	raftStore  io.Closer // the bolt store; nil in memory
+	observer   *raft.Observer
+	obsCh      chan raft.Observation
+	hasState   bool // Raft had state at start
+
+	advMu sync.Mutex // serialises re-advertising with leaving
+	left  bool       // the leave began: never advertise again (guarded by advMu)
+
+	stopCh   chan struct{}
+	wg       sync.WaitGroup // the mesh's loops
+	calls    sync.WaitGroup // waiters of Raft futures started by Apply/Barrier
+	stopOnce sync.Once
+	stopDone chan struct{}
+	stopErr  error
+}
+
+// memberRecord is what the mesh knows about one member.
+type memberRecord struct {
+	Member
+	since  time.Time  // when it entered Status
+	status raftStatus // its advertised Raft status
+}
+
+// New validates cfg (after WithDefaults) and returns a Mesh that is not yet
+// running.
+func New(cfg Config) (*Mesh, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Server && !cfg.Meta.HasRole(RoleServer) {
+		cfg.Meta.Roles = append(cfg.Meta.Roles, RoleServer)
+	}
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	log := cfg.Logger.Named("mesh").With(zap.String("node", cfg.Name))
+	m := &Mesh{
+		cfg:           cfg,
+		log:           log,
+		name:          cfg.Name,
+		fsm:           newFSM(log.Named("fsm")),
+		leadership:    newLeaderBroadcast(),
+		queue:         newEventQueue(),
+		wakeRaft:      make(chan struct{}, 1),
+		wakeAdvertise: make(chan struct{}, 1),
+		meta:          cfg.Meta,
+		members:       map[string]*memberRecord{},
+		subs:          map[*subscriber]struct{}{},
+		stopCh:        make(chan struct{}),
+		stopDone:      make(chan struct{}),
+	}
+	return m, nil
+}
+
+// Name returns the node's name.
+func (m *Mesh) Name() string { return m.name }
+
+// GossipAddr returns the host:port memberlist advertises (what other nodes
+// pass to Join); empty before Start.
+func (m *Mesh) GossipAddr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.gossipAddr
+}
+
+// Start binds gossip (and, on servers, the Raft transport and stores),
+// starts Raft, joins the mesh — retrying Config.Join with backoff until one
+// answers or JoinTimeout passes — and returns once everything runs in the
+// background. It does not wait for a leader. On error nothing keeps running.
+func (m *Mesh) Start(ctx context.Context) error {
+	m.mu.Lock()
+	if m.started || m.stopping {
+		m.mu.Unlock()
+		return errors.New("mesh: Start called twice (or after Stop)")
+	}
+	m.started = true
+	m.mu.Unlock()
+
+	if err := m.startLocked(); err != nil {
+		return errors.Join(err, m.shutdown(context.Background(), false))
+	}
+	if err := m.join(ctx); err != nil {
+		return errors.Join(err, m.shutdown(context.Background(), false))
+	}
+	m.log.Info("mesh started", zap.String("gossip", m.GossipAddr()), zap.Bool("server", m.cfg.Server),
+		zap.String("raft", m.meta.RaftAddr))
+	return nil
+}
+
+// startLocked builds the transports, Raft and memberlist and starts the
+// loops. Fields it sets are published under mu for readers such as
+// GossipAddr.
+func (m *Mesh) startLocked() error {
+	cfg := m.cfg
+	mlLog := memberlistLogger(m.log.Named("memberlist"))
+	nt, err := newGossipTransport(cfg, &memberlist.NetTransportConfig{
+		BindAddrs: []string{cfg.BindAddr}, BindPort: cfg.BindPort, Logger: mlLog,
+	})
+	if err != nil {
+		return err
+	}
+	m.gossipTr = nt
+	advIP, advPort, err := nt.FinalAdvertiseAddr(cfg.AdvertiseAddr, cfg.AdvertisePort)
+	if err != nil {
+		return fmt.Errorf("gossip advertise address: %w", err)
+	}
+	if cfg.AdvertiseAddr == "" || advPort == 0 {
+		advPort = nt.GetAutoBindPort()
+	}
+
+	if cfg.Server {
+		raftHost := cfg.AdvertiseAddr
+		if raftHost == "" && net.ParseIP(cfg.RaftBindAddr).IsUnspecified() {
+			raftHost = advIP.String()
+		}
+		if err := m.startRaft(raftHost); err != nil {
+			return err
+		}
+	}
+
+	mc := memberlist.DefaultLANConfig()
+	mc.Name = cfg.Name
+	mc.BindAddr = cfg.BindAddr
+	mc.BindPort = nt.GetAutoBindPort()
+	mc.AdvertiseAddr = advIP.String()
+	mc.AdvertisePort = advPort
+	if cfg.Interceptor != nil {
+		mc.Transport = &interceptedTransport{NetTransport: nt, icpt: cfg.Interceptor}
+	} else {
+		mc.Transport = nt
+	}
+	mc.Delegate = &delegate{m: m}
+	mc.Events = &eventDelegate{m: m}
+	mc.Logger = mlLog
+	if len(cfg.GossipKey) > 0 {
+		mc.SecretKey = cfg.GossipKey
+	}
+	if cfg.Memberlist != nil {
+		cfg.Memberlist(mc)
+	}
+	mc.LogOutput = nil // we log through zap; memberlist refuses both
+	ml, err := memberlist.Create(mc)
+	if err != nil {
+		return fmt.Errorf("starting memberlist: %w", err)
+	}
+	m.mu.Lock()
+	m.ml = ml
+	m.gossipAddr = net.JoinHostPort(advIP.String(), strconv.Itoa(advPort))
+	m.mu.Unlock()
+
+	m.wg.Add(3)
+	go m.eventLoop()
+	go m.advertiseLoop()
+	go m.reconnectLoop()
+	if cfg.Server {
+		m.wg.Add(1)
+		go m.raftLoop()
+	}
+	return nil
+}
+
+// join contacts cfg.Join with exponential backoff (100 ms doubling to 5 s)
+// until one answers, ctx ends or JoinTimeout passes.
+func (m *Mesh) join(ctx context.Context) error {
+	if len(m.cfg.Join) == 0 {
+		return nil
+	}
+	deadline := time.NewTimer(m.cfg.JoinTimeout)
+	defer deadline.Stop()
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		n, err := m.ml.Join(m.cfg.Join)
+		if n > 0 {
+			m.log.Info("joined the mesh", zap.Int("contacted", n), zap.Int("attempt", attempt))
+			return nil
+		}
+		m.log.Debug("join failed; retrying", zap.Error(err), zap.Int("attempt", attempt), zap.Duration("backoff", backoff))
+		wait := time.NewTimer(backoff)
+		select {
+		case <-wait.C:
+		case <-deadline.C:
+			wait.Stop()
+			return fmt.Errorf("%w via %s: no member answered within %v: %w",
+				ErrJoin, strings.Join(m.cfg.Join, ", "), m.cfg.JoinTimeout, err)
+		case <-ctx.Done():
+			wait.Stop()
+			return fmt.Errorf("%w via %s: %w", ErrJoin, strings.Join(m.cfg.Join, ", "), ctx.Err())
+		case <-m.stopCh:
+			wait.Stop()
+			return fmt.Errorf("%w: %w", ErrJoin, ErrNotRunning)
+		}
+		backoff = min(2*backoff, 5*time.Second)
+	}
+}
+
+// Stop leaves the mesh gracefully — a leading server first hands
+// leadership over, then memberlist broadcasts the leave so that peers do
+// not wait for failure detection — and shuts everything down, waiting for
+// every goroutine the mesh owns. It is idempotent: later calls wait for the
+// first and return its result. ctx bounds the graceful part.
+func (m *Mesh) Stop(ctx context.Context) error { return m.shutdown(ctx, true) }
+
+// Halt stops the mesh without leaving, as if the process died: no
+// leadership transfer, no leave broadcast, so peers detect a failure.
+// For tests and fault injection; idempotent like Stop (whichever comes
+// first decides how the node goes).
+func (m *Mesh) Halt() error { return m.shutdown(context.Background(), false) }
+
+func (m *Mesh) shutdown(ctx context.Context, graceful bool) error {
+	m.stopOnce.Do(func() {
+		defer close(m.stopDone)
+		m.mu.Lock()
+		started := m.started
+		m.stopping = true
+		m.mu.Unlock()
+		if !started {
+			m.closeSubscribers()
+			return
+		}
+		m.stopErr = m.teardown(ctx, graceful)
+	})
+	select {
+	case <-m.stopDone:
+		return m.stopErr
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// teardown stops in reverse dependency order: hand over leadership and
+// leave (graceful only), stop the loops and Raft, close the Raft transport
+// and store, shut memberlist down.
+func (m *Mesh) teardown(ctx context.Context, graceful bool) error {
+	var errs []error
+	if graceful {
+		errs = append(errs, m.leave(ctx))
+	}
+	close(m.stopCh)
+	if m.raft != nil {
+		m.raft.DeregisterObserver(m.observer)
+		if err := m.raft.Shutdown().Error(); err != nil {
+			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
+		}
+	}
+	m.wg.Wait()
+	m.calls.Wait()
+	m.leadership.publish(Leadership{})
+	m.leadership.close()
+	m.closeSubscribers()
+	if m.raftTr != nil {
+		if err := m.raftTr.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing raft transport: %w", err))
+		}
+	}
+	if m.raftStore != nil {
+		if err := m.raftStore.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing raft store: %w", err))
+		}
+	}
+	if m.ml != nil {
+		if err := m.ml.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("memberlist shutdown: %w", err))
+		}
+	} else if m.gossipTr != nil {
+		if err := m.gossipTr.Shutdown(); err != nil {
+			errs = append(errs, fmt.Errorf("gossip transport shutdown: %w", err))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("mesh stop: %w", err)
+	}
+	m.log.Info("mesh stopped", zap.Bool("graceful", graceful))
+	return nil
+}
+
+// leave hands leadership over (if this server leads and has peers) and
+// broadcasts the leave, each bounded by LeaveTimeout and ctx.
+func (m *Mesh) leave(ctx context.Context) error {
+	// Each step gets its own budget, all within ctx: a slow transfer must
+	// not eat the leave broadcast's time.
+	budget := func(d time.Duration) time.Duration {
+		if dl, ok := ctx.Deadline(); ok {
+			d = min(d, time.Until(dl))
+		}
+		return max(d, time.Millisecond)
+	}
+	if m.raft != nil && m.raft.State() == raft.Leader && m.otherVoters() > 0 {
+		tctx, cancel := context.WithTimeout(ctx, budget(m.cfg.LeaveTimeout))
+		err := m.await(tctx, m.raft.LeadershipTransfer())
+		cancel()
+		if err != nil {
+			// Not fatal: the peers elect a new leader after our shutdown.
+			m.log.Warn("leadership transfer failed; stepping down by shutting down", zap.Error(err))
+		} else {
+			m.log.Info("leadership transferred before leaving")
+		}
+	}
+	if m.ml == nil {
+		return nil
+	}
+	// Mark the metadata first, so that peers report "left", not "failed",
+	// when the leave arrives (see raftStatus.Leaving). It is best effort:
+	// a peer that misses it reports a failure instead, and the leader then
+	// removes the server after DeadServerGrace instead of at once.
+	m.mu.Lock()
+	m.status.Leaving = true
+	m.mu.Unlock()
+	// advMu keeps the advertise loop from superseding this update (which
+	// would end its broadcast early) and, once left, from advertising
+	// again (an alive message after the leave would resurrect the node).
+	m.advMu.Lock()
+	defer m.advMu.Unlock()
+	m.left = true
+	if err := m.ml.UpdateNode(budget(m.cfg.LeaveTimeout / 4)); err != nil {
+		m.log.Debug("leaving flag broadcast not confirmed", zap.Error(err))
+	}
+	if err := m.ml.Leave(budget(m.cfg.LeaveTimeout)); err != nil {
+		return fmt.Errorf("leave: %w", err)
+	}
+	return nil
+}
+
+// otherVoters counts the voters of the last seen configuration other than
+// this node.
+func (m *Mesh) otherVoters() int {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	n := 0
+	for _, s := range m.raftConf {
+		if s.Suffrage == raft.Voter && string(s.ID) != m.name {
+			n++
+		}
+	}
+	return n
+}
+
+// await waits for a Raft future until it resolves or ctx ends. The waiting
+// goroutine is owned by the mesh (Stop waits for it); it ends at the latest
+// when Raft shuts down, which resolves every pending future.
+func (m *Mesh) await(ctx context.Context, f raft.Future) error {
+	done := make(chan error, 1)
+	m.calls.Add(1)
+	go func() {
+		defer m.calls.Done()
+		done <- f.Error()
+	}()
+	select {
+	case err := <-done:
+		return err
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Members returns every member this node knows, sorted by name, including
+// those that left or failed recently. Leader and Voter are filled for
+// servers (from Raft on a server, from gossip on a worker).
+func (m *Mesh) Members() []Member {
+	m.mu.Lock()
+	ml := m.ml
+	m.mu.Unlock()
+	suspect := map[string]bool{}
+	if ml != nil {
+		for _, n := range ml.Members() {
+			if n.State == memberlist.StateSuspect {
+				suspect[n.Name] = true
+			}
+		}
+	}
+	lead := m.leadership.current()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]Member, 0, len(m.members))
+	for _, r := range m.members {
+		mem := m.memberLocked(r, lead)
+		if suspect[mem.Name] && mem.Status == StatusAlive {
+			mem.Status = StatusSuspect
+		}
+		out = append(out, mem)
+	}
+	slices.SortFunc(out, func(a, b Member) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// memberLocked returns a copy of r with Leader and Voter filled in.
+func (m *Mesh) memberLocked(r *memberRecord, lead Leadership) Member {
+	mem := r.Member
+	mem.NodeMeta = mem.clone()
+	if !mem.HasRole(RoleServer) {
+		return mem
+	}
+	mem.Leader = lead.Leader != "" && lead.Leader == mem.Name
+	if m.cfg.Server {
+		for _, s := range m.raftConf {
+			if string(s.ID) == mem.Name {
+				mem.Voter = s.Suffrage == raft.Voter
+			}
+		}
+	} else {
+		mem.Voter = r.status.Voter
+	}
+	return mem
+}
+
+// UpdateMeta replaces the advertised metadata and re-advertises it. Name
+// and, on servers, RaftAddr and the server role are kept by the mesh. It
+// fails with ErrMetaTooLarge when the metadata does not fit.
+func (m *Mesh) UpdateMeta(meta NodeMeta) error {
+	meta = meta.clone()
+	m.mu.Lock()
+	meta.Name = m.name
+	if m.cfg.Server {
+		meta.RaftAddr = m.meta.RaftAddr
+		if !meta.HasRole(RoleServer) {
+			meta.Roles = append(meta.Roles, RoleServer)
+		}
+	}
+	if err := meta.checkSize(); err != nil {
+		m.mu.Unlock()
+		return err
+	}
+	m.meta = meta
+	m.mu.Unlock()
+	signal(m.wakeAdvertise)
+	return nil
+}
+
+// signal sends on a coalescing channel of capacity 1 without blocking.
+func signal(ch chan struct{}) {
+	select {
+	case ch <- struct{}{}:
+	default:
+	}
+}
+
+// advertiseLoop re-advertises the local node (memberlist UpdateNode) when
+// its metadata or Raft status changed. UpdateNode waits for the broadcast,
+// so it runs here rather than in the caller.
+func (m *Mesh) advertiseLoop() {
+	defer m.wg.Done()
+	for {
+		select {
+		case <-m.stopCh:
+			return
+		case <-m.wakeAdvertise:
+		}
+		m.advMu.Lock()
+		if !m.left {
+			if err := m.ml.UpdateNode(m.cfg.LeaveTimeout); err != nil {
+				m.log.Debug("metadata update broadcast not confirmed", zap.Error(err))
+			}
+		}
+		m.advMu.Unlock()
+	}
+}
+
+// encodeLocalMeta is the Delegate's view of the local metadata.
+func (m *Mesh) encodeLocalMeta(limit int) []byte {
+	m.mu.Lock()
+	meta, st := m.meta, m.status
+	m.mu.Unlock()
+	var stp *raftStatus
+	if m.cfg.Server || st != (raftStatus{}) {
+		stp = &st
+	}
+	b := mustMarshal(meta.wire(stp))
+	if len(b) > limit { // cannot happen: sizes are checked with the largest status
+		m.log.Error("node metadata over the limit; advertising without Raft status", zap.Int("bytes", len(b)))
+		b = mustMarshal(meta.wire(nil))
+		if len(b) > limit {
+			return nil
+		}
+	}
+	return b
+}
+
+// reconnectLoop tries one random failed member every ReconnectInterval,
+// so that the two sides of a healed partition merge, and forgets members
+// that left or failed longer than ReconnectTimeout ago. One per tick, as
+// serf does: every node reconnecting to every failed member at once costs
+// a full push/pull each and, in a large mesh, enough CPU to cause the very
+// probe timeouts that make more members look failed.
+func (m *Mesh) reconnectLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.ReconnectInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-m.stopCh:
+			return
+		case <-t.C:
+		}
+		now := time.Now()
+		var failed []string
+		m.mu.Lock()
+		for name, r := range m.members {
+			switch {
+			case r.Status == StatusAlive || name == m.name:
+			case now.Sub(r.since) > m.cfg.ReconnectTimeout:
+				delete(m.members, name)
+			case r.Status == StatusFailed:
+				failed = append(failed, r.GossipAddr)
+			}
+		}
+		m.mu.Unlock()
+		if len(failed) == 0 {
+			continue
+		}
+		addr := failed[rand.IntN(len(failed))]
+		if n, err := m.ml.Join([]string{addr}); n > 0 {
+			m.log.Debug("reconnected to a failed member", zap.String("addr", addr))
+		} else {
+			m.log.Debug("failed member still unreachable", zap.String("addr", addr), zap.Error(err))
+		}
+	}
+}
+
+func gossipAddr(n *memberlist.Node) string {
+	return net.JoinHostPort(n.Addr.String(), strconv.Itoa(int(n.Port)))
+}
+
+// RaftAddr returns the host:port this server advertises for Raft; empty on
+// workers and before Start.
+func (m *Mesh) RaftAddr() string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.meta.RaftAddr
+}

@@ -1,0 +1,428 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+	"go.uber.org/zap"
+)
+
+// startRaft opens the stores, binds the transport and starts Raft. host is
+// the address advertised for Raft (empty: the bound one).
+func (m *Mesh) startRaft(host string) error {
+	cfg := m.cfg
+	hl := newHCLog(m.log.Named("raft"))
+
+	stream, err := newRaftStream(cfg.RaftBindAddr, cfg.RaftPort, host, cfg.Interceptor)
+	if err != nil {
+		return err
+	}
+	m.raftTr = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+	})
+	m.mu.Lock()
+	m.meta.RaftAddr = stream.Addr().String()
+	m.mu.Unlock()
+
+	var (
+		logs   raft.LogStore
+		stable raft.StableStore
+		snaps  raft.SnapshotStore
+	)
+	if cfg.DataDir == "" {
+		mem := raft.NewInmemStore()
+		logs, stable, snaps = mem, mem, raft.NewInmemSnapshotStore()
+	} else {
+		dir := filepath.Join(cfg.DataDir, "raft")
+		if err := os.MkdirAll(dir, 0o700); err != nil {
+			return fmt.Errorf("raft data dir: %w", err)
+		}
+		bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(dir, "raft.db")})
+		if err != nil {
+			return fmt.Errorf("opening raft store in %s: %w", dir, err)
+		}
+		m.raftStore = bolt
+		if logs, err = raft.NewLogCache(512, bolt); err != nil {
+			return fmt.Errorf("raft log cache: %w", err)
+		}
+		stable = bolt
+		if snaps, err = raft.NewFileSnapshotStoreWithLogger(dir, 2, hl); err != nil {
+			return fmt.Errorf("raft snapshot store in %s: %w", dir, err)
+		}
+	}
+	hasState, err := raft.HasExistingState(logs, stable, snaps)
+	if err != nil {
+		return fmt.Errorf("reading raft state: %w", err)
+	}
+	m.hasState = hasState
+
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(cfg.Name)
+	rc.Logger = hl
+	// A server removed while it was down must be able to be added back
+	// when it returns, so removal must not shut its Raft down.
+	rc.ShutdownOnRemove = false
+	rc.NoLegacyTelemetry = true
+	if cfg.Raft != nil {
+		cfg.Raft(rc)
+	}
+	if err := raft.ValidateConfig(rc); err != nil {
+		return fmt.Errorf("raft config: %w", err)
+	}
+	r, err := raft.NewRaft(rc, m.fsm, logs, stable, snaps, m.raftTr)
+	if err != nil {
+		return fmt.Errorf("starting raft: %w", err)
+	}
+	m.raft = r
+	// Observations only wake the loop, which then reads the authoritative
+	// state; a dropped observation (non-blocking) loses nothing.
+	m.obsCh = make(chan raft.Observation, 16)
+	m.observer = raft.NewObserver(m.obsCh, false, func(o *raft.Observation) bool {
+		switch o.Data.(type) {
+		case raft.LeaderObservation, raft.RaftState, raft.PeerObservation:
+			return true
+		}
+		return false
+	})
+	r.RegisterObserver(m.observer)
+	m.status.HasState = hasState
+	return nil
+}
+
+// raftLoop keeps the leadership view, the advertised Raft status, the
+// bootstrap and — on the leader — the configuration in line with Raft and
+// membership. It wakes on Raft signals, membership changes and a ticker;
+// every pass recomputes from the current state rather than from the
+// signal, so a lost or coalesced signal costs at most one tick.
+func (m *Mesh) raftLoop() {
+	defer m.wg.Done()
+	t := time.NewTicker(m.cfg.ReconcileInterval)
+	defer t.Stop()
+	rec := &reconciler{missing: map[string]time.Time{}}
+	for {
+		lead := m.refreshLeadership()
+		m.maybeBootstrap()
+		if lead.IsLeader {
+			rec.run(m, lead.Term)
+		}
+		select {
+		case <-m.stopCh:
+			return
+		case <-m.raft.LeaderCh():
+		case <-m.obsCh:
+		case <-m.wakeRaft:
+		case <-t.C:
+		}
+	}
+}
+
+// refreshLeadership reads Raft's state, publishes the leadership view and
+// updates the advertised Raft status.
+func (m *Mesh) refreshLeadership() Leadership {
+	var conf []raft.Server
+	if f := m.raft.GetConfiguration(); f.Error() == nil {
+		conf = f.Configuration().Servers
+	}
+	l := m.raftLeadership()
+
+	m.mu.Lock()
+	m.raftConf = conf
+	st := raftStatus{HasState: m.status.HasState || len(conf) > 0, Leader: l.IsLeader, Term: l.Term, Leaving: m.status.Leaving}
+	for _, s := range conf {
+		if string(s.ID) == m.name {
+			st.Voter = s.Suffrage == raft.Voter
+		}
+	}
+	if l.Leader != "" {
+		if r, ok := m.members[l.Leader]; ok {
+			l.LeaderGRPC = r.GRPCAddr
+		}
+	}
+	changed := st != m.status
+	m.status = st
+	m.mu.Unlock()
+	if changed {
+		signal(m.wakeAdvertise)
+	}
+	prev := m.leadership.current()
+	if m.leadership.publish(l) && (prev.IsLeader != l.IsLeader || prev.Leader != l.Leader || prev.Term != l.Term) {
+		m.log.Info("leadership", zap.Bool("is_leader", l.IsLeader), zap.String("leader", l.Leader),
+			zap.Uint64("term", l.Term))
+	}
+	return l
+}
+
+// raftLeadership derives the leadership from Raft. The term is read before
+// and after the state: a Leader state between two equal reads belongs to
+// that term (Raft changes term and state separately), so a deposed leader
+// never reports itself leader with its successor's term — the term is the
+// fencing token of every write the leader makes.
+func (m *Mesh) raftLeadership() Leadership {
+	for {
+		t1 := m.raft.CurrentTerm()
+		state := m.raft.State()
+		_, id := m.raft.LeaderWithID()
+		t2 := m.raft.CurrentTerm()
+		if t1 != t2 {
+			continue // an election moved on while we read
+		}
+		if id == "" {
+			return Leadership{}
+		}
+		isLeader := state == raft.Leader && string(id) == m.name
+		if !isLeader && string(id) == m.name {
+			return Leadership{} // stepping down: no leader known yet
+		}
+		return Leadership{IsLeader: isLeader, Term: t1, Leader: string(id)}
+	}
+}
+
+// maybeBootstrap bootstraps the first Raft configuration when this server
+// is the one to do it (see planBootstrap). It never runs on a server with
+// Raft state, and at most once.
+func (m *Mesh) maybeBootstrap() {
+	if m.cfg.BootstrapExpect < 1 {
+		return
+	}
+	m.mu.Lock()
+	if m.status.HasState {
+		m.mu.Unlock()
+		return
+	}
+	servers := m.serverViewsLocked()
+	m.mu.Unlock()
+	list := make([]serverView, 0, len(servers))
+	for _, s := range servers {
+		list = append(list, s)
+	}
+	conf, ok := planBootstrap(m.name, m.cfg.BootstrapExpect, list)
+	if !ok {
+		return
+	}
+	err := m.raft.BootstrapCluster(conf).Error()
+	m.mu.Lock()
+	m.status.HasState = true // never try twice, whatever the outcome
+	m.mu.Unlock()
+	signal(m.wakeAdvertise)
+	if err != nil {
+		m.log.Warn("bootstrap failed", zap.Error(err))
+		return
+	}
+	names := make([]string, 0, len(conf.Servers))
+	for _, s := range conf.Servers {
+		names = append(names, string(s.ID))
+	}
+	m.log.Info("bootstrapped the raft cluster", zap.Strings("servers", names))
+}
+
+// serverViewsLocked returns the gossip view of every server by name.
+func (m *Mesh) serverViewsLocked() map[string]serverView {
+	out := map[string]serverView{}
+	for name, r := range m.members {
+		if !r.HasRole(RoleServer) {
+			continue
+		}
+		out[name] = serverView{Name: name, RaftAddr: r.RaftAddr, Status: r.Status, Since: r.since, HasState: r.status.HasState}
+	}
+	// The local node is always alive to itself, with its own status.
+	if self, ok := out[m.name]; ok {
+		self.HasState = m.status.HasState
+		out[m.name] = self
+	}
+	return out
+}
+
+// reconciler is the leader's memory between reconciliation passes: when it
+// first noticed servers of the configuration that gossip does not know.
+type reconciler struct {
+	term    uint64
+	missing map[string]time.Time
+}
+
+// run reconciles once (see planReconcile) in term.
+func (r *reconciler) run(m *Mesh, term uint64) {
+	if r.term != term { // a new term: forget the previous leadership's memory
+		r.term = term
+		clear(r.missing)
+	}
+	now := time.Now()
+	m.mu.Lock()
+	conf := append([]raft.Server(nil), m.raftConf...)
+	servers := m.serverViewsLocked()
+	m.mu.Unlock()
+	if len(conf) == 0 {
+		return
+	}
+	inConf := map[string]bool{}
+	for _, s := range conf {
+		id := string(s.ID)
+		inConf[id] = true
+		if _, known := servers[id]; !known {
+			if _, ok := r.missing[id]; !ok {
+				r.missing[id] = now
+			}
+		}
+	}
+	for id := range r.missing {
+		if _, known := servers[id]; known || !inConf[id] {
+			delete(r.missing, id)
+		}
+	}
+	changes := planReconcile(reconcileInput{
+		Self: m.name, Config: conf, Servers: servers, Missing: r.missing, Now: now,
+		Stabilization: m.cfg.ServerStabilization, Grace: m.cfg.DeadServerGrace,
+	})
+	for _, c := range changes {
+		var f raft.IndexFuture
+		id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.Address)
+		switch c.Kind {
+		case addNonvoter:
+			f = m.raft.AddNonvoter(id, addr, 0, 0)
+		case promote:
+			f = m.raft.AddVoter(id, addr, 0, 0)
+		case remove:
+			f = m.raft.RemoveServer(id, 0, 0)
+		}
+		if err := f.Error(); err != nil {
+			m.log.Warn("raft configuration change failed", zap.String("change", c.Kind.String()),
+				zap.String("server", c.ID), zap.Error(err))
+			return // leadership lost or raft busy: the next pass starts over
+		}
+		m.log.Info("raft configuration changed", zap.String("change", c.Kind.String()),
+			zap.String("server", c.ID), zap.String("addr", c.Address), zap.String("reason", c.Reason),
+			zap.Uint64("term", term))
+		if c.Kind == remove {
+			delete(r.missing, c.ID)
+		}
+	}
+	if len(changes) > 0 {
+		signal(m.wakeRaft) // refresh the cached configuration
+	}
+}
+
+// raftOrErr returns the running Raft or why there is none.
+func (m *Mesh) raftOrErr() (*raft.Raft, error) {
+	if !m.cfg.Server {
+		return nil, ErrNotServer
+	}
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if !m.started || m.stopping || m.raft == nil {
+		return nil, ErrNotRunning
+	}
+	m.calls.Add(1) // released by the caller's done
+	return m.raft, nil
+}
+
+// notLeader builds the redirect for a call that reached a follower.
+func (m *Mesh) notLeader(cause error) error {
+	l := m.Leader()
+	if l.IsLeader { // lost it in between: no leader known yet
+		l = Leadership{}
+	}
+	e := &NotLeaderError{Leader: l.Leader, LeaderGRPC: l.LeaderGRPC, Term: l.Term}
+	if cause != nil {
+		return fmt.Errorf("%w (%w)", e, cause)
+	}
+	return e
+}
+
+// isLeadershipErr reports whether a Raft error means "not (or no longer)
+// the leader".
+func isLeadershipErr(err error) bool {
+	return errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) ||
+		errors.Is(err, raft.ErrLeadershipTransferInProgress)
+}
+
+// enqueueTimeout turns ctx's deadline into Raft's enqueue timeout (0: none).
+func enqueueTimeout(ctx context.Context) time.Duration {
+	if dl, ok := ctx.Deadline(); ok {
+		return max(time.Until(dl), time.Millisecond)
+	}
+	return 0
+}
+
+// Apply replicates cmd through Raft and returns once it is applied on this
+// node (the leader). A command the state machine rejects returns its
+// error (ErrStaleEpoch, ErrInvalidCommand). On a node that does not lead
+// it returns a *NotLeaderError (errors.Is ErrNotLeader) naming the leader.
+func (m *Mesh) Apply(ctx context.Context, cmd Command) error {
+	r, err := m.raftOrErr()
+	if err != nil {
+		if errors.Is(err, ErrNotServer) {
+			return m.notLeader(nil)
+		}
+		return err
+	}
+	defer m.calls.Done()
+	if r.State() != raft.Leader {
+		return m.notLeader(nil)
+	}
+	f := r.Apply(cmd.Encode(), enqueueTimeout(ctx))
+	if err := m.await(ctx, f); err != nil {
+		if isLeadershipErr(err) {
+			return m.notLeader(err)
+		}
+		return fmt.Errorf("replicating control command %d: %w", cmd.typ, err)
+	}
+	if err, ok := f.Response().(error); ok {
+		return err
+	}
+	return nil
+}
+
+// Barrier returns once every entry committed before it is applied on this
+// node, which must lead: call it after gaining leadership and before
+// acting on the replicated state.
+func (m *Mesh) Barrier(ctx context.Context) error {
+	r, err := m.raftOrErr()
+	if err != nil {
+		if errors.Is(err, ErrNotServer) {
+			return m.notLeader(nil)
+		}
+		return err
+	}
+	defer m.calls.Done()
+	if r.State() != raft.Leader {
+		return m.notLeader(nil)
+	}
+	if err := m.await(ctx, r.Barrier(enqueueTimeout(ctx))); err != nil {
+		if isLeadershipErr(err) {
+			return m.notLeader(err)
+		}
+		return fmt.Errorf("raft barrier: %w", err)
+	}
+	return nil
+}
+
+// State returns a copy of the replicated control state as applied on this
+// node. On a follower it may lag the leader; on a worker it is empty.
+func (m *Mesh) State() ControlState { return m.fsm.State() }
+
+// RaftServer is one server of the Raft configuration.
+type RaftServer struct {
+	Name  string
+	Addr  string // Raft address
+	Voter bool
+}
+
+// RaftConfiguration returns the latest Raft configuration this server has
+// seen (sorted by name); nil on workers and before Start.
+func (m *Mesh) RaftConfiguration() []RaftServer {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	out := make([]RaftServer, 0, len(m.raftConf))
+	for _, s := range m.raftConf {
+		out = append(out, RaftServer{Name: string(s.ID), Addr: string(s.Address), Voter: s.Suffrage == raft.Voter})
+	}
+	slices.SortFunc(out, func(a, b RaftServer) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}

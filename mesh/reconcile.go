@@ -1,0 +1,197 @@
+package mesh
+
+import (
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// The decisions about the Raft configuration are pure functions of what
+// gossip shows and what the configuration holds: no clock (now is an
+// argument), no I/O. The raft loop gathers the inputs and carries out the
+// returned changes; the tests drive them with tables.
+
+// serverView is one server as gossip shows it.
+type serverView struct {
+	Name     string
+	RaftAddr string
+	Status   MemberStatus
+	Since    time.Time // when it entered Status (as observed here)
+	HasState bool      // advertises Raft state: already in a cluster
+}
+
+// planBootstrap decides whether self bootstraps the first configuration:
+// only when at least expect alive servers (self included) see each other,
+// none of them advertises Raft state, and self has the lowest name among
+// them — so that exactly one node of a fresh cluster bootstraps. The
+// caller checks that self has no Raft state and has not bootstrapped.
+func planBootstrap(self string, expect int, servers []serverView) (raft.Configuration, bool) {
+	if expect < 1 {
+		return raft.Configuration{}, false
+	}
+	var cands []serverView
+	for _, s := range servers {
+		if s.Status != StatusAlive || s.RaftAddr == "" {
+			continue
+		}
+		if s.HasState {
+			return raft.Configuration{}, false // a cluster exists: be added to it instead
+		}
+		cands = append(cands, s)
+	}
+	if len(cands) < expect {
+		return raft.Configuration{}, false
+	}
+	slices.SortFunc(cands, func(a, b serverView) int { return strings.Compare(a.Name, b.Name) })
+	if cands[0].Name != self {
+		return raft.Configuration{}, false
+	}
+	var cfg raft.Configuration
+	for _, s := range cands {
+		cfg.Servers = append(cfg.Servers, raft.Server{
+			Suffrage: raft.Voter, ID: raft.ServerID(s.Name), Address: raft.ServerAddress(s.RaftAddr),
+		})
+	}
+	return cfg, true
+}
+
+// changeKind is one kind of configuration change.
+type changeKind int
+
+const (
+	addNonvoter changeKind = iota + 1 // a new server, or a known one at a new address
+	promote                           // a stable non-voter becomes a voter
+	remove                            // a left server, or a failed one past the grace
+)
+
+func (k changeKind) String() string {
+	switch k {
+	case addNonvoter:
+		return "add-nonvoter"
+	case promote:
+		return "promote"
+	case remove:
+		return "remove"
+	}
+	return "unknown"
+}
+
+// change is one step the leader takes on the Raft configuration.
+type change struct {
+	Kind    changeKind
+	ID      string
+	Address string
+	Reason  string
+}
+
+// reconcileInput is what the leader knows when it reconciles.
+type reconcileInput struct {
+	Self    string
+	Config  []raft.Server
+	Servers map[string]serverView // by name; servers in Config that gossip does not know are absent
+	// Missing holds, for servers in Config that gossip does not know, when
+	// this leader first noticed: they count as failed since then.
+	Missing       map[string]time.Time
+	Now           time.Time
+	Stabilization time.Duration
+	Grace         time.Duration
+}
+
+// planReconcile returns the changes that bring the Raft configuration in
+// line with membership:
+//
+//   - alive servers not in the configuration are added as non-voters (and
+//     re-added when their Raft address changed);
+//   - non-voters alive for at least Stabilization are promoted;
+//   - servers that left gracefully are removed at once;
+//   - failed servers (or servers gossip no longer knows) are removed once
+//     failed for Grace, but only as many as keep the remaining voters at or
+//     above the quorum of the current voters — so the removals can never
+//     be what loses the quorum; the rest wait for a later pass.
+//
+// The leader never removes itself. Changes come in a deterministic order.
+func planReconcile(in reconcileInput) []change {
+	var out []change
+	inConfig := make(map[string]raft.Server, len(in.Config))
+	voters := 0
+	for _, s := range in.Config {
+		inConfig[string(s.ID)] = s
+		if s.Suffrage == raft.Voter {
+			voters++
+		}
+	}
+
+	names := make([]string, 0, len(in.Servers))
+	for name := range in.Servers {
+		names = append(names, name)
+	}
+	slices.Sort(names)
+	for _, name := range names {
+		v := in.Servers[name]
+		if v.Status != StatusAlive || v.RaftAddr == "" || name == in.Self {
+			continue
+		}
+		cur, ok := inConfig[name]
+		switch {
+		case !ok:
+			out = append(out, change{Kind: addNonvoter, ID: name, Address: v.RaftAddr, Reason: "alive server not in the configuration"})
+		case string(cur.Address) != v.RaftAddr:
+			// Same server at a new address (restarted on another port): a
+			// non-voter re-add updates the address; promotion follows.
+			if cur.Suffrage == raft.Voter {
+				out = append(out, change{Kind: promote, ID: name, Address: v.RaftAddr, Reason: "voter moved to a new address"})
+			} else {
+				out = append(out, change{Kind: addNonvoter, ID: name, Address: v.RaftAddr, Reason: "non-voter moved to a new address"})
+			}
+		case cur.Suffrage != raft.Voter && in.Now.Sub(v.Since) >= in.Stabilization:
+			out = append(out, change{Kind: promote, ID: name, Address: v.RaftAddr, Reason: "stable for " + in.Stabilization.String()})
+		}
+	}
+
+	// Removals, in configuration order sorted by name.
+	cfg := slices.Clone(in.Config)
+	slices.SortFunc(cfg, func(a, b raft.Server) int { return strings.Compare(string(a.ID), string(b.ID)) })
+	var deadVoters []change
+	for _, s := range cfg {
+		name := string(s.ID)
+		if name == in.Self {
+			continue
+		}
+		v, known := in.Servers[name]
+		var failedSince time.Time
+		switch {
+		case known && v.Status == StatusLeft:
+			out = append(out, change{Kind: remove, ID: name, Address: string(s.Address), Reason: "left"})
+			if s.Suffrage == raft.Voter {
+				voters--
+			}
+			continue
+		case known && v.Status == StatusFailed:
+			failedSince = v.Since
+		case !known:
+			since, ok := in.Missing[name]
+			if !ok {
+				continue
+			}
+			failedSince = since
+		default:
+			continue
+		}
+		if in.Now.Sub(failedSince) < in.Grace {
+			continue
+		}
+		c := change{Kind: remove, ID: name, Address: string(s.Address), Reason: "failed for longer than " + in.Grace.String()}
+		if s.Suffrage != raft.Voter {
+			out = append(out, c)
+			continue
+		}
+		deadVoters = append(deadVoters, c)
+	}
+	// Removing k failed voters leaves voters-k; keep that at or above the
+	// quorum of the current voters.
+	allowed := max(voters-(voters/2+1), 0)
+	out = append(out, deadVoters[:min(allowed, len(deadVoters))]...)
+	return out
+}

@@ -1,0 +1,199 @@
+package mesh
+
+import (
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+func alive(name string) serverView {
+	return serverView{Name: name, RaftAddr: name + ":1", Status: StatusAlive}
+}
+
+func TestPlanBootstrap(t *testing.T) {
+	t.Parallel()
+	withState := alive("b")
+	withState.HasState = true
+	noAddr := alive("b")
+	noAddr.RaftAddr = ""
+	failed := alive("c")
+	failed.Status = StatusFailed
+
+	tests := []struct {
+		name    string
+		self    string
+		expect  int
+		servers []serverView
+		want    []string // bootstrap configuration; nil: no bootstrap
+	}{
+		{"single server", "a", 1, []serverView{alive("a")}, []string{"a"}},
+		{"fewer than expected", "a", 3, []serverView{alive("a"), alive("b")}, nil},
+		{"failed servers do not count", "a", 3, []serverView{alive("a"), alive("b"), failed}, nil},
+		{"servers without raft address do not count", "a", 2, []serverView{alive("a"), noAddr}, nil},
+		{"lowest name bootstraps", "a", 3, []serverView{alive("c"), alive("a"), alive("b")}, []string{"a", "b", "c"}},
+		{"others do not", "b", 3, []serverView{alive("a"), alive("b"), alive("c")}, nil},
+		{"all seen servers are included", "a", 2, []serverView{alive("a"), alive("b"), alive("c")}, []string{"a", "b", "c"}},
+		{"an existing cluster prevents bootstrap", "a", 2, []serverView{alive("a"), withState, alive("c")}, nil},
+		{"expect 0 never bootstraps", "a", 0, []serverView{alive("a")}, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg, ok := planBootstrap(tt.self, tt.expect, tt.servers)
+			if ok != (tt.want != nil) {
+				t.Fatalf("bootstrap = %v, want %v", ok, tt.want != nil)
+			}
+			var got []string
+			for _, s := range cfg.Servers {
+				if s.Suffrage != raft.Voter || string(s.Address) != string(s.ID)+":1" {
+					t.Errorf("server %+v", s)
+				}
+				got = append(got, string(s.ID))
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("servers %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+func TestPlanReconcile(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
+	const stab, grace = 10 * time.Second, 30 * time.Second
+	voter := func(id string) raft.Server {
+		return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":1"), Suffrage: raft.Voter}
+	}
+	nonvoter := func(id string) raft.Server {
+		s := voter(id)
+		s.Suffrage = raft.Nonvoter
+		return s
+	}
+	view := func(name string, st MemberStatus, ago time.Duration) serverView {
+		v := alive(name)
+		v.Status, v.Since = st, now.Add(-ago)
+		return v
+	}
+	views := func(vs ...serverView) map[string]serverView {
+		m := map[string]serverView{}
+		for _, v := range vs {
+			m[v.Name] = v
+		}
+		return m
+	}
+	moved := view("b", StatusAlive, time.Hour)
+	moved.RaftAddr = "b:2"
+
+	tests := []struct {
+		name    string
+		config  []raft.Server
+		servers map[string]serverView
+		missing map[string]time.Time
+		want    []change
+	}{
+		{
+			name:    "in line: nothing to do",
+			config:  []raft.Server{voter("a"), voter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, time.Hour)),
+		},
+		{
+			name:    "a new server joins as non-voter",
+			config:  []raft.Server{voter("a")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, time.Second)),
+			want:    []change{{Kind: addNonvoter, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:    "a non-voter is not promoted before it is stable",
+			config:  []raft.Server{voter("a"), nonvoter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, stab-time.Millisecond)),
+		},
+		{
+			name:    "a stable non-voter is promoted",
+			config:  []raft.Server{voter("a"), nonvoter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, stab)),
+			want:    []change{{Kind: promote, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:    "suspect servers are left alone",
+			config:  []raft.Server{voter("a"), nonvoter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusSuspect, time.Hour)),
+		},
+		{
+			name:    "a voter at a new address is re-added",
+			config:  []raft.Server{voter("a"), voter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), moved),
+			want:    []change{{Kind: promote, ID: "b", Address: "b:2"}},
+		},
+		{
+			name:    "a server that left is removed at once",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusLeft, 0), view("c", StatusAlive, time.Hour)),
+			want:    []change{{Kind: remove, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:    "a failed server stays during the grace",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, grace-time.Millisecond), view("c", StatusAlive, time.Hour)),
+		},
+		{
+			name:    "a failed server is removed after the grace",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, grace), view("c", StatusAlive, time.Hour)),
+			want:    []change{{Kind: remove, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:    "never below quorum: of 3 voters with 2 failed only 1 goes",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, time.Hour), view("c", StatusFailed, time.Hour)),
+			want:    []change{{Kind: remove, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:   "never below quorum: of 5 voters with 3 failed 2 go",
+			config: []raft.Server{voter("a"), voter("b"), voter("c"), voter("d"), voter("e")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, time.Hour),
+				view("c", StatusFailed, time.Hour), view("d", StatusFailed, time.Hour), view("e", StatusAlive, time.Hour)),
+			want: []change{{Kind: remove, ID: "b", Address: "b:1"}, {Kind: remove, ID: "c", Address: "c:1"}},
+		},
+		{
+			name:    "never below quorum: of 2 voters the failed one stays",
+			config:  []raft.Server{voter("a"), voter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, time.Hour)),
+		},
+		{
+			name:    "failed non-voters do not count against quorum",
+			config:  []raft.Server{voter("a"), nonvoter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, time.Hour)),
+			want:    []change{{Kind: remove, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:    "a server gossip does not know counts as failed since first noticed",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c"), voter("d")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, time.Hour), view("c", StatusAlive, time.Hour)),
+			missing: map[string]time.Time{"d": now.Add(-grace)},
+			want:    []change{{Kind: remove, ID: "d", Address: "d:1"}},
+		},
+		{
+			name:    "the leader never removes itself",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
+			servers: views(view("a", StatusLeft, time.Hour), view("b", StatusAlive, time.Hour), view("c", StatusAlive, time.Hour)),
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := planReconcile(reconcileInput{
+				Self: "a", Config: tt.config, Servers: tt.servers, Missing: tt.missing, Now: now,
+				Stabilization: stab, Grace: grace,
+			})
+			for i := range got {
+				got[i].Reason = "" // prose, not behaviour
+			}
+			if len(got) == 0 && len(tt.want) == 0 {
+				return
+			}
+			if !reflect.DeepEqual(got, tt.want) {
+				t.Fatalf("changes:\n got %+v\nwant %+v", got, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,137 @@
+package mesh
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+)
+
+func TestLeaderBroadcastCoalesces(t *testing.T) {
+	t.Parallel()
+	b := newLeaderBroadcast()
+	b.publish(Leadership{Leader: "a", Term: 1})
+	ch, cancel := b.subscribe()
+	if got := <-ch; got.Leader != "a" {
+		t.Fatalf("first value %+v, want the current one", got)
+	}
+	// A reader that does not keep up sees only the latest value.
+	for term := uint64(2); term <= 100; term++ {
+		b.publish(Leadership{IsLeader: term%2 == 0, Leader: "b", Term: term})
+	}
+	if got := <-ch; got.Term != 100 || !got.IsLeader {
+		t.Fatalf("after a burst got %+v, want term 100", got)
+	}
+	select {
+	case got := <-ch:
+		t.Fatalf("unexpected extra value %+v", got)
+	default:
+	}
+	if b.publish(Leadership{IsLeader: true, Leader: "b", Term: 100}) {
+		t.Fatal("publishing the same value reported a change")
+	}
+	cancel()
+	if _, ok := <-ch; ok {
+		t.Fatal("channel open after cancel")
+	}
+	cancel() // idempotent
+	ch2, _ := b.subscribe()
+	b.close()
+	<-ch2
+	if _, ok := <-ch2; ok {
+		t.Fatal("channel open after close")
+	}
+}
+
+// startSingle starts a single server (bootstrap-expect 1) on dir.
+func startSingle(t *testing.T, dir string) *Mesh {
+	t.Helper()
+	cfg := TestConfig("solo")
+	cfg.Server = true
+	cfg.BootstrapExpect = 1
+	cfg.DataDir = dir
+	cfg.Logger = zaptest.NewLogger(t)
+	m, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := m.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	ch, stop := m.Leadership()
+	defer stop()
+	for {
+		select {
+		case l := <-ch:
+			if !l.IsLeader {
+				continue
+			}
+			if err := m.Barrier(ctx); err != nil {
+				t.Fatal(err)
+			}
+			return m
+		case <-ctx.Done():
+			t.Fatal("single server did not become leader")
+		}
+	}
+}
+
+// TestSingleServerSnapshotAndRestart applies commands, takes a Raft
+// snapshot, applies more, crashes and restarts from the data dir: the
+// state comes back from the snapshot plus the log, and the server never
+// bootstraps twice.
+func TestSingleServerSnapshotAndRestart(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	ctx := context.Background()
+	m := startSingle(t, dir)
+	term1 := m.Leader().Term
+	for _, c := range []Command{AssignWaggler("code.exec", "solo", 1), SetSetting("a", "1")} {
+		if err := m.Apply(ctx, c); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := m.raft.Snapshot().Error(); err != nil {
+		t.Fatalf("snapshot: %v", err)
+	}
+	if err := m.Apply(ctx, SetSetting("b", "2")); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Apply(ctx, AssignWaggler("code.exec", "other", 1)); !errors.Is(err, ErrStaleEpoch) {
+		t.Fatalf("stale epoch: %v", err)
+	}
+	want := m.State()
+	if err := m.Halt(); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Stop(ctx); err != nil { // after Halt: the same result
+		t.Fatal(err)
+	}
+	if err := m.Apply(ctx, SetSetting("c", "3")); !errors.Is(err, ErrNotRunning) {
+		t.Fatalf("Apply after stop: %v", err)
+	}
+
+	m2 := startSingle(t, dir)
+	defer func() {
+		if err := m2.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if !m2.hasState {
+		t.Fatal("restarted server did not find its raft state")
+	}
+	if got := m2.State(); !reflect.DeepEqual(got, want) {
+		t.Fatalf("state after restart:\n got %+v\nwant %+v", got, want)
+	}
+	if term2 := m2.Leader().Term; term2 <= term1 {
+		t.Fatalf("term after restart %d, want > %d", term2, term1)
+	}
+	if conf := m2.RaftConfiguration(); len(conf) != 1 || conf[0].Name != "solo" || !conf[0].Voter {
+		t.Fatalf("configuration after restart: %+v", conf)
+	}
+}
