@@ -27,8 +27,9 @@ import (
 
 // child is a robonode process.
 type child struct {
-	cmd  *exec.Cmd
-	addr string
+	cmd    *exec.Cmd
+	addr   string // gRPC
+	gossip string
 
 	mu   sync.Mutex
 	logs bytes.Buffer
@@ -37,7 +38,7 @@ type child struct {
 
 // startChild runs the robonode binary with args and waits until it logs
 // that it started, returning its gRPC address.
-func startChild(t *testing.T, bin string, args ...string) *child {
+func startChild(t testing.TB, bin string, args ...string) *child {
 	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	stderr, err := c.cmd.StderrPipe()
@@ -47,7 +48,7 @@ func startChild(t *testing.T, bin string, args ...string) *child {
 	if err := c.cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	addrCh := make(chan string, 1)
+	addrCh := make(chan [2]string, 1)
 	go func() {
 		defer close(c.done)
 		sc := bufio.NewScanner(stderr)
@@ -59,11 +60,12 @@ func startChild(t *testing.T, bin string, args ...string) *child {
 			c.logs.WriteByte('\n')
 			c.mu.Unlock()
 			var entry struct {
-				Msg  string `json:"msg"`
-				Addr string `json:"grpc_addr"`
+				Msg    string `json:"msg"`
+				Addr   string `json:"grpc_addr"`
+				Gossip string `json:"gossip_addr"`
 			}
 			if json.Unmarshal(line, &entry) == nil && entry.Msg == "node started" {
-				addrCh <- entry.Addr
+				addrCh <- [2]string{entry.Addr, entry.Gossip}
 			}
 		}
 	}()
@@ -78,7 +80,8 @@ func startChild(t *testing.T, bin string, args ...string) *child {
 		}
 	})
 	select {
-	case c.addr = <-addrCh:
+	case a := <-addrCh:
+		c.addr, c.gossip = a[0], a[1]
 	case <-c.done:
 		t.Fatalf("robonode exited before it started")
 	case <-time.After(60 * time.Second):
@@ -94,7 +97,7 @@ func (c *child) logText() string {
 }
 
 // kill9 kills the process with SIGKILL and reaps it.
-func (c *child) kill9(t *testing.T) {
+func (c *child) kill9(t testing.TB) {
 	t.Helper()
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
@@ -158,7 +161,7 @@ func TestKill9AndRestart(t *testing.T) {
 	bin := buildRobonode(t)
 	forEachStore(t, func(t *testing.T, store storeKind) {
 		dataDir := t.TempDir()
-		args := []string{"--data-dir", dataDir, "--grpc", "127.0.0.1:0", "--http", "off", "--log-format", "json",
+		args := []string{"--data-dir", dataDir, "--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0", "--log-format", "json",
 			"--capability", "code.exec=2", "--capability", "core=2", "--shutdown-timeout", "20s"}
 		var dsn, schema string
 		if store == postgresStore {
@@ -229,7 +232,7 @@ func TestKill9AndRestart(t *testing.T) {
 
 // withSearchPath returns dsn with its search_path set to schema (pgx
 // passes unknown URL parameters to the server as run-time parameters).
-func withSearchPath(t *testing.T, dsn, schema string) string {
+func withSearchPath(t testing.TB, dsn, schema string) string {
 	t.Helper()
 	u, err := url.Parse(dsn)
 	if err != nil {

@@ -57,7 +57,7 @@ func TestMain(m *testing.M) {
 }
 
 // buildRobonode builds cmd/robonode once per test binary.
-func buildRobonode(t *testing.T) string {
+func buildRobonode(t testing.TB) string {
 	t.Helper()
 	buildOnce.Do(func() {
 		robonodeBin = filepath.Join(binDir, "robonode")
@@ -109,6 +109,8 @@ func testConfig(t *testing.T, store storeKind) node.Config {
 		DataDir:      t.TempDir(),
 		GRPCAddr:     "127.0.0.1:0",
 		HTTPAddr:     node.HTTPDisabled,
+		GossipAddr:   "127.0.0.1:0",
+		RaftAddr:     "127.0.0.1:0",
 		Capabilities: map[string]int{"core": 8, "code.exec": 8},
 		Logger:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
 		StopTimeout:  5 * time.Second,
@@ -159,7 +161,7 @@ func startNodeWith(t *testing.T, cfg node.Config) *testNode {
 
 // dial connects to addr and closes the connection when the test ends
 // (cleanups run last-in first-out: before the node stops).
-func dial(t *testing.T, addr string) *grpc.ClientConn {
+func dial(t testing.TB, addr string) *grpc.ClientConn {
 	t.Helper()
 	conn, err := grpc.NewClient(addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
 	if err != nil {
@@ -169,7 +171,7 @@ func dial(t *testing.T, addr string) *grpc.ClientConn {
 	return conn
 }
 
-func ctxFor(t *testing.T, d time.Duration) context.Context {
+func ctxFor(t testing.TB, d time.Duration) context.Context {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), d)
 	t.Cleanup(cancel)
@@ -177,7 +179,7 @@ func ctxFor(t *testing.T, d time.Duration) context.Context {
 }
 
 // submitSpec submits an inline spec with inputs (a JSON object or "").
-func submitSpec(t *testing.T, api robonetv1.WorkflowServiceClient, spec, inputs string) string {
+func submitSpec(t testing.TB, api robonetv1.WorkflowServiceClient, spec, inputs string) string {
 	t.Helper()
 	resp, err := api.SubmitWorkflow(ctxFor(t, 30*time.Second), &robonetv1.SubmitWorkflowRequest{
 		Workflow:   &robonetv1.SubmitWorkflowRequest_Spec{Spec: &robonetv1.InlineSpec{Source: []byte(spec), Filename: "test.yaml"}},
@@ -292,7 +294,7 @@ func task(t *testing.T, in *robonetv1.Instance, name string) *robonetv1.TaskStat
 }
 
 // eventually polls cond every 20 ms until it holds or timeout passes.
-func eventually(t *testing.T, timeout time.Duration, what string, cond func() bool) {
+func eventually(t testing.TB, timeout time.Duration, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(timeout)
 	tick := time.NewTicker(20 * time.Millisecond)

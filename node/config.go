@@ -7,12 +7,15 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -24,6 +27,9 @@ const (
 	DefaultMaxMessageBytes = 16 << 20
 	DefaultMaxSpecBytes    = 1 << 20
 	DefaultStopTimeout     = 30 * time.Second
+	DefaultGossipAddr      = "127.0.0.1:7301"
+	DefaultRaftAddr        = "127.0.0.1:7302"
+	DefaultForwardTimeout  = 10 * time.Second
 	// HTTPDisabled as Config.HTTPAddr turns the HTTP server off.
 	HTTPDisabled = "off"
 )
@@ -52,8 +58,9 @@ type Config struct {
 	// Name names the node in logs and worker ids. Default: the host name.
 	Name string
 	// DataDir holds the node's durable files: the SQLite database
-	// (robonet.db) unless PostgresDSN is set, and the fencing term counter
-	// (term). Created if missing. Default: ./robonode-data.
+	// (robonet.db) unless PostgresDSN is set, and on servers the Raft log,
+	// stable store and snapshots. Created if missing. Default:
+	// ./robonode-data.
 	DataDir string
 	// PostgresDSN, when set, puts the engine's state in Postgres instead of
 	// SQLite.
@@ -82,6 +89,43 @@ type Config struct {
 	// Default: 30 s.
 	StopTimeout time.Duration
 
+	// Join lists gossip addresses (host:port) of nodes already in a mesh;
+	// the node joins through the first that answers, retrying with backoff
+	// until the mesh's JoinTimeout. Empty: the node starts a mesh of its
+	// own.
+	Join []string
+	// Advertise is the host (IP address or name) other nodes reach this
+	// node at: its gossip, Raft and gRPC addresses in the mesh carry it.
+	// Empty: the host each listener binds to (or, for a wildcard bind, the
+	// address gossip picks).
+	Advertise string
+	// Server makes the node a Raft server, which may lead the engine and
+	// opens the store. nil: a server when Join is empty (a node of its
+	// own), a worker-only node when it joins a mesh.
+	Server *bool
+	// BootstrapExpect is the number of servers that must see each other
+	// before the first Raft configuration is bootstrapped (never with
+	// fewer, never twice). Servers only. Default: 1.
+	BootstrapExpect int
+	// GossipAddr is the listen address of memberlist (host:port; port 0
+	// picks a free one, see Node.GossipAddr). Default: 127.0.0.1:7301.
+	GossipAddr string
+	// RaftAddr is the listen address of the Raft transport (servers only;
+	// port 0 picks a free one). Default: 127.0.0.1:7302.
+	RaftAddr string
+	// GossipKey, when set, encrypts gossip (AES; 16, 24 or 32 bytes). Every
+	// node of a mesh needs the same key.
+	GossipKey []byte
+	// ForwardTimeout bounds how long a node that does not lead waits for
+	// a leader to forward a call to (retrying with backoff while an
+	// election is in progress) before it answers UNAVAILABLE. Default: 10 s.
+	ForwardTimeout time.Duration
+
+	// Mesh tunes gossip and Raft. Its Name, addresses, Join, Meta, Server,
+	// BootstrapExpect, DataDir, GossipKey and Logger are set by the node;
+	// zero fields take the mesh's defaults (mesh.TestConfig gives tight
+	// timings for tests).
+	Mesh mesh.Config
 	// Engine tunes the engine. Its Store, Dispatcher, Logger, NodeName and
 	// Term are set by the node; zero fields take the engine's defaults.
 	Engine engine.Config
@@ -122,8 +166,37 @@ func (c Config) WithDefaults() Config {
 	if c.StopTimeout == 0 {
 		c.StopTimeout = DefaultStopTimeout
 	}
+	c.Join = slices.Clone(c.Join)
+	server := len(c.Join) == 0
+	if c.Server != nil {
+		server = *c.Server
+	}
+	c.Server = &server // a copy: the caller's pointer is never shared
+	if c.BootstrapExpect == 0 && server {
+		c.BootstrapExpect = 1
+	}
+	if c.GossipAddr == "" {
+		c.GossipAddr = DefaultGossipAddr
+	}
+	if c.RaftAddr == "" {
+		c.RaftAddr = DefaultRaftAddr
+	}
+	if c.ForwardTimeout == 0 {
+		c.ForwardTimeout = DefaultForwardTimeout
+	}
 	return c
 }
+
+// IsServer reports whether a config that went through WithDefaults is a
+// server's.
+func (c Config) IsServer() bool { return c.Server != nil && *c.Server }
+
+// ErrMeshNeedsPostgres is the configuration error of a server that would
+// share a mesh with other servers on the embedded SQLite store.
+var ErrMeshNeedsPostgres = errors.New("a mesh with more than one server needs a shared Postgres store: " +
+	"the embedded SQLite store lives on one node and cannot follow the engine leader to another; " +
+	"start every server with --postgres DSN (the same database for all), " +
+	"or run this node as a worker with --server=false")
 
 // validate checks a config that went through WithDefaults. The engine and
 // wag validate their own parts in their constructors.
@@ -145,6 +218,38 @@ func (c Config) validate() error {
 	}
 	if c.StopTimeout < 0 {
 		errs = append(errs, errors.New("StopTimeout must not be negative"))
+	}
+	for _, a := range []struct{ name, addr string }{{"gossip", c.GossipAddr}, {"Raft", c.RaftAddr}} {
+		if _, _, err := net.SplitHostPort(a.addr); err != nil {
+			errs = append(errs, fmt.Errorf("%s address %q: want host:port", a.name, a.addr))
+		}
+	}
+	for _, j := range c.Join {
+		if strings.TrimSpace(j) == "" {
+			errs = append(errs, errors.New("join: an empty address"))
+		}
+	}
+	if strings.Contains(c.Advertise, ":") && net.ParseIP(c.Advertise) == nil {
+		errs = append(errs, fmt.Errorf("advertise %q: want a host (an IP address or a name) without a port", c.Advertise))
+	}
+	switch len(c.GossipKey) {
+	case 0, 16, 24, 32:
+	default:
+		errs = append(errs, fmt.Errorf("gossip key: %d bytes; want 16, 24 or 32 (AES-128, -192 or -256)", len(c.GossipKey)))
+	}
+	if c.ForwardTimeout < 0 {
+		errs = append(errs, errors.New("ForwardTimeout must not be negative"))
+	}
+	if c.IsServer() {
+		if c.BootstrapExpect < 1 {
+			errs = append(errs, fmt.Errorf("bootstrap-expect %d: want at least 1", c.BootstrapExpect))
+		}
+		// More than one server: the store must be shared.
+		if (c.BootstrapExpect > 1 || len(c.Join) > 0) && c.PostgresDSN == "" {
+			errs = append(errs, ErrMeshNeedsPostgres)
+		}
+	} else if c.BootstrapExpect > 0 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %d: only servers bootstrap Raft (this node is worker-only)", c.BootstrapExpect))
 	}
 	names := make([]string, 0, len(c.Capabilities))
 	for n := range c.Capabilities {

@@ -28,6 +28,8 @@ import (
 //	engine.ErrInvalidArgument    INVALID_ARGUMENT
 //	engine.ErrInstanceFinished   FAILED_PRECONDITION (cancelling a finished instance)
 //	engine.ErrStopped, shutdown  UNAVAILABLE
+//	*NotLeaderError              UNAVAILABLE + ErrorInfo (reason NOT_LEADER, the leader's name and gRPC address)
+//	ErrNoLeader                  UNAVAILABLE (no leader elected within the forwarding window)
 //	context errors               CANCELLED / DEADLINE_EXCEEDED
 //	a status already             as it is (request validation in the handlers)
 //	anything else                INTERNAL "internal error"; the cause is logged, never sent
@@ -38,8 +40,19 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 	if _, ok := status.FromError(err); ok {
 		return err
 	}
-	var list spec.ErrorList
+	var (
+		list      spec.ErrorList
+		notLeader *NotLeaderError
+	)
 	switch {
+	case errors.As(err, &notLeader):
+		return withDetails(status.New(codes.Unavailable, notLeader.Error()), &errdetails.ErrorInfo{
+			Reason: ReasonNotLeader, Domain: ErrorDomain,
+			Metadata: map[string]string{"leader": notLeader.Leader, "leader_grpc": notLeader.LeaderGRPC},
+		})
+	case errors.Is(err, ErrNoLeader):
+		return status.Error(codes.Unavailable, err.Error()+
+			"; the servers may lack a quorum (roboctl members shows who is alive); retry later")
 	case errors.As(err, &list):
 		return specErrorsStatus(list)
 	case errors.Is(err, graph.ErrInvalidInput):
@@ -62,6 +75,12 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 	log.Error("internal error in a gRPC call", zap.String("method", method), zap.Error(err))
 	return status.Error(codes.Internal, "internal error (the node's log has the cause)")
 }
+
+// The ErrorInfo of a NOT_LEADER redirect.
+const (
+	ErrorDomain     = "robonet.dev"
+	ReasonNotLeader = "NOT_LEADER"
+)
 
 // specErrorsStatus reports every problem of a spec that does not compile.
 func specErrorsStatus(list spec.ErrorList) error {

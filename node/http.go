@@ -25,7 +25,11 @@ func (n *Node) httpHandler() http.Handler {
 			fmt.Fprintln(w, "not ready")
 			return
 		}
-		fmt.Fprintf(w, "ready (term %d)\n", n.term)
+		if l := n.Leadership(); l.Leader != "" {
+			fmt.Fprintf(w, "ready (leader %s, term %d)\n", l.Leader, l.Term)
+			return
+		}
+		fmt.Fprintln(w, "ready (no leader elected yet)")
 	})
 	return mux
 }

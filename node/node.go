@@ -22,6 +22,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/sqlite"
+	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 )
@@ -33,8 +34,9 @@ var (
 	_ engine.Dispatcher = (*wag.Local)(nil)
 )
 
-// Node is one robonode: store, engine, workers and the API servers, with one
-// lifecycle. Build it with New, then Start and Stop it; Stop is idempotent.
+// Node is one robonode: mesh membership, store, engine, workers and the
+// API servers, with one lifecycle. Build it with New, then Start and Stop
+// it; Stop is idempotent.
 type Node struct {
 	cfg Config
 	log *zap.Logger
@@ -50,10 +52,22 @@ type Node struct {
 	beginStopping context.CancelFunc
 
 	lock    *dirLock
-	term    uint64
-	store   engine.Store
+	store   engine.Store // nil on worker-only nodes
 	workers *wag.Local
-	eng     *engine.Engine
+	relay   *sinkRelay
+	// reader answers reads from the store on servers that do not lead; it
+	// is never started. nil on worker-only nodes.
+	reader *engine.Engine
+	// active is the running engine of the current term, published by the
+	// leader loop; nil while this node does not lead.
+	active atomic.Pointer[engine.Engine]
+	mesh   meshNode
+	conns  *connCache
+
+	leading    *leaderLoop
+	stopLoop   context.CancelFunc
+	loopDone   chan struct{}
+	loopEngine *engine.Engine // what the leader loop left running when it stopped
 
 	grpcLis net.Listener
 	grpcSrv *grpc.Server
@@ -106,56 +120,107 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	if n.lock, err = lockDir(n.cfg.DataDir); err != nil {
 		return err
 	}
-	if n.term, err = nextTerm(n.cfg.DataDir); err != nil {
-		return err
-	}
-	n.log = n.log.With(zap.Uint64("term", n.term))
-	if n.store, err = n.openStore(ctx); err != nil {
-		return err
+	server := n.cfg.IsServer()
+	if server {
+		if n.store, err = n.openStore(ctx); err != nil {
+			return err
+		}
 	}
 
-	// wag needs its sink and the engine its dispatcher at construction:
-	// the relay breaks the cycle, and is pointed at the engine before
-	// anything runs.
-	relay := &sinkRelay{}
+	// wag needs its sink at construction and the engine of a term comes
+	// later (or never, on followers): the relay is pointed at whichever
+	// engine runs, and drops results while none does.
+	n.relay = &sinkRelay{}
 	wcfg := n.cfg.Wag
 	// wag and the engine add the node's name (and the engine its term) to
 	// their own log lines.
-	wcfg.NodeName, wcfg.Capabilities, wcfg.Sink, wcfg.Logger = n.cfg.Name, n.cfg.Capabilities, relay, n.cfg.Logger
+	wcfg.NodeName, wcfg.Capabilities, wcfg.Sink, wcfg.Logger = n.cfg.Name, n.cfg.Capabilities, n.relay, n.cfg.Logger
 	if n.workers, err = wag.New(wcfg); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	ecfg := n.cfg.Engine
-	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, n.workers, n.cfg.Logger, n.cfg.Name, n.term
-	if n.eng, err = engine.New(ecfg); err != nil {
+	if server {
+		// The reader is never started: it only reads the store. Its term
+		// is never used to claim.
+		if n.reader, err = n.newEngine(1); err != nil {
+			return fmt.Errorf("%w: %w", ErrConfig, err)
+		}
+	}
+	// The gRPC listener comes first: its address goes into the node's
+	// gossip metadata.
+	if n.grpcLis, err = net.Listen("tcp", n.cfg.GRPCAddr); err != nil {
+		return fmt.Errorf("gRPC listener: %w", err)
+	}
+	mcfg, err := n.meshConfig()
+	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	relay.sink.Store(n.eng)
+	m, err := mesh.New(mcfg)
+	if err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	n.mesh = m
+	n.conns = newConnCache(n.cfg.MaxMessageBytes)
 
 	if err := n.workers.Start(ctx); err != nil {
 		return fmt.Errorf("starting the workers: %w", err)
 	}
-	if err := n.eng.Start(ctx); err != nil {
-		return fmt.Errorf("starting the engine: %w", err)
+	if err := n.mesh.Start(ctx); err != nil {
+		return fmt.Errorf("starting the mesh: %w", err)
 	}
-	if err := n.startGRPC(); err != nil {
+	if err := n.advertiseGRPC(mcfg.Meta); err != nil {
 		return err
+	}
+	n.startGRPC()
+	if server {
+		n.startLeaderLoop()
 	}
 	if err := n.startHTTP(); err != nil {
 		return err
 	}
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	n.health.SetServingStatus(robonetv1.WorkflowService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
+	n.health.SetServingStatus(robonetv1.MeshService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	n.ready.Store(true)
 	n.log.Info("node started",
 		zap.String("grpc_addr", n.GRPCAddr()), zap.String("http_addr", n.HTTPAddr()),
+		zap.String("gossip_addr", n.GossipAddr()), zap.Strings("join", n.cfg.Join),
+		zap.Bool("server", server), zap.Int("bootstrap_expect", n.cfg.BootstrapExpect),
 		zap.String("store", n.storeName()), zap.String("data_dir", n.cfg.DataDir),
 		zap.Any("capabilities", n.cfg.Capabilities))
 	return nil
 }
 
+// newEngine builds the engine of a term (not started).
+func (n *Node) newEngine(term uint64) (*engine.Engine, error) {
+	ecfg := n.cfg.Engine
+	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, n.workers, n.cfg.Logger, n.cfg.Name, term
+	return engine.New(ecfg)
+}
+
+// publish makes e the engine that serves the API and receives the
+// workers' results; nil: none (this node follows).
+func (n *Node) publish(e *engine.Engine) {
+	n.active.Store(e)
+	n.relay.sink.Store(e)
+}
+
+// startLeaderLoop runs the loop that makes the engine follow leadership
+// (leader.go).
+func (n *Node) startLeaderLoop() {
+	n.leading = &leaderLoop{mesh: n.mesh, log: n.log.Named("leader"), newEngine: n.newEngine, publish: n.publish}
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stopLoop, n.loopDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.loopDone)
+		n.loopEngine = n.leading.run(ctx)
+	}()
+}
+
 func (n *Node) storeName() string {
-	if n.cfg.PostgresDSN != "" {
+	switch {
+	case !n.cfg.IsServer():
+		return "none (worker-only)"
+	case n.cfg.PostgresDSN != "":
 		return "postgres"
 	}
 	return "sqlite"
@@ -176,12 +241,9 @@ func (n *Node) openStore(ctx context.Context) (engine.Store, error) {
 	return s, nil
 }
 
-func (n *Node) startGRPC() error {
-	lis, err := net.Listen("tcp", n.cfg.GRPCAddr)
-	if err != nil {
-		return fmt.Errorf("gRPC listener: %w", err)
-	}
-	n.grpcLis = lis
+// startGRPC serves the API on the listener opened by Start.
+func (n *Node) startGRPC() {
+	lis := n.grpcLis
 	ic := apiInterceptors{log: n.log.Named("api")}
 	n.grpcSrv = grpc.NewServer(
 		grpc.MaxRecvMsgSize(n.cfg.MaxMessageBytes),
@@ -189,7 +251,11 @@ func (n *Node) startGRPC() error {
 		grpc.ChainUnaryInterceptor(ic.unary),
 		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream),
 	)
-	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, &apiServer{eng: n.eng, maxSpecBytes: n.cfg.MaxSpecBytes})
+	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, &router{
+		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), maxSpecBytes: n.cfg.MaxSpecBytes,
+		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns,
+	})
+	robonetv1.RegisterMeshServiceServer(n.grpcSrv, &meshAPI{self: n.cfg.Name, mesh: n.mesh})
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
 	reflection.Register(n.grpcSrv)
@@ -201,7 +267,6 @@ func (n *Node) startGRPC() error {
 			n.fatal <- fmt.Errorf("gRPC server: %w", err)
 		}
 	}()
-	return nil
 }
 
 // endStreamsOnStop ends server streams (WatchInstance) when Stop begins, so
@@ -265,8 +330,44 @@ func (n *Node) HTTPAddr() string {
 	return n.httpLis.Addr().String()
 }
 
-// Term is this start's fencing term (0 before Start).
-func (n *Node) Term() uint64 { return n.term }
+// GossipAddr is the address of the node's memberlist endpoint, the one
+// other nodes --join (the actual port when Config.GossipAddr asked for
+// port 0); empty before Start.
+func (n *Node) GossipAddr() string {
+	if n.mesh == nil {
+		return ""
+	}
+	return n.mesh.GossipAddr()
+}
+
+// Name is the node's name in the mesh.
+func (n *Node) Name() string { return n.cfg.Name }
+
+// Leadership is this node's view of the engine leadership (zero before
+// Start).
+func (n *Node) Leadership() mesh.Leadership {
+	if n.mesh == nil {
+		return mesh.Leadership{}
+	}
+	return n.mesh.Leader()
+}
+
+// Members is the mesh as this node sees it (nil before Start).
+func (n *Node) Members() []mesh.Member {
+	if n.mesh == nil {
+		return nil
+	}
+	return n.mesh.Members()
+}
+
+// Term is the fencing term of the engine running on this node: the Raft
+// term it leads in; 0 while it does not lead.
+func (n *Node) Term() uint64 {
+	if e := n.active.Load(); e != nil {
+		return e.Term()
+	}
+	return 0
+}
 
 // Failed delivers an error if one of the node's servers stops on its own;
 // the caller should then Stop the node.
@@ -296,29 +397,83 @@ func (n *Node) Stop(ctx context.Context) error {
 }
 
 // shutdown stops whatever runs; it is used by Stop and to roll back a
-// failed Start. Each step runs even if an earlier one failed.
+// failed Start. Each step runs even if an earlier one failed. The order:
+// API servers, then the leader loop and the engine (so no new term
+// starts one), then the mesh (a graceful leave: peers need not wait for
+// failure detection), then the workers, the store and the lock.
 func (n *Node) shutdown(ctx context.Context) error {
+	return n.teardown(ctx, true)
+}
+
+// Halt stops the node as if its process died, for tests and fault
+// injection: the mesh goes without leaving (no leadership transfer, no
+// leave broadcast: peers detect a failure), API connections are cut, the
+// engine is abandoned (no lease released, nothing written), running
+// actions are cancelled. Unlike a real crash it still closes what the
+// process owns (store, sockets, the data directory lock), so the test
+// process leaks nothing. Halt and Stop share one outcome: whichever runs
+// first decides.
+func (n *Node) Halt() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.stopped {
+		return
+	}
+	n.stopped = true
+	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
+	defer cancel()
+	n.stopErr = n.teardown(ctx, false)
+	n.log.Info("node halted", zap.NamedError("teardown", n.stopErr))
+}
+
+// teardown is shutdown, graceful or not (Halt).
+func (n *Node) teardown(ctx context.Context, graceful bool) error {
 	var errs []error
 	n.ready.Store(false)
+	if !graceful && n.mesh != nil {
+		// First, so that the peers see this node die before it stops
+		// answering anything else.
+		if err := n.mesh.Halt(); err != nil {
+			errs = append(errs, fmt.Errorf("halting the mesh: %w", err))
+		}
+	}
 	n.beginStopping()
 	if n.health != nil {
 		n.health.Shutdown() // every service NOT_SERVING
 	}
 	if n.grpcSrv != nil {
-		n.stopGRPC(ctx)
+		if graceful {
+			n.stopGRPC(ctx)
+		} else {
+			n.grpcSrv.Stop()
+		}
 	} else if n.grpcLis != nil {
 		_ = n.grpcLis.Close()
 	}
-	if n.httpSrv != nil {
+	if n.httpSrv != nil && !graceful {
+		_ = n.httpSrv.Close()
+	} else if n.httpSrv != nil {
 		if err := n.httpSrv.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the HTTP server: %w", err))
 			_ = n.httpSrv.Close()
 		}
 	}
 	n.serving.Wait()
-	if n.eng != nil {
-		if err := n.eng.Stop(ctx); err != nil {
-			errs = append(errs, fmt.Errorf("stopping the engine: %w", err))
+	if n.stopLoop != nil {
+		n.stopLoop()
+		<-n.loopDone
+	}
+	if err := n.stopEngine(ctx, graceful); err != nil {
+		errs = append(errs, err)
+	}
+	if n.mesh != nil && graceful {
+		if err := n.mesh.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("leaving the mesh: %w", err))
+		}
+	}
+	if n.conns != nil {
+		if err := n.conns.close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if n.workers != nil {
@@ -337,6 +492,26 @@ func (n *Node) shutdown(ctx context.Context) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// stopEngine stops the engine the leader loop left running: gracefully
+// (attempts cancelled, results written, leases released so the next
+// leader claims at once) while this node still leads in its term;
+// abandoned otherwise, since a newer term may own its instances already.
+func (n *Node) stopEngine(ctx context.Context, graceful bool) error {
+	e := n.loopEngine
+	if e == nil {
+		return nil
+	}
+	n.publish(nil)
+	if l := n.mesh.Leader(); !graceful || !l.IsLeader || l.Term != e.Term() {
+		e.Abandon()
+		return nil
+	}
+	if err := e.Stop(ctx); err != nil {
+		return fmt.Errorf("stopping the engine: %w", err)
+	}
+	return nil
 }
 
 // stopGRPC lets unary calls in progress finish (streams were ended by
@@ -361,8 +536,10 @@ func (n *Node) stopGRPC(ctx context.Context) {
 	<-done
 }
 
-// sinkRelay forwards results from the workers to the engine, which is
-// built after them.
+// sinkRelay forwards results from the workers to the engine of the
+// current term, which changes with leadership; while none runs (this node
+// follows) results are dropped: the instance's next owner re-dispatches
+// the attempt.
 type sinkRelay struct {
 	sink atomic.Pointer[engine.Engine]
 }

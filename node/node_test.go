@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -27,31 +25,8 @@ func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
 }
 
-func TestNextTerm(t *testing.T) {
-	dir := t.TempDir()
-	for want := uint64(1); want <= 3; want++ {
-		got, err := nextTerm(dir)
-		if err != nil || got != want {
-			t.Fatalf("nextTerm = %d, %v; want %d", got, err, want)
-		}
-	}
-	data, err := os.ReadFile(filepath.Join(dir, termFile))
-	if err != nil || string(data) != "3\n" {
-		t.Fatalf("term file %q, %v", data, err)
-	}
-	entries, _ := os.ReadDir(dir)
-	if len(entries) != 1 {
-		t.Errorf("temporary files left behind: %v", entries)
-	}
-	if err := os.WriteFile(filepath.Join(dir, termFile), []byte("garbage"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := nextTerm(dir); err == nil || !strings.Contains(err.Error(), "corrupt") {
-		t.Errorf("a corrupt term file: %v, want an error", err)
-	}
-}
-
 func TestConfig(t *testing.T) {
+	yes, no := true, false
 	c := Config{}.WithDefaults()
 	if err := c.validate(); err != nil {
 		t.Fatalf("defaults do not validate: %v", err)
@@ -70,9 +45,42 @@ func TestConfig(t *testing.T) {
 		{MaxMessageBytes: 10},
 		{MaxSpecBytes: 64 << 20},
 		{Capabilities: map[string]int{"core": 0}},
+		{GossipAddr: "nowhere"},
+		{GossipKey: []byte("short")},
+		{Join: []string{""}},
+		{Server: &no, BootstrapExpect: 3},
 	} {
 		if _, err := New(bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", bad, err)
+		}
+	}
+
+	// Roles: a node of its own is a server; one that joins is a worker
+	// unless told otherwise.
+	if c := (Config{}).WithDefaults(); !c.IsServer() || c.BootstrapExpect != 1 {
+		t.Errorf("no join: server %v, bootstrap-expect %d; want a server expecting 1", c.IsServer(), c.BootstrapExpect)
+	}
+	if c := (Config{Join: []string{"10.0.0.1:7301"}}).WithDefaults(); c.IsServer() || c.BootstrapExpect != 0 {
+		t.Errorf("join: server %v, bootstrap-expect %d; want a worker", c.IsServer(), c.BootstrapExpect)
+	}
+
+	// More than one server needs Postgres; workers and single servers do not.
+	for _, bad := range []Config{
+		{BootstrapExpect: 3},
+		{Join: []string{"10.0.0.1:7301"}, Server: &yes},
+	} {
+		if _, err := New(bad); !errors.Is(err, ErrConfig) || !errors.Is(err, ErrMeshNeedsPostgres) ||
+			!strings.Contains(err.Error(), "--postgres") {
+			t.Errorf("New(%+v) = %v, want ErrMeshNeedsPostgres", bad, err)
+		}
+	}
+	for _, good := range []Config{
+		{BootstrapExpect: 3, PostgresDSN: "postgres://x"},
+		{Join: []string{"10.0.0.1:7301"}, Server: &yes, PostgresDSN: "postgres://x"},
+		{Join: []string{"10.0.0.1:7301"}},
+	} {
+		if _, err := New(good); err != nil {
+			t.Errorf("New(%+v) = %v", good, err)
 		}
 	}
 }
@@ -81,7 +89,8 @@ func TestConfig(t *testing.T) {
 // and unlocks the data directory (a second node can use it).
 func TestStartFailsCleanly(t *testing.T) {
 	dir := t.TempDir()
-	first, err := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "256.0.0.1:1", Logger: zaptest.NewLogger(t)})
+	first, err := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "256.0.0.1:1", GossipAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -92,18 +101,16 @@ func TestStartFailsCleanly(t *testing.T) {
 		t.Errorf("Stop after a failed Start: %v", err)
 	}
 
-	second, err := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled, Logger: zaptest.NewLogger(t)})
+	second, err := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled, GossipAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := second.Start(context.Background()); err != nil {
 		t.Fatalf("Start on the released directory: %v", err)
 	}
-	if second.Term() != 2 {
-		t.Errorf("term %d, want 2 (the failed start counted too)", second.Term())
-	}
 	// The directory is locked while the node runs.
-	third, _ := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled})
+	third, _ := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled, GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0"})
 	if err := third.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "in use") {
 		t.Errorf("a second node on a locked directory: %v", err)
 		_ = third.Stop(context.Background())
@@ -141,6 +148,8 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("cancel: %w", engine.ErrInstanceFinished), codes.FailedPrecondition, "finished"},
 		{fmt.Errorf("x: %w", engine.ErrStopped), codes.Unavailable, "shutting down"},
 		{context.Canceled, codes.Canceled, "cancelled"},
+		{fmt.Errorf("x: %w", &NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}), codes.Unavailable, "the leader is s2 at 10.0.0.2:7233"},
+		{fmt.Errorf("%w within the forwarding window", ErrNoLeader), codes.Unavailable, "no engine leader"},
 		{status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "no"},
 		{errors.New("pq: connection refused at 10.1.2.3"), codes.Internal, "internal error"},
 	}
@@ -157,7 +166,13 @@ func TestErrorStatus(t *testing.T) {
 		t.Errorf("the internal error's cause is not logged: %v", logs.All())
 	}
 
-	st, _ := status.FromError(errorStatus(log, "/m", specErr))
+	st, _ := status.FromError(errorStatus(log, "/m", &NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}))
+	if info, ok := st.Details()[0].(*errdetails.ErrorInfo); !ok || info.GetReason() != ReasonNotLeader ||
+		info.GetMetadata()["leader_grpc"] != "10.0.0.2:7233" {
+		t.Errorf("not-leader details: %v", st.Details())
+	}
+
+	st, _ = status.FromError(errorStatus(log, "/m", specErr))
 	details, ok := st.Details()[0].(*robonetv1.SpecErrors)
 	if !ok || len(details.GetErrors()) != 2 {
 		t.Fatalf("spec details: %v", st.Details())

@@ -2,7 +2,9 @@
 //
 // It validates workflow specs offline (`roboctl validate`) and drives a
 // robonode over its gRPC API: submit, watch, get, ls, cancel, workflows
-// register and workflows ls. roboctl holds presentation only: apart from
+// register and workflows ls, and shows the mesh: members and leader. Any
+// node of a mesh answers: calls that need the engine leader are forwarded
+// to it by the node. roboctl holds presentation only: apart from
 // the offline validator it talks to nothing but the gRPC API, and every
 // decision is the node's.
 //
@@ -106,6 +108,8 @@ or was cancelled), 2 usage error.`,
 		newListCmd(opts),
 		newCancelCmd(opts),
 		newWorkflowsCmd(opts),
+		newMembersCmd(opts),
+		newLeaderCmd(opts),
 	)
 	return root
 }

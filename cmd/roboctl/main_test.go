@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -72,6 +73,7 @@ func testNode(t *testing.T, dir, addr string) *node.Node {
 	}
 	n, err := node.New(node.Config{
 		Name: "roboctl-test", DataDir: dir, GRPCAddr: addr, HTTPAddr: node.HTTPDisabled,
+		GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0",
 		Capabilities: map[string]int{"core": 4, "code.exec": 4},
 		Logger:       zaptest.NewLogger(t, zaptest.Level(zap.ErrorLevel)),
 		StopTimeout:  5 * time.Second,
@@ -436,5 +438,51 @@ func TestValidateStillOffline(t *testing.T) {
 	r := roboctl(t, "--addr", "127.0.0.1:1", "validate", "../../examples/hello.yaml")
 	if r.code != exitOK || !strings.Contains(r.stdout, "✓ ../../examples/hello.yaml") {
 		t.Errorf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// TestMembersAndLeader: a single node is a mesh of one: it lists itself,
+// marked leader, and names itself leader with its term.
+func TestMembersAndLeader(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	var r result
+	eventually(t, func() bool {
+		r = roboctl(t, addr, "leader")
+		return r.code == exitOK
+	})
+	if want := fmt.Sprintf("roboctl-test at %s, term ", n.GRPCAddr()); !strings.HasPrefix(r.stdout, want) {
+		t.Errorf("leader: %q, want it to start with %q", r.stdout, want)
+	}
+	r = roboctl(t, addr, "members")
+	if r.code != exitOK || !strings.Contains(r.stdout, "roboctl-test *") || !strings.Contains(r.stdout, "alive") ||
+		!strings.Contains(r.stdout, "server,worker") || !strings.Contains(r.stdout, "code.exec=4") {
+		t.Errorf("members: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = roboctl(t, addr, "members", "-o", "json")
+	var members []struct {
+		Name   string `json:"name"`
+		Leader bool   `json:"leader"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &members); err != nil || len(members) != 1 || !members[0].Leader {
+		t.Errorf("members -o json: %v\n%s", err, r.stdout)
+	}
+	r = roboctl(t, addr, "leader", "-o", "json")
+	if !strings.Contains(r.stdout, `"name": "roboctl-test"`) {
+		t.Errorf("leader -o json:\n%s", r.stdout)
+	}
+}
+
+// eventually polls cond every 20 ms for up to 10 s.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	tick := time.NewTicker(20 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatal("condition not met within 10s")
+		}
+		<-tick.C
 	}
 }

@@ -25,6 +25,7 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 		dataDir  string
 		logLevel string
 		keep     bool
+		pg       string
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
@@ -36,12 +37,24 @@ and a gather that adds them up — show live progress, print the outputs and
 stop the node cleanly.
 
 The node listens on a free port; nothing else needs to run. Exits 0 when
-the workflow completed, 1 otherwise.`,
+the workflow completed, 1 otherwise.
+
+With --postgres DSN the demo is a mesh instead: three servers on that
+database and two worker-only nodes, in this process on loopback. The
+workflow is submitted through a worker-only node (which forwards it to the
+leader) and followed through a follower; once a few tasks are done the
+leader is killed (as a crash: no leave, no lease released), the demo names
+the new leader, and the workflow finishes there with its outputs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return runDemo(demoOptions{dataDir: dataDir, logLevel: logLevel, keep: keep}, stdout, stderr)
+			o := demoOptions{dataDir: dataDir, logLevel: logLevel, keep: keep, postgres: pg}
+			if pg != "" {
+				return runMeshDemo(o, stdout, stderr)
+			}
+			return runDemo(o, stdout, stderr)
 		},
 	}
+	cmd.Flags().StringVar(&pg, "postgres", "", "Postgres DSN: run a mesh of three servers and two workers on it instead of one node on SQLite")
 	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data directory to use (default: a temporary one, removed afterwards)")
 	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level of the node: debug, info, warn or error")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
@@ -52,6 +65,7 @@ type demoOptions struct {
 	dataDir  string
 	logLevel string
 	keep     bool
+	postgres string
 }
 
 func runDemo(o demoOptions, stdout, stderr io.Writer) error {
@@ -74,11 +88,13 @@ func runDemo(o demoOptions, stdout, stderr io.Writer) error {
 	defer stopSignals()
 
 	n, err := node.New(node.Config{
-		Name:     "demo",
-		DataDir:  dir,
-		GRPCAddr: "127.0.0.1:0",
-		HTTPAddr: node.HTTPDisabled,
-		Logger:   log,
+		Name:       "demo",
+		DataDir:    dir,
+		GRPCAddr:   "127.0.0.1:0",
+		HTTPAddr:   node.HTTPDisabled,
+		GossipAddr: "127.0.0.1:0",
+		RaftAddr:   "127.0.0.1:0",
+		Logger:     log,
 	})
 	if err != nil {
 		return err

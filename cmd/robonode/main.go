@@ -89,8 +89,22 @@ func newRootCmd(stdout, stderr io.Writer, getenv func(string) string) *cobra.Com
 capabilities, the gRPC API and the /healthz and /readyz endpoints.
 
 With no flags it runs a single server on loopback (gRPC 127.0.0.1:7233,
-HTTP 127.0.0.1:7280) with the embedded SQLite store in ./robonode-data and a
-default capability set sized to this machine, so every example workflow runs.
+HTTP 127.0.0.1:7280, gossip 7301, Raft 7302) with the embedded SQLite store
+in ./robonode-data and a default capability set sized to this machine, so
+every example workflow runs. It is a mesh of one: it elects itself engine
+leader within a second.
+
+A mesh: start the first server, then point the others at its gossip
+address. More than one server needs a shared Postgres store:
+
+  robonode --name s1 --bootstrap-expect 3 --postgres $DSN --bind 10.0.0.1
+  robonode --name s2 --bootstrap-expect 3 --postgres $DSN --bind 10.0.0.2 --join 10.0.0.1:7301 --server
+  robonode --name s3 --bootstrap-expect 3 --postgres $DSN --bind 10.0.0.3 --join 10.0.0.1:7301 --server
+  robonode --name w1 --bind 10.0.0.4 --join 10.0.0.1:7301 --capability code.exec=16
+
+Any node answers the API (roboctl --addr any-node:7233): calls that need the
+engine leader are forwarded to it. A node started with --join is
+worker-only unless --server is given; worker-only nodes open no store.
 
 Every flag can also be set with an environment variable ROBONET_<FLAG>
 (e.g. ROBONET_DATA_DIR, ROBONET_CAPABILITY=code.exec=8,core=16) or in a YAML
@@ -170,6 +184,14 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		Capabilities: s.Capabilities,
 		Logger:       log,
 		StopTimeout:  s.ShutdownTimeout,
+
+		Join:            s.Join,
+		Advertise:       s.Advertise,
+		Server:          s.Server,
+		BootstrapExpect: s.BootstrapExpect,
+		GossipAddr:      s.Gossip,
+		RaftAddr:        s.Raft,
+		GossipKey:       s.GossipKey,
 	}
 }
 

@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"net"
+	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -12,10 +14,31 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
+
+	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 )
 
+// TestMain checks that no goroutine outlives the tests. The mesh demo runs
+// memberlist with its default timings, and memberlist's Shutdown does not
+// wait for a probe in flight, which ends within a probe interval (1 s,
+// longer while Lifeguard scales probe timeouts up after a peer died), so
+// goleak is given up to ~15 s (each Find retries for about one) to see
+// it go rather than told to ignore it.
 func TestMain(m *testing.M) {
-	goleak.VerifyTestMain(m)
+	code := m.Run()
+	if code == 0 {
+		var err error
+		for range 15 {
+			if err = goleak.Find(); err == nil {
+				break
+			}
+		}
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
+			code = 1
+		}
+	}
+	os.Exit(code)
 }
 
 // env is a fake environment.
@@ -49,6 +72,7 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	want := settings{DataDir: "robonode-data", Bind: "127.0.0.1", GRPC: "127.0.0.1:7233", HTTP: "127.0.0.1:7280",
+		Gossip: "127.0.0.1:7301", Raft: "127.0.0.1:7302",
 		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
@@ -73,7 +97,7 @@ capabilities: {core: 3, code.exec: 5}
 	}
 	want := settings{
 		Name: "from-env", DataDir: "/var/lib/robonode", Bind: "10.0.0.1",
-		GRPC: "0.0.0.0:9000", HTTP: "off",
+		GRPC: "0.0.0.0:9000", HTTP: "off", Gossip: "10.0.0.1:7301", Raft: "10.0.0.1:7302",
 		Capabilities: map[string]int{"core": 3, "code.exec": 5},
 		LogFormat:    "json", LogLevel: "warn", ShutdownTimeout: 30 * time.Second,
 	}
@@ -109,6 +133,57 @@ capabilities: {core: 3, code.exec: 5}
 	}
 }
 
+// TestMeshSettings: --join is repeatable (a list in env and file),
+// --server is unset unless given, the gossip key is base64.
+func TestMeshSettings(t *testing.T) {
+	key := "MDEyMzQ1Njc4OWFiY2RlZg==" // "0123456789abcdef"
+	s, err := resolveArgs(t, env{}, "--join", "10.0.0.1:7301", "--join", "10.0.0.2:7301", "--server",
+		"--bootstrap-expect", "3", "--gossip", "0", "--raft", "0.0.0.0:9302", "--advertise", "10.0.0.9", "--gossip-key", key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Join, []string{"10.0.0.1:7301", "10.0.0.2:7301"}) || s.Server == nil || !*s.Server ||
+		s.BootstrapExpect != 3 || s.Gossip != "127.0.0.1:0" || s.Raft != "0.0.0.0:9302" || s.Advertise != "10.0.0.9" ||
+		string(s.GossipKey) != "0123456789abcdef" {
+		t.Errorf("mesh flags: %+v", s)
+	}
+	s, err = resolveArgs(t, env{"ROBONET_JOIN": "a:1, b:2", "ROBONET_SERVER": "false"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Join, []string{"a:1", "b:2"}) || s.Server == nil || *s.Server {
+		t.Errorf("mesh env: %+v", s)
+	}
+	file := writeFile(t, "robonode.yaml", "join: [c:3]\nserver: true\nbootstrap_expect: 3\n")
+	s, err = resolveArgs(t, env{}, "--config", file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(s.Join, []string{"c:3"}) || s.Server == nil || !*s.Server || s.BootstrapExpect != 3 {
+		t.Errorf("mesh file: %+v", s)
+	}
+	if s, _ := resolveArgs(t, env{}); s.Server != nil {
+		t.Errorf("--server unset resolved to %v, want nil (decided by --join)", *s.Server)
+	}
+}
+
+// TestMeshNeedsPostgres: more than one server on SQLite is refused at
+// startup with exit code 2 and a message that says how to fix it.
+func TestMeshNeedsPostgres(t *testing.T) {
+	for _, args := range [][]string{
+		{"--bootstrap-expect", "3"},
+		{"--join", "127.0.0.1:1", "--server"},
+	} {
+		var out, errOut bytes.Buffer
+		args = append(args, "--data-dir", t.TempDir(), "--grpc", "0", "--http", "off", "--gossip", "0", "--raft", "0")
+		code := run(args, &out, &errOut, env{}.get)
+		if code != exitUsage || !strings.Contains(errOut.String(), "needs a shared Postgres store") ||
+			!strings.Contains(errOut.String(), "--postgres DSN") {
+			t.Errorf("robonode %v: exit %d, want %d with the Postgres message\n%s", args, code, exitUsage, errOut.String())
+		}
+	}
+}
+
 func TestBadSettings(t *testing.T) {
 	badFile := writeFile(t, "bad.yaml", "data_dirr: x\n")
 	for _, c := range []struct {
@@ -122,6 +197,11 @@ func TestBadSettings(t *testing.T) {
 		{env{}, []string{"--capability", "code.exec=0"}, "NAME=SIZE"},
 		{env{}, []string{"--grpc", "nowhere"}, "grpc"},
 		{env{}, []string{"--bind", "example.com"}, "bind"},
+		{env{}, []string{"--join", "nowhere"}, "join"},
+		{env{}, []string{"--gossip-key", "c2hvcnQ="}, "gossip-key"},
+		{env{}, []string{"--gossip-key", "!!"}, "base64"},
+		{env{"ROBONET_SERVER": "maybe"}, nil, "server"},
+		{env{}, []string{"--bootstrap-expect", "-1"}, "bootstrap-expect"},
 		{env{"ROBONET_SHUTDOWN_TIMEOUT": "soon"}, nil, "shutdown-timeout"},
 		{env{}, []string{"--config", badFile}, `unknown key "data_dirr"`},
 		{env{}, []string{"--config", "/no/such/file.yaml"}, "config file"},
@@ -179,6 +259,38 @@ func TestDemo(t *testing.T) {
 		`"digest": "023076ee4da98e2c"`,
 		`"words": 144000`,
 		"node stopped cleanly",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		}
+	}
+}
+
+// TestMeshDemo runs `robonode demo --postgres`: three servers and two
+// workers in-process, the leader killed mid-run, the workflow finishing on
+// the new leader.
+func TestMeshDemo(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	u, err := url.Parse(dsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	q := u.Query()
+	q.Set("search_path", schema)
+	u.RawQuery = q.Encode()
+	var out, errOut bytes.Buffer
+	code := run([]string{"demo", "--postgres", u.String(), "--log-level", "error"}, &out, &errOut, env{}.get)
+	if code != exitOK {
+		t.Fatalf("demo --postgres: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+	}
+	for _, want := range []string{
+		"started worker-2 (worker-only)",
+		"engine leader: server-",
+		">>> killing the leader",
+		">>> new engine leader: server-",
+		"state     COMPLETE",
+		`"digest": "023076ee4da98e2c"`,
+		"mesh stopped cleanly",
 	} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"net"
@@ -29,14 +30,22 @@ import (
 //	--http               ROBONET_HTTP               http
 //	--postgres           ROBONET_POSTGRES           postgres
 //	--capability         ROBONET_CAPABILITY         capability (also: capabilities)
+//	--join               ROBONET_JOIN               join
+//	--advertise          ROBONET_ADVERTISE          advertise
+//	--server             ROBONET_SERVER             server
+//	--bootstrap-expect   ROBONET_BOOTSTRAP_EXPECT   bootstrap_expect
+//	--gossip             ROBONET_GOSSIP             gossip
+//	--raft               ROBONET_RAFT               raft
+//	--gossip-key         ROBONET_GOSSIP_KEY         gossip_key
 //	--log-format         ROBONET_LOG_FORMAT         log_format
 //	--log-level          ROBONET_LOG_LEVEL          log_level
 //	--shutdown-timeout   ROBONET_SHUTDOWN_TIMEOUT   shutdown_timeout
 //	--config             ROBONET_CONFIG             -
 //
-// --capability is repeatable; in the environment it is a comma-separated
-// list (ROBONET_CAPABILITY=code.exec=8,core=16); in the file a map
-// ({code.exec: 8}) or a list of NAME=SIZE strings.
+// --capability and --join are repeatable; in the environment they are
+// comma-separated lists (ROBONET_CAPABILITY=code.exec=8,core=16,
+// ROBONET_JOIN=10.0.0.1:7301,10.0.0.2:7301); in the file a list (and for
+// capabilities also a map, {code.exec: 8}).
 
 const envPrefix = "ROBONET_"
 
@@ -49,13 +58,30 @@ type settings struct {
 	HTTP            string
 	Postgres        string
 	Capabilities    map[string]int // nil: node.DefaultCapabilities()
+	Join            []string
+	Advertise       string
+	Server          *bool // nil: a server unless Join is set
+	BootstrapExpect int   // 0: 1 on servers
+	Gossip          string
+	Raft            string
+	GossipKey       []byte
 	LogFormat       string
 	LogLevel        string
 	ShutdownTimeout time.Duration
 }
 
 // flagNames lists the settings' flags, in the order of the table above.
-var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability", "log-format", "log-level", "shutdown-timeout"}
+var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
+	"join", "advertise", "server", "bootstrap-expect", "gossip", "raft", "gossip-key",
+	"log-format", "log-level", "shutdown-timeout"}
+
+// listFlags are the repeatable flags: comma-separated in the environment,
+// lists in the config file, and no default.
+var listFlags = []string{"capability", "join"}
+
+// optionalFlags have no default value: unset means "decide from the other
+// settings".
+var optionalFlags = []string{"server"}
 
 // addServerFlags declares the flags of a server; their defaults are the
 // settings' defaults.
@@ -67,6 +93,13 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.String("http", "7280", "HTTP (/healthz, /readyz) listen address: host:port, a port on --bind, or off")
 	fs.String("postgres", "", "Postgres DSN; the engine's state goes there instead of SQLite in --data-dir")
 	fs.StringArray("capability", nil, "capability served and its worker pool size, NAME=SIZE (repeatable; replaces the default set)")
+	fs.StringArray("join", nil, "gossip address (host:port) of a node already in a mesh to join (repeatable); without it the node starts a mesh of its own")
+	fs.String("advertise", "", "host (IP or name) other nodes reach this node at, for gossip, Raft and gRPC (default: the bound address)")
+	fs.Bool("server", false, "run as a Raft server that may lead the engine (default: true without --join, false with it; a worker-only node opens no store)")
+	fs.Int("bootstrap-expect", 0, "number of servers to wait for before the first Raft election; more than 1 needs --postgres (default 1 on servers)")
+	fs.String("gossip", "7301", "gossip (memberlist) listen address: host:port, or a port on --bind; 0 picks a free port")
+	fs.String("raft", "7302", "Raft listen address on servers: host:port, or a port on --bind; 0 picks a free port")
+	fs.String("gossip-key", "", "base64 of a 16, 24 or 32 byte key that encrypts gossip; the same on every node")
 	fs.String("log-format", "console", "log format: console or json")
 	fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Duration("shutdown-timeout", 30*time.Second, "how long a clean shutdown may take before work is cut")
@@ -105,14 +138,14 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 			}
 		case getenv(envName(name)) != "":
 			v := getenv(envName(name))
-			if name == "capability" {
+			if slices.Contains(listFlags, name) {
 				raw[name] = splitList(v)
 			} else {
 				raw[name] = []string{v}
 			}
 		case file[name] != nil:
 			raw[name] = file[name]
-		case name != "capability":
+		case !slices.Contains(listFlags, name) && !slices.Contains(optionalFlags, name):
 			raw[name] = []string{f.DefValue}
 		}
 	}
@@ -137,6 +170,9 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 			errs = append(errs, err)
 		}
 	}
+	if err := s.resolveMesh(raw, one); err != nil {
+		errs = append(errs, err)
+	}
 	if s.LogFormat != "console" && s.LogFormat != "json" {
 		errs = append(errs, fmt.Errorf("log-format %q: want console or json", s.LogFormat))
 	}
@@ -150,6 +186,52 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 		return settings{}, usageError{errors.Join(errs...)}
 	}
 	return s, nil
+}
+
+// resolveMesh reads the mesh settings: --join, --advertise, --server,
+// --bootstrap-expect, --gossip, --raft and --gossip-key.
+func (s *settings) resolveMesh(raw map[string][]string, one func(string) string) error {
+	var errs []error
+	for _, j := range raw["join"] {
+		if _, port, err := net.SplitHostPort(j); err != nil || port == "" {
+			errs = append(errs, fmt.Errorf("join %q: want host:port of a node's gossip address, e.g. 10.0.0.1:7301", j))
+			continue
+		}
+		s.Join = append(s.Join, j)
+	}
+	s.Advertise = one("advertise")
+	if s.Advertise != "" && strings.Contains(s.Advertise, ":") && net.ParseIP(s.Advertise) == nil {
+		errs = append(errs, fmt.Errorf("advertise %q: want a host (IP address or name) without a port", s.Advertise))
+	}
+	if v, ok := raw["server"]; ok {
+		b, err := strconv.ParseBool(v[0])
+		if err != nil {
+			errs = append(errs, fmt.Errorf("server %q: want true or false", v[0]))
+		}
+		s.Server = &b
+	}
+	var err error
+	if s.BootstrapExpect, err = strconv.Atoi(one("bootstrap-expect")); err != nil || s.BootstrapExpect < 0 {
+		errs = append(errs, fmt.Errorf("bootstrap-expect %q: want a number of servers, at least 1", one("bootstrap-expect")))
+	}
+	if s.Gossip, err = listenAddr(one("gossip"), s.Bind, false); err != nil {
+		errs = append(errs, fmt.Errorf("gossip: %w", err))
+	}
+	if s.Raft, err = listenAddr(one("raft"), s.Bind, false); err != nil {
+		errs = append(errs, fmt.Errorf("raft: %w", err))
+	}
+	if k := one("gossip-key"); k != "" {
+		key, err := base64.StdEncoding.DecodeString(k)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("gossip-key: not base64: %w", err))
+		case len(key) != 16 && len(key) != 24 && len(key) != 32:
+			errs = append(errs, fmt.Errorf("gossip-key: %d bytes; want 16, 24 or 32 (e.g. head -c 32 /dev/urandom | base64)", len(key)))
+		default:
+			s.GossipKey = key
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // listenAddr reads a listen address: host:port as it is, a bare port (or
@@ -247,6 +329,19 @@ func loadConfigFile(fs *pflag.FlagSet, getenv func(string) string) (map[string][
 
 // fileValues turns a config file value into flag-style strings.
 func fileValues(name string, v any) ([]string, error) {
+	if name == "join" {
+		switch v := v.(type) {
+		case string:
+			return splitList(v), nil
+		case []any:
+			out := make([]string, 0, len(v))
+			for _, e := range v {
+				out = append(out, fmt.Sprint(e))
+			}
+			return out, nil
+		}
+		return nil, errors.New("want a list of host:port")
+	}
 	if name == "capability" {
 		switch v := v.(type) {
 		case map[string]any:

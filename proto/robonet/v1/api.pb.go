@@ -2106,6 +2106,332 @@ func (x *SpecError) GetText() string {
 	return ""
 }
 
+type ListMembersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersRequest) Reset() {
+	*x = ListMembersRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersRequest) ProtoMessage() {}
+
+func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
+func (*ListMembersRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+}
+
+// Member is one node of the mesh, as the answering node sees it.
+type Member struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Gossip status: "alive", "suspect", "left" or "failed".
+	Status string `protobuf:"bytes,2,opt,name=status,proto3" json:"status,omitempty"`
+	// "server" (a Raft server that may lead the engine) and/or "worker"
+	// (runs tasks for its capabilities).
+	Roles []string `protobuf:"bytes,3,rep,name=roles,proto3" json:"roles,omitempty"`
+	// Capability → worker pool size.
+	Capabilities map[string]int32 `protobuf:"bytes,4,rep,name=capabilities,proto3" json:"capabilities,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Address of the node's gRPC API.
+	GrpcAddr string `protobuf:"bytes,5,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	// Address of its gossip (memberlist) endpoint.
+	GossipAddr string `protobuf:"bytes,6,opt,name=gossip_addr,json=gossipAddr,proto3" json:"gossip_addr,omitempty"`
+	// Address of its Raft transport; servers only.
+	RaftAddr string `protobuf:"bytes,7,opt,name=raft_addr,json=raftAddr,proto3" json:"raft_addr,omitempty"`
+	// The current engine leader.
+	Leader bool `protobuf:"varint,8,opt,name=leader,proto3" json:"leader,omitempty"`
+	// A Raft voter; servers only.
+	Voter bool `protobuf:"varint,9,opt,name=voter,proto3" json:"voter,omitempty"`
+	// Software version.
+	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Member) Reset() {
+	*x = Member{}
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Member) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Member) ProtoMessage() {}
+
+func (x *Member) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Member.ProtoReflect.Descriptor instead.
+func (*Member) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+}
+
+func (x *Member) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Member) GetStatus() string {
+	if x != nil {
+		return x.Status
+	}
+	return ""
+}
+
+func (x *Member) GetRoles() []string {
+	if x != nil {
+		return x.Roles
+	}
+	return nil
+}
+
+func (x *Member) GetCapabilities() map[string]int32 {
+	if x != nil {
+		return x.Capabilities
+	}
+	return nil
+}
+
+func (x *Member) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *Member) GetGossipAddr() string {
+	if x != nil {
+		return x.GossipAddr
+	}
+	return ""
+}
+
+func (x *Member) GetRaftAddr() string {
+	if x != nil {
+		return x.RaftAddr
+	}
+	return ""
+}
+
+func (x *Member) GetLeader() bool {
+	if x != nil {
+		return x.Leader
+	}
+	return false
+}
+
+func (x *Member) GetVoter() bool {
+	if x != nil {
+		return x.Voter
+	}
+	return false
+}
+
+func (x *Member) GetVersion() string {
+	if x != nil {
+		return x.Version
+	}
+	return ""
+}
+
+type ListMembersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by name.
+	Members []*Member `protobuf:"bytes,1,rep,name=members,proto3" json:"members,omitempty"`
+	// The node that answered.
+	AnsweredBy    string `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListMembersResponse) Reset() {
+	*x = ListMembersResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListMembersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListMembersResponse) ProtoMessage() {}
+
+func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
+func (*ListMembersResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+}
+
+func (x *ListMembersResponse) GetMembers() []*Member {
+	if x != nil {
+		return x.Members
+	}
+	return nil
+}
+
+func (x *ListMembersResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+type GetLeaderRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLeaderRequest) Reset() {
+	*x = GetLeaderRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeaderRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeaderRequest) ProtoMessage() {}
+
+func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
+func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+}
+
+type GetLeaderResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Name of the leader; empty while there is none (an election is in
+	// progress, or the servers lack a quorum).
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// Its gRPC address.
+	GrpcAddr string `protobuf:"bytes,2,opt,name=grpc_addr,json=grpcAddr,proto3" json:"grpc_addr,omitempty"`
+	// The Raft term it leads in: the engine's fencing token.
+	Term uint64 `protobuf:"varint,3,opt,name=term,proto3" json:"term,omitempty"`
+	// The node that answered.
+	AnsweredBy    string `protobuf:"bytes,4,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *GetLeaderResponse) Reset() {
+	*x = GetLeaderResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *GetLeaderResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*GetLeaderResponse) ProtoMessage() {}
+
+func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
+func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+}
+
+func (x *GetLeaderResponse) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *GetLeaderResponse) GetGrpcAddr() string {
+	if x != nil {
+		return x.GrpcAddr
+	}
+	return ""
+}
+
+func (x *GetLeaderResponse) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *GetLeaderResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
 var File_robonet_v1_api_proto protoreflect.FileDescriptor
 
 const file_robonet_v1_api_proto_rawDesc = "" +
@@ -2274,7 +2600,35 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12\x12\n" +
 	"\x04hint\x18\a \x01(\tR\x04hint\x12\x12\n" +
-	"\x04text\x18\b \x01(\tR\x04text*\xdb\x01\n" +
+	"\x04text\x18\b \x01(\tR\x04text\"\x14\n" +
+	"\x12ListMembersRequest\"\xf8\x02\n" +
+	"\x06Member\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
+	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
+	"\x05roles\x18\x03 \x03(\tR\x05roles\x12H\n" +
+	"\fcapabilities\x18\x04 \x03(\v2$.robonet.v1.Member.CapabilitiesEntryR\fcapabilities\x12\x1b\n" +
+	"\tgrpc_addr\x18\x05 \x01(\tR\bgrpcAddr\x12\x1f\n" +
+	"\vgossip_addr\x18\x06 \x01(\tR\n" +
+	"gossipAddr\x12\x1b\n" +
+	"\traft_addr\x18\a \x01(\tR\braftAddr\x12\x16\n" +
+	"\x06leader\x18\b \x01(\bR\x06leader\x12\x14\n" +
+	"\x05voter\x18\t \x01(\bR\x05voter\x12\x18\n" +
+	"\aversion\x18\n" +
+	" \x01(\tR\aversion\x1a?\n" +
+	"\x11CapabilitiesEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"d\n" +
+	"\x13ListMembersResponse\x12,\n" +
+	"\amembers\x18\x01 \x03(\v2\x12.robonet.v1.MemberR\amembers\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\"\x12\n" +
+	"\x10GetLeaderRequest\"y\n" +
+	"\x11GetLeaderResponse\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1b\n" +
+	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
+	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1f\n" +
+	"\vanswered_by\x18\x04 \x01(\tR\n" +
+	"answeredBy*\xdb\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -2311,7 +2665,10 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vGetInstance\x12\x1e.robonet.v1.GetInstanceRequest\x1a\x1f.robonet.v1.GetInstanceResponse\x12V\n" +
 	"\rWatchInstance\x12 .robonet.v1.WatchInstanceRequest\x1a!.robonet.v1.WatchInstanceResponse0\x01\x12W\n" +
 	"\x0eCancelInstance\x12!.robonet.v1.CancelInstanceRequest\x1a\".robonet.v1.CancelInstanceResponse\x12T\n" +
-	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\xa7\x01\n" +
+	"\vMeshService\x12N\n" +
+	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
+	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -2326,7 +2683,7 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 25)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
@@ -2356,63 +2713,75 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(*ListInstancesResponse)(nil),    // 25: robonet.v1.ListInstancesResponse
 	(*SpecErrors)(nil),               // 26: robonet.v1.SpecErrors
 	(*SpecError)(nil),                // 27: robonet.v1.SpecError
-	(*timestamppb.Timestamp)(nil),    // 28: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 29: google.protobuf.Duration
+	(*ListMembersRequest)(nil),       // 28: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 29: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 30: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 31: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 32: robonet.v1.GetLeaderResponse
+	nil,                              // 33: robonet.v1.Member.CapabilitiesEntry
+	(*timestamppb.Timestamp)(nil),    // 34: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 35: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	28, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	34, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
 	3,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	3,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
 	5,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
 	4,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	29, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	35, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
 	3,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	29, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	28, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	35, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	34, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
 	1,  // 10: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	28, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	28, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	34, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	34, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
 	12, // 13: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
 	0,  // 14: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	28, // 15: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	28, // 16: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	28, // 17: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	34, // 15: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	34, // 16: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	34, // 17: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
 	13, // 18: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
 	14, // 19: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
 	15, // 20: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	28, // 21: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	34, // 21: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 22: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
 	0,  // 23: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	28, // 24: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	34, // 24: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
 	12, // 25: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
 	15, // 26: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
 	18, // 27: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
 	0,  // 28: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	28, // 29: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	28, // 30: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	34, // 29: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	34, // 30: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 31: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
 	23, // 32: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
 	27, // 33: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	6,  // 34: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	8,  // 35: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	10, // 36: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	16, // 37: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	19, // 38: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	21, // 39: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	24, // 40: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	7,  // 41: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	9,  // 42: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	11, // 43: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	17, // 44: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	20, // 45: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	22, // 46: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	25, // 47: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	41, // [41:48] is the sub-list for method output_type
-	34, // [34:41] is the sub-list for method input_type
-	34, // [34:34] is the sub-list for extension type_name
-	34, // [34:34] is the sub-list for extension extendee
-	0,  // [0:34] is the sub-list for field type_name
+	33, // 34: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	29, // 35: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	6,  // 36: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	8,  // 37: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	10, // 38: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	16, // 39: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	19, // 40: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	21, // 41: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	24, // 42: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	28, // 43: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	31, // 44: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	7,  // 45: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	9,  // 46: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	11, // 47: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	17, // 48: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	20, // 49: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	22, // 50: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	25, // 51: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	30, // 52: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	32, // 53: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	45, // [45:54] is the sub-list for method output_type
+	36, // [36:45] is the sub-list for method input_type
+	36, // [36:36] is the sub-list for extension type_name
+	36, // [36:36] is the sub-list for extension extendee
+	0,  // [0:36] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -2430,9 +2799,9 @@ func file_robonet_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   25,
+			NumMessages:   31,
 			NumExtensions: 0,
-			NumServices:   1,
+			NumServices:   2,
 		},
 		GoTypes:           file_robonet_v1_api_proto_goTypes,
 		DependencyIndexes: file_robonet_v1_api_proto_depIdxs,

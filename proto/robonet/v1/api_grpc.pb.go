@@ -429,3 +429,177 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 	},
 	Metadata: "robonet/v1/api.proto",
 }
+
+const (
+	MeshService_ListMembers_FullMethodName = "/robonet.v1.MeshService/ListMembers"
+	MeshService_GetLeader_FullMethodName   = "/robonet.v1.MeshService/GetLeader"
+)
+
+// MeshServiceClient is the client API for MeshService service.
+//
+// For semantics around ctx use and closing/ending streaming RPCs, please refer to https://pkg.go.dev/google.golang.org/grpc/?tab=doc#ClientConn.NewStream.
+//
+// MeshService describes the mesh as the answering node sees it through
+// gossip. Any node answers from its own view, without asking the leader, so
+// these calls work during an election and on worker-only nodes.
+//
+// Calls of WorkflowService that need the engine leader (register, submit,
+// cancel, and watching or reading the live detail of a running instance)
+// may be sent to any node: a node that does not lead forwards them to the
+// leader, retrying while an election is in progress. When no leader is
+// elected within the node's forwarding window the call fails with
+// UNAVAILABLE; a node that receives a call already forwarded once and does
+// not lead answers UNAVAILABLE with a google.rpc.ErrorInfo detail (reason
+// "NOT_LEADER", domain "robonet.dev", metadata "leader" and "leader_grpc")
+// naming the leader it knows, if any.
+type MeshServiceClient interface {
+	// ListMembers lists the nodes of the mesh: status, roles, capabilities,
+	// addresses, and which one leads.
+	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
+	// GetLeader names the engine leader and its Raft term.
+	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error)
+}
+
+type meshServiceClient struct {
+	cc grpc.ClientConnInterface
+}
+
+func NewMeshServiceClient(cc grpc.ClientConnInterface) MeshServiceClient {
+	return &meshServiceClient{cc}
+}
+
+func (c *meshServiceClient) ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListMembersResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListMembers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *meshServiceClient) GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(GetLeaderResponse)
+	err := c.cc.Invoke(ctx, MeshService_GetLeader_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// MeshServiceServer is the server API for MeshService service.
+// All implementations must embed UnimplementedMeshServiceServer
+// for forward compatibility.
+//
+// MeshService describes the mesh as the answering node sees it through
+// gossip. Any node answers from its own view, without asking the leader, so
+// these calls work during an election and on worker-only nodes.
+//
+// Calls of WorkflowService that need the engine leader (register, submit,
+// cancel, and watching or reading the live detail of a running instance)
+// may be sent to any node: a node that does not lead forwards them to the
+// leader, retrying while an election is in progress. When no leader is
+// elected within the node's forwarding window the call fails with
+// UNAVAILABLE; a node that receives a call already forwarded once and does
+// not lead answers UNAVAILABLE with a google.rpc.ErrorInfo detail (reason
+// "NOT_LEADER", domain "robonet.dev", metadata "leader" and "leader_grpc")
+// naming the leader it knows, if any.
+type MeshServiceServer interface {
+	// ListMembers lists the nodes of the mesh: status, roles, capabilities,
+	// addresses, and which one leads.
+	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
+	// GetLeader names the engine leader and its Raft term.
+	GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error)
+	mustEmbedUnimplementedMeshServiceServer()
+}
+
+// UnimplementedMeshServiceServer must be embedded to have
+// forward compatible implementations.
+//
+// NOTE: this should be embedded by value instead of pointer to avoid a nil
+// pointer dereference when methods are called.
+type UnimplementedMeshServiceServer struct{}
+
+func (UnimplementedMeshServiceServer) ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListMembers not implemented")
+}
+func (UnimplementedMeshServiceServer) GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method GetLeader not implemented")
+}
+func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
+func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
+
+// UnsafeMeshServiceServer may be embedded to opt out of forward compatibility for this service.
+// Use of this interface is not recommended, as added methods to MeshServiceServer will
+// result in compilation errors.
+type UnsafeMeshServiceServer interface {
+	mustEmbedUnimplementedMeshServiceServer()
+}
+
+func RegisterMeshServiceServer(s grpc.ServiceRegistrar, srv MeshServiceServer) {
+	// If the following call panics, it indicates UnimplementedMeshServiceServer was
+	// embedded by pointer and is nil.  This will cause panics if an
+	// unimplemented method is ever invoked, so we test this at initialization
+	// time to prevent it from happening at runtime later due to I/O.
+	if t, ok := srv.(interface{ testEmbeddedByValue() }); ok {
+		t.testEmbeddedByValue()
+	}
+	s.RegisterService(&MeshService_ServiceDesc, srv)
+}
+
+func _MeshService_ListMembers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListMembersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListMembers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListMembers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListMembers(ctx, req.(*ListMembersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MeshService_GetLeader_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(GetLeaderRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).GetLeader(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_GetLeader_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).GetLeader(ctx, req.(*GetLeaderRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+// MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
+// It's only intended for direct use with grpc.RegisterService,
+// and not to be introspected or modified (even as a copy)
+var MeshService_ServiceDesc = grpc.ServiceDesc{
+	ServiceName: "robonet.v1.MeshService",
+	HandlerType: (*MeshServiceServer)(nil),
+	Methods: []grpc.MethodDesc{
+		{
+			MethodName: "ListMembers",
+			Handler:    _MeshService_ListMembers_Handler,
+		},
+		{
+			MethodName: "GetLeader",
+			Handler:    _MeshService_GetLeader_Handler,
+		},
+	},
+	Streams:  []grpc.StreamDesc{},
+	Metadata: "robonet/v1/api.proto",
+}

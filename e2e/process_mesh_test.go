@@ -1,0 +1,286 @@
+package e2e_test
+
+import (
+	"bufio"
+	"fmt"
+	"net"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/robonet/robonet/engine/store/postgres/pgtest"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// processMesh is a mesh of robonode processes: servers on loopback with
+// fixed ports (so that a restarted server comes back on its Raft address)
+// and one Postgres schema, with robonode's default gossip and Raft
+// timings.
+type processMesh struct {
+	t           testing.TB
+	bin         string
+	dsn, schema string
+	args        map[string][]string // name → robonode arguments
+	procs       map[string]*child
+	gossip      string // the first server's gossip address
+}
+
+// freePort returns a loopback port that was free a moment ago.
+func freePort(t testing.TB) int {
+	t.Helper()
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lis.Close()
+	return lis.Addr().(*net.TCPAddr).Port
+}
+
+// startProcessMesh starts n servers with --bootstrap-expect n, each after
+// the first joining it.
+func startProcessMesh(t testing.TB, n int) *processMesh {
+	t.Helper()
+	m := &processMesh{t: t, bin: buildRobonode(t), args: map[string][]string{}, procs: map[string]*child{}}
+	var dsn, schema string
+	dsn, schema = pgtest.Schema(t)
+	m.dsn, m.schema = dsn, schema
+	pg := withSearchPath(t, dsn, schema)
+	for i := 1; i <= n; i++ {
+		name := fmt.Sprintf("s%d", i)
+		gossip := fmt.Sprintf("127.0.0.1:%d", freePort(t))
+		args := []string{"--name", name, "--data-dir", t.TempDir(), "--postgres", pg,
+			"--grpc", strconv.Itoa(freePort(t)), "--http", "off", "--gossip", gossip, "--raft", strconv.Itoa(freePort(t)),
+			"--bootstrap-expect", strconv.Itoa(n), "--capability", "code.exec=4", "--capability", "core=4",
+			"--log-format", "json", "--shutdown-timeout", "10s"}
+		if i == 1 {
+			m.gossip = gossip
+		} else {
+			args = append(args, "--join", m.gossip, "--server")
+		}
+		m.args[name] = args
+		m.procs[name] = startChild(t, m.bin, args...)
+	}
+	return m
+}
+
+// api returns a client of a running node's WorkflowService.
+func (m *processMesh) api(name string) robonetv1.WorkflowServiceClient {
+	return robonetv1.NewWorkflowServiceClient(dial(m.t, m.procs[name].addr))
+}
+
+// leader waits until every running node names the same leader, other
+// than not, and returns its name and term.
+func (m *processMesh) leader(not string, timeout time.Duration) (string, uint64) {
+	m.t.Helper()
+	var name string
+	var term uint64
+	eventually(m.t, timeout, "a leader every server agrees on", func() bool {
+		name, term = "", 0
+		for _, c := range m.procs {
+			if c.cmd.ProcessState != nil {
+				continue // killed
+			}
+			resp, err := robonetv1.NewMeshServiceClient(dial(m.t, c.addr)).GetLeader(ctxFor(m.t, 5*time.Second), &robonetv1.GetLeaderRequest{})
+			if err != nil || resp.GetName() == "" || resp.GetName() == not || (name != "" && resp.GetName() != name) {
+				return false
+			}
+			name, term = resp.GetName(), resp.GetTerm()
+		}
+		return name != ""
+	})
+	return name, term
+}
+
+// survivor returns a running node other than not.
+func (m *processMesh) survivor(not string) string {
+	names := make([]string, 0, len(m.procs))
+	for n, c := range m.procs {
+		if n != not && c.cmd.ProcessState == nil {
+			names = append(names, n)
+		}
+	}
+	slices.Sort(names)
+	return names[0]
+}
+
+// TestProcessMeshKill9Leader: three robonode processes on loopback with
+// --join and one Postgres; the leader process is killed with SIGKILL in
+// the middle of a workflow, another server takes over and the workflow
+// completes with the right outputs, each task completion recorded once.
+func TestProcessMeshKill9Leader(t *testing.T) {
+	m := startProcessMesh(t, 3)
+	leader, term := m.leader("", 60*time.Second)
+	follower := m.survivor(leader)
+	api := m.api(follower)
+	logFile := filepath.Join(t.TempDir(), "runs.log")
+	id := submitSpec(t, api, crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
+
+	eventually(t, 60*time.Second, "two spread instances to complete", func() bool {
+		resp, err := api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatalf("GetInstance: %v", err)
+		}
+		if isTerminal(resp.GetInstance().GetState()) {
+			t.Fatal("the instance finished before the kill; nothing was tested")
+		}
+		return resp.GetInstance().GetProgress().GetDone() >= 2
+	})
+	killed := time.Now()
+	m.procs[leader].kill9(t)
+	next, nextTerm := m.leader(leader, 30*time.Second)
+	t.Logf("killed leader %s (term %d); %s leads in term %d after %s", leader, term, next, nextTerm,
+		time.Since(killed).Round(time.Millisecond))
+
+	in := waitDone(t, api, id, 60*time.Second)
+	wantOutputs(t, in, `{"work": [10, 20, 30, 40, 50, 60, 70, 80], "sum": 360}`)
+	t.Logf("completed %s after the kill", time.Since(killed).Round(time.Millisecond))
+	history := taskHistory(t, postgresStore, "", m.dsn, m.schema, id)
+	ok := map[string]int{}
+	seen := map[string]bool{}
+	for _, r := range history {
+		key := fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt)
+		if seen[key] {
+			t.Errorf("attempt %s recorded twice", key)
+		}
+		seen[key] = true
+		if r.OK {
+			ok[r.ExecutionID]++
+		}
+	}
+	if len(ok) != 9 {
+		t.Errorf("%d executions completed, want 9: %v", len(ok), ok)
+	}
+	for exe, n := range ok {
+		if n != 1 {
+			t.Errorf("execution %s completed %d times", exe, n)
+		}
+	}
+}
+
+// failoverBenchSpec: four long tasks that log when they start, so that
+// attempts are in flight when the leader dies and the first start after
+// the kill marks the new leader's first dispatch.
+const failoverBenchSpec = `
+name: failover-bench
+version: 1
+inputs:
+  log: {type: string}
+  run: {type: int}
+tasks:
+  work:
+    spread: ${{ [1, 2, 3, 4] }}
+    capability: code.exec
+    action: exec
+    with:
+      argv: [sh, -c, 'echo "$(date +%s%N)" >> "$1"; sleep 10; echo 1', work, "${{ inputs.log }}"]
+`
+
+// BenchmarkFailover measures leader failover with robonode's default
+// timings: three robonode processes, a workflow with attempts in flight,
+// the leader killed with SIGKILL, and the time from the kill to the first
+// task the new leader dispatches (the first task start logged after the
+// kill: only the leader dispatches, and the old one is dead). The killed
+// server is restarted on its data directory before the next run, so each
+// run kills a leader of a full three-server mesh. Runs: $ROBONET_FAILOVER_RUNS
+// (default 20). Reports p50, p99 and max in milliseconds.
+//
+//	scripts/with-postgres go test -run '^$' -bench Failover -benchtime 1x ./e2e/
+func BenchmarkFailover(b *testing.B) {
+	runs := 20
+	if v, err := strconv.Atoi(os.Getenv("ROBONET_FAILOVER_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	for b.Loop() {
+		samples := failoverRuns(b, runs)
+		slices.Sort(samples)
+		pct := func(p float64) time.Duration { return samples[min(len(samples)-1, int(p*float64(len(samples))))] }
+		b.ReportMetric(float64(pct(0.50).Milliseconds()), "p50-ms")
+		b.ReportMetric(float64(pct(0.99).Milliseconds()), "p99-ms")
+		b.ReportMetric(float64(samples[len(samples)-1].Milliseconds()), "max-ms")
+		b.Logf("failover over %d runs: p50 %s, p99 %s, max %s; all: %v", len(samples), pct(0.5), pct(0.99),
+			samples[len(samples)-1], samples)
+	}
+}
+
+// failoverRuns runs the failover measurement runs times on one mesh.
+func failoverRuns(b *testing.B, runs int) []time.Duration {
+	m := startProcessMesh(b, 3)
+	logFile := filepath.Join(b.TempDir(), "starts.log")
+	var samples []time.Duration
+	leader, _ := m.leader("", 60*time.Second)
+	for run := range runs {
+		api := m.api(m.survivor(leader))
+		id := submitSpec(b, api, failoverBenchSpec, fmt.Sprintf(`{"log": %q, "run": %d}`, logFile, run))
+		before := countLines(b, logFile)
+		eventually(b, 30*time.Second, "four tasks to start", func() bool { return countLines(b, logFile) >= before+4 })
+		killed := time.Now()
+		m.procs[leader].kill9(b)
+		var first time.Time
+		eventually(b, 60*time.Second, "a task start after the kill", func() bool {
+			for _, ts := range startsAfter(b, logFile, before+4) {
+				if ts.After(killed) {
+					first = ts
+					return true
+				}
+			}
+			return false
+		})
+		samples = append(samples, first.Sub(killed))
+		next, term := m.leader(leader, 30*time.Second)
+		if testing.Verbose() {
+			fmt.Fprintf(os.Stderr, "failover run %d: %s killed; %s leads in term %d; first dispatch after %s\n",
+				run+1, leader, next, term, first.Sub(killed).Round(time.Millisecond))
+		}
+		if _, err := api.CancelInstance(ctxFor(b, 30*time.Second), &robonetv1.CancelInstanceRequest{InstanceId: id}); err != nil {
+			b.Fatalf("cancelling run %d: %v", run+1, err)
+		}
+		// Bring the killed server back on its data directory and wait
+		// until it follows the new leader, so the next run kills the
+		// leader of a full mesh.
+		m.procs[leader] = startChild(b, m.bin, m.args[leader]...)
+		m.leader("", 60*time.Second)
+		leader = next
+	}
+	return samples
+}
+
+// countLines counts the lines of a file (0 if it does not exist).
+func countLines(t testing.TB, path string) int {
+	return len(readLines(t, path))
+}
+
+func readLines(t testing.TB, path string) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if os.IsNotExist(err) {
+		return nil
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var lines []string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		lines = append(lines, sc.Text())
+	}
+	return lines
+}
+
+// startsAfter returns the start times logged from line skip on.
+func startsAfter(t testing.TB, path string, skip int) []time.Time {
+	var out []time.Time
+	lines := readLines(t, path)
+	for _, l := range lines[min(skip, len(lines)):] {
+		ns, err := strconv.ParseInt(strings.TrimSpace(l), 10, 64)
+		if err != nil {
+			continue // a line being written
+		}
+		out = append(out, time.Unix(0, ns))
+	}
+	return out
+}

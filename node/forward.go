@@ -1,0 +1,413 @@
+package node
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/metadata"
+	"google.golang.org/grpc/status"
+
+	"github.com/robonet/robonet/engine"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// forwardedHeader marks a call a node forwarded to the leader; its value
+// names the forwarding node. A node that receives a forwarded call and
+// does not lead answers with a NotLeaderError instead of forwarding again,
+// so a call makes at most one hop and two nodes with different views of
+// the leadership cannot bounce it between them.
+const forwardedHeader = "robonet-forwarded-by"
+
+// Backoff of the forwarding retries while an election is in progress.
+const (
+	forwardBackoffMin = 20 * time.Millisecond
+	forwardBackoffMax = 500 * time.Millisecond
+)
+
+// NotLeaderError is the typed redirect of a node that does not lead the
+// engine: it names the leader the node knows (both fields empty while
+// there is none). The API edge maps it to UNAVAILABLE with an ErrorInfo
+// detail (reason NOT_LEADER) carrying the leader's name and gRPC address.
+type NotLeaderError struct {
+	Leader     string // the leader's name; empty: none known
+	LeaderGRPC string // its gRPC address
+}
+
+func (e *NotLeaderError) Error() string {
+	if e.Leader == "" {
+		return "this node does not lead the engine and knows no leader (an election is in progress)"
+	}
+	return fmt.Sprintf("this node does not lead the engine; the leader is %s at %s", e.Leader, e.LeaderGRPC)
+}
+
+// ErrNoLeader: no engine leader was elected within the forwarding window
+// (Config.ForwardTimeout). The servers may lack a quorum.
+var ErrNoLeader = errors.New("no engine leader elected")
+
+// router serves the WorkflowService on every node and decides, per call,
+// who answers it:
+//
+//	call                                leader       server (follower)              worker-only
+//	RegisterWorkflow, SubmitWorkflow,   its engine   forwarded                      forwarded
+//	CancelInstance
+//	GetInstance, WatchInstance          its engine   the store when finished;       forwarded
+//	                                                 forwarded while live (per-task
+//	                                                 detail lives on the leader)
+//	ListInstances, ListWorkflows        its engine   the store                      forwarded
+//
+// "Its engine" is the engine of the current term once it runs (after the
+// Barrier); a server that leads but whose engine is not running yet waits
+// for it like a follower waits for an election. Forwarding waits for a
+// leader with backoff, up to Config.ForwardTimeout, then fails with
+// ErrNoLeader (UNAVAILABLE). A forwarded call that fails with UNAVAILABLE
+// (the leader died or stepped down mid-call) is retried against the next
+// leader within the same window: RegisterWorkflow is idempotent, cancels
+// are, and a forwarded submission without an idempotency key is given one
+// so that a retry cannot start the workflow twice.
+type router struct {
+	robonetv1.UnimplementedWorkflowServiceServer
+
+	self         string
+	mesh         meshNode
+	log          *zap.Logger
+	maxSpecBytes int
+	timeout      time.Duration
+	// active returns the running engine of the current term, nil when this
+	// node does not lead (or its engine has not started yet).
+	active func() *engine.Engine
+	// reader serves reads from the store on servers; nil on worker-only
+	// nodes, which have no store.
+	reader *engine.Engine
+	conns  *connCache
+}
+
+var _ robonetv1.WorkflowServiceServer = (*router)(nil)
+
+// target is where one call goes: the local engine or the leader's API.
+type target struct {
+	local  *engine.Engine
+	remote robonetv1.WorkflowServiceClient
+	leader string
+}
+
+// resolve waits (with backoff, within deadline) until a leader is known
+// and returns where to send a leader-only call. A forwarded call is never
+// forwarded again: a node that does not lead answers it NotLeaderError.
+func (r *router) resolve(ctx context.Context, deadline time.Time) (target, error) {
+	forwarded := isForwarded(ctx)
+	backoff := forwardBackoffMin
+	for {
+		if e := r.active(); e != nil {
+			return target{local: e, leader: r.self}, nil
+		}
+		l := r.mesh.Leader()
+		switch {
+		case l.IsLeader:
+			// Elected, engine not running yet (Barrier): wait for it.
+		case forwarded:
+			return target{}, &NotLeaderError{Leader: l.Leader, LeaderGRPC: l.LeaderGRPC}
+		case l.Leader != "" && l.LeaderGRPC != "" && l.Leader != r.self:
+			c, err := r.conns.get(l.LeaderGRPC)
+			if err != nil {
+				return target{}, err
+			}
+			return target{remote: c, leader: l.Leader}, nil
+		}
+		if err := sleepUntil(ctx, deadline, backoff); err != nil {
+			return target{}, err
+		}
+		backoff = min(2*backoff, forwardBackoffMax)
+	}
+}
+
+// sleepUntil waits d, or fails with ErrNoLeader if that would pass the
+// deadline, or with ctx's error.
+func sleepUntil(ctx context.Context, deadline time.Time, d time.Duration) error {
+	if time.Until(deadline) < d {
+		return fmt.Errorf("%w within the forwarding window", ErrNoLeader)
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+func isForwarded(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(forwardedHeader)) > 0
+}
+
+// retryable reports whether a forwarded call's error means "try the next
+// leader": the leader was unreachable, stopping, or no longer leads.
+func retryable(err error) bool {
+	return status.Code(err) == codes.Unavailable
+}
+
+// leaderCall runs a leader-only unary call: locally when this node's
+// engine runs, otherwise on the leader, retrying while leadership moves.
+func leaderCall[Req, Resp any](ctx context.Context, r *router, req Req,
+	local func(*apiServer, context.Context, Req) (Resp, error),
+	remote func(robonetv1.WorkflowServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
+) (Resp, error) {
+	var zero Resp
+	deadline := time.Now().Add(r.timeout)
+	backoff := forwardBackoffMin
+	for {
+		t, err := r.resolve(ctx, deadline)
+		if err != nil {
+			return zero, err
+		}
+		if t.local != nil {
+			return local(r.api(t.local), ctx, req)
+		}
+		resp, callErr := remote(t.remote, r.outgoing(ctx), req)
+		if callErr == nil || !retryable(callErr) || isForwarded(ctx) {
+			return resp, callErr
+		}
+		r.log.Debug("forwarded call failed; retrying with the next leader", zap.String("leader", t.leader), zap.Error(callErr))
+		if err := sleepUntil(ctx, deadline, backoff); err != nil {
+			return zero, fmt.Errorf("%w (the last leader tried, %s, answered: %s)", err, t.leader, status.Convert(callErr).Message())
+		}
+		backoff = min(2*backoff, forwardBackoffMax)
+	}
+}
+
+// api is the translation layer over one engine.
+func (r *router) api(e *engine.Engine) *apiServer {
+	return &apiServer{eng: e, maxSpecBytes: r.maxSpecBytes}
+}
+
+// outgoing marks ctx's call as forwarded by this node.
+func (r *router) outgoing(ctx context.Context) context.Context {
+	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, r.self)
+}
+
+// reads returns the engine that answers reads here without the leader:
+// the running one, or the store reader; nil on worker-only nodes.
+func (r *router) reads() *engine.Engine {
+	if e := r.active(); e != nil {
+		return e
+	}
+	return r.reader
+}
+
+func (r *router) RegisterWorkflow(ctx context.Context, req *robonetv1.RegisterWorkflowRequest) (*robonetv1.RegisterWorkflowResponse, error) {
+	return leaderCall(ctx, r, req, (*apiServer).RegisterWorkflow, robonetv1.WorkflowServiceClient.RegisterWorkflow)
+}
+
+func (r *router) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkflowRequest) (*robonetv1.SubmitWorkflowResponse, error) {
+	if r.active() == nil && req.GetIdempotencyKey() == "" {
+		// Forwarding retries on UNAVAILABLE, which may come after the
+		// leader committed the submission: a key makes the retry find
+		// that instance instead of starting another.
+		req = cloneSubmit(req)
+		req.IdempotencyKey = "forwarded:" + uuid.NewString()
+	}
+	return leaderCall(ctx, r, req, (*apiServer).SubmitWorkflow, robonetv1.WorkflowServiceClient.SubmitWorkflow)
+}
+
+func (r *router) CancelInstance(ctx context.Context, req *robonetv1.CancelInstanceRequest) (*robonetv1.CancelInstanceResponse, error) {
+	return leaderCall(ctx, r, req, (*apiServer).CancelInstance, robonetv1.WorkflowServiceClient.CancelInstance)
+}
+
+func (r *router) ListWorkflows(ctx context.Context, req *robonetv1.ListWorkflowsRequest) (*robonetv1.ListWorkflowsResponse, error) {
+	if e := r.reads(); e != nil {
+		return r.api(e).ListWorkflows(ctx, req)
+	}
+	return leaderCall(ctx, r, req, (*apiServer).ListWorkflows, robonetv1.WorkflowServiceClient.ListWorkflows)
+}
+
+func (r *router) ListInstances(ctx context.Context, req *robonetv1.ListInstancesRequest) (*robonetv1.ListInstancesResponse, error) {
+	if e := r.reads(); e != nil {
+		return r.api(e).ListInstances(ctx, req)
+	}
+	return leaderCall(ctx, r, req, (*apiServer).ListInstances, robonetv1.WorkflowServiceClient.ListInstances)
+}
+
+// GetInstance answers from the store on a follower when the instance has
+// finished (the store has all of it) and asks the leader while it runs
+// (the leader holds the live per-task detail). Without a leader within
+// the forwarding window, a follower answers from the store after all:
+// the instance's state is right, only live attempts and progress are
+// missing.
+func (r *router) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequest) (*robonetv1.GetInstanceResponse, error) {
+	if e := r.active(); e != nil || r.reader == nil {
+		return leaderCall(ctx, r, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
+	}
+	stored, err := r.api(r.reader).GetInstance(ctx, req)
+	if err != nil || instanceFinished(stored.GetInstance().GetState()) {
+		return stored, err
+	}
+	resp, err := leaderCall(ctx, r, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
+	if errors.Is(err, ErrNoLeader) {
+		return stored, nil
+	}
+	return resp, err
+}
+
+// WatchInstance streams from the leader while the instance runs, and
+// resumes after the last event it relayed when the leader changes, so a
+// client watching through a follower sees a failover as a gap filled by
+// a snapshot, not as an error. A finished instance is answered from the
+// store.
+func (r *router) WatchInstance(req *robonetv1.WatchInstanceRequest, stream grpc.ServerStreamingServer[robonetv1.WatchInstanceResponse]) error {
+	ctx := stream.Context()
+	if r.active() == nil && r.reader != nil {
+		stored, err := r.api(r.reader).GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: req.GetInstanceId()})
+		if err != nil {
+			return err
+		}
+		if instanceFinished(stored.GetInstance().GetState()) {
+			return r.api(r.reader).WatchInstance(req, stream)
+		}
+	}
+	after := req.GetAfterSeq()
+	deadline := time.Now().Add(r.timeout)
+	backoff := forwardBackoffMin
+	for {
+		t, err := r.resolve(ctx, deadline)
+		if err != nil {
+			return err
+		}
+		if t.local != nil {
+			return r.api(t.local).WatchInstance(&robonetv1.WatchInstanceRequest{InstanceId: req.GetInstanceId(), AfterSeq: after}, stream)
+		}
+		relayed, err := relayWatch(r.outgoing(ctx), t.remote, req.GetInstanceId(), &after, stream)
+		if err == nil || !retryable(err) || isForwarded(ctx) {
+			return err
+		}
+		if relayed {
+			// Progress was made: the window starts again for the next leader.
+			deadline, backoff = time.Now().Add(r.timeout), forwardBackoffMin
+		}
+		r.log.Debug("forwarded watch ended; resuming with the next leader", zap.String("leader", t.leader),
+			zap.Uint64("after_seq", after), zap.Error(err))
+		if err := sleepUntil(ctx, deadline, backoff); err != nil {
+			return err
+		}
+		backoff = min(2*backoff, forwardBackoffMax)
+	}
+}
+
+// relayWatch copies the leader's event stream to the client, recording the
+// last sequence number sent in after. relayed reports whether any event
+// was.
+func relayWatch(ctx context.Context, leader robonetv1.WorkflowServiceClient, id string, after *uint64,
+	out grpc.ServerStreamingServer[robonetv1.WatchInstanceResponse],
+) (relayed bool, err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	in, err := leader.WatchInstance(ctx, &robonetv1.WatchInstanceRequest{InstanceId: id, AfterSeq: *after})
+	if err != nil {
+		return false, err
+	}
+	for {
+		msg, err := in.Recv()
+		if errors.Is(err, io.EOF) {
+			return relayed, nil
+		}
+		if err != nil {
+			return relayed, err
+		}
+		if err := out.Send(msg); err != nil {
+			return relayed, err
+		}
+		relayed = true
+		*after = msg.GetEvent().GetSeq()
+	}
+}
+
+func instanceFinished(s robonetv1.InstanceState) bool {
+	switch s {
+	case robonetv1.InstanceState_INSTANCE_STATE_COMPLETE, robonetv1.InstanceState_INSTANCE_STATE_FAILED,
+		robonetv1.InstanceState_INSTANCE_STATE_CANCELLED:
+		return true
+	}
+	return false
+}
+
+func cloneSubmit(req *robonetv1.SubmitWorkflowRequest) *robonetv1.SubmitWorkflowRequest {
+	c := &robonetv1.SubmitWorkflowRequest{
+		InputsJson:     req.GetInputsJson(),
+		IdempotencyKey: req.GetIdempotencyKey(),
+		Deadline:       req.GetDeadline(),
+	}
+	switch w := req.GetWorkflow().(type) {
+	case *robonetv1.SubmitWorkflowRequest_Ref:
+		c.Workflow = &robonetv1.SubmitWorkflowRequest_Ref{Ref: w.Ref}
+	case *robonetv1.SubmitWorkflowRequest_Spec:
+		c.Workflow = &robonetv1.SubmitWorkflowRequest_Spec{Spec: w.Spec}
+	}
+	return c
+}
+
+// connCache holds one client connection per leader address, so forwarding
+// does not dial per call. Connections are dialled lazily by gRPC and
+// closed by close (node Stop).
+type connCache struct {
+	maxMsg int
+
+	mu     sync.Mutex
+	conns  map[string]*grpc.ClientConn
+	closed bool
+}
+
+func newConnCache(maxMsg int) *connCache {
+	return &connCache{maxMsg: maxMsg, conns: make(map[string]*grpc.ClientConn)}
+}
+
+func (c *connCache) get(addr string) (robonetv1.WorkflowServiceClient, error) {
+	cc, err := c.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	return robonetv1.NewWorkflowServiceClient(cc), nil
+}
+
+func (c *connCache) conn(addr string) (*grpc.ClientConn, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.closed {
+		return nil, errStopping
+	}
+	if cc, ok := c.conns[addr]; ok {
+		return cc, nil
+	}
+	cc, err := grpc.NewClient(addr,
+		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxMsg), grpc.MaxCallSendMsgSize(c.maxMsg)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to the leader at %s: %w", addr, err)
+	}
+	c.conns[addr] = cc
+	return cc, nil
+}
+
+// close closes every connection; later gets fail.
+func (c *connCache) close() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.closed = true
+	var errs []error
+	for addr, cc := range c.conns {
+		if err := cc.Close(); err != nil {
+			errs = append(errs, fmt.Errorf("closing the connection to %s: %w", addr, err))
+		}
+	}
+	c.conns = nil
+	return errors.Join(errs...)
+}
