@@ -8,11 +8,13 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
 
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/examples"
@@ -29,6 +31,14 @@ func runMeshDemo(o demoOptions, w, stderr io.Writer) (err error) {
 		return usageError{err}
 	}
 	defer func() { _ = log.Sync() }()
+	if o.logLevel == "warn" || o.logLevel == "error" {
+		// The demo kills a server on purpose and narrates it; at the default
+		// level, the libraries' own complaints about the dead peer (every
+		// refused vote request and heartbeat) would drown that out.
+		log = log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return quietLibraries{Core: c}
+		}))
+	}
 	dir := o.dataDir
 	if dir == "" {
 		if dir, err = os.MkdirTemp("", "robonode-demo-*"); err != nil {
@@ -224,4 +234,20 @@ func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.w.Write(p)
+}
+
+// quietLibraries drops entries below DPanic from the Raft and memberlist
+// libraries' loggers (named mesh.raft and mesh.memberlist) and keeps
+// everything else.
+type quietLibraries struct{ zapcore.Core }
+
+func (q quietLibraries) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level < zapcore.DPanicLevel && (strings.HasPrefix(e.LoggerName, "mesh.raft") || strings.HasPrefix(e.LoggerName, "mesh.memberlist")) {
+		return ce
+	}
+	return q.Core.Check(e, ce)
+}
+
+func (q quietLibraries) With(fields []zapcore.Field) zapcore.Core {
+	return quietLibraries{Core: q.Core.With(fields)}
 }
