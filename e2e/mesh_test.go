@@ -70,10 +70,13 @@ func meshNodeConfig(t *testing.T, name, dsn, schema string, server bool, join []
 	return cfg
 }
 
+// meshOption adjusts a node's configuration before startMesh starts it.
+type meshOption func(cfg *node.Config)
+
 // startMesh starts servers (s1…) on one Postgres schema, then workers
 // (w1…), every node after the first joining it, and waits for an engine
-// leader.
-func startMesh(t *testing.T, servers, workers int) *testMesh {
+// leader. Every option is applied to every node's configuration.
+func startMesh(t *testing.T, servers, workers int, opts ...meshOption) *testMesh {
 	t.Helper()
 	m := &testMesh{t: t}
 	m.dsn, m.schema = pgtest.Schema(t)
@@ -84,7 +87,11 @@ func startMesh(t *testing.T, servers, workers int) *testMesh {
 		if !server {
 			name = fmt.Sprintf("w%d", i-servers)
 		}
-		tn := startNodeWith(t, meshNodeConfig(t, name, m.dsn, m.schema, server, join, servers))
+		cfg := meshNodeConfig(t, name, m.dsn, m.schema, server, join, servers)
+		for _, o := range opts {
+			o(&cfg)
+		}
+		tn := startNodeWith(t, cfg)
 		if join == nil {
 			join = []string{tn.node.GossipAddr()}
 		}
