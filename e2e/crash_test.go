@@ -206,27 +206,8 @@ func TestKill9AndRestart(t *testing.T) {
 		runs, _ := os.ReadFile(logFile)
 		t.Logf("runs (item attempt pid):\n%s", runs)
 
-		history := taskHistory(t, store, dataDir, dsn, schema, id)
-		okPerExecution := map[string]int{}
-		seen := map[string]bool{}
-		for _, r := range history {
-			key := fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt)
-			if seen[key] {
-				t.Errorf("attempt %s recorded twice", key)
-			}
-			seen[key] = true
-			if r.OK {
-				okPerExecution[r.ExecutionID]++
-			}
-		}
-		if len(okPerExecution) != 9 {
-			t.Errorf("%d executions completed, want 9 (8 spread instances and sum): %v", len(okPerExecution), okPerExecution)
-		}
-		for exe, n := range okPerExecution {
-			if n != 1 {
-				t.Errorf("execution %s: %d completions recorded, want 1", exe, n)
-			}
-		}
+		// 8 spread instances and the sum.
+		checkOncePerExecution(t, id, taskHistory(t, store, dataDir, dsn, schema, id), 9)
 	})
 }
 

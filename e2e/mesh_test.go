@@ -326,9 +326,17 @@ func checkHistory(t *testing.T, s engine.Store, id string, executions int) {
 	if err != nil {
 		t.Fatalf("TaskHistory %s: %v", id, err)
 	}
+	checkOncePerExecution(t, id, h, executions)
+}
+
+// checkOncePerExecution checks a task history: no (execution, attempt)
+// recorded twice, and exactly one successful result for each of the
+// expected number of executions.
+func checkOncePerExecution(t *testing.T, id string, history []engine.ActionResult, executions int) {
+	t.Helper()
 	ok := map[string]int{}
 	seen := map[string]bool{}
-	for _, r := range h {
+	for _, r := range history {
 		key := fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt)
 		if seen[key] {
 			t.Errorf("instance %s: attempt %s recorded twice", id, key)

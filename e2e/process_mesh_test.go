@@ -138,27 +138,7 @@ func TestProcessMeshKill9Leader(t *testing.T) {
 	in := waitDone(t, api, id, 60*time.Second)
 	wantOutputs(t, in, `{"work": [10, 20, 30, 40, 50, 60, 70, 80], "sum": 360}`)
 	t.Logf("completed %s after the kill", time.Since(killed).Round(time.Millisecond))
-	history := taskHistory(t, postgresStore, "", m.dsn, m.schema, id)
-	ok := map[string]int{}
-	seen := map[string]bool{}
-	for _, r := range history {
-		key := fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt)
-		if seen[key] {
-			t.Errorf("attempt %s recorded twice", key)
-		}
-		seen[key] = true
-		if r.OK {
-			ok[r.ExecutionID]++
-		}
-	}
-	if len(ok) != 9 {
-		t.Errorf("%d executions completed, want 9: %v", len(ok), ok)
-	}
-	for exe, n := range ok {
-		if n != 1 {
-			t.Errorf("execution %s completed %d times", exe, n)
-		}
-	}
+	checkOncePerExecution(t, id, taskHistory(t, postgresStore, "", m.dsn, m.schema, id), 9)
 }
 
 // failoverBenchSpec: four long tasks that log when they start, so that
