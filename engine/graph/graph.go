@@ -129,6 +129,12 @@ func (p *Plan) NewGraph(instanceID string) *Graph {
 		errs:      map[TaskRef]string{},
 	}
 	copy(g.remaining, p.required)
+	// A task with no predecessors is live from the start; any other becomes
+	// live when a predecessor resolves without being skipped. Readiness then
+	// needs only live to tell "every predecessor was skipped".
+	for i, r := range p.required[:n] {
+		g.live[i] = r == 0
+	}
 	g.sc.g = g
 	return g
 }
@@ -454,7 +460,7 @@ func (g *Graph) ready(node int32, now time.Time) {
 		g.state = Gathering
 	}
 	nd := &g.plan.nodes[node]
-	if g.plan.required[node] > 0 && !g.live[node] {
+	if !g.live[node] {
 		g.skip(node) // every predecessor was skipped
 		return
 	}
