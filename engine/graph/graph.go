@@ -39,20 +39,28 @@ type Graph struct {
 
 	// Per node; remaining and live have one more entry, for the output
 	// node.
-	remaining []int32 // unresolved required predecessors
-	live      []bool  // some resolved predecessor was not skipped
-	status    []TaskStatus
-	attempt   []uint32 // latest attempt dispatched or failed
-	output    []any
-	due       []int64   // retry time or timeout deadline (Unix ns), see Task
-	spreads   []*spread // instances of an expanded spread task
-	errs      map[TaskRef]string
-	waiting   int // tasks in TaskWaiting while active
+	// ns holds the small per-node state in one array (one entry more, for
+	// the output node), so a completion touches one cache line of it
+	// rather than one of each of four parallel arrays.
+	ns      []nodeState
+	output  []any
+	due     []int64   // retry time or timeout deadline (Unix ns), see Task
+	spreads []*spread // instances of an expanded spread task
+	errs    map[TaskRef]string
+	waiting int // tasks in TaskWaiting while active
 
 	fx    []Effect // effect buffer returned to the caller
 	work  []int32  // ready nodes not yet handled
 	sc    scope
 	stats Stats
+}
+
+// nodeState is the per-instance state of one task (or of the output node).
+type nodeState struct {
+	remaining int32  // unresolved required predecessors
+	attempt   uint32 // latest attempt dispatched or failed
+	status    TaskStatus
+	live      bool // some resolved predecessor was not skipped
 }
 
 // spread holds the instances of one expanded spread task as parallel arrays
@@ -98,7 +106,7 @@ func (s *scope) Index() int64           { return s.index }
 // skipped one); the plan guarantees expressions read only upstream tasks.
 func (s *scope) TaskOutput(name string) (any, bool) {
 	n, ok := s.g.plan.names[name]
-	if !ok || !s.g.status[n].resolved() {
+	if !ok || !s.g.ns[n].status.resolved() {
 		return nil, false
 	}
 	return s.g.output[n], true
@@ -106,7 +114,7 @@ func (s *scope) TaskOutput(name string) (any, bool) {
 
 // TaskOutputAt is TaskOutput for a task numbered by the plan.
 func (s *scope) TaskOutputAt(n int32) (any, bool) {
-	if n < 0 || int(n) >= len(s.g.status) || !s.g.status[n].resolved() {
+	if n < 0 || int(n) >= len(s.g.plan.nodes) || !s.g.ns[n].status.resolved() {
 		return nil, false
 	}
 	return s.g.output[n], true
@@ -117,23 +125,19 @@ func (s *scope) TaskOutputAt(n int32) (any, bool) {
 func (p *Plan) NewGraph(instanceID string) *Graph {
 	n := len(p.nodes)
 	g := &Graph{
-		plan:      p,
-		id:        instanceID,
-		remaining: make([]int32, n+1),
-		live:      make([]bool, n+1),
-		status:    make([]TaskStatus, n),
-		attempt:   make([]uint32, n),
-		output:    make([]any, n),
-		due:       make([]int64, n),
-		spreads:   make([]*spread, n),
-		errs:      map[TaskRef]string{},
+		plan:    p,
+		id:      instanceID,
+		ns:      make([]nodeState, n+1),
+		output:  make([]any, n),
+		due:     make([]int64, n),
+		spreads: make([]*spread, n),
+		errs:    map[TaskRef]string{},
 	}
-	copy(g.remaining, p.required)
 	// A task with no predecessors is live from the start; any other becomes
 	// live when a predecessor resolves without being skipped. Readiness then
 	// needs only live to tell "every predecessor was skipped".
-	for i, r := range p.required[:n] {
-		g.live[i] = r == 0
+	for i, r := range p.required {
+		g.ns[i].remaining, g.ns[i].live = r, r == 0
 	}
 	g.sc.g = g
 	return g
@@ -219,11 +223,11 @@ func (g *Graph) Complete(ref TaskRef, attempt uint32, res Result, now time.Time)
 
 // inFlight reports whether attempt of ref is running in an active instance.
 func (g *Graph) inFlight(ref TaskRef, attempt uint32) bool {
-	if !g.state.active() || ref.Node < 0 || int(ref.Node) >= len(g.status) {
+	if !g.state.active() || ref.Node < 0 || int(ref.Node) >= len(g.plan.nodes) {
 		return false
 	}
 	if ref.Index < 0 {
-		return g.status[ref.Node] == TaskRunning && g.attempt[ref.Node] == attempt
+		return g.ns[ref.Node].status == TaskRunning && g.ns[ref.Node].attempt == attempt
 	}
 	sp := g.spreads[ref.Node]
 	return sp != nil && int(ref.Index) < len(sp.status) &&
@@ -285,11 +289,11 @@ func (g *Graph) Resume(now time.Time) []Effect {
 	if !g.state.active() {
 		return nil
 	}
-	for node := range g.status {
+	for node := range g.plan.nodes {
 		ref := Ref(int32(node))
-		switch g.status[node] {
+		switch g.ns[node].status {
 		case TaskRunning, TaskRetrying:
-			g.resumeOne(ref, g.status[node], g.attempt[node], g.due[node], now)
+			g.resumeOne(ref, g.ns[node].status, g.ns[node].attempt, g.due[node], now)
 		case TaskSpreading:
 			sp := g.spreads[node]
 			for i, st := range sp.status {
@@ -332,14 +336,14 @@ func (g *Graph) resumeOne(ref TaskRef, st TaskStatus, attempt uint32, due int64,
 // Task describes a task (ref.Index -1) or a spread instance.
 func (g *Graph) Task(ref TaskRef) TaskInfo {
 	info := TaskInfo{Status: TaskUnknown, Width: -1, Pending: -1}
-	if ref.Node < 0 || int(ref.Node) >= len(g.status) {
+	if ref.Node < 0 || int(ref.Node) >= len(g.plan.nodes) {
 		return info
 	}
 	nd := &g.plan.nodes[ref.Node]
 	sp := g.spreads[ref.Node]
 	var due int64
 	if ref.Index < 0 {
-		info.Status, info.Attempt, due = g.status[ref.Node], g.attempt[ref.Node], g.due[ref.Node]
+		info.Status, info.Attempt, due = g.ns[ref.Node].status, g.ns[ref.Node].attempt, g.due[ref.Node]
 		if info.Status.resolved() {
 			info.Output = g.output[ref.Node]
 		}
@@ -387,11 +391,11 @@ func (g *Graph) result() []Effect {
 func (g *Graph) emit(e Effect) { g.fx = append(g.fx, e) }
 
 func (g *Graph) statusOf(ref TaskRef) TaskStatus {
-	if ref.Node < 0 || int(ref.Node) >= len(g.status) {
+	if ref.Node < 0 || int(ref.Node) >= len(g.plan.nodes) {
 		return TaskUnknown
 	}
 	if ref.Index < 0 {
-		return g.status[ref.Node]
+		return g.ns[ref.Node].status
 	}
 	sp := g.spreads[ref.Node]
 	if sp == nil || int(ref.Index) >= len(sp.status) {
@@ -403,7 +407,7 @@ func (g *Graph) statusOf(ref TaskRef) TaskStatus {
 // attemptOf returns the attempt of a ref known to be valid.
 func (g *Graph) attemptOf(ref TaskRef) uint32 {
 	if ref.Index < 0 {
-		return g.attempt[ref.Node]
+		return g.ns[ref.Node].attempt
 	}
 	return g.spreads[ref.Node].attempt[ref.Index]
 }
@@ -412,7 +416,7 @@ func (g *Graph) attemptOf(ref TaskRef) uint32 {
 // known to be valid.
 func (g *Graph) set(ref TaskRef, st TaskStatus, attempt uint32, due int64, withDue bool) {
 	if ref.Index < 0 {
-		g.status[ref.Node], g.attempt[ref.Node] = st, attempt
+		g.ns[ref.Node].status, g.ns[ref.Node].attempt = st, attempt
 		if withDue {
 			g.due[ref.Node] = due
 		}
@@ -446,9 +450,9 @@ func (g *Graph) resolve(node int32, skipped bool) {
 	p := g.plan
 	for _, s := range p.succ[p.succStart[node]:p.succStart[node+1]] {
 		if !skipped {
-			g.live[s] = true
+			g.ns[s].live = true
 		}
-		if g.remaining[s]--; g.remaining[s] == 0 {
+		if g.ns[s].remaining--; g.ns[s].remaining == 0 {
 			g.work = append(g.work, s)
 		}
 	}
@@ -460,7 +464,7 @@ func (g *Graph) ready(node int32, now time.Time) {
 		g.state = Gathering
 	}
 	nd := &g.plan.nodes[node]
-	if !g.live[node] {
+	if !g.ns[node].live {
 		g.skip(node) // every predecessor was skipped
 		return
 	}
@@ -489,7 +493,7 @@ func (g *Graph) ready(node int32, now time.Time) {
 }
 
 func (g *Graph) skip(node int32) {
-	g.status[node] = TaskSkipped
+	g.ns[node].status = TaskSkipped
 	g.stats.Skipped++
 	g.resolve(node, true)
 }
@@ -514,12 +518,12 @@ func (g *Graph) expand(node int32, now time.Time) {
 		return
 	}
 	if len(items) == 0 {
-		g.status[node], g.output[node] = TaskCompleted, []any{}
+		g.ns[node].status, g.output[node] = TaskCompleted, []any{}
 		g.resolve(node, false)
 		return
 	}
 	g.spreads[node] = newSpread(items, nd.needsDue())
-	g.status[node] = TaskSpreading
+	g.ns[node].status = TaskSpreading
 	perInstance := 1
 	if nd.timeout > 0 {
 		perInstance = 2
@@ -579,7 +583,7 @@ func (g *Graph) dispatch(ref TaskRef, attempt uint32, now time.Time) {
 // succeeded records the output of a completed attempt.
 func (g *Graph) succeeded(ref TaskRef, out any) {
 	if ref.Index < 0 {
-		g.status[ref.Node], g.output[ref.Node] = TaskCompleted, out
+		g.ns[ref.Node].status, g.output[ref.Node] = TaskCompleted, out
 		g.resolve(ref.Node, false)
 		return
 	}
@@ -594,7 +598,7 @@ func (g *Graph) instanceResolved(node int32, sp *spread) {
 	if sp.pending--; sp.pending > 0 {
 		return
 	}
-	g.status[node], g.output[node] = TaskCompleted, sp.output
+	g.ns[node].status, g.output[node] = TaskCompleted, sp.output
 	sp.items, sp.due = nil, nil
 	g.resolve(node, false)
 }
@@ -631,7 +635,7 @@ func (g *Graph) attemptFailed(ref TaskRef, attempt uint32, reason string, retrya
 func (g *Graph) taskFailed(node int32, reason string) {
 	nd := &g.plan.nodes[node]
 	g.errs[Ref(node)] = reason
-	g.status[node] = TaskFailed
+	g.ns[node].status = TaskFailed
 	if nd.policy != robonetv1.FailurePolicy_FAILURE_POLICY_SKIP {
 		g.fail(&WorkflowError{Task: nd.name, Index: -1, Policy: nd.policy, Reason: reason})
 		return
@@ -647,7 +651,7 @@ func (g *Graph) fail(err *WorkflowError) {
 	g.cancelInFlight()
 	if err.Index >= 0 {
 		// The task whose instance failed is failed, not cancelled.
-		g.status[g.plan.names[err.Task]] = TaskFailed
+		g.ns[g.plan.names[err.Task]].status = TaskFailed
 	}
 	g.emit(Effect{Kind: Finished, State: Failed})
 }
@@ -655,14 +659,15 @@ func (g *Graph) fail(err *WorkflowError) {
 // cancelInFlight emits Cancel for every attempt in flight, in node and index
 // order, and marks attempts in flight or waiting for a retry cancelled.
 func (g *Graph) cancelInFlight() {
-	for node, st := range g.status {
+	for node := range g.plan.nodes {
+		st := g.ns[node].status
 		switch st {
 		case TaskRunning:
-			g.emit(Effect{Kind: Cancel, Task: Ref(int32(node)), Attempt: g.attempt[node]})
+			g.emit(Effect{Kind: Cancel, Task: Ref(int32(node)), Attempt: g.ns[node].attempt})
 			g.stats.Cancelled++
-			g.status[node] = TaskCancelled
+			g.ns[node].status = TaskCancelled
 		case TaskRetrying:
-			g.status[node] = TaskCancelled
+			g.ns[node].status = TaskCancelled
 		case TaskSpreading:
 			sp := g.spreads[node]
 			for i, ist := range sp.status {
@@ -675,7 +680,7 @@ func (g *Graph) cancelInFlight() {
 					sp.status[i] = TaskCancelled
 				}
 			}
-			g.status[node] = TaskCancelled
+			g.ns[node].status = TaskCancelled
 		}
 	}
 }

@@ -39,7 +39,7 @@ var ErrBadSnapshot = errors.New("invalid graph snapshot")
 // a completed instance of a spread task that has not completed.
 func (g *Graph) Snapshot() ([]byte, error) {
 	p := g.plan
-	w := writer{buf: make([]byte, 0, 64+16*len(g.status))}
+	w := writer{buf: make([]byte, 0, 64+16*len(g.plan.nodes))}
 	w.byte(snapshotVersion)
 	w.str(g.id)
 	w.str(p.wf.GetName())
@@ -61,10 +61,11 @@ func (g *Graph) Snapshot() ([]byte, error) {
 	case Complete:
 		w.val(g.outputs)
 	}
-	for node, st := range g.status {
+	for node := range g.plan.nodes {
+		st := g.ns[node].status
 		nd := &p.nodes[node]
 		w.byte(byte(st))
-		w.uv(uint64(g.attempt[node]))
+		w.uv(uint64(g.ns[node].attempt))
 		if hasDue(st, nd) {
 			w.v(g.due[node])
 		}
@@ -170,13 +171,13 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 		}
 		g.outputs = out
 	}
-	for node := range g.status {
+	for node := range g.plan.nodes {
 		nd := &p.nodes[node]
 		st := TaskStatus(r.byte())
 		if st >= TaskUnknown {
 			return nil, fmt.Errorf("task %q: unknown status %d", nd.name, st)
 		}
-		g.status[node], g.attempt[node] = st, uint32(r.uv())
+		g.ns[node].status, g.ns[node].attempt = st, uint32(r.uv())
 		if hasDue(st, nd) {
 			g.due[node] = r.v()
 		}
@@ -258,7 +259,8 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 // spread lists of spreading tasks.
 func (g *Graph) deriveReadiness() error {
 	p := g.plan
-	for node, st := range g.status {
+	for node := range g.plan.nodes {
+		st := g.ns[node].status
 		if st == TaskWaiting {
 			g.waiting++
 		}
@@ -273,13 +275,14 @@ func (g *Graph) deriveReadiness() error {
 	if (g.waiting == 0) != (g.state == Gathering) {
 		return fmt.Errorf("state %s with %d tasks waiting", g.state, g.waiting)
 	}
-	if g.remaining[len(p.nodes)] == 0 {
+	if g.ns[len(p.nodes)].remaining == 0 {
 		return errors.New("every task is resolved but the outputs were not evaluated")
 	}
-	for node, st := range g.status {
+	for node := range g.plan.nodes {
+		st := g.ns[node].status
 		nd := &p.nodes[node]
-		if (st == TaskWaiting) != (g.remaining[node] > 0) {
-			return fmt.Errorf("task %q is %s with %d unresolved predecessors", nd.name, st, g.remaining[node])
+		if (st == TaskWaiting) != (g.ns[node].remaining > 0) {
+			return fmt.Errorf("task %q is %s with %d unresolved predecessors", nd.name, st, g.ns[node].remaining)
 		}
 		sp := g.spreads[node]
 		switch st {
