@@ -411,10 +411,15 @@ func (s *shard) onResult(r *TaskResult) {
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	var res graph.Result
 	if r.OK {
-		out, err := value.Normalize(r.Output)
-		var enc []byte
-		if err == nil {
-			enc, err = value.Encode(out)
+		// The ResultSink contract asks for canonical outputs, and encoding
+		// checks that while it walks the value: normalise (a second walk)
+		// only when a dispatcher sent something else.
+		out := r.Output
+		enc, err := value.Encode(out)
+		if err != nil {
+			if out, err = value.Normalize(r.Output); err == nil {
+				enc, err = value.Encode(out)
+			}
 		}
 		if err != nil {
 			ar.Error = "invalid output: " + err.Error()
