@@ -322,6 +322,24 @@ func (m *Mesh) raftOrErr() (*raft.Raft, error) {
 	return m.raft, nil
 }
 
+// leaderRaft returns this node's Raft when it leads; a worker or a follower
+// gets the NotLeaderError redirect. On success the caller must call
+// m.calls.Done() when its call ends.
+func (m *Mesh) leaderRaft() (*raft.Raft, error) {
+	r, err := m.raftOrErr()
+	if errors.Is(err, ErrNotServer) {
+		return nil, m.notLeader(nil)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if r.State() != raft.Leader {
+		m.calls.Done()
+		return nil, m.notLeader(nil)
+	}
+	return r, nil
+}
+
 // notLeader builds the redirect for a call that reached a follower.
 func (m *Mesh) notLeader(cause error) error {
 	l := m.Leader()
@@ -355,17 +373,11 @@ func enqueueTimeout(ctx context.Context) time.Duration {
 // error (ErrStaleEpoch, ErrInvalidCommand). On a node that does not lead
 // it returns a *NotLeaderError (errors.Is ErrNotLeader) naming the leader.
 func (m *Mesh) Apply(ctx context.Context, cmd Command) error {
-	r, err := m.raftOrErr()
+	r, err := m.leaderRaft()
 	if err != nil {
-		if errors.Is(err, ErrNotServer) {
-			return m.notLeader(nil)
-		}
 		return err
 	}
 	defer m.calls.Done()
-	if r.State() != raft.Leader {
-		return m.notLeader(nil)
-	}
 	f := r.Apply(cmd.Encode(), enqueueTimeout(ctx))
 	if err := m.await(ctx, f); err != nil {
 		if isLeadershipErr(err) {
@@ -383,17 +395,11 @@ func (m *Mesh) Apply(ctx context.Context, cmd Command) error {
 // node, which must lead: call it after gaining leadership and before
 // acting on the replicated state.
 func (m *Mesh) Barrier(ctx context.Context) error {
-	r, err := m.raftOrErr()
+	r, err := m.leaderRaft()
 	if err != nil {
-		if errors.Is(err, ErrNotServer) {
-			return m.notLeader(nil)
-		}
 		return err
 	}
 	defer m.calls.Done()
-	if r.State() != raft.Leader {
-		return m.notLeader(nil)
-	}
 	if err := m.await(ctx, r.Barrier(enqueueTimeout(ctx))); err != nil {
 		if isLeadershipErr(err) {
 			return m.notLeader(err)
