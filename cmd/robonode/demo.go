@@ -68,6 +68,22 @@ type demoOptions struct {
 	postgres string
 }
 
+// dir returns the demo's data directory: --data-dir, or a temporary one that
+// cleanup removes unless --keep was given.
+func (o demoOptions) dir() (dir string, cleanup func(), err error) {
+	if o.dataDir != "" {
+		return o.dataDir, func() {}, nil
+	}
+	dir, err = os.MkdirTemp("", "robonode-demo-*")
+	if err != nil {
+		return "", nil, runtimeError{fmt.Errorf("creating a temporary data directory: %w", err)}
+	}
+	if o.keep {
+		return dir, func() {}, nil
+	}
+	return dir, func() { _ = os.RemoveAll(dir) }, nil
+}
+
 func runDemo(o demoOptions, stdout, stderr io.Writer) error {
 	log, err := newLogger("console", o.logLevel, stderr)
 	if err != nil {
@@ -75,15 +91,11 @@ func runDemo(o demoOptions, stdout, stderr io.Writer) error {
 	}
 	defer func() { _ = log.Sync() }()
 
-	dir := o.dataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "robonode-demo-*"); err != nil {
-			return runtimeError{fmt.Errorf("creating a temporary data directory: %w", err)}
-		}
-		if !o.keep {
-			defer func() { _ = os.RemoveAll(dir) }()
-		}
+	dir, cleanup, err := o.dir()
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 

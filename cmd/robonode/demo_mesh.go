@@ -39,15 +39,11 @@ func runMeshDemo(o demoOptions, w, stderr io.Writer) (err error) {
 			return quietLibraries{Core: c}
 		}))
 	}
-	dir := o.dataDir
-	if dir == "" {
-		if dir, err = os.MkdirTemp("", "robonode-demo-*"); err != nil {
-			return runtimeError{fmt.Errorf("creating a temporary data directory: %w", err)}
-		}
-		if !o.keep {
-			defer func() { _ = os.RemoveAll(dir) }()
-		}
+	dir, cleanup, err := o.dir()
+	if err != nil {
+		return err
 	}
+	defer cleanup()
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
