@@ -1,0 +1,58 @@
+// Package clock is the one source of time for the services of a node: the
+// engine's runloop, the Waggler layer and its workers read Now and arm
+// timers through a Clock, so that tests inject the fake of package
+// clocktest, whose timers fire when the test advances it, and no test
+// sleeps.
+package clock
+
+import "time"
+
+// Clock tells the time and arms timers.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// NewTimer returns a started timer that delivers on C after d.
+	NewTimer(d time.Duration) Timer
+	// AfterFunc calls f once, after d has elapsed: in its own goroutine
+	// with the system clock, in the goroutine that advances a fake.
+	AfterFunc(d time.Duration, f func()) Timer
+}
+
+// Timer is the part of *time.Timer the services use. Reset and Stop follow
+// the Go 1.23 semantics: after either returns, no stale value is received
+// from C.
+type Timer interface {
+	// C delivers the time when the timer fires; nil for an AfterFunc
+	// timer.
+	C() <-chan time.Time
+	// Stop prevents the timer from firing; it reports whether it was
+	// active.
+	Stop() bool
+	// Reset re-arms the timer to fire after d; it reports whether it was
+	// active.
+	Reset(d time.Duration) bool
+}
+
+// System returns the wall clock.
+func System() Clock { return system{} }
+
+type system struct{}
+
+func (system) Now() time.Time { return time.Now() }
+
+func (system) NewTimer(d time.Duration) Timer { return sysTimer{time.NewTimer(d)} }
+
+func (system) AfterFunc(d time.Duration, f func()) Timer { return sysTimer{time.AfterFunc(d, f)} }
+
+type sysTimer struct{ t *time.Timer }
+
+func (t sysTimer) C() <-chan time.Time        { return t.t.C }
+func (t sysTimer) Stop() bool                 { return t.t.Stop() }
+func (t sysTimer) Reset(d time.Duration) bool { return t.t.Reset(d) }
+
+// Idle returns a stopped timer of c, for loops that arm it later.
+func Idle(c Clock) Timer {
+	t := c.NewTimer(time.Hour)
+	t.Stop()
+	return t
+}
