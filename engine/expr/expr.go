@@ -19,16 +19,20 @@
 package expr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
+	"regexp"
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"cel.dev/cel-go/cel"
-	"cel.dev/cel-go/checker"
 	celast "cel.dev/cel-go/common/ast"
+	"cel.dev/cel-go/common/cost"
+	"cel.dev/cel-go/common/types/ref"
 	"cel.dev/cel-go/ext"
 	"cel.dev/cel-go/interpreter"
 )
@@ -47,17 +51,35 @@ const (
 type Limits struct {
 	// MaxSourceLen is the longest expression text accepted, in bytes.
 	MaxSourceLen int
-	// MaxCost bounds both the estimated worst-case cost at compile time and
-	// the actual cost of one evaluation, in CEL cost units (about one per
-	// operation).
+	// MaxCost bounds the estimated worst-case cost of an expression at
+	// compile time, in CEL cost units (about one per operation).
 	MaxCost uint64
 	// AssumedSize is the size assumed for lists, maps and strings of unknown
 	// size when estimating cost at compile time.
 	AssumedSize uint64
+	// MaxEvalCost bounds the actual cost of one evaluation, in CEL cost
+	// units. It is deterministic: an expression that stays under it does
+	// so on every node, however busy.
+	MaxEvalCost uint64
+	// MaxEvalTime bounds the wall time of one evaluation. It is a watchdog
+	// for what cost units misjudge (a slow machine, a function whose cost
+	// model is wrong); MaxEvalCost stops ordinary expressions long before.
+	MaxEvalTime time.Duration
+	// MaxResultBytes bounds the size of an evaluation's result (and of an
+	// interpolated string), as JSON. A list built from references to one
+	// large value costs nothing to build but everything to send or store.
+	MaxResultBytes int
 }
 
 // DefaultLimits are the limits used when a field of Limits is zero.
-var DefaultLimits = Limits{MaxSourceLen: 4096, MaxCost: 10_000_000, AssumedSize: 1000}
+var DefaultLimits = Limits{
+	MaxSourceLen:   4096,
+	MaxCost:        10_000_000,
+	AssumedSize:    1000,
+	MaxEvalCost:    1_000_000,
+	MaxEvalTime:    time.Second,
+	MaxResultBytes: 4 << 20,
+}
 
 // WithDefaults returns a copy of l with zero fields set from DefaultLimits.
 func (l Limits) WithDefaults() Limits {
@@ -69,6 +91,15 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.AssumedSize == 0 {
 		l.AssumedSize = DefaultLimits.AssumedSize
+	}
+	if l.MaxEvalCost == 0 {
+		l.MaxEvalCost = DefaultLimits.MaxEvalCost
+	}
+	if l.MaxEvalTime <= 0 {
+		l.MaxEvalTime = DefaultLimits.MaxEvalTime
+	}
+	if l.MaxResultBytes <= 0 {
+		l.MaxResultBytes = DefaultLimits.MaxResultBytes
 	}
 	return l
 }
@@ -82,7 +113,8 @@ type Env struct {
 
 // NewEnv builds an environment.
 func NewEnv(limits Limits) (*Env, error) {
-	env, err := cel.NewEnv(
+	limits = limits.WithDefaults()
+	opts := []cel.EnvOption{
 		cel.Variable(VarInputs, cel.MapType(cel.StringType, cel.DynType)),
 		cel.Variable(VarTasks, cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.DynType))),
 		cel.Variable(VarItem, cel.DynType),
@@ -90,13 +122,17 @@ func NewEnv(limits Limits) (*Env, error) {
 		cel.EnableMacroCallTracking(),
 		ext.Strings(),
 		ext.Math(),
-		ext.Lists(),
+		ext.Lists(ext.ListsMaxRangeSize(maxRange)),
 		ext.Encoders(),
-	)
+	}
+	// Declared after the extensions, so their bindings win.
+	opts = append(opts, boundedBuiltins(limits.MaxResultBytes)...)
+	opts = append(opts, rangeCostModel())
+	env, err := cel.NewEnv(opts...)
 	if err != nil {
 		return nil, fmt.Errorf("building CEL environment: %w", err)
 	}
-	return &Env{cel: env, limits: limits.WithDefaults()}, nil
+	return &Env{cel: env, limits: limits}, nil
 }
 
 // Limits returns the environment's limits.
@@ -182,6 +218,9 @@ func (e *Env) Check(src string) (*Checked, *Issue) {
 	checked, iss := e.cel.Check(parsed)
 	if iss.Err() != nil {
 		return nil, celIssue("type error", iss)
+	}
+	if issue := checkConstantRegexes(checked.NativeRep()); issue != nil {
+		return nil, issue
 	}
 	est, err := e.cel.EstimateCost(checked, sizeEstimator{size: e.limits.AssumedSize})
 	if err != nil {
@@ -288,17 +327,56 @@ func extractRefs(a *celast.AST) (Refs, *Issue) {
 	return refs, nil
 }
 
+// checkConstantRegexes compiles every constant pattern given to matches(),
+// so that a bad pattern is a compile error at registration and not an
+// evaluation failure (or, when the program is optimised, a program that
+// cannot be built) at run time. CEL patterns are RE2, as Go's regexp.
+func checkConstantRegexes(a *celast.AST) *Issue {
+	info := a.SourceInfo()
+	var issue *Issue
+	celast.PreOrderVisit(a.Expr(), celast.NewExprVisitor(func(e celast.Expr) {
+		if issue != nil || e.Kind() != celast.CallKind {
+			return
+		}
+		call := e.AsCall()
+		if call.FunctionName() != "matches" {
+			return
+		}
+		args := call.Args()
+		if len(args) == 0 {
+			return
+		}
+		pat := args[len(args)-1] // s.matches(p) and matches(s, p)
+		if pat.Kind() != celast.LiteralKind {
+			return
+		}
+		src, ok := pat.AsLiteral().Value().(string)
+		if !ok {
+			return
+		}
+		if _, err := regexp.Compile(src); err != nil {
+			col := -1
+			if loc := info.GetStartLocation(pat.ID()); loc.Line() == 1 {
+				col = loc.Column()
+			}
+			issue = &Issue{Column: col, Msg: "invalid regular expression: " + strings.TrimPrefix(err.Error(), "error parsing regexp: "),
+				Hint: "patterns use RE2 syntax (https://github.com/google/re2/wiki/Syntax)"}
+		}
+	}))
+	return issue
+}
+
 // sizeEstimator assumes every collection and string of unknown size holds
 // size elements. The estimate is a compile-time screen for runaway shapes
 // (iteration nested two or three deep); the runtime cost limit is what bounds
 // an actual evaluation.
 type sizeEstimator struct{ size uint64 }
 
-func (s sizeEstimator) EstimateSize(checker.AstNode) *checker.SizeEstimate {
-	return &checker.SizeEstimate{Min: 0, Max: s.size}
+func (s sizeEstimator) EstimateSize(cost.AstNode) *cost.SizeEstimate {
+	return &cost.SizeEstimate{Min: 0, Max: s.size}
 }
 
-func (sizeEstimator) EstimateCallCost(string, string, *checker.AstNode, []checker.AstNode) *checker.CallEstimate {
+func (sizeEstimator) EstimateCallCost(string, string, *cost.AstNode, []cost.AstNode) *cost.CallEstimate {
 	return nil
 }
 
@@ -335,6 +413,10 @@ type Program struct {
 	once    sync.Once
 	prg     cel.Program
 	prgErr  error
+	// loops is set when the expression iterates (a comprehension): only
+	// those can run long enough to need the wall-time watchdog, whose
+	// timer is not free.
+	loops bool
 
 	// Fast path for single references: root names the value (one of the
 	// Var* constants), name the input or task, path the fields selected from
@@ -381,8 +463,10 @@ func (p *Program) program() (cel.Program, error) {
 			}
 			checked = c.checked
 		}
+		p.loops = hasComprehension(checked.NativeRep().Expr())
 		p.prg, p.prgErr = p.env.cel.Program(checked,
-			cel.CostLimit(p.env.limits.MaxCost),
+			cel.CostLimit(p.env.limits.MaxEvalCost),
+			cel.InterruptCheckFrequency(interruptCheckFrequency),
 			cel.EvalOptions(cel.OptOptimize),
 		)
 		if p.prgErr != nil {
@@ -446,8 +530,14 @@ func (p *Program) detectFastPath(e celast.Expr) {
 	p.fast = true
 }
 
+// interruptCheckFrequency is how many comprehension iterations run between
+// checks of the evaluation's wall-time limit.
+const interruptCheckFrequency = 100
+
 // Eval evaluates the expression. The result is a canonical value (see package
-// value). Errors wrap ErrEval and name the expression.
+// value). Errors wrap ErrEval and name the expression. Each evaluation is
+// bounded by the environment's limits: cost units, wall time and result
+// size; when the scope is a Budget, the cost is also charged to it.
 func (p *Program) Eval(s Scope) (any, error) {
 	if p.fast {
 		if v, ok := p.evalFast(s); ok {
@@ -458,15 +548,62 @@ func (p *Program) Eval(s Scope) (any, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s", ErrEval, err.Error())
 	}
-	out, _, err := prg.Eval(&activation{scope: s, refs: &p.refs})
-	if err != nil {
-		return nil, fmt.Errorf("%w: ${{ %s }}: %s", ErrEval, p.src, strings.ReplaceAll(err.Error(), "\n", " "))
+	lim := &p.env.limits
+	act := &activation{scope: s, refs: &p.refs}
+	var (
+		out ref.Val
+		det *cel.EvalDetails
+	)
+	if p.loops {
+		ctx, cancel := context.WithTimeoutCause(context.Background(), lim.MaxEvalTime, errEvalTime)
+		out, det, err = prg.ContextEval(ctx, act)
+		cancel()
+	} else {
+		out, det, err = prg.Eval(act)
 	}
-	v, err := toNative(out, 0)
+	if b, ok := s.(Budget); ok && det != nil && det.ActualCost() != nil {
+		if berr := b.Spend(*det.ActualCost()); berr != nil && err == nil {
+			err = berr
+		}
+	}
 	if err != nil {
-		return nil, fmt.Errorf("%w: ${{ %s }}: %s", ErrEval, p.src, err.Error())
+		msg := strings.ReplaceAll(err.Error(), "\n", " ")
+		switch {
+		case errors.Is(err, errEvalTime):
+			msg = fmt.Sprintf("evaluation took longer than %s, the limit", lim.MaxEvalTime)
+		case strings.Contains(msg, "cost limit exceeded"):
+			msg = fmt.Sprintf("evaluation cost more than %d units, the limit", lim.MaxEvalCost)
+		}
+		return nil, fmt.Errorf("%w: ${{ %s }}: %s", ErrEval, p.src, msg)
+	}
+	c := converter{left: lim.MaxResultBytes}
+	v, err := c.toNative(out, 0)
+	if err != nil {
+		return nil, fmt.Errorf("%w: ${{ %s }}: %w", ErrEval, p.src, err)
 	}
 	return v, nil
+}
+
+// hasComprehension reports whether e iterates anywhere.
+func hasComprehension(e celast.Expr) bool {
+	found := false
+	celast.PreOrderVisit(e, celast.NewExprVisitor(func(x celast.Expr) {
+		if x.Kind() == celast.ComprehensionKind {
+			found = true
+		}
+	}))
+	return found
+}
+
+// errEvalTime is the cause of an evaluation interrupted by MaxEvalTime.
+var errEvalTime = errors.New("evaluation time limit")
+
+// Budget is implemented by a Scope that bounds the total cost of several
+// evaluations (the engine bounds what one event of an instance may spend).
+// Spend is called with the actual cost of every CEL evaluation and fails
+// once the budget is exhausted; the evaluation then fails with its error.
+type Budget interface {
+	Spend(units uint64) error
 }
 
 // evalFast follows a single reference with map lookups; ok is false whenever

@@ -72,10 +72,22 @@ func TestCheckIssues(t *testing.T) {
 		{"foo + 1", "undeclared reference to 'foo'"},
 		{"tasks.a.output.map(x, tasks.b.output.map(y, tasks.c.output.map(z, z)))", "may cost"},
 		{strings.Repeat("1+", 3000) + "1", "bytes long"},
+		{`"abc".matches("(")`, "invalid regular expression: missing closing )"},
+		{`matches(inputs.s, "a{2,1}")`, "invalid regular expression: invalid repeat count"},
+		{`inputs.s.matches("[z-a]") || true`, "invalid regular expression: invalid character class range"},
 	} {
 		_, issue := env.Check(tc.src)
 		if issue == nil || !strings.Contains(issue.Error(), tc.want) {
 			t.Errorf("Check(%.40q) = %v, want an issue containing %q", tc.src, issue, tc.want)
+		}
+	}
+}
+
+func TestConstantRegexesThatCompileAreAccepted(t *testing.T) {
+	env := newEnv(t)
+	for _, src := range []string{`"abc".matches("^a.c$")`, `inputs.s.matches(inputs.p)`, `matches(inputs.s, "[0-9]+")`} {
+		if _, issue := env.Check(src); issue != nil {
+			t.Errorf("Check(%q) = %v, want no issue", src, issue)
 		}
 	}
 }

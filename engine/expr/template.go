@@ -19,6 +19,8 @@ type Template struct {
 	items   []*Template
 	keys    []string
 	refs    Refs
+	// maxBytes bounds an interpolated string (Limits.MaxResultBytes).
+	maxBytes int
 }
 
 type templateKind uint8
@@ -55,7 +57,7 @@ func (e *Env) CompileTemplate(t *robonetv1.Template) (*Template, error) {
 		}
 		return &Template{kind: tExpr, prog: p, refs: p.Refs()}, nil
 	case *robonetv1.Template_Interpolation:
-		out := &Template{kind: tInterp}
+		out := &Template{kind: tInterp, maxBytes: e.limits.MaxResultBytes}
 		for _, pt := range k.Interpolation.GetParts() {
 			if x, ok := pt.GetPart().(*robonetv1.InterpolationPart_Expr); ok {
 				p, err := e.Compile(x.Expr.GetSource())
@@ -148,6 +150,10 @@ func (t *Template) Eval(s Scope) (any, error) {
 			v, err := p.prog.Eval(s)
 			if err != nil {
 				return nil, err
+			}
+			if b.Len() > t.maxBytes-value.Size(v, t.maxBytes) {
+				return nil, fmt.Errorf("%w: ${{ %s }}: the interpolated string would be larger than %d bytes, the limit: %w",
+					ErrEval, p.prog.Source(), t.maxBytes, value.ErrTooLarge)
 			}
 			b.WriteString(value.Render(v))
 		}

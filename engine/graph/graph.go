@@ -53,6 +53,11 @@ type Graph struct {
 	work  []int32  // ready nodes not yet handled
 	sc    scope
 	stats Stats
+
+	// spent is the CEL cost of the current event, against
+	// Options.MaxStepCost; free is set while Resume re-evaluates.
+	spent uint64
+	free  bool
 }
 
 // nodeState is the per-instance state of one task (or of the output node).
@@ -101,6 +106,19 @@ type scope struct {
 func (s *scope) Inputs() map[string]any { return s.g.inputs }
 func (s *scope) Item() any              { return s.item }
 func (s *scope) Index() int64           { return s.index }
+
+// Spend charges an evaluation's cost to the current event (expr.Budget).
+func (s *scope) Spend(units uint64) error {
+	g := s.g
+	if g.free {
+		return nil
+	}
+	g.spent += units
+	if limit := g.plan.opts.MaxStepCost; g.spent > limit {
+		return fmt.Errorf("the expressions of one event of this instance cost more than %d units, the limit (a wide spread whose with runs CEL on every element, or many guards made ready at once)", limit)
+	}
+	return nil
+}
 
 // TaskOutput returns the output of a resolved task (null for a failed or
 // skipped one); the plan guarantees expressions read only upstream tasks.
@@ -282,6 +300,7 @@ func (g *Graph) Cancel(now time.Time) []Effect {
 // again. It is O(n).
 func (g *Graph) Resume(now time.Time) []Effect {
 	g.begin()
+	g.free = true
 	if g.state.Terminal() {
 		g.emit(Effect{Kind: Finished, State: g.state})
 		return g.result()
@@ -314,6 +333,29 @@ func (g *Graph) Resume(now time.Time) []Effect {
 	return g.result()
 }
 
+// Redispatch re-emits the Dispatch of attempt of ref when that attempt is
+// in flight: the Waggler layer lost it without an outcome, and dispatch is
+// at-least-once. The attempt keeps its number and its timeout timer; its
+// with is evaluated again, uncharged, like Resume. Nothing otherwise.
+func (g *Graph) Redispatch(ref TaskRef, attempt uint32, now time.Time) []Effect {
+	g.begin()
+	if !g.inFlight(ref, attempt) {
+		g.stats.StaleCompletions++
+		return nil
+	}
+	g.free = true
+	in, err := g.evalWith(ref)
+	if err != nil {
+		g.stats.FailedAttempts++
+		g.attemptFailed(ref, attempt, "with: "+err.Error(), false, now)
+		g.drain(now)
+		return g.result()
+	}
+	g.stats.Redispatched++
+	g.emit(Effect{Kind: Dispatch, Task: ref, Attempt: attempt, Input: in})
+	return g.result()
+}
+
 func (g *Graph) resumeOne(ref TaskRef, st TaskStatus, attempt uint32, due int64, now time.Time) {
 	nd := &g.plan.nodes[ref.Node]
 	if st == TaskRetrying {
@@ -321,7 +363,7 @@ func (g *Graph) resumeOne(ref TaskRef, st TaskStatus, attempt uint32, due int64,
 		return
 	}
 	in, err := g.evalWith(ref)
-	if err != nil { // cannot happen for a snapshot this plan wrote
+	if err != nil { // deterministic limits passed before; only the wall-time watchdog can fail it
 		g.stats.FailedAttempts++
 		g.attemptFailed(ref, attempt, "with: "+err.Error(), false, now)
 		return
@@ -373,6 +415,7 @@ func (g *Graph) Task(ref TaskRef) TaskInfo {
 
 // begin starts a method call: the previous effects are released.
 func (g *Graph) begin() {
+	g.spent, g.free = 0, false
 	if cap(g.fx) > maxRetainedEffects {
 		g.fx = nil
 		return
@@ -531,9 +574,15 @@ func (g *Graph) expand(node int32, now time.Time) {
 	if free := cap(g.fx) - len(g.fx); free < len(items)*perInstance {
 		g.fx = append(make([]Effect, 0, len(g.fx)+len(items)*perInstance+8), g.fx...)
 	}
+	sp := g.spreads[node]
 	for i := range items {
 		g.dispatch(TaskRef{Node: node, Index: int32(i)}, 1, now)
 		if !g.state.active() {
+			// An instance failed the workflow (its with could not be
+			// evaluated): the rest are never dispatched.
+			for j := i + 1; j < len(items); j++ {
+				sp.status[j] = TaskCancelled
+			}
 			return
 		}
 	}

@@ -568,3 +568,66 @@ func TestStateAndKindStrings(t *testing.T) {
 		t.Error("String methods")
 	}
 }
+
+// One event may spend MaxStepCost CEL units in all: a spread whose with runs
+// CEL on every element fails its instances once the event's budget is
+// spent, instead of holding the runloop (and every other instance) for the
+// sum of their costs. Resume re-evaluates without being charged.
+func TestStepCostBudget(t *testing.T) {
+	wf := newWorkflow(
+		input("n", robonetv1.ValueType_VALUE_TYPE_INT, true, ""),
+		tasks(newTask("s", spreadOver("lists.range(20).filter(i, i < inputs.n)"), onFailure(policySkip),
+			with(ex("lists.range(1000).all(y, y + item >= 0)"))), // ~6,000 units each
+		))
+	h := newHarness(t, wf, Options{MaxStepCost: 50_000})
+	fx := h.start(map[string]any{"n": int64(20)})
+	dispatched := 0
+	for _, f := range fx {
+		if strings.HasPrefix(f, "dispatch ") {
+			dispatched++
+		}
+	}
+	if dispatched < 5 || dispatched > 9 {
+		t.Fatalf("%d of 20 instances dispatched under a 50,000-unit budget, want about 8:\n%s", dispatched, strings.Join(fx, "\n"))
+	}
+	info := h.g.Task(TaskRef{Node: h.ref("s", -1).Node, Index: 19})
+	if info.Status != TaskFailed || !strings.Contains(info.Error, "the expressions of one event of this instance cost more than 50000 units, the limit") {
+		t.Fatalf("s[19] = %+v, want the step budget named", info)
+	}
+
+	// Under the default policy the first failed instance fails the
+	// workflow; the instances after it are never dispatched, and the
+	// snapshot of the failed instance still restores.
+	strict := newWorkflow(input("n", robonetv1.ValueType_VALUE_TYPE_INT, true, ""),
+		tasks(newTask("s", spreadOver("lists.range(20).filter(i, i < inputs.n)"), with(ex("lists.range(1000).all(y, y + item >= 0)")))))
+	h = newHarness(t, strict, Options{MaxStepCost: 50_000})
+	h.start(map[string]any{"n": int64(20)})
+	h.state(Failed)
+	if info := h.g.Task(TaskRef{Node: h.ref("s", -1).Node, Index: 19}); info.Status != TaskCancelled {
+		t.Fatalf("s[19] = %+v, want cancelled (never dispatched)", info)
+	}
+	snap, err := h.g.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.p.Restore("inst", snap); err != nil {
+		t.Fatalf("restoring a workflow that failed mid-spread: %v", err)
+	}
+
+	// With the default budget all 20 run; a restored copy resumes all of
+	// them though that costs more than a 50,000-unit budget.
+	h = newHarness(t, wf, Options{})
+	h.start(map[string]any{"n": int64(20)})
+	snap, err = h.g.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	tight := mustPlan(t, wf, Options{MaxStepCost: 50_000})
+	g, err := tight.Restore("inst", snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fx := formatEffects(tight, g.Resume(h.now)); len(fx) != 20 {
+		t.Fatalf("Resume re-dispatched %d of 20:\n%s", len(fx), strings.Join(fx, "\n"))
+	}
+}

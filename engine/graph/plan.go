@@ -24,12 +24,29 @@ type Options struct {
 	// wider spread fails the task (without retry). Zero means
 	// DefaultMaxSpreadWidth.
 	MaxSpreadWidth int
+	// MaxStepCost bounds the CEL cost units that the expressions evaluated
+	// for one event of an instance (Start, one Complete, one Fire) may
+	// spend together: every evaluation has its own limit, but one event
+	// can evaluate many (the with of every instance of a spread, the guards
+	// of every task a completion makes ready), and the runloop handles
+	// other instances only between events. An evaluation that finds the
+	// budget spent fails its task, as any evaluation error does. Resume is
+	// not charged: it re-evaluates what earlier events already paid for.
+	// Zero means DefaultMaxStepCost.
+	MaxStepCost uint64
 }
+
+// DefaultMaxStepCost is the default of Options.MaxStepCost: five times the
+// default cost limit of one evaluation.
+const DefaultMaxStepCost = 5_000_000
 
 // WithDefaults returns a copy of o with zero fields set to their defaults.
 func (o Options) WithDefaults() Options {
 	if o.MaxSpreadWidth == 0 {
 		o.MaxSpreadWidth = DefaultMaxSpreadWidth
+	}
+	if o.MaxStepCost == 0 {
+		o.MaxStepCost = DefaultMaxStepCost
 	}
 	return o
 }
@@ -587,22 +604,31 @@ func (p *Plan) BindInputs(in map[string]any) (map[string]any, error) {
 		}
 	}
 	slices.Sort(unknown)
-	for _, name := range unknown {
+	declared := make([]string, len(p.inputs))
+	for i, s := range p.inputs {
+		declared[i] = s.name
+	}
+	for i, name := range unknown {
+		if i == maxUnknownInputErrors {
+			bad("and %d more unknown inputs", len(unknown)-i)
+			break
+		}
 		if len(p.inputs) == 0 {
-			bad("unknown input %q: the workflow declares no inputs", name)
+			bad("unknown input %s: the workflow declares no inputs", value.QuoteClipped(name, 64))
 			continue
 		}
-		declared := make([]string, len(p.inputs))
-		for i, s := range p.inputs {
-			declared[i] = s.name
-		}
-		bad("unknown input %q: remove it or use one of %s", name, strings.Join(declared, ", "))
+		bad("unknown input %s: remove it or use one of %s", value.QuoteClipped(name, 64), strings.Join(declared, ", "))
 	}
 	if len(errs) > 0 {
 		return nil, errors.Join(errs...)
 	}
 	return out, nil
 }
+
+// maxUnknownInputErrors bounds the unknown inputs BindInputs names one by
+// one; the rest are counted. The inputs come from a client, and the errors
+// go back to it.
+const maxUnknownInputErrors = 10
 
 // checkType returns "" when v has type t, otherwise a message saying what
 // was expected and what was found.
@@ -629,7 +655,8 @@ func checkType(t robonetv1.ValueType, v any) string {
 	if ok {
 		return ""
 	}
-	return fmt.Sprintf("must be %s, got %s %s", typeName(t), value.TypeName(v), value.Render(v))
+	// The value is the client's: it is not echoed whole.
+	return fmt.Sprintf("must be %s, got %s %s", typeName(t), value.TypeName(v), value.Clip(value.Render(v), 64))
 }
 
 func typeName(t robonetv1.ValueType) string {

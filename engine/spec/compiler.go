@@ -8,6 +8,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/robonet/robonet/engine/expr"
+	"github.com/robonet/robonet/engine/value"
 )
 
 // compiler holds the state of one Compile call: the source (for positions),
@@ -22,15 +23,32 @@ type compiler struct {
 	errs ErrorList
 	// full is set once MaxErrors problems have been collected.
 	full bool
-	// nodes counts the YAML nodes visited; stopped is set when it passes
-	// MaxNodes, after which every walk returns early.
+	// nodes counts the YAML nodes visited and bytes the scalar bytes they
+	// hold (aliases counting again every time they are used); stopped is
+	// set when either passes its limit, after which every walk returns
+	// early.
 	nodes   int
+	bytes   int
 	stopped bool
+	// exprs counts the expressions checked, against MaxExpressions.
+	exprs int
 }
 
 func newCompiler(file string, src []byte, limits Limits, env *expr.Env) *compiler {
-	return &compiler{file: file, src: src, limits: limits, env: env}
+	return &compiler{file: clip(file, maxFileNameBytes), src: src, limits: limits, env: env}
 }
+
+// Bounds of the strings an Error carries. A spec (and its file name) comes
+// from a client; what goes back in errors must not grow with it.
+const (
+	maxFileNameBytes = 256
+	maxNameBytes     = 128  // Error.Task
+	maxFieldBytes    = 256  // Error.Field
+	maxMessageBytes  = 1024 // Error.Msg and Error.Hint, each
+)
+
+// clip is value.Clip.
+func clip(s string, n int) string { return value.Clip(s, n) }
 
 // where identifies the place a problem is reported at: a task (may be empty)
 // and a field path inside it.
@@ -63,7 +81,16 @@ func (c *compiler) add(e *Error) {
 		c.full = true
 		return
 	}
-	c.errs = append(c.errs, e)
+	c.errs = append(c.errs, e.clipped())
+}
+
+// clipped bounds the strings of e, which may quote the spec.
+func (e *Error) clipped() *Error {
+	e.Task = clip(e.Task, maxNameBytes)
+	e.Field = clip(e.Field, maxFieldBytes)
+	e.Msg = clip(e.Msg, maxMessageBytes)
+	e.Hint = clip(e.Hint, maxMessageBytes)
+	return e
 }
 
 // errorf records a problem at node n (which may be nil for "no position").
@@ -93,30 +120,43 @@ func (c *compiler) errorList() ErrorList {
 	return list
 }
 
-// visit charges one node to the node budget and reports whether the walk may
-// go on. When the budget runs out it records the problem once.
-func (c *compiler) visit(n *yaml.Node) bool {
+// visit charges one node, and the bytes of its value, to the budgets and
+// reports whether the walk may go on. When a budget runs out it records the
+// problem once, at node at (the alias that led to n, when there is one).
+func (c *compiler) visit(n, at *yaml.Node) bool {
 	if c.stopped {
 		return false
 	}
 	c.nodes++
-	if c.nodes > c.limits.MaxNodes {
-		c.stopped = true
-		// Forced past MaxErrors: this problem explains why compiling stopped.
-		c.errs = append(c.errs, &Error{File: c.file, Line: n.Line, Column: n.Column,
-			Msg: fmt.Sprintf("spec is too large: more than %d YAML nodes (a node reached through an alias counts every time the alias is used)",
-				c.limits.MaxNodes),
-			Hint: "make the spec smaller; do not nest aliases (*name) of large values"})
+	c.bytes += len(n.Value)
+	switch {
+	case c.nodes > c.limits.MaxNodes:
+		c.stop(at, fmt.Sprintf("spec is too large: more than %d YAML nodes (a node reached through an alias counts every time the alias is used)",
+			c.limits.MaxNodes))
+		return false
+	case c.bytes > c.limits.MaxExpandedBytes:
+		c.stop(at, fmt.Sprintf("spec is too large: its values add up to more than %d bytes once aliases are expanded (an alias counts the size of its target every time it is used)",
+			c.limits.MaxExpandedBytes))
 		return false
 	}
 	return true
 }
 
+// stop ends the walk at node n with a problem that explains why. It is
+// recorded even past MaxErrors: without it the error list would not say
+// why compiling stopped.
+func (c *compiler) stop(n *yaml.Node, msg string) {
+	c.stopped = true
+	c.errs = append(c.errs, (&Error{File: c.file, Line: n.Line, Column: n.Column, Msg: msg,
+		Hint: "make the spec smaller; do not repeat aliases (*name) of large values, pass large data as inputs"}).clipped())
+}
+
 // resolve follows aliases to the node they stand for, charging every node it
 // passes through to the budget. It returns nil when the budget is exhausted.
 func (c *compiler) resolve(n *yaml.Node) *yaml.Node {
+	at := n
 	for n != nil {
-		if !c.visit(n) {
+		if !c.visit(n, at) {
 			return nil
 		}
 		if n.Kind != yaml.AliasNode {

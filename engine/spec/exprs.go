@@ -26,6 +26,14 @@ type scope struct {
 // checkExpr type-checks one expression piece of scalar n and checks that it
 // reads only what its scope allows.
 func (c *compiler) checkExpr(n *yaml.Node, p piece, sc *scope, w where) (*expr.Checked, bool) {
+	if c.exprs++; c.exprs > c.limits.MaxExpressions {
+		if c.exprs == c.limits.MaxExpressions+1 {
+			line, col := c.valuePosition(n, p.open)
+			c.errorAt(line, col, w, "compute more in fewer expressions, or split the workflow",
+				"spec has more than %d expressions, the limit", c.limits.MaxExpressions)
+		}
+		return nil, false
+	}
 	checked, issue := c.env.Check(p.text)
 	if issue != nil {
 		off := p.open

@@ -2,6 +2,7 @@ package spec_test
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -229,12 +230,29 @@ var invalidCases = []invalidCase{
 	{name: "too long expression", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: ${{ 1 + 1 + 1 + 1 }}\n",
 		limits: spec.Limits{Expr: exprLimits(8)}, line: 7, col: 11, task: "a", field: "with", msg: "bytes long, the limit is 8"},
 	{name: "alias bomb", src: aliasBomb, line: 8, col: 30, msg: "spec is too large: more than 200000 YAML nodes"},
+	// The issue-8 reproduction: one 900 KB string aliased 300 times expands
+	// to 270 MB from a spec under the 1 MiB source limit.
+	{name: "aliases of a large string", src: stringAliasBomb(900_000, 300), line: 9, col: 20, msg: "spec is too large: its values add up to more than 4194304 bytes once aliases are expanded",
+		hint: "do not repeat aliases"},
+	{name: "too many expressions", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with: [\"${{ 1 }}\", \"${{ 2 }}\", \"${{ 3 }}\"]\n",
+		limits: spec.Limits{MaxExpressions: 2}, line: 7, col: 37, task: "a", field: "with[2]", msg: "spec has more than 2 expressions, the limit"},
+	{name: "compiled IR too large", src: header + "tasks:\n  a: {capability: core, action: echo, with: {s: " + strings.Repeat("x", 2000) + "}}\n",
+		limits: spec.Limits{MaxIRBytes: 1000}, line: 0, msg: "the compiled workflow is 2064 bytes, the limit is 1000"},
+	{name: "invalid constant regex", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    when: ${{ \"abc\".matches(\"(\") }}\n",
+		line: 7, col: 29, task: "a", field: "when", msg: "invalid regular expression: missing closing ): `(`", hint: "RE2"},
 
 	// --- JSON
 	{name: "JSON syntax error", src: "{\n  \"name\": \"demo\",\n  \"version\": 1\n  \"tasks\": {}\n}\n",
 		line: 4, col: 3, msg: "invalid JSON: invalid character '\"' after object key:value pair", hint: "comma"},
 	{name: "JSON unknown key", src: "{\n  \"name\": \"demo\",\n  \"version\": 1,\n  \"tasks\": {\n    \"a\": {\"capability\": \"core\", \"action\": \"echo\", \"retyr\": {}}\n  }\n}\n",
 		line: 5, col: 51, task: "a", field: "retyr", msg: `unknown key "retyr"`, hint: `did you mean "retry"?`},
+}
+
+// stringAliasBomb is a spec whose with holds one string of size bytes and a
+// list of n aliases to it.
+func stringAliasBomb(size, n int) string {
+	return header + "tasks:\n  a:\n    capability: core\n    action: echo\n    with:\n      s: &s \"" + strings.Repeat("x", size) +
+		"\"\n      l: [" + strings.TrimSuffix(strings.Repeat("*s,", n), ",") + "]\n"
 }
 
 // aliasBomb expands to 10^10 nodes if followed naively.
@@ -256,6 +274,31 @@ tasks:
       x8: &i [*h, *h, *h, *h, *h, *h, *h, *h, *h, *h]
       x9: [*i, *i, *i, *i, *i, *i, *i, *i, *i, *i]
 `
+
+// Errors quote the spec (keys, names) and carry the file name the client
+// chose: both are clipped, so the errors of a spec stay small however large
+// what they quote.
+func TestErrorsAreBounded(t *testing.T) {
+	long := strings.Repeat("k", 100_000)
+	var b strings.Builder
+	b.WriteString(header + "tasks:\n")
+	for i := range 1000 {
+		fmt.Fprintf(&b, "  t%d: {capability: core, action: echo, %s%d: 1}\n", i, long[:2000], i)
+	}
+	_, err := spec.Compile(strings.Repeat("f", 10<<20), []byte(b.String()), spec.Options{Limits: spec.Limits{MaxSpecBytes: 4 << 20}})
+	list := spec.AsErrorList(err)
+	if len(list) == 0 || len(list) > 51 {
+		t.Fatalf("%d errors, want at most MaxErrors (50) and a final note", len(list))
+	}
+	if total := len(err.Error()); total > 200_000 {
+		t.Fatalf("the errors are %d bytes", total)
+	}
+	for _, e := range list {
+		if len(e.File) > 256 || len(e.Field) > 256 || len(e.Msg) > 1024 || len(e.Hint) > 1024 {
+			t.Fatalf("unclipped error: file %d, field %d, msg %d, hint %d bytes", len(e.File), len(e.Field), len(e.Msg), len(e.Hint))
+		}
+	}
+}
 
 func TestInvalidSpecs(t *testing.T) {
 	if len(invalidCases) < 30 {

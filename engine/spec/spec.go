@@ -26,6 +26,18 @@ type Limits struct {
 	// through an alias (*name) counts every time it is used, so "alias bombs"
 	// (aliases of aliases of large lists) fail fast.
 	MaxNodes int
+	// MaxExpandedBytes bounds the size of the spec once every alias is
+	// expanded: the bytes of every scalar visited (keys and values), an
+	// alias counting its target's size every time it is used. It stops a
+	// small spec that aliases one large string many times.
+	MaxExpandedBytes int
+	// MaxIRBytes bounds the compiled IR, which is what is stored and loaded
+	// for every instance of the version.
+	MaxIRBytes int
+	// MaxExpressions bounds the ${{ }} expressions in one spec: each is
+	// type-checked and cost-estimated at registration, and compiled when
+	// the version is first run.
+	MaxExpressions int
 	// MaxErrors is how many problems are collected before giving up.
 	MaxErrors int
 	// Expr are the limits of the expression language (length and cost).
@@ -34,12 +46,15 @@ type Limits struct {
 
 // DefaultLimits are used for every field of Limits that is zero.
 var DefaultLimits = Limits{
-	MaxSpecBytes: 1 << 20,
-	MaxTasks:     1000,
-	MaxDepth:     32,
-	MaxNodes:     200_000,
-	MaxErrors:    50,
-	Expr:         expr.DefaultLimits,
+	MaxSpecBytes:     1 << 20,
+	MaxTasks:         1000,
+	MaxDepth:         32,
+	MaxNodes:         200_000,
+	MaxExpandedBytes: 4 << 20,
+	MaxIRBytes:       4 << 20,
+	MaxExpressions:   2000,
+	MaxErrors:        50,
+	Expr:             expr.DefaultLimits,
 }
 
 // WithDefaults returns a copy of l with every zero (or negative) field set
@@ -56,6 +71,15 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxNodes <= 0 {
 		l.MaxNodes = DefaultLimits.MaxNodes
+	}
+	if l.MaxExpandedBytes <= 0 {
+		l.MaxExpandedBytes = DefaultLimits.MaxExpandedBytes
+	}
+	if l.MaxIRBytes <= 0 {
+		l.MaxIRBytes = DefaultLimits.MaxIRBytes
+	}
+	if l.MaxExpressions <= 0 {
+		l.MaxExpressions = DefaultLimits.MaxExpressions
 	}
 	if l.MaxErrors <= 0 {
 		l.MaxErrors = DefaultLimits.MaxErrors
@@ -87,6 +111,11 @@ func Compile(filename string, src []byte, opts Options) (*robonetv1.Workflow, er
 	wf := c.compile()
 	if len(c.errs) > 0 {
 		return nil, c.errorList()
+	}
+	if size := proto.Size(wf); size > limits.MaxIRBytes {
+		return nil, ErrorList{{File: c.file,
+			Msg:  fmt.Sprintf("the compiled workflow is %d bytes, the limit is %d", size, limits.MaxIRBytes),
+			Hint: "split the workflow, or pass large constants as inputs"}}
 	}
 	return wf, nil
 }

@@ -31,16 +31,44 @@ var ErrTooDeep = fmt.Errorf("value nested deeper than %d levels", MaxDepth)
 // Normalize converts v into canonical form. It accepts the canonical types plus
 // the other Go integer and float types, json.Number, []T and map[string]T. It
 // rejects NaN and infinities, invalid UTF-8 strings and anything else.
-func Normalize(v any) (any, error) { return normalize(v, 0) }
+func Normalize(v any) (any, error) { return normalize(v, 0, nil) }
 
-func normalize(v any, depth int) (any, error) {
+// NormalizeLimit is Normalize for values that may be large: it fails with
+// an error wrapping ErrTooLarge once what it has seen would encode to more
+// than limit bytes of JSON, so a value that repeats one large string many
+// times costs O(limit) to refuse, not O(its expanded size).
+func NormalizeLimit(v any, limit int) (any, error) {
+	b := &budget{limit: limit, left: limit}
+	return normalize(v, 0, b)
+}
+
+// budget counts (a lower bound of) the JSON bytes of what normalize saw.
+type budget struct{ limit, left int }
+
+func (b *budget) charge(n int) error {
+	if b == nil {
+		return nil
+	}
+	if b.left -= n; b.left < 0 {
+		return fmt.Errorf("%w: its JSON encoding is more than %d bytes", ErrTooLarge, b.limit)
+	}
+	return nil
+}
+
+func normalize(v any, depth int, b *budget) (any, error) {
 	if depth > MaxDepth {
 		return nil, ErrTooDeep
+	}
+	if err := b.charge(1); err != nil {
+		return nil, err
 	}
 	switch x := v.(type) {
 	case nil, bool, int64:
 		return x, nil
 	case string:
+		if err := b.charge(len(x) + 1); err != nil {
+			return nil, err
+		}
 		if !utf8.ValidString(x) {
 			return nil, errors.New("string is not valid UTF-8")
 		}
@@ -62,13 +90,13 @@ func normalize(v any, depth int) (any, error) {
 		}
 		return int64(x), nil
 	case float32:
-		return normalize(float64(x), depth)
+		return normalize(float64(x), depth, b)
 	case json.Number:
 		return numberFromString(string(x))
 	case []any:
 		out := x
 		for i, e := range x {
-			n, err := normalize(e, depth+1)
+			n, err := normalize(e, depth+1, b)
 			if err != nil {
 				return nil, err
 			}
@@ -86,7 +114,10 @@ func normalize(v any, depth int) (any, error) {
 			if !utf8.ValidString(k) {
 				return nil, errors.New("map key is not valid UTF-8")
 			}
-			n, err := normalize(e, depth+1)
+			if err := b.charge(len(k) + 3); err != nil {
+				return nil, err
+			}
+			n, err := normalize(e, depth+1, b)
 			if err != nil {
 				return nil, err
 			}
@@ -105,7 +136,7 @@ func normalize(v any, depth int) (any, error) {
 		}
 		return x, nil
 	}
-	return normalizeReflect(v, depth)
+	return normalizeReflect(v, depth, b)
 }
 
 // same reports whether a normalized element is the very value it came from, so
@@ -128,21 +159,21 @@ func sameSlice(a, b []any) bool {
 	return len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
-func normalizeReflect(v any, depth int) (any, error) {
+func normalizeReflect(v any, depth int, b *budget) (any, error) {
 	rv := reflect.ValueOf(v)
 	switch rv.Kind() {
 	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
 		return rv.Int(), nil
 	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return normalize(rv.Uint(), depth)
+		return normalize(rv.Uint(), depth, b)
 	case reflect.Float32, reflect.Float64:
-		return normalize(rv.Float(), depth)
+		return normalize(rv.Float(), depth, b)
 	case reflect.String:
-		return normalize(rv.String(), depth)
+		return normalize(rv.String(), depth, b)
 	case reflect.Slice, reflect.Array:
 		out := make([]any, rv.Len())
 		for i := range out {
-			n, err := normalize(rv.Index(i).Interface(), depth+1)
+			n, err := normalize(rv.Index(i).Interface(), depth+1, b)
 			if err != nil {
 				return nil, err
 			}
@@ -156,7 +187,7 @@ func normalizeReflect(v any, depth int) (any, error) {
 		out := make(map[string]any, rv.Len())
 		it := rv.MapRange()
 		for it.Next() {
-			n, err := normalize(it.Value().Interface(), depth+1)
+			n, err := normalize(it.Value().Interface(), depth+1, b)
 			if err != nil {
 				return nil, err
 			}
@@ -167,7 +198,7 @@ func normalizeReflect(v any, depth int) (any, error) {
 		if rv.IsNil() {
 			return nil, nil
 		}
-		return normalize(rv.Elem().Interface(), depth)
+		return normalize(rv.Elem().Interface(), depth, b)
 	}
 	return nil, fmt.Errorf("unsupported value type %T", v)
 }
@@ -182,12 +213,35 @@ func numberFromString(s string) (any, error) {
 	}
 	f, err := strconv.ParseFloat(s, 64)
 	if err != nil {
-		return nil, fmt.Errorf("invalid number %q", s)
+		return nil, fmt.Errorf("invalid number %s", QuoteClipped(s, 32))
 	}
 	if math.IsInf(f, 0) {
-		return nil, fmt.Errorf("number %s is out of range", s)
+		return nil, fmt.Errorf("number %s is out of range", QuoteClipped(s, 32))
 	}
 	return f, nil
+}
+
+// Clip shortens s to at most n bytes, cut on a rune boundary and marked
+// with "...". Errors quote what clients sent through it, so that no error
+// grows with the request.
+func Clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	cut := max(n-len("..."), 0)
+	for cut > 0 && !utf8.RuneStart(s[cut]) {
+		cut--
+	}
+	return s[:cut] + "..."
+}
+
+// QuoteClipped quotes s for an error message, shortened to n bytes and then
+// followed by its full length.
+func QuoteClipped(s string, n int) string {
+	if len(s) <= n {
+		return strconv.Quote(s)
+	}
+	return strconv.Quote(Clip(s, n)) + fmt.Sprintf(" (%d bytes)", len(s))
 }
 
 // Decode parses JSON into a canonical value.
@@ -198,7 +252,9 @@ func Decode(data []byte) (any, error) {
 	if err := dec.Decode(&v); err != nil {
 		return nil, fmt.Errorf("invalid JSON: %w", err)
 	}
-	if dec.More() {
+	// Only white space may follow the value (Decoder.More does not see a
+	// stray ']' or '}').
+	if rest := data[dec.InputOffset():]; len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
 		return nil, errors.New("invalid JSON: unexpected data after the value")
 	}
 	return Normalize(v)
@@ -206,6 +262,22 @@ func Decode(data []byte) (any, error) {
 
 // Encode returns the canonical JSON encoding of a canonical value.
 func Encode(v any) ([]byte, error) { return AppendEncode(nil, v) }
+
+// ErrTooLarge is returned (wrapped, with the sizes) by EncodeLimit for a
+// value whose encoding exceeds the limit.
+var ErrTooLarge = errors.New("value too large")
+
+// EncodeLimit is Encode for values that may be large: it stops as soon as
+// the encoding passes limit bytes and returns an error wrapping ErrTooLarge,
+// so a value that holds one large string many times (lists built by
+// reference cost nothing until encoded) cannot exhaust memory.
+func EncodeLimit(v any, limit int) ([]byte, error) {
+	buf, err := appendEncodeLimit(nil, v, 0, limit)
+	if err != nil {
+		return nil, err
+	}
+	return buf, nil
+}
 
 // MustEncode is Encode for values known to be canonical (it panics otherwise);
 // for use on values that came out of Normalize or Decode.
@@ -218,11 +290,15 @@ func MustEncode(v any) []byte {
 }
 
 // AppendEncode appends the canonical JSON encoding of v to buf.
-func AppendEncode(buf []byte, v any) ([]byte, error) { return appendEncode(buf, v, 0) }
+func AppendEncode(buf []byte, v any) ([]byte, error) { return appendEncodeLimit(buf, v, 0, 0) }
 
-func appendEncode(buf []byte, v any, depth int) ([]byte, error) {
+// appendEncodeLimit encodes v; limit > 0 bounds the length of buf.
+func appendEncodeLimit(buf []byte, v any, depth, limit int) ([]byte, error) {
 	if depth > MaxDepth {
 		return buf, ErrTooDeep
+	}
+	if limit > 0 && len(buf) > limit {
+		return buf, fmt.Errorf("%w: its JSON encoding is more than %d bytes", ErrTooLarge, limit)
 	}
 	switch x := v.(type) {
 	case nil:
@@ -234,6 +310,9 @@ func appendEncode(buf []byte, v any, depth int) ([]byte, error) {
 	case float64:
 		return appendFloat(buf, x)
 	case string:
+		if limit > 0 && len(buf)+len(x) > limit {
+			return buf, fmt.Errorf("%w: its JSON encoding is more than %d bytes", ErrTooLarge, limit)
+		}
 		return appendString(buf, x), nil
 	case []any:
 		buf = append(buf, '[')
@@ -242,7 +321,7 @@ func appendEncode(buf []byte, v any, depth int) ([]byte, error) {
 				buf = append(buf, ',')
 			}
 			var err error
-			if buf, err = appendEncode(buf, e, depth+1); err != nil {
+			if buf, err = appendEncodeLimit(buf, e, depth+1, limit); err != nil {
 				return buf, err
 			}
 		}
@@ -261,7 +340,7 @@ func appendEncode(buf []byte, v any, depth int) ([]byte, error) {
 			buf = appendString(buf, k)
 			buf = append(buf, ':')
 			var err error
-			if buf, err = appendEncode(buf, x[k], depth+1); err != nil {
+			if buf, err = appendEncodeLimit(buf, x[k], depth+1, limit); err != nil {
 				return buf, err
 			}
 		}
@@ -285,6 +364,50 @@ func appendFloat(buf []byte, f float64) ([]byte, error) {
 func appendString(buf []byte, s string) []byte {
 	b, _ := json.Marshal(s) // never fails for a string
 	return append(buf, b...)
+}
+
+// Size returns the length of the canonical JSON encoding of a canonical
+// value, approximately (strings are counted without escapes), without
+// encoding it. It stops counting once the size passes limit (limit > 0) and
+// then returns a number above limit, so it costs at most O(limit) however
+// often the value repeats a large part.
+func Size(v any, limit int) int {
+	n := 0
+	sizeOf(v, limit, &n)
+	return n
+}
+
+func sizeOf(v any, limit int, n *int) {
+	if limit > 0 && *n > limit {
+		return
+	}
+	switch x := v.(type) {
+	case nil:
+		*n += 4
+	case bool:
+		*n += 5
+	case int64, float64:
+		*n += 8
+	case string:
+		*n += len(x) + 2
+	case []any:
+		*n += 2 + len(x)
+		for _, e := range x {
+			if sizeOf(e, limit, n); limit > 0 && *n > limit {
+				return
+			}
+		}
+	case map[string]any:
+		*n += 2 + len(x)
+		for k, e := range x {
+			*n += len(k) + 3
+			if sizeOf(e, limit, n); limit > 0 && *n > limit {
+				return
+			}
+		}
+	default:
+		*n += 8
+	}
 }
 
 // Render formats a value for string interpolation: strings as they are, other

@@ -2,6 +2,7 @@ package value
 
 import (
 	"encoding/json"
+	"errors"
 	"math"
 	"strings"
 	"testing"
@@ -115,5 +116,45 @@ func TestRender(t *testing.T) {
 		if got := Render(tc.in); got != tc.want {
 			t.Errorf("Render(%#v) = %q, want %q", tc.in, got, tc.want)
 		}
+	}
+}
+
+func TestEncodeLimitStopsEarly(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	list := make([]any, 10_000) // 10 GB if encoded whole
+	for i := range list {
+		list[i] = big
+	}
+	if _, err := EncodeLimit(list, 4<<20); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("EncodeLimit(10k × 1 MiB) = %v, want ErrTooLarge", err)
+	}
+	if got := Size(list, 4<<20); got <= 4<<20 || got > 6<<20 {
+		t.Fatalf("Size stopped at %d, want just past the 4 MiB limit", got)
+	}
+	small := map[string]any{"a": []any{int64(1), "two", 3.5, nil, true}}
+	b, err := EncodeLimit(small, 100)
+	if err != nil || string(b) != `{"a":[1,"two",3.5,null,true]}` {
+		t.Fatalf("EncodeLimit(small) = %s, %v", b, err)
+	}
+	if _, err := EncodeLimit(small, 10); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("EncodeLimit(small, 10) = %v, want ErrTooLarge", err)
+	}
+	if got, want := Size(small, 0), len(b); got < want/2 || got > want*2 {
+		t.Fatalf("Size(small) = %d, encoding is %d bytes", got, want)
+	}
+}
+
+func TestNormalizeLimitStopsEarly(t *testing.T) {
+	big := strings.Repeat("x", 1<<20)
+	list := make([]any, 100_000) // 100 GB of strings to validate if walked whole
+	for i := range list {
+		list[i] = big
+	}
+	if _, err := NormalizeLimit(list, 4<<20); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("NormalizeLimit = %v, want ErrTooLarge", err)
+	}
+	v, err := NormalizeLimit([]int{1, 2}, 100)
+	if err != nil || !Equal(v, []any{int64(1), int64(2)}) {
+		t.Fatalf("NormalizeLimit([]int{1, 2}) = %v, %v", v, err)
 	}
 }

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -101,8 +102,8 @@ func testListInstancesFilters(t *testing.T, s engine.Store) {
 	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{Statuses: []engine.InstanceStatus{"bogus"}}); err == nil {
 		t.Errorf("an unknown status filter was accepted")
 	}
-	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{PageToken: "not a token"}); err == nil {
-		t.Errorf("a bad page token was accepted")
+	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{PageToken: "not a token"}); !errors.Is(err, engine.ErrInvalidPageToken) {
+		t.Errorf("a bad page token: %v, want an error wrapping engine.ErrInvalidPageToken", err)
 	}
 }
 

@@ -26,9 +26,9 @@ const (
 	MaxListLimit         = 1000 // upper bound on any list limit
 )
 
-// ErrInvalidPageToken is returned by DecodePageToken for a token that this
-// store did not produce.
-var ErrInvalidPageToken = errors.New("invalid page token")
+// ErrInvalidPageToken is returned (wrapped) by DecodePageToken for a token
+// that this store did not produce; it is the port's engine.ErrInvalidPageToken.
+var ErrInvalidPageToken = engine.ErrInvalidPageToken
 
 // NonNil returns b, or an empty slice when b is nil, for NOT NULL columns
 // (drivers encode a nil []byte as NULL).
