@@ -111,12 +111,50 @@ type TaskView struct {
 	Attempt     uint32 // latest attempt (0: never dispatched)
 	MaxAttempts uint32
 	Output      any
-	Error       string
-	StartedAt   time.Time
-	FinishedAt  time.Time
-	Progress    *TaskProgress // latest heartbeat of a running attempt
+	// Error says why the task is not completed: the error of its latest
+	// attempt while it is retrying or once it failed (for a spread task,
+	// of its first failed instance). It is empty while an attempt runs and
+	// once the task completed: earlier attempts' errors are in Attempts.
+	Error      string
+	StartedAt  time.Time
+	FinishedAt time.Time
+	Progress   *TaskProgress // latest heartbeat of a running attempt
 	// Spread tasks only: instance counts (Width -1 for a plain task).
 	Width, Done, Failed int32
+	// Attempts lists the task's attempts — for a spread task, those of
+	// every instance — ordered by index, then attempt: each finished
+	// attempt as recorded, then the latest one if it has no result yet (in
+	// flight, or cancelled). At most MaxAttemptsShown are listed; when
+	// there are more, the failed and running ones are kept first and
+	// AttemptsOmitted counts the rest.
+	Attempts        []AttemptView
+	AttemptsOmitted int
+}
+
+// MaxAttemptsShown bounds TaskView.Attempts: a wide spread lists at most
+// this many attempts, so that a view stays well within one API message.
+const MaxAttemptsShown = 1000
+
+// AttemptView is one attempt of a task, or of one instance of a spread
+// task.
+type AttemptView struct {
+	Index   int32 // spread index; -1 for a plain task
+	Attempt uint32
+	// WorkerID is the worker that ran it ("node/capability/slot" for the
+	// Waggler layer's workers). Empty when unknown: an attempt that timed
+	// out (the engine records those), or one in flight before its worker's
+	// first heartbeat.
+	WorkerID string
+	// StartedAt is when its worker started it; for an attempt in flight,
+	// when this engine dispatched it (zero in views read from the Store).
+	StartedAt  time.Time
+	FinishedAt time.Time // zero while in flight, and for a cancelled attempt
+	// Running: in flight — running, or waiting for a worker.
+	Running bool
+	OK      bool
+	// Error is why it failed; "cancelled" for an attempt cancelled in
+	// flight.
+	Error string
 }
 
 // EventKind classifies instance events.

@@ -20,7 +20,7 @@ type echoDispatcher struct {
 	sink atomic.Pointer[engine.Engine]
 }
 
-func (d *echoDispatcher) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) error {
+func (d *echoDispatcher) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
 	e := d.sink.Load()
 	for _, t := range tasks {
 		e.TaskResult(ctx, engine.TaskResult{AttemptKey: t.AttemptKey, OK: true, Output: t.Input})
@@ -28,7 +28,7 @@ func (d *echoDispatcher) Dispatch(ctx context.Context, tasks []engine.TaskDispat
 	return nil
 }
 
-func (d *echoDispatcher) Cancel(context.Context, []engine.AttemptKey) error { return nil }
+func (d *echoDispatcher) Cancel(context.Context, uint64, []engine.AttemptKey) error { return nil }
 
 func chainOf(n int) string {
 	s := "name: chain10\nversion: 1\ntasks:\n  t0: {capability: test.cap, action: echo, with: {v: 0}}\n"

@@ -40,7 +40,7 @@ func TestGroupCommit(t *testing.T) {
 	// then goes in one call.
 	waitUntil(t, "the first snapshots to be pending", func() bool { return e.PendingRows() == n })
 	persist0, complete0, _ := h.store.counts()
-	h.clock.advanceToTimer(t, time.Minute)
+	h.clock.AdvanceToTimer(t, time.Minute)
 	waitUntil(t, "the first snapshots to be written", func() bool { return e.PendingRows() == 0 })
 	if persist, _, _ := h.store.counts(); persist != persist0+1 {
 		t.Fatalf("%d PersistProgress calls for %d first snapshots, want 1", persist-persist0, n)
@@ -52,7 +52,7 @@ func TestGroupCommit(t *testing.T) {
 		echo(e, d)
 	}
 	waitUntil(t, "the results and completions to be pending", func() bool { return e.PendingRows() == 2*n })
-	h.clock.advanceToTimer(t, time.Minute)
+	h.clock.AdvanceToTimer(t, time.Minute)
 	for _, id := range ids {
 		if v := h.wait(e, id); v.State != engine.StateComplete {
 			t.Fatalf("instance ended %s", v.State)
@@ -152,8 +152,8 @@ func TestDispatchRetriedUntilAccepted(t *testing.T) {
 	h.disp.failNext = 2
 	e := h.start(1)
 	id := h.submit(e, chainSpec, map[string]any{"x": 1})
-	h.clock.advanceToTimer(t, time.Second) // first backoff
-	h.clock.advanceToTimer(t, time.Second) // second backoff
+	h.clock.AdvanceToTimer(t, time.Second) // first backoff
+	h.clock.AdvanceToTimer(t, time.Second) // second backoff
 	echo(e, h.disp.one(t, "a", 1))
 	echo(e, h.disp.one(t, "b", 1))
 	echo(e, h.disp.one(t, "c", 1))
@@ -193,7 +193,7 @@ func TestRegisterWorkflow(t *testing.T) {
 	if _, err := e.RegisterWorkflow(ctx, "chain.yaml", []byte(v2)); err != nil {
 		t.Fatalf("version 2: %v", err)
 	}
-	list, err := e.ListWorkflows(ctx, "chain")
+	list, err := e.ListWorkflows(ctx, "chain", 0)
 	if err != nil || len(list) != 2 || list[0].Version != 2 || list[1].Version != 1 {
 		t.Fatalf("ListWorkflows: %+v, %v", list, err)
 	}

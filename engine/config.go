@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/spec"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // Config configures an Engine. Zero fields take the defaults listed; see
@@ -17,12 +18,16 @@ import (
 type Config struct {
 	// Store holds the durable state. Required.
 	Store Store
+	// Query is the read side to share with other terms' engines (a
+	// server keeps one for its whole life; see Query). nil: New builds
+	// one from this Config. It must read the same Store.
+	Query *Query
 	// Dispatcher hands attempts to the Waggler layer. Required.
 	Dispatcher Dispatcher
 	// Logger is named "engine" by New. nil: no logging.
 	Logger *zap.Logger
 	// Clock is the source of time. nil: the wall clock.
-	Clock Clock
+	Clock clock.Clock
 	// NodeName is logged with every line (key "node").
 	NodeName string
 
@@ -74,6 +79,11 @@ type Config struct {
 	// SpreadLimit bounds the width of one spread. Default:
 	// graph.DefaultMaxSpreadWidth (100,000).
 	SpreadLimit int
+	// StepCost bounds the CEL cost units one event of an instance may
+	// spend on expressions (see graph.Options.MaxStepCost), so that one
+	// instance cannot hold a shard, and every other instance on it, for
+	// long. Default: graph.DefaultMaxStepCost (5,000,000).
+	StepCost uint64
 	// Spec bounds compiled specs and expressions (its Expr field bounds
 	// every expression evaluated by the runloop too). Zero fields:
 	// spec.DefaultLimits.
@@ -110,7 +120,7 @@ func (c Config) WithDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	if c.Clock == nil {
-		c.Clock = SystemClock()
+		c.Clock = clock.System()
 	}
 	if c.Shards == 0 {
 		c.Shards = runtime.GOMAXPROCS(0)

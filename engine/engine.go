@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine/expr"
+	"github.com/robonet/robonet/internal/lifecycle"
 )
 
 // The runloop, in one page.
@@ -45,14 +45,16 @@ import (
 // lease heartbeat, the retention sweeper, the flusher (group commit) and the
 // outbox (dispatches).
 type Engine struct {
-	cfg   Config
-	log   *zap.Logger
-	env   *expr.Env
-	plans plans
+	cfg Config
+	log *zap.Logger
+	// q is the read side, shared with the node's other terms: versions,
+	// plans, and everything read from the Store.
+	q *Query
 
 	shards  []*shard
 	flusher *flusher
 	outbox  *outbox
+	submits submitBatcher // group-commits concurrent submissions
 
 	held      sync.Map // uuid.UUID → *holder: instances in memory
 	heldCount atomic.Int64
@@ -68,8 +70,7 @@ type Engine struct {
 	claimed   chan struct{}
 
 	mu          sync.Mutex
-	started     bool
-	stopped     bool
+	state       lifecycle.State
 	cancelRun   context.CancelFunc // ends every goroutine
 	cancelLoops context.CancelFunc // ends the claimer, heartbeat and sweeper
 	loops       sync.WaitGroup
@@ -89,18 +90,20 @@ func New(cfg Config) (*Engine, error) {
 	if cfg.Owner == uuid.Nil {
 		cfg.Owner = uuid.New()
 	}
-	env, err := expr.NewEnv(cfg.Spec.Expr)
-	if err != nil {
-		return nil, fmt.Errorf("engine: %w", err)
+	q := cfg.Query
+	if q == nil {
+		var err error
+		if q, err = NewQuery(cfg); err != nil {
+			return nil, err
+		}
 	}
 	e := &Engine{
 		cfg:     cfg,
 		log:     cfg.Logger.Named("engine").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
-		env:     env,
+		q:       q,
 		wake:    make(chan struct{}, 1),
 		claimed: make(chan struct{}),
 	}
-	e.plans = plans{e: e, by: make(map[int64]*planEntry)}
 	e.flusher = newFlusher(e)
 	e.outbox = newOutbox(e)
 	e.shards = make([]*shard, cfg.Shards)
@@ -122,23 +125,22 @@ func (e *Engine) Term() uint64 { return e.cfg.Term }
 func (e *Engine) Start(ctx context.Context) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	switch {
-	case e.stopped:
-		return fmt.Errorf("engine: Start after Stop: %w", ErrStopped)
-	case e.started:
-		return errors.New("engine: already started")
-	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("engine: starting: %w", err)
 	}
-	e.started = true
+	if err := e.state.Start("engine"); err != nil {
+		if errors.Is(err, lifecycle.ErrStopped) {
+			return fmt.Errorf("engine: Start after Stop: %w", ErrStopped)
+		}
+		return err
+	}
 	runCtx, cancelRun := context.WithCancel(context.WithoutCancel(ctx))
 	loopsCtx, cancelLoops := context.WithCancel(runCtx)
 	e.cancelRun, e.cancelLoops = cancelRun, cancelLoops
 	e.running.Store(true)
 
 	e.goAll(func() { e.flusher.run(runCtx) })
-	e.goAll(func() { e.outbox.run(runCtx) })
+	e.outbox.start(runCtx)
 	for _, s := range e.shards {
 		e.goAll(func() { s.run(runCtx) })
 	}
@@ -188,10 +190,9 @@ func (e *Engine) Abandon() {
 
 func (e *Engine) stop(ctx context.Context, graceful bool) error {
 	e.mu.Lock()
-	e.stopped = true
-	started := e.started
+	was := e.state.Stop()
 	e.mu.Unlock()
-	if !started {
+	if was != lifecycle.Running {
 		return nil
 	}
 	e.running.Store(false)

@@ -1,6 +1,9 @@
 package engine
 
-import "errors"
+import (
+	"errors"
+	"time"
+)
 
 // Errors of the client-facing operations, besides the Store's (ErrNotFound,
 // ErrVersionConflict, ErrIdempotencyConflict), spec.ErrorList (a spec that
@@ -16,4 +19,19 @@ var (
 	ErrInstanceFinished = errors.New("instance already finished")
 	// ErrStopped: the engine was stopped; start a new one.
 	ErrStopped = errors.New("engine stopped")
+	// ErrUnloadable: a stored workflow version cannot be loaded by this
+	// engine (its IR does not decode, or its plan is refused, e.g. by
+	// limits lowered since it was registered). Its instances cannot run
+	// here; registering the spec again as a new version is the way out.
+	ErrUnloadable = errors.New("workflow version cannot be loaded")
+	// ErrStaleTerm: a Dispatcher refused a dispatch or cancel because it
+	// has seen a newer leadership term than the request's.
+	ErrStaleTerm = errors.New("stale leadership term")
 )
+
+// MaxLost is how many times one attempt may be reported lost
+// (TaskResult.Lost) and dispatched again before it counts as failed.
+const MaxLost = 10
+
+// MaxDeadline is the longest deadline a submission may set.
+const MaxDeadline = 10 * 365 * 24 * time.Hour

@@ -14,138 +14,6 @@ import (
 // waitLimit bounds every wait of a test for a signal.
 const waitLimit = 20 * time.Second
 
-// ---- clock ----
-
-// fakeClock is an engine.Clock whose time moves only when the test calls
-// Advance; timers due by then fire. Tests wait for a timer to be armed
-// (waitTimer) instead of sleeping.
-type fakeClock struct {
-	mu      sync.Mutex
-	now     time.Time
-	timers  map[*fakeTimer]struct{} // armed
-	changed chan struct{}           // closed and replaced when timers change
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{
-		now:     time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC),
-		timers:  map[*fakeTimer]struct{}{},
-		changed: make(chan struct{}),
-	}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) NewTimer(d time.Duration) engine.Timer {
-	t := &fakeTimer{c: c, ch: make(chan time.Time, 1)}
-	t.Reset(d)
-	return t
-}
-
-// notifyLocked wakes waitTimer callers.
-func (c *fakeClock) notifyLocked() {
-	close(c.changed)
-	c.changed = make(chan struct{})
-}
-
-// Advance moves time forward by d and fires the timers that are due.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-	for t := range c.timers {
-		if !t.at.After(c.now) {
-			delete(c.timers, t)
-			select {
-			case t.ch <- c.now:
-			default:
-			}
-		}
-	}
-	c.notifyLocked()
-}
-
-// waitTimer waits until a timer is armed to fire within d from now, and
-// returns how far ahead it is.
-func (c *fakeClock) waitTimer(t testing.TB, d time.Duration) time.Duration {
-	t.Helper()
-	limit := time.NewTimer(waitLimit)
-	defer limit.Stop()
-	for {
-		c.mu.Lock()
-		var (
-			next  time.Duration
-			found bool
-		)
-		for tm := range c.timers {
-			if ahead := tm.at.Sub(c.now); ahead <= d && (!found || ahead < next) {
-				next, found = ahead, true
-			}
-		}
-		changed := c.changed
-		c.mu.Unlock()
-		if found {
-			return next
-		}
-		select {
-		case <-changed:
-		case <-limit.C:
-			t.Fatalf("no timer was armed within %s of now", d)
-		}
-	}
-}
-
-// advanceToTimer waits for a timer within d and advances time to it.
-func (c *fakeClock) advanceToTimer(t testing.TB, d time.Duration) {
-	t.Helper()
-	c.Advance(c.waitTimer(t, d))
-}
-
-type fakeTimer struct {
-	c  *fakeClock
-	ch chan time.Time
-	at time.Time
-}
-
-func (t *fakeTimer) C() <-chan time.Time { return t.ch }
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	_, armed := t.c.timers[t]
-	delete(t.c.timers, t)
-	t.drain()
-	t.c.notifyLocked()
-	return armed
-}
-
-func (t *fakeTimer) Reset(d time.Duration) bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	_, armed := t.c.timers[t]
-	t.drain()
-	t.at = t.c.now.Add(d)
-	if d <= 0 {
-		delete(t.c.timers, t)
-		t.ch <- t.c.now
-	} else {
-		t.c.timers[t] = struct{}{}
-	}
-	t.c.notifyLocked()
-	return armed
-}
-
-func (t *fakeTimer) drain() {
-	select {
-	case <-t.ch:
-	default:
-	}
-}
-
 // ---- dispatcher ----
 
 // fakeDispatcher records dispatches and cancels and lets the test answer
@@ -155,30 +23,48 @@ type fakeDispatcher struct {
 	dispatched []engine.TaskDispatch
 	cancelled  []engine.AttemptKey
 	failNext   int // fail this many Dispatch calls
-	calls      int
-	changed    chan struct{}
-	next       int // index of the next dispatch handed to the test
+	// refuse, when set, answers each attempt of a Dispatch (nil: accept).
+	refuse  func(engine.TaskDispatch) error
+	calls   int
+	changed chan struct{}
+	next    int // index of the next dispatch handed to the test
 }
 
 func newFakeDispatcher() *fakeDispatcher { return &fakeDispatcher{changed: make(chan struct{})} }
 
 var errDispatchDown = errors.New("waggler unavailable")
 
-func (d *fakeDispatcher) Dispatch(_ context.Context, tasks []engine.TaskDispatch) error {
+func (d *fakeDispatcher) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls++
 	if d.failNext > 0 {
 		d.failNext--
 		d.notifyLocked()
-		return errDispatchDown
+		errs := make([]error, len(tasks))
+		for i := range errs {
+			errs[i] = errDispatchDown
+		}
+		return errs
 	}
-	d.dispatched = append(d.dispatched, tasks...)
+	var errs []error
+	for i, t := range tasks {
+		if d.refuse != nil {
+			if err := d.refuse(t); err != nil {
+				if errs == nil {
+					errs = make([]error, len(tasks))
+				}
+				errs[i] = err
+				continue
+			}
+		}
+		d.dispatched = append(d.dispatched, t)
+	}
 	d.notifyLocked()
-	return nil
+	return errs
 }
 
-func (d *fakeDispatcher) Cancel(_ context.Context, keys []engine.AttemptKey) error {
+func (d *fakeDispatcher) Cancel(_ context.Context, _ uint64, keys []engine.AttemptKey) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cancelled = append(d.cancelled, keys...)
@@ -331,16 +217,4 @@ func (s *countingStore) counts() (persist, complete, stateBytes int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.persistCalls, s.completeCalls, s.stateBytes
-}
-
-// hasTimerWithin reports whether a timer is armed to fire within d.
-func (c *fakeClock) hasTimerWithin(d time.Duration) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for tm := range c.timers {
-		if tm.at.Sub(c.now) <= d {
-			return true
-		}
-	}
-	return false
 }

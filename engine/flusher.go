@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // flushItem is one shard's write for one instance: results, a snapshot, or
@@ -69,7 +71,7 @@ func (f *flusher) push(items []flushItem) {
 func (f *flusher) run(ctx context.Context) {
 	defer close(f.done)
 	linger := f.e.cfg.FlushInterval
-	timer := idleTimer(f.e.cfg.Clock)
+	timer := clock.Idle(f.e.cfg.Clock)
 	defer timer.Stop()
 	for {
 		select {
@@ -265,13 +267,13 @@ func (f *flusher) retry(ctx context.Context, what string, op func() error) error
 
 // retryBackoff runs op until it returns nil or ctx ends (then it returns
 // ctx's error joined with op's last one).
-func retryBackoff(ctx context.Context, clock Clock, op func() error) error {
+func retryBackoff(ctx context.Context, clk clock.Clock, op func() error) error {
 	const (
 		first = 10 * time.Millisecond
 		limit = time.Second
 	)
 	backoff := first
-	var timer Timer
+	var timer clock.Timer
 	for {
 		err := op()
 		if err == nil {
@@ -281,7 +283,7 @@ func retryBackoff(ctx context.Context, clock Clock, op func() error) error {
 			return errors.Join(ctx.Err(), err)
 		}
 		if timer == nil {
-			timer = clock.NewTimer(backoff)
+			timer = clk.NewTimer(backoff)
 			defer timer.Stop()
 		} else {
 			timer.Reset(backoff)

@@ -15,6 +15,7 @@ import (
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/sqlite"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock/clocktest"
 )
 
 func TestMain(m *testing.M) {
@@ -60,14 +61,14 @@ var stores = []struct {
 type harness struct {
 	t     *testing.T
 	store *countingStore
-	clock *fakeClock
+	clock *clocktest.Fake
 	disp  *fakeDispatcher
 }
 
 func newHarness(t *testing.T) *harness { return newHarnessOn(t, openSQLite(t)) }
 
 func newHarnessOn(t *testing.T, s engine.Store) *harness {
-	return &harness{t: t, store: &countingStore{Store: s}, clock: newFakeClock(), disp: newFakeDispatcher()}
+	return &harness{t: t, store: &countingStore{Store: s}, clock: clocktest.New(), disp: newFakeDispatcher()}
 }
 
 // config is the test configuration: every periodic loop far apart (tests

@@ -44,7 +44,7 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 		return false
 	}
 	for _, c := range claimed {
-		pe, perr := e.plans.get(ctx, c.WorkflowVersionID)
+		pe, perr := e.q.plans.get(ctx, c.WorkflowVersionID)
 		s := e.shardFor(c.ID)
 		h := &holder{id: c.ID, shard: s}
 		h.state.Store(StateRunning)

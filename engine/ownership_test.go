@@ -192,7 +192,7 @@ func (h *harness) runToEnd(e *engine.Engine, ids []uuid.UUID, check func(engine.
 	for {
 		done := false
 		waitUntil(h.t, "a dispatch, a timer or the end", func() bool {
-			if h.disp.pending() > 0 || h.clock.hasTimerWithin(time.Minute) {
+			if h.disp.pending() > 0 || h.clock.HasTimerWithin(time.Minute) {
 				return true
 			}
 			done = finished()
@@ -208,7 +208,7 @@ func (h *harness) runToEnd(e *engine.Engine, ids []uuid.UUID, check func(engine.
 			}
 			continue
 		}
-		h.clock.advanceToTimer(h.t, time.Minute)
+		h.clock.AdvanceToTimer(h.t, time.Minute)
 	}
 }
 

@@ -69,7 +69,7 @@ func (pe *planEntry) task(node int32) *robonetv1.Task { return pe.wf.GetTasks()[
 // immutable, so an entry never goes stale; the cache holds one entry per
 // version ever run by this engine, which is small next to the instances.
 type plans struct {
-	e  *Engine
+	q  *Query
 	mu sync.Mutex
 	by map[int64]*planEntry
 }
@@ -82,14 +82,16 @@ func (p *plans) get(ctx context.Context, id int64) (*planEntry, error) {
 	if pe != nil {
 		return pe, nil
 	}
-	wfv, err := p.e.cfg.Store.GetWorkflowByID(ctx, id)
+	wfv, err := p.q.cfg.Store.GetWorkflowByID(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("loading workflow version %d: %w", id, err)
 	}
 	return p.add(wfv)
 }
 
-// add compiles and caches a workflow version read from the Store.
+// add compiles and caches a workflow version read from the Store. A version
+// that cannot be loaded (its IR does not decode, or this engine's limits
+// refuse its plan) fails with an error wrapping ErrUnloadable.
 func (p *plans) add(wfv WorkflowVersion) (*planEntry, error) {
 	p.mu.Lock()
 	pe := p.by[wfv.ID]
@@ -99,25 +101,37 @@ func (p *plans) add(wfv WorkflowVersion) (*planEntry, error) {
 	}
 	wf := &robonetv1.Workflow{}
 	if err := proto.Unmarshal(wfv.IR, wf); err != nil {
-		return nil, fmt.Errorf("workflow %s v%d: decoding the stored IR: %w", wfv.Name, wfv.Version, err)
+		return nil, unloadable(wfv, fmt.Errorf("decoding the stored IR: %w", err))
 	}
-	pe, err := p.e.newPlanEntry(wfv.ID, wf)
+	pe, err := p.q.newPlanEntry(wfv.ID, wf)
 	if err != nil {
-		return nil, fmt.Errorf("workflow %s v%d: %w", wfv.Name, wfv.Version, err)
+		return nil, unloadable(wfv, err)
 	}
+	return p.put(wfv, pe), nil
+}
+
+// put caches pe, built from wfv's IR, as the plan of wfv and returns the
+// cached entry (another one, when the version was cached concurrently).
+func (p *plans) put(wfv WorkflowVersion, pe *planEntry) *planEntry {
+	pe.id = wfv.ID
 	pe.info.IRHash, pe.info.CreatedAt = wfv.IRHash, wfv.CreatedAt
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if cur := p.by[wfv.ID]; cur != nil { // compiled concurrently: keep one
-		return cur, nil
+	if cur := p.by[wfv.ID]; cur != nil {
+		return cur
 	}
 	p.by[wfv.ID] = pe
-	return pe, nil
+	return pe
 }
 
-// newPlanEntry builds the plan of wf with the engine's limits.
-func (e *Engine) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, error) {
-	plan, err := graph.NewPlan(wf, e.env, graph.Options{MaxSpreadWidth: e.cfg.SpreadLimit})
+func unloadable(wfv WorkflowVersion, err error) error {
+	return fmt.Errorf("workflow %s v%d is stored but cannot be loaded (%w: %w); register the corrected spec as a new version",
+		wfv.Name, wfv.Version, ErrUnloadable, err)
+}
+
+// newPlanEntry builds the plan of wf with the configured limits.
+func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, error) {
+	plan, err := graph.NewPlan(wf, q.env, graph.Options{MaxSpreadWidth: q.cfg.SpreadLimit, MaxStepCost: q.cfg.StepCost})
 	if err != nil {
 		return nil, err
 	}

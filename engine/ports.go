@@ -37,6 +37,11 @@ func itoa(n uint32) string {
 // TaskDispatch is one attempt the engine hands to the Waggler layer.
 type TaskDispatch struct {
 	AttemptKey
+	// Term is the leadership term of the engine that dispatched the
+	// attempt: its fencing token. A receiver that has seen a newer term
+	// refuses the attempt with ErrStaleTerm, so a deposed engine cannot
+	// start work; one that sees a newer term than it knew adopts it.
+	Term       uint64
 	Workflow   string // workflow name, for logs and metrics
 	Task       string // task name
 	Index      int32  // spread index, -1 for a plain task
@@ -55,17 +60,33 @@ type TaskDispatch struct {
 // nodes. Implementations must not block on task execution; they may block
 // briefly for backpressure, honouring ctx.
 type Dispatcher interface {
-	// Dispatch starts attempts. An error means none of them was accepted
-	// and the engine will retry the dispatch.
-	Dispatch(ctx context.Context, tasks []TaskDispatch) error
-	// Cancel asks for attempts to stop (their results, if any still
-	// arrive, are ignored by the engine). Unknown attempts are ignored.
-	Cancel(ctx context.Context, attempts []AttemptKey) error
+	// Dispatch hands attempts over and answers for each, in order: nil
+	// means accepted — the Waggler layer then owes the engine a result for
+	// it, or a report that it was lost (TaskResult.Lost). A batch that
+	// crosses nodes cannot be all-or-none, hence one answer per attempt;
+	// a nil slice means every attempt was accepted. The engine retries
+	// the attempts refused, except those refused with an error wrapping
+	// ErrStaleTerm.
+	Dispatch(ctx context.Context, tasks []TaskDispatch) []error
+	// Cancel asks for attempts dispatched under term to stop (their
+	// results, if any still arrive, are ignored by the engine). Unknown
+	// attempts are ignored. A receiver that has seen a newer term ignores
+	// the request and answers ErrStaleTerm: the attempts belong to a newer
+	// engine now, which may have dispatched them again.
+	Cancel(ctx context.Context, term uint64, attempts []AttemptKey) error
 }
 
 // TaskResult is the outcome of one attempt, reported by the Waggler layer.
 type TaskResult struct {
 	AttemptKey
+	// Lost reports an accepted attempt the Waggler layer can no longer
+	// account for, without an outcome: its Waggler is gone with no
+	// successor that knows it, its epoch was superseded, no worker can be
+	// reached. Error says why. The engine dispatches the same attempt again
+	// (dispatch is at-least-once), up to MaxLost times, and then counts it
+	// as a failed attempt, so an attempt without a timeout never waits
+	// forever for a result nobody owes.
+	Lost       bool
 	OK         bool
 	Output     any    // canonical value when OK
 	Error      string // why, when !OK; includes exit code and stderr tail for exec

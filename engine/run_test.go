@@ -253,12 +253,12 @@ func TestRetrySucceedsOnThirdAttempt(t *testing.T) {
 	e := h.start(1)
 	id := h.submit(e, retryWorkflow("retry", 3), nil)
 	failWith(e, h.disp.one(t, "flaky", 1), "boom 1")
-	if d := h.clock.waitTimer(t, 5*time.Second); d != time.Second {
+	if d := h.clock.WaitTimer(t, 5*time.Second); d != time.Second {
 		t.Fatalf("first retry after %s, want 1s", d)
 	}
 	h.clock.Advance(time.Second)
 	failWith(e, h.disp.one(t, "flaky", 2), "boom 2")
-	if d := h.clock.waitTimer(t, 5*time.Second); d != 2*time.Second {
+	if d := h.clock.WaitTimer(t, 5*time.Second); d != 2*time.Second {
 		t.Fatalf("second retry after %s, want 2s", d)
 	}
 	h.clock.Advance(2 * time.Second)
@@ -282,7 +282,7 @@ func TestRetriesExhaustedUnderSkip(t *testing.T) {
 	e := h.start(1)
 	id := h.submit(e, retryWorkflow("skip", 2), nil)
 	failWith(e, h.disp.one(t, "flaky", 1), "boom 1")
-	h.clock.advanceToTimer(t, 5*time.Second)
+	h.clock.AdvanceToTimer(t, 5*time.Second)
 	failWith(e, h.disp.one(t, "flaky", 2), "boom 2")
 	after := h.disp.one(t, "after", 1) // runs with a null output
 	if got := jsonOf(t, after.Input); got != `{"got":null}` {
@@ -303,7 +303,7 @@ func TestRetriesExhaustedUnderRetry(t *testing.T) {
 	e := h.start(1)
 	id := h.submit(e, retryWorkflow("retry", 2), nil)
 	failWith(e, h.disp.one(t, "flaky", 1), "boom 1")
-	h.clock.advanceToTimer(t, 5*time.Second)
+	h.clock.AdvanceToTimer(t, 5*time.Second)
 	failWith(e, h.disp.one(t, "flaky", 2), "boom 2")
 	v := h.wait(e, id)
 	if v.State != engine.StateFailed || !strings.Contains(v.Error, `task "flaky" attempt 2`) || !strings.Contains(v.Error, "boom 2") {
@@ -360,7 +360,7 @@ tasks:
 	if d.Timeout != 2*time.Second {
 		t.Fatalf("dispatch timeout %s", d.Timeout)
 	}
-	if ahead := h.clock.waitTimer(t, 5*time.Second); ahead != 2*time.Second {
+	if ahead := h.clock.WaitTimer(t, 5*time.Second); ahead != 2*time.Second {
 		t.Fatalf("timeout timer in %s", ahead)
 	}
 	h.clock.Advance(2 * time.Second)
@@ -385,7 +385,7 @@ func TestWorkflowDeadline(t *testing.T) {
 	}
 	echo(e, h.disp.one(t, "a", 1))
 	b := h.disp.one(t, "b", 1)
-	if ahead := h.clock.waitTimer(t, time.Minute); ahead != 10*time.Second {
+	if ahead := h.clock.WaitTimer(t, time.Minute); ahead != 10*time.Second {
 		t.Fatalf("deadline timer in %s", ahead)
 	}
 	h.clock.Advance(10 * time.Second)
@@ -496,7 +496,7 @@ func TestBadInputsRejected(t *testing.T) {
 		t.Fatalf("something was queued: %+v, %v", list, err)
 	}
 	// Not even the inline spec's workflow version was registered.
-	if wfs, err := e.ListWorkflows(ctxOf(t), ""); err != nil || len(wfs) != 0 {
+	if wfs, err := e.ListWorkflows(ctxOf(t), "", 0); err != nil || len(wfs) != 0 {
 		t.Fatalf("a workflow version was registered: %+v, %v", wfs, err)
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -20,13 +19,14 @@ import (
 // different definition under a registered (name, version) fails with an
 // error wrapping ErrVersionConflict that names both hashes. A spec that
 // does not compile fails with a spec.ErrorList (errors.As) listing every
-// problem with its position.
+// problem with its position. Everything that can reject the spec runs
+// before the version is written, so a rejected spec leaves nothing behind.
 func (e *Engine) RegisterWorkflow(ctx context.Context, file string, src []byte) (WorkflowInfo, error) {
-	wf, err := spec.Compile(file, src, spec.Options{Limits: e.cfg.Spec})
+	pe, err := e.compile(file, src)
 	if err != nil {
 		return WorkflowInfo{}, fmt.Errorf("register workflow %s: %w", file, err)
 	}
-	pe, existing, err := e.register(ctx, wf)
+	pe, existing, err := e.register(ctx, pe)
 	if err != nil {
 		return WorkflowInfo{}, err
 	}
@@ -35,8 +35,25 @@ func (e *Engine) RegisterWorkflow(ctx context.Context, file string, src []byte) 
 	return info, nil
 }
 
-// register stores a compiled workflow and returns its plan.
-func (e *Engine) register(ctx context.Context, wf *robonetv1.Workflow) (*planEntry, bool, error) {
+// compile compiles a spec and builds its plan, which is everything that
+// can reject it, without touching the Store. The entry has no store id yet.
+func (e *Engine) compile(file string, src []byte) (*planEntry, error) {
+	wf, err := spec.Compile(file, src, spec.Options{Limits: e.cfg.Spec})
+	if err != nil {
+		return nil, err
+	}
+	pe, err := e.q.newPlanEntry(0, wf)
+	if err != nil {
+		// The compiler accepted what the plan refuses: the spec is still
+		// the client's to fix.
+		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	return pe, nil
+}
+
+// register stores a compiled workflow and returns its cached plan entry.
+func (e *Engine) register(ctx context.Context, pe *planEntry) (*planEntry, bool, error) {
+	wf := pe.wf
 	ir, err := proto.MarshalOptions{Deterministic: true}.Marshal(wf)
 	if err != nil {
 		return nil, false, fmt.Errorf("register workflow %s v%d: encoding the IR: %w", wf.GetName(), wf.GetVersion(), err)
@@ -61,10 +78,7 @@ func (e *Engine) register(ctx context.Context, wf *robonetv1.Workflow) (*planEnt
 	if err != nil {
 		return nil, false, fmt.Errorf("register workflow %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
 	}
-	pe, err := e.plans.add(wfv)
-	if err != nil {
-		return nil, false, fmt.Errorf("register workflow %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
-	}
+	pe = e.q.plans.put(wfv, pe)
 	if !existing {
 		e.log.Info("workflow registered", zap.String("workflow", wf.GetName()), zap.Uint32("version", wf.GetVersion()),
 			zap.String("ir_hash", hash))
@@ -78,27 +92,6 @@ func (e *Engine) conflict(wf *robonetv1.Workflow, stored, submitted string) erro
 		wf.GetName(), wf.GetVersion(), stored, submitted, ErrVersionConflict)
 }
 
-// ListWorkflows lists registered versions, newest first within a name;
-// name "" lists every workflow.
-func (e *Engine) ListWorkflows(ctx context.Context, name string) ([]WorkflowInfo, error) {
-	wfs, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: name})
-	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", err)
-	}
-	out := make([]WorkflowInfo, 0, len(wfs))
-	for _, wfv := range wfs {
-		pe, err := e.plans.add(wfv)
-		if err != nil {
-			// Listing must not fail for one unreadable version.
-			out = append(out, WorkflowInfo{Name: wfv.Name, Version: wfv.Version, IRHash: wfv.IRHash, CreatedAt: wfv.CreatedAt,
-				Description: "(unreadable: " + err.Error() + ")"})
-			continue
-		}
-		out = append(out, pe.info)
-	}
-	return out, nil
-}
-
 // Submit starts a workflow instance: a registered version (Version 0: the
 // latest) or an inline spec, registered on the way. The inputs are bound
 // before anything is queued, so bad input leaves nothing behind (the error
@@ -109,6 +102,9 @@ func (e *Engine) ListWorkflows(ctx context.Context, name string) ([]WorkflowInfo
 func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	if req.Deadline < 0 {
 		return SubmitResult{}, fmt.Errorf("submit: deadline %s is negative: %w", req.Deadline, ErrInvalidArgument)
+	}
+	if req.Deadline > MaxDeadline {
+		return SubmitResult{}, fmt.Errorf("submit: deadline %s is too large, the maximum is %s: %w", req.Deadline, MaxDeadline, ErrInvalidArgument)
 	}
 	pe, err := e.resolve(ctx, req)
 	if err != nil {
@@ -128,24 +124,21 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 		st.deadline = req.Deadline
 		st.deadlineAt = e.cfg.Clock.Now().Add(req.Deadline)
 	}
-	q, err := e.cfg.Store.QueueInstances(ctx, []NewInstance{{
+	q, err := e.submits.queue(ctx, e.cfg.Store, NewInstance{
 		ID:                uuid.New(),
 		WorkflowVersionID: pe.id,
 		Inputs:            inputs,
 		State:             st.encode(nil),
 		IdempotencyKey:    req.IdempotencyKey,
-	}})
+	})
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
-	if len(q) != 1 {
-		return SubmitResult{}, fmt.Errorf("%s: the store queued %d instances, want 1", what, len(q))
-	}
-	if !q[0].Existing {
+	if !q.Existing {
 		e.wakeClaimer()
-		e.log.Debug("instance submitted", zap.Stringer("instance", q[0].ID), zap.String("workflow", pe.info.Name))
+		e.log.Debug("instance submitted", zap.Stringer("instance", q.ID), zap.String("workflow", pe.info.Name))
 	}
-	return SubmitResult{InstanceID: q[0].ID, Workflow: pe.info, Existing: q[0].Existing}, nil
+	return SubmitResult{InstanceID: q.ID, Workflow: pe.info, Existing: q.Existing}, nil
 }
 
 // resolve finds (or registers) the workflow version a submission names.
@@ -158,20 +151,16 @@ func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, er
 		if file == "" {
 			file = "inline spec"
 		}
-		wf, err := spec.Compile(file, req.Spec, spec.Options{Limits: e.cfg.Spec})
+		pe, err := e.compile(file, req.Spec)
 		if err != nil {
 			return nil, fmt.Errorf("submit %s: %w", file, err)
 		}
 		// Check the inputs before registering, so a submission with bad
 		// inputs writes nothing at all, not even the workflow version.
-		plan, err := graph.NewPlan(wf, e.env, graph.Options{MaxSpreadWidth: e.cfg.SpreadLimit})
-		if err != nil {
-			return nil, fmt.Errorf("submit %s: %w", file, err)
+		if _, err := pe.plan.BindInputs(req.Inputs); err != nil {
+			return nil, fmt.Errorf("submit %s v%d: %w", pe.info.Name, pe.info.Version, err)
 		}
-		if _, err := plan.BindInputs(req.Inputs); err != nil {
-			return nil, fmt.Errorf("submit %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
-		}
-		pe, _, err := e.register(ctx, wf)
+		pe, _, err = e.register(ctx, pe)
 		return pe, err
 	case req.Name == "":
 		return nil, fmt.Errorf("submit: a workflow name or an inline spec is required: %w", ErrInvalidArgument)
@@ -183,7 +172,7 @@ func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, er
 		if len(wfs) == 0 {
 			return nil, fmt.Errorf("submit %s: no version of this workflow is registered: %w", req.Name, ErrNotFound)
 		}
-		pe, err := e.plans.add(wfs[0])
+		pe, err := e.q.plans.add(wfs[0])
 		if err != nil {
 			return nil, fmt.Errorf("submit %s: %w", req.Name, err)
 		}
@@ -193,7 +182,7 @@ func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, er
 		if err != nil {
 			return nil, fmt.Errorf("submit %s v%d: %w", req.Name, req.Version, err)
 		}
-		pe, err := e.plans.add(wfv)
+		pe, err := e.q.plans.add(wfv)
 		if err != nil {
 			return nil, fmt.Errorf("submit %s v%d: %w", req.Name, req.Version, err)
 		}
@@ -201,58 +190,23 @@ func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, er
 	}
 }
 
-// ListInstances lists instances, newest first, with paging. RUNNING and
-// GATHERING are one status in the Store: filtering by either lists both,
-// and instances held by this engine show their live state.
+// ListWorkflows lists registered versions (see Query.ListWorkflows).
+func (e *Engine) ListWorkflows(ctx context.Context, name string, limit int) ([]WorkflowInfo, error) {
+	return e.q.ListWorkflows(ctx, name, limit)
+}
+
+// ListInstances lists instances, newest first, with paging (see
+// Query.ListInstances); instances this engine holds show their live state.
 func (e *Engine) ListInstances(ctx context.Context, req ListRequest) (ListResult, error) {
-	f := InstanceFilter{WorkflowName: req.Workflow, Limit: req.Limit, PageToken: req.PageToken}
-	seen := map[InstanceStatus]bool{}
-	for _, st := range req.States {
-		var s InstanceStatus
-		switch st {
-		case StatePending:
-			s = StatusQueued
-		case StateRunning, StateGathering:
-			s = StatusRunning
-		case StateComplete:
-			s = StatusComplete
-		case StateFailed:
-			s = StatusFailed
-		case StateCancelled:
-			s = StatusCancelled
-		default:
-			return ListResult{}, fmt.Errorf("list instances: unknown state %q: %w", st, ErrInvalidArgument)
-		}
-		if !seen[s] {
-			seen[s] = true
-			f.Statuses = append(f.Statuses, s)
-		}
+	return e.q.listInstances(ctx, req, e.liveState)
+}
+
+// liveState is the state of a running instance this engine holds.
+func (e *Engine) liveState(id uuid.UUID) (InstanceState, bool) {
+	h, ok := e.held.Load(id)
+	if !ok {
+		return "", false
 	}
-	page, err := e.cfg.Store.ListInstances(ctx, f)
-	if err != nil {
-		return ListResult{}, fmt.Errorf("list instances: %w", err)
-	}
-	out := ListResult{NextPageToken: page.NextPageToken, Instances: make([]InstanceSummary, 0, len(page.Instances))}
-	for _, rec := range page.Instances {
-		sum := InstanceSummary{
-			ID:        rec.ID,
-			Workflow:  rec.WorkflowName,
-			Version:   rec.WorkflowVersion,
-			State:     statusState(rec.Status),
-			Error:     rec.Error,
-			CreatedAt: rec.CreatedAt,
-		}
-		if rec.FinishedAt != nil {
-			sum.FinishedAt = *rec.FinishedAt
-		}
-		if rec.Status == StatusRunning {
-			if h, ok := e.held.Load(rec.ID); ok {
-				if st, ok := h.(*holder).state.Load().(InstanceState); ok && !st.Terminal() {
-					sum.State = st
-				}
-			}
-		}
-		out.Instances = append(out.Instances, sum)
-	}
-	return out, nil
+	st, ok := h.(*holder).state.Load().(InstanceState)
+	return st, ok && !st.Terminal()
 }

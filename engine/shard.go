@@ -13,6 +13,7 @@ import (
 
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // A shard is one goroutine that owns a disjoint set of instances (chosen by
@@ -30,7 +31,7 @@ type shard struct {
 
 	insts  map[uuid.UUID]*instance
 	timers timerHeap
-	timer  Timer
+	timer  clock.Timer
 	armed  time.Time // when timer fires; zero: stopped
 
 	// Per-iteration output, handed over at the end of each iteration.
@@ -39,7 +40,7 @@ type shard struct {
 
 	msgs    []shardMsg
 	work    []graph.Effect
-	keys    []AttemptKey
+	running []running
 	lastSeq map[uuid.UUID]uint64 // event numbering of instances that left
 	quit    bool
 }
@@ -79,6 +80,8 @@ type instance struct {
 	started   []int64 // per task: first dispatch (Unix ns)
 	finished  []int64 // per task: resolution (Unix ns)
 	progress  map[graph.TaskRef]*TaskProgress
+	lost      map[graph.TaskRef]int // times an attempt in flight was reported lost
+	history   attemptBook           // attempts per execution, for the view (attempts.go)
 
 	// Snapshot amortisation, see settle.
 	snapBytes, sinceBytes, sinceCount int
@@ -110,7 +113,7 @@ func (s *shard) now() time.Time { return s.e.cfg.Clock.Now() }
 // iteration's dispatches and writes over in one go.
 func (s *shard) run(ctx context.Context) {
 	defer close(s.done)
-	s.timer = idleTimer(s.e.cfg.Clock)
+	s.timer = clock.Idle(s.e.cfg.Clock)
 	defer s.timer.Stop()
 	for !s.quit {
 		select {
@@ -147,7 +150,7 @@ func (s *shard) handle(m *shardMsg) {
 // handOver passes the iteration's output to the outbox and the flusher.
 func (s *shard) handOver() {
 	if len(s.out) > 0 {
-		s.e.outbox.q.pushAll(s.out)
+		s.e.outbox.push(s.out)
 		clear(s.out)
 		s.out = s.out[:0]
 	}
@@ -228,7 +231,10 @@ func (s *shard) fire(inst *instance, t graph.Timer, now time.Time) {
 		info := inst.g.Task(t.Task)
 		ar := ActionResult{InstanceID: inst.id, ExecutionID: inst.pe.executionID(t.Task), Attempt: t.Attempt,
 			Error: info.Error, FinishedAt: now}
-		s.record(inst, ar)
+		if p := inst.progress[t.Task]; p != nil && p.Attempt == t.Attempt {
+			ar.WorkerID = p.WorkerID // the worker it timed out on, as its last heartbeat said
+		}
+		s.record(inst, t.Task, ar)
 		delete(inst.progress, t.Task)
 		s.taskFailedLog(inst, t.Task, t.Attempt, info.Error)
 		s.emit(inst, Event{Kind: EventTaskFailed, Task: inst.pe.task(t.Task.Node).GetName(), Index: t.Task.Index,
@@ -278,6 +284,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 	}
 	inst.st = st
 	inst.rec = newRecorded(c.Results)
+	inst.history.hydrated(pe, c.Results)
 	n := pe.plan.NumTasks()
 	inst.announced = make([]bool, n)
 	inst.started = make([]int64, n)
@@ -407,6 +414,22 @@ func (s *shard) onResult(r *TaskResult) {
 		return
 	}
 	now := s.now()
+	if r.Lost {
+		if inst.lost == nil {
+			inst.lost = make(map[graph.TaskRef]int)
+		}
+		inst.lost[ref]++
+		if n := inst.lost[ref]; n <= MaxLost {
+			inst.lg.Info("attempt lost by the Waggler layer; dispatching it again", zap.String("task", r.ExecutionID),
+				zap.Uint32("attempt", r.Attempt), zap.Int("times", n), zap.String("reason", r.Error))
+			s.process(inst, inst.g.Redispatch(ref, r.Attempt, now), now)
+			s.settle(inst)
+			return
+		}
+		// Lost over and over: a failed attempt (the policy decides).
+		r.OK, r.Error = false, fmt.Sprintf("lost %d times by the Waggler layer (last: %s)", inst.lost[ref], r.Error)
+	}
+	delete(inst.lost, ref)
 	ar := ActionResult{InstanceID: inst.id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: r.WorkerID,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	var res graph.Result
@@ -436,7 +459,7 @@ func (s *shard) onResult(r *TaskResult) {
 		res.Err = errors.New(ar.Error)
 	}
 	fx := inst.g.Complete(ref, r.Attempt, res, now)
-	s.record(inst, ar)
+	s.record(inst, ref, ar)
 	delete(inst.progress, ref)
 	name := inst.pe.task(ref.Node).GetName()
 	if ar.OK {
@@ -471,9 +494,10 @@ func (s *shard) onProgress(p *TaskProgress) {
 		Attempt: p.Attempt, Progress: &cp})
 }
 
-// record queues an accepted result for the next group commit.
-func (s *shard) record(inst *instance, ar ActionResult) {
+// record queues an accepted result of ref for the next group commit.
+func (s *shard) record(inst *instance, ref graph.TaskRef, ar ActionResult) {
 	s.fl = append(s.fl, flushItem{inst: inst, results: []ActionResult{ar}})
+	inst.history.finished(ref, ar)
 	inst.sinceCount++
 	inst.sinceBytes += resultBytes(ar)
 }
@@ -509,6 +533,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
 		s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
 			AttemptKey: key,
+			Term:       s.e.cfg.Term,
 			Workflow:   pe.info.Name,
 			Task:       t.GetName(),
 			Index:      e.Task.Index,
@@ -520,13 +545,13 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 		if inst.started[e.Task.Node] == 0 {
 			inst.started[e.Task.Node] = now.UnixNano()
 		}
+		inst.history.dispatched(e.Task, now)
 		if e.Task.Index == 0 && e.Attempt == 1 {
 			inst.structural = true // a spread expanded
 		}
 		s.emit(inst, Event{Kind: EventTaskStarted, Task: t.GetName(), Index: e.Task.Index, Attempt: e.Attempt})
 	case graph.Cancel:
-		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
-		s.out = append(s.out, outOp{h: inst.h, cancel: true, d: TaskDispatch{AttemptKey: key}})
+		s.cancelOp(inst, e.Task, e.Attempt)
 		delete(inst.progress, e.Task)
 		s.emit(inst, Event{Kind: EventTaskCancelled, Task: pe.task(e.Task.Node).GetName(), Index: e.Task.Index, Attempt: e.Attempt})
 	case graph.SetTimer:
@@ -733,8 +758,8 @@ func (s *shard) evict(inst *instance, reason string) {
 	}
 	s.e.evictions.Add(1)
 	inst.lg.Warn("instance evicted", zap.String("reason", reason))
-	for _, k := range s.inFlight(inst) {
-		s.out = append(s.out, outOp{h: inst.h, cancel: true, d: TaskDispatch{AttemptKey: k}})
+	for _, a := range s.inFlight(inst) {
+		s.cancelOp(inst, a.ref, a.attempt)
 	}
 	if len(s.lastSeq) > 100_000 { // bound the memory of numbering
 		clear(s.lastSeq)
@@ -756,29 +781,44 @@ func (s *shard) remove(inst *instance) {
 	s.e.wakeClaimer()
 }
 
+// cancelOp queues the cancellation of attempt of ref.
+func (s *shard) cancelOp(inst *instance, ref graph.TaskRef, attempt uint32) {
+	s.out = append(s.out, outOp{h: inst.h, cancel: true, d: TaskDispatch{
+		AttemptKey: AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: attempt},
+		Term:       s.e.cfg.Term,
+		Capability: inst.pe.task(ref.Node).GetCapability(),
+	}})
+}
+
+// running is one attempt in flight.
+type running struct {
+	ref     graph.TaskRef
+	attempt uint32
+}
+
 // inFlight lists the attempts of inst that are running.
-func (s *shard) inFlight(inst *instance) []AttemptKey {
-	keys := s.keys[:0]
+func (s *shard) inFlight(inst *instance) []running {
+	out := s.running[:0]
 	if inst.g == nil || inst.finishing {
-		return keys
+		return out
 	}
 	for node := range inst.pe.plan.NumTasks() {
 		ref := graph.Ref(int32(node))
 		info := inst.g.Task(ref)
 		switch info.Status {
 		case graph.TaskRunning:
-			keys = append(keys, AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: info.Attempt})
+			out = append(out, running{ref, info.Attempt})
 		case graph.TaskSpreading:
 			for i := range info.Width {
 				r := graph.TaskRef{Node: int32(node), Index: i}
 				if ii := inst.g.Task(r); ii.Status == graph.TaskRunning {
-					keys = append(keys, AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(r), Attempt: ii.Attempt})
+					out = append(out, running{r, ii.Attempt})
 				}
 			}
 		}
 	}
-	s.keys = keys[:0]
-	return keys
+	s.running = out[:0]
+	return out
 }
 
 // shutdown is the shard's part of a graceful Stop: cancel what runs, write
@@ -789,8 +829,8 @@ func (s *shard) shutdown() {
 		if inst.g == nil || inst.finishing {
 			continue
 		}
-		for _, k := range s.inFlight(inst) {
-			s.out = append(s.out, outOp{h: inst.h, cancel: true, d: TaskDispatch{AttemptKey: k}})
+		for _, a := range s.inFlight(inst) {
+			s.cancelOp(inst, a.ref, a.attempt)
 		}
 		if inst.sinceCount > 0 || inst.structural {
 			s.snapshot(inst)

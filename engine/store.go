@@ -23,6 +23,10 @@ var (
 	// ErrIdempotencyConflict: an idempotency key was reused for a different
 	// workflow version.
 	ErrIdempotencyConflict = errors.New("idempotency key already used for a different workflow")
+	// ErrInvalidPageToken: ListInstances was given a page token that no
+	// earlier page of this store produced (a client's mistake, not the
+	// store's).
+	ErrInvalidPageToken = errors.New("invalid page token")
 )
 
 // Store is the durable state of the engine: workflow versions, the instance

@@ -9,17 +9,32 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine/graph"
-	"github.com/robonet/robonet/engine/value"
 )
 
 // GetInstance returns an instance with its tasks: live from the graph when
 // this engine holds it, otherwise from the Store (the snapshot restored,
 // the recorded results replayed on top, timings from the task history).
+//
+// The live view lists the attempts the engine keeps in memory; when it
+// dropped some, or took the instance over from a previous owner, the
+// recorded ones it lacks are read from the Store.
 func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, error) {
-	if v, ok, err := e.liveView(ctx, id); err != nil || ok {
-		return v, err
+	v, pe, trimmed, ok, err := e.liveView(ctx, id)
+	if err != nil {
+		return InstanceView{}, err
 	}
-	return e.storeView(ctx, id)
+	if !ok {
+		return e.q.GetInstance(ctx, id)
+	}
+	if trimmed {
+		hist, err := e.cfg.Store.TaskHistory(ctx, id)
+		if err != nil {
+			return InstanceView{}, fmt.Errorf("get instance %s: its attempts: %w", id, err)
+		}
+		completeAttempts(&v, pe, hist)
+	}
+	boundAttempts(&v)
+	return v, nil
 }
 
 // onShard runs fn on the shard of a held instance and waits for it. ok is
@@ -50,14 +65,25 @@ func (e *Engine) onShard(ctx context.Context, id uuid.UUID, fn func(s *shard, in
 	}
 }
 
-func (e *Engine) liveView(ctx context.Context, id uuid.UUID) (InstanceView, bool, error) {
-	var v InstanceView
-	ok, err := e.onShard(ctx, id, func(_ *shard, inst *instance) { v = inst.view() })
-	return v, ok, err
+// liveView is the view of a held instance, with every attempt it keeps
+// (not bounded yet); trimmed reports that it lacks some recorded ones.
+func (e *Engine) liveView(ctx context.Context, id uuid.UUID) (v InstanceView, pe *planEntry, trimmed, ok bool, err error) {
+	ok, err = e.onShard(ctx, id, func(_ *shard, inst *instance) {
+		v, pe, trimmed = inst.fullView(), inst.pe, inst.history.trimmed
+	})
+	return v, pe, trimmed, ok, err
 }
 
-// view is the live view of a held instance (on its shard).
+// view is the live view of a held instance (on its shard), its attempts
+// bounded (they are not completed from the Store).
 func (inst *instance) view() InstanceView {
+	v := inst.fullView()
+	boundAttempts(&v)
+	return v
+}
+
+// fullView is the live view with every attempt the instance keeps.
+func (inst *instance) fullView() InstanceView {
 	v := InstanceView{
 		ID:        inst.id,
 		Workflow:  inst.pe.info.Name,
@@ -67,27 +93,40 @@ func (inst *instance) view() InstanceView {
 		CreatedAt: inst.createdAt,
 		StartedAt: inst.st.startedAt,
 	}
+	// inst.api turns terminal only once the completion is durable: until
+	// then a finishing instance shows its last running state, as listings
+	// (which read the Store) do.
 	v.CancelRequested = inst.cancelReason != ""
-	if inst.finishing {
-		// Terminal in memory, not yet durable: still shown as running.
-		v.State = apiState(inst.state)
-	}
-	times := func(node int32) (time.Time, time.Time) {
-		return fromUnixNanos(inst.started[node]), fromUnixNanos(inst.finished[node])
-	}
-	v.Tasks = taskViews(inst.pe, inst.g, times, func(ref graph.TaskRef) *TaskProgress {
-		if p := inst.progress[ref]; p != nil {
-			cp := *p
-			return &cp
-		}
-		return nil
+	v.Tasks = taskViews(inst.pe, inst.g, viewSource{
+		times: func(node int32) (time.Time, time.Time) {
+			return fromUnixNanos(inst.started[node]), fromUnixNanos(inst.finished[node])
+		},
+		progress: func(ref graph.TaskRef) *TaskProgress {
+			if p := inst.progress[ref]; p != nil {
+				cp := *p
+				return &cp
+			}
+			return nil
+		},
+		attempts: inst.appendAttempts,
 	})
 	return v
 }
 
+// viewSource is what taskViews needs besides the graph.
+type viewSource struct {
+	// times gives a task's first dispatch and its resolution.
+	times func(node int32) (time.Time, time.Time)
+	// progress gives the latest heartbeat of an execution in flight; nil:
+	// none known.
+	progress func(graph.TaskRef) *TaskProgress
+	// attempts appends the attempts of an execution to out, oldest first.
+	attempts func(out []AttemptView, ref graph.TaskRef, info graph.TaskInfo) []AttemptView
+}
+
 // taskViews lists the tasks of g in dependency order.
-func taskViews(pe *planEntry, g *graph.Graph, times func(int32) (time.Time, time.Time),
-	progress func(graph.TaskRef) *TaskProgress) []TaskView {
+func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
+	progress := src.progress
 	out := make([]TaskView, 0, len(pe.order))
 	for _, node := range pe.order {
 		t := pe.task(node)
@@ -104,7 +143,7 @@ func taskViews(pe *planEntry, g *graph.Graph, times func(int32) (time.Time, time
 			Error:       info.Error,
 			Width:       -1,
 		}
-		tv.StartedAt, tv.FinishedAt = times(node)
+		tv.StartedAt, tv.FinishedAt = src.times(node)
 		if info.Status == graph.TaskRunning && progress != nil {
 			tv.Progress = progress(ref)
 		}
@@ -112,7 +151,9 @@ func taskViews(pe *planEntry, g *graph.Graph, times func(int32) (time.Time, time
 			tv.Width = info.Width
 			var maxAttempt uint32
 			for i := range info.Width {
-				ii := g.Task(graph.TaskRef{Node: node, Index: i})
+				iref := graph.TaskRef{Node: node, Index: i}
+				ii := g.Task(iref)
+				tv.Attempts = src.attempts(tv.Attempts, iref, ii)
 				switch ii.Status {
 				case graph.TaskCompleted:
 					tv.Done++
@@ -121,12 +162,25 @@ func taskViews(pe *planEntry, g *graph.Graph, times func(int32) (time.Time, time
 					if tv.Error == "" {
 						tv.Error = ii.Error
 					}
+				case graph.TaskRunning:
+					// A spread shows the progress of its first running
+					// instance that has any ("waiting: …" included).
+					if tv.Progress == nil && progress != nil {
+						tv.Progress = progress(graph.TaskRef{Node: node, Index: i})
+					}
 				}
 				maxAttempt = max(maxAttempt, ii.Attempt)
 			}
 			tv.Attempt = maxAttempt
-		} else if t.GetSpread() != nil && info.Status == graph.TaskCompleted {
-			tv.Width = 0 // an empty spread
+		} else if t.GetSpread() != nil {
+			if info.Status == graph.TaskCompleted {
+				tv.Width = 0 // an empty spread
+			}
+		} else {
+			tv.Attempts = src.attempts(nil, ref, info)
+			if tv.Status == TaskCompleted || tv.Status == TaskRunning {
+				tv.Error = "" // an earlier attempt's: it is in Attempts
+			}
 		}
 		if !tv.Status.finished() {
 			tv.FinishedAt = time.Time{}
@@ -158,98 +212,6 @@ func taskStatus(st graph.TaskStatus) TaskStatus {
 	default:
 		return TaskWaiting
 	}
-}
-
-// storeView builds the view of an instance from the Store.
-func (e *Engine) storeView(ctx context.Context, id uuid.UUID) (InstanceView, error) {
-	rec, err := e.cfg.Store.GetInstance(ctx, id)
-	if err != nil {
-		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
-	}
-	pe, err := e.plans.get(ctx, rec.WorkflowVersionID)
-	if err != nil {
-		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
-	}
-	hist, err := e.cfg.Store.TaskHistory(ctx, id)
-	if err != nil {
-		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
-	}
-	return e.recordView(pe, rec, hist)
-}
-
-// recordView builds a view from a stored record and its history.
-func (e *Engine) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResult) (InstanceView, error) {
-	v := InstanceView{
-		ID:              rec.ID,
-		Workflow:        rec.WorkflowName,
-		Version:         rec.WorkflowVersion,
-		State:           statusState(rec.Status),
-		Error:           rec.Error,
-		CreatedAt:       rec.CreatedAt,
-		CancelRequested: rec.CancelRequested,
-	}
-	if rec.StartedAt != nil {
-		v.StartedAt = *rec.StartedAt
-	}
-	if rec.FinishedAt != nil {
-		v.FinishedAt = *rec.FinishedAt
-	}
-	if in, err := value.Decode(rec.Inputs); err == nil {
-		v.Inputs, _ = in.(map[string]any)
-	}
-	if rec.Status == StatusComplete && len(rec.Output) > 0 {
-		out, err := value.Decode(rec.Output)
-		if err != nil {
-			return InstanceView{}, fmt.Errorf("instance %s: decoding its outputs: %w", rec.ID, err)
-		}
-		v.Outputs, _ = out.(map[string]any)
-	}
-	st, err := decodeState(rec.State)
-	if err != nil {
-		return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
-	}
-	if !st.startedAt.IsZero() && v.StartedAt.IsZero() {
-		v.StartedAt = st.startedAt
-	}
-	// The graph as the owner has it: the snapshot (or a fresh start, if the
-	// owner has not written one yet), with the results recorded since
-	// replayed on top; what the owner would dispatch is shown as running.
-	g := pe.plan.NewGraph(rec.ID.String())
-	now := e.cfg.Clock.Now()
-	var fx []graph.Effect
-	switch {
-	case len(st.graph) > 0:
-		if g, err = pe.plan.Restore(rec.ID.String(), st.graph); err != nil {
-			return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
-		}
-		if !rec.Status.Terminal() {
-			fx = g.Resume(now)
-		}
-	case rec.Status == StatusRunning:
-		fx, _ = g.Start(v.Inputs, now) // an error leaves the graph PENDING
-	}
-	if fx != nil {
-		drive(g, pe, newRecorded(hist), fx, now, nil, func(graph.Effect) {})
-		if s := g.State(); s == graph.Running || s == graph.Gathering {
-			v.State = apiState(s)
-		}
-	}
-	started := make(map[int32]time.Time)
-	finished := make(map[int32]time.Time)
-	for _, r := range hist {
-		ref, ok := pe.parseExecution(r.ExecutionID)
-		if !ok {
-			continue
-		}
-		if t, ok := started[ref.Node]; !r.StartedAt.IsZero() && (!ok || r.StartedAt.Before(t)) {
-			started[ref.Node] = r.StartedAt
-		}
-		if r.FinishedAt.After(finished[ref.Node]) {
-			finished[ref.Node] = r.FinishedAt
-		}
-	}
-	v.Tasks = taskViews(pe, g, func(node int32) (time.Time, time.Time) { return started[node], finished[node] }, nil)
-	return v, nil
 }
 
 // CancelInstance cancels an instance. The request is recorded in the Store

@@ -2,11 +2,8 @@ package engine
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/google/uuid"
-
-	"github.com/robonet/robonet/engine/value"
 )
 
 // WatchInstance streams the events of an instance to send, in order, with
@@ -35,7 +32,7 @@ func (e *Engine) WatchInstance(ctx context.Context, id uuid.UUID, afterSeq uint6
 			return err
 		}
 		// Not held here (or no longer): the store tells the rest.
-		if done, err = e.watchStore(ctx, id, &cursor, send); err != nil || done {
+		if done, err = e.q.watchStore(ctx, id, &cursor, send, e.Holds, e.claimSignal); err != nil || done {
 			return err
 		}
 		snapshot = true // it came to this engine: continue with a snapshot
@@ -99,63 +96,9 @@ func (e *Engine) watchLive(ctx context.Context, id uuid.UUID, cursor *uint64, sn
 	}
 }
 
-// watchStore follows an instance through the Store until it finishes
-// (done) or this engine holds it (not done).
-func (e *Engine) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, send func(Event) error) (done bool, err error) {
-	next := func(ev Event) error {
-		*cursor++
-		ev.Seq = *cursor
-		ev.Time = e.cfg.Clock.Now()
-		ev.Index = -1 // instance events only
-		return send(ev)
-	}
-	var (
-		timer Timer
-		last  InstanceStatus
-	)
-	for first := true; ; first = false {
-		claimed := e.claimSignal()
-		if h, ok := e.held.Load(id); ok && e.running.Load() && !h.(*holder).gone.Load() {
-			return false, nil
-		}
-		rec, err := e.cfg.Store.GetInstance(ctx, id)
-		if err != nil {
-			return false, fmt.Errorf("watch instance %s: %w", id, err)
-		}
-		terminal := rec.Status.Terminal()
-		switch {
-		case first || (terminal && rec.Status != last):
-			v, err := e.storeView(ctx, id)
-			if err != nil {
-				return false, fmt.Errorf("watch instance %s: %w", id, err)
-			}
-			if err := next(Event{Kind: EventSnapshot, State: v.State, Instance: &v}); err != nil {
-				return false, err
-			}
-		case rec.Status != last:
-			if err := next(Event{Kind: EventState, State: statusState(rec.Status)}); err != nil {
-				return false, err
-			}
-		}
-		if terminal {
-			ev := Event{Kind: EventState, State: statusState(rec.Status), Error: rec.Error}
-			if len(rec.Output) > 0 {
-				ev.Output, _ = value.Decode(rec.Output)
-			}
-			return true, next(ev)
-		}
-		last = rec.Status
-		if timer == nil {
-			timer = e.cfg.Clock.NewTimer(e.cfg.WatchPollInterval)
-			defer timer.Stop()
-		} else {
-			timer.Reset(e.cfg.WatchPollInterval)
-		}
-		select {
-		case <-timer.C():
-		case <-claimed:
-		case <-ctx.Done():
-			return false, ctx.Err()
-		}
-	}
+// Holds reports whether this engine, running, holds instance id: results
+// of its attempts are taken now.
+func (e *Engine) Holds(id uuid.UUID) bool {
+	h, ok := e.held.Load(id)
+	return ok && e.running.Load() && !h.(*holder).gone.Load()
 }

@@ -209,7 +209,7 @@ func TestWatchFromAnotherEngine(t *testing.T) {
 	echo(owner, h.disp.one(t, "b", 1))
 	echo(owner, h.disp.one(t, "c", 1))
 	h.wait(owner, id)
-	h.clock.advanceToTimer(t, time.Minute)
+	h.clock.AdvanceToTimer(t, time.Minute)
 	evs := w.until(terminal)
 	if len(evs) != 2 || evs[0].Kind != engine.EventSnapshot || evs[0].Instance.State != engine.StateComplete ||
 		jsonOf(t, evs[1].Output) != `{"result":5}` {

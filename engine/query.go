@@ -1,0 +1,314 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/robonet/robonet/engine/expr"
+	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// Query is the read side of the engine: workflow versions and their
+// compiled plans, and instances as the Store shows them — views, lists and
+// watches. A server has one for its whole life and answers reads with it
+// whether or not it leads; the Engine of each leadership term shares it
+// (so plans are compiled once per node, not once per term) and adds what
+// only the runloop knows, the live state of the instances it holds. Query
+// starts no goroutine and needs no term.
+type Query struct {
+	cfg   Config
+	log   *zap.Logger
+	env   *expr.Env
+	plans plans
+}
+
+// NewQuery builds the read side over cfg.Store with cfg's limits (Spec,
+// SpreadLimit, StepCost) and WatchPollInterval; the runloop's fields of
+// cfg are not used.
+func NewQuery(cfg Config) (*Query, error) {
+	cfg = cfg.WithDefaults()
+	if cfg.Store == nil {
+		return nil, fmt.Errorf("engine config: Store is required")
+	}
+	env, err := expr.NewEnv(cfg.Spec.Expr)
+	if err != nil {
+		return nil, fmt.Errorf("engine: %w", err)
+	}
+	q := &Query{cfg: cfg, log: cfg.Logger.Named("query").With(zap.String("node", cfg.NodeName)), env: env}
+	q.plans = plans{q: q, by: make(map[int64]*planEntry)}
+	return q, nil
+}
+
+// ListWorkflows lists up to limit registered versions (0: the Store's
+// default), newest first within a name; name "" lists every workflow. It
+// decodes each version's IR for its description and task count but builds
+// no plans: listing must stay cheap however many large versions are
+// stored. A version whose IR cannot be decoded is listed as unreadable.
+func (q *Query) ListWorkflows(ctx context.Context, name string, limit int) ([]WorkflowInfo, error) {
+	wfs, err := q.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: name, Limit: limit})
+	if err != nil {
+		return nil, fmt.Errorf("list workflows: %w", err)
+	}
+	out := make([]WorkflowInfo, 0, len(wfs))
+	for _, wfv := range wfs {
+		info := WorkflowInfo{Name: wfv.Name, Version: wfv.Version, IRHash: wfv.IRHash, CreatedAt: wfv.CreatedAt}
+		var wf robonetv1.Workflow
+		if err := proto.Unmarshal(wfv.IR, &wf); err != nil {
+			info.Description = "(unreadable: the stored IR does not decode: " + err.Error() + ")"
+		} else {
+			info.Description, info.Tasks = wf.GetDescription(), len(wf.GetTasks())
+		}
+		out = append(out, info)
+	}
+	return out, nil
+}
+
+// ListInstances lists instances, newest first, with paging, from the Store.
+// RUNNING and GATHERING are one status in the Store: filtering by either
+// lists both.
+func (q *Query) ListInstances(ctx context.Context, req ListRequest) (ListResult, error) {
+	return q.listInstances(ctx, req, nil)
+}
+
+// listInstances is ListInstances; live, when set, gives the live state of
+// a running instance held by the caller.
+func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(uuid.UUID) (InstanceState, bool)) (ListResult, error) {
+	f := InstanceFilter{WorkflowName: req.Workflow, Limit: req.Limit, PageToken: req.PageToken}
+	seen := map[InstanceStatus]bool{}
+	for _, st := range req.States {
+		var s InstanceStatus
+		switch st {
+		case StatePending:
+			s = StatusQueued
+		case StateRunning, StateGathering:
+			s = StatusRunning
+		case StateComplete:
+			s = StatusComplete
+		case StateFailed:
+			s = StatusFailed
+		case StateCancelled:
+			s = StatusCancelled
+		default:
+			return ListResult{}, fmt.Errorf("list instances: unknown state %q: %w", st, ErrInvalidArgument)
+		}
+		if !seen[s] {
+			seen[s] = true
+			f.Statuses = append(f.Statuses, s)
+		}
+	}
+	page, err := q.cfg.Store.ListInstances(ctx, f)
+	if err != nil {
+		return ListResult{}, fmt.Errorf("list instances: %w", err)
+	}
+	out := ListResult{NextPageToken: page.NextPageToken, Instances: make([]InstanceSummary, 0, len(page.Instances))}
+	for _, rec := range page.Instances {
+		sum := InstanceSummary{
+			ID:        rec.ID,
+			Workflow:  rec.WorkflowName,
+			Version:   rec.WorkflowVersion,
+			State:     statusState(rec.Status),
+			Error:     rec.Error,
+			CreatedAt: rec.CreatedAt,
+		}
+		if rec.FinishedAt != nil {
+			sum.FinishedAt = *rec.FinishedAt
+		}
+		if rec.Status == StatusRunning && live != nil {
+			if st, ok := live(rec.ID); ok {
+				sum.State = st
+			}
+		}
+		out.Instances = append(out.Instances, sum)
+	}
+	return out, nil
+}
+
+// GetInstance returns an instance with its tasks from the Store: the
+// snapshot restored, the recorded results replayed on top, timings from
+// the task history.
+func (q *Query) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, error) {
+	rec, err := q.cfg.Store.GetInstance(ctx, id)
+	if err != nil {
+		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	pe, err := q.plans.get(ctx, rec.WorkflowVersionID)
+	if err != nil {
+		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	hist, err := q.cfg.Store.TaskHistory(ctx, id)
+	if err != nil {
+		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	return q.recordView(pe, rec, hist)
+}
+
+// recordView builds a view from a stored record and its history.
+func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResult) (InstanceView, error) {
+	v := InstanceView{
+		ID:              rec.ID,
+		Workflow:        rec.WorkflowName,
+		Version:         rec.WorkflowVersion,
+		State:           statusState(rec.Status),
+		Error:           rec.Error,
+		CreatedAt:       rec.CreatedAt,
+		CancelRequested: rec.CancelRequested,
+	}
+	if rec.StartedAt != nil {
+		v.StartedAt = *rec.StartedAt
+	}
+	if rec.FinishedAt != nil {
+		v.FinishedAt = *rec.FinishedAt
+	}
+	if in, err := value.Decode(rec.Inputs); err == nil {
+		v.Inputs, _ = in.(map[string]any)
+	}
+	if rec.Status == StatusComplete && len(rec.Output) > 0 {
+		out, err := value.Decode(rec.Output)
+		if err != nil {
+			return InstanceView{}, fmt.Errorf("instance %s: decoding its outputs: %w", rec.ID, err)
+		}
+		v.Outputs, _ = out.(map[string]any)
+	}
+	st, err := decodeState(rec.State)
+	if err != nil {
+		return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
+	}
+	if !st.startedAt.IsZero() && v.StartedAt.IsZero() {
+		v.StartedAt = st.startedAt
+	}
+	// The graph as the owner has it: the snapshot (or a fresh start, if the
+	// owner has not written one yet), with the results recorded since
+	// replayed on top; what the owner would dispatch is shown as running.
+	g := pe.plan.NewGraph(rec.ID.String())
+	now := q.cfg.Clock.Now()
+	var fx []graph.Effect
+	switch {
+	case len(st.graph) > 0:
+		if g, err = pe.plan.Restore(rec.ID.String(), st.graph); err != nil {
+			return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
+		}
+		if !rec.Status.Terminal() {
+			fx = g.Resume(now)
+		}
+	case rec.Status == StatusRunning:
+		fx, _ = g.Start(v.Inputs, now) // an error leaves the graph PENDING
+	}
+	if fx != nil {
+		drive(g, pe, newRecorded(hist), fx, now, nil, func(graph.Effect) {})
+		if s := g.State(); s == graph.Running || s == graph.Gathering {
+			v.State = apiState(s)
+		}
+	}
+	started := make(map[int32]time.Time)
+	finished := make(map[int32]time.Time)
+	for _, r := range hist {
+		ref, ok := pe.parseExecution(r.ExecutionID)
+		if !ok {
+			continue
+		}
+		if t, ok := started[ref.Node]; !r.StartedAt.IsZero() && (!ok || r.StartedAt.Before(t)) {
+			started[ref.Node] = r.StartedAt
+		}
+		if r.FinishedAt.After(finished[ref.Node]) {
+			finished[ref.Node] = r.FinishedAt
+		}
+	}
+	byRef := historyAttempts(pe, hist)
+	v.Tasks = taskViews(pe, g, viewSource{
+		times: func(node int32) (time.Time, time.Time) { return started[node], finished[node] },
+		attempts: func(out []AttemptView, ref graph.TaskRef, info graph.TaskInfo) []AttemptView {
+			done := byRef[ref]
+			var last uint32
+			if len(done) > 0 {
+				last = done[len(done)-1].Attempt
+			}
+			return appendUnrecorded(append(out, done...), ref, info, last, AttemptView{})
+		},
+	})
+	boundAttempts(&v)
+	return v, nil
+}
+
+// WatchInstance streams the events of an instance as the Store shows them
+// (see Engine.WatchInstance): a snapshot, then an EventState for each
+// status change, polled every WatchPollInterval, until it is terminal.
+func (q *Query) WatchInstance(ctx context.Context, id uuid.UUID, afterSeq uint64, send func(Event) error) error {
+	cursor := afterSeq
+	_, err := q.watchStore(ctx, id, &cursor, send, nil, nil)
+	return err
+}
+
+// watchStore follows an instance through the Store until it finishes
+// (done) or held reports that the caller holds it (not done). claimed,
+// when set, returns a channel closed at the caller's next claim, which
+// is worth checking held at once.
+func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, send func(Event) error,
+	held func(uuid.UUID) bool, claimed func() <-chan struct{}) (done bool, err error) {
+	next := func(ev Event) error {
+		*cursor++
+		ev.Seq = *cursor
+		ev.Time = q.cfg.Clock.Now()
+		ev.Index = -1 // instance events only
+		return send(ev)
+	}
+	var (
+		timer clock.Timer
+		last  InstanceStatus
+	)
+	for first := true; ; first = false {
+		var claim <-chan struct{}
+		if claimed != nil {
+			claim = claimed()
+		}
+		if held != nil && held(id) {
+			return false, nil
+		}
+		rec, err := q.cfg.Store.GetInstance(ctx, id)
+		if err != nil {
+			return false, fmt.Errorf("watch instance %s: %w", id, err)
+		}
+		terminal := rec.Status.Terminal()
+		switch {
+		case first || (terminal && rec.Status != last):
+			v, err := q.GetInstance(ctx, id)
+			if err != nil {
+				return false, fmt.Errorf("watch instance %s: %w", id, err)
+			}
+			if err := next(Event{Kind: EventSnapshot, State: v.State, Instance: &v}); err != nil {
+				return false, err
+			}
+		case rec.Status != last:
+			if err := next(Event{Kind: EventState, State: statusState(rec.Status)}); err != nil {
+				return false, err
+			}
+		}
+		if terminal {
+			ev := Event{Kind: EventState, State: statusState(rec.Status), Error: rec.Error}
+			if len(rec.Output) > 0 {
+				ev.Output, _ = value.Decode(rec.Output)
+			}
+			return true, next(ev)
+		}
+		last = rec.Status
+		if timer == nil {
+			timer = q.cfg.Clock.NewTimer(q.cfg.WatchPollInterval)
+			defer timer.Stop()
+		} else {
+			timer.Reset(q.cfg.WatchPollInterval)
+		}
+		select {
+		case <-timer.C():
+		case <-claim:
+		case <-ctx.Done():
+			return false, ctx.Err()
+		}
+	}
+}
