@@ -79,6 +79,10 @@ type Config struct {
 	// ReconcileInterval is how often the leader reconciles the Raft
 	// configuration with membership even without events. Default 1 s.
 	ReconcileInterval time.Duration
+	// ManualWagglers keeps the leader from placing Waggler roles (see
+	// planWagglers): the roles change only by the commands applied. For
+	// tests of the control state itself.
+	ManualWagglers bool
 	// ReconnectInterval is how often one random failed (not left) member
 	// is tried again, so that a healed partition merges. Default 30 s.
 	ReconnectInterval time.Duration

@@ -25,7 +25,9 @@ type ControlState struct {
 }
 
 // WagglerAssignment is one capability's Waggler and the epoch of the
-// assignment; epochs only grow.
+// assignment; epochs only grow. Node is empty once the role was removed
+// (no node serves the capability): the epoch stays, so the next
+// assignment's is higher.
 type WagglerAssignment struct {
 	Node  string `json:"node"`
 	Epoch uint64 `json:"epoch"`
@@ -65,17 +67,25 @@ func (s ControlState) clone() ControlState {
 }
 
 // CommandType tags a replicated command; it is the first byte of the log
-// entry. Values are never reused; a node that does not know a type ignores
-// the entry (with a warning), so newer nodes can add commands during a
-// rolling upgrade.
+// entry. Values are never reused. A node that meets a type it does not know
+// (a newer node's command, during a rolling upgrade) ignores the entry only
+// if the type carries IgnoreUnknown — a command whose absence cannot make
+// the nodes' control states disagree in a way that matters. Any other
+// unknown command stops the node (see fsm.Apply): applying the rest of the
+// log without it would let its control state silently diverge.
 type CommandType uint8
+
+// IgnoreUnknown, set in a command type, lets a node that does not know the
+// type skip the entry (the scheme of Nomad's IgnoreUnknownTypeFlag).
+const IgnoreUnknown CommandType = 0x80
 
 // Command types. 0 is reserved (never a valid command).
 const (
-	CmdAssignWaggler CommandType = 1
-	CmdQuarantine    CommandType = 2
-	CmdRelease       CommandType = 3
-	CmdSetSetting    CommandType = 4
+	CmdAssignWaggler   CommandType = 1
+	CmdQuarantine      CommandType = 2
+	CmdRelease         CommandType = 3
+	CmdSetSetting      CommandType = 4
+	CmdUnassignWaggler CommandType = 5
 )
 
 // Command is one change to the control state, built by the constructors
@@ -88,6 +98,17 @@ type Command struct {
 // Type returns the command's type tag.
 func (c Command) Type() CommandType { return c.typ }
 
+// describe renders a command for logs: its type and body.
+func (c Command) describe() string {
+	names := map[CommandType]string{CmdAssignWaggler: "assign-waggler", CmdQuarantine: "quarantine",
+		CmdRelease: "release", CmdSetSetting: "set-setting", CmdUnassignWaggler: "unassign-waggler"}
+	name, ok := names[c.typ]
+	if !ok {
+		name = fmt.Sprintf("type-%d", c.typ)
+	}
+	return name + " " + string(c.body)
+}
+
 // Encode returns the log entry: the type byte, then a JSON body.
 func (c Command) Encode() []byte {
 	b := make([]byte, 0, 1+len(c.body))
@@ -98,6 +119,11 @@ type assignWagglerBody struct {
 	Capability string `json:"capability"`
 	Node       string `json:"node"`
 	Epoch      uint64 `json:"epoch"`
+}
+
+type unassignWagglerBody struct {
+	Capability string `json:"capability"`
+	Epoch      uint64 `json:"epoch"` // the assignment's: a newer one is left alone
 }
 
 type quarantineBody struct {
@@ -130,6 +156,12 @@ func AssignWaggler(capability, node string, epoch uint64) Command {
 	return newCommand(CmdAssignWaggler, assignWagglerBody{Capability: capability, Node: node, Epoch: epoch})
 }
 
+// UnassignWaggler removes the Waggler role of capability if it is still at
+// epoch (no node serves the capability any more); the epoch is kept.
+func UnassignWaggler(capability string, epoch uint64) Command {
+	return newCommand(CmdUnassignWaggler, unassignWagglerBody{Capability: capability, Epoch: epoch})
+}
+
 // Quarantine puts node in quarantine since at (the proposer's clock: the
 // state machine never reads one). Quarantining a quarantined node keeps
 // its original time and updates the reason.
@@ -154,6 +186,9 @@ var (
 	// ErrStaleEpoch rejects an AssignWaggler whose epoch is not greater
 	// than the capability's current one.
 	ErrStaleEpoch = errors.New("waggler epoch not greater than the current one")
+	// ErrUnknownCommand: a command of a type this node does not know and
+	// may not skip (see IgnoreUnknown). Apply stops the node on it.
+	ErrUnknownCommand = errors.New("unknown control command")
 	// ErrInvalidCommand rejects a malformed command.
 	ErrInvalidCommand = errors.New("invalid command")
 )
@@ -167,21 +202,53 @@ type fsm struct {
 	state ControlState
 
 	unknown atomic.Uint64 // entries of unknown command types, ignored
+
+	// changed is closed (and replaced) whenever the state changes.
+	changedMu sync.Mutex
+	changed   chan struct{}
 }
 
 var _ raft.FSM = (*fsm)(nil)
 
 func newFSM(log *zap.Logger) *fsm {
-	return &fsm{log: log, state: newControlState()}
+	return &fsm{log: log, state: newControlState(), changed: make(chan struct{})}
+}
+
+// Changed returns a channel closed at the next change of the state.
+func (f *fsm) Changed() <-chan struct{} {
+	f.changedMu.Lock()
+	defer f.changedMu.Unlock()
+	return f.changed
+}
+
+func (f *fsm) notify() {
+	f.changedMu.Lock()
+	close(f.changed)
+	f.changed = make(chan struct{})
+	f.changedMu.Unlock()
 }
 
 // Apply applies one committed entry. It returns nil or an error describing
 // a deterministic rejection.
+//
+// A command of an unknown type without IgnoreUnknown stops the process:
+// Raft needs every node to apply every entry, and a node that skipped one
+// would go on with a control state the others do not have. Crashing (and
+// crashing again on restart, at the same entry) until the node is
+// upgraded is the safe outcome.
 func (f *fsm) Apply(l *raft.Log) any {
 	if l.Type != raft.LogCommand {
 		return nil
 	}
-	return f.apply(l.Index, l.Data)
+	err := f.apply(l.Index, l.Data)
+	if err == nil {
+		f.notify()
+	}
+	if errors.Is(err, ErrUnknownCommand) {
+		f.log.Error("cannot apply a control command; stopping", zap.Error(err))
+		panic(err.Error())
+	}
+	return err
 }
 
 func (f *fsm) apply(index uint64, data []byte) error {
@@ -205,6 +272,15 @@ func (f *fsm) apply(index uint64, data []byte) error {
 				ErrStaleEpoch, c.Capability, cur.Epoch, cur.Node, c.Epoch)
 		}
 		f.state.Wagglers[c.Capability] = WagglerAssignment{Node: c.Node, Epoch: c.Epoch}
+	case CmdUnassignWaggler:
+		var c unassignWagglerBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: unassign waggler: %w", ErrInvalidCommand, err)
+		}
+		if cur, ok := f.state.Wagglers[c.Capability]; ok && cur.Epoch == c.Epoch {
+			// Kept with no node, so that the next epoch is higher still.
+			f.state.Wagglers[c.Capability] = WagglerAssignment{Epoch: c.Epoch}
+		}
 	case CmdQuarantine:
 		var c quarantineBody
 		if err := json.Unmarshal(body, &c); err != nil {
@@ -238,8 +314,13 @@ func (f *fsm) apply(index uint64, data []byte) error {
 			f.state.Settings[c.Key] = c.Value
 		}
 	default:
-		// A command from a newer version: skip it, so that this node keeps
-		// applying the log. Its effect is missing here until the upgrade.
+		if typ&IgnoreUnknown == 0 {
+			return fmt.Errorf("%w: type %d at index %d comes from a newer version of robonode; upgrade this node",
+				ErrUnknownCommand, typ, index)
+		}
+		// A newer version's command that says it may be skipped: this node
+		// keeps applying the log; the command's effect is missing here
+		// until the upgrade.
 		f.unknown.Add(1)
 		f.log.Warn("ignoring control command of unknown type",
 			zap.Uint8("type", uint8(typ)), zap.Uint64("index", index))
@@ -282,6 +363,7 @@ func (f *fsm) Restore(rc io.ReadCloser) error {
 	f.mu.Lock()
 	f.state = st
 	f.mu.Unlock()
+	f.notify()
 	return nil
 }
 

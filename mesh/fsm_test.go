@@ -3,8 +3,10 @@ package mesh
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"io"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +77,23 @@ func TestFSMApply(t *testing.T) {
 	}
 }
 
+// A command of an unknown type that does not say it may be skipped stops
+// the node rather than letting its control state diverge.
+func TestFSMUnknownCommandStops(t *testing.T) {
+	t.Parallel()
+	f := newFSM(zaptest.NewLogger(t))
+	cmd := RawCommand(72, []byte(`{"from":"the future"}`))
+	if err := f.apply(1, cmd.Encode()); !errors.Is(err, ErrUnknownCommand) || !strings.Contains(err.Error(), "upgrade this node") {
+		t.Fatalf("apply = %v, want ErrUnknownCommand", err)
+	}
+	defer func() {
+		if r := recover(); r == nil || !strings.Contains(fmt.Sprint(r), "type 72 at index 2") {
+			t.Fatalf("Apply recovered %v, want a panic naming the command", r)
+		}
+	}()
+	f.Apply(&raft.Log{Index: 2, Type: raft.LogCommand, Data: cmd.Encode()})
+}
+
 func TestFSMUnknownCommandIgnored(t *testing.T) {
 	t.Parallel()
 	f := newFSM(zaptest.NewLogger(t))
@@ -82,8 +101,8 @@ func TestFSMUnknownCommandIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := f.State()
-	if err := applyCmd(t, f, 2, RawCommand(200, []byte(`{"from":"the future"}`))); err != nil {
-		t.Fatalf("unknown command: %v, want ignored", err)
+	if err := applyCmd(t, f, 2, RawCommand(IgnoreUnknown|72, []byte(`{"from":"the future"}`))); err != nil {
+		t.Fatalf("unknown command that may be ignored: %v, want ignored", err)
 	}
 	if got := f.State(); !reflect.DeepEqual(got, before) {
 		t.Fatalf("unknown command changed the state: %+v", got)

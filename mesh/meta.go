@@ -27,14 +27,15 @@ var ErrMetaTooLarge = errors.New("node metadata too large")
 // status: compact JSON with one-letter keys, because every byte counts
 // against the 512-byte limit.
 type wireMeta struct {
-	V    int            `json:"v"`
-	Name string         `json:"n"`
-	Role []Role         `json:"r,omitempty"`
-	Caps map[string]int `json:"c,omitempty"`
-	GRPC string         `json:"g,omitempty"`
-	Raft string         `json:"a,omitempty"`
-	Ver  string         `json:"s,omitempty"`
-	TA   []byte         `json:"t,omitempty"`
+	V    int               `json:"v"`
+	Name string            `json:"n"`
+	Role []Role            `json:"r,omitempty"`
+	Caps map[string]int    `json:"c,omitempty"`
+	GRPC string            `json:"g,omitempty"`
+	Raft string            `json:"a,omitempty"`
+	Ver  string            `json:"s,omitempty"`
+	TA   []byte            `json:"t,omitempty"`
+	Wag  map[string]uint64 `json:"w,omitempty"`
 	// St is the server's Raft status, maintained by the mesh: it lets
 	// workers follow the leadership and lets bootstrap see which servers
 	// already belong to a cluster.
@@ -62,7 +63,7 @@ var worstStatus = raftStatus{HasState: true, Leader: true, Term: math.MaxUint64,
 func (n NodeMeta) wire(st *raftStatus) wireMeta {
 	return wireMeta{
 		V: metaEncodingVersion, Name: n.Name, Role: n.Roles, Caps: n.Capabilities,
-		GRPC: n.GRPCAddr, Raft: n.RaftAddr, Ver: n.Version, TA: n.TrustAnchor, St: st,
+		GRPC: n.GRPCAddr, Raft: n.RaftAddr, Ver: n.Version, TA: n.TrustAnchor, Wag: n.Wagglers, St: st,
 	}
 }
 
@@ -110,7 +111,7 @@ func decodeWire(b []byte) (NodeMeta, raftStatus, error) {
 	}
 	n := NodeMeta{
 		Name: w.Name, Roles: w.Role, Capabilities: w.Caps, GRPCAddr: w.GRPC,
-		RaftAddr: w.Raft, Version: w.Ver, TrustAnchor: w.TA,
+		RaftAddr: w.Raft, Version: w.Ver, TrustAnchor: w.TA, Wagglers: w.Wag,
 	}
 	var st raftStatus
 	if w.St != nil {
@@ -124,6 +125,7 @@ func (n NodeMeta) clone() NodeMeta {
 	n.Roles = slices.Clone(n.Roles)
 	n.Capabilities = maps.Clone(n.Capabilities)
 	n.TrustAnchor = slices.Clone(n.TrustAnchor)
+	n.Wagglers = maps.Clone(n.Wagglers)
 	return n
 }
 

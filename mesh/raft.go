@@ -306,6 +306,33 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	if len(changes) > 0 {
 		signal(m.wakeRaft) // refresh the cached configuration
 	}
+	if !m.cfg.ManualWagglers {
+		r.placeWagglers(m, term)
+	}
+}
+
+// placeWagglers gives every capability served by an alive node a Waggler
+// (see planWagglers). Suspect nodes keep their roles: only a failure, a
+// leave or a quarantine moves one.
+func (r *reconciler) placeWagglers(m *Mesh, term uint64) {
+	var eligible []wagglerCandidate
+	for _, mem := range m.Members() {
+		if mem.Status == StatusAlive || mem.Status == StatusSuspect {
+			eligible = append(eligible, wagglerCandidate{Name: mem.Name, Capabilities: mem.Capabilities})
+		}
+	}
+	for _, cmd := range planWagglers(m.fsm.State(), eligible) {
+		f := m.raft.Apply(cmd.Encode(), time.Second)
+		if err := f.Error(); err != nil {
+			m.log.Warn("waggler role change failed", zap.Error(err))
+			return // leadership lost or raft busy: the next pass starts over
+		}
+		if err, ok := f.Response().(error); ok {
+			m.log.Warn("waggler role change refused", zap.Error(err))
+			return
+		}
+		m.log.Info("waggler role changed", zap.String("command", cmd.describe()), zap.Uint64("term", term))
+	}
 }
 
 // raftOrErr returns the running Raft or why there is none.
@@ -412,6 +439,10 @@ func (m *Mesh) Barrier(ctx context.Context) error {
 // State returns a copy of the replicated control state as applied on this
 // node. On a follower it may lag the leader; on a worker it is empty.
 func (m *Mesh) State() ControlState { return m.fsm.State() }
+
+// StateChanged returns a channel closed at the next change of the control
+// state on this server.
+func (m *Mesh) StateChanged() <-chan struct{} { return m.fsm.Changed() }
 
 // RaftServer is one server of the Raft configuration.
 type RaftServer struct {

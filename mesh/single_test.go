@@ -54,6 +54,7 @@ func startSingle(t *testing.T, dir string) *Mesh {
 	cfg.BootstrapExpect = 1
 	cfg.DataDir = dir
 	cfg.Logger = zaptest.NewLogger(t)
+	cfg.ManualWagglers = true // the tests apply roles by hand
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)

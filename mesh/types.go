@@ -35,6 +35,9 @@ type NodeMeta struct {
 	RaftAddr     string         // host:port of the Raft transport; servers only
 	Version      string         // software version
 	TrustAnchor  []byte         // HCTH anchor; filled by the trust issue
+	// Wagglers are the Waggler roles this node runs now: capability →
+	// epoch. Workers follow them to find the Waggler of their capability.
+	Wagglers map[string]uint64
 }
 
 // Member is one node as this node sees it.
