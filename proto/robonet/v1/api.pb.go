@@ -960,9 +960,16 @@ type TaskState struct {
 	// Instances that completed.
 	Done int32 `protobuf:"varint,14,opt,name=done,proto3" json:"done,omitempty"`
 	// Instances that failed.
-	Failed        int32 `protobuf:"varint,15,opt,name=failed,proto3" json:"failed,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Failed int32 `protobuf:"varint,15,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Every attempt of the task — for a spread task, of every instance —
+	// ordered by index, then attempt: each finished attempt as recorded,
+	// then the latest one if it has no result yet (in flight, or
+	// cancelled). At most 1,000 per task; past that the failed and running
+	// ones are kept first and attempts_omitted counts the rest.
+	Attempts        []*TaskAttempt `protobuf:"bytes,16,rep,name=attempts,proto3" json:"attempts,omitempty"`
+	AttemptsOmitted int32          `protobuf:"varint,17,opt,name=attempts_omitted,json=attemptsOmitted,proto3" json:"attempts_omitted,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskState) Reset() {
@@ -1100,6 +1107,141 @@ func (x *TaskState) GetFailed() int32 {
 	return 0
 }
 
+func (x *TaskState) GetAttempts() []*TaskAttempt {
+	if x != nil {
+		return x.Attempts
+	}
+	return nil
+}
+
+func (x *TaskState) GetAttemptsOmitted() int32 {
+	if x != nil {
+		return x.AttemptsOmitted
+	}
+	return 0
+}
+
+// TaskAttempt is one attempt of a task, or of one instance of a spread
+// task.
+type TaskAttempt struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Spread index; -1 for a plain task.
+	Index   int32  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
+	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// The node that ran it: the first part of worker. Empty when unknown.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// The worker that ran it, "node/capability/slot". Empty when unknown: an
+	// attempt that timed out before any heartbeat, or one in flight before
+	// its worker's first heartbeat (or in a view read from the store).
+	Worker string `protobuf:"bytes,4,opt,name=worker,proto3" json:"worker,omitempty"`
+	// When the worker started it; for an attempt in flight, when the engine
+	// dispatched it (unset when the answering node does not hold the
+	// instance).
+	StartedAt *timestamppb.Timestamp `protobuf:"bytes,5,opt,name=started_at,json=startedAt,proto3" json:"started_at,omitempty"`
+	// Unset while in flight, and for a cancelled attempt.
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// In flight: running, or waiting for a worker.
+	Running bool `protobuf:"varint,7,opt,name=running,proto3" json:"running,omitempty"`
+	Ok      bool `protobuf:"varint,8,opt,name=ok,proto3" json:"ok,omitempty"`
+	// Why it failed; "cancelled" for an attempt cancelled in flight.
+	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskAttempt) Reset() {
+	*x = TaskAttempt{}
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskAttempt) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskAttempt) ProtoMessage() {}
+
+func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskAttempt.ProtoReflect.Descriptor instead.
+func (*TaskAttempt) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *TaskAttempt) GetIndex() int32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *TaskAttempt) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TaskAttempt) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *TaskAttempt) GetWorker() string {
+	if x != nil {
+		return x.Worker
+	}
+	return ""
+}
+
+func (x *TaskAttempt) GetStartedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.StartedAt
+	}
+	return nil
+}
+
+func (x *TaskAttempt) GetFinishedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.FinishedAt
+	}
+	return nil
+}
+
+func (x *TaskAttempt) GetRunning() bool {
+	if x != nil {
+		return x.Running
+	}
+	return false
+}
+
+func (x *TaskAttempt) GetOk() bool {
+	if x != nil {
+		return x.Ok
+	}
+	return false
+}
+
+func (x *TaskAttempt) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
 // InstanceProgress counts units of work: a plain task is one unit, a spread
 // task is one unit per instance once it expanded (one before).
 type InstanceProgress struct {
@@ -1117,7 +1259,7 @@ type InstanceProgress struct {
 
 func (x *InstanceProgress) Reset() {
 	*x = InstanceProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1129,7 +1271,7 @@ func (x *InstanceProgress) String() string {
 func (*InstanceProgress) ProtoMessage() {}
 
 func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1142,7 +1284,7 @@ func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceProgress.ProtoReflect.Descriptor instead.
 func (*InstanceProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *InstanceProgress) GetTotal() int32 {
@@ -1208,7 +1350,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1220,7 +1362,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1233,7 +1375,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *Instance) GetId() string {
@@ -1336,7 +1478,7 @@ type GetInstanceRequest struct {
 
 func (x *GetInstanceRequest) Reset() {
 	*x = GetInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1348,7 +1490,7 @@ func (x *GetInstanceRequest) String() string {
 func (*GetInstanceRequest) ProtoMessage() {}
 
 func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1361,7 +1503,7 @@ func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *GetInstanceRequest) GetInstanceId() string {
@@ -1380,7 +1522,7 @@ type GetInstanceResponse struct {
 
 func (x *GetInstanceResponse) Reset() {
 	*x = GetInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1392,7 +1534,7 @@ func (x *GetInstanceResponse) String() string {
 func (*GetInstanceResponse) ProtoMessage() {}
 
 func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1405,7 +1547,7 @@ func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceResponse.ProtoReflect.Descriptor instead.
 func (*GetInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *GetInstanceResponse) GetInstance() *Instance {
@@ -1444,7 +1586,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1456,7 +1598,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1469,7 +1611,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -1567,7 +1709,7 @@ type WatchInstanceRequest struct {
 
 func (x *WatchInstanceRequest) Reset() {
 	*x = WatchInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1579,7 +1721,7 @@ func (x *WatchInstanceRequest) String() string {
 func (*WatchInstanceRequest) ProtoMessage() {}
 
 func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1592,7 +1734,7 @@ func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WatchInstanceRequest) GetInstanceId() string {
@@ -1618,7 +1760,7 @@ type WatchInstanceResponse struct {
 
 func (x *WatchInstanceResponse) Reset() {
 	*x = WatchInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1630,7 +1772,7 @@ func (x *WatchInstanceResponse) String() string {
 func (*WatchInstanceResponse) ProtoMessage() {}
 
 func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1643,7 +1785,7 @@ func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceResponse.ProtoReflect.Descriptor instead.
 func (*WatchInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WatchInstanceResponse) GetEvent() *Event {
@@ -1662,7 +1804,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1674,7 +1816,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1687,7 +1829,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -1705,7 +1847,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1717,7 +1859,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1730,7 +1872,7 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
 }
 
 // InstanceSummary is one row of ListInstances.
@@ -1749,7 +1891,7 @@ type InstanceSummary struct {
 
 func (x *InstanceSummary) Reset() {
 	*x = InstanceSummary{}
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1903,7 @@ func (x *InstanceSummary) String() string {
 func (*InstanceSummary) ProtoMessage() {}
 
 func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1916,7 @@ func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSummary.ProtoReflect.Descriptor instead.
 func (*InstanceSummary) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InstanceSummary) GetId() string {
@@ -1842,7 +1984,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1854,7 +1996,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1867,7 +2009,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *ListInstancesRequest) GetWorkflow() string {
@@ -1909,7 +2051,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1921,7 +2063,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1934,7 +2076,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceSummary {
@@ -1962,7 +2104,7 @@ type SpecErrors struct {
 
 func (x *SpecErrors) Reset() {
 	*x = SpecErrors{}
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1974,7 +2116,7 @@ func (x *SpecErrors) String() string {
 func (*SpecErrors) ProtoMessage() {}
 
 func (x *SpecErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1987,7 +2129,7 @@ func (x *SpecErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecErrors.ProtoReflect.Descriptor instead.
 func (*SpecErrors) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *SpecErrors) GetErrors() []*SpecError {
@@ -2022,7 +2164,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2034,7 +2176,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2047,7 +2189,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *SpecError) GetFile() string {
@@ -2114,7 +2256,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2126,7 +2268,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2139,7 +2281,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 // Member is one node of the mesh, as the answering node sees it.
@@ -2164,14 +2306,17 @@ type Member struct {
 	// A Raft voter; servers only.
 	Voter bool `protobuf:"varint,9,opt,name=voter,proto3" json:"voter,omitempty"`
 	// Software version.
-	Version       string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	Version string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
+	// The Waggler roles the node runs, as it advertises them: capability →
+	// epoch of the assignment.
+	Wagglers      map[string]uint64 `protobuf:"bytes,11,rep,name=wagglers,proto3" json:"wagglers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2183,7 +2328,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2196,7 +2341,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Member) GetName() string {
@@ -2269,6 +2414,13 @@ func (x *Member) GetVersion() string {
 	return ""
 }
 
+func (x *Member) GetWagglers() map[string]uint64 {
+	if x != nil {
+		return x.Wagglers
+	}
+	return nil
+}
+
 type ListMembersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by name.
@@ -2281,7 +2433,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2293,7 +2445,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2306,7 +2458,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -2331,7 +2483,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2343,7 +2495,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2356,7 +2508,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 type GetLeaderResponse struct {
@@ -2376,7 +2528,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2388,7 +2540,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2401,7 +2553,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *GetLeaderResponse) GetName() string {
@@ -2430,6 +2582,452 @@ func (x *GetLeaderResponse) GetAnsweredBy() string {
 		return x.AnsweredBy
 	}
 	return ""
+}
+
+type ListWagglersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWagglersRequest) Reset() {
+	*x = ListWagglersRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWagglersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWagglersRequest) ProtoMessage() {}
+
+func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
+func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+}
+
+// ListWagglersResponse describes the Waggler of every capability the
+// answering node knows of.
+//
+// The roles (node, epoch) come from the replicated control state when a
+// server answers (source "control-state"), and from what the members
+// advertise in gossip when a worker-only node answers (source "gossip":
+// per capability, the alive member advertising it at the highest epoch).
+// The live numbers (state, workers, in_flight, queued, failovers) come
+// from the holder itself, asked with LocalWagglers under a short timeout;
+// when it cannot be asked or does not run the role (yet), state is
+// "unknown", the numbers are zero and note says why. Standbys are the
+// other alive members that serve the capability.
+type ListWagglersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by capability.
+	Wagglers []*WagglerRole `protobuf:"bytes,1,rep,name=wagglers,proto3" json:"wagglers,omitempty"`
+	// The node that answered.
+	AnsweredBy string `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	// Where the roles come from: "control-state" or "gossip".
+	Source        string `protobuf:"bytes,3,opt,name=source,proto3" json:"source,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListWagglersResponse) Reset() {
+	*x = ListWagglersResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListWagglersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListWagglersResponse) ProtoMessage() {}
+
+func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListWagglersResponse.ProtoReflect.Descriptor instead.
+func (*ListWagglersResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *ListWagglersResponse) GetWagglers() []*WagglerRole {
+	if x != nil {
+		return x.Wagglers
+	}
+	return nil
+}
+
+func (x *ListWagglersResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *ListWagglersResponse) GetSource() string {
+	if x != nil {
+		return x.Source
+	}
+	return ""
+}
+
+// WagglerRole is the Waggler of one capability.
+type WagglerRole struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Capability string                 `protobuf:"bytes,1,opt,name=capability,proto3" json:"capability,omitempty"`
+	// The node that holds the role; empty while none does (no alive node
+	// serves the capability, or the leader has not placed it yet).
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// Epoch of the assignment: it grows every time the role moves.
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The Waggler's state as its holder reports it: IDLE, DISPATCHING,
+	// MONITORING, COLLECTING or FAILOVER; "unassigned" without a holder;
+	// "unknown" when the holder's numbers are missing (see note).
+	State string `protobuf:"bytes,4,opt,name=state,proto3" json:"state,omitempty"`
+	// Workers registered with the Waggler and not declared dead.
+	Workers int32 `protobuf:"varint,5,opt,name=workers,proto3" json:"workers,omitempty"`
+	// Attempts assigned to a worker.
+	InFlight int32 `protobuf:"varint,6,opt,name=in_flight,json=inFlight,proto3" json:"in_flight,omitempty"`
+	// Attempts waiting for a worker.
+	Queued int32 `protobuf:"varint,7,opt,name=queued,proto3" json:"queued,omitempty"`
+	// The other alive members that serve the capability, sorted by name.
+	Standbys []string `protobuf:"bytes,8,rep,name=standbys,proto3" json:"standbys,omitempty"`
+	// True when state and the numbers come from the holder.
+	Live bool `protobuf:"varint,9,opt,name=live,proto3" json:"live,omitempty"`
+	// Why the live numbers are missing, when they are.
+	Note string `protobuf:"bytes,10,opt,name=note,proto3" json:"note,omitempty"`
+	// Attempts the Waggler reassigned after their worker died.
+	Failovers     uint64 `protobuf:"varint,11,opt,name=failovers,proto3" json:"failovers,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WagglerRole) Reset() {
+	*x = WagglerRole{}
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WagglerRole) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WagglerRole) ProtoMessage() {}
+
+func (x *WagglerRole) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WagglerRole.ProtoReflect.Descriptor instead.
+func (*WagglerRole) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *WagglerRole) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
+func (x *WagglerRole) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *WagglerRole) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *WagglerRole) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *WagglerRole) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
+}
+
+func (x *WagglerRole) GetInFlight() int32 {
+	if x != nil {
+		return x.InFlight
+	}
+	return 0
+}
+
+func (x *WagglerRole) GetQueued() int32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *WagglerRole) GetStandbys() []string {
+	if x != nil {
+		return x.Standbys
+	}
+	return nil
+}
+
+func (x *WagglerRole) GetLive() bool {
+	if x != nil {
+		return x.Live
+	}
+	return false
+}
+
+func (x *WagglerRole) GetNote() string {
+	if x != nil {
+		return x.Note
+	}
+	return ""
+}
+
+func (x *WagglerRole) GetFailovers() uint64 {
+	if x != nil {
+		return x.Failovers
+	}
+	return 0
+}
+
+type LocalWagglersRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalWagglersRequest) Reset() {
+	*x = LocalWagglersRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalWagglersRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalWagglersRequest) ProtoMessage() {}
+
+func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalWagglersRequest.ProtoReflect.Descriptor instead.
+func (*LocalWagglersRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+}
+
+type LocalWagglersResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by capability.
+	Wagglers []*LocalWaggler `protobuf:"bytes,1,rep,name=wagglers,proto3" json:"wagglers,omitempty"`
+	// The node that answered.
+	AnsweredBy    string `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalWagglersResponse) Reset() {
+	*x = LocalWagglersResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalWagglersResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalWagglersResponse) ProtoMessage() {}
+
+func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalWagglersResponse.ProtoReflect.Descriptor instead.
+func (*LocalWagglersResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *LocalWagglersResponse) GetWagglers() []*LocalWaggler {
+	if x != nil {
+		return x.Wagglers
+	}
+	return nil
+}
+
+func (x *LocalWagglersResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+// LocalWaggler is a Waggler that runs on the answering node.
+type LocalWaggler struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Capability string                 `protobuf:"bytes,1,opt,name=capability,proto3" json:"capability,omitempty"`
+	Epoch      uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// IDLE, DISPATCHING, MONITORING, COLLECTING or FAILOVER.
+	State string `protobuf:"bytes,3,opt,name=state,proto3" json:"state,omitempty"`
+	// Attempts waiting for a worker.
+	Queued int32 `protobuf:"varint,4,opt,name=queued,proto3" json:"queued,omitempty"`
+	// Attempts assigned to a worker.
+	Running int32 `protobuf:"varint,5,opt,name=running,proto3" json:"running,omitempty"`
+	// Workers not declared dead.
+	Workers int32 `protobuf:"varint,6,opt,name=workers,proto3" json:"workers,omitempty"`
+	// Attempts reassigned after their worker died.
+	Failovers uint64 `protobuf:"varint,7,opt,name=failovers,proto3" json:"failovers,omitempty"`
+	// Heartbeats ignored as replays or reorders.
+	ReplaysIgnored uint64 `protobuf:"varint,8,opt,name=replays_ignored,json=replaysIgnored,proto3" json:"replays_ignored,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *LocalWaggler) Reset() {
+	*x = LocalWaggler{}
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalWaggler) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalWaggler) ProtoMessage() {}
+
+func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalWaggler.ProtoReflect.Descriptor instead.
+func (*LocalWaggler) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *LocalWaggler) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
+func (x *LocalWaggler) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *LocalWaggler) GetState() string {
+	if x != nil {
+		return x.State
+	}
+	return ""
+}
+
+func (x *LocalWaggler) GetQueued() int32 {
+	if x != nil {
+		return x.Queued
+	}
+	return 0
+}
+
+func (x *LocalWaggler) GetRunning() int32 {
+	if x != nil {
+		return x.Running
+	}
+	return 0
+}
+
+func (x *LocalWaggler) GetWorkers() int32 {
+	if x != nil {
+		return x.Workers
+	}
+	return 0
+}
+
+func (x *LocalWaggler) GetFailovers() uint64 {
+	if x != nil {
+		return x.Failovers
+	}
+	return 0
+}
+
+func (x *LocalWaggler) GetReplaysIgnored() uint64 {
+	if x != nil {
+		return x.ReplaysIgnored
+	}
+	return 0
 }
 
 var File_robonet_v1_api_proto protoreflect.FileDescriptor
@@ -2492,7 +3090,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\tmem_bytes\x18\t \x01(\x04R\bmemBytes\x12\x18\n" +
 	"\amessage\x18\n" +
 	" \x01(\tR\amessage\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\x83\x04\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe3\x04\n" +
 	"\tTaskState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -2514,7 +3112,21 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x06spread\x18\f \x01(\bR\x06spread\x12\x14\n" +
 	"\x05width\x18\r \x01(\x05R\x05width\x12\x12\n" +
 	"\x04done\x18\x0e \x01(\x05R\x04done\x12\x16\n" +
-	"\x06failed\x18\x0f \x01(\x05R\x06failed\"\x88\x01\n" +
+	"\x06failed\x18\x0f \x01(\x05R\x06failed\x123\n" +
+	"\battempts\x18\x10 \x03(\v2\x17.robonet.v1.TaskAttemptR\battempts\x12)\n" +
+	"\x10attempts_omitted\x18\x11 \x01(\x05R\x0fattemptsOmitted\"\xa1\x02\n" +
+	"\vTaskAttempt\x12\x14\n" +
+	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x16\n" +
+	"\x06worker\x18\x04 \x01(\tR\x06worker\x129\n" +
+	"\n" +
+	"started_at\x18\x05 \x01(\v2\x1a.google.protobuf.TimestampR\tstartedAt\x12;\n" +
+	"\vfinished_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\n" +
+	"finishedAt\x12\x18\n" +
+	"\arunning\x18\a \x01(\bR\arunning\x12\x0e\n" +
+	"\x02ok\x18\b \x01(\bR\x02ok\x12\x14\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\x88\x01\n" +
 	"\x10InstanceProgress\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x05R\x05total\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x05R\x04done\x12\x18\n" +
@@ -2601,7 +3213,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12\x12\n" +
 	"\x04hint\x18\a \x01(\tR\x04hint\x12\x12\n" +
 	"\x04text\x18\b \x01(\tR\x04text\"\x14\n" +
-	"\x12ListMembersRequest\"\xf8\x02\n" +
+	"\x12ListMembersRequest\"\xf3\x03\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -2614,10 +3226,14 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x06leader\x18\b \x01(\bR\x06leader\x12\x14\n" +
 	"\x05voter\x18\t \x01(\bR\x05voter\x12\x18\n" +
 	"\aversion\x18\n" +
-	" \x01(\tR\aversion\x1a?\n" +
+	" \x01(\tR\aversion\x12<\n" +
+	"\bwagglers\x18\v \x03(\v2 .robonet.v1.Member.WagglersEntryR\bwagglers\x1a?\n" +
 	"\x11CapabilitiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\"d\n" +
+	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a;\n" +
+	"\rWagglersEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"d\n" +
 	"\x13ListMembersResponse\x12,\n" +
 	"\amembers\x18\x01 \x03(\v2\x12.robonet.v1.MemberR\amembers\x12\x1f\n" +
 	"\vanswered_by\x18\x02 \x01(\tR\n" +
@@ -2628,7 +3244,44 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1f\n" +
 	"\vanswered_by\x18\x04 \x01(\tR\n" +
-	"answeredBy*\xdb\x01\n" +
+	"answeredBy\"\x15\n" +
+	"\x13ListWagglersRequest\"\x84\x01\n" +
+	"\x14ListWagglersResponse\x123\n" +
+	"\bwagglers\x18\x01 \x03(\v2\x17.robonet.v1.WagglerRoleR\bwagglers\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\x12\x16\n" +
+	"\x06source\x18\x03 \x01(\tR\x06source\"\x9e\x02\n" +
+	"\vWagglerRole\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x01 \x01(\tR\n" +
+	"capability\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05state\x18\x04 \x01(\tR\x05state\x12\x18\n" +
+	"\aworkers\x18\x05 \x01(\x05R\aworkers\x12\x1b\n" +
+	"\tin_flight\x18\x06 \x01(\x05R\binFlight\x12\x16\n" +
+	"\x06queued\x18\a \x01(\x05R\x06queued\x12\x1a\n" +
+	"\bstandbys\x18\b \x03(\tR\bstandbys\x12\x12\n" +
+	"\x04live\x18\t \x01(\bR\x04live\x12\x12\n" +
+	"\x04note\x18\n" +
+	" \x01(\tR\x04note\x12\x1c\n" +
+	"\tfailovers\x18\v \x01(\x04R\tfailovers\"\x16\n" +
+	"\x14LocalWagglersRequest\"n\n" +
+	"\x15LocalWagglersResponse\x124\n" +
+	"\bwagglers\x18\x01 \x03(\v2\x18.robonet.v1.LocalWagglerR\bwagglers\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\"\xed\x01\n" +
+	"\fLocalWaggler\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x01 \x01(\tR\n" +
+	"capability\x12\x14\n" +
+	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x14\n" +
+	"\x05state\x18\x03 \x01(\tR\x05state\x12\x16\n" +
+	"\x06queued\x18\x04 \x01(\x05R\x06queued\x12\x18\n" +
+	"\arunning\x18\x05 \x01(\x05R\arunning\x12\x18\n" +
+	"\aworkers\x18\x06 \x01(\x05R\aworkers\x12\x1c\n" +
+	"\tfailovers\x18\a \x01(\x04R\tfailovers\x12'\n" +
+	"\x0freplays_ignored\x18\b \x01(\x04R\x0ereplaysIgnored*\xdb\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -2665,10 +3318,12 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vGetInstance\x12\x1e.robonet.v1.GetInstanceRequest\x1a\x1f.robonet.v1.GetInstanceResponse\x12V\n" +
 	"\rWatchInstance\x12 .robonet.v1.WatchInstanceRequest\x1a!.robonet.v1.WatchInstanceResponse0\x01\x12W\n" +
 	"\x0eCancelInstance\x12!.robonet.v1.CancelInstanceRequest\x1a\".robonet.v1.CancelInstanceResponse\x12T\n" +
-	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\xa7\x01\n" +
+	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\xd0\x02\n" +
 	"\vMeshService\x12N\n" +
 	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
-	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponse\x12Q\n" +
+	"\fListWagglers\x12\x1f.robonet.v1.ListWagglersRequest\x1a .robonet.v1.ListWagglersResponse\x12T\n" +
+	"\rLocalWagglers\x12 .robonet.v1.LocalWagglersRequest\x1a!.robonet.v1.LocalWagglersResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -2683,7 +3338,7 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 31)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
@@ -2699,89 +3354,107 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(*SubmitWorkflowResponse)(nil),   // 11: robonet.v1.SubmitWorkflowResponse
 	(*TaskProgress)(nil),             // 12: robonet.v1.TaskProgress
 	(*TaskState)(nil),                // 13: robonet.v1.TaskState
-	(*InstanceProgress)(nil),         // 14: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 15: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 16: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 17: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 18: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 19: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 20: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 21: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 22: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 23: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 24: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 25: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 26: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 27: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 28: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 29: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 30: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 31: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 32: robonet.v1.GetLeaderResponse
-	nil,                              // 33: robonet.v1.Member.CapabilitiesEntry
-	(*timestamppb.Timestamp)(nil),    // 34: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 35: google.protobuf.Duration
+	(*TaskAttempt)(nil),              // 14: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 15: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 16: robonet.v1.Instance
+	(*GetInstanceRequest)(nil),       // 17: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 18: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 19: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 20: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 21: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 22: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 23: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 24: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 25: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 26: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 27: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 28: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 29: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 30: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 31: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 32: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 33: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 34: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 35: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 36: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 37: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 38: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 39: robonet.v1.LocalWaggler
+	nil,                              // 40: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 41: robonet.v1.Member.WagglersEntry
+	(*timestamppb.Timestamp)(nil),    // 42: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 43: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	34, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	42, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
 	4,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
 	3,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	3,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
 	5,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
 	4,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	35, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	43, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
 	3,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	35, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	34, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	43, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	42, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
 	1,  // 10: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	34, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	34, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	42, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	42, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
 	12, // 13: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	0,  // 14: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	34, // 15: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	34, // 16: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	34, // 17: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	13, // 18: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	14, // 19: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	15, // 20: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	34, // 21: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,  // 22: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,  // 23: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	34, // 24: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	12, // 25: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	15, // 26: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	18, // 27: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	0,  // 28: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	34, // 29: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	34, // 30: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 31: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	23, // 32: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	27, // 33: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	33, // 34: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	29, // 35: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	6,  // 36: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	8,  // 37: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	10, // 38: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	16, // 39: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	19, // 40: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	21, // 41: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	24, // 42: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	28, // 43: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	31, // 44: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	7,  // 45: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	9,  // 46: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	11, // 47: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	17, // 48: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	20, // 49: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	22, // 50: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	25, // 51: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	30, // 52: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	32, // 53: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	45, // [45:54] is the sub-list for method output_type
-	36, // [36:45] is the sub-list for method input_type
-	36, // [36:36] is the sub-list for extension type_name
-	36, // [36:36] is the sub-list for extension extendee
-	0,  // [0:36] is the sub-list for field type_name
+	14, // 14: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	42, // 15: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	42, // 16: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 17: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
+	42, // 18: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	42, // 19: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	42, // 20: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 21: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	15, // 22: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	16, // 23: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	42, // 24: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,  // 25: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,  // 26: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	42, // 27: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	12, // 28: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	16, // 29: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	19, // 30: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	0,  // 31: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	42, // 32: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	42, // 33: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 34: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	24, // 35: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	28, // 36: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	40, // 37: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	41, // 38: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	30, // 39: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	36, // 40: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	39, // 41: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	6,  // 42: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	8,  // 43: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	10, // 44: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	17, // 45: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	20, // 46: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	22, // 47: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	25, // 48: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	29, // 49: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	32, // 50: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	34, // 51: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	37, // 52: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	7,  // 53: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	9,  // 54: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	11, // 55: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	18, // 56: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	21, // 57: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	23, // 58: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	26, // 59: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	31, // 60: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	33, // 61: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	35, // 62: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	38, // 63: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	53, // [53:64] is the sub-list for method output_type
+	42, // [42:53] is the sub-list for method input_type
+	42, // [42:42] is the sub-list for extension type_name
+	42, // [42:42] is the sub-list for extension extendee
+	0,  // [0:42] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -2799,7 +3472,7 @@ func file_robonet_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   31,
+			NumMessages:   39,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

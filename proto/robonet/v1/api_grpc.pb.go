@@ -431,8 +431,10 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	MeshService_ListMembers_FullMethodName = "/robonet.v1.MeshService/ListMembers"
-	MeshService_GetLeader_FullMethodName   = "/robonet.v1.MeshService/GetLeader"
+	MeshService_ListMembers_FullMethodName   = "/robonet.v1.MeshService/ListMembers"
+	MeshService_GetLeader_FullMethodName     = "/robonet.v1.MeshService/GetLeader"
+	MeshService_ListWagglers_FullMethodName  = "/robonet.v1.MeshService/ListWagglers"
+	MeshService_LocalWagglers_FullMethodName = "/robonet.v1.MeshService/LocalWagglers"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -458,6 +460,15 @@ type MeshServiceClient interface {
 	ListMembers(ctx context.Context, in *ListMembersRequest, opts ...grpc.CallOption) (*ListMembersResponse, error)
 	// GetLeader names the engine leader and its Raft term.
 	GetLeader(ctx context.Context, in *GetLeaderRequest, opts ...grpc.CallOption) (*GetLeaderResponse, error)
+	// ListWagglers lists, per capability, the node that holds its Waggler
+	// role and at which epoch, the Waggler's live numbers as its holder
+	// reports them, and the standbys. See ListWagglersResponse for where
+	// each part comes from.
+	ListWagglers(ctx context.Context, in *ListWagglersRequest, opts ...grpc.CallOption) (*ListWagglersResponse, error)
+	// LocalWagglers reports the Wagglers that run on the answering node, from
+	// its own Waggler host; ListWagglers asks each holder with it. A node
+	// that cannot report them answers UNIMPLEMENTED.
+	LocalWagglers(ctx context.Context, in *LocalWagglersRequest, opts ...grpc.CallOption) (*LocalWagglersResponse, error)
 }
 
 type meshServiceClient struct {
@@ -488,6 +499,26 @@ func (c *meshServiceClient) GetLeader(ctx context.Context, in *GetLeaderRequest,
 	return out, nil
 }
 
+func (c *meshServiceClient) ListWagglers(ctx context.Context, in *ListWagglersRequest, opts ...grpc.CallOption) (*ListWagglersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListWagglersResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListWagglers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *meshServiceClient) LocalWagglers(ctx context.Context, in *LocalWagglersRequest, opts ...grpc.CallOption) (*LocalWagglersResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocalWagglersResponse)
+	err := c.cc.Invoke(ctx, MeshService_LocalWagglers_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -511,6 +542,15 @@ type MeshServiceServer interface {
 	ListMembers(context.Context, *ListMembersRequest) (*ListMembersResponse, error)
 	// GetLeader names the engine leader and its Raft term.
 	GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error)
+	// ListWagglers lists, per capability, the node that holds its Waggler
+	// role and at which epoch, the Waggler's live numbers as its holder
+	// reports them, and the standbys. See ListWagglersResponse for where
+	// each part comes from.
+	ListWagglers(context.Context, *ListWagglersRequest) (*ListWagglersResponse, error)
+	// LocalWagglers reports the Wagglers that run on the answering node, from
+	// its own Waggler host; ListWagglers asks each holder with it. A node
+	// that cannot report them answers UNIMPLEMENTED.
+	LocalWagglers(context.Context, *LocalWagglersRequest) (*LocalWagglersResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -526,6 +566,12 @@ func (UnimplementedMeshServiceServer) ListMembers(context.Context, *ListMembersR
 }
 func (UnimplementedMeshServiceServer) GetLeader(context.Context, *GetLeaderRequest) (*GetLeaderResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetLeader not implemented")
+}
+func (UnimplementedMeshServiceServer) ListWagglers(context.Context, *ListWagglersRequest) (*ListWagglersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListWagglers not implemented")
+}
+func (UnimplementedMeshServiceServer) LocalWagglers(context.Context, *LocalWagglersRequest) (*LocalWagglersResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LocalWagglers not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -584,6 +630,42 @@ func _MeshService_GetLeader_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListWagglers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListWagglersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListWagglers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListWagglers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListWagglers(ctx, req.(*ListWagglersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _MeshService_LocalWagglers_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocalWagglersRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).LocalWagglers(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_LocalWagglers_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).LocalWagglers(ctx, req.(*LocalWagglersRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -598,6 +680,14 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "GetLeader",
 			Handler:    _MeshService_GetLeader_Handler,
+		},
+		{
+			MethodName: "ListWagglers",
+			Handler:    _MeshService_ListWagglers_Handler,
+		},
+		{
+			MethodName: "LocalWagglers",
+			Handler:    _MeshService_LocalWagglers_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
