@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock/clocktest"
 )
 
 func TestEchoReturnsItsInput(t *testing.T) {
@@ -23,7 +24,7 @@ func TestEchoReturnsItsInput(t *testing.T) {
 }
 
 func TestSleepReportsProgressOnTheClock(t *testing.T) {
-	clk := &notifyingClock{fakeClock: newFakeClock(), added: make(chan struct{}, 100)}
+	clk := clocktest.New()
 	progress := make(chan Progress, 100)
 	call := &Call{Input: map[string]any{"duration": "2s"}, Progress: func(p Progress) { progress <- p },
 		rt: &runtimeEnv{clock: clk}}
@@ -41,7 +42,9 @@ func TestSleepReportsProgressOnTheClock(t *testing.T) {
 		if p.StepsDone != i || p.StepsTotal != sleepSteps || p.ETA != 2*time.Second-time.Duration(i)*200*time.Millisecond {
 			t.Fatalf("step %d: %+v", i, p)
 		}
-		recv(t, clk.added, "the step's timer")
+		if d := clk.WaitTimer(t, time.Second); d != 200*time.Millisecond {
+			t.Fatalf("step %d armed a timer %s ahead, want 200ms", i, d)
+		}
 		clk.Advance(200 * time.Millisecond)
 	}
 	if p := recv(t, progress, "the last progress"); p.StepsDone != sleepSteps {
@@ -55,7 +58,7 @@ func TestSleepReportsProgressOnTheClock(t *testing.T) {
 func TestSleepHonoursCancellation(t *testing.T) {
 	ctx, cancel := context.WithCancelCause(context.Background())
 	cancel(errCancelled)
-	_, err := sleepAction(ctx, &Call{Input: map[string]any{"duration": "1h"}, rt: &runtimeEnv{clock: newFakeClock()}})
+	_, err := sleepAction(ctx, &Call{Input: map[string]any{"duration": "1h"}, rt: &runtimeEnv{clock: clocktest.New()}})
 	if !errors.Is(err, errCancelled) {
 		t.Fatalf("error %v", err)
 	}
@@ -111,10 +114,11 @@ func TestRegistry(t *testing.T) {
 func TestCancelBeforeStart(t *testing.T) {
 	rep := &recordingReporter{reports: make(chan Report, 4)}
 	ran := make(chan struct{}, 1)
-	cfg := Config{Sink: newSink(), Logger: zaptest.NewLogger(t), Registry: registryWith(t, map[string]Handler{
+	cfg := Config{Logger: zaptest.NewLogger(t), Registry: registryWith(t, map[string]Handler{
 		"mark": func(context.Context, *Call) (any, error) { ran <- struct{}{}; return nil, nil },
 	})}.WithDefaults()
-	p := newPool(cfg, "code.exec", 1, &runtimeEnv{clock: cfg.Clock}, rep, cfg.Logger)
+	p := newPool(cfg, "code.exec", 1, &runtimeEnv{clock: cfg.Clock}, cfg.Logger)
+	p.attach(rep)
 	w := p.workers()[0]
 	a := Assignment{TaskDispatch: task("mark", nil), Generation: 7}
 	w.Run(a)
@@ -139,19 +143,13 @@ func TestCancelBeforeStart(t *testing.T) {
 
 type recordingReporter struct{ reports chan Report }
 
-func (r *recordingReporter) Heartbeat(Heartbeat)  {}
-func (r *recordingReporter) Report(report Report) { r.reports <- report }
-
-// notifyingClock is a fake clock that signals every timer set.
-type notifyingClock struct {
-	*fakeClock
-	added chan struct{}
-}
-
-func (c *notifyingClock) AfterFunc(d time.Duration, f func()) Timer {
-	t := c.fakeClock.AfterFunc(d, f)
-	c.added <- struct{}{}
-	return t
+func (r *recordingReporter) Register([]Worker, []Running) {}
+func (r *recordingReporter) Heartbeats([]Heartbeat)       {}
+func (r *recordingReporter) Release() []Report            { return nil }
+func (r *recordingReporter) Leave([]string)               {}
+func (r *recordingReporter) Report(report Report) bool {
+	r.reports <- report
+	return true
 }
 
 var _ engine.ResultSink = (*recordingSink)(nil)

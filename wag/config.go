@@ -9,7 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // Defaults of Config.
@@ -28,8 +28,9 @@ const (
 // capabilityRE is the capability syntax of workflow specs.
 var capabilityRE = regexp.MustCompile(`^[a-z][a-z0-9-]*(\.[a-z][a-z0-9-]*)*$`)
 
-// Config configures a Local Waggler layer. The zero value of every field but
-// Sink has a default (WithDefaults).
+// Config configures the Waggler layer of a node: its worker pools
+// (WorkerHost) and its Wagglers (WagglerHost). Every field has a default
+// (WithDefaults).
 type Config struct {
 	// NodeName names this node in worker ids and logs (default "local").
 	NodeName string
@@ -40,12 +41,10 @@ type Config struct {
 	// Registry holds the actions workers run; nil means NewRegistry(), the
 	// built-ins.
 	Registry *Registry
-	// Sink receives results and progress. Required.
-	Sink engine.ResultSink
 	// Logger is named "wag" here; nil means no logs.
 	Logger *zap.Logger
-	// Clock is the source of time; nil means RealClock().
-	Clock Clock
+	// Clock is the source of time; nil means the system clock.
+	Clock clock.Clock
 	// HeartbeatInterval is how often a worker reports each running attempt
 	// (default 5s).
 	HeartbeatInterval time.Duration
@@ -63,6 +62,16 @@ type Config struct {
 	// CancelGrace is how long a cancelled or timed-out action has to return
 	// before its worker abandons it and takes the next task (default 10s).
 	CancelGrace time.Duration
+	// InheritGrace is how long a successor Waggler waits for the worker of
+	// an attempt it inherited to register with it before the heartbeat
+	// ladder judges that worker: the worker first has to learn of the new
+	// Waggler (gossip) and connect. A worker whose node the mesh declares
+	// dead fails over at once regardless. Default: six heartbeat intervals,
+	// at least 5 s.
+	InheritGrace time.Duration
+
+	// poolName names an external pool's slots (set by AddPool).
+	poolName string
 }
 
 // WithDefaults returns a copy of c with defaults filled in.
@@ -77,7 +86,7 @@ func (c Config) WithDefaults() Config {
 		c.Logger = zap.NewNop()
 	}
 	if c.Clock == nil {
-		c.Clock = RealClock()
+		c.Clock = clock.System()
 	}
 	if c.HeartbeatInterval == 0 {
 		c.HeartbeatInterval = DefaultHeartbeatInterval
@@ -87,6 +96,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxOutputBytes == 0 {
 		c.MaxOutputBytes = DefaultMaxOutputBytes
+	}
+	if c.InheritGrace == 0 {
+		c.InheritGrace = max(6*c.HeartbeatInterval, 5*time.Second)
 	}
 	if c.QueueSize == 0 {
 		c.QueueSize = DefaultQueueSize
@@ -100,9 +112,6 @@ func (c Config) WithDefaults() Config {
 // validate checks a config that went through WithDefaults.
 func (c Config) validate() error {
 	var errs []error
-	if c.Sink == nil {
-		errs = append(errs, errors.New("a Sink is required: the engine's ResultSink receives every result"))
-	}
 	names := make([]string, 0, len(c.Capabilities))
 	for name := range c.Capabilities {
 		names = append(names, name)

@@ -6,18 +6,35 @@
 //
 // # Shape
 //
-// Local is the Waggler layer of one node and implements engine.Dispatcher:
-// for every capability given with --capability NAME=SIZE it builds a Waggler
-// and a pool of SIZE worker goroutines behind it, and it reports to the
-// engine's engine.ResultSink. The Waggler never calls a goroutine directly:
-// it sees its workers through the Worker interface (Run, Cancel) and hears
-// from them through (*Waggler).Heartbeat and (*Waggler).Report. Today those
-// are in-process calls; with the mesh, a Worker is a slot of a remote node
-// behind a gRPC stream and the same messages (Assignment, Heartbeat, Report)
-// travel on it, so the Waggler itself does not change (DESIGN §3).
+// Three parts, one per role a node can have:
 //
-//	engine ──Dispatch/Cancel──▶ Local ──▶ Waggler(capability) ──Worker.Run/Cancel──▶ pool slot (goroutine)
-//	engine ◀──TaskResult/TaskProgress── Waggler ◀──Heartbeat/Report── pool slot
+//   - WorkerHost runs the node's worker pools, one per capability it serves
+//     (--capability NAME=SIZE). A pool is not welded to a Waggler: it works
+//     for whichever Waggler its capability has now (Attach), on this node
+//     or another, registering its slots with what they run.
+//
+//   - WagglerHost runs the Waggler roles the leader gives this node, one
+//     Waggler per capability at the epoch of its assignment. The leader
+//     reaches it through a Session of its term (SetRoles, Dispatch,
+//     Cancel); what the Wagglers report goes to the newest session's
+//     Uplink, results numbered and kept until acknowledged.
+//
+//   - Router is the engine's Dispatcher on the leader, for one term: it
+//     routes each attempt to the Waggler of its capability (Directory:
+//     the Raft control state in a mesh), hands attempts over again when a
+//     Waggler moves (with the worker each runs on, so the successor adopts
+//     instead of running again), and keeps attempts of a capability no
+//     node serves, visibly waiting.
+//
+//     engine ──Dispatch/Cancel──▶ Router ──Session (in-process or Lead stream)──▶ WagglerHost ──▶ Waggler(capability)
+//     Waggler ──Worker.Run/Cancel (in-process or Work stream)──▶ pool slot
+//     pool slot ──Heartbeats/Report──▶ Waggler ──results, progress, starts──▶ Router ──▶ engine
+//
+// The Waggler never calls a goroutine directly: it sees its workers
+// through the Worker interface (Run, Cancel) and hears from them through
+// Heartbeat(s) and Report; a pool sees its Waggler as a Target. Across
+// nodes the same messages travel on gRPC streams (package wag/remote), so
+// none of these types knows whether a peer is in the same process.
 //
 // Durable state never lives here. A Waggler holds only routing state (a
 // queue, who runs what, the heartbeat ladder); the engine owns attempts and
@@ -28,24 +45,17 @@
 //
 // # Dispatch, queues and backpressure
 //
-// Dispatch never waits for execution: it queues each attempt with the
-// Waggler of its capability and returns. All or none of a batch are
-// accepted. A capability with QueueSize attempts already waiting refuses
-// the batch with an error wrapping ErrBusy, and the engine retries later
-// (it treats every Dispatch error as "retry"; it cannot import this
-// package). The bound is checked before the batch is added, so a batch
-// larger than the bound is still accepted by an empty queue: the engine
-// never has to split batches to make progress, and memory stays bounded by
-// QueueSize plus one batch. An attempt already held (queued or running) is
-// ignored, which makes a re-sent batch harmless.
-//
-// An attempt for a capability that no local pool offers is accepted and
-// waits in a worker-less Waggler (the mesh may bring such a worker: see
-// (*Waggler).AddWorker). That capability is logged once as a warning, and
-// each such attempt is reported once through TaskProgress with the message
-// "waiting: no worker offers capability X", on the Waggler's next tick
-// rather than inside Dispatch, so the sink is never called from the
-// engine's own Dispatch call.
+// The Router accepts every attempt of its term and never waits for
+// execution. A Waggler answers each handoff: accepted, ErrBusy when its
+// capability already has QueueSize attempts waiting (the Router keeps the
+// attempt and hands it over again with backoff: that is the backpressure),
+// or ErrNotWaggler when the node no longer holds the role at that epoch
+// (the Router routes it again when the roles change). An attempt a
+// Waggler already holds is ignored, which makes a re-sent handoff
+// harmless. Attempts of a capability no node serves wait in the Router,
+// each reported once through TaskProgress with "waiting: no node serves
+// X"; attempts a Waggler holds with no live worker are reported "waiting:
+// no worker offers capability X".
 //
 // # Workers and isolation
 //
@@ -140,15 +150,25 @@
 // exec runs a program: {argv: [..] (required), env: {K: V}, stdin: string
 // or any value (sent as JSON), dir, timeout: "30s"}. The process gets PATH,
 // HOME and LANG from the node, then env, then ROBONET_ATTEMPT,
-// ROBONET_EXECUTION_ID, ROBONET_INSTANCE_ID, ROBONET_TASK and
-// ROBONET_IDEMPOTENCY_KEY (which env cannot override). Stdout that parses as
-// JSON is the output, otherwise its trimmed text; stdout beyond
-// MaxOutputBytes fails the attempt. A non-zero exit fails with the exit
-// code and the last 2 KiB of stderr. The process runs in a process group of
-// its own: on cancellation the group gets SIGTERM and, 2s later, SIGKILL;
-// when the program exits, whatever it left running in its group is killed,
-// so no child outlives its attempt (a process that leaves the group with
-// setsid escapes this; containers are the tool for that).
+// ROBONET_EXECUTION_ID, ROBONET_INSTANCE_ID, ROBONET_TASK,
+// ROBONET_IDEMPOTENCY_KEY, ROBONET_WORKER (node/capability/slot) and
+// ROBONET_EXEC_TOKEN, a random value per attempt
+// (env cannot override them). Stdout that parses as JSON is the output,
+// otherwise its trimmed text; stdout beyond MaxOutputBytes fails the
+// attempt. A non-zero exit fails with the exit code and the last 2 KiB of
+// stderr.
+//
+// What an exec attempt starts ends with it ("Process containment" in
+// docs/workflows.md says what is and is not contained). The process runs in
+// a process group of its own: on cancellation the group gets SIGTERM and,
+// 2s later, SIGKILL; when the program exits, whatever it left running in
+// its group is killed. On Linux, descendants that left the group (setsid, a
+// double fork) are killed next (contain_linux.go): with cgroup.kill when
+// the node's cgroup v2 cgroup is delegated to it and the attempt ran in a
+// sub-cgroup of it, otherwise by a scan of /proc for processes whose
+// environment holds the attempt's ROBONET_EXEC_TOKEN. A descendant that
+// both leaves the group and drops the token escapes the scan; containers
+// are the tool for hard isolation and resource limits.
 //
 // http makes a request with a client shared by the node: {method (GET),
 // url (http or https, required), headers: {K: V}, body: string or any value

@@ -36,31 +36,51 @@ func Example() {
 		panic(err)
 	}
 	sink := printSink{done: make(chan struct{})}
-	l, err := wag.New(wag.Config{
+	cfg := wag.Config{
 		NodeName:     "node-1",
 		Capabilities: map[string]int{"text.transform": 4},
 		Registry:     reg,
-		Sink:         sink,
-	})
+	}
+	// The node's pools, its Waggler of text.transform (epoch 1), and the
+	// engine's Router in front, for leadership term 1.
+	workers, err := wag.NewWorkerHost(cfg)
+	if err != nil {
+		panic(err)
+	}
+	host, err := wag.NewWagglerHost(cfg)
+	if err != nil {
+		panic(err)
+	}
+	dir := wag.NewStaticDirectory("node-1", host)
+	dir.Assign("text.transform", 1)
+	router, err := wag.NewRouter(wag.RouterConfig{Term: 1, Sink: sink, Directory: dir})
 	if err != nil {
 		panic(err)
 	}
 	ctx := context.Background()
-	if err := l.Start(ctx); err != nil {
-		panic(err)
+	for _, start := range []func(context.Context) error{workers.Start, host.Start, router.Start} {
+		if err := start(ctx); err != nil {
+			panic(err)
+		}
 	}
-	defer l.Stop(ctx)
+	wag.FollowLocal(workers, host)
+	defer func() {
+		_ = router.Stop(ctx)
+		_ = host.Stop(ctx)
+		_ = workers.Stop(ctx)
+	}()
 
-	err = l.Dispatch(ctx, []engine.TaskDispatch{{
+	errs := router.Dispatch(ctx, []engine.TaskDispatch{{
 		AttemptKey: engine.AttemptKey{InstanceID: uuid.New(), ExecutionID: "greet", Attempt: 1},
+		Term:       1,
 		Task:       "greet",
 		Index:      -1,
 		Capability: "text.transform",
 		Action:     "shout",
 		Input:      "hello",
 	}})
-	if err != nil {
-		panic(err)
+	if errs != nil {
+		panic(errs)
 	}
 	<-sink.done
 	// Output: greet true HELLO!

@@ -2,6 +2,7 @@ package wag
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"io"
@@ -13,7 +14,10 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"go.uber.org/zap"
+
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 const (
@@ -22,8 +26,9 @@ const (
 	defaultKillGrace = 2 * time.Second
 	// stderrTailBytes is how much of the end of stderr a failure carries.
 	stderrTailBytes = 2048
-	// drainGrace bounds reading the pipes after the process group is gone:
-	// only a process that left the group (setsid) can hold them longer.
+	// drainGrace bounds reading the pipes after the process group and the
+	// descendants that left it are gone: only a process that escaped both
+	// (see containment) can hold them longer.
 	drainGrace = time.Second
 	// execExample is shown with bad exec input.
 	execExample = `{argv: [sh, -c, "echo hello"]}`
@@ -90,9 +95,15 @@ func parseExecInput(in any) (execInput, error) {
 	return x, nil
 }
 
+// execTokenVar marks every process an exec attempt starts with a random
+// token of the attempt, so that descendants that left its process group can
+// still be found and killed when it ends (contain_linux.go).
+const execTokenVar = "ROBONET_EXEC_TOKEN"
+
 // execEnv is the environment of the child: a minimal inherited set, the
-// task's env, then the ROBONET_* variables (which the task cannot override).
-func execEnv(call *Call, extra [][2]string) []string {
+// task's env, then the ROBONET_* variables (which the task cannot override),
+// the attempt's token last.
+func execEnv(call *Call, extra [][2]string, token string) []string {
 	env := make([]string, 0, 8+len(extra))
 	for _, name := range []string{"PATH", "HOME", "LANG"} {
 		if v, ok := os.LookupEnv(name); ok {
@@ -110,6 +121,8 @@ func execEnv(call *Call, extra [][2]string) []string {
 		"ROBONET_INSTANCE_ID="+call.Key.InstanceID.String(),
 		"ROBONET_TASK="+call.Task,
 		"ROBONET_IDEMPOTENCY_KEY="+call.IdempotencyKey(),
+		"ROBONET_WORKER="+call.Worker,
+		execTokenVar+"="+token,
 	)
 }
 
@@ -138,10 +151,8 @@ func execAction(ctx context.Context, call *Call) (any, error) {
 
 func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (any, error) {
 	name := in.argv[0]
-	cmd := exec.Command(name, in.argv[1:]...) // cancellation is ours: the whole process group
-	cmd.Env = execEnv(call, in.env)
-	cmd.Dir = in.dir
-	setProcessGroup(cmd)
+	token := rand.Text()
+	env := execEnv(call, in.env, token)
 
 	var files []*os.File // every pipe end we still hold
 	closeAll := func() {
@@ -162,14 +173,24 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 	var err3 error
 	if in.stdin != nil {
 		stdinR, stdinW, err3 = pipe()
-		cmd.Stdin = stdinR
 	}
 	if err := errors.Join(err1, err2, err3); err != nil {
 		closeAll()
 		return nil, fmt.Errorf("exec: creating pipes: %w", err)
 	}
-	cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-	if err := cmd.Start(); err != nil {
+	newCmd := func() *exec.Cmd {
+		cmd := exec.Command(name, in.argv[1:]...) // cancellation is ours: the whole process group
+		cmd.Env = env
+		cmd.Dir = in.dir
+		if stdinR != nil {
+			cmd.Stdin = stdinR
+		}
+		cmd.Stdout, cmd.Stderr = stdoutW, stderrW
+		setProcessGroup(cmd)
+		return cmd
+	}
+	cmd, box, err := startContained(newCmd, token, rt.cgroupParent)
+	if err != nil {
 		closeAll()
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, fmt.Errorf("exec: program %q not found in PATH (%s): give its full path or install it on this node", name, os.Getenv("PATH"))
@@ -211,6 +232,11 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 	}
 	killer.finish() // leftovers in the group (background children) die with the attempt
 	killer.wg.Wait()
+	// So do descendants that left the group (setsid, daemons); before the
+	// drain, as they may hold the pipes.
+	if err := box.release(); err != nil && call.Logger != nil {
+		call.Logger.Warn("exec: descendants of the attempt may have survived it", zap.Error(err))
+	}
 	deadline := time.Now().Add(drainGrace)
 	_ = stdoutR.SetReadDeadline(deadline)
 	_ = stderrR.SetReadDeadline(deadline)
@@ -263,13 +289,13 @@ func copyQuietly(w io.Writer, r io.Reader) {
 // after a grace; finish kills whatever is left once the leader exited.
 type groupKiller struct {
 	pid   int
-	clock Clock
+	clock clock.Clock
 	grace time.Duration
 	wg    sync.WaitGroup // the cancellation callback
 
 	mu       sync.Mutex
 	finished bool
-	timer    Timer
+	timer    clock.Timer
 }
 
 func (k *groupKiller) terminate() {

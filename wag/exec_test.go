@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // runExec runs the exec action directly, as a worker would.
@@ -122,6 +123,21 @@ func TestExecEnvironment(t *testing.T) {
 	}
 	if m["instance"] == "" || !strings.Contains(key, m["instance"].(string)) || m["path"] == "" {
 		t.Errorf("output %v", m)
+	}
+}
+
+// TestExecToken checks that each attempt gets a token of its own, which
+// the task's env cannot replace.
+func TestExecToken(t *testing.T) {
+	in := sh(`printf '%s' "$ROBONET_EXEC_TOKEN"`)
+	in["env"] = map[string]any{"ROBONET_EXEC_TOKEN": "spoofed"}
+	first, err1 := runExec(t, context.Background(), in)
+	second, err2 := runExec(t, context.Background(), in)
+	if err := errors.Join(err1, err2); err != nil {
+		t.Fatal(err)
+	}
+	if first == "" || first == "spoofed" || first == second {
+		t.Fatalf("tokens %q and %q, want two different random ones", first, second)
 	}
 }
 
@@ -271,7 +287,7 @@ func TestExecCancelKillsTheProcessGroup(t *testing.T) {
 func TestExecCancelEscalatesToSIGKILL(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	rt := &runtimeEnv{clock: RealClock(), httpClient: defaultRuntime.httpClient, killGrace: 50 * time.Millisecond}
+	rt := &runtimeEnv{clock: clock.System(), httpClient: defaultRuntime.httpClient, killGrace: 50 * time.Millisecond}
 	// The whole group ignores SIGTERM (ignored signals are inherited).
 	pgid, _, done := startGroup(t, ctx, `trap "" TERM; sleep 60 & echo "$$ $!" > "$FIFO"; sleep 60`, func(c *Call) { c.rt = rt })
 	cancel()

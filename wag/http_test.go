@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // httpServer serves the routes the http action is tested against, on
@@ -70,7 +71,7 @@ func runHTTP(t *testing.T, input map[string]any, edit ...func(*Call)) (map[strin
 	t.Helper()
 	client := newHTTPClient()
 	t.Cleanup(client.CloseIdleConnections)
-	call := &Call{Key: testKey("probe"), Action: "http", Input: input, rt: &runtimeEnv{clock: RealClock(), httpClient: client}}
+	call := &Call{Key: testKey("probe"), Action: "http", Input: input, rt: &runtimeEnv{clock: clock.System(), httpClient: client}}
 	for _, e := range edit {
 		e(call)
 	}

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // inputError is a bad input to a built-in action: it names the field and
@@ -130,12 +131,12 @@ var errTimedOut = errors.New("timed out")
 
 // withTimeout is context.WithTimeout on the injected clock; the cause of
 // the cancellation is a "timed out after d" error.
-func withTimeout(ctx context.Context, clock Clock, d time.Duration, what string) (context.Context, context.CancelFunc) {
+func withTimeout(ctx context.Context, clk clock.Clock, d time.Duration, what string) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	if d <= 0 {
 		return ctx, func() { cancel(context.Canceled) }
 	}
-	t := clock.AfterFunc(d, func() { cancel(fmt.Errorf("%s %w after %v", what, errTimedOut, d)) })
+	t := clk.AfterFunc(d, func() { cancel(fmt.Errorf("%s %w after %v", what, errTimedOut, d)) })
 	return ctx, func() {
 		t.Stop()
 		cancel(context.Canceled)

@@ -58,7 +58,7 @@ func registryWith(t *testing.T, handlers map[string]Handler) *Registry {
 	return r
 }
 
-func status(l *Local, capability string) WagglerStatus {
+func status(l *testNode, capability string) WagglerStatus {
 	for _, st := range l.Wagglers() {
 		if st.Capability == capability {
 			return st
@@ -109,44 +109,81 @@ func TestPoolBounds(t *testing.T) {
 	}
 }
 
-func TestDispatchQueueFullIsBusy(t *testing.T) {
-	sink := newSink()
-	g := newGate()
-	cfg := testConfig(t, sink, map[string]int{"code.exec": 1, "net.scan": 1})
+// A Waggler host answers per attempt: a capability whose queue is full
+// refuses with ErrBusy, naming it, while another capability's attempt is
+// accepted.
+func TestHostQueueFullIsBusy(t *testing.T) {
+	cfg := testConfig(t, newSink(), nil).Config
 	cfg.QueueSize = 2
-	cfg.Registry = registryWith(t, map[string]Handler{"gate": g.handler})
-	l := startLocal(t, cfg)
-	ctx := context.Background()
-	if err := l.Dispatch(ctx, []engine.TaskDispatch{task("gate", nil)}); err != nil {
+	host, err := NewWagglerHost(cfg)
+	if err != nil {
 		t.Fatal(err)
 	}
-	recv(t, g.started, "the first start")
-	if err := l.Dispatch(ctx, []engine.TaskDispatch{task("gate", nil), task("gate", nil)}); err != nil {
+	if err := host.Start(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Stop(context.Background()) })
+	s, err := host.Open(1, nopUplink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.SetRoles(map[string]uint64{"code.exec": 1, "net.scan": 1}); err != nil {
+		t.Fatal(err)
+	}
+	handoff := func(d engine.TaskDispatch) Handoff { return Handoff{TaskDispatch: d, Epoch: 1} }
+	if errs := s.Dispatch([]Handoff{handoff(task("gate", nil)), handoff(task("gate", nil))}); errs != nil {
+		t.Fatal(errs)
 	}
 	other := task("echo", "x")
 	other.Capability = "net.scan"
-	err := l.Dispatch(ctx, []engine.TaskDispatch{other, task("gate", nil)})
-	if !errors.Is(err, ErrBusy) {
-		t.Fatalf("dispatch to a full queue: %v, want ErrBusy", err)
+	wrongEpoch := task("echo", "y")
+	errs := s.Dispatch([]Handoff{handoff(other), handoff(task("gate", nil)), {TaskDispatch: wrongEpoch, Epoch: 2}})
+	if len(errs) != 3 || errs[0] != nil || !errors.Is(errs[1], ErrBusy) || !errors.Is(errs[2], ErrNotWaggler) {
+		t.Fatalf("dispatch to a full queue: %v, want the other capability accepted, ErrBusy, ErrNotWaggler", errs)
 	}
-	if !strings.Contains(err.Error(), "code.exec") {
-		t.Errorf("error does not name the capability: %v", err)
+	if !strings.Contains(errs[1].Error(), "code.exec") {
+		t.Errorf("error does not name the capability: %v", errs[1])
 	}
-	// None of the batch was accepted.
-	if st := status(l, "net.scan"); st.Running+st.Queued != 0 {
-		t.Fatalf("part of a refused batch was accepted: %+v", st)
+	if st := host.Waggler("net.scan").Status(); st.Queued != 1 {
+		t.Fatalf("net.scan %+v", st)
 	}
-	if st := status(l, "code.exec"); st.Queued != 2 {
-		t.Fatalf("status %+v", st)
+}
+
+// nopUplink drops what a host reports.
+type nopUplink struct{}
+
+func (nopUplink) Results([]SeqResult) error      { return nil }
+func (nopUplink) Progress([]engine.TaskProgress) {}
+func (nopUplink) Started([]Started)              {}
+
+// The Router holds what a busy Waggler refuses and hands it over once
+// there is room: every attempt runs.
+func TestRouterRetriesBusyWagglers(t *testing.T) {
+	sink := newSink()
+	g := newGate()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	cfg.QueueSize = 1
+	cfg.Registry = registryWith(t, map[string]Handler{"gate": g.handler})
+	l := startLocal(t, cfg)
+	tasks := []engine.TaskDispatch{task("gate", nil), task("gate", nil), task("gate", nil), task("gate", nil)}
+	if errs := l.Dispatch(context.Background(), tasks); errs != nil {
+		t.Fatal(errs)
 	}
+	recv(t, g.started, "the first start")
 	close(g.release)
-	sink.nResults(t, 3)
-	// Room again.
-	if err := l.Dispatch(ctx, []engine.TaskDispatch{other}); err != nil {
-		t.Fatal(err)
+	sink.nResults(t, 4)
+}
+
+// waitUntil polls cond (the state lives in other goroutines) until it holds.
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(time.Millisecond)
 	}
-	sink.result(t, other.AttemptKey)
 }
 
 func TestDispatchUnknownCapabilityWaits(t *testing.T) {
@@ -159,20 +196,21 @@ func TestDispatchUnknownCapabilityWaits(t *testing.T) {
 	}
 	sink.waitFor(t, "the waiting notice", func() bool { return len(sink.Progress()) > 0 })
 	p := sink.Progress()[0]
-	if p.AttemptKey != d.AttemptKey || p.Message != "waiting: no worker offers capability gpu.render" {
+	if p.AttemptKey != d.AttemptKey || p.Message != "waiting: no node serves gpu.render" {
 		t.Fatalf("progress %+v", p)
 	}
-	if all := l.Wagglers(); len(all) != 2 || all[0].Capability != "code.exec" || all[1].Capability != "gpu.render" {
-		t.Fatalf("wagglers %+v", all)
+	if w := l.router.Waiting(); w["gpu.render"] != 1 {
+		t.Fatalf("waiting %v", w)
 	}
-	st := status(l, "gpu.render")
-	if st.Queued != 1 || st.Workers != 0 || st.State != StateDispatching {
-		t.Fatalf("status %+v", st)
-	}
+	// A node takes the role (here: this one, with a worker brought from
+	// elsewhere): the attempt goes to its Waggler, which waits for a
+	// worker, and the worker takes it.
+	l.dir.Assign("gpu.render", 1)
+	waitUntil(t, "the role", func() bool { return l.Waggler("gpu.render") != nil })
+	waitUntil(t, "the attempt handed over", func() bool { return status(l, "gpu.render").Queued == 1 })
 	if len(sink.Results()) != 0 {
 		t.Fatal("a result for an attempt nobody can run")
 	}
-	// A worker brought later (as the mesh will) takes it.
 	fw := newFakeWorker("remote/gpu.render/1")
 	if err := l.Waggler("gpu.render").AddWorker(fw); err != nil {
 		t.Fatal(err)
@@ -284,10 +322,11 @@ func TestAttemptTimeoutAndCancel(t *testing.T) {
 	}
 	recv(t, waiting, "the first attempt")
 	recv(t, waiting, "the second attempt")
-	if st := status(l, "code.exec"); st.Running != 1 || st.Queued != 1 {
-		t.Fatalf("status %+v", st)
-	}
-	if err := l.Cancel(ctx, []engine.AttemptKey{cancelled.AttemptKey, testKey("unknown")}); err != nil {
+	waitUntil(t, "next queued behind it", func() bool {
+		st := status(l, "code.exec")
+		return st.Running == 1 && st.Queued == 1
+	})
+	if err := l.Cancel(ctx, 1, []engine.AttemptKey{cancelled.AttemptKey, testKey("unknown")}); err != nil {
 		t.Fatal(err)
 	}
 	if c := recv(t, causes, "the cause"); !errors.Is(c, errCancelled) {
@@ -310,14 +349,25 @@ func TestOutputLimits(t *testing.T) {
 	cfg.Registry = registryWith(t, map[string]Handler{
 		"chan": func(context.Context, *Call) (any, error) { return make(chan int), nil },
 		"ints": func(context.Context, *Call) (any, error) { return []int{1, 2}, nil },
+		// 10 GB of JSON if encoded whole, built in no time by reference.
+		"aliased": func(context.Context, *Call) (any, error) {
+			out, s := make([]any, 10_000), strings.Repeat("x", 1<<20)
+			for i := range out {
+				out[i] = s
+			}
+			return out, nil
+		},
 	})
 	l := startLocal(t, cfg)
 	big, small, weird, ints := task("echo", strings.Repeat("x", 200)), task("echo", strings.Repeat("x", 90)), task("chan", nil), task("ints", nil)
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{big, small, weird, ints}); err != nil {
+	aliased := task("aliased", nil)
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{big, small, weird, ints, aliased}); err != nil {
 		t.Fatal(err)
 	}
-	if r := sink.result(t, big.AttemptKey); r.OK || !strings.Contains(r.Error, "output is 202 bytes of JSON, over the 100-byte limit") {
-		t.Fatalf("big %+v", r)
+	for _, k := range []engine.AttemptKey{big.AttemptKey, aliased.AttemptKey} {
+		if r := sink.result(t, k); r.OK || !strings.Contains(r.Error, "output is more than 100 bytes of JSON") {
+			t.Fatalf("%+v: %+v", k, r)
+		}
 	}
 	if r := sink.result(t, small.AttemptKey); !r.OK {
 		t.Fatalf("small %+v", r)
@@ -383,7 +433,7 @@ func TestStopWaitsForRunningActions(t *testing.T) {
 		returned.Store(true)
 		return nil, ctx.Err()
 	}})
-	l, err := New(cfg)
+	l, err := newTestNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -416,8 +466,8 @@ func TestStopWaitsForRunningActions(t *testing.T) {
 	if err := l.Stop(context.Background()); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{task("echo", 1)}); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("dispatch after stop: %v", err)
+	if errs := l.Dispatch(context.Background(), []engine.TaskDispatch{task("echo", 1)}); len(errs) != 1 || !errors.Is(errs[0], ErrNotRunning) {
+		t.Fatalf("dispatch after stop: %v", errs)
 	}
 	if err := l.Start(context.Background()); err == nil {
 		t.Fatal("start after stop succeeded")
@@ -433,7 +483,7 @@ func TestStopReportsActionsThatDoNotReturn(t *testing.T) {
 		<-release
 		return nil, nil
 	}})
-	l, err := New(cfg)
+	l, err := newTestNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -460,18 +510,18 @@ func TestStopReportsActionsThatDoNotReturn(t *testing.T) {
 
 func TestLifecycle(t *testing.T) {
 	sink := newSink()
-	l, err := New(testConfig(t, sink, map[string]int{"code.exec": 1}))
+	l, err := newTestNode(testConfig(t, sink, map[string]int{"code.exec": 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if err := l.Dispatch(ctx, []engine.TaskDispatch{task("echo", 1)}); !errors.Is(err, ErrNotRunning) {
-		t.Fatalf("dispatch before start: %v", err)
+	if errs := l.Dispatch(ctx, []engine.TaskDispatch{task("echo", 1)}); len(errs) != 1 || !errors.Is(errs[0], ErrNotRunning) {
+		t.Fatalf("dispatch before start: %v", errs)
 	}
 	if err := l.Stop(ctx); err != nil {
 		t.Fatalf("stop before start: %v", err)
 	}
-	l, err = New(testConfig(t, sink, map[string]int{"code.exec": 1}))
+	l, err = newTestNode(testConfig(t, sink, map[string]int{"code.exec": 1}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -547,7 +597,6 @@ func TestConfigValidation(t *testing.T) {
 		want string // "" = valid
 	}{
 		{"defaults", func(*Config) {}, ""},
-		{"no sink", func(c *Config) { c.Sink = nil }, "a Sink is required"},
 		{"pool too small", func(c *Config) { c.Capabilities = map[string]int{"code.exec": 0} }, `capability "code.exec": pool size 0 must be 1..1024 (--capability code.exec=SIZE)`},
 		{"pool too big", func(c *Config) { c.Capabilities = map[string]int{"code.exec": 1025} }, "pool size 1025 must be 1..1024"},
 		{"bad name", func(c *Config) { c.Capabilities = map[string]int{"Code_Exec": 1} }, `capability "Code_Exec": a name is lowercase`},
@@ -559,9 +608,9 @@ func TestConfigValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			cfg := Config{Sink: sink, Capabilities: map[string]int{"code.exec": 4, "ai.inference": 1}}
+			cfg := Config{Capabilities: map[string]int{"code.exec": 4, "ai.inference": 1}}
 			tc.edit(&cfg)
-			_, err := New(cfg)
+			_, err := newTestNode(nodeConfig{Config: cfg, sink: sink})
 			switch {
 			case tc.want == "" && err != nil:
 				t.Fatalf("unexpected error: %v", err)
@@ -573,5 +622,45 @@ func TestConfigValidation(t *testing.T) {
 	d := Config{}.WithDefaults()
 	if d.HeartbeatInterval != 5*time.Second || d.MissedHeartbeats != 3 || d.MaxOutputBytes != 1<<20 || d.Registry == nil || d.Clock == nil || d.Logger == nil || d.NodeName == "" {
 		t.Fatalf("defaults %+v", d)
+	}
+}
+
+// Once a newer leader has opened a session with a Waggler host, a deposed
+// one can neither start attempts nor cancel the new one's; nor can an
+// older term open a session at all.
+func TestTermFence(t *testing.T) {
+	host, err := NewWagglerHost(testConfig(t, newSink(), nil).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Stop(context.Background()) })
+	old, err := host.Open(2, nopUplink{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := old.SetRoles(map[string]uint64{"code.exec": 1}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := host.Open(3, nopUplink{}); err != nil {
+		t.Fatal(err)
+	}
+	d := Handoff{TaskDispatch: task("echo", "old"), Epoch: 1}
+	if errs := old.Dispatch([]Handoff{d}); len(errs) != 1 || !errors.Is(errs[0], engine.ErrStaleTerm) {
+		t.Fatalf("dispatch by the deposed leader: %v, want ErrStaleTerm", errs)
+	}
+	if err := old.Cancel([]engine.AttemptKey{d.AttemptKey}); !errors.Is(err, engine.ErrStaleTerm) {
+		t.Fatalf("cancel by the deposed leader: %v, want ErrStaleTerm", err)
+	}
+	if err := old.SetRoles(nil); !errors.Is(err, engine.ErrStaleTerm) {
+		t.Fatalf("roles set by the deposed leader: %v, want ErrStaleTerm", err)
+	}
+	if _, err := host.Open(1, nopUplink{}); !errors.Is(err, engine.ErrStaleTerm) {
+		t.Fatalf("a session of an older term: %v, want ErrStaleTerm", err)
+	}
+	if st := host.Waggler("code.exec").Status(); st.Queued != 0 {
+		t.Fatalf("the deposed leader's attempt was queued: %+v", st)
 	}
 }

@@ -21,80 +21,6 @@ func TestMain(m *testing.M) {
 // waitTimeout bounds every wait on a signal in these tests.
 const waitTimeout = 10 * time.Second
 
-// fakeClock is a Clock whose time moves only when a test advances it; due
-// timers fire in order, synchronously, in the goroutine that advances.
-type fakeClock struct {
-	mu     sync.Mutex
-	now    time.Time
-	seq    int
-	timers []*fakeTimer
-}
-
-type fakeTimer struct {
-	c   *fakeClock
-	at  time.Time
-	seq int
-	f   func()
-}
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) AfterFunc(d time.Duration, f func()) Timer {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.seq++
-	t := &fakeTimer{c: c, at: c.now.Add(d), seq: c.seq, f: f}
-	c.timers = append(c.timers, t)
-	return t
-}
-
-func (t *fakeTimer) Stop() bool {
-	t.c.mu.Lock()
-	defer t.c.mu.Unlock()
-	i := slices.Index(t.c.timers, t)
-	if i < 0 {
-		return false
-	}
-	t.c.timers = slices.Delete(t.c.timers, i, i+1)
-	return true
-}
-
-// Advance moves time forward by d, firing every timer due on the way
-// (including timers those set), each at its own time.
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	target := c.now.Add(d)
-	c.mu.Unlock()
-	for {
-		c.mu.Lock()
-		var next *fakeTimer
-		for _, t := range c.timers {
-			if !t.at.After(target) && (next == nil || t.at.Before(next.at) || (t.at.Equal(next.at) && t.seq < next.seq)) {
-				next = t
-			}
-		}
-		if next == nil {
-			c.now = target
-			c.mu.Unlock()
-			return
-		}
-		c.timers = slices.DeleteFunc(c.timers, func(t *fakeTimer) bool { return t == next })
-		if next.at.After(c.now) {
-			c.now = next.at
-		}
-		c.mu.Unlock()
-		next.f()
-	}
-}
-
 // recordingSink records what the Waggler layer reports and signals each
 // report on a channel.
 type recordingSink struct {
@@ -112,6 +38,9 @@ func (s *recordingSink) TaskResult(_ context.Context, r engine.TaskResult) {
 	s.mu.Unlock()
 	s.signal()
 }
+
+// TaskStarted records nothing: the tests read starts off the workers.
+func (s *recordingSink) TaskStarted(Started) {}
 
 func (s *recordingSink) TaskProgress(_ context.Context, p engine.TaskProgress) {
 	s.mu.Lock()
@@ -195,21 +124,105 @@ func task(action string, input any) engine.TaskDispatch {
 }
 
 // testConfig is a config with test timings (real clock unless set).
-func testConfig(t *testing.T, sink engine.ResultSink, caps map[string]int) Config {
-	return Config{
+func testConfig(t *testing.T, sink engine.ResultSink, caps map[string]int) nodeConfig {
+	return nodeConfig{Config: Config{
 		NodeName:          "n1",
 		Capabilities:      caps,
-		Sink:              sink,
 		Logger:            zaptest.NewLogger(t),
 		HeartbeatInterval: 50 * time.Millisecond,
 		CancelGrace:       200 * time.Millisecond,
-	}
+	}, sink: sink}
 }
 
-// startLocal builds and starts a Local that the test stops.
-func startLocal(t *testing.T, cfg Config) *Local {
+// nodeConfig is a Config and the engine's sink, for a testNode.
+type nodeConfig struct {
+	Config
+	sink engine.ResultSink
+}
+
+// testNode is a node's Waggler layer in one process, wired as package node
+// wires a node of its own: the worker host, the Waggler host holding the
+// role of every capability served here (epoch 1), and a Router of term 1
+// in front, reporting to the test's sink.
+type testNode struct {
+	workers *WorkerHost
+	host    *WagglerHost
+	dir     *StaticDirectory
+	router  *Router
+}
+
+func newTestNode(cfg nodeConfig) (*testNode, error) {
+	workers, err := NewWorkerHost(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	host, err := NewWagglerHost(cfg.Config)
+	if err != nil {
+		return nil, err
+	}
+	full := cfg.WithDefaults()
+	dir := NewStaticDirectory(full.NodeName, host)
+	for c := range cfg.Capabilities {
+		dir.Assign(c, 1)
+	}
+	router, err := NewRouter(RouterConfig{Term: 1, Sink: cfg.sink, Directory: dir, Logger: full.Logger, Clock: full.Clock, NodeName: full.NodeName})
+	if err != nil {
+		return nil, err
+	}
+	FollowLocal(workers, host)
+	return &testNode{workers: workers, host: host, dir: dir, router: router}, nil
+}
+
+func (l *testNode) Start(ctx context.Context) error {
+	if err := l.workers.Start(ctx); err != nil {
+		return err
+	}
+	if err := l.host.Start(ctx); err != nil {
+		return err
+	}
+	if err := l.router.Start(ctx); err != nil {
+		return err
+	}
+	FollowLocal(l.workers, l.host) // the pools run now: attach them
+	return nil
+}
+
+func (l *testNode) Stop(ctx context.Context) error {
+	err := l.router.Stop(ctx)
+	if herr := l.host.Stop(ctx); err == nil {
+		err = herr
+	}
+	if werr := l.workers.Stop(ctx); err == nil {
+		err = werr
+	}
+	return err
+}
+
+// Dispatch dispatches through the Router, under term 1 unless the tasks
+// say otherwise.
+func (l *testNode) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
+	for i := range tasks {
+		if tasks[i].Term == 0 {
+			tasks[i].Term = 1
+		}
+	}
+	return l.router.Dispatch(ctx, tasks)
+}
+
+func (l *testNode) Cancel(ctx context.Context, term uint64, keys []engine.AttemptKey) error {
+	return l.router.Cancel(ctx, term, keys)
+}
+
+// Wagglers returns the status of every Waggler on the node.
+func (l *testNode) Wagglers() []WagglerStatus { return l.host.Status() }
+
+// Waggler returns the Waggler of capability, or nil.
+func (l *testNode) Waggler(capability string) *Waggler { return l.host.Waggler(capability) }
+
+// startLocal builds and starts a testNode that the test stops.
+func startLocal(t *testing.T, cfg nodeConfig) *testNode {
 	t.Helper()
-	l, err := New(cfg)
+	l, err := newTestNode(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

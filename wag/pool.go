@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"runtime/debug"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -15,13 +16,29 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
-// reporter is where a pool's workers report: the Waggler of their
-// capability (in-process here; across a gRPC stream with the mesh).
-type reporter interface {
-	Heartbeat(hb Heartbeat)
-	Report(r Report)
+// Target is the Waggler a pool works for, as the pool sees it: a *Waggler
+// on this node, or the Waggler of another node behind the work stream. The
+// pool registers its slots (with what they run, for a successor to adopt)
+// and sends it heartbeats and reports.
+type Target interface {
+	// Register adds the pool's slots as workers and adopts what they run.
+	Register(workers []Worker, running []Running)
+	// Heartbeats takes the heartbeats of one interval, one per running
+	// attempt; an empty batch says the node is alive.
+	Heartbeats(hbs []Heartbeat)
+	// Report delivers a final report; false means the Waggler is gone and
+	// the pool keeps the report for the next one.
+	Report(r Report) bool
+	// Release is called when the pool leaves this Waggler for another: it
+	// returns the reports it took but could not deliver, for the pool to
+	// send to the next.
+	Release() []Report
+	// Leave says the workers are gone for good (their pool was removed):
+	// what they ran fails over now rather than after the heartbeat ladder.
+	Leave(workerIDs []string)
 }
 
 // errStopping is the cancel cause of attempts running when the node stops.
@@ -41,12 +58,11 @@ type pool struct {
 	capability string
 	node       string
 	registry   *Registry
-	clock      Clock
+	clock      clock.Clock
 	interval   time.Duration
 	grace      time.Duration
 	maxOutput  int
 	rt         *runtimeEnv
-	rep        reporter
 	log        *zap.Logger
 
 	base     context.Context // parent of every attempt; cancelled on stop
@@ -56,16 +72,20 @@ type pool struct {
 	stopBeat func()
 	wg       sync.WaitGroup // worker goroutines, abandoned ones included
 
-	mu       sync.Mutex
-	started  bool
-	stopping bool
-	slots    []*slot
+	mu        sync.Mutex
+	started   bool
+	stopping  bool
+	slots     []*slot
+	target    Target   // the Waggler reports go to; nil while there is none
+	targetKey string   // the TargetSource it came from
+	unsent    []Report // reports no Waggler took yet, oldest first
 }
 
 // slot is one worker of a pool.
 type slot struct {
 	p           *pool
 	id          string
+	num         int             // 1-based, the N of id
 	incarnation int             // bumped when the goroutine is abandoned
 	assign      chan Assignment // of the current incarnation
 	cur         *run
@@ -84,8 +104,8 @@ type run struct {
 
 	// guarded by pool.mu
 	seq       uint64
-	timeout   Timer
-	grace     Timer
+	timeout   clock.Timer
+	grace     clock.Timer
 	stopped   bool // cancellation requested (by Cancel, timeout or stop)
 	cancelled bool // by the Waggler: heartbeats about it would be stale
 	timedOut  bool
@@ -98,7 +118,16 @@ type run struct {
 	lastAt    time.Time
 }
 
-func newPool(cfg Config, capability string, size int, rt *runtimeEnv, rep reporter, log *zap.Logger) *pool {
+// slotPrefix names the slots of an external pool apart from the node's
+// own: "node/capability/name-1".
+func slotPrefix(cfg Config) string {
+	if cfg.poolName == "" {
+		return ""
+	}
+	return cfg.poolName + "-"
+}
+
+func newPool(cfg Config, capability string, size int, rt *runtimeEnv, log *zap.Logger) *pool {
 	p := &pool{
 		capability: capability,
 		node:       cfg.NodeName,
@@ -108,7 +137,6 @@ func newPool(cfg Config, capability string, size int, rt *runtimeEnv, rep report
 		grace:      cfg.CancelGrace,
 		maxOutput:  cfg.MaxOutputBytes,
 		rt:         rt,
-		rep:        rep,
 		log:        log.With(zap.String("capability", capability)),
 		quit:       make(chan struct{}),
 	}
@@ -116,7 +144,8 @@ func newPool(cfg Config, capability string, size int, rt *runtimeEnv, rep report
 	for i := range size {
 		p.slots = append(p.slots, &slot{
 			p:      p,
-			id:     cfg.NodeName + "/" + capability + "/" + strconv.Itoa(i+1),
+			id:     cfg.NodeName + "/" + capability + "/" + slotPrefix(cfg) + strconv.Itoa(i+1),
+			num:    i + 1,
 			assign: make(chan Assignment, 1),
 		})
 	}
@@ -124,6 +153,22 @@ func newPool(cfg Config, capability string, size int, rt *runtimeEnv, rep report
 }
 
 // workers returns the Waggler's handles on the slots.
+// leave tells the pool's Waggler that its slots are gone for good and
+// detaches from it; called after stop, when nothing runs any more.
+func (p *pool) leave() {
+	p.mu.Lock()
+	t := p.target
+	p.mu.Unlock()
+	if t != nil {
+		ids := make([]string, len(p.slots))
+		for i, s := range p.slots {
+			ids[i] = s.id
+		}
+		t.Leave(ids)
+	}
+	p.attach(nil)
+}
+
 func (p *pool) workers() []Worker {
 	out := make([]Worker, len(p.slots))
 	for i, s := range p.slots {
@@ -182,7 +227,7 @@ func (w localWorker) Run(a Assignment) {
 	case ch <- a:
 	default: // the Waggler gives a slot one assignment at a time
 		now := p.clock.Now()
-		p.rep.Report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: w.s.id,
+		p.report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: w.s.id,
 			Error: "worker " + w.s.id + " is busy (internal error: assigned twice)", StartedAt: now, FinishedAt: now})
 	}
 }
@@ -211,6 +256,10 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		Index:          a.Index,
 		Capability:     a.Capability,
 		Action:         a.Action,
+		Workflow:       a.Workflow,
+		Worker:         s.id,
+		Slot:           s.num,
+		Timeout:        a.Timeout,
 		Input:          a.Input,
 		Progress:       func(pr Progress) { r.progress.Store(&pr) },
 		Logger:         p.log.With(attemptFields(a.AttemptKey, zap.String("worker", s.id))...),
@@ -228,7 +277,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		s.cancelGen = 0
 		p.mu.Unlock()
 		now := p.clock.Now()
-		p.rep.Report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, Error: errCancelled.Error(), StartedAt: now, FinishedAt: now})
+		p.report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, Error: errCancelled.Error(), StartedAt: now, FinishedAt: now})
 		return true
 	}
 	s.cur = r
@@ -276,7 +325,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	} else {
 		rep.OK, rep.Output = true, v
 	}
-	p.rep.Report(rep)
+	p.report(rep)
 	return true
 }
 
@@ -296,16 +345,22 @@ func (p *pool) invoke(ctx context.Context, call *Call) (out any, err error) {
 
 // checkOutput normalizes an action's output and enforces MaxOutputBytes.
 func (p *pool) checkOutput(out any) (any, error) {
-	v, err := value.Normalize(out)
+	// Both steps are bounded by the limit: an output that repeats one
+	// large value by reference is cheap to return and must not become
+	// expensive to check.
+	tooLarge := fmt.Errorf("output is more than %d bytes of JSON (MaxOutputBytes, the node's output-bytes limit): return a reference (a path or URL) to large data instead", p.maxOutput)
+	v, err := value.NormalizeLimit(out, p.maxOutput)
+	if errors.Is(err, value.ErrTooLarge) {
+		return nil, tooLarge
+	}
 	if err != nil {
 		return nil, fmt.Errorf("the action's output is not a JSON-like value: %w", err)
 	}
-	data, err := value.Encode(v)
-	if err != nil {
+	if _, err := value.EncodeLimit(v, p.maxOutput); err != nil {
+		if errors.Is(err, value.ErrTooLarge) {
+			return nil, tooLarge
+		}
 		return nil, fmt.Errorf("the action's output cannot be encoded: %w", err)
-	}
-	if len(data) > p.maxOutput {
-		return nil, fmt.Errorf("output is %d bytes of JSON, over the %d-byte limit (MaxOutputBytes): return a reference (a path or URL) to large data instead", len(data), p.maxOutput)
 	}
 	return v, nil
 }
@@ -348,7 +403,7 @@ func (p *pool) abandon(r *run) {
 	}
 	msg := fmt.Sprintf("attempt %s, and the action did not return within %v: it was abandoned (its result, if any, will be discarded)", why, p.grace)
 	r.call.Logger.Warn("action ignored cancellation: abandoned", zap.Duration("grace", p.grace))
-	p.rep.Report(Report{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: s.id, Error: msg, StartedAt: r.started, FinishedAt: p.clock.Now()})
+	p.report(Report{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: s.id, Error: msg, StartedAt: r.started, FinishedAt: p.clock.Now()})
 }
 
 // beat sends a heartbeat for every running attempt. Heartbeats say the
@@ -365,15 +420,111 @@ func (p *pool) beat() {
 			seqs = append(seqs, r.seq)
 		}
 	}
+	t := p.target
 	p.mu.Unlock()
+	if t == nil {
+		return // no Waggler to hear them: the next one adopts the runs
+	}
 	now := p.clock.Now()
+	hbs := make([]Heartbeat, len(runs))
 	for i, r := range runs {
 		hb := Heartbeat{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: r.slot.id, Seq: seqs[i], SentAt: now}
 		if pr := r.progress.Load(); pr != nil {
 			hb.Progress = *pr
 		}
 		hb.CPUPercent, hb.MemBytes = r.sample(now)
-		p.rep.Heartbeat(hb)
+		hbs[i] = hb
+	}
+	t.Heartbeats(hbs)
+}
+
+// attachTo makes src's Waggler the pool's, unless it is already.
+func (p *pool) attachTo(src TargetSource) {
+	p.mu.Lock()
+	same := p.target != nil && p.targetKey == src.Key
+	p.mu.Unlock()
+	if same {
+		return
+	}
+	t := src.New(p.running)
+	p.mu.Lock()
+	p.targetKey = src.Key
+	p.mu.Unlock()
+	p.attach(t)
+}
+
+// running lists what the slots run.
+func (p *pool) running() []Running {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.runningLocked()
+}
+
+// runningLocked lists what the slots run (not what was cancelled); p.mu
+// held.
+func (p *pool) runningLocked() []Running {
+	var out []Running
+	for _, s := range p.slots {
+		if r := s.cur; r != nil && !r.cancelled {
+			out = append(out, Running{Assignment: r.a, WorkerID: s.id, StartedAt: r.started})
+		}
+	}
+	return out
+}
+
+// report delivers a final report to the pool's Waggler, or keeps it for
+// the next one when there is none (or it has gone).
+func (p *pool) report(r Report) {
+	p.mu.Lock()
+	t := p.target
+	if t == nil || len(p.unsent) > 0 {
+		p.unsent = append(p.unsent, r) // keep the order
+		p.mu.Unlock()
+		return
+	}
+	p.mu.Unlock()
+	if !t.Report(r) {
+		p.mu.Lock()
+		p.unsent = append(p.unsent, r)
+		p.mu.Unlock()
+	}
+}
+
+// attach makes t the pool's Waggler: it registers the slots with what they
+// run (so a successor adopts them), then gets the reports kept while the
+// pool had none. nil detaches.
+func (p *pool) attach(t Target) {
+	p.mu.Lock()
+	old := p.target
+	p.target = t
+	if t == nil {
+		p.targetKey = ""
+	}
+	p.mu.Unlock()
+	if old != nil && old != t {
+		if kept := old.Release(); len(kept) > 0 {
+			p.mu.Lock()
+			p.unsent = append(kept, p.unsent...)
+			p.mu.Unlock()
+		}
+	}
+	p.mu.Lock()
+	if t == nil || p.stopping {
+		p.mu.Unlock()
+		return
+	}
+	running := p.runningLocked()
+	unsent := p.unsent
+	p.unsent = nil
+	p.mu.Unlock()
+	t.Register(p.workers(), running)
+	for i, r := range unsent {
+		if !t.Report(r) {
+			p.mu.Lock()
+			p.unsent = append(slices.Clone(unsent[i:]), p.unsent...)
+			p.mu.Unlock()
+			return
+		}
 	}
 }
 
@@ -440,7 +591,7 @@ func (p *pool) stop(ctx context.Context) error {
 	}
 }
 
-func stopTimer(t Timer) {
+func stopTimer(t clock.Timer) {
 	if t != nil {
 		t.Stop()
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // Handler runs one action for one attempt. It must honour ctx: when ctx is
@@ -30,6 +31,15 @@ type Call struct {
 	Index      int32 // spread index, -1 for a plain task
 	Capability string
 	Action     string
+	// Workflow names the workflow of the attempt.
+	Workflow string
+	// Worker is the id of the slot running the call
+	// ("node/capability/N"), and Slot its number N within its pool.
+	Worker string
+	Slot   int
+	// Timeout bounds the attempt (0: none); the pool cancels the call's
+	// context when it runs out.
+	Timeout time.Duration
 	// Input is the task's evaluated `with`, a canonical value. Read-only: it
 	// may share structure with other tasks' data.
 	Input any
@@ -81,12 +91,15 @@ func (c *Call) progress(p Progress) {
 
 // runtimeEnv is what the built-in actions share on one node.
 type runtimeEnv struct {
-	clock      Clock
+	clock      clock.Clock
 	httpClient *http.Client
 	killGrace  time.Duration // exec: SIGTERM → SIGKILL
+	// cgroupParent names the cgroup v2 directory exec attempts get
+	// sub-cgroups of ("" for none); nil detects a delegated one (Linux).
+	cgroupParent func() string
 }
 
-var defaultRuntime = &runtimeEnv{clock: RealClock(), httpClient: newHTTPClient(), killGrace: defaultKillGrace}
+var defaultRuntime = &runtimeEnv{clock: clock.System(), httpClient: newHTTPClient(), killGrace: defaultKillGrace}
 
 // Registry maps action names to handlers. It is safe for concurrent use;
 // register handlers before the node starts.

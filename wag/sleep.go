@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // sleepSteps is how many progress steps the sleep action reports.
@@ -46,12 +47,12 @@ func sleepAction(ctx context.Context, call *Call) (any, error) {
 }
 
 // sleepCtx waits d on the clock, or until ctx is done.
-func sleepCtx(ctx context.Context, clock Clock, d time.Duration) error {
+func sleepCtx(ctx context.Context, clk clock.Clock, d time.Duration) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
 	ch := make(chan struct{})
-	t := clock.AfterFunc(d, func() { close(ch) })
+	t := clk.AfterFunc(d, func() { close(ch) })
 	select {
 	case <-ch:
 		return nil

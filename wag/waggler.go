@@ -5,12 +5,15 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // WagglerState is the state of a Waggler (DESIGN §6):
@@ -49,9 +52,9 @@ func (s WagglerState) String() string {
 	return fmt.Sprintf("WagglerState(%d)", uint8(s))
 }
 
-// Worker is a Waggler's handle on one worker slot: a goroutine of a local
-// pool today, a slot of a remote worker behind a gRPC stream with the mesh.
-// A worker reports back through the Waggler's Heartbeat and Report. Its
+// Worker is a Waggler's handle on one worker slot: a goroutine of a pool on
+// this node, or a slot of another node's pool behind its work stream. A
+// worker reports back through the Waggler's Heartbeat and Report. Its
 // methods must not block.
 type Worker interface {
 	// ID names the worker uniquely within its Waggler, e.g.
@@ -65,17 +68,60 @@ type Worker interface {
 }
 
 // Assignment is one attempt given to one worker. Generation is the
-// Waggler's own counter: a failover re-runs the same attempt (same
-// AttemptKey, same input) under a new generation, and anything a worker
-// sends about an older generation is discarded.
+// Waggler's own counter, prefixed with its epoch (epoch<<32 | n), so that
+// the generations of successive Wagglers of a capability never collide: a
+// failover re-runs the same attempt (same AttemptKey, same input) under a
+// new generation, and anything a worker sends about another generation is
+// discarded.
 type Assignment struct {
 	engine.TaskDispatch
 	Generation uint64
 }
 
+// Running is an assignment a worker reports it is running when it
+// registers with a Waggler — typically a successor, which adopts it instead
+// of running it again.
+type Running struct {
+	Assignment
+	WorkerID  string
+	StartedAt time.Time
+}
+
+// Started says which worker runs an attempt, under which generation. The
+// leader's Router keeps it, so that a successor Waggler can be told whose
+// heartbeats to wait for, and it is the node and worker of the attempt's
+// history.
+type Started struct {
+	Key        engine.AttemptKey
+	Capability string
+	Epoch      uint64
+	WorkerID   string
+	Generation uint64
+	At         time.Time
+}
+
+// Node is the node of the worker (worker ids are node/capability/slot).
+func (s Started) Node() string { return workerNode(s.WorkerID) }
+
+// workerNode is the node part of a worker id.
+func workerNode(workerID string) string {
+	if i := strings.IndexByte(workerID, '/'); i >= 0 {
+		return workerID[:i]
+	}
+	return workerID
+}
+
+// uplink is where a Waggler reports: its host, which forwards to the
+// engine leader.
+type uplink interface {
+	engine.ResultSink
+	TaskStarted(s Started)
+}
+
 // WagglerStatus is a snapshot of a Waggler, for observation.
 type WagglerStatus struct {
 	Capability     string
+	Epoch          uint64
 	State          WagglerState
 	Queued         int    // attempts waiting for a worker
 	Running        int    // attempts assigned to a worker
@@ -92,7 +138,10 @@ var (
 	ErrNotRunning = errors.New("wag: not running")
 )
 
-// wagWorker is the Waggler's book-keeping for one worker.
+// wagWorker is the Waggler's book-keeping for one worker. w is nil while
+// the Waggler knows of the worker only from the attempt it runs (inherited
+// from a predecessor) or after its stream went away: such a worker gets no
+// new work until it registers.
 type wagWorker struct {
 	w        Worker
 	id       string
@@ -102,7 +151,9 @@ type wagWorker struct {
 	reserved *entry // attempt it stands by for as a pre-selected backup
 }
 
-func (ww *wagWorker) available() bool { return !ww.dead && ww.busyGen == 0 && ww.reserved == nil }
+func (ww *wagWorker) available() bool {
+	return ww.w != nil && !ww.dead && ww.busyGen == 0 && ww.reserved == nil
+}
 
 // entry is one attempt held by the Waggler, queued or running.
 type entry struct {
@@ -117,6 +168,7 @@ type entry struct {
 // effects are calls a Waggler makes after releasing its lock, so that
 // neither the sink nor a worker is ever called with the lock held.
 type effects struct {
+	started  []Started
 	runs     []runEffect
 	cancels  []cancelEffect
 	results  []engine.TaskResult
@@ -144,12 +196,18 @@ type cancelEffect struct {
 // All methods are safe for concurrent use.
 type Waggler struct {
 	capability string
+	epoch      uint64
 	name       string
-	sink       engine.ResultSink
-	clock      Clock
+	sink       uplink
+	clock      clock.Clock
 	log        *zap.Logger
 	interval   time.Duration
 	queueSize  int
+	grace      time.Duration // InheritGrace
+	// nodeDead, when set, tells whether memberlist declared a node failed
+	// (the host's view): an inherited attempt whose worker ran there is
+	// queued at once.
+	nodeDead func(node string) bool
 
 	cb       callbacks
 	stopTick func()
@@ -171,18 +229,135 @@ type Waggler struct {
 	nextGen   uint64
 	failovers uint64
 	stale     uint64 // reports discarded as stale
+	// cancelled remembers, for rememberResults, attempts cancelled while
+	// this Waggler did not hold them, so that a worker registering one
+	// later is told to stop it rather than having it adopted.
+	cancelled tombstones
+	// done remembers the results this Waggler reported, for
+	// rememberResults: a dispatch of an attempt it finished — a new leader
+	// dispatching again what its predecessor had in flight, before the
+	// result reached it — is answered with the result again instead of
+	// running the attempt twice.
+	done doneResults
 }
 
-func newWaggler(cfg Config, capability string, log *zap.Logger) *Waggler {
+// How long, and within what budget, a Waggler remembers its results.
+const (
+	rememberResults      = 2 * time.Minute
+	rememberResultsBytes = 64 << 20
+)
+
+// doneResults is a FIFO of finished attempts' results, bounded in age and
+// bytes.
+type doneResults struct {
+	byKey map[engine.AttemptKey]*doneResult
+	fifo  []*doneResult
+	head  int
+	bytes int
+}
+
+type doneResult struct {
+	r    engine.TaskResult
+	at   time.Time
+	size int
+}
+
+func (d *doneResults) add(r engine.TaskResult, now time.Time) {
+	if d.byKey == nil {
+		d.byKey = map[engine.AttemptKey]*doneResult{}
+	}
+	if _, ok := d.byKey[r.AttemptKey]; ok {
+		return
+	}
+	size := 256 + len(r.Error) + value.Size(r.Output, rememberResultsBytes)
+	dr := &doneResult{r: r, at: now, size: size}
+	d.byKey[r.AttemptKey] = dr
+	d.fifo = append(d.fifo, dr)
+	d.bytes += size
+	d.prune(now)
+}
+
+// prune forgets results older than rememberResults or past the budget.
+func (d *doneResults) prune(now time.Time) {
+	for d.head < len(d.fifo) {
+		dr := d.fifo[d.head]
+		if now.Sub(dr.at) < rememberResults && d.bytes <= rememberResultsBytes {
+			break
+		}
+		d.fifo[d.head] = nil
+		d.head++
+		d.bytes -= dr.size
+		delete(d.byKey, dr.r.AttemptKey)
+	}
+	if d.head > 1024 && d.head*2 > len(d.fifo) {
+		d.fifo = append([]*doneResult(nil), d.fifo[d.head:]...)
+		d.head = 0
+	}
+}
+
+// tombstones is a FIFO of attempt keys, bounded in age and count.
+type tombstones struct {
+	at   map[engine.AttemptKey]time.Time
+	fifo []engine.AttemptKey
+	head int
+}
+
+// maxTombstones bounds the cancelled attempts a Waggler remembers.
+const maxTombstones = 100_000
+
+func (t *tombstones) add(key engine.AttemptKey, now time.Time) {
+	if t.at == nil {
+		t.at = map[engine.AttemptKey]time.Time{}
+	}
+	if _, ok := t.at[key]; ok {
+		return
+	}
+	t.at[key] = now
+	t.fifo = append(t.fifo, key)
+	t.prune(now)
+}
+
+func (t *tombstones) has(key engine.AttemptKey) bool {
+	_, ok := t.at[key]
+	return ok
+}
+
+func (t *tombstones) prune(now time.Time) {
+	for t.head < len(t.fifo) {
+		key := t.fifo[t.head]
+		if now.Sub(t.at[key]) < rememberResults && len(t.at) <= maxTombstones {
+			break
+		}
+		delete(t.at, key)
+		t.head++
+	}
+	if t.head > 1024 && t.head*2 > len(t.fifo) {
+		t.fifo = append([]engine.AttemptKey(nil), t.fifo[t.head:]...)
+		t.head = 0
+	}
+}
+
+func (d *doneResults) get(key engine.AttemptKey) (engine.TaskResult, bool) {
+	dr, ok := d.byKey[key]
+	if !ok {
+		return engine.TaskResult{}, false
+	}
+	return dr.r, true
+}
+
+func newWaggler(cfg Config, capability string, epoch uint64, sink uplink, log *zap.Logger) *Waggler {
 	name := cfg.NodeName + "/" + capability
 	return &Waggler{
 		capability: capability,
+		epoch:      epoch,
+		nextGen:    epoch << 32,
 		name:       name,
-		sink:       cfg.Sink,
+		sink:       sink,
 		clock:      cfg.Clock,
-		log:        log.With(zap.String("capability", capability), zap.String("waggler", name)),
+		log:        log.With(zap.String("capability", capability), zap.String("waggler", name), zap.Uint64("epoch", epoch)),
 		interval:   cfg.HeartbeatInterval,
 		queueSize:  cfg.QueueSize,
+		grace:      cfg.InheritGrace,
 		mon:        newMonitor(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
 		byKey:      make(map[engine.AttemptKey]*entry),
 		workers:    make(map[string]*wagWorker),
@@ -191,6 +366,9 @@ func newWaggler(cfg Config, capability string, log *zap.Logger) *Waggler {
 
 // Capability is the capability this Waggler coordinates.
 func (w *Waggler) Capability() string { return w.capability }
+
+// Epoch is the epoch of this Waggler's assignment.
+func (w *Waggler) Epoch() uint64 { return w.epoch }
 
 // start arms the ladder: the monitor ticks every half interval.
 func (w *Waggler) start() {
@@ -236,6 +414,7 @@ func (w *Waggler) Status() WagglerStatus {
 	}
 	return WagglerStatus{
 		Capability:     w.capability,
+		Epoch:          w.epoch,
 		State:          w.state,
 		Queued:         w.queued,
 		Running:        w.running,
@@ -251,24 +430,37 @@ func (w *Waggler) Status() WagglerStatus {
 func (w *Waggler) AddWorker(wk Worker) error {
 	var fx effects
 	w.mu.Lock()
-	id := wk.ID()
-	if ww, ok := w.workers[id]; ok {
-		if !ww.dead {
-			w.mu.Unlock()
-			return fmt.Errorf("wag: waggler %s already has worker %q", w.name, id)
-		}
-		ww.w, ww.dead, ww.busyGen, ww.entry = wk, false, 0, nil
-		w.log.Info("worker is back", zap.String("worker", id))
-		w.free(ww)
-	} else {
-		ww := &wagWorker{w: wk, id: id}
-		w.workers[id] = ww
-		w.idle = append(w.idle, ww)
+	err := w.addWorkerLocked(wk)
+	if err == nil {
+		w.pump(&fx)
+		w.settle()
 	}
-	w.pump(&fx)
-	w.settle()
 	w.mu.Unlock()
 	w.apply(fx)
+	return err
+}
+
+// addWorkerLocked adds or revives a worker; w.mu held.
+func (w *Waggler) addWorkerLocked(wk Worker) error {
+	id := wk.ID()
+	if ww, ok := w.workers[id]; ok {
+		switch {
+		case ww.w == nil && !ww.dead:
+			// Known from an attempt it runs, or its stream went away and
+			// came back: it keeps what it runs.
+			ww.w = wk
+		case !ww.dead:
+			return fmt.Errorf("wag: waggler %s already has worker %q", w.name, id)
+		default:
+			ww.w, ww.dead, ww.busyGen, ww.entry = wk, false, 0, nil
+			w.log.Info("worker is back", zap.String("worker", id))
+		}
+		w.free(ww)
+		return nil
+	}
+	ww := &wagWorker{w: wk, id: id}
+	w.workers[id] = ww
+	w.idle = append(w.idle, ww)
 	return nil
 }
 
@@ -299,6 +491,11 @@ func (w *Waggler) enqueue(tasks []engine.TaskDispatch) {
 		if _, dup := w.byKey[d.AttemptKey]; dup {
 			continue
 		}
+		if r, ok := w.done.get(d.AttemptKey); ok {
+			w.log.Info("dispatch of an attempt this waggler finished: its result is sent again, not run twice", attemptFields(d.AttemptKey)...)
+			fx.results = append(fx.results, r)
+			continue
+		}
 		e := &entry{d: d}
 		w.byKey[d.AttemptKey] = e
 		w.queue = append(w.queue, e)
@@ -314,6 +511,18 @@ func (w *Waggler) enqueue(tasks []engine.TaskDispatch) {
 	w.apply(fx)
 }
 
+// finished reports whether this Waggler reported a result for key lately.
+func (w *Waggler) finished(key engine.AttemptKey) bool {
+	_, ok := w.done.get(key)
+	return ok
+}
+
+// finish records a result to report: in fx, and in done.
+func (w *Waggler) finish(r engine.TaskResult, fx *effects) {
+	fx.results = append(fx.results, r)
+	w.done.add(r, w.clock.Now())
+}
+
 // cancel drops attempts: queued ones leave the queue, running ones are
 // cancelled on their worker and their results discarded. Unknown keys are
 // ignored.
@@ -321,9 +530,13 @@ func (w *Waggler) cancel(keys []engine.AttemptKey) {
 	var fx effects
 	w.mu.Lock()
 	changed := false
+	now := w.clock.Now()
 	for _, key := range keys {
 		e, ok := w.byKey[key]
 		if !ok {
+			// Not (yet) here: a worker of a predecessor may still run it
+			// and register it with this Waggler; it is stopped then.
+			w.cancelled.add(key, now)
 			continue
 		}
 		changed = true
@@ -395,34 +608,40 @@ func (w *Waggler) Heartbeat(hb Heartbeat) {
 
 // Report takes a worker's final report on an assignment: the worker is free
 // again, and the result goes to the sink unless the assignment is stale
-// (cancelled, or failed over to another generation).
-func (w *Waggler) Report(r Report) {
+// (cancelled, or failed over to another generation). It returns false only
+// when the Waggler is closed: the worker keeps the report for the next one.
+func (w *Waggler) Report(r Report) bool {
 	var fx effects
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
-		return
+		return false
 	}
 	ww := w.workers[r.WorkerID]
 	e := w.byKey[r.Key]
 	current := ww != nil && e != nil && e.worker == ww && e.gen == r.Generation
-	if current {
+	res := engine.TaskResult{
+		AttemptKey: r.Key, OK: r.OK, Output: r.Output, Error: r.Error,
+		WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+	}
+	switch {
+	case current:
 		w.setState(StateCollecting)
 		delete(w.byKey, r.Key)
 		w.mon.stop(r.Key, e.gen)
 		w.dropBackup(e)
 		e.worker = nil
 		w.running--
-		fx.results = append(fx.results, engine.TaskResult{
-			AttemptKey: r.Key,
-			OK:         r.OK,
-			Output:     r.Output,
-			Error:      r.Error,
-			WorkerID:   r.WorkerID,
-			StartedAt:  r.StartedAt,
-			FinishedAt: r.FinishedAt,
-		})
-	} else {
+		w.finish(res, &fx)
+	case e == nil && r.Generation>>32 < w.epoch && !w.cancelled.has(r.Key) && !w.finished(r.Key):
+		// An assignment of a predecessor Waggler that finished before the
+		// leader handed the attempt over (the pool kept the report while
+		// it had no Waggler): a completion of the attempt all the same.
+		// The engine records one result per attempt; remembering it
+		// answers the handoff when it comes.
+		w.log.Info("result of a predecessor's assignment taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
+		w.finish(res, &fx)
+	default:
 		w.stale++
 		w.log.Debug("stale result discarded", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
 	}
@@ -438,6 +657,7 @@ func (w *Waggler) Report(r Report) {
 	w.settle()
 	w.mu.Unlock()
 	w.apply(fx)
+	return true
 }
 
 // WorkerDead declares a worker dead at once (a memberlist dead event for
@@ -459,6 +679,21 @@ func (w *Waggler) WorkerDead(workerID string) {
 	w.apply(fx)
 }
 
+// workersOfNodeDead declares the workers of node dead (see WorkerDead).
+func (w *Waggler) workersOfNodeDead(node string) {
+	w.mu.Lock()
+	var ids []string
+	for id := range w.workers {
+		if workerNode(id) == node {
+			ids = append(ids, id)
+		}
+	}
+	w.mu.Unlock()
+	for _, id := range ids {
+		w.WorkerDead(id)
+	}
+}
+
 // tick runs the ladder and tells the engine about attempts that wait for a
 // capability no worker offers.
 func (w *Waggler) tick() {
@@ -469,6 +704,8 @@ func (w *Waggler) tick() {
 		return
 	}
 	now := w.clock.Now()
+	w.done.prune(now)
+	w.cancelled.prune(now)
 	for _, a := range w.mon.tick(now) {
 		w.alarm(a, &fx)
 	}
@@ -583,8 +820,202 @@ func (w *Waggler) assign(e *entry, ww *wagWorker, fx *effects) {
 	ww.busyGen = e.gen
 	ww.entry = e
 	w.running++
-	w.mon.start(e.d.AttemptKey, e.gen, ww.id, w.clock.Now())
+	now := w.clock.Now()
+	w.mon.start(e.d.AttemptKey, e.gen, ww.id, now)
 	fx.runs = append(fx.runs, runEffect{w: ww.w, a: Assignment{TaskDispatch: e.d, Generation: e.gen}})
+	fx.started = append(fx.started, w.startedOf(e, now))
+}
+
+func (w *Waggler) startedOf(e *entry, now time.Time) Started {
+	return Started{Key: e.d.AttemptKey, Capability: w.capability, Epoch: w.epoch, WorkerID: e.worker.id, Generation: e.gen, At: now}
+}
+
+// Heartbeats takes a pool's heartbeats of one interval (the Target side of
+// an in-process pool).
+func (w *Waggler) Heartbeats(hbs []Heartbeat) {
+	for _, hb := range hbs {
+		w.Heartbeat(hb)
+	}
+}
+
+// Release implements Target: an in-process Waggler takes reports at once,
+// so it keeps none.
+func (w *Waggler) Release() []Report { return nil }
+
+// Leave implements Target: the workers are declared dead at once (see
+// WorkerDead); registering one again revives it.
+func (w *Waggler) Leave(workerIDs []string) {
+	for _, id := range workerIDs {
+		w.WorkerDead(id)
+	}
+}
+
+// Register adds workers (a pool's slots) and adopts what they run: the
+// Target side of an in-process pool.
+//
+// Workers and what they run are taken in one step, so that no attempt is
+// handed meanwhile to a worker that turns out to be busy.
+func (w *Waggler) Register(workers []Worker, running []Running) {
+	var fx effects
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	for _, wk := range workers {
+		if err := w.addWorkerLocked(wk); err != nil {
+			w.log.Debug("worker registered twice", zap.String("worker", wk.ID()))
+		}
+	}
+	w.adoptLocked(running, &fx)
+	w.pump(&fx)
+	w.settle()
+	w.mu.Unlock()
+	w.apply(fx)
+}
+
+// Adopt takes over attempts a worker reports running (it registered with
+// this Waggler after its predecessor's loss): they are not run again. An
+// attempt this Waggler has queued is taken out of the queue; one it knows
+// runs elsewhere is left there, and the worker is told to cancel its copy.
+// Each adopted attempt is watched from now on, with a fresh deadline.
+func (w *Waggler) Adopt(running []Running) {
+	var fx effects
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.adoptLocked(running, &fx)
+	w.pump(&fx)
+	w.settle()
+	w.mu.Unlock()
+	w.apply(fx)
+}
+
+// adoptLocked is Adopt with w.mu held; the caller pumps.
+func (w *Waggler) adoptLocked(running []Running, fx *effects) {
+	now := w.clock.Now()
+	for _, r := range running {
+		ww := w.workers[r.WorkerID]
+		if ww == nil {
+			ww = &wagWorker{id: r.WorkerID}
+			w.workers[r.WorkerID] = ww
+		}
+		key := r.AttemptKey
+		if w.cancelled.has(key) || w.finished(key) {
+			// Cancelled (the cancel reached this Waggler before the
+			// worker did) or finished here already: the copy is stopped.
+			w.stopCopy(ww, key, r.Generation, fx)
+			continue
+		}
+		if e, ok := w.byKey[key]; ok {
+			switch {
+			case e.worker == ww && e.gen == r.Generation:
+				continue // inherited with its worker: already bound
+			case e.worker != nil:
+				w.stopCopy(ww, key, r.Generation, fx)
+				continue
+			default: // queued here: the worker's copy wins
+				e.cancelled = true
+				w.queued--
+			}
+		}
+		e := &entry{d: r.TaskDispatch, gen: r.Generation, worker: ww}
+		w.byKey[key] = e
+		w.removeIdle(ww)
+		ww.busyGen, ww.entry = r.Generation, e
+		w.running++
+		w.mon.start(key, r.Generation, ww.id, now)
+		fx.started = append(fx.started, w.startedOf(e, now))
+		w.log.Info("adopted a running attempt", attemptFields(key, zap.String("worker", ww.id), zap.Uint64("generation", r.Generation))...)
+	}
+}
+
+// stopCopy tells a worker to stop a copy of an attempt that is not its to
+// run, and counts it busy until it reports on that copy: no attempt is
+// handed to it meanwhile.
+func (w *Waggler) stopCopy(ww *wagWorker, key engine.AttemptKey, gen uint64, fx *effects) {
+	w.removeIdle(ww)
+	ww.busyGen, ww.entry = gen, nil
+	if ww.w != nil {
+		fx.cancels = append(fx.cancels, cancelEffect{w: ww.w, key: key, gen: gen})
+	}
+	w.log.Info("a worker runs a copy not its to run: stopped", attemptFields(key, zap.String("worker", ww.id), zap.Uint64("generation", gen))...)
+}
+
+// Inherit takes over attempts of a predecessor Waggler: those known to run
+// on a worker are bound to it and wait for its heartbeats — a fresh
+// deadline, InheritGrace from now, after which the ladder fails them over
+// if the worker stays silent — the others are queued. Attempts already
+// held are ignored.
+func (w *Waggler) Inherit(handoffs []Handoff) {
+	var fx effects
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	now := w.clock.Now()
+	queued := false
+	for _, h := range handoffs {
+		if _, dup := w.byKey[h.AttemptKey]; dup {
+			continue
+		}
+		if r, ok := w.done.get(h.AttemptKey); ok {
+			fx.results = append(fx.results, r) // finished here already
+			continue
+		}
+		e := &entry{d: h.TaskDispatch}
+		w.byKey[h.AttemptKey] = e
+		if h.WorkerID != "" && w.nodeDead != nil && w.nodeDead(workerNode(h.WorkerID)) {
+			w.log.Info("inherited attempt ran on a failed node: queued", append(attemptFields(h.AttemptKey), zap.String("worker", h.WorkerID))...)
+			h.WorkerID = ""
+		}
+		if h.WorkerID == "" {
+			w.queue = append(w.queue, e)
+			w.queued++
+			queued = true
+			continue
+		}
+		ww := w.workers[h.WorkerID]
+		if ww == nil {
+			ww = &wagWorker{id: h.WorkerID}
+			w.workers[h.WorkerID] = ww
+		}
+		w.removeIdle(ww)
+		e.gen, e.worker = h.Generation, ww
+		ww.busyGen, ww.entry = h.Generation, e
+		w.running++
+		// Judged as if last heard a grace from now: the worker has to
+		// learn of this Waggler and register first.
+		w.mon.start(h.AttemptKey, h.Generation, ww.id, now.Add(w.grace))
+	}
+	if queued {
+		w.setState(StateDispatching)
+	}
+	w.pump(&fx)
+	w.settle()
+	w.mu.Unlock()
+	w.apply(fx)
+}
+
+// Detach takes workers whose stream went away out of the pool of free
+// workers; what they run stays theirs, watched by the ladder, until they
+// register again (AddWorker) or are declared dead.
+func (w *Waggler) Detach(workerIDs []string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range workerIDs {
+		if ww := w.workers[id]; ww != nil {
+			ww.w = nil
+			w.removeIdle(ww)
+			if r := ww.reserved; r != nil {
+				r.backup = nil
+				ww.reserved = nil
+			}
+		}
+	}
 }
 
 // settle sets the resting state after a step.
@@ -681,10 +1112,15 @@ func (w *Waggler) pushFront(e *entry) {
 // apply makes the calls collected under the lock.
 func (w *Waggler) apply(fx effects) {
 	for _, c := range fx.cancels {
-		c.w.Cancel(c.key, c.gen)
+		if c.w != nil {
+			c.w.Cancel(c.key, c.gen)
+		}
 	}
 	for _, r := range fx.runs {
 		r.w.Run(r.a)
+	}
+	for _, s := range fx.started {
+		w.sink.TaskStarted(s)
 	}
 	ctx := context.Background()
 	for _, p := range fx.progress {

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock/clocktest"
 )
 
 // fakeWorker is a worker the test drives by hand: it records what the
@@ -65,7 +66,7 @@ func (f *fakeWorker) report(w *Waggler, a Assignment, output any) {
 // every 500ms, slack 250ms, dead after 3 missed) with a transition log.
 type wagglerHarness struct {
 	w    *Waggler
-	clk  *fakeClock
+	clk  *clocktest.Fake
 	sink *recordingSink
 
 	mu          sync.Mutex
@@ -73,9 +74,9 @@ type wagglerHarness struct {
 }
 
 func newHarness(t *testing.T, workers ...*fakeWorker) *wagglerHarness {
-	h := &wagglerHarness{clk: newFakeClock(), sink: newSink()}
-	cfg := Config{NodeName: "n1", Sink: h.sink, Clock: h.clk, HeartbeatInterval: time.Second, Logger: zaptest.NewLogger(t)}.WithDefaults()
-	h.w = newWaggler(cfg, "code.exec", cfg.Logger)
+	h := &wagglerHarness{clk: clocktest.New(), sink: newSink()}
+	cfg := Config{NodeName: "n1", Clock: h.clk, HeartbeatInterval: time.Second, Logger: zaptest.NewLogger(t)}.WithDefaults()
+	h.w = newWaggler(cfg, "code.exec", 1, h.sink, cfg.Logger)
 	h.w.onTransition = func(from, to WagglerState) {
 		h.mu.Lock()
 		defer h.mu.Unlock()
@@ -391,5 +392,116 @@ func TestWagglerWaitingNotice(t *testing.T) {
 	}
 	if a := w1.assigned(t); a.AttemptKey != ds[0].AttemptKey {
 		t.Fatalf("assignment %+v", a)
+	}
+}
+
+// An inherited attempt whose worker's node memberlist declared failed is
+// queued at once — dispatched to a live worker without waiting
+// InheritGrace for the dead one to register — while one whose worker's
+// node is alive waits for it.
+func TestWagglerInheritFromFailedNode(t *testing.T) {
+	live := newFakeWorker("live/code.exec/1")
+	h := newHarness(t, live)
+	h.w.nodeDead = func(node string) bool { return node == "gone" }
+	gone, other := task("echo", "gone"), task("echo", "other")
+	gone.AttemptKey, other.AttemptKey = testKey("gone"), testKey("other")
+	h.w.Inherit([]Handoff{
+		{TaskDispatch: other, WorkerID: "slow/code.exec/1", Generation: 7},
+		{TaskDispatch: gone, WorkerID: "gone/code.exec/1", Generation: 8},
+	})
+	if a := live.assigned(t); a.AttemptKey != gone.AttemptKey {
+		t.Fatalf("the live worker got %s, want the attempt of the failed node", a.ExecutionID)
+	}
+	live.idle(t)
+	if st := h.w.Status(); st.Queued != 0 || st.Running != 2 {
+		t.Fatalf("status %+v: want both attempts running (one waiting for its worker)", st)
+	}
+}
+
+// A dispatch of an attempt the Waggler finished (a new leader dispatching
+// again what was in flight) is answered with the result again; the
+// attempt does not run twice. The memory fades after rememberResults.
+func TestWagglerFinishedAttemptNotRunAgain(t *testing.T) {
+	w1 := newFakeWorker("w1")
+	h := newHarness(t, w1)
+	d := h.dispatch("a")[0]
+	a := w1.assigned(t)
+	w1.report(h.w, a, "out")
+	if got := len(h.sink.Results()); got != 1 {
+		t.Fatalf("%d results, want 1", got)
+	}
+	h.w.enqueue([]engine.TaskDispatch{d})
+	w1.idle(t)
+	rs := h.sink.Results()
+	if len(rs) != 2 || rs[1].AttemptKey != d.AttemptKey || rs[1].Output != "out" {
+		t.Fatalf("results %+v: want the first result sent again", rs)
+	}
+	h.clk.Advance(rememberResults + time.Second)
+	h.w.enqueue([]engine.TaskDispatch{d})
+	if b := w1.assigned(t); b.AttemptKey != d.AttemptKey {
+		t.Fatalf("after the memory faded the attempt must run: got %+v", b)
+	}
+}
+
+// A worker's report on a predecessor's assignment that reaches the
+// successor before the leader's handoff (the pool kept it while it had no
+// Waggler) is a completion: it goes to the engine, and the handoff that
+// follows is answered with it instead of waiting for heartbeats that will
+// never come. A report of this Waggler's own epoch for an attempt it does
+// not hold stays stale.
+func TestWagglerPredecessorReportBeforeHandoff(t *testing.T) {
+	w1 := newFakeWorker("w1")
+	h := newHarness(t, w1) // epoch 1: a predecessor's generations are < 1<<32
+	d := task("echo", "a")
+	d.AttemptKey = testKey("a")
+	h.w.Report(Report{Key: d.AttemptKey, Generation: 5, WorkerID: "w1", OK: true, Output: "early"})
+	if rs := h.sink.Results(); len(rs) != 1 || rs[0].Output != "early" {
+		t.Fatalf("results %+v, want the early report", rs)
+	}
+	h.w.Inherit([]Handoff{{TaskDispatch: d, WorkerID: "w1", Generation: 5}})
+	if rs := h.sink.Results(); len(rs) != 2 || rs[1].AttemptKey != d.AttemptKey {
+		t.Fatalf("results %+v, want the result sent again for the handoff", rs)
+	}
+	if st := h.w.Status(); st.Running != 0 || st.Queued != 0 {
+		t.Fatalf("status %+v: the finished attempt must not be held", st)
+	}
+	b := testKey("b")
+	h.w.Report(Report{Key: b, Generation: 1<<32 + 9, WorkerID: "w1", OK: true})
+	if rs := h.sink.Results(); len(rs) != 2 {
+		t.Fatalf("a report of this epoch for an unknown attempt was taken: %+v", rs)
+	}
+}
+
+// A worker registering with what it runs is never handed an attempt
+// meanwhile (the registration and the adoption are one step), and a copy
+// of an attempt cancelled before the worker registered is stopped, not
+// adopted; the worker takes work again once it reports on the copy.
+func TestWagglerRegisterBusyAndCancelledCopy(t *testing.T) {
+	h := newHarness(t)
+	queued := h.dispatch("queued")[0]
+	gone := task("echo", "gone")
+	gone.AttemptKey = testKey("gone")
+	h.w.cancel([]engine.AttemptKey{gone.AttemptKey}) // cancelled before its worker shows up
+
+	w1 := newFakeWorker("w1")
+	h.w.Register([]Worker{w1}, []Running{{Assignment: Assignment{TaskDispatch: gone, Generation: 5}, WorkerID: "w1"}})
+	w1.idle(t) // busy with the copy: not handed the queued attempt
+	select {
+	case c := <-w1.cancels:
+		if c.AttemptKey != gone.AttemptKey || c.Generation != 5 {
+			t.Fatalf("cancel %+v", c)
+		}
+	default:
+		t.Fatal("the worker was not told to stop the cancelled copy")
+	}
+	if st := h.w.Status(); st.Running != 0 || st.Queued != 1 {
+		t.Fatalf("status %+v: the cancelled copy must not be adopted", st)
+	}
+	h.w.Report(Report{Key: gone.AttemptKey, Generation: 5, WorkerID: "w1", Error: "cancelled"})
+	if a := w1.assigned(t); a.AttemptKey != queued.AttemptKey {
+		t.Fatalf("after reporting the copy the worker got %+v, want the queued attempt", a)
+	}
+	if rs := h.sink.Results(); len(rs) != 0 {
+		t.Fatalf("the stopped copy's report reached the engine: %+v", rs)
 	}
 }

@@ -1,0 +1,91 @@
+package remote
+
+import (
+	"google.golang.org/protobuf/proto"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// mergeInto appends next to into when both are batches of one kind whose
+// order within the stream does not change by merging (assignments,
+// cancels, reports, heartbeats, results, progress, starts), or keeps the
+// later of two acknowledgements. It reports whether it merged. Requests
+// that are answered by id (dispatches, cancels and roles on a Lead
+// stream) are never merged.
+func mergeInto(into, next proto.Message) bool {
+	switch a := into.(type) {
+	case *robonetv1.WorkResponse:
+		b, ok := next.(*robonetv1.WorkResponse)
+		if !ok {
+			return false
+		}
+		switch am := a.GetMsg().(type) {
+		case *robonetv1.WorkResponse_Assign:
+			if bm, ok := b.GetMsg().(*robonetv1.WorkResponse_Assign); ok {
+				am.Assign.Items = append(am.Assign.Items, bm.Assign.GetItems()...)
+				return true
+			}
+		case *robonetv1.WorkResponse_Cancel:
+			if bm, ok := b.GetMsg().(*robonetv1.WorkResponse_Cancel); ok {
+				am.Cancel.Items = append(am.Cancel.Items, bm.Cancel.GetItems()...)
+				return true
+			}
+		case *robonetv1.WorkResponse_Ack:
+			if bm, ok := b.GetMsg().(*robonetv1.WorkResponse_Ack); ok {
+				am.Ack.Seq = max(am.Ack.GetSeq(), bm.Ack.GetSeq())
+				return true
+			}
+		}
+	case *robonetv1.WorkRequest:
+		b, ok := next.(*robonetv1.WorkRequest)
+		if !ok {
+			return false
+		}
+		switch am := a.GetMsg().(type) {
+		case *robonetv1.WorkRequest_Reports:
+			if bm, ok := b.GetMsg().(*robonetv1.WorkRequest_Reports); ok {
+				am.Reports.Items = append(am.Reports.Items, bm.Reports.GetItems()...)
+				return true
+			}
+		case *robonetv1.WorkRequest_Heartbeats:
+			if bm, ok := b.GetMsg().(*robonetv1.WorkRequest_Heartbeats); ok {
+				am.Heartbeats.Items = append(am.Heartbeats.Items, bm.Heartbeats.GetItems()...)
+				return true
+			}
+		}
+	case *robonetv1.LeadResponse:
+		b, ok := next.(*robonetv1.LeadResponse)
+		if !ok {
+			return false
+		}
+		switch am := a.GetMsg().(type) {
+		case *robonetv1.LeadResponse_Results:
+			if bm, ok := b.GetMsg().(*robonetv1.LeadResponse_Results); ok {
+				am.Results.Results = append(am.Results.Results, bm.Results.GetResults()...)
+				return true
+			}
+		case *robonetv1.LeadResponse_Progress:
+			if bm, ok := b.GetMsg().(*robonetv1.LeadResponse_Progress); ok {
+				am.Progress.Items = append(am.Progress.Items, bm.Progress.GetItems()...)
+				return true
+			}
+		case *robonetv1.LeadResponse_Started:
+			if bm, ok := b.GetMsg().(*robonetv1.LeadResponse_Started); ok {
+				am.Started.Items = append(am.Started.Items, bm.Started.GetItems()...)
+				return true
+			}
+		}
+	case *robonetv1.LeadRequest:
+		b, ok := next.(*robonetv1.LeadRequest)
+		if !ok {
+			return false
+		}
+		if am, ok := a.GetMsg().(*robonetv1.LeadRequest_Ack); ok {
+			if bm, ok := b.GetMsg().(*robonetv1.LeadRequest_Ack); ok {
+				am.Ack.Seq = max(am.Ack.GetSeq(), bm.Ack.GetSeq())
+				return true
+			}
+		}
+	}
+	return false
+}

@@ -1,0 +1,263 @@
+// Package remote carries the Waggler layer between nodes over the
+// WagService gRPC streams (proto/robonet/v1/wag.proto): a leader's session
+// with another node's Waggler host (Lead), and a pool working for the
+// Waggler of its capability on another node (Work). Both ends implement
+// the same interfaces as their in-process counterparts — wag.Link for the
+// leader's Router, wag.Target for a pool, wag.Worker for a Waggler — so
+// neither the Router, the Waggler nor the pool knows whether a peer is in
+// the same process.
+package remote
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/value"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+)
+
+func keyToProto(k engine.AttemptKey) *robonetv1.AttemptKey {
+	return &robonetv1.AttemptKey{InstanceId: k.InstanceID.String(), ExecutionId: k.ExecutionID, Attempt: k.Attempt}
+}
+
+func keyFromProto(k *robonetv1.AttemptKey) (engine.AttemptKey, error) {
+	id, err := uuid.Parse(k.GetInstanceId())
+	if err != nil {
+		return engine.AttemptKey{}, fmt.Errorf("attempt key: instance id %q: %w", k.GetInstanceId(), err)
+	}
+	return engine.AttemptKey{InstanceID: id, ExecutionID: k.GetExecutionId(), Attempt: k.GetAttempt()}, nil
+}
+
+func nanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+func fromNanos(n int64) time.Time {
+	if n == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, n).UTC()
+}
+
+func dispatchToProto(d engine.TaskDispatch) (*robonetv1.Dispatch, error) {
+	in, err := value.Encode(d.Input)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the input of %s: %w", d.IdempotencyKey(), err)
+	}
+	return &robonetv1.Dispatch{
+		Key: keyToProto(d.AttemptKey), Term: d.Term, Workflow: d.Workflow, Task: d.Task, Index: d.Index,
+		Capability: d.Capability, Action: d.Action, InputJson: in, TimeoutNs: int64(d.Timeout),
+	}, nil
+}
+
+func dispatchFromProto(p *robonetv1.Dispatch) (engine.TaskDispatch, error) {
+	k, err := keyFromProto(p.GetKey())
+	if err != nil {
+		return engine.TaskDispatch{}, err
+	}
+	var in any
+	if len(p.GetInputJson()) > 0 {
+		if in, err = value.Decode(p.GetInputJson()); err != nil {
+			return engine.TaskDispatch{}, fmt.Errorf("the input of %s: %w", k.IdempotencyKey(), err)
+		}
+	}
+	return engine.TaskDispatch{
+		AttemptKey: k, Term: p.GetTerm(), Workflow: p.GetWorkflow(), Task: p.GetTask(), Index: p.GetIndex(),
+		Capability: p.GetCapability(), Action: p.GetAction(), Input: in, Timeout: time.Duration(p.GetTimeoutNs()),
+	}, nil
+}
+
+func assignmentToProto(a wag.Assignment) (*robonetv1.Assignment, error) {
+	d, err := dispatchToProto(a.TaskDispatch)
+	if err != nil {
+		return nil, err
+	}
+	return &robonetv1.Assignment{Dispatch: d, Generation: a.Generation}, nil
+}
+
+func assignmentFromProto(p *robonetv1.Assignment) (wag.Assignment, error) {
+	d, err := dispatchFromProto(p.GetDispatch())
+	if err != nil {
+		return wag.Assignment{}, err
+	}
+	return wag.Assignment{TaskDispatch: d, Generation: p.GetGeneration()}, nil
+}
+
+func resultToProto(r wag.SeqResult) (*robonetv1.WagResult, error) {
+	p := &robonetv1.WagResult{
+		Seq: r.Seq, Key: keyToProto(r.AttemptKey), Ok: r.OK, Error: r.Error, WorkerId: r.WorkerID,
+		StartedUnixNs: nanos(r.StartedAt), FinishedUnixNs: nanos(r.FinishedAt),
+	}
+	out, err := outputToJSON(r.OK, r.Output, r.AttemptKey)
+	p.OutputJson = out
+	return p, err
+}
+
+func resultFromProto(p *robonetv1.WagResult) (wag.SeqResult, error) {
+	k, err := keyFromProto(p.GetKey())
+	if err != nil {
+		return wag.SeqResult{}, err
+	}
+	r := engine.TaskResult{AttemptKey: k, OK: p.GetOk(), Error: p.GetError(), WorkerID: p.GetWorkerId(),
+		StartedAt: fromNanos(p.GetStartedUnixNs()), FinishedAt: fromNanos(p.GetFinishedUnixNs())}
+	r.OK, r.Output, r.Error = outputFromJSON(r.OK, p.GetOutputJson(), r.Error, "from the waggler")
+	return wag.SeqResult{Seq: p.GetSeq(), TaskResult: r}, nil
+}
+
+func progressToProto(p engine.TaskProgress) *robonetv1.WagProgress {
+	return &robonetv1.WagProgress{
+		Key: keyToProto(p.AttemptKey), WorkerId: p.WorkerID, Seq: p.Seq, StepsDone: p.StepsDone, StepsTotal: p.StepsTotal,
+		EtaNs: int64(p.ETA), CpuPercent: p.CPUPercent, MemBytes: p.MemBytes, Message: p.Message, AtUnixNs: nanos(p.At),
+	}
+}
+
+func progressFromProto(p *robonetv1.WagProgress) (engine.TaskProgress, error) {
+	k, err := keyFromProto(p.GetKey())
+	if err != nil {
+		return engine.TaskProgress{}, err
+	}
+	return engine.TaskProgress{
+		AttemptKey: k, WorkerID: p.GetWorkerId(), Seq: p.GetSeq(), StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(),
+		ETA: time.Duration(p.GetEtaNs()), CPUPercent: p.GetCpuPercent(), MemBytes: p.GetMemBytes(), Message: p.GetMessage(),
+		At: fromNanos(p.GetAtUnixNs()),
+	}, nil
+}
+
+func startedToProto(s wag.Started) *robonetv1.AttemptStarted {
+	return &robonetv1.AttemptStarted{Key: keyToProto(s.Key), Capability: s.Capability, Epoch: s.Epoch, WorkerId: s.WorkerID,
+		Generation: s.Generation, AtUnixNs: nanos(s.At)}
+}
+
+func startedFromProto(p *robonetv1.AttemptStarted) (wag.Started, error) {
+	k, err := keyFromProto(p.GetKey())
+	if err != nil {
+		return wag.Started{}, err
+	}
+	return wag.Started{Key: k, Capability: p.GetCapability(), Epoch: p.GetEpoch(), WorkerID: p.GetWorkerId(),
+		Generation: p.GetGeneration(), At: fromNanos(p.GetAtUnixNs())}, nil
+}
+
+func heartbeatToProto(hb wag.Heartbeat) *robonetv1.Heartbeat {
+	return &robonetv1.Heartbeat{
+		Key: keyToProto(hb.Key), Generation: hb.Generation, WorkerId: hb.WorkerID, Seq: hb.Seq, Token: hb.Token,
+		StepsDone: hb.Progress.StepsDone, StepsTotal: hb.Progress.StepsTotal, EtaNs: int64(hb.Progress.ETA),
+		Message: hb.Progress.Message, CpuPercent: hb.CPUPercent, MemBytes: hb.MemBytes, SentUnixNs: nanos(hb.SentAt),
+	}
+}
+
+func heartbeatFromProto(p *robonetv1.Heartbeat) (wag.Heartbeat, error) {
+	k, err := keyFromProto(p.GetKey())
+	if err != nil {
+		return wag.Heartbeat{}, err
+	}
+	return wag.Heartbeat{
+		Key: k, Generation: p.GetGeneration(), WorkerID: p.GetWorkerId(), Seq: p.GetSeq(), Token: p.GetToken(),
+		Progress: wag.Progress{StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(), ETA: time.Duration(p.GetEtaNs()),
+			Message: p.GetMessage()},
+		CPUPercent: p.GetCpuPercent(), MemBytes: p.GetMemBytes(), SentAt: fromNanos(p.GetSentUnixNs()),
+	}, nil
+}
+
+func reportToProto(seq uint64, r wag.Report) (*robonetv1.Report, error) {
+	p := &robonetv1.Report{
+		Seq: seq, Key: keyToProto(r.Key), Generation: r.Generation, WorkerId: r.WorkerID, Ok: r.OK, Error: r.Error,
+		StartedUnixNs: nanos(r.StartedAt), FinishedUnixNs: nanos(r.FinishedAt),
+	}
+	out, err := outputToJSON(r.OK, r.Output, r.Key)
+	p.OutputJson = out
+	return p, err
+}
+
+func reportFromProto(p *robonetv1.Report) (wag.Report, error) {
+	k, err := keyFromProto(p.GetKey())
+	if err != nil {
+		return wag.Report{}, err
+	}
+	r := wag.Report{Key: k, Generation: p.GetGeneration(), WorkerID: p.GetWorkerId(), OK: p.GetOk(), Error: p.GetError(),
+		StartedAt: fromNanos(p.GetStartedUnixNs()), FinishedAt: fromNanos(p.GetFinishedUnixNs())}
+	r.OK, r.Output, r.Error = outputFromJSON(r.OK, p.GetOutputJson(), r.Error, "to the waggler")
+	return r, nil
+}
+
+// outputToJSON encodes the output of a successful attempt (nil for a
+// failed one).
+func outputToJSON(ok bool, output any, key engine.AttemptKey) ([]byte, error) {
+	if !ok {
+		return nil, nil
+	}
+	out, err := value.Encode(output)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the output of %s: %w", key.IdempotencyKey(), err)
+	}
+	return out, nil
+}
+
+// outputFromJSON decodes the output of a successful attempt; one that
+// does not decode fails the attempt, saying on which trip it broke.
+func outputFromJSON(ok bool, data []byte, errMsg, trip string) (bool, any, string) {
+	if !ok {
+		return false, nil, errMsg
+	}
+	v, err := value.Decode(data)
+	if err != nil {
+		return false, nil, "the output did not survive the trip " + trip + ": " + err.Error()
+	}
+	return true, v, errMsg
+}
+
+// Errors of the Waggler layer across the wire: the kind travels, so that
+// errors.Is works on the other side.
+func errToProto(err error) *robonetv1.WagError {
+	if err == nil {
+		return nil
+	}
+	kind := robonetv1.ErrorKind_ERROR_KIND_UNSPECIFIED
+	switch {
+	case errors.Is(err, engine.ErrStaleTerm):
+		kind = robonetv1.ErrorKind_ERROR_KIND_STALE_TERM
+	case errors.Is(err, wag.ErrNotWaggler):
+		kind = robonetv1.ErrorKind_ERROR_KIND_NOT_WAGGLER
+	case errors.Is(err, wag.ErrBusy):
+		kind = robonetv1.ErrorKind_ERROR_KIND_BUSY
+	case errors.Is(err, wag.ErrNotRunning):
+		kind = robonetv1.ErrorKind_ERROR_KIND_NOT_RUNNING
+	}
+	return &robonetv1.WagError{Kind: kind, Message: err.Error()}
+}
+
+// remoteError is an error that came over the wire.
+type remoteError struct {
+	kind robonetv1.ErrorKind
+	msg  string
+}
+
+func (e *remoteError) Error() string { return e.msg }
+
+func (e *remoteError) Is(target error) bool {
+	switch e.kind {
+	case robonetv1.ErrorKind_ERROR_KIND_STALE_TERM:
+		return target == engine.ErrStaleTerm
+	case robonetv1.ErrorKind_ERROR_KIND_NOT_WAGGLER:
+		return target == wag.ErrNotWaggler
+	case robonetv1.ErrorKind_ERROR_KIND_BUSY:
+		return target == wag.ErrBusy
+	case robonetv1.ErrorKind_ERROR_KIND_NOT_RUNNING:
+		return target == wag.ErrNotRunning
+	}
+	return false
+}
+
+func errFromProto(p *robonetv1.WagError) error {
+	if p == nil {
+		return nil
+	}
+	return &remoteError{kind: p.GetKind(), msg: p.GetMessage()}
+}

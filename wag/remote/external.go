@@ -1,0 +1,296 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"regexp"
+	"strconv"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/robonet/robonet/engine/value"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+)
+
+// Bounds of a WorkerHello.
+const (
+	MaxExternalSlots   = 1024
+	MaxExternalActions = 256
+	maxWorkerName      = 64
+	maxActionName      = 128
+	maxDoneError       = 64 << 10 // bytes of a WorkerDone error kept
+	maxProgressMessage = 1 << 10
+)
+
+var workerNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
+
+// PoolHost is where external workers' pools live: the node's
+// *wag.WorkerHost.
+type PoolHost interface {
+	AddPool(capability, name string, size int, reg *wag.Registry) (remove func(ctx context.Context) error, err error)
+}
+
+// ExternalServer is the WorkerService of a node: it lets a program in any
+// language serve a capability. Each stream becomes one pool of the node's
+// worker host whose handlers forward attempts to the program; the node
+// heartbeats them to the capability's Waggler like its own pools'. A
+// program that stops talking for MissedHeartbeats intervals, or whose
+// stream breaks, loses its pool: what it ran fails and is retried.
+type ExternalServer struct {
+	robonetv1.UnimplementedWorkerServiceServer
+	host     PoolHost
+	node     string
+	interval time.Duration
+	missed   int
+	log      *zap.Logger
+}
+
+// NewExternalServer serves external workers into host; interval and
+// missed are the node's heartbeat interval and missed-heartbeat count.
+func NewExternalServer(host PoolHost, node string, interval time.Duration, missed int, log *zap.Logger) *ExternalServer {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &ExternalServer{host: host, node: node, interval: interval, missed: missed, log: log.Named("external")}
+}
+
+// Serve runs one program's session (see worker.proto for the protocol).
+func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error {
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	hello := first.GetHello()
+	if hello == nil {
+		return status.Error(codes.InvalidArgument, "a Serve stream starts with WorkerHello (name, capability, actions, slots)")
+	}
+	if err := validateHello(hello); err != nil {
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(errors.New("stream ended"))
+	c := &extConn{
+		name:  hello.GetName(),
+		out:   newSender(stream.Send),
+		calls: map[string]*extCall{},
+		ctx:   ctx,
+		log:   s.log.With(zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability())),
+	}
+	defer c.out.close()
+	reg := wag.NewEmptyRegistry()
+	for _, a := range hello.GetActions() {
+		if err := reg.Register(a, c.handle); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+	}
+	remove, err := s.host.AddPool(hello.GetCapability(), hello.GetName(), int(hello.GetSlots()), reg)
+	if err != nil {
+		switch {
+		case errors.Is(err, wag.ErrNotRunning):
+			return status.Error(codes.Unavailable, err.Error())
+		case errors.Is(err, wag.ErrPoolExists):
+			return status.Error(codes.AlreadyExists, err.Error()+": give each program connected to this node its own name")
+		}
+		return status.Error(codes.InvalidArgument, err.Error())
+	}
+	defer func() {
+		// Cancelled first, the pool's handlers return at once: removing
+		// the pool waits for nothing slow.
+		cancel(errors.New("stream ended"))
+		rctx, rcancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer rcancel()
+		if err := remove(rctx); err != nil {
+			c.log.Warn("removing the pool", zap.Error(err))
+		}
+	}()
+	if err := c.out.push(&robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Welcome{Welcome: &robonetv1.WorkerWelcome{
+		Node: s.node, HeartbeatIntervalNs: int64(s.interval),
+	}}}); err != nil {
+		return err
+	}
+	c.log.Info("external worker connected", zap.Strings("actions", hello.GetActions()), zap.Int32("slots", hello.GetSlots()))
+
+	// A program that says nothing for missed intervals has hung: its
+	// stream is ended so that what it runs fails over.
+	recvd := make(chan *robonetv1.ServeRequest)
+	recvErr := make(chan error, 1)
+	go func() {
+		for {
+			req, err := stream.Recv()
+			if err != nil {
+				recvErr <- err
+				return
+			}
+			select {
+			case recvd <- req:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	silence := time.Duration(s.missed) * s.interval
+	timer := time.NewTimer(silence)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx) // the node is stopping
+		case err := <-recvErr:
+			if errors.Is(err, io.EOF) {
+				c.log.Info("external worker said goodbye")
+				return nil
+			}
+			c.log.Info("external worker disconnected", zap.Error(err))
+			return err
+		case <-timer.C:
+			c.log.Warn("external worker went silent: ending its session", zap.Duration("silence", silence))
+			return status.Errorf(codes.DeadlineExceeded, "no WorkerBeat for %v (%d heartbeat intervals of %v): send one every interval, even when idle", silence, s.missed, s.interval)
+		case req := <-recvd:
+			timer.Reset(silence)
+			switch m := req.GetMsg().(type) {
+			case *robonetv1.ServeRequest_Beat:
+				c.beat(m.Beat)
+			case *robonetv1.ServeRequest_Done:
+				c.done(m.Done)
+			default:
+				return status.Error(codes.InvalidArgument, "after WorkerHello a program sends WorkerBeat and WorkerDone only")
+			}
+		}
+	}
+}
+
+func validateHello(h *robonetv1.WorkerHello) error {
+	var errs []error
+	if n := h.GetName(); len(n) == 0 || len(n) > maxWorkerName || !workerNameRE.MatchString(n) {
+		errs = append(errs, fmt.Errorf("name %s: use 1..%d letters, digits, '.', '_' or '-'", value.QuoteClipped(n, maxWorkerName), maxWorkerName))
+	}
+	if h.GetCapability() == "" {
+		errs = append(errs, errors.New("capability is empty: name the capability served, e.g. ai.inference"))
+	}
+	if n := len(h.GetActions()); n == 0 || n > MaxExternalActions {
+		errs = append(errs, fmt.Errorf("actions: %d given, name 1..%d", n, MaxExternalActions))
+	}
+	for _, a := range h.GetActions() {
+		if len(a) > maxActionName {
+			errs = append(errs, fmt.Errorf("action %s is longer than %d bytes", value.QuoteClipped(a, 32), maxActionName))
+		}
+	}
+	if s := h.GetSlots(); s < 1 || s > MaxExternalSlots {
+		errs = append(errs, fmt.Errorf("slots %d must be 1..%d", s, MaxExternalSlots))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("invalid WorkerHello: %w", err)
+	}
+	return nil
+}
+
+// extConn is one program's stream: the attempts sent to it, by id.
+type extConn struct {
+	name string
+	out  *sender[*robonetv1.ServeResponse]
+	ctx  context.Context // done when the stream ends
+	log  *zap.Logger
+
+	mu    sync.Mutex
+	next  uint64
+	calls map[string]*extCall
+}
+
+type extCall struct {
+	call *wag.Call
+	done chan *robonetv1.WorkerDone // buffered 1
+}
+
+// handle is the handler of every action the program serves: it sends the
+// attempt and waits for its WorkerDone, the attempt's cancellation (which
+// it passes on), or the end of the stream.
+func (c *extConn) handle(ctx context.Context, call *wag.Call) (any, error) {
+	input, err := value.Encode(call.Input)
+	if err != nil {
+		return nil, fmt.Errorf("encoding the input for %s: %w", c.name, err)
+	}
+	slot := int32(call.Slot)
+	c.mu.Lock()
+	c.next++
+	id := strconv.FormatUint(c.next, 10)
+	ec := &extCall{call: call, done: make(chan *robonetv1.WorkerDone, 1)}
+	c.calls[id] = ec
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		delete(c.calls, id)
+		c.mu.Unlock()
+	}()
+	run := &robonetv1.WorkerRun{
+		Slot: slot, AttemptId: id, Action: call.Action, InputJson: input,
+		IdempotencyKey: call.IdempotencyKey(), Workflow: call.Workflow, Task: call.Task,
+		Index: call.Index, Attempt: call.Key.Attempt, TimeoutNs: int64(call.Timeout),
+	}
+	if err := c.out.push(&robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Run{Run: run}}); err != nil {
+		return nil, fmt.Errorf("worker program %s is gone: %w", c.name, err)
+	}
+	select {
+	case d := <-ec.done:
+		if !d.GetOk() {
+			msg := d.GetError()
+			if msg == "" {
+				msg = "failed (the program gave no error message)"
+			}
+			return nil, errors.New(value.Clip(msg, maxDoneError))
+		}
+		if len(d.GetOutputJson()) > call.MaxOutputBytes {
+			return nil, fmt.Errorf("output is %d bytes of JSON, more than %d (the node's output-bytes limit): return a reference (a path or URL) to large data instead", len(d.GetOutputJson()), call.MaxOutputBytes)
+		}
+		if len(d.GetOutputJson()) == 0 {
+			return nil, nil
+		}
+		v, err := value.Decode(d.GetOutputJson())
+		if err != nil {
+			return nil, fmt.Errorf("output of worker program %s: %w", c.name, err)
+		}
+		return v, nil
+	case <-ctx.Done():
+		_ = c.out.push(&robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Cancel{Cancel: &robonetv1.WorkerCancel{Slot: slot, AttemptId: id}}})
+		return nil, context.Cause(ctx)
+	case <-c.ctx.Done():
+		// The program is gone. Its pool is being removed, which cancels
+		// ctx: the attempt then reports nothing and the Waggler fails it
+		// over as the same attempt, instead of it failing here.
+		<-ctx.Done()
+		return nil, fmt.Errorf("worker program %s disconnected while running the attempt: %w", c.name, context.Cause(ctx))
+	}
+}
+
+// done delivers a result to its waiting handler; one for an attempt that
+// is no longer waited for (cancelled, or a duplicate) is dropped.
+func (c *extConn) done(d *robonetv1.WorkerDone) {
+	c.mu.Lock()
+	ec := c.calls[d.GetAttemptId()]
+	c.mu.Unlock()
+	if ec == nil {
+		c.log.Debug("result for an attempt no longer running: ignored", zap.String("attempt_id", value.Clip(d.GetAttemptId(), 32)))
+		return
+	}
+	select {
+	case ec.done <- d:
+	default: // a second WorkerDone for the same attempt
+	}
+}
+
+// beat passes the progress of running attempts to their heartbeats.
+func (c *extConn) beat(b *robonetv1.WorkerBeat) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, p := range b.GetRunning() {
+		if ec := c.calls[p.GetAttemptId()]; ec != nil {
+			ec.call.Progress(wag.Progress{StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(), Message: value.Clip(p.GetMessage(), maxProgressMessage)})
+		}
+	}
+}

@@ -1,0 +1,246 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+)
+
+// requestTimeout bounds the wait for the answer to one request of a Lead
+// session; a host that does not answer in time is treated as gone (the
+// Router opens a new session).
+const requestTimeout = 10 * time.Second
+
+// LeadLink is a leader's session with another node's Waggler host over a
+// Lead stream: the wag.Link the Router uses for that node.
+type LeadLink struct {
+	stream robonetv1.WagService_LeadClient
+	cancel context.CancelFunc
+	out    *sender[*robonetv1.LeadRequest]
+	up     wag.Uplink
+	log    *zap.Logger
+
+	mu      sync.Mutex
+	nextID  uint64
+	pending map[uint64]chan *robonetv1.LeadAnswer
+	err     error         // set when the stream broke
+	done    chan struct{} // closed when the receive loop returns
+}
+
+var _ wag.Link = (*LeadLink)(nil)
+
+// OpenLead opens a session of term with the Waggler host behind client;
+// what it reports arrives on up. The session lives until Close or until
+// the stream breaks (then every call fails and the Router opens another).
+func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint64, leader string, up wag.Uplink, log *zap.Logger) (*LeadLink, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	stream, err := client.Lead(sctx)
+	if err != nil {
+		cancel()
+		return nil, fmt.Errorf("opening a lead stream: %w", err)
+	}
+	l := &LeadLink{stream: stream, cancel: cancel, up: up, log: log, pending: map[uint64]chan *robonetv1.LeadAnswer{},
+		done: make(chan struct{})}
+	l.out = newSender(stream.Send)
+	go l.recv()
+	if err := l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Open{Open: &robonetv1.LeadOpen{Term: term, Leader: leader}}}); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}
+
+// recv delivers answers to their requests and reports to the uplink.
+func (l *LeadLink) recv() {
+	defer close(l.done)
+	for {
+		resp, err := l.stream.Recv()
+		if err != nil {
+			l.fail(fmt.Errorf("lead stream: %w", err))
+			return
+		}
+		switch m := resp.GetMsg().(type) {
+		case *robonetv1.LeadResponse_Answer:
+			l.mu.Lock()
+			ch := l.pending[m.Answer.GetId()]
+			delete(l.pending, m.Answer.GetId())
+			l.mu.Unlock()
+			if ch != nil {
+				ch <- m.Answer
+			}
+		case *robonetv1.LeadResponse_Results:
+			rs := make([]wag.SeqResult, 0, len(m.Results.GetResults()))
+			for _, p := range m.Results.GetResults() {
+				r, err := resultFromProto(p)
+				if err != nil {
+					l.log.Warn("a result from a waggler cannot be read; dropped", zap.Error(err))
+					continue
+				}
+				rs = append(rs, r)
+			}
+			_ = l.up.Results(rs)
+		case *robonetv1.LeadResponse_Progress:
+			ps := make([]engine.TaskProgress, 0, len(m.Progress.GetItems()))
+			for _, p := range m.Progress.GetItems() {
+				if pr, err := progressFromProto(p); err == nil {
+					ps = append(ps, pr)
+				}
+			}
+			l.up.Progress(ps)
+		case *robonetv1.LeadResponse_Started:
+			ss := make([]wag.Started, 0, len(m.Started.GetItems()))
+			for _, p := range m.Started.GetItems() {
+				if s, err := startedFromProto(p); err == nil {
+					ss = append(ss, s)
+				}
+			}
+			l.up.Started(ss)
+		}
+	}
+}
+
+// fail marks the session broken and fails every request waiting.
+func (l *LeadLink) fail(err error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.err == nil {
+		l.err = err
+	}
+	for id, ch := range l.pending {
+		close(ch)
+		delete(l.pending, id)
+	}
+}
+
+// request sends a request built with its id and waits for its answer.
+func (l *LeadLink) request(build func(id uint64) *robonetv1.LeadRequest) (*robonetv1.LeadAnswer, error) {
+	l.mu.Lock()
+	if l.err != nil {
+		err := l.err
+		l.mu.Unlock()
+		return nil, err
+	}
+	l.nextID++
+	id := l.nextID
+	ch := make(chan *robonetv1.LeadAnswer, 1)
+	l.pending[id] = ch
+	l.mu.Unlock()
+	if err := l.out.push(build(id)); err != nil {
+		l.fail(err)
+		return nil, err
+	}
+	t := time.NewTimer(requestTimeout)
+	defer t.Stop()
+	select {
+	case a, ok := <-ch:
+		if !ok {
+			l.mu.Lock()
+			err := l.err
+			l.mu.Unlock()
+			return nil, err
+		}
+		return a, nil
+	case <-t.C:
+		err := fmt.Errorf("no answer from the waggler host within %s", requestTimeout)
+		l.fail(err)
+		return nil, err
+	}
+}
+
+// SetRoles implements wag.Link.
+func (l *LeadLink) SetRoles(roles map[string]uint64) error {
+	a, err := l.request(func(id uint64) *robonetv1.LeadRequest {
+		return &robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Roles{Roles: &robonetv1.LeadRoles{Id: id, Roles: roles}}}
+	})
+	if err != nil {
+		return err
+	}
+	return errFromProto(a.GetError())
+}
+
+// Dispatch implements wag.Link: one answer per handoff.
+func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
+	var errs []error
+	set := func(i int, err error) {
+		if errs == nil {
+			errs = make([]error, len(hs))
+		}
+		errs[i] = err
+	}
+	m := &robonetv1.LeadDispatch{}
+	var idx []int // m.Handoffs[j] is hs[idx[j]]
+	for i, h := range hs {
+		d, err := dispatchToProto(h.TaskDispatch)
+		if err != nil {
+			set(i, err)
+			continue
+		}
+		m.Handoffs = append(m.Handoffs, &robonetv1.Handoff{Dispatch: d, Epoch: h.Epoch, WorkerId: h.WorkerID, Generation: h.Generation})
+		idx = append(idx, i)
+	}
+	if len(m.Handoffs) == 0 {
+		return errs
+	}
+	a, err := l.request(func(id uint64) *robonetv1.LeadRequest {
+		m.Id = id
+		return &robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Dispatch{Dispatch: m}}
+	})
+	if err != nil {
+		for _, i := range idx {
+			set(i, err)
+		}
+		return errs
+	}
+	if err := errFromProto(a.GetError()); err != nil {
+		for _, i := range idx {
+			set(i, err)
+		}
+		return errs
+	}
+	for j, e := range a.GetAttemptErrors() {
+		if int(j) >= 0 && int(j) < len(idx) {
+			set(idx[j], errFromProto(e))
+		}
+	}
+	return errs
+}
+
+// Cancel implements wag.Link.
+func (l *LeadLink) Cancel(keys []engine.AttemptKey) error {
+	m := &robonetv1.LeadCancel{Keys: make([]*robonetv1.AttemptKey, len(keys))}
+	for i, k := range keys {
+		m.Keys[i] = keyToProto(k)
+	}
+	a, err := l.request(func(id uint64) *robonetv1.LeadRequest {
+		m.Id = id
+		return &robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Cancel{Cancel: m}}
+	})
+	if err != nil {
+		return err
+	}
+	return errFromProto(a.GetError())
+}
+
+// Ack implements wag.Link.
+func (l *LeadLink) Ack(seq uint64) {
+	_ = l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Ack{Ack: &robonetv1.LeadAck{Seq: seq}}})
+}
+
+// Close ends the session and waits for its goroutines.
+func (l *LeadLink) Close() {
+	l.cancel()
+	l.out.close()
+	<-l.done
+	l.fail(errors.New("lead session closed"))
+}

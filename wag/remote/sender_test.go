@@ -1,0 +1,113 @@
+package remote
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+func assign(ids ...string) *robonetv1.WorkResponse {
+	m := &robonetv1.WorkAssign{}
+	for _, id := range ids {
+		m.Items = append(m.Items, &robonetv1.SlotAssignment{WorkerId: id})
+	}
+	return &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: m}}
+}
+
+func cancelMsg(id string) *robonetv1.WorkResponse {
+	return &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Cancel{Cancel: &robonetv1.WorkCancel{
+		Items: []*robonetv1.SlotCancel{{WorkerId: id}}}}}
+}
+
+func ack(seq uint64) *robonetv1.WorkResponse {
+	return &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ack{Ack: &robonetv1.WorkAck{Seq: seq}}}
+}
+
+// describe renders a message as kind(items) for comparisons.
+func describe(m *robonetv1.WorkResponse) string {
+	switch x := m.GetMsg().(type) {
+	case *robonetv1.WorkResponse_Assign:
+		var ids []string
+		for _, it := range x.Assign.GetItems() {
+			ids = append(ids, it.GetWorkerId())
+		}
+		return "assign(" + strings.Join(ids, ",") + ")"
+	case *robonetv1.WorkResponse_Cancel:
+		return "cancel(" + x.Cancel.GetItems()[0].GetWorkerId() + ")"
+	case *robonetv1.WorkResponse_Ack:
+		return "ack(" + string(rune('0'+x.Ack.GetSeq())) + ")"
+	}
+	return "?"
+}
+
+// Adjacent messages of one kind merge, in order; others, and those someone
+// waits for, are sent as they are.
+func TestCoalesce(t *testing.T) {
+	waited := item[*robonetv1.WorkResponse]{v: assign("w"), done: make(chan struct{})}
+	q := []item[*robonetv1.WorkResponse]{
+		{v: assign("a")}, {v: assign("b", "c")}, {v: cancelMsg("x")}, {v: cancelMsg("y")},
+		{v: assign("d")}, waited, {v: assign("e")}, {v: ack(5)}, {v: ack(7)}, {v: ack(6)},
+	}
+	var got []string
+	for _, it := range coalesce(q) {
+		got = append(got, describe(it.v))
+	}
+	// describe shows a cancel's first item: y joined x's message.
+	want := "assign(a,b,c) cancel(x) assign(d) assign(w) assign(e) ack(7)"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("coalesced\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
+// A coalesced message stays under maxCoalesced.
+func TestCoalesceBounded(t *testing.T) {
+	big := strings.Repeat("x", maxCoalesced/3)
+	var q []item[*robonetv1.WorkResponse]
+	for range 6 {
+		q = append(q, item[*robonetv1.WorkResponse]{v: assign(big)})
+	}
+	out := coalesce(q)
+	if len(out) != 3 {
+		t.Fatalf("%d messages, want 3 (two per message under the bound)", len(out))
+	}
+}
+
+// The sender sends in order and pushAndWait returns once its message went
+// out.
+func TestSenderOrderAndWait(t *testing.T) {
+	var mu sync.Mutex
+	var sent []string
+	s := newSender(func(m *robonetv1.WorkResponse) error {
+		mu.Lock()
+		defer mu.Unlock()
+		sent = append(sent, describe(m))
+		return nil
+	})
+	defer s.close()
+	for _, id := range []string{"a", "b", "c"} {
+		if err := s.push(assign(id)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := s.pushAndWait(context.Background(), ack(9)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	all := strings.Join(sent, " ")
+	if !strings.HasSuffix(all, "ack(9)") {
+		t.Fatalf("sent %q", all)
+	}
+	var ids string
+	for _, m := range sent {
+		if strings.HasPrefix(m, "assign(") {
+			ids += strings.ReplaceAll(strings.TrimSuffix(strings.TrimPrefix(m, "assign("), ")"), ",", "")
+		}
+	}
+	if ids != "abc" {
+		t.Fatalf("assignments sent as %q, want in order abc", ids)
+	}
+}

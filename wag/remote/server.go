@@ -1,0 +1,268 @@
+package remote
+
+import (
+	"errors"
+	"io"
+	"slices"
+
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/robonet/robonet/engine"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+)
+
+// Server is the WagService of a node: the far end of a leader's Lead
+// session with this node's Waggler host, and of the Work streams of the
+// pools that work for this node's Wagglers.
+type Server struct {
+	robonetv1.UnimplementedWagServiceServer
+	host *wag.WagglerHost
+	log  *zap.Logger
+}
+
+// NewServer serves host.
+func NewServer(host *wag.WagglerHost, log *zap.Logger) *Server {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Server{host: host, log: log.Named("wagrpc")}
+}
+
+// Lead runs one leader's session: the first message opens it with the
+// leader's term; requests are answered in order; the host's results,
+// progress and starts stream back until the session ends.
+func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
+	in := newCtxRecv(stream.Context(), stream.Recv)
+	first, err := in.Recv()
+	if err != nil {
+		return err
+	}
+	open := first.GetOpen()
+	if open == nil {
+		return status.Error(codes.InvalidArgument, "a Lead stream starts with LeadOpen")
+	}
+	out := newSender(stream.Send)
+	defer out.close()
+	sess, err := s.host.Open(open.GetTerm(), leadUplink{out: out, log: s.log})
+	if err != nil {
+		if errors.Is(err, engine.ErrStaleTerm) {
+			return status.Error(codes.FailedPrecondition, err.Error())
+		}
+		return status.Error(codes.Unavailable, err.Error())
+	}
+	defer sess.Close()
+	s.log.Debug("leader session opened", zap.String("leader", open.GetLeader()), zap.Uint64("term", open.GetTerm()))
+	for {
+		req, err := in.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		var answer *robonetv1.LeadAnswer
+		switch m := req.GetMsg().(type) {
+		case *robonetv1.LeadRequest_Roles:
+			answer = &robonetv1.LeadAnswer{Id: m.Roles.GetId(), Error: errToProto(sess.SetRoles(m.Roles.GetRoles()))}
+		case *robonetv1.LeadRequest_Dispatch:
+			answer = s.dispatch(sess, m.Dispatch)
+		case *robonetv1.LeadRequest_Cancel:
+			keys := make([]engine.AttemptKey, 0, len(m.Cancel.GetKeys()))
+			for _, k := range m.Cancel.GetKeys() {
+				if key, err := keyFromProto(k); err == nil {
+					keys = append(keys, key)
+				}
+			}
+			answer = &robonetv1.LeadAnswer{Id: m.Cancel.GetId(), Error: errToProto(sess.Cancel(keys))}
+		case *robonetv1.LeadRequest_Ack:
+			sess.Ack(m.Ack.GetSeq())
+			continue
+		default:
+			return status.Error(codes.InvalidArgument, "unexpected message on a Lead stream")
+		}
+		if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Answer{Answer: answer}}); err != nil {
+			return err
+		}
+	}
+}
+
+func (s *Server) dispatch(sess *wag.Session, m *robonetv1.LeadDispatch) *robonetv1.LeadAnswer {
+	answer := &robonetv1.LeadAnswer{Id: m.GetId()}
+	var (
+		hs  []wag.Handoff
+		idx []int32 // position of hs[i] in the request
+	)
+	for i, h := range m.GetHandoffs() {
+		d, err := dispatchFromProto(h.GetDispatch())
+		if err != nil {
+			if answer.AttemptErrors == nil {
+				answer.AttemptErrors = map[int32]*robonetv1.WagError{}
+			}
+			answer.AttemptErrors[int32(i)] = errToProto(err)
+			continue
+		}
+		hs = append(hs, wag.Handoff{TaskDispatch: d, Epoch: h.GetEpoch(), WorkerID: h.GetWorkerId(), Generation: h.GetGeneration()})
+		idx = append(idx, int32(i))
+	}
+	for i, err := range sess.Dispatch(hs) {
+		if err != nil {
+			if answer.AttemptErrors == nil {
+				answer.AttemptErrors = map[int32]*robonetv1.WagError{}
+			}
+			answer.AttemptErrors[idx[i]] = errToProto(err)
+		}
+	}
+	return answer
+}
+
+// leadUplink streams what the host reports to the leader.
+type leadUplink struct {
+	out *sender[*robonetv1.LeadResponse]
+	log *zap.Logger
+}
+
+func (u leadUplink) Results(rs []wag.SeqResult) error {
+	m := &robonetv1.LeadResults{Results: make([]*robonetv1.WagResult, 0, len(rs))}
+	for _, r := range rs {
+		p, err := resultToProto(r)
+		if err != nil {
+			u.log.Warn("a result cannot be sent; it is sent as a failure", zap.Error(err))
+			r.OK, r.Output, r.Error = false, nil, err.Error()
+			p, _ = resultToProto(r)
+		}
+		m.Results = append(m.Results, p)
+	}
+	return u.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Results{Results: m}})
+}
+
+func (u leadUplink) Progress(ps []engine.TaskProgress) {
+	m := &robonetv1.LeadProgress{Items: make([]*robonetv1.WagProgress, len(ps))}
+	for i, p := range ps {
+		m.Items[i] = progressToProto(p)
+	}
+	_ = u.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Progress{Progress: m}})
+}
+
+func (u leadUplink) Started(ss []wag.Started) {
+	m := &robonetv1.LeadStarted{Items: make([]*robonetv1.AttemptStarted, len(ss))}
+	for i, s := range ss {
+		m.Items[i] = startedToProto(s)
+	}
+	_ = u.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Started{Started: m}})
+}
+
+// Work runs one pool's stream with the Waggler of its capability here: the
+// pool registers its slots and what they run (adopted, not run again),
+// then sends heartbeats and reports; assignments and cancels go back to
+// the slots. When the stream ends the slots get no new work until they
+// register again; what they run stays theirs, watched by the ladder.
+func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
+	in := newCtxRecv(stream.Context(), stream.Recv)
+	first, err := in.Recv()
+	if err != nil {
+		return err
+	}
+	reg := first.GetRegister()
+	if reg == nil {
+		return status.Error(codes.InvalidArgument, "a Work stream starts with WorkRegister")
+	}
+	w := s.host.Waggler(reg.GetCapability())
+	if w == nil || w.Epoch() != reg.GetEpoch() {
+		return status.Errorf(codes.FailedPrecondition, "%s: this node is not the waggler of %s at epoch %d",
+			wag.ErrNotWaggler, reg.GetCapability(), reg.GetEpoch())
+	}
+	out := newSender(stream.Send)
+	defer out.close()
+	workers := make([]wag.Worker, len(reg.GetWorkers()))
+	for i, id := range reg.GetWorkers() {
+		workers[i] = &remoteWorker{id: id, out: out, log: s.log}
+	}
+	var running []wag.Running
+	for _, r := range reg.GetRunning() {
+		a, err := assignmentFromProto(r.GetAssignment())
+		if err != nil {
+			s.log.Warn("a running attempt cannot be adopted", zap.Error(err))
+			continue
+		}
+		running = append(running, wag.Running{Assignment: a, WorkerID: r.GetWorkerId(), StartedAt: fromNanos(r.GetStartedUnixNs())})
+	}
+	w.Register(workers, running)
+	defer w.Detach(reg.GetWorkers())
+	s.log.Debug("pool registered", zap.String("worker_node", reg.GetNode()), zap.String("capability", reg.GetCapability()),
+		zap.Int("workers", len(workers)), zap.Int("running", len(running)))
+	for {
+		req, err := in.Recv()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return err
+		}
+		switch m := req.GetMsg().(type) {
+		case *robonetv1.WorkRequest_Heartbeats:
+			hbs := make([]wag.Heartbeat, 0, len(m.Heartbeats.GetItems()))
+			for _, p := range m.Heartbeats.GetItems() {
+				if hb, err := heartbeatFromProto(p); err == nil {
+					hbs = append(hbs, hb)
+				}
+			}
+			w.Heartbeats(hbs)
+		case *robonetv1.WorkRequest_Reports:
+			var acked uint64
+			for _, p := range m.Reports.GetItems() {
+				r, err := reportFromProto(p)
+				if err != nil {
+					s.log.Warn("a report cannot be read; dropped", zap.Error(err))
+					acked = p.GetSeq()
+					continue
+				}
+				if !w.Report(r) {
+					// This Waggler closed: the pool keeps the rest for the
+					// next one.
+					return status.Error(codes.Unavailable, "the waggler closed")
+				}
+				acked = p.GetSeq()
+			}
+			if acked > 0 {
+				if err := out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ack{Ack: &robonetv1.WorkAck{Seq: acked}}}); err != nil {
+					return err
+				}
+			}
+		case *robonetv1.WorkRequest_Leave:
+			for _, id := range m.Leave.GetWorkers() {
+				if slices.Contains(reg.GetWorkers(), id) { // only this stream's own
+					w.WorkerDead(id)
+				}
+			}
+		default:
+			return status.Error(codes.InvalidArgument, "unexpected message on a Work stream")
+		}
+	}
+}
+
+// remoteWorker is a Waggler's handle on a slot of a pool on another node.
+type remoteWorker struct {
+	id  string
+	out *sender[*robonetv1.WorkResponse]
+	log *zap.Logger
+}
+
+func (w *remoteWorker) ID() string { return w.id }
+
+func (w *remoteWorker) Run(a wag.Assignment) {
+	p, err := assignmentToProto(a)
+	if err != nil {
+		w.log.Error("an assignment cannot be sent", zap.Error(err))
+		return // the ladder fails it over
+	}
+	_ = w.out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{
+		Items: []*robonetv1.SlotAssignment{{WorkerId: w.id, Assignment: p}}}}})
+}
+
+func (w *remoteWorker) Cancel(key engine.AttemptKey, gen uint64) {
+	_ = w.out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Cancel{Cancel: &robonetv1.WorkCancel{
+		Items: []*robonetv1.SlotCancel{{WorkerId: w.id, Key: keyToProto(key), Generation: gen}}}}})
+}

@@ -1,0 +1,273 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+)
+
+// Backoff between attempts to (re)connect a Work stream.
+const (
+	workBackoffMin = 20 * time.Millisecond
+	workBackoffMax = 2 * time.Second
+	// leaveTimeout bounds the wait for a WorkLeave to be sent.
+	leaveTimeout = time.Second
+)
+
+// WorkTarget is a pool's Waggler on another node, behind a Work stream:
+// the wag.Target of a pool whose capability's Waggler runs elsewhere. It
+// keeps the stream up (connecting again with backoff), registers the
+// pool's slots with what they run each time, numbers the pool's reports
+// and keeps each until the Waggler acknowledges it, sending the rest
+// again on every new stream — or handing them back (Release) when the
+// pool moves to another Waggler.
+type WorkTarget struct {
+	client     robonetv1.WagServiceClient
+	node       string
+	capability string
+	epoch      uint64
+	running    func() []wag.Running
+	log        *zap.Logger
+
+	ctx    context.Context
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	workers map[string]wag.Worker
+	out     *sender[*robonetv1.WorkRequest] // of the current stream; nil while none
+	seq     uint64
+	unacked []seqReport
+	started bool
+}
+
+type seqReport struct {
+	seq uint64
+	r   wag.Report
+}
+
+var _ wag.Target = (*WorkTarget)(nil)
+
+// NewWorkTarget returns the target for the pool of capability on node
+// (this node's name, for the Waggler's logs) working for the Waggler at
+// epoch behind client. running lists what the pool's slots run, for the
+// registration of every new stream. Nothing connects until Register.
+func NewWorkTarget(client robonetv1.WagServiceClient, node, capability string, epoch uint64, running func() []wag.Running, log *zap.Logger) *WorkTarget {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	return &WorkTarget{client: client, node: node, capability: capability, epoch: epoch, running: running,
+		log: log.With(zap.String("capability", capability), zap.Uint64("epoch", epoch)), ctx: ctx, cancel: cancel,
+		workers: map[string]wag.Worker{}}
+}
+
+// Register implements wag.Target: it keeps the pool's slots (assignments
+// for them arrive on the stream) and starts the stream.
+func (t *WorkTarget) Register(workers []wag.Worker, _ []wag.Running) {
+	t.mu.Lock()
+	for _, w := range workers {
+		t.workers[w.ID()] = w
+	}
+	start := !t.started
+	t.started = true
+	t.mu.Unlock()
+	if start {
+		t.wg.Go(t.run)
+	}
+}
+
+// Heartbeats implements wag.Target: the batch goes out on the stream, if
+// there is one (a later batch supersedes a lost one).
+func (t *WorkTarget) Heartbeats(hbs []wag.Heartbeat) {
+	t.mu.Lock()
+	out := t.out
+	t.mu.Unlock()
+	if out == nil {
+		return
+	}
+	m := &robonetv1.WorkHeartbeats{Items: make([]*robonetv1.Heartbeat, len(hbs))}
+	for i, hb := range hbs {
+		m.Items[i] = heartbeatToProto(hb)
+	}
+	_ = out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Heartbeats{Heartbeats: m}})
+}
+
+// Report implements wag.Target: the report is kept until acknowledged.
+func (t *WorkTarget) Report(r wag.Report) bool {
+	t.mu.Lock()
+	t.seq++
+	sr := seqReport{seq: t.seq, r: r}
+	t.unacked = append(t.unacked, sr)
+	out := t.out
+	t.mu.Unlock()
+	if out != nil {
+		t.sendReports(out, []seqReport{sr})
+	}
+	return true
+}
+
+// Leave implements wag.Target: the Waggler is told on the stream, if there
+// is one (without one, its heartbeat ladder finds the workers gone).
+func (t *WorkTarget) Leave(workerIDs []string) {
+	t.mu.Lock()
+	out := t.out
+	t.mu.Unlock()
+	if out == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(t.ctx, leaveTimeout)
+	defer cancel()
+	err := out.pushAndWait(ctx, &robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Leave{Leave: &robonetv1.WorkLeave{Workers: workerIDs}}})
+	if err != nil {
+		t.log.Debug("telling the waggler the workers left failed; its ladder will find out", zap.Error(err))
+	}
+}
+
+// Release implements wag.Target: the stream ends and the reports not
+// acknowledged go back to the pool.
+func (t *WorkTarget) Release() []wag.Report {
+	t.cancel()
+	t.wg.Wait()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	out := make([]wag.Report, len(t.unacked))
+	for i, sr := range t.unacked {
+		out[i] = sr.r
+	}
+	t.unacked = nil
+	return out
+}
+
+func (t *WorkTarget) sendReports(out *sender[*robonetv1.WorkRequest], rs []seqReport) {
+	m := &robonetv1.WorkReports{}
+	for _, sr := range rs {
+		p, err := reportToProto(sr.seq, sr.r)
+		if err != nil {
+			t.log.Warn("a report cannot be sent; it is sent as a failure", zap.Error(err))
+			sr.r.OK, sr.r.Output, sr.r.Error = false, nil, err.Error()
+			p, _ = reportToProto(sr.seq, sr.r)
+		}
+		m.Items = append(m.Items, p)
+	}
+	_ = out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Reports{Reports: m}})
+}
+
+// run keeps a stream up until Release.
+func (t *WorkTarget) run() {
+	backoff := workBackoffMin
+	for {
+		err := t.session()
+		if t.ctx.Err() != nil {
+			return
+		}
+		t.log.Debug("work stream ended; connecting again", zap.Duration("backoff", backoff), zap.Error(err))
+		timer := time.NewTimer(backoff)
+		select {
+		case <-t.ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+		backoff = min(2*backoff, workBackoffMax)
+		if err == nil {
+			backoff = workBackoffMin
+		}
+	}
+}
+
+// session runs one stream: register, send what is unacknowledged, then
+// take assignments, cancels and acknowledgements until it breaks.
+func (t *WorkTarget) session() error {
+	ctx, cancel := context.WithCancel(t.ctx)
+	defer cancel()
+	stream, err := t.client.Work(ctx)
+	if err != nil {
+		return fmt.Errorf("opening a work stream: %w", err)
+	}
+	out := newSender(stream.Send)
+	defer out.close()
+	reg := &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch}
+	t.mu.Lock()
+	for id := range t.workers {
+		reg.Workers = append(reg.Workers, id)
+	}
+	t.mu.Unlock()
+	for _, r := range t.running() {
+		a, err := assignmentToProto(r.Assignment)
+		if err != nil {
+			continue
+		}
+		reg.Running = append(reg.Running, &robonetv1.RunningAttempt{Assignment: a, WorkerId: r.WorkerID, StartedUnixNs: nanos(r.StartedAt)})
+	}
+	if err := out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Register{Register: reg}}); err != nil {
+		return err
+	}
+	t.mu.Lock()
+	t.out = out
+	unacked := append([]seqReport(nil), t.unacked...)
+	t.mu.Unlock()
+	defer func() {
+		t.mu.Lock()
+		if t.out == out {
+			t.out = nil
+		}
+		t.mu.Unlock()
+	}()
+	if len(unacked) > 0 {
+		t.sendReports(out, unacked)
+	}
+	for {
+		resp, err := stream.Recv()
+		if err != nil {
+			return err
+		}
+		switch m := resp.GetMsg().(type) {
+		case *robonetv1.WorkResponse_Assign:
+			for _, it := range m.Assign.GetItems() {
+				a, err := assignmentFromProto(it.GetAssignment())
+				if err != nil {
+					t.log.Warn("an assignment cannot be read; the waggler's ladder will fail it over", zap.Error(err))
+					continue
+				}
+				if w := t.worker(it.GetWorkerId()); w != nil {
+					w.Run(a)
+				}
+			}
+		case *robonetv1.WorkResponse_Cancel:
+			for _, it := range m.Cancel.GetItems() {
+				k, err := keyFromProto(it.GetKey())
+				if err != nil {
+					continue
+				}
+				if w := t.worker(it.GetWorkerId()); w != nil {
+					w.Cancel(k, it.GetGeneration())
+				}
+			}
+		case *robonetv1.WorkResponse_Ack:
+			t.ack(m.Ack.GetSeq())
+		}
+	}
+}
+
+func (t *WorkTarget) worker(id string) wag.Worker {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.workers[id]
+}
+
+func (t *WorkTarget) ack(seq uint64) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	i := 0
+	for i < len(t.unacked) && t.unacked[i].seq <= seq {
+		i++
+	}
+	t.unacked = t.unacked[i:]
+}
