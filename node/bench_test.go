@@ -49,15 +49,15 @@ var benchStores = []benchStore{
 	}},
 }
 
-// firstDispatch wraps the worker pools and records when each instance's
-// first task was handed to them.
+// firstDispatch wraps the Router and records when each instance's first
+// task was handed to it.
 type firstDispatch struct {
-	*wag.Local
+	*wag.Router
 	mu    sync.Mutex
 	first map[uuid.UUID]time.Time
 }
 
-func (d *firstDispatch) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) error {
+func (d *firstDispatch) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
 	now := time.Now()
 	d.mu.Lock()
 	for _, t := range tasks {
@@ -66,14 +66,14 @@ func (d *firstDispatch) Dispatch(ctx context.Context, tasks []engine.TaskDispatc
 		}
 	}
 	d.mu.Unlock()
-	return d.Local.Dispatch(ctx, tasks)
+	return d.Router.Dispatch(ctx, tasks)
 }
 
 // benchNode is the node's wiring (see Node.Start) without the network
-// servers: store → wag → engine, results relayed back.
+// servers: store → engine → Router → this node's Waggler host → its pools,
+// results back the same way.
 type benchNode struct {
 	eng      *engine.Engine
-	workers  *wag.Local
 	dispatch *firstDispatch
 }
 
@@ -91,30 +91,45 @@ func startBenchNode(b *testing.B, store engine.Store) *benchNode {
 // submissions, which queue in the store.
 func newBenchNode(b *testing.B, store engine.Store) *benchNode {
 	b.Helper()
-	relay := &sinkRelay{}
-	workers, err := wag.New(wag.Config{NodeName: "bench", Capabilities: map[string]int{"core": 64}, Sink: relay, Logger: zap.NewNop()})
+	cfg := wag.Config{NodeName: "bench", Capabilities: map[string]int{"core": 64}, Logger: zap.NewNop()}
+	workers, err := wag.NewWorkerHost(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	d := &firstDispatch{Local: workers, first: map[uuid.UUID]time.Time{}}
-	eng, err := engine.New(engine.Config{Store: store, Dispatcher: d, Logger: zap.NewNop(), NodeName: "bench", Term: 1})
+	host, err := wag.NewWagglerHost(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
-	relay.sink.Store(eng)
+	dir := wag.NewStaticDirectory("bench", host)
+	dir.Assign("core", 1)
+	t := &termEngine{}
+	router, err := wag.NewRouter(wag.RouterConfig{Term: 1, Sink: &lateSink{t: t}, Directory: dir, Logger: zap.NewNop(),
+		Holds: func(id uuid.UUID) bool { return t.Holds(id) }})
+	if err != nil {
+		b.Fatal(err)
+	}
+	d := &firstDispatch{Router: router, first: map[uuid.UUID]time.Time{}}
+	t.router = router
+	if t.Engine, err = engine.New(engine.Config{Store: store, Dispatcher: d, Logger: zap.NewNop(), NodeName: "bench", Term: 1}); err != nil {
+		b.Fatal(err)
+	}
 	ctx := context.Background()
-	if err := workers.Start(ctx); err != nil {
-		b.Fatal(err)
+	for _, start := range []func(context.Context) error{workers.Start, host.Start, router.Start} {
+		if err := start(ctx); err != nil {
+			b.Fatal(err)
+		}
 	}
+	wag.FollowLocal(workers, host)
 	b.Cleanup(func() {
-		if err := eng.Stop(ctx); err != nil {
+		if err := t.Stop(ctx); err != nil {
 			b.Error(err)
 		}
+		_ = host.Stop(ctx)
 		if err := workers.Stop(ctx); err != nil {
 			b.Error(err)
 		}
 	})
-	return &benchNode{eng: eng, workers: workers, dispatch: d}
+	return &benchNode{eng: t.Engine, dispatch: d}
 }
 
 func echoChain(n int) string {

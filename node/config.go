@@ -26,10 +26,14 @@ const (
 	DefaultHTTPAddr        = "127.0.0.1:7280"
 	DefaultMaxMessageBytes = 16 << 20
 	DefaultMaxSpecBytes    = 1 << 20
-	DefaultStopTimeout     = 30 * time.Second
-	DefaultGossipAddr      = "127.0.0.1:7301"
-	DefaultRaftAddr        = "127.0.0.1:7302"
-	DefaultForwardTimeout  = 10 * time.Second
+	DefaultMaxInputBytes   = 1 << 20
+	// DefaultMaxStreams bounds the concurrent calls (watch streams
+	// included) on one client connection.
+	DefaultMaxStreams     = 256
+	DefaultStopTimeout    = 30 * time.Second
+	DefaultGossipAddr     = "127.0.0.1:7301"
+	DefaultRaftAddr       = "127.0.0.1:7302"
+	DefaultForwardTimeout = 10 * time.Second
 	// HTTPDisabled as Config.HTTPAddr turns the HTTP server off.
 	HTTPDisabled = "off"
 )
@@ -85,6 +89,13 @@ type Config struct {
 	MaxMessageBytes int
 	// MaxSpecBytes bounds an inline spec. Default: 1 MiB.
 	MaxSpecBytes int
+	// MaxInputBytes bounds the inputs of one submission, as JSON. Default:
+	// 1 MiB.
+	MaxInputBytes int
+	// MaxStreams bounds the concurrent calls, watch streams included, on
+	// one client connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a
+	// client that opens more waits for one to end. Default: 256.
+	MaxStreams int
 	// StopTimeout bounds a graceful gRPC stop (streams are cut after it).
 	// Default: 30 s.
 	StopTimeout time.Duration
@@ -163,6 +174,12 @@ func (c Config) WithDefaults() Config {
 	if c.MaxSpecBytes == 0 {
 		c.MaxSpecBytes = DefaultMaxSpecBytes
 	}
+	if c.MaxInputBytes == 0 {
+		c.MaxInputBytes = DefaultMaxInputBytes
+	}
+	if c.MaxStreams == 0 {
+		c.MaxStreams = DefaultMaxStreams
+	}
 	if c.StopTimeout == 0 {
 		c.StopTimeout = DefaultStopTimeout
 	}
@@ -215,6 +232,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxSpecBytes < 1 || c.MaxSpecBytes > c.MaxMessageBytes {
 		errs = append(errs, fmt.Errorf("MaxSpecBytes %d must be between 1 and MaxMessageBytes (%d)", c.MaxSpecBytes, c.MaxMessageBytes))
+	}
+	if c.MaxInputBytes < 1 || c.MaxInputBytes > c.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("MaxInputBytes %d must be between 1 and MaxMessageBytes (%d)", c.MaxInputBytes, c.MaxMessageBytes))
+	}
+	if c.MaxStreams < 1 {
+		errs = append(errs, fmt.Errorf("MaxStreams %d must be at least 1", c.MaxStreams))
 	}
 	if c.StopTimeout < 0 {
 		errs = append(errs, errors.New("StopTimeout must not be negative"))

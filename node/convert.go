@@ -9,6 +9,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
 )
 
 // This file translates engine types to protobuf and back. Values become
@@ -104,7 +105,31 @@ func taskToProto(t *engine.TaskView) *robonetv1.TaskState {
 	if t.Width >= 0 {
 		ts.Spread, ts.Width, ts.Done, ts.Failed = true, t.Width, t.Done, t.Failed
 	}
+	if len(t.Attempts) > 0 {
+		ts.Attempts = make([]*robonetv1.TaskAttempt, 0, len(t.Attempts))
+		for i := range t.Attempts {
+			ts.Attempts = append(ts.Attempts, attemptToProto(&t.Attempts[i]))
+		}
+	}
+	ts.AttemptsOmitted = int32(min(t.AttemptsOmitted, 1<<31-1)) //nolint:gosec // clamped
 	return ts
+}
+
+func attemptToProto(a *engine.AttemptView) *robonetv1.TaskAttempt {
+	pa := &robonetv1.TaskAttempt{
+		Index:      a.Index,
+		Attempt:    a.Attempt,
+		Worker:     a.WorkerID,
+		StartedAt:  timestamp(a.StartedAt),
+		FinishedAt: timestamp(a.FinishedAt),
+		Running:    a.Running,
+		Ok:         a.OK,
+		Error:      a.Error,
+	}
+	if a.WorkerID != "" {
+		pa.Node = wag.Started{WorkerID: a.WorkerID}.Node()
+	}
+	return pa
 }
 
 // hasOutput reports whether a task has an output to show: a completed

@@ -24,8 +24,9 @@
 // # Roles
 //
 // A server (the default without Join) runs Raft, opens the store and may
-// lead; it keeps a never-started engine on the store to answer reads while
-// it follows. A worker-only node (the default with Join) opens no store,
+// lead; its engine.Query (the engine's read side, which needs no term)
+// answers reads from the store while it follows, and is shared by the
+// engine of every term it leads. A worker-only node (the default with Join) opens no store,
 // runs no engine, advertises its capabilities in gossip and forwards every
 // API call to the leader; remote dispatch to it comes with remote
 // Wagglers. More than one server requires Postgres (ErrMeshNeedsPostgres):

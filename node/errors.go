@@ -57,6 +57,10 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 		return specErrorsStatus(list)
 	case errors.Is(err, graph.ErrInvalidInput):
 		return invalidInputStatus(err)
+	case errors.Is(err, engine.ErrInvalidPageToken):
+		return badRequest("page_token", "not a token this server returned; start again without a page_token")
+	case errors.Is(err, engine.ErrUnloadable):
+		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, engine.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
 	case errors.Is(err, engine.ErrVersionConflict), errors.Is(err, engine.ErrIdempotencyConflict):

@@ -76,17 +76,17 @@ var ErrNoLeader = errors.New("no engine leader elected")
 type router struct {
 	robonetv1.UnimplementedWorkflowServiceServer
 
-	self         string
-	mesh         meshNode
-	log          *zap.Logger
-	maxSpecBytes int
-	timeout      time.Duration
+	self    string
+	mesh    meshNode
+	log     *zap.Logger
+	limits  apiLimits
+	timeout time.Duration
 	// active returns the running engine of the current term, nil when this
 	// node does not lead (or its engine has not started yet).
 	active func() *engine.Engine
 	// reader serves reads from the store on servers; nil on worker-only
 	// nodes, which have no store.
-	reader *engine.Engine
+	reader *engine.Query
 	conns  *connCache
 }
 
@@ -187,7 +187,7 @@ func leaderCall[Req, Resp any](ctx context.Context, r *router, req Req,
 
 // api is the translation layer over one engine.
 func (r *router) api(e *engine.Engine) *apiServer {
-	return &apiServer{eng: e, maxSpecBytes: r.maxSpecBytes}
+	return &apiServer{reads: e, eng: e, apiLimits: r.limits}
 }
 
 // outgoing marks ctx's call as forwarded by this node.
@@ -195,13 +195,21 @@ func (r *router) outgoing(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, r.self)
 }
 
-// reads returns the engine that answers reads here without the leader:
-// the running one, or the store reader; nil on worker-only nodes.
-func (r *router) reads() *engine.Engine {
+// reads returns the read API that answers here without the leader: the
+// running engine's, or the store reader's; nil on worker-only nodes.
+func (r *router) reads() *apiServer {
 	if e := r.active(); e != nil {
-		return e
+		return r.api(e)
 	}
-	return r.reader
+	if r.reader != nil {
+		return r.readAPI()
+	}
+	return nil
+}
+
+// readAPI is the translation layer over the store reader (reads only).
+func (r *router) readAPI() *apiServer {
+	return &apiServer{reads: r.reader, apiLimits: r.limits}
 }
 
 func (r *router) RegisterWorkflow(ctx context.Context, req *robonetv1.RegisterWorkflowRequest) (*robonetv1.RegisterWorkflowResponse, error) {
@@ -224,15 +232,15 @@ func (r *router) CancelInstance(ctx context.Context, req *robonetv1.CancelInstan
 }
 
 func (r *router) ListWorkflows(ctx context.Context, req *robonetv1.ListWorkflowsRequest) (*robonetv1.ListWorkflowsResponse, error) {
-	if e := r.reads(); e != nil {
-		return r.api(e).ListWorkflows(ctx, req)
+	if a := r.reads(); a != nil {
+		return a.ListWorkflows(ctx, req)
 	}
 	return leaderCall(ctx, r, req, (*apiServer).ListWorkflows, robonetv1.WorkflowServiceClient.ListWorkflows)
 }
 
 func (r *router) ListInstances(ctx context.Context, req *robonetv1.ListInstancesRequest) (*robonetv1.ListInstancesResponse, error) {
-	if e := r.reads(); e != nil {
-		return r.api(e).ListInstances(ctx, req)
+	if a := r.reads(); a != nil {
+		return a.ListInstances(ctx, req)
 	}
 	return leaderCall(ctx, r, req, (*apiServer).ListInstances, robonetv1.WorkflowServiceClient.ListInstances)
 }
@@ -247,7 +255,7 @@ func (r *router) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequ
 	if e := r.active(); e != nil || r.reader == nil {
 		return leaderCall(ctx, r, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
 	}
-	stored, err := r.api(r.reader).GetInstance(ctx, req)
+	stored, err := r.readAPI().GetInstance(ctx, req)
 	if err != nil || instanceFinished(stored.GetInstance().GetState()) {
 		return stored, err
 	}
@@ -266,12 +274,12 @@ func (r *router) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequ
 func (r *router) WatchInstance(req *robonetv1.WatchInstanceRequest, stream grpc.ServerStreamingServer[robonetv1.WatchInstanceResponse]) error {
 	ctx := stream.Context()
 	if r.active() == nil && r.reader != nil {
-		stored, err := r.api(r.reader).GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: req.GetInstanceId()})
+		stored, err := r.readAPI().GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: req.GetInstanceId()})
 		if err != nil {
 			return err
 		}
 		if instanceFinished(stored.GetInstance().GetState()) {
-			return r.api(r.reader).WatchInstance(req, stream)
+			return r.readAPI().WatchInstance(req, stream)
 		}
 	}
 	after := req.GetAfterSeq()

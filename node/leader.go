@@ -31,6 +31,13 @@ type meshNode interface {
 	UpdateMeta(meta mesh.NodeMeta) error
 	// Halt stops without leaving, as a crash would.
 	Halt() error
+	// Subscribe delivers membership events until the returned function is
+	// called.
+	Subscribe() (<-chan mesh.Event, func())
+	// State is the replicated control state (on servers); StateChanged is
+	// closed at its next change.
+	State() mesh.ControlState
+	StateChanged() <-chan struct{}
 }
 
 var _ meshNode = (*mesh.Mesh)(nil)
@@ -72,19 +79,20 @@ const (
 type leaderLoop struct {
 	mesh meshNode
 	log  *zap.Logger
-	// newEngine builds (without starting) the engine of a term.
-	newEngine func(term uint64) (*engine.Engine, error)
-	// publish makes e the engine the API and the workers' results go to;
-	// nil: none (the node follows).
+	// newEngine builds (without starting) the engine of a term, with the
+	// Router that is its Dispatcher.
+	newEngine func(term uint64) (*termEngine, error)
+	// publish makes e the engine the API goes to; nil: none (the node
+	// follows).
 	publish func(e *engine.Engine)
 
-	cur *engine.Engine // the running engine; only the loop's goroutine touches it
+	cur *termEngine // the running engine; only the loop's goroutine touches it
 }
 
 // run follows leadership until ctx ends. It returns the engine still
 // running then (nil if none), still published: the node stops it
 // gracefully, or abandons it if leadership moved meanwhile.
-func (l *leaderLoop) run(ctx context.Context) *engine.Engine {
+func (l *leaderLoop) run(ctx context.Context) *termEngine {
 	updates, cancel := l.mesh.Leadership()
 	defer cancel()
 	var (
@@ -176,7 +184,7 @@ func (l *leaderLoop) stepUp(ctx context.Context, term uint64) error {
 		return fmt.Errorf("starting the engine: %w", err)
 	}
 	l.cur = e
-	l.publish(e)
+	l.publish(e.Engine)
 	l.log.Info("leading: engine started", zap.Uint64("term", term), zap.Duration("took", time.Since(began)))
 	return nil
 }

@@ -38,6 +38,12 @@ func (f *fakeMesh) Stop(context.Context) error     { return nil }
 func (f *fakeMesh) Halt() error                    { return nil }
 func (f *fakeMesh) GossipAddr() string             { return "127.0.0.1:1" }
 func (f *fakeMesh) UpdateMeta(mesh.NodeMeta) error { return nil }
+func (f *fakeMesh) State() mesh.ControlState       { return mesh.ControlState{} }
+func (f *fakeMesh) StateChanged() <-chan struct{}  { return nil }
+func (f *fakeMesh) Subscribe() (<-chan mesh.Event, func()) {
+	ch := make(chan mesh.Event)
+	return ch, func() {}
+}
 
 func (f *fakeMesh) Members() []mesh.Member {
 	f.mu.Lock()
@@ -96,8 +102,8 @@ func (f *fakeMesh) set(l mesh.Leadership) {
 
 type nopDispatcher struct{}
 
-func (nopDispatcher) Dispatch(context.Context, []engine.TaskDispatch) error { return nil }
-func (nopDispatcher) Cancel(context.Context, []engine.AttemptKey) error     { return nil }
+func (nopDispatcher) Dispatch(context.Context, []engine.TaskDispatch) []error   { return nil }
+func (nopDispatcher) Cancel(context.Context, uint64, []engine.AttemptKey) error { return nil }
 
 // loopHarness runs a leader loop over a fake mesh and records what it
 // publishes.
@@ -118,14 +124,15 @@ func startLoop(t *testing.T) *loopHarness {
 	l := &leaderLoop{
 		mesh: h.mesh,
 		log:  zaptest.NewLogger(t),
-		newEngine: func(term uint64) (*engine.Engine, error) {
-			return engine.New(engine.Config{Store: store, Dispatcher: nopDispatcher{}, Term: term, Shards: 1})
+		newEngine: func(term uint64) (*termEngine, error) {
+			e, err := engine.New(engine.Config{Store: store, Dispatcher: nopDispatcher{}, Term: term, Shards: 1})
+			return &termEngine{Engine: e}, err
 		},
 		publish: func(e *engine.Engine) { h.published <- e },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan *engine.Engine, 1)
-	go func() { done <- l.run(ctx) }()
+	go func() { done <- engineOf(l.run(ctx)) }()
 	var once sync.Once
 	var last *engine.Engine
 	h.stop = func() *engine.Engine {
@@ -251,7 +258,7 @@ func TestLeaderLoopBarrier(t *testing.T) {
 func TestRouterRedirectsForwardedCalls(t *testing.T) {
 	fm := newFakeMesh()
 	fm.set(mesh.Leadership{Leader: "s2", LeaderGRPC: "127.0.0.1:1", Term: 4})
-	r := &router{self: "s1", mesh: fm, log: zaptest.NewLogger(t), maxSpecBytes: 1 << 20, timeout: 200 * time.Millisecond,
+	r := &router{self: "s1", mesh: fm, log: zaptest.NewLogger(t), limits: apiLimits{maxSpecBytes: 1 << 20, maxInputBytes: 1 << 20}, timeout: 200 * time.Millisecond,
 		active: func() *engine.Engine { return nil }, conns: newConnCache(1 << 20)}
 	defer func() { _ = r.conns.close() }()
 

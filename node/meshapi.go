@@ -1,23 +1,78 @@
 package node
 
 import (
+	"cmp"
 	"context"
+	"fmt"
+	"maps"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
+
+	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
 )
 
-// meshAPI serves the MeshService from this node's own gossip view; it
-// never asks the leader, so it answers during elections and on
-// worker-only nodes.
+// wagglerAskTimeout bounds how long ListWagglers waits for one holder's
+// live numbers: a holder that does not answer in time is shown "unknown"
+// rather than holding up the whole listing.
+const wagglerAskTimeout = 2 * time.Second
+
+// Sources of the Waggler roles ListWagglers reports.
+const (
+	rolesFromControlState = "control-state"
+	rolesFromGossip       = "gossip"
+)
+
+// Waggler states ListWagglers reports besides the Waggler's own.
+const (
+	wagglerUnassigned = "unassigned"
+	wagglerUnknown    = "unknown"
+)
+
+// wagglerStatuses is what the MeshService needs of the node's Waggler
+// host; *wag.WagglerHost implements it.
+type wagglerStatuses interface {
+	Status() []wag.WagglerStatus
+}
+
+var _ wagglerStatuses = (*wag.WagglerHost)(nil)
+
+// meshAPI serves the MeshService from this node's own view; it never asks
+// the leader, so it answers during elections and on worker-only nodes.
+// ListWagglers asks the nodes that hold Waggler roles for their live
+// numbers.
 type meshAPI struct {
 	robonetv1.UnimplementedMeshServiceServer
 	self string
 	mesh meshNode
+	// wagglers is this node's Waggler host, which LocalWagglers reports.
+	// nil: the node does not report its Wagglers; LocalWagglers answers
+	// UNIMPLEMENTED, as a node of an older version does.
+	wagglers wagglerStatuses
+	// conn returns a cached connection to another node's gRPC API. nil:
+	// ListWagglers asks no other node.
+	conn func(addr string) (grpc.ClientConnInterface, error)
+	// askTimeout bounds asking one holder; 0: wagglerAskTimeout.
+	askTimeout time.Duration
 }
 
 var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
+
+// newMeshAPI is n's MeshService, with its Waggler host and its
+// connection cache.
+func newMeshAPI(n *Node) *meshAPI {
+	return &meshAPI{
+		self: n.cfg.Name, mesh: n.mesh, wagglers: n.wagglers,
+		conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(addr) },
+	}
+}
 
 func (s *meshAPI) ListMembers(context.Context, *robonetv1.ListMembersRequest) (*robonetv1.ListMembersResponse, error) {
 	leader := s.mesh.Leader().Leader
@@ -41,6 +96,9 @@ func (s *meshAPI) ListMembers(context.Context, *robonetv1.ListMembersRequest) (*
 		for c, n := range m.Capabilities {
 			pm.Capabilities[c] = int32(min(n, 1<<31-1)) //nolint:gosec // clamped
 		}
+		if len(m.Wagglers) > 0 {
+			pm.Wagglers = maps.Clone(m.Wagglers)
+		}
 		resp.Members = append(resp.Members, pm)
 	}
 	slices.SortFunc(resp.Members, func(a, b *robonetv1.Member) int { return strings.Compare(a.GetName(), b.GetName()) })
@@ -50,4 +108,208 @@ func (s *meshAPI) ListMembers(context.Context, *robonetv1.ListMembersRequest) (*
 func (s *meshAPI) GetLeader(context.Context, *robonetv1.GetLeaderRequest) (*robonetv1.GetLeaderResponse, error) {
 	l := s.mesh.Leader()
 	return &robonetv1.GetLeaderResponse{Name: l.Leader, GrpcAddr: l.LeaderGRPC, Term: l.Term, AnsweredBy: s.self}, nil
+}
+
+// LocalWagglers reports the Wagglers of this node's host.
+func (s *meshAPI) LocalWagglers(context.Context, *robonetv1.LocalWagglersRequest) (*robonetv1.LocalWagglersResponse, error) {
+	if s.wagglers == nil {
+		return nil, status.Error(codes.Unimplemented, "this node does not report its Wagglers")
+	}
+	sts := s.wagglers.Status()
+	resp := &robonetv1.LocalWagglersResponse{AnsweredBy: s.self, Wagglers: make([]*robonetv1.LocalWaggler, 0, len(sts))}
+	for _, st := range sts {
+		resp.Wagglers = append(resp.Wagglers, &robonetv1.LocalWaggler{
+			Capability: st.Capability, Epoch: st.Epoch, State: st.State.String(),
+			Queued: clampInt32(st.Queued), Running: clampInt32(st.Running), Workers: clampInt32(st.Workers),
+			Failovers: st.Failovers, ReplaysIgnored: st.ReplaysIgnored,
+		})
+	}
+	slices.SortFunc(resp.Wagglers, func(a, b *robonetv1.LocalWaggler) int { return strings.Compare(a.GetCapability(), b.GetCapability()) })
+	return resp, nil
+}
+
+// ListWagglers lists the Waggler of every capability this node knows of:
+// the roles of the control state on a server (what members advertise on
+// a worker-only node), every holder asked for its live numbers at once,
+// and the standbys from membership.
+func (s *meshAPI) ListWagglers(ctx context.Context, _ *robonetv1.ListWagglersRequest) (*robonetv1.ListWagglersResponse, error) {
+	members := s.mesh.Members()
+	roles, source := s.wagglerRoles(members)
+	serving := map[string][]string{} // capability → up members that serve it
+	byName := make(map[string]mesh.Member, len(members))
+	for _, m := range members {
+		byName[m.Name] = m
+		if !memberUp(m) {
+			continue
+		}
+		for c, size := range m.Capabilities {
+			if size > 0 {
+				serving[c] = append(serving[c], m.Name)
+			}
+		}
+	}
+	caps := slices.Sorted(maps.Keys(roles))
+	for c := range serving {
+		if _, ok := roles[c]; !ok {
+			caps = append(caps, c) // served, but not placed yet
+		}
+	}
+	slices.Sort(caps)
+
+	holders := map[string]bool{}
+	for _, r := range roles {
+		if r.Node != "" {
+			holders[r.Node] = true
+		}
+	}
+	reports := s.askHolders(ctx, holders, byName)
+
+	resp := &robonetv1.ListWagglersResponse{AnsweredBy: s.self, Source: source, Wagglers: make([]*robonetv1.WagglerRole, 0, len(caps))}
+	for _, c := range caps {
+		r := roles[c]
+		row := &robonetv1.WagglerRole{Capability: c, Node: r.Node, Epoch: r.Epoch, State: wagglerUnassigned}
+		for _, n := range serving[c] {
+			if n != r.Node {
+				row.Standbys = append(row.Standbys, n)
+			}
+		}
+		slices.Sort(row.Standbys)
+		if r.Node != "" {
+			fillLive(row, reports[r.Node])
+		}
+		resp.Wagglers = append(resp.Wagglers, row)
+	}
+	return resp, nil
+}
+
+// wagglerRoles returns the Waggler role of each capability and where the
+// roles come from: the control state when this node is a server (it has
+// one), otherwise the members' advertisements — per capability, the up
+// member advertising it at the highest epoch.
+func (s *meshAPI) wagglerRoles(members []mesh.Member) (map[string]mesh.WagglerAssignment, string) {
+	server := false
+	for _, m := range members {
+		if m.Name == s.self {
+			server = slices.Contains(m.Roles, mesh.RoleServer)
+		}
+	}
+	if server {
+		return s.mesh.State().Wagglers, rolesFromControlState
+	}
+	roles := map[string]mesh.WagglerAssignment{}
+	for _, m := range members {
+		if !memberUp(m) {
+			continue
+		}
+		for c, epoch := range m.Wagglers {
+			if cur, ok := roles[c]; !ok || epoch > cur.Epoch || (epoch == cur.Epoch && m.Name < cur.Node) {
+				roles[c] = mesh.WagglerAssignment{Node: m.Name, Epoch: epoch}
+			}
+		}
+	}
+	return roles, rolesFromGossip
+}
+
+// holderReport is what one holder said of its Wagglers, or why it said
+// nothing.
+type holderReport struct {
+	node     string
+	wagglers []*robonetv1.LocalWaggler
+	err      error
+}
+
+// askHolders asks every holder for its Wagglers, concurrently, each within
+// askTimeout.
+func (s *meshAPI) askHolders(ctx context.Context, holders map[string]bool, members map[string]mesh.Member) map[string]holderReport {
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = make(map[string]holderReport, len(holders))
+	)
+	for node := range holders {
+		wg.Go(func() {
+			ws, err := s.askHolder(ctx, node, members)
+			mu.Lock()
+			out[node] = holderReport{node: node, wagglers: ws, err: err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// askHolder returns node's Wagglers: this node's from its own host,
+// another's through LocalWagglers.
+func (s *meshAPI) askHolder(ctx context.Context, node string, members map[string]mesh.Member) ([]*robonetv1.LocalWaggler, error) {
+	if node == s.self {
+		resp, err := s.LocalWagglers(ctx, &robonetv1.LocalWagglersRequest{})
+		if err != nil {
+			return nil, err
+		}
+		return resp.GetWagglers(), nil
+	}
+	m, ok := members[node]
+	switch {
+	case !ok:
+		return nil, fmt.Errorf("%s is not a member of the mesh", node)
+	case !memberUp(m):
+		return nil, fmt.Errorf("%s is %s", node, m.Status)
+	case m.GRPCAddr == "":
+		return nil, fmt.Errorf("%s advertises no gRPC address", node)
+	case s.conn == nil:
+		return nil, fmt.Errorf("this node does not ask other nodes")
+	}
+	cc, err := s.conn(m.GRPCAddr)
+	if err != nil {
+		return nil, fmt.Errorf("connecting to %s: %w", node, err)
+	}
+	timeout := cmp.Or(s.askTimeout, wagglerAskTimeout)
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	resp, err := robonetv1.NewMeshServiceClient(cc).LocalWagglers(actx, &robonetv1.LocalWagglersRequest{})
+	switch status.Code(err) {
+	case codes.OK:
+		return resp.GetWagglers(), nil
+	case codes.DeadlineExceeded:
+		if ctx.Err() == nil {
+			return nil, fmt.Errorf("%s did not answer within %s", node, timeout)
+		}
+	}
+	return nil, fmt.Errorf("asking %s: %w", node, err)
+}
+
+// fillLive puts the holder's numbers for row's capability into row, or
+// says why there are none.
+func fillLive(row *robonetv1.WagglerRole, rep holderReport) {
+	row.State = wagglerUnknown
+	switch {
+	case status.Code(rep.err) == codes.Unimplemented:
+		row.Note = rep.node + " does not report its Wagglers"
+		return
+	case rep.err != nil:
+		row.Note = rep.err.Error()
+		return
+	}
+	i := slices.IndexFunc(rep.wagglers, func(w *robonetv1.LocalWaggler) bool { return w.GetCapability() == row.GetCapability() })
+	if i < 0 {
+		row.Note = rep.node + " does not run this Waggler (yet)"
+		return
+	}
+	w := rep.wagglers[i]
+	if w.GetEpoch() != row.GetEpoch() {
+		row.Note = fmt.Sprintf("%s runs it at epoch %d, not %d (the role is moving)", rep.node, w.GetEpoch(), row.GetEpoch())
+		return
+	}
+	row.State, row.Live = w.GetState(), true
+	row.Workers, row.InFlight, row.Queued, row.Failovers = w.GetWorkers(), w.GetRunning(), w.GetQueued(), w.GetFailovers()
+}
+
+// memberUp reports whether a member counts as up: alive, or suspect
+// (not declared dead yet).
+func memberUp(m mesh.Member) bool {
+	return m.Status == mesh.StatusAlive || m.Status == mesh.StatusSuspect
+}
+
+func clampInt32(n int) int32 {
+	return int32(max(min(n, 1<<31-1), -1<<31)) //nolint:gosec // clamped
 }

@@ -70,16 +70,18 @@ func (n *Node) advertisedGRPC(host string) string {
 // advertiseGRPC completes the gossip metadata of a node whose gRPC
 // listener binds a wildcard address and that was given no Advertise host:
 // it advertises the listener's port on the host gossip advertises.
-func (n *Node) advertiseGRPC(meta mesh.NodeMeta) error {
-	if meta.GRPCAddr != "" {
+func (n *Node) advertiseGRPC() error {
+	n.metaMu.Lock()
+	have := n.meta.GRPCAddr != ""
+	n.metaMu.Unlock()
+	if have {
 		return nil
 	}
 	host, _, err := net.SplitHostPort(n.mesh.GossipAddr())
 	if err != nil {
 		return fmt.Errorf("the gossip address %q: %w", n.mesh.GossipAddr(), err)
 	}
-	meta.GRPCAddr = n.advertisedGRPC(host)
-	if err := n.mesh.UpdateMeta(meta); err != nil {
+	if err := n.updateMeta(func(m *mesh.NodeMeta) { m.GRPCAddr = n.advertisedGRPC(host) }); err != nil {
 		return fmt.Errorf("advertising the gRPC address: %w", err)
 	}
 	return nil

@@ -25,13 +25,14 @@ import (
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
+	"github.com/robonet/robonet/wag/remote"
 )
 
-// The engine is the API's Engine and wag's ResultSink; wag is the engine's
-// Dispatcher.
+// The engine is the API's Engine; the Router of its term is its
+// Dispatcher (wag.go).
 var (
 	_ Engine            = (*engine.Engine)(nil)
-	_ engine.Dispatcher = (*wag.Local)(nil)
+	_ engine.Dispatcher = (*wag.Router)(nil)
 )
 
 // Node is one robonode: mesh membership, store, engine, workers and the
@@ -51,13 +52,17 @@ type Node struct {
 	stopping      context.Context
 	beginStopping context.CancelFunc
 
-	lock    *dirLock
-	store   engine.Store // nil on worker-only nodes
-	workers *wag.Local
-	relay   *sinkRelay
-	// reader answers reads from the store on servers that do not lead; it
-	// is never started. nil on worker-only nodes.
-	reader *engine.Engine
+	lock     *dirLock
+	store    engine.Store     // nil on worker-only nodes
+	workers  *wag.WorkerHost  // this node's pools
+	wagglers *wag.WagglerHost // the Waggler roles this node is given
+	follower *wagFollower
+	metaMu   sync.Mutex
+	meta     mesh.NodeMeta // what this node advertises in gossip
+	// reader is the engine's read side on servers: it answers reads from
+	// the store while this node follows, and every term's engine shares
+	// it. nil on worker-only nodes.
+	reader *engine.Query
 	// active is the running engine of the current term, published by the
 	// leader loop; nil while this node does not lead.
 	active atomic.Pointer[engine.Engine]
@@ -67,7 +72,9 @@ type Node struct {
 	leading    *leaderLoop
 	stopLoop   context.CancelFunc
 	loopDone   chan struct{}
-	loopEngine *engine.Engine // what the leader loop left running when it stopped
+	loopEngine *termEngine // what the leader loop left running when it stopped
+	stopFollow func()      // ends the follower
+	followDone chan struct{}
 
 	grpcLis net.Listener
 	grpcSrv *grpc.Server
@@ -127,21 +134,24 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		}
 	}
 
-	// wag needs its sink at construction and the engine of a term comes
-	// later (or never, on followers): the relay is pointed at whichever
-	// engine runs, and drops results while none does.
-	n.relay = &sinkRelay{}
+	// Every node runs its pools and can be given Waggler roles; the
+	// engine of a term reaches both through its Router.
 	wcfg := n.cfg.Wag
 	// wag and the engine add the node's name (and the engine its term) to
 	// their own log lines.
-	wcfg.NodeName, wcfg.Capabilities, wcfg.Sink, wcfg.Logger = n.cfg.Name, n.cfg.Capabilities, n.relay, n.cfg.Logger
-	if n.workers, err = wag.New(wcfg); err != nil {
+	wcfg.NodeName, wcfg.Capabilities, wcfg.Logger = n.cfg.Name, n.cfg.Capabilities, n.cfg.Logger
+	if n.workers, err = wag.NewWorkerHost(wcfg); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	if n.wagglers, err = wag.NewWagglerHost(wcfg); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	if server {
-		// The reader is never started: it only reads the store. Its term
-		// is never used to claim.
-		if n.reader, err = n.newEngine(1); err != nil {
+		// The read side lives as long as the node and is shared by the
+		// engine of every term it leads.
+		qcfg := n.cfg.Engine
+		qcfg.Store, qcfg.Logger, qcfg.NodeName = n.store, n.cfg.Logger, n.cfg.Name
+		if n.reader, err = engine.NewQuery(qcfg); err != nil {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
@@ -159,18 +169,28 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
 	n.mesh = m
+	n.meta = mcfg.Meta
 	n.conns = newConnCache(n.cfg.MaxMessageBytes)
 
 	if err := n.workers.Start(ctx); err != nil {
 		return fmt.Errorf("starting the workers: %w", err)
 	}
+	if err := n.wagglers.Start(ctx); err != nil {
+		return fmt.Errorf("starting the waggler host: %w", err)
+	}
 	if err := n.mesh.Start(ctx); err != nil {
 		return fmt.Errorf("starting the mesh: %w", err)
 	}
-	if err := n.advertiseGRPC(mcfg.Meta); err != nil {
+	if err := n.advertiseGRPC(); err != nil {
 		return err
 	}
+	n.follower = newWagFollower(n)
+	// External worker programs (WorkerService) add and remove pools: the
+	// node advertises its capabilities again and its pools follow their
+	// Wagglers.
+	n.workers.OnChange(n.capabilitiesChanged)
 	n.startGRPC()
+	n.startFollower()
 	if server {
 		n.startLeaderLoop()
 	}
@@ -190,24 +210,50 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	return nil
 }
 
-// newEngine builds the engine of a term (not started).
-func (n *Node) newEngine(term uint64) (*engine.Engine, error) {
-	ecfg := n.cfg.Engine
-	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, n.workers, n.cfg.Logger, n.cfg.Name, term
-	return engine.New(ecfg)
+// publish makes e the engine that serves the API; nil: none (this node
+// follows).
+func (n *Node) publish(e *engine.Engine) { n.active.Store(e) }
+
+// startFollower runs the loop that keeps the pools with their Wagglers
+// and the gossip metadata with this node's roles (wag.go).
+func (n *Node) startFollower() {
+	events, unsubscribe := n.mesh.Subscribe()
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stopFollow, n.followDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.followDone)
+		defer unsubscribe()
+		n.follower.run(ctx, events)
+	}()
 }
 
-// publish makes e the engine that serves the API and receives the
-// workers' results; nil: none (this node follows).
-func (n *Node) publish(e *engine.Engine) {
-	n.active.Store(e)
-	n.relay.sink.Store(e)
+// capabilitiesChanged advertises the capabilities the node's pools serve
+// now and has the pools follow their Wagglers.
+func (n *Node) capabilitiesChanged() {
+	caps := n.workers.Capabilities()
+	if err := n.updateMeta(func(m *mesh.NodeMeta) { m.Capabilities = caps }); err != nil {
+		n.log.Warn("advertising the capabilities failed", zap.Error(err))
+	}
+	n.follower.signal()
+}
+
+// updateMeta changes what this node advertises in gossip.
+func (n *Node) updateMeta(edit func(*mesh.NodeMeta)) error {
+	n.metaMu.Lock()
+	defer n.metaMu.Unlock()
+	meta := n.meta
+	edit(&meta)
+	if err := n.mesh.UpdateMeta(meta); err != nil {
+		return err
+	}
+	n.meta = meta
+	return nil
 }
 
 // startLeaderLoop runs the loop that makes the engine follow leadership
 // (leader.go).
 func (n *Node) startLeaderLoop() {
-	n.leading = &leaderLoop{mesh: n.mesh, log: n.log.Named("leader"), newEngine: n.newEngine, publish: n.publish}
+	n.leading = &leaderLoop{mesh: n.mesh, log: n.log.Named("leader"), newEngine: n.newTerm, publish: n.publish}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopLoop, n.loopDone = cancel, make(chan struct{})
 	go func() {
@@ -248,14 +294,21 @@ func (n *Node) startGRPC() {
 	n.grpcSrv = grpc.NewServer(
 		grpc.MaxRecvMsgSize(n.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(n.cfg.MaxMessageBytes),
+		grpc.MaxConcurrentStreams(uint32(n.cfg.MaxStreams)),
+		// A connection that has not finished its handshake in this time
+		// (garbage, or a client that connects and says nothing) is closed.
+		grpc.ConnectionTimeout(10*time.Second),
 		grpc.ChainUnaryInterceptor(ic.unary),
 		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream),
 	)
 	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, &router{
-		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), maxSpecBytes: n.cfg.MaxSpecBytes,
+		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes},
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns,
 	})
-	robonetv1.RegisterMeshServiceServer(n.grpcSrv, &meshAPI{self: n.cfg.Name, mesh: n.mesh})
+	robonetv1.RegisterMeshServiceServer(n.grpcSrv, newMeshAPI(n))
+	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log))
+	wcfg := n.cfg.Wag.WithDefaults()
+	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log))
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
 	reflection.Register(n.grpcSrv)
@@ -291,6 +344,15 @@ type ctxStream struct {
 
 func (s *ctxStream) Context() context.Context { return s.ctx }
 
+// Bounds of the HTTP server (docs/limits.md).
+const (
+	httpReadHeaderTimeout = 10 * time.Second
+	httpReadTimeout       = 30 * time.Second
+	httpWriteTimeout      = 30 * time.Second
+	httpIdleTimeout       = 60 * time.Second
+	httpMaxHeaderBytes    = 64 << 10
+)
+
 func (n *Node) startHTTP() error {
 	if n.cfg.HTTPAddr == HTTPDisabled {
 		return nil
@@ -300,7 +362,16 @@ func (n *Node) startHTTP() error {
 		return fmt.Errorf("HTTP listener: %w", err)
 	}
 	n.httpLis = lis
-	n.httpSrv = &http.Server{Handler: n.httpHandler(), ReadHeaderTimeout: 10 * time.Second}
+	n.httpSrv = &http.Server{
+		Handler: n.httpHandler(),
+		// Every phase is bounded, so slow or idle clients cannot hold
+		// connections (and their goroutines) forever.
+		ReadHeaderTimeout: httpReadHeaderTimeout,
+		ReadTimeout:       httpReadTimeout,
+		WriteTimeout:      httpWriteTimeout,
+		IdleTimeout:       httpIdleTimeout,
+		MaxHeaderBytes:    httpMaxHeaderBytes,
+	}
 	n.serving.Add(1)
 	go func() {
 		defer n.serving.Done()
@@ -466,6 +537,15 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 	if err := n.stopEngine(ctx, graceful); err != nil {
 		errs = append(errs, err)
 	}
+	if n.stopFollow != nil {
+		n.stopFollow()
+		<-n.followDone
+	}
+	if n.wagglers != nil {
+		if err := n.wagglers.Stop(ctx); err != nil {
+			errs = append(errs, fmt.Errorf("stopping the waggler host: %w", err))
+		}
+	}
 	if n.mesh != nil && graceful {
 		if err := n.mesh.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("leaving the mesh: %w", err))
@@ -534,24 +614,4 @@ func (n *Node) stopGRPC(ctx context.Context) {
 	n.log.Warn("gRPC calls still running at shutdown; cutting them")
 	n.grpcSrv.Stop()
 	<-done
-}
-
-// sinkRelay forwards results from the workers to the engine of the
-// current term, which changes with leadership; while none runs (this node
-// follows) results are dropped: the instance's next owner re-dispatches
-// the attempt.
-type sinkRelay struct {
-	sink atomic.Pointer[engine.Engine]
-}
-
-func (r *sinkRelay) TaskResult(ctx context.Context, res engine.TaskResult) {
-	if e := r.sink.Load(); e != nil {
-		e.TaskResult(ctx, res)
-	}
-}
-
-func (r *sinkRelay) TaskProgress(ctx context.Context, p engine.TaskProgress) {
-	if e := r.sink.Load(); e != nil {
-		e.TaskProgress(ctx, p)
-	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
@@ -123,6 +124,34 @@ func TestStartFailsCleanly(t *testing.T) {
 	}
 }
 
+// The HTTP server bounds every phase of a connection, so idle or slow
+// clients cannot hold connections (and goroutines) forever.
+func TestHTTPServerTimeouts(t *testing.T) {
+	n, err := New(Config{DataDir: t.TempDir(), GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0", GossipAddr: "127.0.0.1:0",
+		RaftAddr: "127.0.0.1:0", Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := n.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		if err := n.Stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	srv := n.httpSrv
+	if srv.ReadHeaderTimeout != httpReadHeaderTimeout || srv.ReadTimeout != httpReadTimeout || srv.WriteTimeout != httpWriteTimeout ||
+		srv.IdleTimeout != httpIdleTimeout || srv.MaxHeaderBytes != httpMaxHeaderBytes {
+		t.Fatalf("HTTP server bounds: %+v", srv)
+	}
+	for _, d := range []time.Duration{srv.ReadHeaderTimeout, srv.ReadTimeout, srv.WriteTimeout, srv.IdleTimeout} {
+		if d <= 0 || d > time.Minute {
+			t.Errorf("a timeout of %s", d)
+		}
+	}
+}
+
 func TestErrorStatus(t *testing.T) {
 	core, logs := observer.New(zap.ErrorLevel)
 	log := zap.New(core)
@@ -147,6 +176,8 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("x: %w", engine.ErrInvalidArgument), codes.InvalidArgument, "invalid"},
 		{fmt.Errorf("cancel: %w", engine.ErrInstanceFinished), codes.FailedPrecondition, "finished"},
 		{fmt.Errorf("x: %w", engine.ErrStopped), codes.Unavailable, "shutting down"},
+		{fmt.Errorf("list instances: %w: bad base64", engine.ErrInvalidPageToken), codes.InvalidArgument, "page_token: not a token this server returned"},
+		{fmt.Errorf("submit x: %w", engine.ErrUnloadable), codes.FailedPrecondition, "cannot be loaded"},
 		{context.Canceled, codes.Canceled, "cancelled"},
 		{fmt.Errorf("x: %w", &NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}), codes.Unavailable, "the leader is s2 at 10.0.0.2:7233"},
 		{fmt.Errorf("%w within the forwarding window", ErrNoLeader), codes.Unavailable, "no engine leader"},
