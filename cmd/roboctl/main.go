@@ -2,11 +2,11 @@
 //
 // It validates workflow specs offline (`roboctl validate`) and drives a
 // robonode over its gRPC API: submit, watch, get, ls, cancel, workflows
-// register and workflows ls, and shows the mesh: members and leader. Any
-// node of a mesh answers: calls that need the engine leader are forwarded
-// to it by the node. roboctl holds presentation only: apart from
-// the offline validator it talks to nothing but the gRPC API, and every
-// decision is the node's.
+// register and workflows ls, and shows the mesh: members, leader and
+// wagglers. Any node of a mesh answers: calls that need the engine leader
+// are forwarded to it by the node. roboctl holds presentation only: apart
+// from the offline validator it talks to nothing but the gRPC API, and
+// every decision is the node's.
 //
 // Every command prints a table (or plain lines) for people and, with
 // -o json or -o yaml, the same data for scripts; streams (watch -o json)
@@ -110,6 +110,7 @@ or was cancelled), 2 usage error.`,
 		newWorkflowsCmd(opts),
 		newMembersCmd(opts),
 		newLeaderCmd(opts),
+		newWagglersCmd(opts),
 	)
 	return root
 }

@@ -454,17 +454,25 @@ func TestMembersAndLeader(t *testing.T) {
 	if want := fmt.Sprintf("roboctl-test at %s, term ", n.GRPCAddr()); !strings.HasPrefix(r.stdout, want) {
 		t.Errorf("leader: %q, want it to start with %q", r.stdout, want)
 	}
-	r = roboctl(t, addr, "members")
+	// The node leads, and holds the Waggler role of both its capabilities
+	// once the leader placed them and its gossip metadata says so.
+	eventually(t, func() bool {
+		r = roboctl(t, addr, "members")
+		return strings.Contains(r.stdout, "waggler of code.exec, core")
+	})
 	if r.code != exitOK || !strings.Contains(r.stdout, "roboctl-test *") || !strings.Contains(r.stdout, "alive") ||
-		!strings.Contains(r.stdout, "server,worker") || !strings.Contains(r.stdout, "code.exec=4") {
+		!strings.Contains(r.stdout, "leader") || !strings.Contains(r.stdout, "code.exec=4") {
 		t.Errorf("members: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = roboctl(t, addr, "members", "-o", "json")
 	var members []struct {
-		Name   string `json:"name"`
-		Leader bool   `json:"leader"`
+		Name     string            `json:"name"`
+		Leader   bool              `json:"leader"`
+		Role     string            `json:"role"`
+		Wagglers map[string]uint64 `json:"wagglers"`
 	}
-	if err := json.Unmarshal([]byte(r.stdout), &members); err != nil || len(members) != 1 || !members[0].Leader {
+	if err := json.Unmarshal([]byte(r.stdout), &members); err != nil || len(members) != 1 || !members[0].Leader ||
+		members[0].Role != "leader" || members[0].Wagglers["core"] == 0 || members[0].Wagglers["code.exec"] == 0 {
 		t.Errorf("members -o json: %v\n%s", err, r.stdout)
 	}
 	r = roboctl(t, addr, "leader", "-o", "json")
@@ -484,5 +492,119 @@ func eventually(t *testing.T, cond func() bool) {
 			t.Fatal("condition not met within 10s")
 		}
 		<-tick.C
+	}
+}
+
+func TestWagglers(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	type row struct {
+		Capability string   `json:"capability"`
+		Node       string   `json:"node"`
+		Epoch      uint64   `json:"epoch"`
+		State      string   `json:"state"`
+		Workers    int32    `json:"workers"`
+		InFlight   int32    `json:"in_flight"`
+		Queued     int32    `json:"queued"`
+		Standbys   []string `json:"standbys"`
+		Live       bool     `json:"live"`
+		Note       string   `json:"note"`
+	}
+	var rows []row
+	var r result
+	eventually(t, func() bool {
+		r = roboctl(t, addr, "wagglers", "-o", "json")
+		rows = nil
+		return r.code == exitOK && json.Unmarshal([]byte(r.stdout), &rows) == nil && len(rows) == 2 &&
+			rows[0].Node != "" && rows[1].Node != ""
+	})
+	for i, c := range []string{"code.exec", "core"} {
+		got := rows[i]
+		if got.Capability != c || got.Node != "roboctl-test" || got.Epoch == 0 || got.Standbys == nil || len(got.Standbys) != 0 {
+			t.Errorf("row %d: %+v, want %s held by roboctl-test, no standbys", i, got, c)
+		}
+		// The live numbers themselves are checked in package node; here,
+		// that the command shows them, or says why it cannot.
+		if got.Live && (got.Workers != 4 || got.State == "unknown") || !got.Live && (got.State != "unknown" || got.Note == "") {
+			t.Errorf("row %d: %+v", i, got)
+		}
+	}
+	for _, format := range []string{"table", "yaml"} {
+		r = roboctl(t, addr, "wagglers", "-o", format)
+		if r.code != exitOK || !strings.Contains(r.stdout, "code.exec") || !strings.Contains(r.stdout, "roboctl-test") {
+			t.Errorf("wagglers -o %s: exit %d\n%s%s", format, r.code, r.stdout, r.stderr)
+		}
+	}
+	if !strings.Contains(r.stdout, "in_flight:") {
+		t.Errorf("wagglers -o yaml lacks in_flight:\n%s", r.stdout)
+	}
+}
+
+// retriedSpec fails its first two attempts.
+const retriedSpec = `name: retried
+version: 1
+tasks:
+  flaky:
+    capability: code.exec
+    action: exec
+    retry: {max_attempts: 3, backoff: {initial: 10ms, factor: 1}}
+    with: {argv: [sh, -c, 'if [ "$ROBONET_ATTEMPT" -lt 3 ]; then echo "boom $ROBONET_ATTEMPT" >&2; exit 1; fi; echo fine']}
+`
+
+func TestGetListsAttempts(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	r := roboctl(t, addr, "submit", writeSpec(t, "retried.yaml", retriedSpec), "--wait", "-o", "json")
+	var inst struct {
+		ID    string `json:"id"`
+		State string `json:"state"`
+	}
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &inst) != nil || inst.State != "COMPLETE" {
+		t.Fatalf("submit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	r = roboctl(t, addr, "get", inst.ID, "-o", "json")
+	var got struct {
+		Tasks []struct {
+			Name     string           `json:"name"`
+			Error    string           `json:"error"`
+			Attempts []map[string]any `json:"attempts"`
+		} `json:"tasks"`
+	}
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &got) != nil || len(got.Tasks) != 1 {
+		t.Fatalf("get -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	flaky := got.Tasks[0]
+	if flaky.Error != "" {
+		t.Errorf("the completed task shows an earlier attempt's error: %q", flaky.Error)
+	}
+	if len(flaky.Attempts) != 3 {
+		t.Fatalf("%d attempts, want 3:\n%s", len(flaky.Attempts), r.stdout)
+	}
+	for i, a := range flaky.Attempts {
+		for _, key := range []string{"attempt", "node", "worker", "started_at", "finished_at", "ok", "error"} {
+			if _, ok := a[key]; !ok {
+				t.Errorf("attempt %d lacks %q: %v", i+1, key, a)
+			}
+		}
+		if _, ok := a["index"]; ok {
+			t.Errorf("attempt %d of a plain task has an index: %v", i+1, a)
+		}
+		ok := i == 2
+		if a["attempt"] != float64(i+1) || a["ok"] != ok || a["node"] != "roboctl-test" ||
+			!strings.HasPrefix(a["worker"].(string), "roboctl-test/code.exec/") || a["started_at"] == nil || a["finished_at"] == nil {
+			t.Errorf("attempt %d: %v", i+1, a)
+		}
+		if errText, _ := a["error"].(string); ok != (errText == "") || (!ok && !strings.Contains(errText, fmt.Sprintf("boom %d", i+1))) {
+			t.Errorf("attempt %d error %q", i+1, errText)
+		}
+	}
+
+	// The table shows a line per attempt under a task that took several.
+	r = roboctl(t, addr, "get", inst.ID)
+	for _, want := range []string{"flaky", "completed", "3/3", "  #1", "  #2", "  #3", "error: ", "boom 1", "roboctl-test/code.exec/"} {
+		if !strings.Contains(r.stdout, want) {
+			t.Errorf("get lacks %q:\n%s", want, r.stdout)
+		}
 	}
 }

@@ -19,33 +19,47 @@ func (o *globalOptions) meshClient() (robonetv1.MeshServiceClient, func(), error
 	return robonetv1.NewMeshServiceClient(conn), func() { _ = conn.Close() }, nil
 }
 
+// askMesh asks the node at --addr one MeshService question, with the
+// command's retries; a failure is reported the command's way.
+func askMesh[R any](cmd *cobra.Command, g *globalOptions, ask func(context.Context, robonetv1.MeshServiceClient) (R, error)) (R, error) {
+	var resp R
+	mc, closeConn, err := g.meshClient()
+	if err != nil {
+		return resp, g.fail(cmd, err)
+	}
+	defer closeConn()
+	if err := g.call(cmd.Context(), func(ctx context.Context) (err error) {
+		resp, err = ask(ctx, mc)
+		return err
+	}); err != nil {
+		return resp, g.fail(cmd, err)
+	}
+	return resp, nil
+}
+
 func newMembersCmd(g *globalOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "members",
-		Short: "List the nodes of the mesh: status, roles, gRPC address, capabilities; * marks the leader",
+		Short: "List the nodes of the mesh: status, role, gRPC address, capabilities, Wagglers; * marks the leader",
 		Long: `List the nodes of the mesh as the node at --addr sees them through gossip:
 name (the engine leader marked with *), gossip status (alive, suspect, left,
-failed), roles (server: a Raft server that may lead the engine; worker: runs
-tasks), gRPC address and capabilities with their worker pool sizes. Any
-node answers, also during an election.`,
+failed), role (leader: the server that leads the engine; server: a Raft
+server that may lead it; worker: a node that only runs tasks — servers run
+tasks too), gRPC address, capabilities with their worker pool sizes, and
+the capabilities whose Waggler the node runs. Any node answers, also during
+an election.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := client.ParseFormat(output)
 			if err != nil {
 				return err
 			}
-			mc, closeConn, err := g.meshClient()
+			resp, err := askMesh(cmd, g, func(ctx context.Context, mc robonetv1.MeshServiceClient) (*robonetv1.ListMembersResponse, error) {
+				return mc.ListMembers(ctx, &robonetv1.ListMembersRequest{})
+			})
 			if err != nil {
-				return g.fail(cmd, err)
-			}
-			defer closeConn()
-			var resp *robonetv1.ListMembersResponse
-			if err := g.call(cmd.Context(), func(ctx context.Context) (err error) {
-				resp, err = mc.ListMembers(ctx, &robonetv1.ListMembersRequest{})
 				return err
-			}); err != nil {
-				return g.fail(cmd, err)
 			}
 			if format != client.FormatTable {
 				views := make([]client.MemberView, 0, len(resp.GetMembers()))
@@ -77,17 +91,11 @@ a quorum).`,
 			if err != nil {
 				return err
 			}
-			mc, closeConn, err := g.meshClient()
+			resp, err := askMesh(cmd, g, func(ctx context.Context, mc robonetv1.MeshServiceClient) (*robonetv1.GetLeaderResponse, error) {
+				return mc.GetLeader(ctx, &robonetv1.GetLeaderRequest{})
+			})
 			if err != nil {
-				return g.fail(cmd, err)
-			}
-			defer closeConn()
-			var resp *robonetv1.GetLeaderResponse
-			if err := g.call(cmd.Context(), func(ctx context.Context) (err error) {
-				resp, err = mc.GetLeader(ctx, &robonetv1.GetLeaderRequest{})
 				return err
-			}); err != nil {
-				return g.fail(cmd, err)
 			}
 			if format != client.FormatTable {
 				if err := client.WriteData(cmd.OutOrStdout(), format, client.Leader(resp)); err != nil {
@@ -101,6 +109,50 @@ a quorum).`,
 					resp.GetAnsweredBy())
 				return errFailed
 			}
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func newWagglersCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "wagglers",
+		Short: "List the Waggler of each capability: node, epoch, state, workers, attempts in flight and queued, standbys",
+		Long: `List the Waggler of each capability: the node that holds the role and the
+epoch of its assignment, the Waggler's state, its workers, its attempts in
+flight (assigned to a worker) and queued (waiting for one), and the standbys
+(the other alive nodes that serve the capability).
+
+The roles come from the replicated control state when --addr is a server,
+and from what the nodes advertise in gossip when it is a worker-only node.
+The live numbers come from each holder, asked within a short timeout; a
+holder that cannot be asked is shown with state "unknown" and a note that
+says why. A capability no node holds is "unassigned".`,
+		Args: cobra.NoArgs,
+		Example: `  roboctl wagglers
+  roboctl wagglers -o json | jq '.[] | select(.queued > 0)'`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := client.ParseFormat(output)
+			if err != nil {
+				return err
+			}
+			resp, err := askMesh(cmd, g, func(ctx context.Context, mc robonetv1.MeshServiceClient) (*robonetv1.ListWagglersResponse, error) {
+				return mc.ListWagglers(ctx, &robonetv1.ListWagglersRequest{})
+			})
+			if err != nil {
+				return err
+			}
+			if format != client.FormatTable {
+				views := make([]client.WagglerView, 0, len(resp.GetWagglers()))
+				for _, r := range resp.GetWagglers() {
+					views = append(views, client.Waggler(r))
+				}
+				return client.WriteData(cmd.OutOrStdout(), format, views)
+			}
+			client.PrintWagglers(cmd.OutOrStdout(), resp)
 			return nil
 		},
 	}

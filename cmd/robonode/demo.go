@@ -2,21 +2,18 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"os"
-	"os/signal"
-	"syscall"
-	"time"
+	"strings"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 
 	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/examples"
-	"github.com/robonet/robonet/node"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -29,22 +26,31 @@ func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
 	)
 	cmd := &cobra.Command{
 		Use:   "demo",
-		Short: "Run the demo workflow on a throwaway node and show its progress and outputs",
-		Long: `Start a node on loopback with the embedded SQLite store in a temporary
-directory (or --data-dir), submit examples/demo.yaml through the node's gRPC
-API — a fan-out of exec tasks that generate, count and hash chunks of text,
-and a gather that adds them up — show live progress, print the outputs and
-stop the node cleanly.
+		Short: "Run the demo workflow across a throwaway mesh, killing a worker and the Waggler's node mid-run",
+		Long: `Start a mesh in this process on loopback: one server with the embedded
+SQLite store in a temporary directory (or --data-dir) that serves no
+capability, and three worker-only nodes serving code.exec with two slots
+each. Submit examples/demo.yaml through the server's gRPC API — a fan-out
+of exec tasks that generate, count and hash chunks of text, and a gather
+that adds them up — so every task crosses to a worker, through the Waggler
+of code.exec that the engine leader placed on one of them.
 
-The node listens on a free port; nothing else needs to run. Exits 0 when
-the workflow completed, 1 otherwise.
+The demo prints, as it happens, which node runs which task, the Waggler and
+its epoch; then it kills a worker node that runs tasks (as a crash) and
+shows its missed heartbeats and its attempts moving to live nodes (the
+same attempts: no retry is spent); then it kills the Waggler's node and
+shows the successor Waggler at a higher epoch adopting what runs on live
+workers. Finally it prints the outputs, where each task ran, and stops the
+mesh. It takes about 15 seconds.
 
-With --postgres DSN the demo is a mesh instead: three servers on that
-database and two worker-only nodes, in this process on loopback. The
-workflow is submitted through a worker-only node (which forwards it to the
-leader) and followed through a follower; once a few tasks are done the
-leader is killed (as a crash: no leave, no lease released), the demo names
-the new leader, and the workflow finishes there with its outputs.`,
+Exits 0 when the workflow completed, 1 otherwise.
+
+With --postgres DSN the demo is a mesh of three servers on that database
+and two worker-only nodes instead. The workflow is submitted through a
+worker-only node (which forwards it to the leader) and followed through a
+follower; once a few tasks are done the engine leader is killed (as a
+crash: no leave, no lease released), the demo names the new leader, and
+the workflow finishes there with its outputs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			o := demoOptions{dataDir: dataDir, logLevel: logLevel, keep: keep, postgres: pg}
@@ -54,9 +60,9 @@ the new leader, and the workflow finishes there with its outputs.`,
 			return runDemo(o, stdout, stderr)
 		},
 	}
-	cmd.Flags().StringVar(&pg, "postgres", "", "Postgres DSN: run a mesh of three servers and two workers on it instead of one node on SQLite")
-	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data directory to use (default: a temporary one, removed afterwards)")
-	cmd.Flags().StringVar(&logLevel, "log-level", "warn", "log level of the node: debug, info, warn or error")
+	cmd.Flags().StringVar(&pg, "postgres", "", "Postgres DSN: run a mesh of three servers and two workers on it and kill the engine leader instead")
+	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data directory to use, one subdirectory per node (default: a temporary one, removed afterwards)")
+	cmd.Flags().StringVar(&logLevel, "log-level", "error", "log level of the nodes: debug, info, warn or error (the demos kill nodes on purpose: warn shows what the nodes say about it)")
 	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
 	return cmd
 }
@@ -84,91 +90,64 @@ func (o demoOptions) dir() (dir string, cleanup func(), err error) {
 	return dir, func() { _ = os.RemoveAll(dir) }, nil
 }
 
-func runDemo(o demoOptions, stdout, stderr io.Writer) error {
+// logger is the nodes' logger. The demos kill nodes on purpose and narrate
+// it; at the default level, the libraries' own complaints about the dead
+// peer (every refused vote request, heartbeat and probe) would drown that
+// out, so they are dropped below error.
+func (o demoOptions) logger(stderr io.Writer) (*zap.Logger, error) {
 	log, err := newLogger("console", o.logLevel, stderr)
 	if err != nil {
-		return usageError{err}
+		return nil, usageError{err}
 	}
-	defer func() { _ = log.Sync() }()
-
-	dir, cleanup, err := o.dir()
-	if err != nil {
-		return err
+	if o.logLevel == "warn" || o.logLevel == "error" {
+		log = log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
+			return quietLibraries{Core: c}
+		}))
 	}
-	defer cleanup()
-	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stopSignals()
-
-	n, err := node.New(node.Config{
-		Name:       "demo",
-		DataDir:    dir,
-		GRPCAddr:   "127.0.0.1:0",
-		HTTPAddr:   node.HTTPDisabled,
-		GossipAddr: "127.0.0.1:0",
-		RaftAddr:   "127.0.0.1:0",
-		Logger:     log,
-	})
-	if err != nil {
-		return err
-	}
-	if err := n.Start(ctx); err != nil {
-		if errors.Is(err, node.ErrConfig) {
-			return err
-		}
-		return runtimeError{fmt.Errorf("starting the node: %w", err)}
-	}
-	fmt.Fprintf(stdout, "robonode demo: node %q on %s, SQLite store in %s\n", "demo", n.GRPCAddr(), dir)
-
-	runErr := submitDemo(ctx, n.GRPCAddr(), stdout)
-
-	stopCtx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	if err := n.Stop(stopCtx); err != nil {
-		log.Error("unclean shutdown", zap.Error(err))
-		return errors.Join(runErr, errReported)
-	}
-	fmt.Fprintln(stdout, "node stopped cleanly")
-	return runErr
+	return log, nil
 }
 
-// submitDemo runs the embedded demo workflow through the node's API, the
-// way roboctl submit --wait does.
-func submitDemo(ctx context.Context, addr string, stdout io.Writer) error {
-	conn, err := client.Dial(addr)
-	if err != nil {
-		return runtimeError{err}
-	}
-	defer func() { _ = conn.Close() }()
-	wf := robonetv1.NewWorkflowServiceClient(conn)
-
-	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+// submitDemo submits the embedded demo workflow with inputs (a JSON object;
+// empty: the defaults) through the API at addr; a failure is reported on w.
+func submitDemo(ctx context.Context, w io.Writer, wf robonetv1.WorkflowServiceClient, addr, inputs string) (*robonetv1.SubmitWorkflowResponse, error) {
+	sctx, cancel := context.WithTimeout(ctx, demoCallTimeout)
+	defer cancel()
 	resp, err := wf.SubmitWorkflow(sctx, &robonetv1.SubmitWorkflowRequest{
-		Workflow: &robonetv1.SubmitWorkflowRequest_Spec{Spec: &robonetv1.InlineSpec{Source: examples.Demo, Filename: examples.DemoFile}},
+		Workflow:   &robonetv1.SubmitWorkflowRequest_Spec{Spec: &robonetv1.InlineSpec{Source: examples.Demo, Filename: examples.DemoFile}},
+		InputsJson: inputs,
 	})
-	cancel()
 	if err != nil {
-		fmt.Fprintf(stdout, "submitting the demo failed: %s\n", client.Describe(err, addr))
-		return errReported
+		fmt.Fprintf(w, "submitting the demo failed: %s\n", client.Describe(err, addr))
+		return nil, errReported
 	}
-	fmt.Fprintf(stdout, "submitted %s (%s v%d), instance %s\n\n", examples.DemoFile, resp.GetWorkflow().GetName(),
-		resp.GetWorkflow().GetVersion(), resp.GetInstanceId())
+	return resp, nil
+}
 
-	final, err := client.Wait(ctx, wf, resp.GetInstanceId(), client.WaitOptions{Progress: client.NewProgress(stdout)})
-	if err != nil {
-		if ctx.Err() != nil {
-			fmt.Fprintln(stdout, "interrupted; stopping the node")
-		} else {
-			fmt.Fprintf(stdout, "following the demo failed: %s\n", client.Describe(err, addr))
-		}
-		return errReported
-	}
-	fmt.Fprintln(stdout)
-	client.PrintInstance(stdout, final)
-	fmt.Fprintln(stdout)
+// printFinal prints the finished instance and says whether it completed.
+func printFinal(w io.Writer, final *robonetv1.Instance) error {
+	fmt.Fprintln(w)
+	client.PrintInstance(w, final)
+	fmt.Fprintln(w)
 	if final.GetState() != robonetv1.InstanceState_INSTANCE_STATE_COMPLETE {
 		return errReported
 	}
 	return nil
+}
+
+// quietLibraries drops entries below DPanic from the Raft and memberlist
+// libraries' loggers (named mesh.raft and mesh.memberlist) and keeps
+// everything else.
+type quietLibraries struct{ zapcore.Core }
+
+func (q quietLibraries) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Level < zapcore.DPanicLevel && (strings.HasPrefix(e.LoggerName, "mesh.raft") || strings.HasPrefix(e.LoggerName, "mesh.memberlist")) {
+		return ce
+	}
+	return q.Core.Check(e, ce)
+}
+
+func (q quietLibraries) With(fields []zapcore.Field) zapcore.Core {
+	return quietLibraries{Core: q.Core.With(fields)}
 }
 
 func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

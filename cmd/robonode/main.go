@@ -14,8 +14,10 @@
 // released, so a restarted node (or another one) picks the workflows up at
 // once. A second signal during the shutdown kills the process.
 //
-// `robonode demo` starts a throwaway node, runs examples/demo.yaml on it
-// with live progress, prints the outputs and stops.
+// `robonode demo` starts a throwaway mesh in-process (a server on SQLite and
+// three worker-only nodes), runs examples/demo.yaml across it, kills a
+// worker and then the Waggler's node mid-run while telling what happens,
+// prints the outputs and stops (demo_wag.go; demo_mesh.go for --postgres).
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration
 // error.
@@ -175,7 +177,7 @@ func serve(s settings, stderr io.Writer) error {
 
 // nodeConfig maps settings to the node's configuration.
 func nodeConfig(s settings, log *zap.Logger) node.Config {
-	return node.Config{
+	cfg := node.Config{
 		Name:         s.Name,
 		DataDir:      s.DataDir,
 		PostgresDSN:  s.Postgres,
@@ -193,6 +195,11 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		RaftAddr:        s.Raft,
 		GossipKey:       s.GossipKey,
 	}
+	cfg.Wag.HeartbeatInterval, cfg.Wag.MissedHeartbeats = s.HeartbeatInterval, s.MissedHeartbeats
+	for _, set := range s.Limits {
+		set(&cfg)
+	}
+	return cfg
 }
 
 // newLogger builds the process's logger: JSON lines for machines, or

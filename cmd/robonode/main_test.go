@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +18,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
+	"github.com/robonet/robonet/wag"
 )
 
 // TestMain checks that no goroutine outlives the tests. The mesh demo runs
@@ -73,7 +76,8 @@ func TestDefaults(t *testing.T) {
 	}
 	want := settings{DataDir: "robonode-data", Bind: "127.0.0.1", GRPC: "127.0.0.1:7233", HTTP: "127.0.0.1:7280",
 		Gossip: "127.0.0.1:7301", Raft: "127.0.0.1:7302",
-		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second}
+		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
+		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
 	}
@@ -100,6 +104,7 @@ capabilities: {core: 3, code.exec: 5}
 		GRPC: "0.0.0.0:9000", HTTP: "off", Gossip: "10.0.0.1:7301", Raft: "10.0.0.1:7302",
 		Capabilities: map[string]int{"core": 3, "code.exec": 5},
 		LogFormat:    "json", LogLevel: "warn", ShutdownTimeout: 30 * time.Second,
+		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("settings:\n got %+v\nwant %+v", s, want)
@@ -112,6 +117,10 @@ capabilities: {core: 3, code.exec: 5}
 	}
 	if want := map[string]int{"net.scan": 2, "core": 1}; !reflect.DeepEqual(s.Capabilities, want) {
 		t.Errorf("capabilities from flags: %v, want %v", s.Capabilities, want)
+	}
+	// --capability none: a node that serves nothing (not the default set).
+	if s, err = resolveArgs(t, e, "--capability", "none"); err != nil || s.Capabilities == nil || len(s.Capabilities) != 0 {
+		t.Errorf("--capability none: %v, %v; want an empty, non-nil set", s.Capabilities, err)
 	}
 	e["ROBONET_CAPABILITY"] = "ai.inference=2, code.exec=7"
 	s, err = resolveArgs(t, e)
@@ -203,6 +212,8 @@ func TestBadSettings(t *testing.T) {
 		{env{"ROBONET_SERVER": "maybe"}, nil, "server"},
 		{env{}, []string{"--bootstrap-expect", "-1"}, "bootstrap-expect"},
 		{env{"ROBONET_SHUTDOWN_TIMEOUT": "soon"}, nil, "shutdown-timeout"},
+		{env{}, []string{"--heartbeat-interval", "0s"}, "heartbeat-interval"},
+		{env{"ROBONET_MISSED_HEARTBEATS": "0"}, nil, "missed-heartbeats"},
 		{env{}, []string{"--config", badFile}, `unknown key "data_dirr"`},
 		{env{}, []string{"--config", "/no/such/file.yaml"}, "config file"},
 	} {
@@ -244,26 +255,70 @@ func TestExitCodes(t *testing.T) {
 	}
 }
 
-// TestDemo runs `robonode demo` in-process: it starts a node, runs the
-// demo workflow with progress, prints the outputs and stops cleanly.
+// TestDemo runs `robonode demo` in-process: a server and three worker-only
+// nodes on the embedded store; a worker running tasks is killed, its
+// attempts move to live nodes, then the Waggler's node is killed and a
+// successor takes the role at a higher epoch; the workflow completes with
+// the outputs it always has, and the mesh stops cleanly.
 func TestDemo(t *testing.T) {
 	var out, errOut bytes.Buffer
+	began := time.Now()
 	code := run([]string{"demo"}, &out, &errOut, env{}.get)
+	t.Logf("robonode demo took %v", time.Since(began).Round(time.Millisecond))
+	text := out.String()
 	if code != exitOK {
-		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
+		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, text, errOut.String())
 	}
 	for _, want := range []string{
+		"started worker-3 (worker-only, code.exec ×2)",
 		"submitted examples/demo.yaml (demo v1)",
-		"progress: 10/10 done, 0 running, 0 failed",
 		"state     COMPLETE",
-		`"digest": "023076ee4da98e2c"`,
-		`"words": 144000`,
-		"node stopped cleanly",
+		`"digest": "a4ef9c7f4b5d2578"`,
+		`"words": 312000`,
+		"mesh stopped cleanly",
 	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out.String())
+		if !strings.Contains(text, want) {
+			t.Errorf("demo output lacks %q", want)
 		}
 	}
+	// The story: the Waggler placed; a worker killed (not the Waggler's
+	// node), its heartbeats missed and its attempts moved; the Waggler's
+	// node killed and a successor at a higher epoch on the third worker.
+	first := regexp.MustCompile(`Waggler of code\.exec: (worker-\d), epoch (\d+) \(placed by the leader\)`).FindStringSubmatch(text)
+	worker := regexp.MustCompile(`>>> killing (worker-\d), a worker node \(not the Waggler's\), mid-task`).FindStringSubmatch(text)
+	waggler := regexp.MustCompile(`>>> killing (worker-\d), the node of the Waggler of code\.exec \(epoch (\d+)\), mid-task`).FindStringSubmatch(text)
+	successor := regexp.MustCompile(`>>> successor Waggler of code\.exec: (worker-\d), epoch (\d+) \(was (worker-\d), epoch (\d+)\)`).FindStringSubmatch(text)
+	if first == nil || worker == nil || waggler == nil || successor == nil {
+		t.Fatalf("demo output lacks the Waggler (%v), the kill of a worker (%v), of the Waggler's node (%v) or the successor (%v):\n%s",
+			first != nil, worker != nil, waggler != nil, successor != nil, text)
+	}
+	if worker[1] == first[1] || waggler[1] != first[1] || waggler[2] != first[2] {
+		t.Errorf("killed %s as a worker and %s (epoch %s) as the Waggler's node; the Waggler was %s (epoch %s)",
+			worker[1], waggler[1], waggler[2], first[1], first[2])
+	}
+	if successor[1] == worker[1] || successor[1] == waggler[1] || successor[3] != waggler[1] || atoi(t, successor[2]) <= atoi(t, first[2]) {
+		t.Errorf("successor %s at epoch %s (was %s): want a live node at an epoch above %s", successor[1], successor[2], successor[3], first[2])
+	}
+	for _, want := range []string{
+		worker[1] + ": 1 heartbeat missed by ",
+		"moved from " + worker[1] + " to ",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("demo output lacks %q", want)
+		}
+	}
+	if t.Failed() {
+		t.Logf("stdout:\n%s\nstderr:\n%s", text, errOut.String())
+	}
+}
+
+func atoi(t *testing.T, s string) int {
+	t.Helper()
+	n, err := strconv.Atoi(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
 
 // TestMeshDemo runs `robonode demo --postgres`: three servers and two

@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/robonet/robonet/node"
+	"github.com/robonet/robonet/wag"
 )
 
 // A setting comes from, in order of precedence: its command-line flag, its
@@ -40,12 +41,15 @@ import (
 //	--log-format         ROBONET_LOG_FORMAT         log_format
 //	--log-level          ROBONET_LOG_LEVEL          log_level
 //	--shutdown-timeout   ROBONET_SHUTDOWN_TIMEOUT   shutdown_timeout
+//	--heartbeat-interval ROBONET_HEARTBEAT_INTERVAL heartbeat_interval
+//	--missed-heartbeats  ROBONET_MISSED_HEARTBEATS  missed_heartbeats
+//	--limit              ROBONET_LIMIT              limit (also: limits)
 //	--config             ROBONET_CONFIG             -
 //
-// --capability and --join are repeatable; in the environment they are
-// comma-separated lists (ROBONET_CAPABILITY=code.exec=8,core=16,
+// --capability, --join and --limit are repeatable; in the environment they
+// are comma-separated lists (ROBONET_CAPABILITY=code.exec=8,core=16,
 // ROBONET_JOIN=10.0.0.1:7301,10.0.0.2:7301); in the file a list (and for
-// capabilities also a map, {code.exec: 8}).
+// capabilities and limits also a map, {code.exec: 8}, {spec-bytes: 2MiB}).
 
 const envPrefix = "ROBONET_"
 
@@ -68,16 +72,21 @@ type settings struct {
 	LogFormat       string
 	LogLevel        string
 	ShutdownTimeout time.Duration
+	// HeartbeatInterval and MissedHeartbeats set the heartbeat ladder of
+	// the node's workers and Wagglers.
+	HeartbeatInterval time.Duration
+	MissedHeartbeats  int
+	Limits            []func(*node.Config) // from --limit, in order
 }
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
 	"join", "advertise", "server", "bootstrap-expect", "gossip", "raft", "gossip-key",
-	"log-format", "log-level", "shutdown-timeout"}
+	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "limit"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
 // lists in the config file, and no default.
-var listFlags = []string{"capability", "join"}
+var listFlags = []string{"capability", "join", "limit"}
 
 // optionalFlags have no default value: unset means "decide from the other
 // settings".
@@ -92,7 +101,7 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.String("grpc", "7233", "gRPC API listen address: host:port, or a port on --bind")
 	fs.String("http", "7280", "HTTP (/healthz, /readyz) listen address: host:port, a port on --bind, or off")
 	fs.String("postgres", "", "Postgres DSN; the engine's state goes there instead of SQLite in --data-dir")
-	fs.StringArray("capability", nil, "capability served and its worker pool size, NAME=SIZE (repeatable; replaces the default set)")
+	fs.StringArray("capability", nil, "capability served and its worker pool size, NAME=SIZE (repeatable; replaces the default set); none serves nothing")
 	fs.StringArray("join", nil, "gossip address (host:port) of a node already in a mesh to join (repeatable); without it the node starts a mesh of its own")
 	fs.String("advertise", "", "host (IP or name) other nodes reach this node at, for gossip, Raft and gRPC (default: the bound address)")
 	fs.Bool("server", false, "run as a Raft server that may lead the engine (default: true without --join, false with it; a worker-only node opens no store)")
@@ -103,6 +112,9 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.String("log-format", "console", "log format: console or json")
 	fs.String("log-level", "info", "log level: debug, info, warn or error")
 	fs.Duration("shutdown-timeout", 30*time.Second, "how long a clean shutdown may take before work is cut")
+	fs.Duration("heartbeat-interval", wag.DefaultHeartbeatInterval, "how often workers report each running attempt to its Waggler; use the same value on every node")
+	fs.Int("missed-heartbeats", wag.DefaultMissedHeartbeats, "missed heartbeat intervals after which a Waggler declares a worker dead and moves its attempt")
+	fs.StringArray("limit", nil, "raise or lower a limit on client input, NAME=VALUE (repeatable), e.g. spec-bytes=2MiB; docs/limits.md lists them: "+limitNames())
 	fs.String("config", "", "YAML or JSON config file (env ROBONET_CONFIG)")
 }
 
@@ -170,6 +182,11 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 			errs = append(errs, err)
 		}
 	}
+	if ls, ok := raw["limit"]; ok {
+		if s.Limits, err = parseLimits(ls); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if err := s.resolveMesh(raw, one); err != nil {
 		errs = append(errs, err)
 	}
@@ -181,6 +198,12 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 	}
 	if s.ShutdownTimeout, err = time.ParseDuration(one("shutdown-timeout")); err != nil || s.ShutdownTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("shutdown-timeout %q: want a positive duration such as 30s", one("shutdown-timeout")))
+	}
+	if s.HeartbeatInterval, err = time.ParseDuration(one("heartbeat-interval")); err != nil || s.HeartbeatInterval < time.Millisecond {
+		errs = append(errs, fmt.Errorf("heartbeat-interval %q: want a duration of at least 1ms, such as 5s", one("heartbeat-interval")))
+	}
+	if s.MissedHeartbeats, err = strconv.Atoi(one("missed-heartbeats")); err != nil || s.MissedHeartbeats < 1 || s.MissedHeartbeats > 100 {
+		errs = append(errs, fmt.Errorf("missed-heartbeats %q: want a number 1..100", one("missed-heartbeats")))
 	}
 	if len(errs) > 0 {
 		return settings{}, usageError{errors.Join(errs...)}
@@ -254,15 +277,19 @@ func listenAddr(v, bind string, offOK bool) (string, error) {
 }
 
 // parseCapabilities reads NAME=SIZE entries; a later entry for the same
-// name wins.
+// name wins. The single entry "none" serves no capability at all: a server
+// that runs no tasks, leaving them to worker nodes.
 func parseCapabilities(entries []string) (map[string]int, error) {
 	caps := make(map[string]int, len(entries))
+	if len(entries) == 1 && strings.TrimSpace(entries[0]) == "none" {
+		return caps, nil
+	}
 	var errs []error
 	for _, e := range entries {
 		name, size, ok := strings.Cut(strings.TrimSpace(e), "=")
 		n, err := strconv.Atoi(size)
 		if !ok || name == "" || err != nil || n < 1 {
-			errs = append(errs, fmt.Errorf("capability %q: want NAME=SIZE with a size of at least 1, e.g. code.exec=8", e))
+			errs = append(errs, fmt.Errorf("capability %q: want NAME=SIZE with a size of at least 1, e.g. code.exec=8 (or the single value none)", e))
 			continue
 		}
 		caps[name] = n
@@ -307,8 +334,11 @@ func loadConfigFile(fs *pflag.FlagSet, getenv func(string) string) (map[string][
 	var errs []error
 	for _, key := range keys {
 		name := strings.ReplaceAll(key, "_", "-")
-		if name == "capabilities" {
+		switch name {
+		case "capabilities":
 			name = "capability"
+		case "limits":
+			name = "limit"
 		}
 		if !slices.Contains(flagNames, name) {
 			errs = append(errs, fmt.Errorf("unknown key %q (known: %s)", key, knownKeys()))
@@ -342,7 +372,7 @@ func fileValues(name string, v any) ([]string, error) {
 		}
 		return nil, errors.New("want a list of host:port")
 	}
-	if name == "capability" {
+	if name == "capability" || name == "limit" {
 		switch v := v.(type) {
 		case map[string]any:
 			out := make([]string, 0, len(v))
@@ -358,7 +388,7 @@ func fileValues(name string, v any) ([]string, error) {
 			}
 			return out, nil
 		}
-		return nil, errors.New("want a map of NAME: SIZE or a list of NAME=SIZE")
+		return nil, errors.New("want a map of NAME: VALUE or a list of NAME=VALUE")
 	}
 	switch v.(type) {
 	case string, int, float64, bool:

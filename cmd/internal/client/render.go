@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -43,7 +44,7 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "TASK\tSTATUS\tATTEMPT\tCAPABILITY/ACTION\tTIME\tOUTPUT / ERROR")
+	fmt.Fprintln(tw, "TASK\tSTATUS\tATTEMPT\tNODE\tCAPABILITY/ACTION\tTIME\tOUTPUT / ERROR")
 	for _, t := range v.Tasks {
 		status := t.Status
 		if t.Spread != nil {
@@ -74,7 +75,8 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 		default:
 			detail = compactJSON(t.Output)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s/%s\t%s\t%s\n", t.Name, status, attempt, t.Capability, t.Action, took, truncate(oneLine(detail), 70))
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", t.Name, status, attempt, taskNodes(t), t.Capability, t.Action, took, truncate(oneLine(detail), 70))
+		printAttempts(tw, t)
 	}
 	_ = tw.Flush()
 
@@ -82,6 +84,69 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "outputs")
 		PrintOutputs(w, v.Outputs)
+	}
+}
+
+// maxAttemptLines bounds the attempt lines under one spread task.
+const maxAttemptLines = 5
+
+// taskNodes names the node(s) a task ran on: the node of a plain task's
+// latest attempt; the distinct nodes of a spread's attempts.
+func taskNodes(t TaskView) string {
+	if len(t.Attempts) == 0 {
+		return "-"
+	}
+	if t.Spread == nil {
+		return dash(t.Attempts[len(t.Attempts)-1].Node)
+	}
+	var nodes []string
+	for _, a := range t.Attempts {
+		if a.Node != "" && !slices.Contains(nodes, a.Node) {
+			nodes = append(nodes, a.Node)
+		}
+	}
+	slices.Sort(nodes)
+	return truncate(dash(strings.Join(nodes, ",")), 30)
+}
+
+// printAttempts writes a line per attempt under a task that took more
+// than one: every attempt of a plain task, the failed and cancelled ones
+// of a spread task (at most maxAttemptLines). A task that ran once shows
+// nothing more; -o json lists every attempt.
+func printAttempts(tw io.Writer, t TaskView) {
+	if len(t.Attempts) < 2 && (len(t.Attempts) == 0 || t.Spread == nil) {
+		return
+	}
+	shown, failed := 0, 0
+	for _, a := range t.Attempts {
+		if t.Spread != nil && (a.OK || a.Running) {
+			continue
+		}
+		if failed++; t.Spread != nil && shown == maxAttemptLines {
+			continue
+		}
+		shown++
+		label := fmt.Sprintf("  #%d", a.Attempt)
+		if a.Index != nil {
+			label = fmt.Sprintf("  [%d] #%d", *a.Index, a.Attempt)
+		}
+		status, detail := "failed", "error: "+a.Error
+		switch {
+		case a.Running:
+			status, detail = "running", ""
+		case a.OK:
+			status, detail = "completed", ""
+		case a.Error == "cancelled":
+			status, detail = "cancelled", ""
+		}
+		took := "-"
+		if a.StartedAt != nil && a.FinishedAt != nil {
+			took = roundDuration(a.FinishedAt.Sub(*a.StartedAt)).String()
+		}
+		fmt.Fprintf(tw, "%s\t%s\t\t%s\t%s\t%s\t%s\n", label, status, dash(a.Node), dash(a.Worker), took, truncate(oneLine(detail), 70))
+	}
+	if more := failed - shown; more > 0 {
+		fmt.Fprintf(tw, "  … %d more failed attempts (-o json lists them)\t\t\t\t\t\t\n", more)
 	}
 }
 

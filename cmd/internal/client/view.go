@@ -56,6 +56,29 @@ type TaskView struct {
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	Spread      *SpreadView     `json:"spread,omitempty"`
 	Progress    *TaskProgress   `json:"progress,omitempty"`
+	// Attempts lists every attempt (of every instance, for a spread task),
+	// by index, then attempt.
+	Attempts []AttemptView `json:"attempts"`
+	// AttemptsOmitted counts attempts of a wide spread left out of
+	// Attempts (the node lists at most 1,000 per task).
+	AttemptsOmitted int32 `json:"attempts_omitted,omitempty"`
+}
+
+// AttemptView is one attempt of a task. Every key is always present:
+// node, worker and the times are empty (null) when unknown.
+type AttemptView struct {
+	// Index is the spread index; present for spread tasks only.
+	Index      *int32     `json:"index,omitempty"`
+	Attempt    uint32     `json:"attempt"`
+	Node       string     `json:"node"`
+	Worker     string     `json:"worker"`
+	StartedAt  *time.Time `json:"started_at"`
+	FinishedAt *time.Time `json:"finished_at"`
+	// Running: in flight (running, or waiting for a worker); ok and error
+	// then say nothing yet.
+	Running bool   `json:"running"`
+	OK      bool   `json:"ok"`
+	Error   string `json:"error"`
 }
 
 // SpreadView summarises the instances of a spread task.
@@ -172,6 +195,19 @@ func Instance(in *robonetv1.Instance) InstanceView {
 		}
 		if t.GetSpread() {
 			tv.Spread = &SpreadView{Width: t.GetWidth(), Done: t.GetDone(), Failed: t.GetFailed()}
+		}
+		tv.Attempts, tv.AttemptsOmitted = make([]AttemptView, 0, len(t.GetAttempts())), t.GetAttemptsOmitted()
+		for _, a := range t.GetAttempts() {
+			av := AttemptView{
+				Attempt: a.GetAttempt(), Node: a.GetNode(), Worker: a.GetWorker(),
+				StartedAt: timeOf(a.GetStartedAt()), FinishedAt: timeOf(a.GetFinishedAt()),
+				Running: a.GetRunning(), OK: a.GetOk(), Error: a.GetError(),
+			}
+			if t.GetSpread() {
+				idx := a.GetIndex()
+				av.Index = &idx
+			}
+			tv.Attempts = append(tv.Attempts, av)
 		}
 		v.Tasks = append(v.Tasks, tv)
 	}

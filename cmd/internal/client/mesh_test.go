@@ -1,0 +1,125 @@
+package client
+
+import (
+	"bytes"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"google.golang.org/protobuf/types/known/timestamppb"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// trimLines drops trailing spaces (tabwriter pads cells).
+func trimLines(s string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		lines[i] = strings.TrimRight(l, " ")
+	}
+	return strings.Join(lines, "\n")
+}
+
+func TestPrintWagglers(t *testing.T) {
+	resp := &robonetv1.ListWagglersResponse{AnsweredBy: "s1", Source: "control-state", Wagglers: []*robonetv1.WagglerRole{
+		{Capability: "code.exec", Node: "n2", Epoch: 5, State: "MONITORING", Workers: 4, InFlight: 3, Queued: 1, Standbys: []string{"n3", "s1"}, Live: true},
+		{Capability: "core", Node: "n4", Epoch: 2, State: "unknown", Note: "n4 did not answer within 2s"},
+		{Capability: "gpu", Epoch: 7, State: "unassigned"},
+	}}
+	var buf bytes.Buffer
+	PrintWagglers(&buf, resp)
+	want := `CAPABILITY  NODE  EPOCH  STATE       WORKERS  IN FLIGHT  QUEUED  STANDBYS
+code.exec   n2    5      MONITORING  4        3          1       n3, s1
+core        n4    2      unknown *   -        -          -       -
+gpu         -     7      unassigned  -        -          -       -
+
+* core: n4 did not answer within 2s
+`
+	if got := trimLines(buf.String()); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+
+	data, err := json.Marshal(Waggler(resp.GetWagglers()[2]))
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantJSON := `{"capability":"gpu","node":"","epoch":7,"state":"unassigned","workers":0,"in_flight":0,"queued":0,"standbys":[],"failovers":0,"live":false}`
+	if string(data) != wantJSON {
+		t.Errorf("json:\n%s\nwant:\n%s", data, wantJSON)
+	}
+}
+
+func TestPrintMembersRoles(t *testing.T) {
+	members := []*robonetv1.Member{
+		{Name: "n1", Status: "alive", Roles: []string{"server", "worker"}, Leader: true, Voter: true, GrpcAddr: "10.0.0.1:7233",
+			Capabilities: map[string]int32{"core": 4}, Wagglers: map[string]uint64{"core": 3, "code.exec": 1}},
+		{Name: "n2", Status: "alive", Roles: []string{"server", "worker"}, GrpcAddr: "10.0.0.2:7233"},
+		{Name: "n3", Status: "failed", Roles: []string{"worker"}, Capabilities: map[string]int32{"gpu": 1}},
+	}
+	var buf bytes.Buffer
+	PrintMembers(&buf, members)
+	want := `NAME  STATUS  ROLE                GRPC           CAPABILITIES  WAGGLERS
+n1 *  alive   leader              10.0.0.1:7233  core=4        waggler of code.exec, core
+n2    alive   server (non-voter)  10.0.0.2:7233  -             -
+n3    failed  worker              -              gpu=1         -
+`
+	if got := trimLines(buf.String()); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+	v := Member(members[2])
+	if v.Role != "worker" || v.Wagglers == nil {
+		t.Errorf("view of a worker: %+v", v)
+	}
+}
+
+func TestPrintInstanceAttempts(t *testing.T) {
+	at := func(sec int) *timestamppb.Timestamp { return timestamppb.New(time.Unix(int64(1_700_000_000+sec), 0)) }
+	in := &robonetv1.Instance{Id: "i", Workflow: "w", Version: 1, State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING, Tasks: []*robonetv1.TaskState{
+		{Name: "once", Capability: "core", Action: "echo", Status: robonetv1.TaskStatus_TASK_STATUS_COMPLETED, Attempt: 1, MaxAttempts: 1,
+			OutputJson: `"hi"`, StartedAt: at(0), FinishedAt: at(1),
+			Attempts: []*robonetv1.TaskAttempt{{Index: -1, Attempt: 1, Node: "n1", Worker: "n1/core/0", Ok: true, StartedAt: at(0), FinishedAt: at(1)}}},
+		{Name: "flaky", Capability: "core", Action: "exec", Status: robonetv1.TaskStatus_TASK_STATUS_RUNNING, Attempt: 3, MaxAttempts: 3,
+			Attempts: []*robonetv1.TaskAttempt{
+				{Index: -1, Attempt: 1, Node: "n1", Worker: "n1/core/1", Error: "exit 1", StartedAt: at(1), FinishedAt: at(3)},
+				{Index: -1, Attempt: 2, Node: "n2", Worker: "n2/core/0", Error: "exit 2", StartedAt: at(4), FinishedAt: at(5)},
+				{Index: -1, Attempt: 3, Running: true},
+			}},
+		{Name: "wide", Capability: "core", Action: "echo", Status: robonetv1.TaskStatus_TASK_STATUS_COMPLETED, Attempt: 2, MaxAttempts: 2,
+			Spread: true, Width: 3, Done: 3, OutputJson: `[1,2,3]`,
+			Attempts: []*robonetv1.TaskAttempt{
+				{Index: 0, Attempt: 1, Node: "n1", Ok: true},
+				{Index: 1, Attempt: 1, Node: "n2", Worker: "n2/core/1", Error: "flaked"},
+				{Index: 1, Attempt: 2, Node: "n1", Ok: true},
+				{Index: 2, Attempt: 1, Node: "n2", Ok: true},
+			}},
+	}}
+	var buf bytes.Buffer
+	PrintInstance(&buf, in)
+	out := trimLines(buf.String())
+	want := `TASK      STATUS         ATTEMPT  NODE   CAPABILITY/ACTION  TIME  OUTPUT / ERROR
+once      completed      1/1      n1     core/echo          1s    "hi"
+flaky     running        3/3      -      core/exec          -
+  #1      failed                  n1     n1/core/1          2s    error: exit 1
+  #2      failed                  n2     n2/core/0          1s    error: exit 2
+  #3      running                 -      -                  -
+wide      completed 3/3  2/2      n1,n2  core/echo          -     [1,2,3]
+  [1] #1  failed                  n2     n2/core/1          -     error: flaked
+`
+	if !strings.Contains(out, want) {
+		t.Errorf("table:\n%s\nwant it to contain:\n%s", out, want)
+	}
+
+	// -o json: every attempt with every key; index only under spreads.
+	v := Instance(in)
+	data, err := json.Marshal(v.Tasks[1].Attempts[2])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `{"attempt":3,"node":"","worker":"","started_at":null,"finished_at":null,"running":true,"ok":false,"error":""}`; string(data) != want {
+		t.Errorf("attempt json:\n%s\nwant:\n%s", data, want)
+	}
+	if idx := v.Tasks[2].Attempts[1].Index; idx == nil || *idx != 1 {
+		t.Errorf("spread attempt index %v, want 1", idx)
+	}
+}
