@@ -1,8 +1,11 @@
 package e2e_test
 
 import (
+	"bytes"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"syscall"
 	"testing"
 	"time"
 
@@ -58,3 +61,42 @@ func TestExamplesRun(t *testing.T) {
 
 const demoHashes = `["31c9d6a6de56b2b7", "11939fba556dfb12", "7c29f35eda16b599", "1fdac9a5bd4fff65",
 	"60b8cfb89e138add", "ca944e4703046aee", "551b3f01569acd1e", "a79716b0e92ce07c"]`
+
+// TestExampleWorker: examples/worker, built and run as a separate process
+// against `robonode --capability none`, serves examples/worker/text.yaml —
+// as the README's external-worker section shows.
+func TestExampleWorker(t *testing.T) {
+	bin := buildRobonode(t)
+	workerBin := filepath.Join(t.TempDir(), "text-worker")
+	if out, err := exec.Command("go", "build", "-o", workerBin, "github.com/robonet/robonet/examples/worker").CombinedOutput(); err != nil {
+		t.Fatalf("go build examples/worker: %v\n%s", err, out)
+	}
+	n := startChild(t, bin, "--data-dir", t.TempDir(), "--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0",
+		"--log-format", "json", "--capability", "none")
+	api := robonetv1.NewWorkflowServiceClient(dial(t, n.addr))
+	src, err := os.ReadFile(filepath.Join("..", "examples", "worker", "text.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Submitted first: its tasks wait until the program connects.
+	resp, err := api.SubmitWorkflow(ctxFor(t, 10*time.Second), &robonetv1.SubmitWorkflowRequest{Workflow: inline(string(src), "text.yaml")})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+
+	var logs bytes.Buffer
+	w := exec.Command(workerBin, "--node", n.addr, "--slots", "2")
+	w.Stdout, w.Stderr = &logs, &logs
+	if err := w.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = w.Process.Signal(syscall.SIGTERM)
+		if err := w.Wait(); err != nil {
+			t.Errorf("the worker program exited with %v after SIGTERM; logs:\n%s", err, logs.String())
+		}
+	}()
+	in := waitDone(t, api, resp.GetInstanceId(), 60*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	wantOutputs(t, in, `{"words": [9, 11, 6], "total": 26}`)
+}

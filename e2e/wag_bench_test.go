@@ -1,0 +1,261 @@
+package e2e_test
+
+import (
+	"fmt"
+	"os"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// BenchmarkWagFailover measures, with real robonode processes (a server
+// serving no capability and four worker-only nodes with code.exec=2):
+//
+//   - worker/…: a worker node running attempts is SIGKILLed; from the kill
+//     to each of its attempts starting again on a live node (memberlist's
+//     failure detection or the heartbeat ladder, whichever comes first);
+//   - waggler/…: the node holding the Waggler role of code.exec is
+//     SIGKILLed and a one-task workflow submitted at once; from the kill to
+//     that task's start, which only a successor Waggler can dispatch.
+//
+// "default" is robonode's default heartbeat interval (5 s, so memberlist
+// is first), "tight" 200 ms. Each run kills one node and starts a new one
+// in its place. Runs per case: $ROBONET_WAG_FAILOVER_RUNS (default 10).
+// Reports p50, p99 and max in milliseconds.
+//
+//	go test -run '^$' -bench WagFailover -benchtime 1x ./e2e/
+func BenchmarkWagFailover(b *testing.B) {
+	runs := 10
+	if v, err := strconv.Atoi(os.Getenv("ROBONET_WAG_FAILOVER_RUNS")); err == nil && v > 0 {
+		runs = v
+	}
+	for _, c := range []struct {
+		name, interval string
+		waggler        bool
+	}{
+		{"worker/default", "5s", false},
+		{"worker/tight", "200ms", false},
+		{"waggler/default", "5s", true},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			for b.Loop() {
+				samples := wagFailoverRuns(b, runs, c.interval, c.waggler)
+				slices.Sort(samples)
+				pct := func(p float64) time.Duration { return samples[min(len(samples)-1, int(p*float64(len(samples))))] }
+				b.ReportMetric(float64(pct(0.50).Milliseconds()), "p50-ms")
+				b.ReportMetric(float64(pct(0.99).Milliseconds()), "p99-ms")
+				b.ReportMetric(float64(samples[len(samples)-1].Milliseconds()), "max-ms")
+				b.Logf("%s: %d samples: p50 %s, p99 %s, max %s; all: %v", c.name, len(samples), pct(0.5), pct(0.99),
+					samples[len(samples)-1], samples)
+			}
+		})
+	}
+}
+
+func wagFailoverRuns(b *testing.B, runs int, interval string, waggler bool) []time.Duration {
+	m := startWagProcs(b, 4, interval)
+	next := 5 // the name of the next replacement node
+	var samples []time.Duration
+	for run := range runs {
+		holder := m.holder()
+		id := submitSpec(b, m.api, sleepSpec, fmt.Sprintf(`{"n": 4, "secs": 60, "log": %q}`, m.log))
+		before := m.waitStarts(id, "four tasks running", func(s []mark) bool { return len(s) == 4 })
+		victim := ""
+		if waggler {
+			victim = holder
+		} else {
+			for _, s := range before {
+				if s.node() != holder && (victim == "" || s.node() < victim) {
+					victim = s.node()
+				}
+			}
+			if victim == "" {
+				b.Fatalf("run %d: every task runs on the Waggler's node %s", run+1, holder)
+			}
+		}
+		killed := time.Now()
+		m.workers[victim].kill9(b)
+		delete(m.workers, victim)
+		if waggler {
+			probe := submitSpec(b, m.api, sleepSpec, fmt.Sprintf(`{"n": 1, "secs": 0, "log": %q}`, m.log))
+			first := m.waitStarts(probe, "the probe task to start", func(s []mark) bool { return len(s) > 0 })
+			samples = append(samples, first[0].at.Sub(killed))
+		} else {
+			lost := map[string]bool{}
+			for _, s := range before {
+				if s.node() == victim {
+					lost[s.exec] = true
+				}
+			}
+			var again []mark
+			m.waitStarts(id, "the lost attempts to start again", func(s []mark) bool {
+				again = again[:0]
+				for _, r := range s[4:] {
+					if lost[r.exec] {
+						again = append(again, r)
+					}
+				}
+				return len(again) == len(lost)
+			})
+			for _, s := range again {
+				samples = append(samples, s.at.Sub(killed))
+			}
+		}
+		if testing.Verbose() {
+			fmt.Fprintf(os.Stderr, "run %d: killed %s (waggler %s): %v\n", run+1, victim, holder, samples[len(samples)-1].Round(time.Millisecond))
+		}
+		if _, err := m.api.CancelInstance(ctxFor(b, 30*time.Second), &robonetv1.CancelInstanceRequest{InstanceId: id}); err != nil {
+			b.Fatalf("cancelling run %d: %v", run+1, err)
+		}
+		m.startWorker(fmt.Sprintf("w%d", next))
+		next++
+	}
+	return samples
+}
+
+// meshEchoChain is a 10-task chain of echo tasks.
+var meshEchoChain = func() string {
+	s := "name: chain\nversion: 1\ntasks:\n  t0: {capability: core, action: echo, with: {v: 0}}\n"
+	for i := 1; i < 10; i++ {
+		s += fmt.Sprintf("  t%d: {needs: [t%d], capability: core, action: echo, with: {v: \"${{ tasks.t%d.output.v + 1 }}\"}}\n", i, i-1, i-1)
+	}
+	return s + "outputs:\n  v: ${{ tasks.t9.output.v }}\n"
+}()
+
+// meshEchoSpread is a 500-wide spread of echo tasks.
+const meshEchoSpread = `
+name: spread
+version: 1
+tasks:
+  s:
+    spread: ${{ lists.range(500) }}
+    capability: core
+    action: echo
+    with: {i: "${{ item }}"}
+outputs:
+  n: ${{ size(tasks.s.output) }}
+`
+
+// BenchmarkMeshEcho measures echo throughput through the public gRPC API,
+// submissions included, with the tasks on three worker-only nodes (the
+// server serves no capability, so every task crosses nodes: leader →
+// Waggler node → worker node and back) against the reference, the same
+// workload on one robonode running its tasks itself — both real processes
+// on SQLite, measured in the same run. Two workloads: chains, 3,000
+// instances of a 10-task chain submitted by 8 concurrent clients (bound by
+// how fast instances are submitted and started); spreads, 100 instances of
+// a 500-wide spread (bound by how fast tasks are dispatched and their
+// results recorded). The clock runs from the first submission until every
+// instance is COMPLETE. Reports tasks/s for each and the mesh's share of
+// the single node's figure, and the CPU all processes used per 1,000
+// tasks.
+//
+//	go test -run '^$' -bench MeshEcho -benchtime 3x ./e2e/
+func BenchmarkMeshEcho(b *testing.B) {
+	for _, w := range []struct {
+		name                 string
+		spec                 string
+		instances, tasksEach int
+	}{
+		{"chains3000x10", meshEchoChain, 3000, 10},
+		{"spreads100x500", meshEchoSpread, 100, 500},
+	} {
+		b.Run(w.name, func(b *testing.B) {
+			bin := buildRobonode(b)
+			common := []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0", "--log-format", "json"}
+			var single, mesh, singleCPU, meshCPU time.Duration
+			cpu := func(c *child) time.Duration { return c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime() }
+			for b.Loop() {
+				// The reference: one node, its own pools.
+				one := startChild(b, bin, append(common, "--data-dir", b.TempDir(), "--capability", "core=32")...)
+				single += echoRun(b, one.addr, w.spec, w.instances)
+				one.kill9(b)
+				singleCPU += cpu(one)
+
+				// The mesh: a server with no capability and three worker nodes.
+				server := startChild(b, bin, append(common, "--name", "server", "--data-dir", b.TempDir(), "--capability", "none")...)
+				var ws []*child
+				for i := 1; i <= 3; i++ {
+					ws = append(ws, startChild(b, bin, append(common, "--name", fmt.Sprintf("w%d", i), "--data-dir", b.TempDir(),
+						"--join", server.gossip, "--capability", "core=32")...))
+				}
+				mesh += echoRun(b, server.addr, w.spec, w.instances)
+				for _, c := range append(ws, server) {
+					c.kill9(b)
+					meshCPU += cpu(c)
+				}
+			}
+			n := float64(b.N * w.instances * w.tasksEach)
+			b.ReportMetric(n/single.Seconds(), "single-tasks/s")
+			b.ReportMetric(n/mesh.Seconds(), "mesh-tasks/s")
+			b.ReportMetric(100*single.Seconds()/mesh.Seconds(), "mesh-%-of-single")
+			// CPU of every process over its whole life (start-up and the
+			// warm-up instance included), per 1,000 tasks.
+			b.ReportMetric(1000*singleCPU.Seconds()*1000/n, "single-cpu-ms/ktask")
+			b.ReportMetric(1000*meshCPU.Seconds()*1000/n, "mesh-cpu-ms/ktask")
+		})
+	}
+}
+
+// echoRun registers spec on the node at addr, submits instances of it from
+// 8 clients and returns the time until all are COMPLETE. One instance runs
+// alone first, so that the mesh has its Waggler in place and both runs
+// start warm.
+func echoRun(b *testing.B, addr, spec string, instances int) time.Duration {
+	api := robonetv1.NewWorkflowServiceClient(dial(b, addr))
+	warm := submitSpec(b, api, spec, "")
+	eventually(b, 60*time.Second, "the warm-up instance", func() bool {
+		resp, err := api.GetInstance(ctxFor(b, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: warm})
+		return err == nil && resp.GetInstance().GetState() == robonetv1.InstanceState_INSTANCE_STATE_COMPLETE
+	})
+	resp, err := api.GetInstance(ctxFor(b, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: warm})
+	if err != nil {
+		b.Fatal(err)
+	}
+	name := resp.GetInstance().GetWorkflow()
+	start := time.Now()
+	errs := make(chan error, 8)
+	for c := range 8 {
+		go func() {
+			for i := c; i < instances; i += 8 {
+				_, err := api.SubmitWorkflow(ctxFor(b, 30*time.Second), &robonetv1.SubmitWorkflowRequest{
+					Workflow: &robonetv1.SubmitWorkflowRequest_Ref{Ref: &robonetv1.WorkflowRef{Name: name}},
+				})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+			errs <- nil
+		}()
+	}
+	for range 8 {
+		if err := <-errs; err != nil {
+			b.Fatalf("submit: %v", err)
+		}
+	}
+	eventually(b, 5*time.Minute, "every instance COMPLETE", func() bool {
+		return countComplete(b, api) == instances+1
+	})
+	return time.Since(start)
+}
+
+// countComplete counts COMPLETE instances.
+func countComplete(b *testing.B, api robonetv1.WorkflowServiceClient) int {
+	n, token := 0, ""
+	for {
+		resp, err := api.ListInstances(ctxFor(b, 30*time.Second), &robonetv1.ListInstancesRequest{
+			States: []robonetv1.InstanceState{robonetv1.InstanceState_INSTANCE_STATE_COMPLETE}, PageSize: 1000, PageToken: token,
+		})
+		if err != nil {
+			b.Fatalf("list: %v", err)
+		}
+		n += len(resp.GetInstances())
+		if token = resp.GetNextPageToken(); token == "" {
+			return n
+		}
+	}
+}

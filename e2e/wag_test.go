@@ -1,0 +1,361 @@
+package e2e_test
+
+import (
+	"context"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/mesh"
+	"github.com/robonet/robonet/node"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+)
+
+// These tests run Wagglers across an in-process mesh: one server on the
+// embedded store that serves no capability (so every task crosses nodes),
+// and worker-only nodes that serve the capability "work" with a "mark"
+// action the test controls: every run is recorded with the node that ran
+// it, and runs block until the test releases them.
+
+// runLog records runs of a test action, wherever they happen, and lets the
+// test wait for a condition on them.
+type runLog[T any] struct {
+	mu      sync.Mutex
+	runs    []T
+	changed chan struct{} // closed and replaced at every run
+}
+
+func newRunLog[T any]() runLog[T] { return runLog[T]{changed: make(chan struct{})} }
+
+func (l *runLog[T]) add(r T) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.runs = append(l.runs, r)
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// waitRuns waits until cond holds of the runs so far.
+func (l *runLog[T]) waitRuns(t *testing.T, what string, cond func([]T) bool) []T {
+	t.Helper()
+	deadline := time.After(60 * time.Second)
+	for {
+		l.mu.Lock()
+		runs := slices.Clone(l.runs)
+		ch := l.changed
+		l.mu.Unlock()
+		if cond(runs) {
+			return runs
+		}
+		select {
+		case <-ch:
+		case <-deadline:
+			t.Fatalf("timed out waiting for %s; runs: %+v", what, runs)
+		}
+	}
+}
+
+func (l *runLog[T]) snapshot() []T {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.runs)
+}
+
+// marks records the runs of the "mark" action across every node.
+type marks struct {
+	runLog[markRun]
+	release chan struct{} // closed: every run (current and future) returns
+}
+
+type markRun struct {
+	node, exec string
+	attempt    uint32
+}
+
+func newMarks() *marks {
+	return &marks{runLog: newRunLog[markRun](), release: make(chan struct{})}
+}
+
+// registry returns node's action registry with "mark".
+func (m *marks) registry(t *testing.T, nodeName string) *wag.Registry {
+	reg := wag.NewRegistry()
+	err := reg.Register("mark", func(ctx context.Context, call *wag.Call) (any, error) {
+		m.add(markRun{node: nodeName, exec: call.Key.ExecutionID, attempt: call.Key.Attempt})
+		select {
+		case <-m.release:
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+		return map[string]any{"node": nodeName, "in": call.Input}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// wagMesh is a server and worker nodes.
+type wagMesh struct {
+	t       *testing.T
+	server  *meshNode
+	workers map[string]*meshNode
+	marks   *marks
+	dataDir string
+}
+
+// wagNodeConfig is a node of a wagMesh: tight gossip and heartbeat
+// timings, so failures are seen in a few hundred milliseconds.
+func wagNodeConfig(t *testing.T, name string, server bool, join []string, caps map[string]int, reg *wag.Registry) node.Config {
+	cfg := meshNodeConfig(t, name, "", "", server, join, 1) // no DSN: SQLite
+	cfg.Capabilities = caps
+	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).Named(name) // the Wagglers' story, should a test fail
+	cfg.Wag.Registry = reg
+	return cfg
+}
+
+// startWagMesh starts the server (SQLite, no capability) and one worker
+// node per name, each serving "work" with two slots.
+func startWagMesh(t *testing.T, workers ...string) *wagMesh {
+	t.Helper()
+	m := &wagMesh{t: t, workers: map[string]*meshNode{}, marks: newMarks()}
+	t.Cleanup(func() {
+		select {
+		case <-m.marks.release:
+		default:
+			close(m.marks.release) // let blocked actions return before the nodes stop
+		}
+	})
+	scfg := wagNodeConfig(t, "server", true, nil, map[string]int{}, nil)
+	m.dataDir = scfg.DataDir
+	s := startNodeWith(t, scfg)
+	m.server = &meshNode{testNode: s, name: "server", server: true, mesh: robonetv1.NewMeshServiceClient(s.conn)}
+	join := []string{s.node.GossipAddr()}
+	for _, name := range workers {
+		cfg := wagNodeConfig(t, name, false, join, map[string]int{"work": 2}, m.marks.registry(t, name))
+		w := startNodeWith(t, cfg)
+		m.workers[name] = &meshNode{testNode: w, name: name, mesh: robonetv1.NewMeshServiceClient(w.conn)}
+	}
+	eventually(t, 30*time.Second, "an engine leader", func() bool { return s.node.Term() > 0 })
+	return m
+}
+
+// waggler returns the node holding the Waggler role of "work" (per the
+// control state) once every worker's pool follows it.
+func (m *wagMesh) waggler(not string) string {
+	m.t.Helper()
+	var holder string
+	eventually(m.t, 30*time.Second, "a waggler for work", func() bool {
+		holder = ""
+		for _, mem := range m.server.node.Members() {
+			if mem.Status == mesh.StatusAlive && mem.Wagglers["work"] > 0 && mem.Name != not {
+				holder = mem.Name
+			}
+		}
+		return holder != ""
+	})
+	return holder
+}
+
+// markSpec spreads n "mark" tasks over the capability "work".
+const markSpec = `
+name: marks
+version: 1
+inputs:
+  n: {type: int}
+tasks:
+  m:
+    spread: ${{ lists.range(inputs.n) }}
+    capability: work
+    action: mark
+    with: {i: "${{ item }}"}
+outputs:
+  nodes: ${{ tasks.m.output.map(o, o.node) }}
+`
+
+// history reads the recorded attempts of an instance from the server's
+// store.
+func (m *wagMesh) history(id string) []engine.ActionResult {
+	m.t.Helper()
+	return taskHistory(m.t, sqliteStore, m.dataDir, "", "", id)
+}
+
+// A spread runs on the worker nodes, through the Waggler of its
+// capability on one of them; the server serves nothing.
+func TestWagglersRunTasksWhereTheCapabilityIs(t *testing.T) {
+	m := startWagMesh(t, "w1", "w2")
+	m.waggler("")
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 4}`)
+	runs := m.marks.waitRuns(t, "four runs", func(r []markRun) bool { return len(r) == 4 })
+	close(m.marks.release)
+	in := waitDone(t, m.server.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	nodes := map[string]int{}
+	for _, r := range runs {
+		nodes[r.node]++
+	}
+	if nodes["w1"] != 2 || nodes["w2"] != 2 {
+		t.Fatalf("runs per node %v, want 2 and 2 (two slots each)", nodes)
+	}
+	checkOncePerExecution(t, id, m.history(id), 4)
+}
+
+// A worker node killed mid-task: its attempts fail over to the other
+// workers (memberlist short-cuts the ladder) and each execution completes
+// once.
+func TestWorkerKilledMidTask(t *testing.T) {
+	m := startWagMesh(t, "w1", "w2", "w3") // six slots
+	holder := m.waggler("")
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 4}`)
+	before := m.marks.waitRuns(t, "four runs", func(r []markRun) bool { return len(r) == 4 })
+	// The victim: a worker that runs something and does not hold the
+	// Waggler role.
+	victim, ran := "", 0
+	for _, r := range before {
+		if r.node != holder && (victim == "" || r.node == victim) {
+			victim = r.node
+			ran++
+		}
+	}
+	m.workers[victim].halted = true
+	m.workers[victim].node.Halt()
+	runs := m.marks.waitRuns(t, "the victim's attempts to run again elsewhere", func(r []markRun) bool {
+		return len(r) == 4+ran
+	})
+	for _, r := range runs[4:] {
+		if r.node == victim {
+			t.Fatalf("an attempt ran again on the dead node: %+v", r)
+		}
+	}
+	close(m.marks.release)
+	in := waitDone(t, m.server.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	checkOncePerExecution(t, id, m.history(id), 4)
+	t.Logf("victim %s ran %d; runs: %+v", victim, ran, runs)
+}
+
+// The node of the Waggler killed while its attempts run on other workers:
+// the leader gives the role to a successor (a higher epoch), the workers
+// register with it and it adopts what they run — nothing runs twice — and
+// attempts still queued are dispatched by the successor.
+func TestWagglerKilledAttemptsInherited(t *testing.T) {
+	m := startWagMesh(t, "w1", "w2", "w3", "w4") // eight slots
+	holder := m.waggler("")
+	// Eight tasks fill every slot, two of them on the Waggler's node.
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
+	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
+	m.workers[holder].halted = true
+	m.workers[holder].node.Halt()
+	successor := m.waggler(holder)
+	t.Logf("waggler %s killed; successor %s", holder, successor)
+	// Let everything finish: the live workers' attempts report to the
+	// successor, the dead node's two run again as slots free up.
+	close(m.marks.release)
+	in := waitDone(t, m.server.api, id, 60*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	checkOncePerExecution(t, id, m.history(id), 8)
+	runs := map[string][]string{}
+	for _, r := range m.marks.snapshot() {
+		runs[r.exec] = append(runs[r.exec], r.node)
+	}
+	for _, r := range before {
+		switch got := runs[r.exec]; {
+		case r.node == holder && (len(got) != 2 || got[1] == holder):
+			t.Errorf("%s ran on the dead Waggler node; it must run again once, elsewhere: %v", r.exec, got)
+		case r.node != holder && len(got) != 1:
+			t.Errorf("%s ran on live worker %s and was inherited; it must not run again: %v", r.exec, r.node, got)
+		}
+	}
+	t.Logf("runs: %v", runs)
+}
+
+// A capability no node serves: its attempts wait, visibly, until a node
+// that serves it joins.
+func TestCapabilityWaitsForANode(t *testing.T) {
+	m := startWagMesh(t)
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 2}`)
+	eventually(t, 30*time.Second, "the waiting notice", func() bool {
+		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range resp.GetInstance().GetTasks() {
+			if strings.Contains(tk.GetProgress().GetMessage(), "waiting: no node serves work") {
+				return true
+			}
+		}
+		return false
+	})
+	cfg := wagNodeConfig(t, "late", false, []string{m.server.node.GossipAddr()}, map[string]int{"work": 1}, m.marks.registry(t, "late"))
+	startNodeWith(t, cfg)
+	m.marks.waitRuns(t, "the run on the node that joined", func(r []markRun) bool { return len(r) == 1 && r[0].node == "late" })
+	close(m.marks.release)
+	in := waitDone(t, m.server.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+}
+
+// The engine leader halted while attempts run on worker-only nodes: a new
+// leader takes over (new term), the workers keep running what they run —
+// nothing runs again — and their results reach the new leader's engine;
+// every execution is recorded once.
+func TestLeaderChangeWhileWorkersRun(t *testing.T) {
+	mk := newMarks()
+	t.Cleanup(func() {
+		select {
+		case <-mk.release:
+		default:
+			close(mk.release)
+		}
+	})
+	m := startMesh(t, 3, 2, func(cfg *node.Config) {
+		cfg.Capabilities = map[string]int{} // servers serve nothing
+		if !*cfg.Server {
+			cfg.Capabilities = map[string]int{"work": 2}
+			cfg.Wag.Registry = mk.registry(t, cfg.Name)
+		}
+	})
+	old := m.leader()
+	oldTerm := old.node.Term()
+	id := submitSpec(t, m.follower().api, markSpec, `{"n": 4}`)
+	mk.waitRuns(t, "four runs on the workers", func(r []markRun) bool { return len(r) == 4 })
+	m.halt(old)
+	nl := m.waitLeader(old.name, 30*time.Second)
+	if nl.node.Term() <= oldTerm {
+		t.Fatalf("new leader %s has term %d, not above %d", nl.name, nl.node.Term(), oldTerm)
+	}
+	close(mk.release)
+	in := waitDone(t, nl.api, id, 60*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	if runs := mk.snapshot(); len(runs) != 4 {
+		t.Errorf("%d runs, want 4: the workers' attempts must not run again after a leader change: %+v", len(runs), runs)
+	}
+	checkOncePerExecution(t, id, taskHistory(t, postgresStore, "", m.dsn, m.schema, id), 4)
+}
+
+// A node whose Waggler others hold streams to (the leader's Lead session,
+// the other workers' Work streams) stops at once: stopping ends those
+// streams instead of waiting out the stop timeout for the others to hang
+// up.
+func TestWagglerNodeStopsPromptly(t *testing.T) {
+	m := startWagMesh(t, "w1", "w2")
+	holder := m.waggler("")
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 2}`)
+	m.marks.waitRuns(t, "two runs", func(r []markRun) bool { return len(r) == 2 })
+	close(m.marks.release)
+	waitDone(t, m.server.api, id, 30*time.Second)
+	start := time.Now()
+	if err := m.workers[holder].node.Stop(ctxFor(t, 30*time.Second)); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	// The test nodes' stop timeout is 5 s: a stop that waited for the
+	// streams would take that long.
+	if took := time.Since(start); took > 3*time.Second {
+		t.Errorf("stopping the Waggler's node took %v: it waited for streams others hold open", took)
+	}
+}
