@@ -12,6 +12,7 @@ GOLANGCI_LINT_VERSION := v2.15.0
 
 GO_TEST_FLAGS ?=
 FUZZTIME ?= 30s
+FUZZ_SMOKE_TIME ?= 10s
 BENCH ?= .
 BENCHTIME ?= 1s
 
@@ -32,8 +33,30 @@ test-short: ## Run the tests without the race detector, skipping slow ones.
 	go test -short -count=1 ./...
 
 .PHONY: fuzz
-fuzz: ## Fuzz the spec compiler for FUZZTIME (default 30s).
+fuzz: ## Fuzz the spec compiler for FUZZTIME (default 30s); fuzz-all runs every target.
 	go test ./engine/spec -run '^$$' -fuzz FuzzCompile -fuzztime $(FUZZTIME) -timeout 0
+
+# fuzz-run runs every fuzz target of the module (every func Fuzz... in a
+# _test.go file), one after another (-fuzz takes one target per run), each
+# for $(1).
+define fuzz-run
+	@set -euo pipefail; \
+	files=$$(grep -rl --include='*_test.go' --exclude-dir=testdata --exclude-dir=bin '^func Fuzz' . | sort); \
+	for file in $$files; do \
+		for name in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' "$$file"); do \
+			echo "== $$name ($$(dirname "$$file"), $(1))"; \
+			go test "$$(dirname "$$file")" -run '^$$' -fuzz "^$$name\$$" -fuzztime $(1) -timeout 0; \
+		done; \
+	done
+endef
+
+.PHONY: fuzz-all
+fuzz-all: ## Run every fuzz target for FUZZTIME each (default 30s; e.g. FUZZTIME=10m for a long run).
+	$(call fuzz-run,$(FUZZTIME))
+
+.PHONY: fuzz-smoke
+fuzz-smoke: ## Run every fuzz target for FUZZ_SMOKE_TIME (default 10s) each, one after another (CI).
+	$(call fuzz-run,$(FUZZ_SMOKE_TIME))
 
 .PHONY: bench
 bench: ## Run benchmarks (BENCH=regexp, BENCHTIME=1s; Postgres as for test).
