@@ -2,13 +2,18 @@ package e2e_test
 
 import (
 	"context"
+	"errors"
+	"io"
+	"log"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
@@ -124,6 +129,13 @@ func wagNodeConfig(t *testing.T, name string, server bool, join []string, caps m
 // node per name, each serving "work" with two slots.
 func startWagMesh(t *testing.T, workers ...string) *wagMesh {
 	t.Helper()
+	return startWagMeshWith(t, nil, workers...)
+}
+
+// startWagMeshWith is startWagMesh with adjust (if not nil) changing each
+// worker's configuration before it starts.
+func startWagMeshWith(t *testing.T, adjust func(name string, cfg *node.Config), workers ...string) *wagMesh {
+	t.Helper()
 	m := &wagMesh{t: t, workers: map[string]*meshNode{}, marks: newMarks()}
 	t.Cleanup(func() {
 		select {
@@ -139,6 +151,9 @@ func startWagMesh(t *testing.T, workers ...string) *wagMesh {
 	join := []string{s.node.GossipAddr()}
 	for _, name := range workers {
 		cfg := wagNodeConfig(t, name, false, join, map[string]int{"work": 2}, m.marks.registry(t, name))
+		if adjust != nil {
+			adjust(name, &cfg)
+		}
 		w := startNodeWith(t, cfg)
 		m.workers[name] = &meshNode{testNode: w, name: name, mesh: robonetv1.NewMeshServiceClient(w.conn)}
 	}
@@ -273,6 +288,101 @@ func TestWagglerKilledAttemptsInherited(t *testing.T) {
 		}
 	}
 	t.Logf("runs: %v", runs)
+}
+
+// deafToWagglers is a memberlist AliveDelegate that ignores every alive
+// message about another node advertising a Waggler role: as if every
+// gossip broadcast of a holder's roles missed this node, which then
+// learns the roles only from the control state.
+type deafToWagglers struct{ self string }
+
+func (d deafToWagglers) NotifyAlive(peer *memberlist.Node) error {
+	meta, err := mesh.DecodeNodeMeta(peer.Meta)
+	if err == nil && peer.Name != d.self && len(meta.Wagglers) > 0 {
+		return errors.New("test: deaf to waggler roles")
+	}
+	return nil
+}
+
+// followLog is a zap core that sends the waggler_node of every "pool
+// follows its waggler" entry to ch.
+type followLog struct{ ch chan<- string }
+
+func (c followLog) Enabled(zapcore.Level) bool        { return true }
+func (c followLog) With([]zapcore.Field) zapcore.Core { return c }
+func (c followLog) Sync() error                       { return nil }
+func (c followLog) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
+	if e.Message == "pool follows its waggler" {
+		return ce.AddCore(e, c)
+	}
+	return ce
+}
+func (c followLog) Write(_ zapcore.Entry, fs []zapcore.Field) error {
+	for _, f := range fs {
+		if f.Key == "waggler_node" {
+			c.ch <- f.String
+		}
+	}
+	return nil
+}
+
+// A worker whose gossip never tells it who holds the Waggler role follows
+// the Waggler the control state names: at first, and after the holder's
+// node is killed — within the successor's grace, so that the successor
+// adopts what it runs instead of running it again.
+func TestWorkerFollowsTheControlStateWithoutGossip(t *testing.T) {
+	const deaf = "w4"
+	followed := make(chan string, 64) // the Waggler nodes the deaf worker's pool followed, in order
+	m := startWagMeshWith(t, func(name string, cfg *node.Config) {
+		if name != deaf {
+			return
+		}
+		cfg.Mesh.Memberlist = func(c *memberlist.Config) {
+			mesh.TestMemberlistTimings(c)
+			c.Alive = deafToWagglers{self: name}
+			// Its memberlist complains of what it ignores, even after the
+			// test (a probe in flight at shutdown); the story is not needed.
+			c.Logger = log.New(io.Discard, "", 0)
+		}
+		cfg.Logger = zap.New(zapcore.NewTee(cfg.Logger.Core(), followLog{followed})).Named(name)
+	}, "w1", "w2", "w3", deaf) // eight slots
+	holder := m.waggler("")
+	if holder == deaf {
+		t.Skipf("the deaf worker %s holds the role", deaf)
+	}
+	waitFollow := func(want string) {
+		t.Helper()
+		for {
+			select {
+			case got := <-followed:
+				if got == want {
+					return
+				}
+			case <-time.After(30 * time.Second):
+				t.Fatalf("%s never followed the Waggler on %s", deaf, want)
+			}
+		}
+	}
+	waitFollow(holder)
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
+	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
+	m.workers[holder].halted = true
+	m.workers[holder].node.Halt()
+	successor := m.waggler(holder)
+	waitFollow(successor)
+	close(m.marks.release)
+	in := waitDone(t, m.server.api, id, 60*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	checkOncePerExecution(t, id, m.history(id), 8)
+	runs := map[string][]string{}
+	for _, r := range m.marks.snapshot() {
+		runs[r.exec] = append(runs[r.exec], r.node)
+	}
+	for _, r := range before {
+		if got := runs[r.exec]; r.node == deaf && len(got) != 1 {
+			t.Errorf("%s ran on %s, which followed the successor %s from the control state; it must be adopted, not run again: %v", r.exec, deaf, successor, got)
+		}
+	}
 }
 
 // A capability no node serves: its attempts wait, visibly, until a node

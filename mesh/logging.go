@@ -6,6 +6,7 @@ import (
 	"io"
 	"log"
 	"strings"
+	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/zap"
@@ -18,16 +19,42 @@ import (
 // see library logs in zaptest output. Library chatter below warnings
 // (elections, joins, snapshots: expected outcomes) goes to Debug.
 
-// memberlistLogger returns a standard logger whose lines go to z.
-func memberlistLogger(z *zap.Logger) *log.Logger {
-	return log.New(&levelWriter{z: z.WithOptions(zap.AddCallerSkip(3))}, "", 0)
+// memberlistLogger returns a standard logger whose lines go to z until
+// gate closes (nil: always).
+func memberlistLogger(z *zap.Logger, gate *logGate) *log.Logger {
+	return log.New(&levelWriter{z: z.WithOptions(zap.AddCallerSkip(3)), gate: gate}, "", 0)
+}
+
+// logGate stops a library's logging for good: memberlist's Shutdown does
+// not wait for a probe in flight, which may still log after the mesh
+// stopped — into a logger whose owner is gone (a finished test's). Once
+// close returns, no write is in progress and none starts.
+type logGate struct {
+	mu     sync.RWMutex
+	closed bool
+}
+
+func (g *logGate) close() {
+	g.mu.Lock()
+	g.closed = true
+	g.mu.Unlock()
 }
 
 // levelWriter turns memberlist's "[WARN] memberlist: text" lines into zap
-// entries of the matching level.
-type levelWriter struct{ z *zap.Logger }
+// entries of the matching level, until its gate closes.
+type levelWriter struct {
+	z    *zap.Logger
+	gate *logGate
+}
 
 func (w *levelWriter) Write(p []byte) (int, error) {
+	if w.gate != nil {
+		w.gate.mu.RLock()
+		defer w.gate.mu.RUnlock()
+		if w.gate.closed {
+			return len(p), nil
+		}
+	}
 	for line := range bytes.Lines(p) {
 		s := strings.TrimSpace(string(line))
 		if s == "" {
@@ -161,7 +188,7 @@ func (h *hclogZap) GetLevel() hclog.Level {
 }
 
 func (h *hclogZap) StandardLogger(*hclog.StandardLoggerOptions) *log.Logger {
-	return memberlistLogger(h.z)
+	return memberlistLogger(h.z, nil)
 }
 
 func (h *hclogZap) StandardWriter(*hclog.StandardLoggerOptions) io.Writer {

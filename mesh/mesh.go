@@ -55,6 +55,9 @@ type Mesh struct {
 	obsCh      chan raft.Observation
 	hasState   bool // Raft had state at start
 
+	// mlLog silences memberlist's log once it is shut down (logging.go).
+	mlLog logGate
+
 	advMu sync.Mutex // serialises re-advertising with leaving
 	left  bool       // the leave began: never advertise again (guarded by advMu)
 
@@ -142,7 +145,7 @@ func (m *Mesh) Start(ctx context.Context) error {
 // GossipAddr.
 func (m *Mesh) startLocked() error {
 	cfg := m.cfg
-	mlLog := memberlistLogger(m.log.Named("memberlist"))
+	mlLog := memberlistLogger(m.log.Named("memberlist"), &m.mlLog)
 	nt, err := newGossipTransport(cfg, &memberlist.NetTransportConfig{
 		BindAddrs: []string{cfg.BindAddr}, BindPort: cfg.BindPort, Logger: mlLog,
 	})
@@ -311,6 +314,7 @@ func (m *Mesh) teardown(ctx context.Context, graceful bool) error {
 		if err := m.ml.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("memberlist shutdown: %w", err))
 		}
+		m.mlLog.close()
 	} else if m.gossipTr != nil {
 		if err := m.gossipTr.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("gossip transport shutdown: %w", err))

@@ -130,9 +130,10 @@ func (s *meshAPI) LocalWagglers(context.Context, *robonetv1.LocalWagglersRequest
 
 // ListWagglers lists the Waggler of every capability this node knows of:
 // the roles of the control state on a server (what members advertise on
-// a worker-only node), every holder asked for its live numbers at once,
-// and the standbys from membership.
-func (s *meshAPI) ListWagglers(ctx context.Context, _ *robonetv1.ListWagglersRequest) (*robonetv1.ListWagglersResponse, error) {
+// a worker-only node), every holder asked for its live numbers at once
+// (unless the request asks for the roles only), and the standbys from
+// membership.
+func (s *meshAPI) ListWagglers(ctx context.Context, req *robonetv1.ListWagglersRequest) (*robonetv1.ListWagglersResponse, error) {
 	members := s.mesh.Members()
 	roles, source := s.wagglerRoles(members)
 	serving := map[string][]string{} // capability → up members that serve it
@@ -162,7 +163,10 @@ func (s *meshAPI) ListWagglers(ctx context.Context, _ *robonetv1.ListWagglersReq
 			holders[r.Node] = true
 		}
 	}
-	reports := s.askHolders(ctx, holders, byName)
+	var reports map[string]holderReport
+	if !req.GetRolesOnly() {
+		reports = s.askHolders(ctx, holders, byName)
+	}
 
 	resp := &robonetv1.ListWagglersResponse{AnsweredBy: s.self, Source: source, Wagglers: make([]*robonetv1.WagglerRole, 0, len(caps))}
 	for _, c := range caps {
@@ -174,7 +178,11 @@ func (s *meshAPI) ListWagglers(ctx context.Context, _ *robonetv1.ListWagglersReq
 			}
 		}
 		slices.Sort(row.Standbys)
-		if r.Node != "" {
+		switch {
+		case r.Node == "":
+		case req.GetRolesOnly():
+			row.State, row.Note = wagglerUnknown, "not asked (roles only)"
+		default:
 			fillLive(row, reports[r.Node])
 		}
 		resp.Wagglers = append(resp.Wagglers, row)

@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"fmt"
+	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -166,6 +167,70 @@ func TestListWagglers(t *testing.T) {
 	}
 	if f := resp.GetWagglers()[1].GetFailovers(); f != 2 {
 		t.Errorf("code.exec failovers %d, want 2", f)
+	}
+
+	// Roles only (what worker nodes read to follow their Wagglers): the
+	// same roles and standbys, no holder asked — not even the slow one.
+	began = time.Now()
+	resp, err = api.ListWagglers(context.Background(), &robonetv1.ListWagglersRequest{RolesOnly: true})
+	if err != nil {
+		t.Fatalf("ListWagglers roles only: %v", err)
+	}
+	if took := time.Since(began); took >= 200*time.Millisecond {
+		t.Errorf("roles only took %s: it must not wait for the slow holder", took)
+	}
+	got = got[:0]
+	for _, r := range resp.GetWagglers() {
+		got = append(got, rowLine(r))
+		if r.GetNode() != "" && r.GetNote() != "not asked (roles only)" {
+			t.Errorf("roles only, note of %s: %q", r.GetCapability(), r.GetNote())
+		}
+	}
+	want = []string{
+		"ai.inference n4@7 unknown []",
+		"code.exec n2@5 unknown [s1]",
+		"core s1@3 unknown [n2]",
+		"gpu n2@2 unknown []",
+		"net.http n5@1 unknown []",
+		"net.scan n3@1 unknown []",
+		"retired @9 unassigned []",
+		"video @0 unassigned [n6]",
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("ListWagglers roles only:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
+	}
+}
+
+// TestWagHolders: per capability, the up member holding the role at the
+// highest epoch, by gossip (this node's own roles from its host) or by
+// the control state; a holder that is not up never counts.
+func TestWagHolders(t *testing.T) {
+	adv := func(m mesh.Member, roles map[string]uint64) mesh.Member {
+		m.Wagglers = roles
+		return m
+	}
+	members := []mesh.Member{
+		adv(member("self", mesh.StatusAlive, "", nil), map[string]uint64{"stale": 9}), // gossip lags: own roles win
+		adv(member("w1", mesh.StatusFailed, "", nil), map[string]uint64{"a": 1, "b": 1}),
+		adv(member("w2", mesh.StatusAlive, "", nil), map[string]uint64{"c": 4}),
+		member("w3", mesh.StatusSuspect, "", nil),
+		member("w4", mesh.StatusLeft, "", nil),
+	}
+	own := map[string]uint64{"d": 2}
+	control := map[string]wagHolder{
+		"a": {"w3", 2}, // the successor of the failed w1: gossip never told
+		"b": {"w4", 3}, // assigned to a node that left since: not up
+		"c": {"w3", 3}, // older than what w2 advertises
+		"d": {"w2", 1}, // older than this node's own role
+		"e": {"w2", 1}, // only in the control state
+	}
+	got := wagHolders(members, "self", own, control)
+	want := map[string]wagHolder{"a": {"w3", 2}, "c": {"w2", 4}, "d": {"self", 2}, "e": {"w2", 1}}
+	if !maps.Equal(got, want) {
+		t.Fatalf("wagHolders:\n got %v\nwant %v", got, want)
+	}
+	if got := wagHolders(members, "self", own, nil); !maps.Equal(got, map[string]wagHolder{"c": {"w2", 4}, "d": {"self", 2}}) {
+		t.Fatalf("wagHolders from gossip alone: %v", got)
 	}
 }
 

@@ -5,6 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"slices"
+	"sync"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -132,18 +135,56 @@ func (s *lateSink) TaskProgress(ctx context.Context, p engine.TaskProgress) {
 
 // wagFollower keeps the node's pools working for the Waggler of their
 // capability, and the node's gossip metadata telling which roles its
-// Waggler host runs. The Waggler of a capability is the alive member that
-// advertises the role at the highest epoch; this node's own host counts
-// at once, before gossip carries it.
+// Waggler host runs.
+//
+// The Waggler of a capability is the up member holding the role at the
+// highest epoch, as two sources tell it: what members advertise in gossip
+// (this node's own host counts at once, before gossip carries it) and the
+// control state, which assigns the roles. A server has the control state
+// itself. A worker-only node reads it from a server (ListWagglers, roles
+// only) every heartbeat interval while one of its pools is in doubt —
+// its Waggler's node is no longer up, or it has none — and every
+// controlRefreshTicks intervals otherwise. Gossip alone is not enough:
+// a successor's advertisement that misses this node would reach it only
+// with memberlist's next push/pull (30 s by default), after the successor
+// gave up waiting for this node's pools and ran their attempts again.
 type wagFollower struct {
-	n   *Node
-	log *zap.Logger
+	n        *Node
+	log      *zap.Logger
+	interval time.Duration // the heartbeat interval: the pace of re-reading the control state
 
-	wake chan struct{}
+	wake    chan struct{}
+	fetched chan map[string]wagHolder // a control-state read, from fetchControl
+	wg      sync.WaitGroup            // fetchControl, while it runs
+
+	control   map[string]wagHolder // roles last read from a server's control state (worker-only nodes)
+	following map[string]wagHolder // capability → the Waggler its pools follow now
+	fetching  bool                 // a fetchControl runs
+	sinceRead int                  // ticks since the control state was last asked for
 }
 
+// wagHolder is the holder of a Waggler role: a node at an epoch.
+type wagHolder struct {
+	node  string
+	epoch uint64
+}
+
+// controlRefreshTicks is how many heartbeat intervals a worker-only node
+// whose pools follow an up Waggler waits between reads of the control
+// state: fewer than the six a successor waits for the workers of
+// inherited attempts (wag.Config.InheritGrace), so that a role that moved
+// while its old holder stays up is followed in time too.
+const controlRefreshTicks = 5
+
+// controlReadTimeout bounds one read of a server's control state.
+const controlReadTimeout = 2 * time.Second
+
 func newWagFollower(n *Node) *wagFollower {
-	return &wagFollower{n: n, log: n.log.Named("follower"), wake: make(chan struct{}, 1)}
+	return &wagFollower{
+		n: n, log: n.log.Named("follower"), interval: n.cfg.Wag.WithDefaults().HeartbeatInterval,
+		wake: make(chan struct{}, 1), fetched: make(chan map[string]wagHolder, 1),
+		following: map[string]wagHolder{},
+	}
 }
 
 func (f *wagFollower) signal() {
@@ -153,12 +194,17 @@ func (f *wagFollower) signal() {
 	}
 }
 
-// run follows roles until ctx ends: on every change of this node's roles
-// and every membership event.
+// run follows roles until ctx ends: on every change of this node's roles,
+// every membership event, every change of the control state (on a server)
+// and every heartbeat interval.
 func (f *wagFollower) run(ctx context.Context, events <-chan mesh.Event) {
+	defer f.wg.Wait()
 	f.n.wagglers.OnRoles(f.signal)
 	f.signal()
+	tick := time.NewTicker(f.interval)
+	defer tick.Stop()
 	for {
+		changed := f.n.mesh.StateChanged()
 		select {
 		case <-ctx.Done():
 			return
@@ -176,6 +222,18 @@ func (f *wagFollower) run(ctx context.Context, events <-chan mesh.Event) {
 			}
 		case <-f.wake:
 			f.advertise()
+		case <-changed:
+		case roles := <-f.fetched:
+			f.fetching = false
+			if roles != nil {
+				f.control = roles
+			}
+		case <-tick.C:
+			f.sinceRead++
+			if !f.n.cfg.IsServer() && !f.fetching && (f.sinceRead >= controlRefreshTicks || f.inDoubt()) {
+				f.sinceRead, f.fetching = 0, true
+				f.wg.Go(func() { f.fetchControl(ctx) })
+			}
 		}
 		f.follow(ctx)
 	}
@@ -189,42 +247,96 @@ func (f *wagFollower) advertise() {
 	}
 }
 
-// follow attaches every pool to the Waggler of its capability.
-func (f *wagFollower) follow(ctx context.Context) {
-	holders := map[string]struct {
-		node  string
-		epoch uint64
-	}{}
+// inDoubt reports whether a pool of this node follows no Waggler, or one
+// whose node is not up.
+func (f *wagFollower) inDoubt() bool {
+	up := map[string]bool{}
 	for _, m := range f.n.mesh.Members() {
-		if m.Status != mesh.StatusAlive && m.Status != mesh.StatusSuspect {
-			continue
+		up[m.Name] = memberUp(m)
+	}
+	for c := range f.n.workers.Capabilities() {
+		if h, ok := f.following[c]; !ok || !up[h.node] {
+			return true
 		}
-		roles := m.Wagglers
-		if m.Name == f.n.cfg.Name {
-			roles = f.n.wagglers.Roles()
-		}
-		for c, e := range roles {
-			if h, ok := holders[c]; !ok || e > h.epoch {
-				holders[c] = struct {
-					node  string
-					epoch uint64
-				}{m.Name, e}
+	}
+	return false
+}
+
+// fetchControl reads the Waggler roles of the control state from a server
+// — the leader if it is known, else any up server — and hands them to the
+// loop (nil when no server answered).
+func (f *wagFollower) fetchControl(ctx context.Context) {
+	roles, err := f.readControl(ctx)
+	if err != nil {
+		f.log.Debug("reading the waggler roles from a server failed", zap.Error(err))
+	}
+	select {
+	case f.fetched <- roles:
+	case <-ctx.Done():
+	}
+}
+
+func (f *wagFollower) readControl(ctx context.Context) (map[string]wagHolder, error) {
+	addr := f.n.mesh.Leader().LeaderGRPC
+	if addr == "" {
+		for _, m := range f.n.mesh.Members() {
+			if memberUp(m) && slices.Contains(m.Roles, mesh.RoleServer) && m.GRPCAddr != "" {
+				addr = m.GRPCAddr
+				break
 			}
 		}
 	}
+	if addr == "" {
+		return nil, errors.New("no server is up")
+	}
+	cc, err := f.n.conns.conn(addr)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, min(max(f.interval, 500*time.Millisecond), controlReadTimeout))
+	defer cancel()
+	resp, err := robonetv1.NewMeshServiceClient(cc).ListWagglers(ctx, &robonetv1.ListWagglersRequest{RolesOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("asking %s: %w", addr, err)
+	}
+	if resp.GetSource() != rolesFromControlState {
+		return nil, fmt.Errorf("%s answered from %s, not from the control state", resp.GetAnsweredBy(), resp.GetSource())
+	}
+	roles := make(map[string]wagHolder, len(resp.GetWagglers()))
+	for _, w := range resp.GetWagglers() {
+		if w.GetNode() != "" {
+			roles[w.GetCapability()] = wagHolder{w.GetNode(), w.GetEpoch()}
+		}
+	}
+	return roles, nil
+}
+
+// follow attaches every pool to the Waggler of its capability.
+func (f *wagFollower) follow(ctx context.Context) {
+	control := f.control
+	if f.n.cfg.IsServer() {
+		control = map[string]wagHolder{}
+		for c, a := range f.n.mesh.State().Wagglers {
+			if a.Node != "" {
+				control[c] = wagHolder{a.Node, a.Epoch}
+			}
+		}
+	}
+	holders := wagHolders(f.n.mesh.Members(), f.n.cfg.Name, f.n.wagglers.Roles(), control)
 	for c := range maps.Keys(f.n.workers.Capabilities()) {
 		h, ok := holders[c]
 		if !ok {
 			continue // no Waggler yet: the pool keeps its reports
 		}
 		if f.n.workers.AttachedTo(c) == wag.TargetKey(h.node, c, h.epoch) {
+			f.following[c] = h
 			continue
 		}
 		var src wag.TargetSource
 		if h.node == f.n.cfg.Name {
 			w := f.n.wagglers.Waggler(c)
 			if w == nil || w.Epoch() != h.epoch {
-				continue
+				continue // assigned here, not taken yet: this host advertises it when it does
 			}
 			src = wag.LocalTarget(w)
 		} else {
@@ -236,8 +348,42 @@ func (f *wagFollower) follow(ctx context.Context) {
 			src = s
 		}
 		f.n.workers.Attach(c, src)
+		f.following[c] = h
 		f.log.Info("pool follows its waggler", zap.String("capability", c), zap.String("waggler_node", h.node), zap.Uint64("epoch", h.epoch))
 	}
+}
+
+// wagHolders returns the Waggler of each capability: per capability, the
+// up member holding the role at the highest epoch, by what members
+// advertise (self's own roles taken from own, not from gossip) and by the
+// control state's assignments (control, possibly older than gossip).
+func wagHolders(members []mesh.Member, self string, own map[string]uint64, control map[string]wagHolder) map[string]wagHolder {
+	out := map[string]wagHolder{}
+	offer := func(c string, h wagHolder) {
+		if cur, ok := out[c]; !ok || h.epoch > cur.epoch {
+			out[c] = h
+		}
+	}
+	up := make(map[string]bool, len(members))
+	for _, m := range members {
+		if !memberUp(m) {
+			continue
+		}
+		up[m.Name] = true
+		roles := m.Wagglers
+		if m.Name == self {
+			roles = own
+		}
+		for c, e := range roles {
+			offer(c, wagHolder{m.Name, e})
+		}
+	}
+	for c, h := range control {
+		if up[h.node] {
+			offer(c, h)
+		}
+	}
+	return out
 }
 
 // memberGRPC returns the gRPC address node advertises, if it is alive.

@@ -2585,7 +2585,11 @@ func (x *GetLeaderResponse) GetAnsweredBy() string {
 }
 
 type ListWagglersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Answer with the roles and standbys only, without asking each holder
+	// for its live numbers (state "unknown", note "not asked"): what worker
+	// nodes read to learn which Waggler their pools work for.
+	RolesOnly     bool `protobuf:"varint,1,opt,name=roles_only,json=rolesOnly,proto3" json:"roles_only,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2618,6 +2622,13 @@ func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
 // Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
 func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
 	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+}
+
+func (x *ListWagglersRequest) GetRolesOnly() bool {
+	if x != nil {
+		return x.RolesOnly
+	}
+	return false
 }
 
 // ListWagglersResponse describes the Waggler of every capability the
@@ -3244,8 +3255,10 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\tgrpc_addr\x18\x02 \x01(\tR\bgrpcAddr\x12\x12\n" +
 	"\x04term\x18\x03 \x01(\x04R\x04term\x12\x1f\n" +
 	"\vanswered_by\x18\x04 \x01(\tR\n" +
-	"answeredBy\"\x15\n" +
-	"\x13ListWagglersRequest\"\x84\x01\n" +
+	"answeredBy\"4\n" +
+	"\x13ListWagglersRequest\x12\x1d\n" +
+	"\n" +
+	"roles_only\x18\x01 \x01(\bR\trolesOnly\"\x84\x01\n" +
 	"\x14ListWagglersResponse\x123\n" +
 	"\bwagglers\x18\x01 \x03(\v2\x17.robonet.v1.WagglerRoleR\bwagglers\x12\x1f\n" +
 	"\vanswered_by\x18\x02 \x01(\tR\n" +
