@@ -270,8 +270,8 @@ func TestWatchResumes(t *testing.T) {
 	})
 }
 
-// TestServingSurface: health, reflection (what grpcurl needs), /healthz and
-// /readyz.
+// TestServingSurface: health, reflection (what grpcurl needs), /healthz,
+// /readyz, and /debug/pprof/ only with EnableDebug.
 func TestServingSurface(t *testing.T) {
 	cfg := testConfig(t, sqliteStore)
 	cfg.HTTPAddr = "127.0.0.1:0"
@@ -307,17 +307,31 @@ func TestServingSurface(t *testing.T) {
 		}
 	}
 
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready"} {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+tn.node.HTTPAddr()+path, nil)
+	get := func(addr, path string) (int, string) {
+		t.Helper()
+		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+addr+path, nil)
 		resp, err := http.DefaultClient.Do(req)
 		if err != nil {
 			t.Fatalf("GET %s: %v", path, err)
 		}
 		body, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK || !strings.HasPrefix(string(body), want) {
-			t.Errorf("GET %s: %d %q, want 200 %q", path, resp.StatusCode, body, want)
+		return resp.StatusCode, string(body)
+	}
+	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready"} {
+		if code, body := get(tn.node.HTTPAddr(), path); code != http.StatusOK || !strings.HasPrefix(body, want) {
+			t.Errorf("GET %s: %d %q, want 200 %q", path, code, body, want)
 		}
+	}
+	// The profiler only when asked for.
+	if code, _ := get(tn.node.HTTPAddr(), "/debug/pprof/"); code != http.StatusNotFound {
+		t.Errorf("GET /debug/pprof/ without EnableDebug: %d, want 404", code)
+	}
+	dcfg := testConfig(t, sqliteStore)
+	dcfg.HTTPAddr, dcfg.EnableDebug = "127.0.0.1:0", true
+	debug := startNodeWith(t, dcfg)
+	if code, body := get(debug.node.HTTPAddr(), "/debug/pprof/goroutine?debug=1"); code != http.StatusOK || !strings.Contains(body, "goroutine profile:") {
+		t.Errorf("GET /debug/pprof/goroutine with EnableDebug: %d %.80q, want 200 and a goroutine profile", code, body)
 	}
 	http.DefaultClient.CloseIdleConnections()
 }

@@ -78,6 +78,10 @@ type Config struct {
 	// HTTPAddr is the listen address of /healthz and /readyz, or "off".
 	// Default: 127.0.0.1:7280.
 	HTTPAddr string
+	// EnableDebug serves Go's profiler (/debug/pprof/) on the HTTP
+	// listener. Off by default: profiles expose the node's internals and
+	// cost CPU while they run; keep HTTPAddr on a trusted interface.
+	EnableDebug bool
 	// Capabilities maps each capability this node serves to its worker pool
 	// size. nil: DefaultCapabilities().
 	Capabilities map[string]int

@@ -3,6 +3,7 @@ package node
 import (
 	"fmt"
 	"net/http"
+	"net/http/pprof"
 )
 
 // httpHandler serves the operational endpoints:
@@ -31,5 +32,12 @@ func (n *Node) httpHandler() http.Handler {
 		}
 		fmt.Fprintln(w, "ready (no leader elected yet)")
 	})
+	if n.cfg.EnableDebug {
+		mux.HandleFunc("/debug/pprof/", pprof.Index)
+		mux.HandleFunc("/debug/pprof/cmdline", pprof.Cmdline)
+		mux.HandleFunc("/debug/pprof/profile", pprof.Profile) // at most the write timeout (30 s)
+		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
+		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
+	}
 	return mux
 }

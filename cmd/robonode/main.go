@@ -183,6 +183,7 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		PostgresDSN:  s.Postgres,
 		GRPCAddr:     s.GRPC,
 		HTTPAddr:     s.HTTP,
+		EnableDebug:  s.EnableDebug,
 		Capabilities: s.Capabilities,
 		Logger:       log,
 		StopTimeout:  s.ShutdownTimeout,

@@ -171,6 +171,12 @@ func TestMeshSettings(t *testing.T) {
 	if !reflect.DeepEqual(s.Join, []string{"c:3"}) || s.Server == nil || !*s.Server || s.BootstrapExpect != 3 {
 		t.Errorf("mesh file: %+v", s)
 	}
+	if s, _ := resolveArgs(t, env{}); s.EnableDebug {
+		t.Error("--enable-debug is on by default")
+	}
+	if s, _ := resolveArgs(t, env{"ROBONET_ENABLE_DEBUG": "true"}); !s.EnableDebug {
+		t.Error("ROBONET_ENABLE_DEBUG=true did not enable the profiler")
+	}
 	if s, _ := resolveArgs(t, env{}); s.Server != nil {
 		t.Errorf("--server unset resolved to %v, want nil (decided by --join)", *s.Server)
 	}
@@ -214,6 +220,7 @@ func TestBadSettings(t *testing.T) {
 		{env{"ROBONET_SHUTDOWN_TIMEOUT": "soon"}, nil, "shutdown-timeout"},
 		{env{}, []string{"--heartbeat-interval", "0s"}, "heartbeat-interval"},
 		{env{"ROBONET_MISSED_HEARTBEATS": "0"}, nil, "missed-heartbeats"},
+		{env{"ROBONET_ENABLE_DEBUG": "please"}, nil, "enable-debug"},
 		{env{}, []string{"--config", badFile}, `unknown key "data_dirr"`},
 		{env{}, []string{"--config", "/no/such/file.yaml"}, "config file"},
 	} {

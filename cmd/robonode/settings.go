@@ -43,6 +43,7 @@ import (
 //	--shutdown-timeout   ROBONET_SHUTDOWN_TIMEOUT   shutdown_timeout
 //	--heartbeat-interval ROBONET_HEARTBEAT_INTERVAL heartbeat_interval
 //	--missed-heartbeats  ROBONET_MISSED_HEARTBEATS  missed_heartbeats
+//	--enable-debug       ROBONET_ENABLE_DEBUG       enable_debug
 //	--limit              ROBONET_LIMIT              limit (also: limits)
 //	--config             ROBONET_CONFIG             -
 //
@@ -76,13 +77,14 @@ type settings struct {
 	// the node's workers and Wagglers.
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
+	EnableDebug       bool                 // /debug/pprof/ on the HTTP listener
 	Limits            []func(*node.Config) // from --limit, in order
 }
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
 	"join", "advertise", "server", "bootstrap-expect", "gossip", "raft", "gossip-key",
-	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "limit"}
+	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "limit"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
 // lists in the config file, and no default.
@@ -114,6 +116,7 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.Duration("shutdown-timeout", 30*time.Second, "how long a clean shutdown may take before work is cut")
 	fs.Duration("heartbeat-interval", wag.DefaultHeartbeatInterval, "how often workers report each running attempt to its Waggler; use the same value on every node")
 	fs.Int("missed-heartbeats", wag.DefaultMissedHeartbeats, "missed heartbeat intervals after which a Waggler declares a worker dead and moves its attempt")
+	fs.Bool("enable-debug", false, "serve Go's profiler at /debug/pprof/ on the HTTP listener (keep --http on a trusted interface)")
 	fs.StringArray("limit", nil, "raise or lower a limit on client input, NAME=VALUE (repeatable), e.g. spec-bytes=2MiB; docs/limits.md lists them: "+limitNames())
 	fs.String("config", "", "YAML or JSON config file (env ROBONET_CONFIG)")
 }
@@ -204,6 +207,9 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 	}
 	if s.MissedHeartbeats, err = strconv.Atoi(one("missed-heartbeats")); err != nil || s.MissedHeartbeats < 1 || s.MissedHeartbeats > 100 {
 		errs = append(errs, fmt.Errorf("missed-heartbeats %q: want a number 1..100", one("missed-heartbeats")))
+	}
+	if s.EnableDebug, err = strconv.ParseBool(one("enable-debug")); err != nil {
+		errs = append(errs, fmt.Errorf("enable-debug %q: want true or false", one("enable-debug")))
 	}
 	if len(errs) > 0 {
 		return settings{}, usageError{errors.Join(errs...)}
