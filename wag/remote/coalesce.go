@@ -89,3 +89,42 @@ func mergeInto(into, next proto.Message) bool {
 	}
 	return false
 }
+
+// overtakes reports whether later, queued after earlier on one stream, may
+// be delivered before it — what lets coalesce merge later into a message
+// of its kind queued before earlier. Only messages whose early delivery
+// cannot change what the receiver does:
+//
+//   - to the leader, a start or progress report: a start is queued before
+//     the result of its attempt, so moving it earlier keeps it so, and
+//     progress is advisory;
+//   - from the leader, and from a Waggler to a pool, an acknowledgement:
+//     it only lets the sender forget results it already sent;
+//   - from a pool, a heartbeat batch: it may arrive before a report queued
+//     ahead of it (never a report before a heartbeat: the Waggler would
+//     then see beats of an attempt it considers finished).
+//
+// Results, reports, dispatches, cancels, assignments, roles and
+// registrations never overtake anything.
+func overtakes(later, earlier proto.Message) bool {
+	switch m := later.(type) {
+	case *robonetv1.LeadResponse:
+		switch m.GetMsg().(type) {
+		case *robonetv1.LeadResponse_Started, *robonetv1.LeadResponse_Progress:
+			return true
+		}
+	case *robonetv1.LeadRequest:
+		_, ok := m.GetMsg().(*robonetv1.LeadRequest_Ack)
+		return ok
+	case *robonetv1.WorkResponse:
+		_, ok := m.GetMsg().(*robonetv1.WorkResponse_Ack)
+		return ok
+	case *robonetv1.WorkRequest:
+		if _, ok := m.GetMsg().(*robonetv1.WorkRequest_Heartbeats); ok {
+			e, _ := earlier.(*robonetv1.WorkRequest)
+			_, isReports := e.GetMsg().(*robonetv1.WorkRequest_Reports)
+			return isReports
+		}
+	}
+	return false
+}

@@ -16,8 +16,9 @@ var errClosed = errors.New("remote: stream closed")
 // queues, one goroutine sends. The queue is unbounded; its producers are
 // bounded by what they have in flight (assignments, results, heartbeats
 // of one interval). Messages that pile up while the stream is busy are
-// coalesced (adjacent ones of one kind into one, up to maxCoalesced
-// bytes), so a busy stream sends fewer, larger messages.
+// coalesced (those of one kind into one, up to maxCoalesced bytes, as far
+// as order allows: see coalesce), so a busy stream sends fewer, larger
+// messages.
 type sender[T proto.Message] struct {
 	send func(T) error
 
@@ -141,23 +142,35 @@ func (s *sender[T]) close() {
 	release(dropped)
 }
 
-// coalesce merges adjacent queued messages of one kind (see mergeInto);
-// items someone waits for are sent as they are.
+// coalesce merges queued messages of one kind (see mergeInto): each into
+// the latest earlier message of its kind that it may reach by overtaking
+// only messages it may overtake (see overtakes) — so a stream whose
+// producers interleave kinds (a result, a start, a result...) still sends
+// one message per kind and drain, and nothing arrives before what it must
+// follow. Items someone waits for are sent as they are.
 func coalesce[T proto.Message](q []item[T]) []item[T] {
 	if len(q) < 2 {
 		return q
 	}
 	out := q[:1]
-	size := proto.Size(q[0].v)
+	sizes := []int{proto.Size(q[0].v)}
 	for _, it := range q[1:] {
-		last := &out[len(out)-1]
 		n := proto.Size(it.v)
-		if last.done == nil && it.done == nil && size+n <= maxCoalesced && mergeInto(last.v, it.v) {
-			size += n
-			continue
+		merged := false
+		for j := len(out) - 1; j >= 0 && it.done == nil; j-- {
+			if out[j].done == nil && sizes[j]+n <= maxCoalesced && mergeInto(out[j].v, it.v) {
+				sizes[j] += n
+				merged = true
+				break
+			}
+			if !overtakes(it.v, out[j].v) {
+				break
+			}
 		}
-		out = append(out, it)
-		size = n
+		if !merged {
+			out = append(out, it)
+			sizes = append(sizes, n)
+		}
 	}
 	return out
 }

@@ -2,6 +2,7 @@ package remote
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -59,6 +60,95 @@ func TestCoalesce(t *testing.T) {
 	want := "assign(a,b,c) cancel(x) assign(d) assign(w) assign(e) ack(7)"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("coalesced\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
+func leadResults(keys ...string) *robonetv1.LeadResponse {
+	m := &robonetv1.LeadResults{}
+	for _, k := range keys {
+		m.Results = append(m.Results, &robonetv1.WagResult{Key: &robonetv1.AttemptKey{ExecutionId: k}})
+	}
+	return &robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Results{Results: m}}
+}
+
+func leadStarted(keys ...string) *robonetv1.LeadResponse {
+	m := &robonetv1.LeadStarted{}
+	for _, k := range keys {
+		m.Items = append(m.Items, &robonetv1.AttemptStarted{Key: &robonetv1.AttemptKey{ExecutionId: k}})
+	}
+	return &robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Started{Started: m}}
+}
+
+func leadAnswer(id uint64) *robonetv1.LeadResponse {
+	return &robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Answer{Answer: &robonetv1.LeadAnswer{Id: id}}}
+}
+
+func describeLead(m *robonetv1.LeadResponse) string {
+	var keys []string
+	switch x := m.GetMsg().(type) {
+	case *robonetv1.LeadResponse_Results:
+		for _, r := range x.Results.GetResults() {
+			keys = append(keys, r.GetKey().GetExecutionId())
+		}
+		return "results(" + strings.Join(keys, ",") + ")"
+	case *robonetv1.LeadResponse_Started:
+		for _, r := range x.Started.GetItems() {
+			keys = append(keys, r.GetKey().GetExecutionId())
+		}
+		return "started(" + strings.Join(keys, ",") + ")"
+	case *robonetv1.LeadResponse_Answer:
+		return fmt.Sprintf("answer(%d)", x.Answer.GetId())
+	}
+	return "?"
+}
+
+// Interleaved kinds still merge, as far as order allows: a start may be
+// delivered earlier than queued (past results and answers), a result never
+// earlier — so no result arrives before the start queued ahead of it.
+func TestCoalesceOvertaking(t *testing.T) {
+	var q []item[*robonetv1.LeadResponse]
+	for _, m := range []*robonetv1.LeadResponse{
+		leadStarted("a"), leadResults("a"), leadStarted("b"), leadResults("b"), leadStarted("c"),
+		leadAnswer(1), leadStarted("d"), leadResults("c"), leadResults("d"),
+	} {
+		q = append(q, item[*robonetv1.LeadResponse]{v: m})
+	}
+	var got []string
+	for _, it := range coalesce(q) {
+		got = append(got, describeLead(it.v))
+	}
+	want := "started(a,b,c,d) results(a,b) answer(1) results(c,d)"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("coalesced\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+
+	// From a pool: a heartbeat batch may pass reports, nothing passes a
+	// registration, and reports pass nothing.
+	reg := &robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Register{Register: &robonetv1.WorkRegister{}}}
+	hb := func() *robonetv1.WorkRequest {
+		return &robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Heartbeats{Heartbeats: &robonetv1.WorkHeartbeats{Items: []*robonetv1.Heartbeat{{}}}}}
+	}
+	rep := func() *robonetv1.WorkRequest {
+		return &robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Reports{Reports: &robonetv1.WorkReports{Items: []*robonetv1.Report{{}}}}}
+	}
+	var wq []item[*robonetv1.WorkRequest]
+	for _, m := range []*robonetv1.WorkRequest{hb(), reg, hb(), rep(), hb(), rep(), hb()} {
+		wq = append(wq, item[*robonetv1.WorkRequest]{v: m})
+	}
+	got = got[:0]
+	for _, it := range coalesce(wq) {
+		switch x := it.v.GetMsg().(type) {
+		case *robonetv1.WorkRequest_Register:
+			got = append(got, "register")
+		case *robonetv1.WorkRequest_Heartbeats:
+			got = append(got, fmt.Sprintf("heartbeats×%d", len(x.Heartbeats.GetItems())))
+		case *robonetv1.WorkRequest_Reports:
+			got = append(got, fmt.Sprintf("reports×%d", len(x.Reports.GetItems())))
+		}
+	}
+	want = "heartbeats×1 register heartbeats×3 reports×2"
+	if strings.Join(got, " ") != want {
+		t.Fatalf("coalesced pool messages\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
 }
 
