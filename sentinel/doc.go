@@ -3,5 +3,5 @@
 // resource outliers) and proposes quarantines and releases, which the mesh
 // commits through Raft.
 //
-// It never dispatches anything. It is built in the trust issue.
+// It never dispatches anything. Nothing is built here yet.
 package sentinel

@@ -1,4 +1,4 @@
-// Package wag implements Wagglers and workers (DESIGN §6): per capability, a
+// Package wag implements Wagglers and workers: per capability, a
 // Waggler dispatches attempts to workers, watches their sequenced heartbeats
 // and reassigns an attempt when its worker dies; worker pools run actions —
 // the built-ins exec, http, sleep and echo, and Go handlers registered by

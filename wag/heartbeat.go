@@ -25,7 +25,7 @@ type Heartbeat struct {
 	// equal to the last accepted one is a replay or reorder.
 	Seq uint64
 	// Token is the worker's HCTH hash-chain token for this message; empty
-	// until the trust issue fills it.
+	// until trust is built (package trust).
 	Token      []byte
 	Progress   Progress
 	CPUPercent float64 // of one core, 0 when not measured

@@ -8,7 +8,8 @@ import (
 	"github.com/robonet/robonet/engine"
 )
 
-// rung is a step of the missed-heartbeat ladder (DESIGN §6).
+// rung is a step of the missed-heartbeat ladder (docs/architecture.md,
+// "Heartbeats").
 type rung uint8
 
 const (

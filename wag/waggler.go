@@ -16,7 +16,8 @@ import (
 	"github.com/robonet/robonet/internal/clock"
 )
 
-// WagglerState is the state of a Waggler (DESIGN §6):
+// WagglerState is the state of a Waggler (docs/architecture.md, "Workers
+// and Wagglers"):
 //
 //	IDLE → DISPATCHING → MONITORING → COLLECTING → IDLE
 //	                        │   ▲

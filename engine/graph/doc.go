@@ -1,6 +1,7 @@
 // Package graph is the pure execution graph of the engine: it decides, for
-// one workflow instance, what runs next. It implements the unified readiness
-// model of DESIGN.md §5 as a deterministic state machine with no clock, no
+// one workflow instance, what runs next. It implements the readiness model
+// ("The readiness model" in docs/architecture.md) as a deterministic state
+// machine with no clock, no
 // goroutine, no randomness and no I/O.
 //
 // # Plan and Graph
