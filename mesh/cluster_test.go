@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"path/filepath"
 	"reflect"
 	"slices"
 	"strconv"
@@ -12,6 +13,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/mesh/meshtest"
 )
@@ -660,5 +662,78 @@ func TestStopIsIdempotentAndClosesChannels(t *testing.T) {
 	}
 	if err := m.Start(ctxT(t)); err == nil {
 		t.Fatal("Start after Stop succeeded")
+	}
+}
+
+// raftTLS certifies name with the CA in dir (a server certificate) and
+// returns its Raft TLS configuration.
+func raftTLS(t *testing.T, dir, name string) *mesh.RaftTLS {
+	t.Helper()
+	cert, key, err := pki.CreateNodeCert(dir, dir, pki.NodeCert{Name: name, Server: true, Validity: time.Hour}, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	id, err := pki.Load(pki.Files{CA: filepath.Join(dir, pki.CAFile), Cert: cert, Key: key})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mesh.RaftTLS{Server: id.RaftServerTLS(), Client: id.RaftClientTLS()}
+}
+
+// A server whose certificate is of another CA joins the gossip (it has
+// the key) and is added to Raft as a non-voter, but Raft cannot reach it
+// (the TLS handshakes fail both ways), so it is never promoted: the
+// cluster keeps its quorum and commits as before. The servers of the mesh
+// replicate over mutual TLS.
+func TestRaftRefusesForeignCertificates(t *testing.T) {
+	t.Parallel()
+	ourCA, theirCA := t.TempDir(), t.TempDir()
+	for _, dir := range []string{ourCA, theirCA} {
+		if _, _, err := pki.CreateCA(dir, time.Hour, time.Now()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	c := meshtest.NewTestCluster(t, 2, 0, meshtest.WithConfig(func(cfg *mesh.Config) {
+		if cfg.Name == "intruder" {
+			cfg.RaftTLS = raftTLS(t, theirCA, cfg.Name)
+		} else {
+			cfg.RaftTLS = raftTLS(t, ourCA, cfg.Name)
+		}
+	}))
+	c.WaitForLeader(wait)
+	mustApply(t, c, mesh.SetSetting("before", "1"), func(st mesh.ControlState) bool { return st.Settings["before"] == "1" })
+
+	c.AddServer("intruder")
+	// leader is the leader the mesh's own servers agree on ("" while
+	// none); inLeaderConfig is name's place in its configuration.
+	leader := func() string {
+		l, _ := c.LeaderAmong(slices.DeleteFunc(c.Running(true), func(n string) bool { return n == "intruder" }))
+		return l
+	}
+	inLeaderConfig := func(name string) (in, voter bool) {
+		if l := leader(); l != "" {
+			return inConfig(c.Mesh(l), name)
+		}
+		return false, false
+	}
+	meshtest.Eventually(t, wait, "the intruder added as a non-voter", func() bool {
+		in, _ := inLeaderConfig("intruder")
+		return in
+	})
+	// A server of the mesh joins after it and is promoted once stable:
+	// the intruder, stable for longer, would have been promoted first.
+	c.AddServer("s2")
+	meshtest.Eventually(t, wait, "s2 promoted", func() bool {
+		_, voter := inLeaderConfig("s2")
+		return voter
+	})
+	if _, voter := inLeaderConfig("intruder"); voter {
+		t.Fatal("a server Raft cannot reach was promoted to voter")
+	}
+	if err := c.Mesh(leader()).Apply(ctxT(t), mesh.SetSetting("after", "1")); err != nil {
+		t.Fatalf("the cluster cannot commit with the intruder in its configuration: %v", err)
+	}
+	if st := c.Mesh("intruder").State(); st.Settings["after"] != "" {
+		t.Fatalf("the intruder received the control state: %+v", st.Settings)
 	}
 }

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -100,6 +101,10 @@ type Config struct {
 	// GossipKey, when set, encrypts gossip with memberlist's keyring
 	// (AES-128/192/256: 16, 24 or 32 bytes).
 	GossipKey []byte
+	// RaftTLS, when set, makes the Raft transport mutual TLS: the listener
+	// accepts with Server, dials go out with Client. Only servers hold a
+	// certificate both accept (node: internal/pki).
+	RaftTLS *RaftTLS
 
 	// Logger receives the mesh's logs and, routed, those of memberlist and
 	// Raft. Default: no logging.
@@ -118,6 +123,11 @@ type Config struct {
 	// cluster with it and the convergence benchmark counts bytes; production
 	// leaves it nil.
 	Interceptor Interceptor
+}
+
+// RaftTLS configures the Raft transport's TLS.
+type RaftTLS struct {
+	Server, Client *tls.Config
 }
 
 // WithDefaults returns a copy of c with defaults filled in.

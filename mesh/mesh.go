@@ -55,6 +55,14 @@ type Mesh struct {
 	obsCh      chan raft.Observation
 	hasState   bool // Raft had state at start
 
+	// reach is which Raft peers this leader's heartbeats fail to reach.
+	reach raftReach
+
+	// keyMu serialises keyring changes (each is saved to the data dir);
+	// keyring is memberlist's, nil when gossip is not encrypted (under mu).
+	keyMu   sync.Mutex
+	keyring *memberlist.Keyring
+
 	// mlLog silences memberlist's log once it is shut down (logging.go).
 	mlLog logGate
 
@@ -185,8 +193,17 @@ func (m *Mesh) startLocked() error {
 	mc.Delegate = &delegate{m: m}
 	mc.Events = &eventDelegate{m: m}
 	mc.Logger = mlLog
-	if len(cfg.GossipKey) > 0 {
-		mc.SecretKey = cfg.GossipKey
+	keys, err := m.initialKeys()
+	if err != nil {
+		return err
+	}
+	if len(keys) > 0 {
+		if mc.Keyring, err = newKeyring(keys); err != nil {
+			return fmt.Errorf("gossip keyring: %w", err)
+		}
+		m.mu.Lock()
+		m.keyring = mc.Keyring // memberlist keeps this one: changes to it apply
+		m.mu.Unlock()
 	}
 	if cfg.Memberlist != nil {
 		cfg.Memberlist(mc)

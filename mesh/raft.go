@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -21,7 +22,7 @@ func (m *Mesh) startRaft(host string) error {
 	cfg := m.cfg
 	hl := newHCLog(m.log.Named("raft"))
 
-	stream, err := newRaftStream(cfg.RaftBindAddr, cfg.RaftPort, host, cfg.Interceptor)
+	stream, err := newRaftStream(cfg.RaftBindAddr, cfg.RaftPort, host, cfg.Interceptor, cfg.RaftTLS)
 	if err != nil {
 		return err
 	}
@@ -86,8 +87,16 @@ func (m *Mesh) startRaft(host string) error {
 	// state; a dropped observation (non-blocking) loses nothing.
 	m.obsCh = make(chan raft.Observation, 16)
 	m.observer = raft.NewObserver(m.obsCh, false, func(o *raft.Observation) bool {
-		switch o.Data.(type) {
+		switch d := o.Data.(type) {
 		case raft.LeaderObservation, raft.RaftState, raft.PeerObservation:
+			return true
+		case raft.FailedHeartbeatObservation:
+			// Recorded here, in Raft's goroutine, not from the channel:
+			// the filter sees every observation, the channel may drop.
+			m.reach.failed(string(d.PeerID), r.CurrentTerm())
+			return true
+		case raft.ResumedHeartbeatObservation:
+			m.reach.resumed(string(d.PeerID))
 			return true
 		}
 		return false
@@ -240,6 +249,43 @@ func (m *Mesh) serverViewsLocked() map[string]serverView {
 	return out
 }
 
+// raftReach remembers which peers this leader's heartbeats fail to reach,
+// by the term they failed in: a peer failing in the current term is
+// unreachable (a new term's replication starts afresh, and a peer it
+// reaches at once reports nothing).
+type raftReach struct {
+	mu     sync.Mutex
+	failTm map[string]uint64
+}
+
+func (r *raftReach) failed(peer string, term uint64) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.failTm == nil {
+		r.failTm = map[string]uint64{}
+	}
+	r.failTm[peer] = term
+}
+
+func (r *raftReach) resumed(peer string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.failTm, peer)
+}
+
+// unreachable lists the peers whose heartbeats fail in term.
+func (r *raftReach) unreachable(term uint64) map[string]bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]bool{}
+	for p, t := range r.failTm {
+		if t == term {
+			out[p] = true
+		}
+	}
+	return out
+}
+
 // reconciler is the leader's memory between reconciliation passes: when it
 // first noticed servers of the configuration that gossip does not know.
 type reconciler struct {
@@ -278,6 +324,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	}
 	changes := planReconcile(reconcileInput{
 		Self: m.name, Config: conf, Servers: servers, Missing: r.missing, Now: now,
+		Unreachable:   m.reach.unreachable(term),
 		Stabilization: m.cfg.ServerStabilization, Grace: m.cfg.DeadServerGrace,
 	})
 	for _, c := range changes {

@@ -93,7 +93,10 @@ type reconcileInput struct {
 	Servers map[string]serverView // by name; servers in Config that gossip does not know are absent
 	// Missing holds, for servers in Config that gossip does not know, when
 	// this leader first noticed: they count as failed since then.
-	Missing       map[string]time.Time
+	Missing map[string]time.Time
+	// Unreachable holds the servers the leader's Raft heartbeats fail to
+	// reach in its term (a bad certificate, a firewall): never promoted.
+	Unreachable   map[string]bool
 	Now           time.Time
 	Stabilization time.Duration
 	Grace         time.Duration
@@ -104,7 +107,10 @@ type reconcileInput struct {
 //
 //   - alive servers not in the configuration are added as non-voters (and
 //     re-added when their Raft address changed);
-//   - non-voters alive for at least Stabilization are promoted;
+//   - non-voters alive for at least Stabilization are promoted, unless
+//     Raft cannot reach them: a voter that never replicates could cost
+//     the quorum (a node with the gossip key but no valid certificate must
+//     not be able to stall the cluster);
 //   - servers that left gracefully are removed at once;
 //   - failed servers (or servers gossip no longer knows) are removed once
 //     failed for Grace, but only as many as keep the remaining voters at or
@@ -145,7 +151,7 @@ func planReconcile(in reconcileInput) []change {
 			} else {
 				out = append(out, change{Kind: addNonvoter, ID: name, Address: v.RaftAddr, Reason: "non-voter moved to a new address"})
 			}
-		case cur.Suffrage != raft.Voter && in.Now.Sub(v.Since) >= in.Stabilization:
+		case cur.Suffrage != raft.Voter && in.Now.Sub(v.Since) >= in.Stabilization && !in.Unreachable[name]:
 			out = append(out, change{Kind: promote, ID: name, Address: v.RaftAddr, Reason: "stable for " + in.Stabilization.String()})
 		}
 	}

@@ -86,11 +86,12 @@ func TestPlanReconcile(t *testing.T) {
 	moved.RaftAddr = "b:2"
 
 	tests := []struct {
-		name    string
-		config  []raft.Server
-		servers map[string]serverView
-		missing map[string]time.Time
-		want    []change
+		name        string
+		config      []raft.Server
+		servers     map[string]serverView
+		missing     map[string]time.Time
+		unreachable map[string]bool
+		want        []change
 	}{
 		{
 			name:    "in line: nothing to do",
@@ -113,6 +114,12 @@ func TestPlanReconcile(t *testing.T) {
 			config:  []raft.Server{voter("a"), nonvoter("b")},
 			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, stab)),
 			want:    []change{{Kind: promote, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:        "a stable non-voter Raft cannot reach is not promoted",
+			config:      []raft.Server{voter("a"), nonvoter("b")},
+			servers:     views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, time.Hour)),
+			unreachable: map[string]bool{"b": true},
 		},
 		{
 			name:    "suspect servers are left alone",
@@ -183,7 +190,7 @@ func TestPlanReconcile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := planReconcile(reconcileInput{
 				Self: "a", Config: tt.config, Servers: tt.servers, Missing: tt.missing, Now: now,
-				Stabilization: stab, Grace: grace,
+				Unreachable: tt.unreachable, Stabilization: stab, Grace: grace,
 			})
 			for i := range got {
 				got[i].Reason = "" // prose, not behaviour

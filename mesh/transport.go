@@ -1,6 +1,8 @@
 package mesh
 
 import (
+	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"net"
@@ -123,6 +125,7 @@ type raftStream struct {
 	ln        net.Listener
 	advertise net.Addr
 	icpt      Interceptor
+	tls       *RaftTLS // nil: plaintext
 
 	mu     sync.Mutex
 	conns  map[net.Conn]struct{}
@@ -131,12 +134,12 @@ type raftStream struct {
 
 var _ raft.StreamLayer = (*raftStream)(nil)
 
-func newRaftStream(bind string, port int, advertise string, icpt Interceptor) (*raftStream, error) {
+func newRaftStream(bind string, port int, advertise string, icpt Interceptor, tlsCfg *RaftTLS) (*raftStream, error) {
 	ln, err := net.Listen("tcp", net.JoinHostPort(bind, strconv.Itoa(port)))
 	if err != nil {
 		return nil, fmt.Errorf("binding raft: %w", err)
 	}
-	s := &raftStream{ln: ln, icpt: icpt, conns: make(map[net.Conn]struct{})}
+	s := &raftStream{ln: ln, icpt: icpt, tls: tlsCfg, conns: make(map[net.Conn]struct{})}
 	bound := ln.Addr().(*net.TCPAddr)
 	host := advertise
 	if host == "" {
@@ -167,12 +170,39 @@ func (s *raftStream) track(c net.Conn) (net.Conn, error) {
 	return tc, nil
 }
 
+// Accept returns the next inbound connection. With TLS the handshake
+// happens on the connection's first read, in Raft's handler of it, so a
+// peer that never completes it holds up no other; a peer refused (not a
+// server of the mesh) fails that read and its connection closes.
 func (s *raftStream) Accept() (net.Conn, error) {
 	c, err := s.ln.Accept()
 	if err != nil {
 		return nil, err
 	}
+	if s.tls != nil {
+		tc := tls.Server(c, s.tls.Server)
+		_ = tc.SetDeadline(time.Now().Add(raftHandshakeTimeout))
+		c = &handshakeDeadline{Conn: tc}
+	}
 	return s.track(c)
+}
+
+// raftHandshakeTimeout bounds a Raft connection's TLS handshake.
+const raftHandshakeTimeout = 10 * time.Second
+
+// handshakeDeadline clears the handshake's deadline once the handshake is
+// done, so Raft's own deadlines rule the connection afterwards.
+type handshakeDeadline struct {
+	*tls.Conn
+	once sync.Once
+}
+
+func (c *handshakeDeadline) Read(b []byte) (int, error) {
+	if err := c.Handshake(); err != nil {
+		return 0, err
+	}
+	c.once.Do(func() { _ = c.SetDeadline(time.Time{}) })
+	return c.Conn.Read(b)
 }
 
 func (s *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
@@ -186,6 +216,17 @@ func (s *raftStream) Dial(address raft.ServerAddress, timeout time.Duration) (ne
 	}
 	if s.icpt != nil {
 		c = &interceptedConn{Conn: c, icpt: s.icpt, addr: addr}
+	}
+	if s.tls != nil {
+		tc := tls.Client(c, s.tls.Client)
+		ctx, cancel := context.WithTimeout(context.Background(), timeout)
+		err := tc.HandshakeContext(ctx)
+		cancel()
+		if err != nil {
+			_ = c.Close()
+			return nil, fmt.Errorf("raft TLS handshake with %s: %w", addr, err)
+		}
+		c = tc
 	}
 	return s.track(c)
 }
