@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/wag"
 )
@@ -131,6 +132,23 @@ type Config struct {
 	// GossipKey, when set, encrypts gossip (AES; 16, 24 or 32 bytes). Every
 	// node of a mesh needs the same key.
 	GossipKey []byte
+
+	// TLS, when its files are set, is the node's identity in the mesh: a
+	// certificate that names it (Name), signed by the mesh CA. Every
+	// connection between nodes — API forwarding, Waggler and worker
+	// streams, Raft — is then mutual TLS, and the API is served over TLS.
+	// A server needs a server certificate (robonode tls cert create
+	// --server).
+	TLS pki.Files
+	// APITokens, when set, are the bearer tokens a client (roboctl, a
+	// worker program) must present; calls from other nodes authenticate
+	// with their certificates instead. Only their SHA-256 digests are
+	// kept. Each is at least 16 bytes.
+	APITokens []string
+	// Insecure allows listening beyond loopback without TLS, API tokens
+	// or a gossip key. Without it such a node refuses to start: anyone
+	// who can reach it could run commands through the exec action.
+	Insecure bool
 	// ForwardTimeout bounds how long a node that does not lead waits for
 	// a leader to forward a call to (retrying with backoff while an
 	// election is in progress) before it answers UNAVAILABLE. Default: 10 s.
@@ -267,6 +285,9 @@ func (c Config) validate() error {
 	if c.ForwardTimeout < 0 {
 		errs = append(errs, errors.New("ForwardTimeout must not be negative"))
 	}
+	if err := c.checkExposure(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.IsServer() {
 		if c.BootstrapExpect < 1 {
 			errs = append(errs, fmt.Errorf("bootstrap-expect %d: want at least 1", c.BootstrapExpect))
@@ -292,6 +313,65 @@ func (c Config) validate() error {
 		return fmt.Errorf("node config: %w", errors.Join(errs...))
 	}
 	return nil
+}
+
+// ErrInsecure is the configuration error of a node that would listen
+// beyond loopback without its defences.
+var ErrInsecure = errors.New("listening beyond this machine without credentials")
+
+// checkExposure refuses a node that listens on an address other machines
+// can reach while it lacks TLS, API tokens or a gossip key, unless
+// Insecure is set.
+func (c Config) checkExposure() error {
+	if c.Insecure {
+		return nil
+	}
+	var exposed []string
+	addrs := []string{c.GRPCAddr, c.GossipAddr}
+	if c.IsServer() {
+		addrs = append(addrs, c.RaftAddr)
+	}
+	if c.HTTPAddr != HTTPDisabled && c.EnableDebug {
+		addrs = append(addrs, c.HTTPAddr)
+	}
+	for _, a := range addrs {
+		if !loopback(a) {
+			exposed = append(exposed, a)
+		}
+	}
+	if len(exposed) == 0 {
+		return nil
+	}
+	var missing []string
+	if !c.TLS.Set() {
+		missing = append(missing, "mutual TLS (--tls-ca, --tls-cert, --tls-key; robonode tls ca create, then robonode tls cert create --name "+c.Name+")")
+	}
+	if len(c.APITokens) == 0 {
+		missing = append(missing, "API tokens (--api-token-file FILE; e.g. head -c 32 /dev/urandom | base64 > FILE)")
+	}
+	if len(c.GossipKey) == 0 {
+		missing = append(missing, "a gossip key (--gossip-key; robonode keyring generate)")
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: the node listens on %s, which other machines can reach, without %s: "+
+		"anyone who reaches it could run commands through the exec action. "+
+		"Set them up, bind to 127.0.0.1, or pass --insecure to run without them anyway",
+		ErrInsecure, strings.Join(exposed, ", "), strings.Join(missing, ", "))
+}
+
+// loopback reports whether a listen address binds only to loopback.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // sqlitePath is where the embedded store lives.

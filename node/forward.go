@@ -12,11 +12,13 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/pki"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -116,7 +118,7 @@ func (r *router) resolve(ctx context.Context, deadline time.Time) (target, error
 		case forwarded:
 			return target{}, &NotLeaderError{Leader: l.Leader, LeaderGRPC: l.LeaderGRPC}
 		case l.Leader != "" && l.LeaderGRPC != "" && l.Leader != r.self:
-			c, err := r.conns.get(l.LeaderGRPC)
+			c, err := r.conns.get(l.Leader, l.LeaderGRPC)
 			if err != nil {
 				return target{}, err
 			}
@@ -362,46 +364,55 @@ func cloneSubmit(req *robonetv1.SubmitWorkflowRequest) *robonetv1.SubmitWorkflow
 	return c
 }
 
-// connCache holds one client connection per leader address, so forwarding
-// does not dial per call. Connections are dialled lazily by gRPC and
-// closed by close (node Stop).
+// connCache holds one client connection per node and address, so calls
+// to other nodes (forwarding, Waggler and worker streams, control-state
+// reads) do not dial per call. With an identity, connections are mutual
+// TLS and verify the peer by its node name. Connections are dialled
+// lazily by gRPC and closed by close (node Stop).
 type connCache struct {
 	maxMsg int
+	id     *pki.Identity // nil: plaintext
 
 	mu     sync.Mutex
-	conns  map[string]*grpc.ClientConn
+	conns  map[string]*grpc.ClientConn // by node@addr
 	closed bool
 }
 
-func newConnCache(maxMsg int) *connCache {
-	return &connCache{maxMsg: maxMsg, conns: make(map[string]*grpc.ClientConn)}
+func newConnCache(maxMsg int, id *pki.Identity) *connCache {
+	return &connCache{maxMsg: maxMsg, id: id, conns: make(map[string]*grpc.ClientConn)}
 }
 
-func (c *connCache) get(addr string) (robonetv1.WorkflowServiceClient, error) {
-	cc, err := c.conn(addr)
+func (c *connCache) get(node, addr string) (robonetv1.WorkflowServiceClient, error) {
+	cc, err := c.conn(node, addr)
 	if err != nil {
 		return nil, err
 	}
 	return robonetv1.NewWorkflowServiceClient(cc), nil
 }
 
-func (c *connCache) conn(addr string) (*grpc.ClientConn, error) {
+// conn returns the connection to node at addr.
+func (c *connCache) conn(node, addr string) (*grpc.ClientConn, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.closed {
 		return nil, errStopping
 	}
-	if cc, ok := c.conns[addr]; ok {
+	key := node + "@" + addr
+	if cc, ok := c.conns[key]; ok {
 		return cc, nil
 	}
+	creds := insecure.NewCredentials()
+	if c.id != nil {
+		creds = credentials.NewTLS(c.id.ClientTLS(node))
+	}
 	cc, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
+		grpc.WithTransportCredentials(creds),
 		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(c.maxMsg), grpc.MaxCallSendMsgSize(c.maxMsg)),
 	)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to the leader at %s: %w", addr, err)
+		return nil, fmt.Errorf("connecting to %s at %s: %w", node, addr, err)
 	}
-	c.conns[addr] = cc
+	c.conns[key] = cc
 	return cc, nil
 }
 

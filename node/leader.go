@@ -38,6 +38,9 @@ type meshNode interface {
 	// closed at its next change.
 	State() mesh.ControlState
 	StateChanged() <-chan struct{}
+	// GossipKeys and ChangeKeyring read and change the gossip keyring.
+	GossipKeys() [][]byte
+	ChangeKeyring(op mesh.KeyringOp, key []byte) error
 }
 
 var _ meshNode = (*mesh.Mesh)(nil)

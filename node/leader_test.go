@@ -40,6 +40,10 @@ func (f *fakeMesh) GossipAddr() string             { return "127.0.0.1:1" }
 func (f *fakeMesh) UpdateMeta(mesh.NodeMeta) error { return nil }
 func (f *fakeMesh) State() mesh.ControlState       { return mesh.ControlState{} }
 func (f *fakeMesh) StateChanged() <-chan struct{}  { return nil }
+func (f *fakeMesh) GossipKeys() [][]byte           { return nil }
+func (f *fakeMesh) ChangeKeyring(mesh.KeyringOp, []byte) error {
+	return mesh.ErrNotEncrypted
+}
 func (f *fakeMesh) Subscribe() (<-chan mesh.Event, func()) {
 	ch := make(chan mesh.Event)
 	return ch, func() {}
@@ -259,7 +263,7 @@ func TestRouterRedirectsForwardedCalls(t *testing.T) {
 	fm := newFakeMesh()
 	fm.set(mesh.Leadership{Leader: "s2", LeaderGRPC: "127.0.0.1:1", Term: 4})
 	r := &router{self: "s1", mesh: fm, log: zaptest.NewLogger(t), limits: apiLimits{maxSpecBytes: 1 << 20, maxInputBytes: 1 << 20}, timeout: 200 * time.Millisecond,
-		active: func() *engine.Engine { return nil }, conns: newConnCache(1 << 20)}
+		active: func() *engine.Engine { return nil }, conns: newConnCache(1<<20, nil)}
 	defer func() { _ = r.conns.close() }()
 
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(forwardedHeader, "s3"))

@@ -58,7 +58,7 @@ type meshAPI struct {
 	wagglers wagglerStatuses
 	// conn returns a cached connection to another node's gRPC API. nil:
 	// ListWagglers asks no other node.
-	conn func(addr string) (grpc.ClientConnInterface, error)
+	conn func(node, addr string) (grpc.ClientConnInterface, error)
 	// askTimeout bounds asking one holder; 0: wagglerAskTimeout.
 	askTimeout time.Duration
 }
@@ -70,7 +70,7 @@ var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
 func newMeshAPI(n *Node) *meshAPI {
 	return &meshAPI{
 		self: n.cfg.Name, mesh: n.mesh, wagglers: n.wagglers,
-		conn: func(addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(addr) },
+		conn: func(node, addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(node, addr) },
 	}
 }
 
@@ -267,11 +267,11 @@ func (s *meshAPI) askHolder(ctx context.Context, node string, members map[string
 	case s.conn == nil:
 		return nil, fmt.Errorf("this node does not ask other nodes")
 	}
-	cc, err := s.conn(m.GRPCAddr)
+	cc, err := s.conn(node, m.GRPCAddr)
 	if err != nil {
 		return nil, fmt.Errorf("connecting to %s: %w", node, err)
 	}
-	timeout := cmp.Or(s.askTimeout, wagglerAskTimeout)
+	timeout := s.timeout()
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
 	resp, err := robonetv1.NewMeshServiceClient(cc).LocalWagglers(actx, &robonetv1.LocalWagglersRequest{})
@@ -311,6 +311,9 @@ func fillLive(row *robonetv1.WagglerRole, rep holderReport) {
 	row.State, row.Live = w.GetState(), true
 	row.Workers, row.InFlight, row.Queued, row.Failovers = w.GetWorkers(), w.GetRunning(), w.GetQueued(), w.GetFailovers()
 }
+
+// timeout bounds asking one other node.
+func (s *meshAPI) timeout() time.Duration { return cmp.Or(s.askTimeout, wagglerAskTimeout) }
 
 // memberUp reports whether a member counts as up: alive, or suspect
 // (not declared dead yet).

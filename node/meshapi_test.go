@@ -68,11 +68,11 @@ func serveMesh(t *testing.T, srv robonetv1.MeshServiceServer) string {
 }
 
 // testConns is a connection cache closed when the test ends.
-func testConns(t *testing.T) func(string) (grpc.ClientConnInterface, error) {
+func testConns(t *testing.T) func(string, string) (grpc.ClientConnInterface, error) {
 	t.Helper()
-	cc := newConnCache(1 << 20)
+	cc := newConnCache(1<<20, nil)
 	t.Cleanup(func() { _ = cc.close() })
-	return func(addr string) (grpc.ClientConnInterface, error) { return cc.conn(addr) }
+	return func(node, addr string) (grpc.ClientConnInterface, error) { return cc.conn(node, addr) }
 }
 
 func member(name string, st mesh.MemberStatus, grpcAddr string, caps map[string]int, roles ...mesh.Role) mesh.Member {

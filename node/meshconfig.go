@@ -34,6 +34,9 @@ func (n *Node) meshConfig() (mesh.Config, error) {
 	mc.BootstrapExpect = c.BootstrapExpect
 	mc.DataDir = filepath.Join(c.DataDir, "mesh")
 	mc.GossipKey = c.GossipKey
+	if n.id != nil && mc.Server {
+		mc.RaftTLS = &mesh.RaftTLS{Server: n.id.RaftServerTLS(), Client: n.id.RaftClientTLS()}
+	}
 	mc.Logger = c.Logger
 	if mc.Server && mc.BootstrapExpect == 1 && len(mc.Join) == 0 && mc.Raft == nil {
 		mc.Raft = singleServerRaftTimings

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	"google.golang.org/grpc/health"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/reflection"
@@ -22,6 +23,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/sqlite"
+	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
@@ -41,6 +43,11 @@ var (
 type Node struct {
 	cfg Config
 	log *zap.Logger
+
+	// id is the node's certificate (nil without TLS); tokens the digests
+	// of the API tokens (nil without).
+	id     *pki.Identity
+	tokens *tokenSet
 
 	mu      sync.Mutex
 	started bool
@@ -94,14 +101,45 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
+	tokens, err := newTokenSet(cfg.APITokens)
+	if err != nil {
+		return nil, err
+	}
+	cfg.APITokens = nil // only the digests are kept
+	var id *pki.Identity
+	if cfg.TLS.Set() {
+		if id, err = loadIdentity(cfg); err != nil {
+			return nil, err
+		}
+	}
 	stopping, begin := context.WithCancel(context.Background())
 	return &Node{
 		cfg:           cfg,
 		log:           cfg.Logger.With(zap.String("node", cfg.Name)),
+		id:            id,
+		tokens:        tokens,
 		stopping:      stopping,
 		beginStopping: begin,
 		fatal:         make(chan error, 2),
 	}, nil
+}
+
+// loadIdentity loads the node's certificate and checks that it names
+// this node, and a server's role.
+func loadIdentity(cfg Config) (*pki.Identity, error) {
+	id, err := pki.Load(cfg.TLS)
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	switch {
+	case id.Name != cfg.Name:
+		return nil, fmt.Errorf("%w: the certificate %s names node %q, but this node is %q: other nodes verify it by that name (robonode tls cert create --name %s)",
+			ErrConfig, cfg.TLS.Cert, id.Name, cfg.Name, cfg.Name)
+	case cfg.IsServer() && !id.Server:
+		return nil, fmt.Errorf("%w: this node is a server, but %s is a worker's certificate, which Raft refuses (robonode tls cert create --name %s --server)",
+			ErrConfig, cfg.TLS.Cert, cfg.Name)
+	}
+	return id, nil
 }
 
 // Start opens the store, starts the workers, the engine and the API
@@ -170,7 +208,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.mesh = m
 	n.meta = mcfg.Meta
-	n.conns = newConnCache(n.cfg.MaxMessageBytes)
+	n.conns = newConnCache(n.cfg.MaxMessageBytes, n.id)
 
 	if err := n.workers.Start(ctx); err != nil {
 		return fmt.Errorf("starting the workers: %w", err)
@@ -201,12 +239,19 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.health.SetServingStatus(robonetv1.WorkflowService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	n.health.SetServingStatus(robonetv1.MeshService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	n.ready.Store(true)
+	if c := n.cfg; c.Insecure {
+		c.Insecure = false
+		if err := c.checkExposure(); err != nil {
+			n.log.Warn("running insecure (--insecure)", zap.Error(err))
+		}
+	}
 	n.log.Info("node started",
 		zap.String("grpc_addr", n.GRPCAddr()), zap.String("http_addr", n.HTTPAddr()),
 		zap.String("gossip_addr", n.GossipAddr()), zap.Strings("join", n.cfg.Join),
 		zap.Bool("server", server), zap.Int("bootstrap_expect", n.cfg.BootstrapExpect),
 		zap.String("store", n.storeName()), zap.String("data_dir", n.cfg.DataDir),
-		zap.Any("capabilities", n.cfg.Capabilities))
+		zap.Any("capabilities", n.cfg.Capabilities), zap.Bool("tls", n.id != nil), zap.Bool("api_tokens", n.tokens != nil),
+		zap.Bool("gossip_encrypted", len(n.cfg.GossipKey) > 0))
 	return nil
 }
 
@@ -291,22 +336,27 @@ func (n *Node) openStore(ctx context.Context) (engine.Store, error) {
 func (n *Node) startGRPC() {
 	lis := n.grpcLis
 	ic := apiInterceptors{log: n.log.Named("api")}
-	n.grpcSrv = grpc.NewServer(
+	az := authz{tls: n.id != nil, tokens: n.tokens}
+	opts := []grpc.ServerOption{}
+	if n.id != nil {
+		opts = append(opts, grpc.Creds(credentials.NewTLS(n.id.ServerTLS())))
+	}
+	n.grpcSrv = grpc.NewServer(append(opts,
 		grpc.MaxRecvMsgSize(n.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(n.cfg.MaxMessageBytes),
 		grpc.MaxConcurrentStreams(uint32(n.cfg.MaxStreams)),
 		// A connection that has not finished its handshake in this time
 		// (garbage, or a client that connects and says nothing) is closed.
 		grpc.ConnectionTimeout(10*time.Second),
-		grpc.ChainUnaryInterceptor(ic.unary),
-		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream),
-	)
+		grpc.ChainUnaryInterceptor(ic.unary, az.unary),
+		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream, az.stream),
+	)...)
 	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, &router{
 		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes},
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns,
 	})
 	robonetv1.RegisterMeshServiceServer(n.grpcSrv, newMeshAPI(n))
-	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log))
+	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log, checkCaller))
 	wcfg := n.cfg.Wag.WithDefaults()
 	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log))
 	n.health = health.NewServer()

@@ -277,11 +277,12 @@ func (f *wagFollower) fetchControl(ctx context.Context) {
 }
 
 func (f *wagFollower) readControl(ctx context.Context) (map[string]wagHolder, error) {
-	addr := f.n.mesh.Leader().LeaderGRPC
+	l := f.n.mesh.Leader()
+	name, addr := l.Leader, l.LeaderGRPC
 	if addr == "" {
 		for _, m := range f.n.mesh.Members() {
 			if memberUp(m) && slices.Contains(m.Roles, mesh.RoleServer) && m.GRPCAddr != "" {
-				addr = m.GRPCAddr
+				name, addr = m.Name, m.GRPCAddr
 				break
 			}
 		}
@@ -289,7 +290,7 @@ func (f *wagFollower) readControl(ctx context.Context) (map[string]wagHolder, er
 	if addr == "" {
 		return nil, errors.New("no server is up")
 	}
-	cc, err := f.n.conns.conn(addr)
+	cc, err := f.n.conns.conn(name, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -409,7 +410,7 @@ func (n *Node) openRemoteWaggler(ctx context.Context, node string, term uint64, 
 	if err != nil {
 		return nil, err
 	}
-	cc, err := n.conns.conn(addr)
+	cc, err := n.conns.conn(node, addr)
 	if err != nil {
 		return nil, err
 	}
@@ -423,7 +424,7 @@ func (n *Node) remoteWorkTarget(_ context.Context, node, capability string, epoc
 	if err != nil {
 		return wag.TargetSource{}, err
 	}
-	cc, err := n.conns.conn(addr)
+	cc, err := n.conns.conn(node, addr)
 	if err != nil {
 		return wag.TargetSource{}, err
 	}

@@ -1,6 +1,7 @@
 package remote
 
 import (
+	"context"
 	"errors"
 	"io"
 	"slices"
@@ -19,16 +20,25 @@ import (
 // pools that work for this node's Wagglers.
 type Server struct {
 	robonetv1.UnimplementedWagServiceServer
-	host *wag.WagglerHost
-	log  *zap.Logger
+	host   *wag.WagglerHost
+	log    *zap.Logger
+	caller CallerCheck
 }
 
-// NewServer serves host.
-func NewServer(host *wag.WagglerHost, log *zap.Logger) *Server {
+// CallerCheck verifies that the node calling is the one a stream says it
+// is — a leader (which must be a server) or a worker node — and returns
+// the status error that refuses the stream otherwise.
+type CallerCheck func(ctx context.Context, claimed string, server bool) error
+
+// NewServer serves host; caller (nil: none) checks who opens each stream.
+func NewServer(host *wag.WagglerHost, log *zap.Logger, caller CallerCheck) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Server{host: host, log: log.Named("wagrpc")}
+	if caller == nil {
+		caller = func(context.Context, string, bool) error { return nil }
+	}
+	return &Server{host: host, log: log.Named("wagrpc"), caller: caller}
 }
 
 // Lead runs one leader's session: the first message opens it with the
@@ -43,6 +53,9 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	open := first.GetOpen()
 	if open == nil {
 		return status.Error(codes.InvalidArgument, "a Lead stream starts with LeadOpen")
+	}
+	if err := s.caller(stream.Context(), open.GetLeader(), true); err != nil {
+		return err
 	}
 	out := newSender(stream.Send)
 	defer out.close()
@@ -168,6 +181,9 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 	reg := first.GetRegister()
 	if reg == nil {
 		return status.Error(codes.InvalidArgument, "a Work stream starts with WorkRegister")
+	}
+	if err := s.caller(stream.Context(), reg.GetNode(), false); err != nil {
+		return err
 	}
 	w := s.host.Waggler(reg.GetCapability())
 	if w == nil || w.Epoch() != reg.GetEpoch() {

@@ -236,6 +236,65 @@ func (EventKind) EnumDescriptor() ([]byte, []int) {
 	return file_robonet_v1_api_proto_rawDescGZIP(), []int{2}
 }
 
+type KeyringOp int32
+
+const (
+	KeyringOp_KEYRING_OP_UNSPECIFIED KeyringOp = 0
+	// Report each node's keys (fingerprints) and its primary.
+	KeyringOp_KEYRING_OP_LIST KeyringOp = 1
+	// Add a key every node accepts; the primary (used to encrypt) stays.
+	KeyringOp_KEYRING_OP_INSTALL KeyringOp = 2
+	// Make an installed key the one every node encrypts with.
+	KeyringOp_KEYRING_OP_USE KeyringOp = 3
+	// Remove a key that is not primary.
+	KeyringOp_KEYRING_OP_REMOVE KeyringOp = 4
+)
+
+// Enum value maps for KeyringOp.
+var (
+	KeyringOp_name = map[int32]string{
+		0: "KEYRING_OP_UNSPECIFIED",
+		1: "KEYRING_OP_LIST",
+		2: "KEYRING_OP_INSTALL",
+		3: "KEYRING_OP_USE",
+		4: "KEYRING_OP_REMOVE",
+	}
+	KeyringOp_value = map[string]int32{
+		"KEYRING_OP_UNSPECIFIED": 0,
+		"KEYRING_OP_LIST":        1,
+		"KEYRING_OP_INSTALL":     2,
+		"KEYRING_OP_USE":         3,
+		"KEYRING_OP_REMOVE":      4,
+	}
+)
+
+func (x KeyringOp) Enum() *KeyringOp {
+	p := new(KeyringOp)
+	*p = x
+	return p
+}
+
+func (x KeyringOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (KeyringOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_robonet_v1_api_proto_enumTypes[3].Descriptor()
+}
+
+func (KeyringOp) Type() protoreflect.EnumType {
+	return &file_robonet_v1_api_proto_enumTypes[3]
+}
+
+func (x KeyringOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use KeyringOp.Descriptor instead.
+func (KeyringOp) EnumDescriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
+}
+
 // WorkflowInfo describes a registered workflow version.
 type WorkflowInfo struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -3041,6 +3100,177 @@ func (x *LocalWaggler) GetReplaysIgnored() uint64 {
 	return 0
 }
 
+type KeyringRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    KeyringOp              `protobuf:"varint,1,opt,name=op,proto3,enum=robonet.v1.KeyringOp" json:"op,omitempty"`
+	// The key of INSTALL, USE and REMOVE: 16, 24 or 32 bytes.
+	Key []byte `protobuf:"bytes,2,opt,name=key,proto3" json:"key,omitempty"`
+	// Apply on the answering node only (how a node asks the others).
+	LocalOnly     bool `protobuf:"varint,3,opt,name=local_only,json=localOnly,proto3" json:"local_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyringRequest) Reset() {
+	*x = KeyringRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyringRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyringRequest) ProtoMessage() {}
+
+func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyringRequest.ProtoReflect.Descriptor instead.
+func (*KeyringRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *KeyringRequest) GetOp() KeyringOp {
+	if x != nil {
+		return x.Op
+	}
+	return KeyringOp_KEYRING_OP_UNSPECIFIED
+}
+
+func (x *KeyringRequest) GetKey() []byte {
+	if x != nil {
+		return x.Key
+	}
+	return nil
+}
+
+func (x *KeyringRequest) GetLocalOnly() bool {
+	if x != nil {
+		return x.LocalOnly
+	}
+	return false
+}
+
+type KeyringResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per node asked, sorted by name.
+	Nodes         []*NodeKeyring `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *KeyringResponse) Reset() {
+	*x = KeyringResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *KeyringResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*KeyringResponse) ProtoMessage() {}
+
+func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use KeyringResponse.ProtoReflect.Descriptor instead.
+func (*KeyringResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *KeyringResponse) GetNodes() []*NodeKeyring {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+// NodeKeyring is one node's outcome.
+type NodeKeyring struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// Why the operation failed on this node; empty when it succeeded.
+	Error string `protobuf:"bytes,2,opt,name=error,proto3" json:"error,omitempty"`
+	// The node's keys, as "sha256:" and the first 16 hex digits of each
+	// key's SHA-256, primary first.
+	Fingerprints  []string `protobuf:"bytes,3,rep,name=fingerprints,proto3" json:"fingerprints,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeKeyring) Reset() {
+	*x = NodeKeyring{}
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeKeyring) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeKeyring) ProtoMessage() {}
+
+func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeKeyring.ProtoReflect.Descriptor instead.
+func (*NodeKeyring) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *NodeKeyring) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeKeyring) GetError() string {
+	if x != nil {
+		return x.Error
+	}
+	return ""
+}
+
+func (x *NodeKeyring) GetFingerprints() []string {
+	if x != nil {
+		return x.Fingerprints
+	}
+	return nil
+}
+
 var File_robonet_v1_api_proto protoreflect.FileDescriptor
 
 const file_robonet_v1_api_proto_rawDesc = "" +
@@ -3294,7 +3524,18 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\arunning\x18\x05 \x01(\x05R\arunning\x12\x18\n" +
 	"\aworkers\x18\x06 \x01(\x05R\aworkers\x12\x1c\n" +
 	"\tfailovers\x18\a \x01(\x04R\tfailovers\x12'\n" +
-	"\x0freplays_ignored\x18\b \x01(\x04R\x0ereplaysIgnored*\xdb\x01\n" +
+	"\x0freplays_ignored\x18\b \x01(\x04R\x0ereplaysIgnored\"h\n" +
+	"\x0eKeyringRequest\x12%\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x15.robonet.v1.KeyringOpR\x02op\x12\x10\n" +
+	"\x03key\x18\x02 \x01(\fR\x03key\x12\x1d\n" +
+	"\n" +
+	"local_only\x18\x03 \x01(\bR\tlocalOnly\"@\n" +
+	"\x0fKeyringResponse\x12-\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x17.robonet.v1.NodeKeyringR\x05nodes\"[\n" +
+	"\vNodeKeyring\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
+	"\x05error\x18\x02 \x01(\tR\x05error\x12\"\n" +
+	"\ffingerprints\x18\x03 \x03(\tR\ffingerprints*\xdb\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -3323,7 +3564,13 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x16EVENT_KIND_TASK_FAILED\x10\x06\x12\x1c\n" +
 	"\x18EVENT_KIND_TASK_RETRYING\x10\a\x12\x1b\n" +
 	"\x17EVENT_KIND_TASK_SKIPPED\x10\b\x12\x1d\n" +
-	"\x19EVENT_KIND_TASK_CANCELLED\x10\t2\xf6\x04\n" +
+	"\x19EVENT_KIND_TASK_CANCELLED\x10\t*\x7f\n" +
+	"\tKeyringOp\x12\x1a\n" +
+	"\x16KEYRING_OP_UNSPECIFIED\x10\x00\x12\x13\n" +
+	"\x0fKEYRING_OP_LIST\x10\x01\x12\x16\n" +
+	"\x12KEYRING_OP_INSTALL\x10\x02\x12\x12\n" +
+	"\x0eKEYRING_OP_USE\x10\x03\x12\x15\n" +
+	"\x11KEYRING_OP_REMOVE\x10\x042\xf6\x04\n" +
 	"\x0fWorkflowService\x12]\n" +
 	"\x10RegisterWorkflow\x12#.robonet.v1.RegisterWorkflowRequest\x1a$.robonet.v1.RegisterWorkflowResponse\x12T\n" +
 	"\rListWorkflows\x12 .robonet.v1.ListWorkflowsRequest\x1a!.robonet.v1.ListWorkflowsResponse\x12W\n" +
@@ -3331,12 +3578,13 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vGetInstance\x12\x1e.robonet.v1.GetInstanceRequest\x1a\x1f.robonet.v1.GetInstanceResponse\x12V\n" +
 	"\rWatchInstance\x12 .robonet.v1.WatchInstanceRequest\x1a!.robonet.v1.WatchInstanceResponse0\x01\x12W\n" +
 	"\x0eCancelInstance\x12!.robonet.v1.CancelInstanceRequest\x1a\".robonet.v1.CancelInstanceResponse\x12T\n" +
-	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\xd0\x02\n" +
+	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\x94\x03\n" +
 	"\vMeshService\x12N\n" +
 	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
 	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponse\x12Q\n" +
 	"\fListWagglers\x12\x1f.robonet.v1.ListWagglersRequest\x1a .robonet.v1.ListWagglersResponse\x12T\n" +
-	"\rLocalWagglers\x12 .robonet.v1.LocalWagglersRequest\x1a!.robonet.v1.LocalWagglersResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\rLocalWagglers\x12 .robonet.v1.LocalWagglersRequest\x1a!.robonet.v1.LocalWagglersResponse\x12B\n" +
+	"\aKeyring\x12\x1a.robonet.v1.KeyringRequest\x1a\x1b.robonet.v1.KeyringResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -3350,124 +3598,132 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_api_proto_rawDescData
 }
 
-var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 39)
+var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
 	(EventKind)(0),                   // 2: robonet.v1.EventKind
-	(*WorkflowInfo)(nil),             // 3: robonet.v1.WorkflowInfo
-	(*InlineSpec)(nil),               // 4: robonet.v1.InlineSpec
-	(*WorkflowRef)(nil),              // 5: robonet.v1.WorkflowRef
-	(*RegisterWorkflowRequest)(nil),  // 6: robonet.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil), // 7: robonet.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),     // 8: robonet.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 9: robonet.v1.ListWorkflowsResponse
-	(*SubmitWorkflowRequest)(nil),    // 10: robonet.v1.SubmitWorkflowRequest
-	(*SubmitWorkflowResponse)(nil),   // 11: robonet.v1.SubmitWorkflowResponse
-	(*TaskProgress)(nil),             // 12: robonet.v1.TaskProgress
-	(*TaskState)(nil),                // 13: robonet.v1.TaskState
-	(*TaskAttempt)(nil),              // 14: robonet.v1.TaskAttempt
-	(*InstanceProgress)(nil),         // 15: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 16: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 17: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 18: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 19: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 20: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 21: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 22: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 23: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 24: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 25: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 26: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 27: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 28: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 29: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 30: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 31: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 32: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 33: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 34: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 35: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 36: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 37: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 38: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 39: robonet.v1.LocalWaggler
-	nil,                              // 40: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 41: robonet.v1.Member.WagglersEntry
-	(*timestamppb.Timestamp)(nil),    // 42: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 43: google.protobuf.Duration
+	(KeyringOp)(0),                   // 3: robonet.v1.KeyringOp
+	(*WorkflowInfo)(nil),             // 4: robonet.v1.WorkflowInfo
+	(*InlineSpec)(nil),               // 5: robonet.v1.InlineSpec
+	(*WorkflowRef)(nil),              // 6: robonet.v1.WorkflowRef
+	(*RegisterWorkflowRequest)(nil),  // 7: robonet.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil), // 8: robonet.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),     // 9: robonet.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 10: robonet.v1.ListWorkflowsResponse
+	(*SubmitWorkflowRequest)(nil),    // 11: robonet.v1.SubmitWorkflowRequest
+	(*SubmitWorkflowResponse)(nil),   // 12: robonet.v1.SubmitWorkflowResponse
+	(*TaskProgress)(nil),             // 13: robonet.v1.TaskProgress
+	(*TaskState)(nil),                // 14: robonet.v1.TaskState
+	(*TaskAttempt)(nil),              // 15: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 16: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 17: robonet.v1.Instance
+	(*GetInstanceRequest)(nil),       // 18: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 19: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 20: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 21: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 22: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 23: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 24: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 25: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 26: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 27: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 28: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 29: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 30: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 31: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 32: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 33: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 34: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 35: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 36: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 37: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 38: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 39: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 40: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 41: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 42: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 43: robonet.v1.NodeKeyring
+	nil,                              // 44: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 45: robonet.v1.Member.WagglersEntry
+	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 47: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	42, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	4,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	3,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	3,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	5,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	4,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	43, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	3,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	43, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	42, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	46, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	5,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	4,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	4,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	6,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	5,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	47, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	4,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	47, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	46, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
 	1,  // 10: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	42, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	42, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	12, // 13: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	14, // 14: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	42, // 15: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	42, // 16: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	46, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	46, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	13, // 13: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	15, // 14: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	46, // 15: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	46, // 16: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 17: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	42, // 18: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	42, // 19: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	42, // 20: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	13, // 21: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	15, // 22: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	16, // 23: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	42, // 24: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	46, // 18: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	46, // 19: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	46, // 20: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	14, // 21: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	16, // 22: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	17, // 23: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	46, // 24: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 25: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
 	0,  // 26: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	42, // 27: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	12, // 28: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	16, // 29: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	19, // 30: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	46, // 27: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	13, // 28: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	17, // 29: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	20, // 30: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
 	0,  // 31: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	42, // 32: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	42, // 33: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	46, // 32: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	46, // 33: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 34: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	24, // 35: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	28, // 36: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	40, // 37: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	41, // 38: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	30, // 39: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	36, // 40: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	39, // 41: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	6,  // 42: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	8,  // 43: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	10, // 44: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	17, // 45: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	20, // 46: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	22, // 47: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	25, // 48: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	29, // 49: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	32, // 50: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	34, // 51: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	37, // 52: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	7,  // 53: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	9,  // 54: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	11, // 55: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	18, // 56: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	21, // 57: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	23, // 58: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	26, // 59: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	31, // 60: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	33, // 61: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	35, // 62: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	38, // 63: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	53, // [53:64] is the sub-list for method output_type
-	42, // [42:53] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	25, // 35: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	29, // 36: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	44, // 37: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	45, // 38: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	31, // 39: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	37, // 40: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	40, // 41: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,  // 42: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	43, // 43: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	7,  // 44: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	9,  // 45: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	11, // 46: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	18, // 47: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	21, // 48: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	23, // 49: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	26, // 50: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	30, // 51: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	33, // 52: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	35, // 53: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	38, // 54: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	41, // 55: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	8,  // 56: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	10, // 57: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	12, // 58: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	19, // 59: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	22, // 60: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	24, // 61: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	27, // 62: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	32, // 63: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	34, // 64: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	36, // 65: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	39, // 66: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	42, // 67: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	56, // [56:68] is the sub-list for method output_type
+	44, // [44:56] is the sub-list for method input_type
+	44, // [44:44] is the sub-list for extension type_name
+	44, // [44:44] is the sub-list for extension extendee
+	0,  // [0:44] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -3484,8 +3740,8 @@ func file_robonet_v1_api_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
-			NumEnums:      3,
-			NumMessages:   39,
+			NumEnums:      4,
+			NumMessages:   42,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

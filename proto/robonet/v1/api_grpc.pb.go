@@ -435,6 +435,7 @@ const (
 	MeshService_GetLeader_FullMethodName     = "/robonet.v1.MeshService/GetLeader"
 	MeshService_ListWagglers_FullMethodName  = "/robonet.v1.MeshService/ListWagglers"
 	MeshService_LocalWagglers_FullMethodName = "/robonet.v1.MeshService/LocalWagglers"
+	MeshService_Keyring_FullMethodName       = "/robonet.v1.MeshService/Keyring"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -469,6 +470,13 @@ type MeshServiceClient interface {
 	// its own Waggler host; ListWagglers asks each holder with it. A node
 	// that cannot report them answers UNIMPLEMENTED.
 	LocalWagglers(ctx context.Context, in *LocalWagglersRequest, opts ...grpc.CallOption) (*LocalWagglersResponse, error)
+	// Keyring lists or changes the gossip encryption keys of every alive
+	// node (robonode keyring): the answering node applies the operation
+	// and asks every other alive member to apply it too, and answers with
+	// each node's outcome. Keys never travel back: a list shows
+	// fingerprints. Changes are kept in each node's data directory, so a
+	// restart keeps the rotated keys.
+	Keyring(ctx context.Context, in *KeyringRequest, opts ...grpc.CallOption) (*KeyringResponse, error)
 }
 
 type meshServiceClient struct {
@@ -519,6 +527,16 @@ func (c *meshServiceClient) LocalWagglers(ctx context.Context, in *LocalWagglers
 	return out, nil
 }
 
+func (c *meshServiceClient) Keyring(ctx context.Context, in *KeyringRequest, opts ...grpc.CallOption) (*KeyringResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(KeyringResponse)
+	err := c.cc.Invoke(ctx, MeshService_Keyring_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -551,6 +569,13 @@ type MeshServiceServer interface {
 	// its own Waggler host; ListWagglers asks each holder with it. A node
 	// that cannot report them answers UNIMPLEMENTED.
 	LocalWagglers(context.Context, *LocalWagglersRequest) (*LocalWagglersResponse, error)
+	// Keyring lists or changes the gossip encryption keys of every alive
+	// node (robonode keyring): the answering node applies the operation
+	// and asks every other alive member to apply it too, and answers with
+	// each node's outcome. Keys never travel back: a list shows
+	// fingerprints. Changes are kept in each node's data directory, so a
+	// restart keeps the rotated keys.
+	Keyring(context.Context, *KeyringRequest) (*KeyringResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -572,6 +597,9 @@ func (UnimplementedMeshServiceServer) ListWagglers(context.Context, *ListWaggler
 }
 func (UnimplementedMeshServiceServer) LocalWagglers(context.Context, *LocalWagglersRequest) (*LocalWagglersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LocalWagglers not implemented")
+}
+func (UnimplementedMeshServiceServer) Keyring(context.Context, *KeyringRequest) (*KeyringResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Keyring not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -666,6 +694,24 @@ func _MeshService_LocalWagglers_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_Keyring_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(KeyringRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).Keyring(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_Keyring_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).Keyring(ctx, req.(*KeyringRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -688,6 +734,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LocalWagglers",
 			Handler:    _MeshService_LocalWagglers_Handler,
+		},
+		{
+			MethodName: "Keyring",
+			Handler:    _MeshService_Keyring_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
