@@ -37,11 +37,13 @@ import (
 
 // Exit codes scripts can rely on.
 const (
-	exitOK      = 0
-	exitFailed  = 1
-	exitUsage   = 2
-	envAddrName = "ROBONET_ADDR"
-	defaultAddr = "127.0.0.1:7233"
+	exitOK       = 0
+	exitFailed   = 1
+	exitUsage    = 2
+	envAddrName  = "ROBONET_ADDR"
+	envTokenName = "ROBONET_TOKEN"
+	envCAName    = "ROBONET_TLS_CA"
+	defaultAddr  = "127.0.0.1:7233"
 )
 
 // errFailed marks a failure that the command already reported to the user.
@@ -71,8 +73,37 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 }
 
 type globalOptions struct {
-	addr    string
-	timeout time.Duration
+	addr       string
+	timeout    time.Duration
+	caFile     string // --tls-ca
+	serverName string // --tls-server-name
+	tokenFile  string // --token-file
+}
+
+// credentials resolves how to verify the node and authenticate to it:
+// --tls-ca or $ROBONET_TLS_CA, --token-file or else $ROBONET_TOKEN.
+func (o *globalOptions) credentials() (client.Credentials, error) {
+	c := client.Credentials{CAFile: o.caFile, ServerName: o.serverName, Token: os.Getenv(envTokenName)}
+	if c.CAFile == "" {
+		c.CAFile = os.Getenv(envCAName)
+	}
+	if o.tokenFile != "" {
+		t, err := client.ReadToken(o.tokenFile)
+		if err != nil {
+			return c, err
+		}
+		c.Token = t
+	}
+	return c, nil
+}
+
+// dial connects to the node at --addr with the credentials.
+func (o *globalOptions) dial() (*grpc.ClientConn, error) {
+	creds, err := o.credentials()
+	if err != nil {
+		return nil, err
+	}
+	return client.Dial(o.addr, creds)
 }
 
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
@@ -83,7 +114,10 @@ func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 		Long: `roboctl drives a roboNet mesh over its gRPC API.
 
 It talks to the robonode at --addr (or $` + envAddrName + `, default ` + defaultAddr + `,
-where a robonode started with no flags listens). Every command prints a table
+where a robonode started with no flags listens). A node with TLS needs the
+mesh CA (--tls-ca or $` + envCAName + `), a node with API tokens a token
+(--token-file or $` + envTokenName + `); the token is never sent unencrypted
+beyond loopback. Every command prints a table
 for people, or the same data with -o json / -o yaml for scripts.
 
 Exit codes: 0 success (submit --wait and watch: the instance completed),
@@ -100,6 +134,9 @@ or was cancelled), 2 usage error.`,
 	}
 	root.PersistentFlags().StringVar(&opts.addr, "addr", addr, "address of a robonode's gRPC API (env "+envAddrName+")")
 	root.PersistentFlags().DurationVar(&opts.timeout, "timeout", 30*time.Second, "deadline of each request to the node (not of waiting)")
+	root.PersistentFlags().StringVar(&opts.caFile, "tls-ca", "", "the mesh CA's certificate: talk TLS and verify the node against it (env "+envCAName+")")
+	root.PersistentFlags().StringVar(&opts.serverName, "tls-server-name", "", "the node the certificate must name (default: any node of the mesh)")
+	root.PersistentFlags().StringVar(&opts.tokenFile, "token-file", "", "file holding the API token to present (default: env "+envTokenName+")")
 	root.AddCommand(
 		newValidateCmd(),
 		newSubmitCmd(opts),
@@ -117,7 +154,7 @@ or was cancelled), 2 usage error.`,
 
 // connect opens a connection to the node; the caller closes it.
 func (o *globalOptions) connect() (robonetv1.WorkflowServiceClient, *grpc.ClientConn, error) {
-	conn, err := client.Dial(o.addr)
+	conn, err := o.dial()
 	if err != nil {
 		return nil, nil, err
 	}

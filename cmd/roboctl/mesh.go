@@ -12,7 +12,7 @@ import (
 
 // meshClient opens a connection for the MeshService; the caller closes it.
 func (o *globalOptions) meshClient() (robonetv1.MeshServiceClient, func(), error) {
-	conn, err := client.Dial(o.addr)
+	conn, err := o.dial()
 	if err != nil {
 		return nil, nil, err
 	}

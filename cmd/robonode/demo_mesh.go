@@ -46,7 +46,12 @@ func withDemo(o demoOptions, w, stderr io.Writer, body func(ctx context.Context,
 	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stopSignals()
 
-	d := &meshDemo{log: log, out: stdout}
+	sec, err := newDemoSecurity(dir)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, sec.describe())
+	d := &meshDemo{log: log, out: stdout, sec: sec}
 	defer d.stopInto(&err)
 	return body(ctx, d, dir)
 }
@@ -93,7 +98,7 @@ func runMeshDemo(o demoOptions, w, stderr io.Writer) error {
 
 		entry := d.nodes[3] // a worker-only node: it forwards to the leader
 		follow := d.follower(leader)
-		conn, err := client.Dial(entry.GRPCAddr())
+		conn, err := client.Dial(entry.GRPCAddr(), d.sec.credentials())
 		if err != nil {
 			return runtimeError{err}
 		}
@@ -105,7 +110,7 @@ func runMeshDemo(o demoOptions, w, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "submitted %s through %s, instance %s; following it through %s\n\n", examples.DemoFile,
 			entry.Name(), resp.GetInstanceId(), follow.Name())
 
-		fconn, err := client.Dial(follow.GRPCAddr())
+		fconn, err := client.Dial(follow.GRPCAddr(), d.sec.credentials())
 		if err != nil {
 			return runtimeError{err}
 		}
@@ -157,12 +162,17 @@ type meshDemo struct {
 	// default demo, so that its engine stops dispatching and its streams
 	// to the Waggler's node end before that node stops.
 	first *node.Node
+	// sec secures every node the demo starts, and its client.
+	sec   *demoSecurity
 	mu    sync.Mutex
 	nodes []*node.Node
 }
 
 // start starts a node of the demo and says so; role describes it.
 func (d *meshDemo) start(ctx context.Context, cfg node.Config, role string) (*node.Node, error) {
+	if err := d.sec.apply(&cfg); err != nil {
+		return nil, err
+	}
 	n, err := node.New(cfg)
 	if err != nil {
 		return nil, err

@@ -85,7 +85,7 @@ func runDemo(o demoOptions, w, stderr io.Writer) error {
 		fmt.Fprintf(stdout, "engine leader: %s (term %d)\nWaggler of %s: %s, epoch %d (placed by the leader)\n\n",
 			server.Name(), server.Term(), demoCapability, holder, epoch)
 
-		conn, err := client.Dial(server.GRPCAddr())
+		conn, err := client.Dial(server.GRPCAddr(), d.sec.credentials())
 		if err != nil {
 			return runtimeError{err}
 		}

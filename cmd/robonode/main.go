@@ -128,7 +128,7 @@ Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration error.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	addServerFlags(root.Flags())
-	root.AddCommand(newDemoCmd(stdout, stderr))
+	root.AddCommand(newDemoCmd(stdout, stderr), newTLSCmd(stdout), newKeyringCmd(stdout))
 	return root
 }
 
@@ -184,6 +184,9 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		GRPCAddr:     s.GRPC,
 		HTTPAddr:     s.HTTP,
 		EnableDebug:  s.EnableDebug,
+		TLS:          s.TLS,
+		APITokens:    s.APITokens,
+		Insecure:     s.Insecure,
 		Capabilities: s.Capabilities,
 		Logger:       log,
 		StopTimeout:  s.ShutdownTimeout,

@@ -15,6 +15,7 @@ import (
 	"github.com/spf13/pflag"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/node"
 	"github.com/robonet/robonet/wag"
 )
@@ -44,6 +45,11 @@ import (
 //	--heartbeat-interval ROBONET_HEARTBEAT_INTERVAL heartbeat_interval
 //	--missed-heartbeats  ROBONET_MISSED_HEARTBEATS  missed_heartbeats
 //	--enable-debug       ROBONET_ENABLE_DEBUG       enable_debug
+//	--tls-ca             ROBONET_TLS_CA             tls_ca
+//	--tls-cert           ROBONET_TLS_CERT           tls_cert
+//	--tls-key            ROBONET_TLS_KEY            tls_key
+//	--api-token-file     ROBONET_API_TOKEN_FILE     api_token_file
+//	--insecure           ROBONET_INSECURE           insecure
 //	--limit              ROBONET_LIMIT              limit (also: limits)
 //	--config             ROBONET_CONFIG             -
 //
@@ -77,14 +83,17 @@ type settings struct {
 	// the node's workers and Wagglers.
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
-	EnableDebug       bool                 // /debug/pprof/ on the HTTP listener
+	EnableDebug       bool      // /debug/pprof/ on the HTTP listener
+	TLS               pki.Files // the node's certificate, key and the mesh CA
+	APITokens         []string  // from --api-token-file
+	Insecure          bool
 	Limits            []func(*node.Config) // from --limit, in order
 }
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
 	"join", "advertise", "server", "bootstrap-expect", "gossip", "raft", "gossip-key",
-	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "limit"}
+	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "limit"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
 // lists in the config file, and no default.
@@ -116,6 +125,11 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.Duration("shutdown-timeout", 30*time.Second, "how long a clean shutdown may take before work is cut")
 	fs.Duration("heartbeat-interval", wag.DefaultHeartbeatInterval, "how often workers report each running attempt to its Waggler; use the same value on every node")
 	fs.Int("missed-heartbeats", wag.DefaultMissedHeartbeats, "missed heartbeat intervals after which a Waggler declares a worker dead and moves its attempt")
+	fs.String("tls-ca", "", "the mesh CA's certificate (PEM): with --tls-cert and --tls-key, every connection between nodes is mutual TLS and the API is served over TLS")
+	fs.String("tls-cert", "", "this node's certificate (PEM), naming it (robonode tls cert create --name NAME)")
+	fs.String("tls-key", "", "this node's private key (PEM)")
+	fs.String("api-token-file", "", "file of API tokens, one per line (# comments allowed): clients must present one (roboctl --token-file)")
+	fs.Bool("insecure", false, "allow listening beyond loopback without TLS, API tokens or a gossip key (anyone who reaches the node could run commands)")
 	fs.Bool("enable-debug", false, "serve Go's profiler at /debug/pprof/ on the HTTP listener (keep --http on a trusted interface)")
 	fs.StringArray("limit", nil, "raise or lower a limit on client input, NAME=VALUE (repeatable), e.g. spec-bytes=2MiB; docs/limits.md lists them: "+limitNames())
 	fs.String("config", "", "YAML or JSON config file (env ROBONET_CONFIG)")
@@ -211,10 +225,42 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 	if s.EnableDebug, err = strconv.ParseBool(one("enable-debug")); err != nil {
 		errs = append(errs, fmt.Errorf("enable-debug %q: want true or false", one("enable-debug")))
 	}
+	if s.Insecure, err = strconv.ParseBool(one("insecure")); err != nil {
+		errs = append(errs, fmt.Errorf("insecure %q: want true or false", one("insecure")))
+	}
+	s.TLS = pki.Files{CA: one("tls-ca"), Cert: one("tls-cert"), Key: one("tls-key")}
+	if s.TLS.Set() && (s.TLS.CA == "" || s.TLS.Cert == "" || s.TLS.Key == "") {
+		errs = append(errs, errors.New("tls: --tls-ca, --tls-cert and --tls-key go together (robonode tls --help)"))
+	}
+	if f := one("api-token-file"); f != "" {
+		if s.APITokens, err = readTokens(f); err != nil {
+			errs = append(errs, err)
+		}
+	}
 	if len(errs) > 0 {
 		return settings{}, usageError{errors.Join(errs...)}
 	}
 	return s, nil
+}
+
+// readTokens reads API tokens, one per line; blank lines and lines
+// starting with # are skipped. Errors never quote the file's contents.
+func readTokens(file string) ([]string, error) {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, fmt.Errorf("api-token-file: %w", err)
+	}
+	var tokens []string
+	for _, line := range strings.Split(string(b), "\n") {
+		line = strings.TrimSpace(line)
+		if line != "" && !strings.HasPrefix(line, "#") {
+			tokens = append(tokens, line)
+		}
+	}
+	if len(tokens) == 0 {
+		return nil, fmt.Errorf("api-token-file %s: no token in it (one per line; e.g. head -c 32 /dev/urandom | base64 > %s)", file, file)
+	}
+	return tokens, nil
 }
 
 // resolveMesh reads the mesh settings: --join, --advertise, --server,

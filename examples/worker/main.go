@@ -25,8 +25,6 @@ import (
 	"unicode"
 
 	"go.uber.org/zap"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/robonet/robonet/wag/worker"
 )
@@ -36,11 +34,22 @@ func main() {
 	name := flag.String("name", "text-worker", "name of this program on the node (unique per node)")
 	slots := flag.Int("slots", 4, "attempts run at once")
 	pause := flag.Duration("pause", 0, "time each attempt takes, to watch progress and failover")
+	ca := flag.String("tls-ca", os.Getenv("ROBONET_TLS_CA"), "the mesh CA's certificate, for a node with TLS (env ROBONET_TLS_CA)")
+	tokenFile := flag.String("token-file", "", "file holding the API token, for a node with tokens (default: env ROBONET_TOKEN)")
 	flag.Parse()
 
 	log, _ := zap.NewDevelopment()
 	defer func() { _ = log.Sync() }()
-	conn, err := grpc.NewClient(*addr, grpc.WithTransportCredentials(insecure.NewCredentials()))
+	creds := worker.Credentials{CAFile: *ca, Token: os.Getenv("ROBONET_TOKEN")}
+	if *tokenFile != "" {
+		t, err := worker.ReadToken(*tokenFile)
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "worker: %v\n", err)
+			os.Exit(2)
+		}
+		creds.Token = t
+	}
+	conn, err := worker.Dial(*addr, creds)
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "worker: %v\n", err)
 		os.Exit(2)

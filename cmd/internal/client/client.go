@@ -9,26 +9,24 @@
 package client
 
 import (
-	"fmt"
-
 	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
+
+	"github.com/robonet/robonet/internal/connect"
 )
 
 // MaxMessageBytes bounds the messages the tools receive (instances with
 // large outputs).
 const MaxMessageBytes = 64 << 20
 
-// Dial returns a connection to a robonode's gRPC API at addr (host:port).
-// It does not contact the node: the first call does, so an unreachable node
-// shows up as an Unavailable error from that call.
-func Dial(addr string) (*grpc.ClientConn, error) {
-	conn, err := grpc.NewClient(addr,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)),
-	)
-	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", addr, err)
-	}
-	return conn, nil
+// Credentials are how a tool verifies a node and authenticates to it.
+type Credentials = connect.Credentials
+
+// Dial returns a connection to a robonode's gRPC API at addr (host:port)
+// with c. It does not contact the node: the first call does, so an
+// unreachable node shows up as an Unavailable error from that call.
+func Dial(addr string, c Credentials) (*grpc.ClientConn, error) {
+	return connect.Dial(addr, c, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(MaxMessageBytes)))
 }
+
+// ReadToken reads an API token file (see connect.ReadToken).
+func ReadToken(file string) (string, error) { return connect.ReadToken(file) }
