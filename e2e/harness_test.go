@@ -20,6 +20,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/connect"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/node"
@@ -148,7 +149,7 @@ func startNodeWith(t *testing.T, cfg node.Config) *testNode {
 	if err := n.Start(ctx); err != nil {
 		t.Fatalf("node.Start: %v", err)
 	}
-	conn := dial(t, n.GRPCAddr())
+	conn := dialAs(t, n.GRPCAddr(), clientOf(cfg))
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
@@ -157,6 +158,28 @@ func startNodeWith(t *testing.T, cfg node.Config) *testNode {
 		}
 	})
 	return &testNode{node: n, conn: conn, api: robonetv1.NewWorkflowServiceClient(conn)}
+}
+
+// clientOf is what a client of a node configured with cfg presents: the
+// node's CA and its first API token, if it has them.
+func clientOf(cfg node.Config) connect.Credentials {
+	c := connect.Credentials{CAFile: cfg.TLS.CA}
+	if len(cfg.APITokens) > 0 {
+		c.Token = cfg.APITokens[0]
+	}
+	return c
+}
+
+// dialAs connects to addr with c and closes the connection when the test
+// ends.
+func dialAs(t testing.TB, addr string, c connect.Credentials) *grpc.ClientConn {
+	t.Helper()
+	conn, err := connect.Dial(addr, c)
+	if err != nil {
+		t.Fatalf("dial %s: %v", addr, err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	return conn
 }
 
 // dial connects to addr and closes the connection when the test ends

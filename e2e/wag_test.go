@@ -133,7 +133,7 @@ func startWagMesh(t *testing.T, workers ...string) *wagMesh {
 }
 
 // startWagMeshWith is startWagMesh with adjust (if not nil) changing each
-// worker's configuration before it starts.
+// node's configuration ("server" first) before it starts.
 func startWagMeshWith(t *testing.T, adjust func(name string, cfg *node.Config), workers ...string) *wagMesh {
 	t.Helper()
 	m := &wagMesh{t: t, workers: map[string]*meshNode{}, marks: newMarks()}
@@ -145,6 +145,9 @@ func startWagMeshWith(t *testing.T, adjust func(name string, cfg *node.Config), 
 		}
 	})
 	scfg := wagNodeConfig(t, "server", true, nil, map[string]int{}, nil)
+	if adjust != nil {
+		adjust("server", &scfg)
+	}
 	m.dataDir = scfg.DataDir
 	s := startNodeWith(t, scfg)
 	m.server = &meshNode{testNode: s, name: "server", server: true, mesh: robonetv1.NewMeshServiceClient(s.conn)}
