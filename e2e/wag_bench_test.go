@@ -223,10 +223,11 @@ func echoRun(b testing.TB, addr, spec string, instances int) echoTimes {
 	}
 	name := resp.GetInstance().GetWorkflow()
 	start := time.Now()
-	errs := make(chan error, 8)
-	for c := range 8 {
+	clients := echoClients()
+	errs := make(chan error, clients)
+	for c := range clients {
 		go func() {
-			for i := c; i < instances; i += 8 {
+			for i := c; i < instances; i += clients {
 				_, err := api.SubmitWorkflow(ctxFor(b, 30*time.Second), &robonetv1.SubmitWorkflowRequest{
 					Workflow: &robonetv1.SubmitWorkflowRequest_Ref{Ref: &robonetv1.WorkflowRef{Name: name}},
 				})
@@ -238,7 +239,7 @@ func echoRun(b testing.TB, addr, spec string, instances int) echoTimes {
 			errs <- nil
 		}()
 	}
-	for range 8 {
+	for range clients {
 		if err := <-errs; err != nil {
 			b.Fatalf("submit: %v", err)
 		}
@@ -290,4 +291,13 @@ func countComplete(b testing.TB, api robonetv1.WorkflowServiceClient) int {
 
 func (t echoTimes) add(u echoTimes) echoTimes {
 	return echoTimes{submitted: t.submitted + u.submitted, done: t.done + u.done}
+}
+
+// echoClients is how many clients submit concurrently in echoRun:
+// ROBONET_BENCH_CLIENTS, default 8.
+func echoClients() int {
+	if n, err := strconv.Atoi(os.Getenv("ROBONET_BENCH_CLIENTS")); err == nil && n > 0 {
+		return n
+	}
+	return 8
 }
