@@ -7,7 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials"
 	healthpb "google.golang.org/grpc/health/grpc_health_v1"
 	"google.golang.org/grpc/status"
 
@@ -315,4 +317,66 @@ func TestGossipKeyRotation(t *testing.T) {
 		}
 		return false
 	})
+}
+
+// A node of the mesh (a valid certificate) that turns hostile on the
+// Waggler streams: speaking for another node is refused, a malformed or
+// oversized message closes its stream with a status naming the limit,
+// and the mesh goes on running work.
+func TestHostilePeerStreams(t *testing.T) {
+	p := newTestPKI(t)
+	m := startWagMeshWith(t, func(_ string, cfg *node.Config) { p.secure(cfg) }, "w1", "w2")
+	holder := m.waggler("")
+	id, err := pki.Load(p.files("evil", false))
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := grpc.NewClient(m.workers[holder].node.GRPCAddr(), grpc.WithTransportCredentials(credentials.NewTLS(id.ClientTLS(holder))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = conn.Close() })
+	wagc := robonetv1.NewWagServiceClient(conn)
+	// open sends msgs on a Work stream and returns how it ended.
+	open := func(msgs ...*robonetv1.WorkRequest) error {
+		t.Helper()
+		stream, err := wagc.Work(ctxFor(t, 10*time.Second))
+		if err != nil {
+			return err
+		}
+		for _, msg := range msgs {
+			if err := stream.Send(msg); err != nil {
+				break
+			}
+		}
+		_, err = stream.Recv()
+		return err
+	}
+	register := func(nodeName string) *robonetv1.WorkRequest {
+		return &robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Register{Register: &robonetv1.WorkRegister{
+			Node: nodeName, Capability: "work", Epoch: 1, Workers: []string{nodeName + "/work/1"}}}}
+	}
+	for _, c := range []struct {
+		name string
+		msgs []*robonetv1.WorkRequest
+		code codes.Code
+		says string
+	}{
+		{"speaking for another node", []*robonetv1.WorkRequest{register("w2")}, codes.PermissionDenied, "speaks for w2"},
+		{"a malformed attempt key", []*robonetv1.WorkRequest{{Msg: &robonetv1.WorkRequest_Register{Register: &robonetv1.WorkRegister{
+			Node: "evil", Capability: "work", Running: []*robonetv1.RunningAttempt{{Assignment: &robonetv1.Assignment{
+				Dispatch: &robonetv1.Dispatch{Key: &robonetv1.AttemptKey{InstanceId: "not-a-uuid", ExecutionId: "x"}}}}}}}}},
+			codes.InvalidArgument, "not a UUID"},
+		{"an oversized worker id", []*robonetv1.WorkRequest{register("evil"), {Msg: &robonetv1.WorkRequest_Leave{Leave: &robonetv1.WorkLeave{
+			Workers: []string{strings.Repeat("w", 1000)}}}}}, codes.ResourceExhausted, "the limit is 256"},
+	} {
+		err := open(c.msgs...)
+		if status.Code(err) != c.code || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want %s saying %q", c.name, err, c.code, c.says)
+		}
+	}
+	// The mesh goes on.
+	wid := submitSpec(t, m.server.api, markSpec, `{"n": 2}`)
+	close(m.marks.release)
+	wantState(t, waitDone(t, m.server.api, wid, 30*time.Second), robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
 }

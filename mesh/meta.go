@@ -109,6 +109,9 @@ func decodeWire(b []byte) (NodeMeta, raftStatus, error) {
 	if err := json.Unmarshal(b, &w); err != nil {
 		return NodeMeta{}, raftStatus{}, fmt.Errorf("decoding node metadata: %w", err)
 	}
+	if err := w.check(); err != nil {
+		return NodeMeta{}, raftStatus{}, fmt.Errorf("node metadata: %w", err)
+	}
 	n := NodeMeta{
 		Name: w.Name, Roles: w.Role, Capabilities: w.Caps, GRPCAddr: w.GRPC,
 		RaftAddr: w.Raft, Version: w.Ver, TrustAnchor: w.TA, Wagglers: w.Wag,
@@ -131,3 +134,29 @@ func (n NodeMeta) clone() NodeMeta {
 
 // HasRole reports whether n holds role r.
 func (n NodeMeta) HasRole(r Role) bool { return slices.Contains(n.Roles, r) }
+
+// maxPoolSize bounds an advertised pool size: no node runs more slots.
+const maxPoolSize = 1 << 20
+
+// check refuses metadata no honest node advertises: unknown roles, pool
+// sizes outside 1..maxPoolSize, empty names. (memberlist's 512-byte limit
+// bounds its size; a node whose metadata is refused is listed without
+// roles or capabilities, so no work or role goes to it.)
+func (w wireMeta) check() error {
+	for _, r := range w.Role {
+		if r != RoleServer && r != RoleWorker {
+			return fmt.Errorf("unknown role %q", string(r))
+		}
+	}
+	for c, n := range w.Caps {
+		if c == "" || n < 0 || n > maxPoolSize {
+			return fmt.Errorf("capability %q with %d slots", c, n)
+		}
+	}
+	for c := range w.Wag {
+		if c == "" {
+			return errors.New("a Waggler role of an empty capability")
+		}
+	}
+	return nil
+}

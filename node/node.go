@@ -49,6 +49,9 @@ type Node struct {
 	id     *pki.Identity
 	tokens *tokenSet
 
+	violMu     sync.Mutex
+	violations map[string]int // by peer: messages that broke the limits of the Waggler streams
+
 	mu      sync.Mutex
 	started bool
 	stopped bool
@@ -118,6 +121,7 @@ func New(cfg Config) (*Node, error) {
 		log:           cfg.Logger.With(zap.String("node", cfg.Name)),
 		id:            id,
 		tokens:        tokens,
+		violations:    map[string]int{},
 		stopping:      stopping,
 		beginStopping: begin,
 		fatal:         make(chan error, 2),
@@ -356,7 +360,9 @@ func (n *Node) startGRPC() {
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns,
 	})
 	robonetv1.RegisterMeshServiceServer(n.grpcSrv, newMeshAPI(n))
-	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log, checkCaller))
+	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log, remote.ServerOptions{
+		Caller: checkCaller, OnViolation: n.peerViolation, HeartbeatInterval: n.cfg.Wag.WithDefaults().HeartbeatInterval,
+	}))
 	wcfg := n.cfg.Wag.WithDefaults()
 	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log))
 	n.health = health.NewServer()

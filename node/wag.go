@@ -387,6 +387,17 @@ func wagHolders(members []mesh.Member, self string, own map[string]uint64, contr
 	return out
 }
 
+// peerViolation is told of a peer that sent, on a Waggler stream, what no
+// honest node sends; the stream was closed and the peer's message
+// dropped. The count is kept per peer, as evidence against it.
+func (n *Node) peerViolation(peer, what string) {
+	n.violMu.Lock()
+	n.violations[peer]++
+	count := n.violations[peer]
+	n.violMu.Unlock()
+	n.log.Warn("peer violation", zap.String("peer", peer), zap.String("what", what), zap.Int("count", count))
+}
+
 // memberGRPC returns the gRPC address node advertises, if it is alive.
 func (n *Node) memberGRPC(node string) (string, error) {
 	for _, m := range n.mesh.Members() {
@@ -414,7 +425,7 @@ func (n *Node) openRemoteWaggler(ctx context.Context, node string, term uint64, 
 	if err != nil {
 		return nil, err
 	}
-	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), term, n.cfg.Name, up, n.log)
+	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), term, n.cfg.Name, node, up, n.log, n.peerViolation)
 }
 
 // remoteWorkTarget is the Waggler of capability on node, for this node's
@@ -432,7 +443,7 @@ func (n *Node) remoteWorkTarget(_ context.Context, node, capability string, epoc
 	return wag.TargetSource{
 		Key: wag.TargetKey(node, capability, epoch),
 		New: func(running func() []wag.Running) wag.Target {
-			return remote.NewWorkTarget(client, n.cfg.Name, capability, epoch, running, n.log)
+			return remote.NewWorkTarget(client, n.cfg.Name, capability, epoch, running, n.log, node, n.peerViolation)
 		},
 	}, nil
 }

@@ -27,6 +27,8 @@ type LeadLink struct {
 	out    *sender[*robonetv1.LeadRequest]
 	up     wag.Uplink
 	log    *zap.Logger
+	peer   string        // the Waggler host's node
+	onViol ViolationFunc // told when the host breaks the limits
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -40,7 +42,9 @@ var _ wag.Link = (*LeadLink)(nil)
 // OpenLead opens a session of term with the Waggler host behind client;
 // what it reports arrives on up. The session lives until Close or until
 // the stream breaks (then every call fails and the Router opens another).
-func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint64, leader string, up wag.Uplink, log *zap.Logger) (*LeadLink, error) {
+// peer names the host's node; onViolation (nil: none) is told when what it
+// sends breaks the limits, which also ends the session.
+func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint64, leader, peer string, up wag.Uplink, log *zap.Logger, onViolation ViolationFunc) (*LeadLink, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -50,8 +54,8 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 		cancel()
 		return nil, fmt.Errorf("opening a lead stream: %w", err)
 	}
-	l := &LeadLink{stream: stream, cancel: cancel, up: up, log: log, pending: map[uint64]chan *robonetv1.LeadAnswer{},
-		done: make(chan struct{})}
+	l := &LeadLink{stream: stream, cancel: cancel, up: up, log: log, peer: peer, onViol: onViolation,
+		pending: map[uint64]chan *robonetv1.LeadAnswer{}, done: make(chan struct{})}
 	l.out = newSender(stream.Send)
 	go l.recv()
 	if err := l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Open{Open: &robonetv1.LeadOpen{Term: term, Leader: leader}}}); err != nil {
@@ -68,6 +72,13 @@ func (l *LeadLink) recv() {
 		resp, err := l.stream.Recv()
 		if err != nil {
 			l.fail(fmt.Errorf("lead stream: %w", err))
+			return
+		}
+		if err := checkLeadResponse(resp); err != nil {
+			l.log.Warn("a waggler host sent what no honest node sends: the session is closed", zap.String("peer", l.peer), zap.Error(err))
+			l.onViol.report(l.peer, err)
+			l.fail(fmt.Errorf("lead stream: %w", err))
+			l.cancel()
 			return
 		}
 		switch m := resp.GetMsg().(type) {

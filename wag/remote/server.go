@@ -5,6 +5,8 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"sync"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
@@ -20,9 +22,25 @@ import (
 // pools that work for this node's Wagglers.
 type Server struct {
 	robonetv1.UnimplementedWagServiceServer
-	host   *wag.WagglerHost
-	log    *zap.Logger
-	caller CallerCheck
+	host *wag.WagglerHost
+	log  *zap.Logger
+	opts ServerOptions
+
+	mu      sync.Mutex
+	streams map[string]int // open Work streams by the node that holds them
+}
+
+// ServerOptions are a Server's checks and hooks.
+type ServerOptions struct {
+	// Caller, when set, checks who opens each stream.
+	Caller CallerCheck
+	// OnViolation, when set, is told of a peer whose message broke the
+	// limits (limits.go).
+	OnViolation ViolationFunc
+	// HeartbeatInterval is the mesh's heartbeat interval: a Work stream
+	// may send at most maxBeatsPerAttempt heartbeats per attempt in one.
+	// Zero: wag.DefaultHeartbeatInterval.
+	HeartbeatInterval time.Duration
 }
 
 // CallerCheck verifies that the node calling is the one a stream says it
@@ -30,15 +48,26 @@ type Server struct {
 // the status error that refuses the stream otherwise.
 type CallerCheck func(ctx context.Context, claimed string, server bool) error
 
-// NewServer serves host; caller (nil: none) checks who opens each stream.
-func NewServer(host *wag.WagglerHost, log *zap.Logger, caller CallerCheck) *Server {
+// NewServer serves host.
+func NewServer(host *wag.WagglerHost, log *zap.Logger, opts ServerOptions) *Server {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if caller == nil {
-		caller = func(context.Context, string, bool) error { return nil }
+	if opts.Caller == nil {
+		opts.Caller = func(context.Context, string, bool) error { return nil }
 	}
-	return &Server{host: host, log: log.Named("wagrpc"), caller: caller}
+	if opts.HeartbeatInterval <= 0 {
+		opts.HeartbeatInterval = wag.DefaultHeartbeatInterval
+	}
+	return &Server{host: host, log: log.Named("wagrpc"), opts: opts, streams: map[string]int{}}
+}
+
+// violated ends a stream of peer for err (a violation), telling
+// OnViolation.
+func (s *Server) violated(peer string, err error) error {
+	s.log.Warn("a peer sent what no honest node sends: its stream is closed", zap.String("peer", peer), zap.Error(err))
+	s.opts.OnViolation.report(peer, err)
+	return err
 }
 
 // Lead runs one leader's session: the first message opens it with the
@@ -54,7 +83,10 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	if open == nil {
 		return status.Error(codes.InvalidArgument, "a Lead stream starts with LeadOpen")
 	}
-	if err := s.caller(stream.Context(), open.GetLeader(), true); err != nil {
+	if err := checkLeadRequest(first); err != nil {
+		return s.violated(open.GetLeader(), err)
+	}
+	if err := s.opts.Caller(stream.Context(), open.GetLeader(), true); err != nil {
 		return err
 	}
 	out := newSender(stream.Send)
@@ -75,6 +107,9 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 		}
 		if err != nil {
 			return err
+		}
+		if err := checkLeadRequest(req); err != nil {
+			return s.violated(open.GetLeader(), err)
 		}
 		var answer *robonetv1.LeadAnswer
 		switch m := req.GetMsg().(type) {
@@ -182,9 +217,17 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 	if reg == nil {
 		return status.Error(codes.InvalidArgument, "a Work stream starts with WorkRegister")
 	}
-	if err := s.caller(stream.Context(), reg.GetNode(), false); err != nil {
+	if err := checkWorkRequest(first); err != nil {
+		return s.violated(reg.GetNode(), err)
+	}
+	if err := s.opts.Caller(stream.Context(), reg.GetNode(), false); err != nil {
 		return err
 	}
+	release, err := s.admit(reg.GetNode())
+	if err != nil {
+		return s.violated(reg.GetNode(), err)
+	}
+	defer release()
 	w := s.host.Waggler(reg.GetCapability())
 	if w == nil || w.Epoch() != reg.GetEpoch() {
 		return status.Errorf(codes.FailedPrecondition, "%s: this node is not the waggler of %s at epoch %d",
@@ -209,6 +252,7 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 	defer w.Detach(reg.GetWorkers())
 	s.log.Debug("pool registered", zap.String("worker_node", reg.GetNode()), zap.String("capability", reg.GetCapability()),
 		zap.Int("workers", len(workers)), zap.Int("running", len(running)))
+	beats := newBeatWindow(s.opts.HeartbeatInterval)
 	for {
 		req, err := in.Recv()
 		if errors.Is(err, io.EOF) {
@@ -217,8 +261,14 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 		if err != nil {
 			return err
 		}
+		if err := checkWorkRequest(req); err != nil {
+			return s.violated(reg.GetNode(), err)
+		}
 		switch m := req.GetMsg().(type) {
 		case *robonetv1.WorkRequest_Heartbeats:
+			if err := beats.add(m.Heartbeats.GetItems(), time.Now()); err != nil {
+				return s.violated(reg.GetNode(), err)
+			}
 			hbs := make([]wag.Heartbeat, 0, len(m.Heartbeats.GetItems()))
 			for _, p := range m.Heartbeats.GetItems() {
 				if hb, err := heartbeatFromProto(p); err == nil {
@@ -257,6 +307,53 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 			return status.Error(codes.InvalidArgument, "unexpected message on a Work stream")
 		}
 	}
+}
+
+// admit counts a Work stream of node against MaxWorkStreamsPerNode;
+// release uncounts it.
+func (s *Server) admit(node string) (release func(), err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.streams[node] >= MaxWorkStreamsPerNode {
+		return nil, exhausted("%d Work streams open from this node, the limit is %d (one per pool)", s.streams[node], MaxWorkStreamsPerNode)
+	}
+	s.streams[node]++
+	return func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if s.streams[node]--; s.streams[node] == 0 {
+			delete(s.streams, node)
+		}
+	}, nil
+}
+
+// beatWindow counts a stream's heartbeats per attempt over one heartbeat
+// interval.
+type beatWindow struct {
+	interval time.Duration
+	start    time.Time
+	counts   map[string]int
+}
+
+func newBeatWindow(interval time.Duration) *beatWindow {
+	return &beatWindow{interval: interval, counts: map[string]int{}}
+}
+
+// add counts hbs received at now; more than maxBeatsPerAttempt for one
+// attempt in the window is a flood.
+func (w *beatWindow) add(hbs []*robonetv1.Heartbeat, now time.Time) error {
+	if now.Sub(w.start) >= w.interval {
+		w.start = now
+		clear(w.counts)
+	}
+	for _, hb := range hbs {
+		k := hb.GetKey().GetInstanceId() + "/" + hb.GetKey().GetExecutionId()
+		if w.counts[k]++; w.counts[k] > maxBeatsPerAttempt {
+			return exhausted("WorkHeartbeats: more than %d heartbeats of one attempt within a heartbeat interval of %v (an honest worker sends one)",
+				maxBeatsPerAttempt, w.interval)
+		}
+	}
+	return nil
 }
 
 // remoteWorker is a Waggler's handle on a slot of a pool on another node.

@@ -34,6 +34,8 @@ type WorkTarget struct {
 	epoch      uint64
 	running    func() []wag.Running
 	log        *zap.Logger
+	peer       string        // the Waggler's node
+	onViol     ViolationFunc // told when the Waggler breaks the limits
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -56,14 +58,17 @@ var _ wag.Target = (*WorkTarget)(nil)
 
 // NewWorkTarget returns the target for the pool of capability on node
 // (this node's name, for the Waggler's logs) working for the Waggler at
-// epoch behind client. running lists what the pool's slots run, for the
-// registration of every new stream. Nothing connects until Register.
-func NewWorkTarget(client robonetv1.WagServiceClient, node, capability string, epoch uint64, running func() []wag.Running, log *zap.Logger) *WorkTarget {
+// epoch behind client, on node peer. running lists what the pool's slots
+// run, for the registration of every new stream. onViolation (nil: none)
+// is told when what the Waggler sends breaks the limits, which ends that
+// stream. Nothing connects until Register.
+func NewWorkTarget(client robonetv1.WagServiceClient, node, capability string, epoch uint64, running func() []wag.Running, log *zap.Logger,
+	peer string, onViolation ViolationFunc) *WorkTarget {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &WorkTarget{client: client, node: node, capability: capability, epoch: epoch, running: running,
+	return &WorkTarget{client: client, node: node, capability: capability, epoch: epoch, running: running, peer: peer, onViol: onViolation,
 		log: log.With(zap.String("capability", capability), zap.Uint64("epoch", epoch)), ctx: ctx, cancel: cancel,
 		workers: map[string]wag.Worker{}}
 }
@@ -226,6 +231,11 @@ func (t *WorkTarget) session() error {
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
+			return err
+		}
+		if err := checkWorkResponse(resp); err != nil {
+			t.log.Warn("a waggler sent what no honest node sends: the stream is closed", zap.String("peer", t.peer), zap.Error(err))
+			t.onViol.report(t.peer, err)
 			return err
 		}
 		switch m := resp.GetMsg().(type) {
