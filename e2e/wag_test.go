@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
+	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/mesh"
@@ -470,5 +471,71 @@ func TestWagglerNodeStopsPromptly(t *testing.T) {
 	// streams would take that long.
 	if took := time.Since(start); took > 3*time.Second {
 		t.Errorf("stopping the Waggler's node took %v: it waited for streams others hold open", took)
+	}
+}
+
+// doubler is a registry with the action "double": {"x": n} → 2n; a liar
+// answers 2n+1.
+func doubler(t *testing.T, liar bool) *wag.Registry {
+	reg := wag.NewRegistry()
+	err := reg.Register("double", func(_ context.Context, call *wag.Call) (any, error) {
+		x, _ := call.Input.(map[string]any)["x"].(int64)
+		if liar {
+			return 2*x + 1, nil
+		}
+		return 2 * x, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return reg
+}
+
+// verify: 2 runs each attempt on two distinct worker nodes. With only an
+// honest node and a liar, the runs disagree; the tie-breaking run waits
+// for a third node — visibly — and when one joins, the majority's (honest)
+// output is the result and the liar is outvoted.
+func TestVerifyOutvotesALiar(t *testing.T) {
+	core, logs := observer.New(zap.InfoLevel)
+	m := startWagMeshWith(t, func(name string, cfg *node.Config) {
+		switch name {
+		case "server":
+			cfg.Logger = zap.New(zapcore.NewTee(cfg.Logger.Core(), core)).Named(name)
+		default:
+			cfg.Wag.Registry = doubler(t, name == "liar")
+		}
+	}, "w1", "liar")
+	m.waggler("")
+	id := submitSpec(t, m.server.api, `
+name: verified
+version: 1
+tasks:
+  d:
+    capability: work
+    action: double
+    verify: 2
+    with: {x: 21}
+outputs:
+  doubled: ${{ tasks.d.output }}
+`, `{}`)
+	eventually(t, 30*time.Second, "the tie-breaking run waiting for a third node", func() bool {
+		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			return false
+		}
+		for _, tk := range resp.GetInstance().GetTasks() {
+			if strings.Contains(tk.GetProgress().GetMessage(), "distinct worker nodes") {
+				return true
+			}
+		}
+		return false
+	})
+	cfg := wagNodeConfig(t, "w2", false, []string{m.server.node.GossipAddr()}, map[string]int{"work": 2}, doubler(t, false))
+	startNodeWith(t, cfg)
+	in := waitDone(t, m.server.api, id, 60*time.Second)
+	wantOutputs(t, in, `{"doubled": 42}`)
+	outvoted := logs.FilterMessage("a worker node was outvoted on a verified attempt").All()
+	if len(outvoted) != 1 || outvoted[0].ContextMap()["worker_node"] != "liar" {
+		t.Fatalf("outvoted: %v, want the liar once", outvoted)
 	}
 }

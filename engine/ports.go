@@ -53,6 +53,16 @@ type TaskDispatch struct {
 	// Timeout bounds the attempt on the worker; zero means none. The engine
 	// also enforces it with its own timer.
 	Timeout time.Duration
+	// Verify, when 2 or 3, asks the Waggler layer to run the attempt on
+	// that many distinct worker nodes and report the majority's output
+	// (the task's verify); 0 or 1: once.
+	Verify int
+	// Group and Avoid are set by the Waggler layer, never by the engine:
+	// on one run (a replica) of a verified attempt, Group names the
+	// attempt and the Waggler places the runs of one group on distinct
+	// worker nodes, none of them in Avoid.
+	Group string
+	Avoid []string
 }
 
 // Dispatcher is how the engine hands work to the Waggler layer: package wag

@@ -541,6 +541,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			Action:     t.GetAction(),
 			Input:      e.Input,
 			Timeout:    t.GetTimeout().AsDuration(),
+			Verify:     int(t.GetVerify()),
 		}})
 		if inst.started[e.Task.Node] == 0 {
 			inst.started[e.Task.Node] = now.UnixNano()

@@ -104,18 +104,23 @@ func engineOf(t *termEngine) *engine.Engine {
 }
 
 // newTerm builds the engine of a term with its Router (neither started).
+// The engine dispatches through a Verifier, which runs verified attempts
+// as several runs and passes the rest to the Router; the Router reports
+// to the Verifier, which reports to the engine.
 func (n *Node) newTerm(term uint64) (*termEngine, error) {
 	t := &termEngine{}
+	verifier := wag.NewVerifier(wag.VerifierConfig{Sink: &lateSink{t: t}, Outcome: n.verifyOutcome, Logger: n.cfg.Logger})
 	var err error
 	t.router, err = wag.NewRouter(wag.RouterConfig{
-		Term: term, Sink: &lateSink{t: t}, Directory: meshDirectory{n}, Logger: n.cfg.Logger, NodeName: n.cfg.Name,
+		Term: term, Sink: verifier, Directory: meshDirectory{n}, Logger: n.cfg.Logger, NodeName: n.cfg.Name,
 		Holds: func(id uuid.UUID) bool { return t.Engine != nil && t.Holds(id) },
 	})
 	if err != nil {
 		return nil, err
 	}
+	verifier.SetNext(t.router)
 	ecfg := n.cfg.Engine
-	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, t.router, n.cfg.Logger, n.cfg.Name, term
+	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, verifier, n.cfg.Logger, n.cfg.Name, term
 	ecfg.Query = n.reader
 	if t.Engine, err = engine.New(ecfg); err != nil {
 		return nil, err
@@ -385,6 +390,15 @@ func wagHolders(members []mesh.Member, self string, own map[string]uint64, contr
 		}
 	}
 	return out
+}
+
+// verifyOutcome is told, for each worker node that ran a verified
+// attempt, whether its output agreed with the majority; an outvoted node
+// is evidence against it.
+func (n *Node) verifyOutcome(node string, agreed bool) {
+	if !agreed {
+		n.log.Warn("a worker node was outvoted on a verified attempt", zap.String("worker_node", node))
+	}
 }
 
 // peerViolation is told of a peer that sent, on a Waggler stream, what no

@@ -225,6 +225,7 @@ type Waggler struct {
 	queued    int
 	running   int
 	byKey     map[engine.AttemptKey]*entry
+	groups    map[string][]*entry // runs of one verified attempt (TaskDispatch.Group) held here
 	workers   map[string]*wagWorker
 	idle      []*wagWorker // available workers, most recently freed last
 	nextGen   uint64
@@ -361,6 +362,7 @@ func newWaggler(cfg Config, capability string, epoch uint64, sink uplink, log *z
 		grace:      cfg.InheritGrace,
 		mon:        newMonitor(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
 		byKey:      make(map[engine.AttemptKey]*entry),
+		groups:     map[string][]*entry{},
 		workers:    make(map[string]*wagWorker),
 	}
 }
@@ -393,6 +395,7 @@ func (w *Waggler) close() {
 	w.closed = true
 	w.queue, w.head, w.queued, w.running = nil, 0, 0, 0
 	clear(w.byKey)
+	clear(w.groups)
 	w.mon = newMonitor(w.interval, w.mon.deadAfter)
 	w.setState(StateIdle)
 	stop := w.stopTick
@@ -498,7 +501,7 @@ func (w *Waggler) enqueue(tasks []engine.TaskDispatch) {
 			continue
 		}
 		e := &entry{d: d}
-		w.byKey[d.AttemptKey] = e
+		w.hold(e)
 		w.queue = append(w.queue, e)
 		w.queued++
 		added++
@@ -541,7 +544,7 @@ func (w *Waggler) cancel(keys []engine.AttemptKey) {
 			continue
 		}
 		changed = true
-		delete(w.byKey, key)
+		w.release(e)
 		e.cancelled = true
 		w.dropBackup(e)
 		if e.worker == nil {
@@ -628,7 +631,7 @@ func (w *Waggler) Report(r Report) bool {
 	switch {
 	case current:
 		w.setState(StateCollecting)
-		delete(w.byKey, r.Key)
+		w.release(e)
 		w.mon.stop(r.Key, e.gen)
 		w.dropBackup(e)
 		e.worker = nil
@@ -710,17 +713,24 @@ func (w *Waggler) tick() {
 	for _, a := range w.mon.tick(now) {
 		w.alarm(a, &fx)
 	}
-	if w.queued > 0 && !w.anyAlive() {
+	if w.queued > 0 {
+		alive := w.anyAlive()
 		for _, e := range w.queue[w.head:] {
 			if e.cancelled || e.noticed || e.worker != nil {
 				continue
 			}
+			msg := ""
+			switch {
+			case !alive:
+				msg = "waiting: no worker offers capability " + w.capability
+			case e.d.Group != "" && !w.placeable(e):
+				msg = "waiting: verify runs each attempt on distinct worker nodes, and no other node serving " +
+					w.capability + " is available"
+			default:
+				continue
+			}
 			e.noticed = true
-			fx.progress = append(fx.progress, engine.TaskProgress{
-				AttemptKey: e.d.AttemptKey,
-				Message:    "waiting: no worker offers capability " + w.capability,
-				At:         now,
-			})
+			fx.progress = append(fx.progress, engine.TaskProgress{AttemptKey: e.d.AttemptKey, Message: msg, At: now})
 		}
 	}
 	w.settle()
@@ -740,7 +750,7 @@ func (w *Waggler) alarm(a alarm, fx *effects) {
 		w.log.Info("missed a heartbeat", fields...)
 	case rungAlert:
 		if e.backup == nil {
-			if b := w.takeIdle(e.worker); b != nil {
+			if b := w.takeIdle(e); b != nil {
 				b.reserved = e
 				e.backup = b
 			}
@@ -802,15 +812,66 @@ func (w *Waggler) markDead(ww *wagWorker) {
 	}
 }
 
-// pump hands queued attempts to available workers.
+// pump hands queued attempts to available workers: each to the most
+// recently freed worker it may run on (allowed). Runs that no free worker
+// may take stay queued, in order.
 func (w *Waggler) pump(fx *effects) {
+	var held []*entry
 	for w.queued > 0 && len(w.idle) > 0 {
 		e := w.popQueue()
-		ww := w.idle[len(w.idle)-1]
-		w.idle = w.idle[:len(w.idle)-1]
+		i := len(w.idle) - 1
+		for i >= 0 && !w.allowed(e, w.idle[i]) {
+			i--
+		}
+		if i < 0 {
+			held = append(held, e)
+			continue
+		}
+		ww := w.idle[i]
+		w.idle = slices.Delete(w.idle, i, i+1)
 		w.setState(StateDispatching)
 		w.assign(e, ww, fx)
 	}
+	for i := len(held) - 1; i >= 0; i-- {
+		w.pushFront(held[i])
+	}
+}
+
+// hold and release keep the entries held here, by key and by group.
+func (w *Waggler) hold(e *entry) {
+	w.byKey[e.d.AttemptKey] = e
+	if g := e.d.Group; g != "" {
+		w.groups[g] = append(w.groups[g], e)
+	}
+}
+
+func (w *Waggler) release(e *entry) {
+	delete(w.byKey, e.d.AttemptKey)
+	if g := e.d.Group; g != "" {
+		w.groups[g] = slices.DeleteFunc(w.groups[g], func(o *entry) bool { return o == e })
+		if len(w.groups[g]) == 0 {
+			delete(w.groups, g)
+		}
+	}
+}
+
+// allowed reports whether ww may run e: a run of a verified attempt goes
+// neither to a node in its Avoid nor to a node that runs another run of
+// its group, so the runs compare distinct nodes.
+func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
+	if e.d.Group == "" {
+		return true
+	}
+	node := workerNode(ww.id)
+	if slices.Contains(e.d.Avoid, node) {
+		return false
+	}
+	for _, o := range w.groups[e.d.Group] {
+		if o != e && o.worker != nil && workerNode(o.worker.id) == node {
+			return false
+		}
+	}
+	return true
 }
 
 // assign gives an attempt to a worker under a new generation.
@@ -923,7 +984,7 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 			}
 		}
 		e := &entry{d: r.TaskDispatch, gen: r.Generation, worker: ww}
-		w.byKey[key] = e
+		w.hold(e)
 		w.removeIdle(ww)
 		ww.busyGen, ww.entry = r.Generation, e
 		w.running++
@@ -968,7 +1029,7 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 			continue
 		}
 		e := &entry{d: h.TaskDispatch}
-		w.byKey[h.AttemptKey] = e
+		w.hold(e)
 		if h.WorkerID != "" && w.nodeDead != nil && w.nodeDead(workerNode(h.WorkerID)) {
 			w.log.Info("inherited attempt ran on a failed node: queued", append(attemptFields(h.AttemptKey), zap.String("worker", h.WorkerID))...)
 			h.WorkerID = ""
@@ -1058,9 +1119,20 @@ func (w *Waggler) dropBackup(e *entry) {
 }
 
 // takeIdle takes an available worker other than not, or nil.
-func (w *Waggler) takeIdle(not *wagWorker) *wagWorker {
+// placeable reports whether a live worker, busy or not, may run e.
+func (w *Waggler) placeable(e *entry) bool {
+	for _, ww := range w.workers {
+		if ww.w != nil && !ww.dead && w.allowed(e, ww) {
+			return true
+		}
+	}
+	return false
+}
+
+// takeIdle takes an idle worker e may move to: not its own, and allowed.
+func (w *Waggler) takeIdle(e *entry) *wagWorker {
 	for i := len(w.idle) - 1; i >= 0; i-- {
-		if ww := w.idle[i]; ww != not {
+		if ww := w.idle[i]; ww != e.worker && w.allowed(e, ww) {
 			w.idle = slices.Delete(w.idle, i, i+1)
 			return ww
 		}

@@ -505,3 +505,54 @@ func TestWagglerRegisterBusyAndCancelledCopy(t *testing.T) {
 		t.Fatalf("the stopped copy's report reached the engine: %+v", rs)
 	}
 }
+
+// The runs of a verified attempt (one Group) go to distinct nodes, never
+// to a node in Avoid: a run no free worker may take waits, visibly when no
+// live worker could ever take it, and goes out once one can.
+func TestWagglerGroupsOnDistinctNodes(t *testing.T) {
+	a1, a2, b1 := newFakeWorker("na/c/1"), newFakeWorker("na/c/2"), newFakeWorker("nb/c/1")
+	h := newHarness(t, a1, a2)
+	run := func(exec string, avoid ...string) engine.TaskDispatch {
+		d := task("echo", exec)
+		d.AttemptKey, d.Group, d.Avoid = testKey(exec), "check[0]", avoid
+		return d
+	}
+	r1, r2 := run("check[0]#r1"), run("check[0]#r2")
+	h.w.enqueue([]engine.TaskDispatch{r1, r2})
+	// Both free workers are on node na: one run goes there, the other waits.
+	var first Assignment
+	select {
+	case first = <-a2.runs:
+	case first = <-a1.runs:
+	default:
+		t.Fatal("no run assigned")
+	}
+	a1.idle(t)
+	a2.idle(t)
+	h.clk.Advance(500 * time.Millisecond)
+	notices := h.sink.Progress()
+	if len(notices) != 1 || !strings.Contains(notices[0].Message, "distinct worker nodes") {
+		t.Fatalf("progress %+v, want a waiting notice for the held run", notices)
+	}
+	// A worker on another node: the held run goes there.
+	if err := h.w.AddWorker(b1); err != nil {
+		t.Fatal(err)
+	}
+	if a := b1.assigned(t); a.AttemptKey == first.AttemptKey {
+		t.Fatalf("both runs of the group on one node: %s", a.ExecutionID)
+	}
+	// A third run, avoiding both nodes, waits; an unrelated attempt does not.
+	h.w.enqueue([]engine.TaskDispatch{run("check[0]#r3", "na", "nb")})
+	plain := h.dispatch("plain")
+	var got []string
+	for _, fw := range []*fakeWorker{a1, a2} {
+		select {
+		case a := <-fw.runs:
+			got = append(got, a.ExecutionID)
+		default:
+		}
+	}
+	if len(got) != 1 || got[0] != plain[0].ExecutionID {
+		t.Fatalf("free workers on na got %v, want only the unrelated attempt", got)
+	}
+}

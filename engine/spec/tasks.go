@@ -23,6 +23,7 @@ type taskSpec struct {
 	spread     *yaml.Node
 	when       *yaml.Node
 	policy     policy
+	verify     uint32 // 0: absent
 }
 
 // need is one entry of a task's `needs`.
@@ -105,6 +106,9 @@ func (c *compiler) task(e entry) *taskSpec {
 	if f, ok := fields["when"]; ok {
 		t.when = f.value
 	}
+	if f, ok := fields["verify"]; ok {
+		t.verify = c.verify(f.value, t.w.child("verify"))
+	}
 	t.policy = c.policy(fields, t.w)
 	if t.policy.onFailure == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT && t.policy.retryNode != nil {
 		c.errorf(t.policy.retryNode, t.w.child("retry"), "use on_failure: retry to retry and then fail the workflow, or remove retry",
@@ -132,6 +136,28 @@ func (c *compiler) requiredName(fields map[string]entry, key string, t *taskSpec
 		t.ok = false
 	}
 	return s
+}
+
+// maxVerify is the most nodes an attempt can be verified on.
+const maxVerify = 3
+
+// verify reads how many distinct nodes run each attempt: 1..maxVerify.
+func (c *compiler) verify(v *yaml.Node, w where) uint32 {
+	n := c.resolve(v)
+	if n == nil {
+		return 0
+	}
+	hint := "verify: 2 runs each attempt on two worker nodes and compares their outputs (a third breaks a tie); verify: 1 runs it once"
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!int" {
+		c.errorf(n, w, hint, "verify must be a whole number, not %s", describe(n))
+		return 0
+	}
+	i, ok := intValue(n)
+	if !ok || i < 1 || i > maxVerify {
+		c.errorf(n, w, hint, "verify must be between 1 and %d, not %s", maxVerify, n.Value)
+		return 0
+	}
+	return uint32(i)
 }
 
 // needs reads a list of task names, or a single name.
@@ -189,6 +215,9 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 		ir.With = c.template(t.with, sc)
 	}
 	ir.OnFailure, ir.Retry, ir.Timeout = fold(t.policy, defaults)
+	if t.verify > 1 {
+		ir.Verify = t.verify
+	}
 	if !t.ok {
 		return nil
 	}

@@ -411,3 +411,16 @@ bad.yaml:27:15: outputs.report: unknown task "summarise"; did you mean "summariz
 		t.Errorf("errors:\n%v\nwant:\n%s", err, want)
 	}
 }
+
+// verify lands in the IR when it asks for more than one run; verify: 1 is
+// the default and leaves the IR (and its hash) as without it.
+func TestVerifyLandsInIR(t *testing.T) {
+	base := "name: v\nversion: 1\ntasks:\n  a:\n    capability: core\n    action: echo\n"
+	if got := task(t, mustCompile(t, base+"    verify: 2\n"), "a").GetVerify(); got != 2 {
+		t.Fatalf("verify: 2 compiled to %d", got)
+	}
+	once, plain := mustCompile(t, base+"    verify: 1\n"), mustCompile(t, base)
+	if task(t, once, "a").GetVerify() != 0 || !proto.Equal(once, plain) {
+		t.Fatalf("verify: 1 changed the IR: %v", once)
+	}
+}

@@ -146,6 +146,24 @@ func checkDispatch(what string, d *robonetv1.Dispatch) error {
 		func() error { return checkString(what+": capability", d.GetCapability(), maxNameBytes) },
 		func() error { return checkString(what+": action", d.GetAction(), maxNameBytes) },
 		func() error { return checkNonNegative(what+": timeout", d.GetTimeoutNs()) },
+		func() error {
+			if d.GetVerify() > 3 {
+				return invalid("%s: verify %d, at most 3", what, d.GetVerify())
+			}
+			return nil
+		},
+		func() error { return checkString(what+": group", d.GetGroup(), 2*maxExecIDBytes) },
+		func() error {
+			if len(d.GetAvoid()) > 3 {
+				return invalid("%s: %d nodes to avoid, at most 3", what, len(d.GetAvoid()))
+			}
+			for _, n := range d.GetAvoid() {
+				if err := checkString(what+": avoid", n, maxNameBytes); err != nil {
+					return err
+				}
+			}
+			return nil
+		},
 	)
 }
 

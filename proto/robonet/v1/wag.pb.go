@@ -139,16 +139,22 @@ func (x *AttemptKey) GetAttempt() uint32 {
 
 // Dispatch is one attempt as the engine dispatched it.
 type Dispatch struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Key           *AttemptKey            `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
-	Term          uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
-	Workflow      string                 `protobuf:"bytes,3,opt,name=workflow,proto3" json:"workflow,omitempty"`
-	Task          string                 `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
-	Index         int32                  `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
-	Capability    string                 `protobuf:"bytes,6,opt,name=capability,proto3" json:"capability,omitempty"`
-	Action        string                 `protobuf:"bytes,7,opt,name=action,proto3" json:"action,omitempty"`
-	InputJson     []byte                 `protobuf:"bytes,8,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
-	TimeoutNs     int64                  `protobuf:"varint,9,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Key        *AttemptKey            `protobuf:"bytes,1,opt,name=key,proto3" json:"key,omitempty"`
+	Term       uint64                 `protobuf:"varint,2,opt,name=term,proto3" json:"term,omitempty"`
+	Workflow   string                 `protobuf:"bytes,3,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Task       string                 `protobuf:"bytes,4,opt,name=task,proto3" json:"task,omitempty"`
+	Index      int32                  `protobuf:"varint,5,opt,name=index,proto3" json:"index,omitempty"`
+	Capability string                 `protobuf:"bytes,6,opt,name=capability,proto3" json:"capability,omitempty"`
+	Action     string                 `protobuf:"bytes,7,opt,name=action,proto3" json:"action,omitempty"`
+	InputJson  []byte                 `protobuf:"bytes,8,opt,name=input_json,json=inputJson,proto3" json:"input_json,omitempty"`
+	TimeoutNs  int64                  `protobuf:"varint,9,opt,name=timeout_ns,json=timeoutNs,proto3" json:"timeout_ns,omitempty"`
+	// Distinct worker nodes to run it on and compare (2 or 3; 0: once).
+	Verify uint32 `protobuf:"varint,10,opt,name=verify,proto3" json:"verify,omitempty"`
+	// On one run of a verified attempt: the group of its runs, placed on
+	// distinct worker nodes, and nodes to keep it off.
+	Group         string   `protobuf:"bytes,11,opt,name=group,proto3" json:"group,omitempty"`
+	Avoid         []string `protobuf:"bytes,12,rep,name=avoid,proto3" json:"avoid,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -244,6 +250,27 @@ func (x *Dispatch) GetTimeoutNs() int64 {
 		return x.TimeoutNs
 	}
 	return 0
+}
+
+func (x *Dispatch) GetVerify() uint32 {
+	if x != nil {
+		return x.Verify
+	}
+	return 0
+}
+
+func (x *Dispatch) GetGroup() string {
+	if x != nil {
+		return x.Group
+	}
+	return ""
+}
+
+func (x *Dispatch) GetAvoid() []string {
+	if x != nil {
+		return x.Avoid
+	}
+	return nil
 }
 
 // Handoff is an attempt for the Waggler of its capability at epoch; with a
@@ -2395,7 +2422,7 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\rR\aattempt\"\x84\x02\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\"\xc8\x02\n" +
 	"\bDispatch\x12(\n" +
 	"\x03key\x18\x01 \x01(\v2\x16.robonet.v1.AttemptKeyR\x03key\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1a\n" +
@@ -2409,7 +2436,11 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\n" +
 	"input_json\x18\b \x01(\fR\tinputJson\x12\x1d\n" +
 	"\n" +
-	"timeout_ns\x18\t \x01(\x03R\ttimeoutNs\"\x8e\x01\n" +
+	"timeout_ns\x18\t \x01(\x03R\ttimeoutNs\x12\x16\n" +
+	"\x06verify\x18\n" +
+	" \x01(\rR\x06verify\x12\x14\n" +
+	"\x05group\x18\v \x01(\tR\x05group\x12\x14\n" +
+	"\x05avoid\x18\f \x03(\tR\x05avoid\"\x8e\x01\n" +
 	"\aHandoff\x120\n" +
 	"\bdispatch\x18\x01 \x01(\v2\x14.robonet.v1.DispatchR\bdispatch\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +

@@ -430,8 +430,13 @@ type Task struct {
 	OnFailure FailurePolicy `protobuf:"varint,8,opt,name=on_failure,json=onFailure,proto3,enum=robonet.v1.FailurePolicy" json:"on_failure,omitempty"`
 	Retry     *RetryPolicy  `protobuf:"bytes,9,opt,name=retry,proto3" json:"retry,omitempty"`
 	// Per-attempt timeout; zero means none.
-	Timeout       *durationpb.Duration `protobuf:"bytes,10,opt,name=timeout,proto3" json:"timeout,omitempty"`
-	Description   string               `protobuf:"bytes,11,opt,name=description,proto3" json:"description,omitempty"`
+	Timeout     *durationpb.Duration `protobuf:"bytes,10,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	Description string               `protobuf:"bytes,11,opt,name=description,proto3" json:"description,omitempty"`
+	// Run each attempt on this many distinct worker nodes and compare their
+	// outputs (2 or 3); zero or 1: once. With 2, a disagreement runs a third
+	// to break the tie; the majority's output is the result, and a node
+	// outvoted counts against its trust.
+	Verify        uint32 `protobuf:"varint,12,opt,name=verify,proto3" json:"verify,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -541,6 +546,13 @@ func (x *Task) GetDescription() string {
 		return x.Description
 	}
 	return ""
+}
+
+func (x *Task) GetVerify() uint32 {
+	if x != nil {
+		return x.Verify
+	}
+	return 0
 }
 
 // Output is one named workflow output.
@@ -1069,7 +1081,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xa2\x03\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xba\x03\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1085,7 +1097,8 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\x05retry\x18\t \x01(\v2\x17.robonet.v1.RetryPolicyR\x05retry\x123\n" +
 	"\atimeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12 \n" +
-	"\vdescription\x18\v \x01(\tR\vdescription\"H\n" +
+	"\vdescription\x18\v \x01(\tR\vdescription\x12\x16\n" +
+	"\x06verify\x18\f \x01(\rR\x06verify\"H\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.robonet.v1.TemplateR\x05value\"\x1e\n" +

@@ -1,0 +1,392 @@
+package wag
+
+import (
+	"context"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/value"
+)
+
+// Verifier runs verified attempts (TaskDispatch.Verify of 2 or 3, a task's
+// `verify`) as that many runs on distinct worker nodes and reports the
+// majority's outcome as the attempt's result; every other attempt passes
+// through untouched. It sits between the engine and the Router: the
+// engine's Dispatcher, and the Router's ResultSink.
+//
+// A run is the attempt under its own execution id ("task[i]#r1"), in a
+// group the Waggler places on distinct nodes (TaskDispatch.Group). Outcomes
+// compare by digest: the canonical JSON of a successful output, or simply
+// "failed" (error texts differ between hosts, a failure does not). With
+// verify 2, two runs that disagree get a third, kept off both nodes, to
+// break the tie; with verify 3, two that agree decide at once. No majority
+// among three fails the attempt. Each run's node is reported as agreeing
+// or outvoted (VerifierConfig.Outcome), evidence for its trust. A run that
+// is lost, or that no worker ran, ends the attempt without a verdict: lost,
+// or failed with that error, and the engine's policies decide.
+//
+// Verified tasks should be deterministic and free of side effects: every
+// run really runs.
+type Verifier struct {
+	cfg  VerifierConfig
+	next engine.Dispatcher
+
+	mu       sync.Mutex
+	groups   map[engine.AttemptKey]*vgroup // by verified attempt
+	replicas map[engine.AttemptKey]*vgroup // by run
+}
+
+// VerifierConfig configures a Verifier.
+type VerifierConfig struct {
+	// Sink receives the results and progress of every attempt: the engine.
+	Sink engine.ResultSink
+	// Outcome, when set, is told, for each run's worker node, whether it
+	// agreed with the majority.
+	Outcome func(node string, agreed bool)
+	// Logger; nil: none.
+	Logger *zap.Logger
+}
+
+type vgroup struct {
+	d    engine.TaskDispatch // the verified attempt
+	runs []*vrun
+}
+
+type vrun struct {
+	key  engine.AttemptKey
+	done bool
+	res  engine.TaskResult
+	sum  [sha256.Size]byte
+}
+
+var (
+	_ engine.Dispatcher = (*Verifier)(nil)
+	_ engine.ResultSink = (*Verifier)(nil)
+)
+
+// NewVerifier builds a Verifier; SetNext gives it the Router before the
+// first Dispatch.
+func NewVerifier(cfg VerifierConfig) *Verifier {
+	if cfg.Logger == nil {
+		cfg.Logger = zap.NewNop()
+	}
+	cfg.Logger = cfg.Logger.Named("verify")
+	return &Verifier{cfg: cfg, groups: map[engine.AttemptKey]*vgroup{}, replicas: map[engine.AttemptKey]*vgroup{}}
+}
+
+// SetNext sets the Dispatcher runs go to (the Router, built with this
+// Verifier as its sink).
+func (v *Verifier) SetNext(next engine.Dispatcher) { v.next = next }
+
+// runKey is the key of run i (1-based) of a verified attempt.
+func runKey(k engine.AttemptKey, i int) engine.AttemptKey {
+	k.ExecutionID = fmt.Sprintf("%s#r%d", k.ExecutionID, i)
+	return k
+}
+
+// runOf is run i of g's attempt, kept off the nodes in avoid.
+func runOf(d engine.TaskDispatch, i int, avoid []string) engine.TaskDispatch {
+	r := d
+	r.AttemptKey = runKey(d.AttemptKey, i)
+	r.Verify, r.Group, r.Avoid = 0, d.IdempotencyKey(), avoid
+	return r
+}
+
+// Dispatch implements engine.Dispatcher: verified attempts go out as their
+// runs, the rest as they are. An attempt's error is its own, or that of a
+// run refused (its other runs are then cancelled, so that the engine
+// offers the attempt again from scratch).
+func (v *Verifier) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
+	var (
+		out   []engine.TaskDispatch
+		owner []int // task index of each dispatch in out
+	)
+	v.mu.Lock()
+	for i, d := range tasks {
+		if d.Verify < 2 {
+			out, owner = append(out, d), append(owner, i)
+			continue
+		}
+		if _, dup := v.groups[d.AttemptKey]; dup {
+			continue
+		}
+		g := &vgroup{d: d}
+		v.groups[d.AttemptKey] = g
+		for r := 1; r <= d.Verify; r++ {
+			run := runOf(d, r, nil)
+			g.runs = append(g.runs, &vrun{key: run.AttemptKey})
+			v.replicas[run.AttemptKey] = g
+			out, owner = append(out, run), append(owner, i)
+		}
+	}
+	v.mu.Unlock()
+	if len(out) == 0 {
+		return nil
+	}
+	errs := v.next.Dispatch(ctx, out)
+	if errs == nil {
+		return nil
+	}
+	res := make([]error, len(tasks))
+	for j, err := range errs {
+		if err != nil && res[owner[j]] == nil {
+			res[owner[j]] = err
+		}
+	}
+	// A verified attempt with a run refused is refused: its accepted runs
+	// are cancelled, and it starts afresh when the engine offers it again.
+	accepted := map[engine.AttemptKey][]engine.AttemptKey{}
+	for j, d := range out {
+		if errs[j] == nil && d.Group != "" {
+			orig := tasks[owner[j]].AttemptKey
+			accepted[orig] = append(accepted[orig], d.AttemptKey)
+		}
+	}
+	for i, d := range tasks {
+		if res[i] == nil || d.Verify < 2 {
+			continue
+		}
+		v.mu.Lock()
+		g := v.groups[d.AttemptKey]
+		if g != nil {
+			v.forgetLocked(g)
+		}
+		v.mu.Unlock()
+		if g != nil && len(accepted[d.AttemptKey]) > 0 {
+			v.cancelRuns(ctx, g, accepted[d.AttemptKey])
+		}
+	}
+	return res
+}
+
+// Cancel implements engine.Dispatcher: cancelling a verified attempt
+// cancels its runs.
+func (v *Verifier) Cancel(ctx context.Context, term uint64, keys []engine.AttemptKey) error {
+	all := slices.Clone(keys)
+	v.mu.Lock()
+	for _, k := range keys {
+		if g := v.groups[k]; g != nil {
+			v.forgetLocked(g)
+			for _, r := range g.runs {
+				all = append(all, r.key)
+			}
+		}
+	}
+	v.mu.Unlock()
+	return v.next.Cancel(ctx, term, all)
+}
+
+// TaskResult implements engine.ResultSink for the Router: a run's result
+// counts toward its attempt's verdict; any other passes through.
+func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
+	v.mu.Lock()
+	g := v.replicas[r.AttemptKey]
+	if g == nil {
+		v.mu.Unlock()
+		v.cfg.Sink.TaskResult(ctx, r)
+		return
+	}
+	run := g.run(r.AttemptKey)
+	if run.done {
+		v.mu.Unlock()
+		return // a duplicate
+	}
+	run.done, run.res, run.sum = true, r, digest(r)
+	final, extra, undone, votes := v.decideLocked(g, r)
+	v.mu.Unlock()
+
+	if extra != nil {
+		if errs := v.next.Dispatch(ctx, []engine.TaskDispatch{*extra}); errs != nil && errs[0] != nil {
+			v.mu.Lock()
+			v.forgetLocked(g)
+			v.mu.Unlock()
+			v.cancelRuns(ctx, g, nil)
+			v.cfg.Sink.TaskResult(ctx, engine.TaskResult{AttemptKey: g.d.AttemptKey, Lost: true,
+				Error: "verify: the tie-breaking run could not be dispatched: " + errs[0].Error()})
+		}
+		return
+	}
+	if final == nil {
+		return
+	}
+	if len(undone) > 0 {
+		v.cancelRuns(ctx, g, undone)
+	}
+	if v.cfg.Outcome != nil {
+		for node, agreed := range votes {
+			v.cfg.Outcome(node, agreed)
+		}
+	}
+	v.cfg.Sink.TaskResult(ctx, *final)
+}
+
+// decideLocked looks at g after a run finished with r: it returns the
+// attempt's result once decided (the runs still out, to cancel, and each
+// run's node with whether it agreed), or a tie-breaking run to dispatch,
+// or nothing yet. v.mu held.
+func (v *Verifier) decideLocked(g *vgroup, r engine.TaskResult) (final *engine.TaskResult, extra *engine.TaskDispatch, undone []engine.AttemptKey, votes map[string]bool) {
+	orig := g.d.AttemptKey
+	if r.Lost || (!r.OK && r.WorkerID == "") {
+		// No verdict: the run never ran to an outcome.
+		v.forgetLocked(g)
+		res := engine.TaskResult{AttemptKey: orig, Lost: r.Lost, Error: "verify: a run of the attempt ended without an outcome: " + r.Error,
+			WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
+		return &res, nil, g.undone(), nil
+	}
+	counts := map[[sha256.Size]byte][]*vrun{}
+	done := 0
+	for _, run := range g.runs {
+		if run.done {
+			counts[run.sum] = append(counts[run.sum], run)
+			done++
+		}
+	}
+	var major []*vrun
+	for _, runs := range counts {
+		if len(runs) >= 2 {
+			major = runs
+		}
+	}
+	switch {
+	case major != nil:
+		v.forgetLocked(g)
+		votes = map[string]bool{}
+		for _, run := range g.runs {
+			if run.done && run.res.WorkerID != "" {
+				votes[workerNode(run.res.WorkerID)] = run.sum == major[0].sum
+			}
+		}
+		res := major[0].res
+		res.AttemptKey = orig
+		for _, run := range g.runs {
+			if run.done {
+				res.StartedAt = earliest(res.StartedAt, run.res.StartedAt)
+				res.FinishedAt = latest(res.FinishedAt, run.res.FinishedAt)
+			}
+		}
+		if len(counts) > 1 {
+			v.cfg.Logger.Warn("verify: the runs disagreed; the majority decided", zap.String("attempt", orig.IdempotencyKey()),
+				zap.Strings("nodes", g.nodes()))
+		}
+		return &res, nil, g.undone(), votes
+	case done < len(g.runs):
+		return nil, nil, nil, nil // more to come
+	case len(g.runs) == 2:
+		// Two that disagree: a third, on neither node, breaks the tie.
+		run := runOf(g.d, 3, g.nodes())
+		g.runs = append(g.runs, &vrun{key: run.AttemptKey})
+		v.replicas[run.AttemptKey] = g
+		v.cfg.Logger.Info("verify: two runs disagree: a third breaks the tie", zap.String("attempt", orig.IdempotencyKey()),
+			zap.Strings("nodes", g.nodes()))
+		return nil, &run, nil, nil
+	default:
+		v.forgetLocked(g)
+		res := engine.TaskResult{AttemptKey: orig, WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+			Error: fmt.Sprintf("verify: the runs on %s gave %d different outcomes: no majority", strings.Join(g.nodes(), ", "), len(counts))}
+		return &res, nil, nil, nil
+	}
+}
+
+// cancelRuns cancels keys (nil: every run of g not done) at the Router.
+func (v *Verifier) cancelRuns(ctx context.Context, g *vgroup, keys []engine.AttemptKey) {
+	if keys == nil {
+		keys = g.undone()
+	}
+	if len(keys) == 0 {
+		return
+	}
+	if err := v.next.Cancel(ctx, g.d.Term, keys); err != nil && !errors.Is(err, engine.ErrStaleTerm) {
+		v.cfg.Logger.Warn("verify: cancelling runs failed", zap.Error(err))
+	}
+}
+
+// TaskProgress implements engine.ResultSink: a run's progress is the
+// attempt's when it is the first run's, or a notice of the Waggler layer
+// (no worker: "waiting: ...") about any run; any other attempt's passes
+// through.
+func (v *Verifier) TaskProgress(ctx context.Context, p engine.TaskProgress) {
+	v.mu.Lock()
+	g := v.replicas[p.AttemptKey]
+	pass := g == nil || g.runs[0].key == p.AttemptKey || p.WorkerID == ""
+	if g != nil {
+		p.AttemptKey = g.d.AttemptKey
+	}
+	v.mu.Unlock()
+	if pass {
+		v.cfg.Sink.TaskProgress(ctx, p)
+	}
+}
+
+// forgetLocked drops g; v.mu held.
+func (v *Verifier) forgetLocked(g *vgroup) {
+	delete(v.groups, g.d.AttemptKey)
+	for _, r := range g.runs {
+		delete(v.replicas, r.key)
+	}
+}
+
+func (g *vgroup) run(k engine.AttemptKey) *vrun {
+	for _, r := range g.runs {
+		if r.key == k {
+			return r
+		}
+	}
+	return nil
+}
+
+func (g *vgroup) undone() []engine.AttemptKey {
+	var out []engine.AttemptKey
+	for _, r := range g.runs {
+		if !r.done {
+			out = append(out, r.key)
+		}
+	}
+	return out
+}
+
+// nodes lists the worker nodes of the runs that finished.
+func (g *vgroup) nodes() []string {
+	var out []string
+	for _, r := range g.runs {
+		if r.done && r.res.WorkerID != "" {
+			out = append(out, workerNode(r.res.WorkerID))
+		}
+	}
+	return out
+}
+
+// digest is what runs compare: a successful output's canonical JSON, or
+// the fact of failing.
+func digest(r engine.TaskResult) [sha256.Size]byte {
+	if !r.OK {
+		return sha256.Sum256([]byte("failed"))
+	}
+	b, err := value.Encode(r.Output)
+	if err != nil {
+		return sha256.Sum256([]byte("unencodable:" + err.Error()))
+	}
+	return sha256.Sum256(append([]byte("ok:"), b...))
+}
+
+// earliest and latest compare times, a zero time counting as unknown.
+func earliest(a, b time.Time) time.Time {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
+		return b
+	}
+	return a
+}
+
+func latest(a, b time.Time) time.Time {
+	if b.After(a) {
+		return b
+	}
+	return a
+}
