@@ -273,6 +273,20 @@ func (r *raftReach) resumed(peer string) {
 	delete(r.failTm, peer)
 }
 
+// retain forgets the peers for which in is false: a server out of the
+// configuration has no replication, and when it is added again its new
+// replication starts afresh (reaching it at once reports nothing), so a
+// failure recorded before must not outlive its removal.
+func (r *raftReach) retain(in map[string]bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for p := range r.failTm {
+		if !in[p] {
+			delete(r.failTm, p)
+		}
+	}
+}
+
 // unreachable lists the peers whose heartbeats fail in term.
 func (r *raftReach) unreachable(term uint64) map[string]bool {
 	r.mu.Lock()
@@ -322,6 +336,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 			delete(r.missing, id)
 		}
 	}
+	m.reach.retain(inConf)
 	changes := planReconcile(reconcileInput{
 		Self: m.name, Config: conf, Servers: servers, Missing: r.missing, Now: now,
 		Unreachable:   m.reach.unreachable(term),
