@@ -539,3 +539,65 @@ outputs:
 		t.Fatalf("outvoted: %v, want the liar once", outvoted)
 	}
 }
+
+// An operator quarantines a worker node through any node (a worker-only
+// node forwards it to the leader, which commits it through Raft): what it
+// runs moves to the others and runs once more there, it gets nothing
+// while quarantined, the list says who and why, and once released it
+// works again. Each execution is recorded once.
+func TestQuarantineMovesWorkOff(t *testing.T) {
+	m := startWagMesh(t, "w1", "w2", "w3")
+	holder := m.waggler("")
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 4}`)
+	before := m.marks.waitRuns(t, "four runs", func(r []markRun) bool { return len(r) == 4 })
+	victim := ""
+	ran := 0
+	for _, r := range before {
+		if r.node != holder && (victim == "" || r.node == victim) {
+			victim, ran = r.node, ran+1
+		}
+	}
+	via := robonetv1.NewMeshServiceClient(m.workers[holder].conn) // not a server: it forwards
+	resp, err := via.Quarantine(ctxFor(t, 30*time.Second), &robonetv1.QuarantineRequest{
+		Op: robonetv1.QuarantineOp_QUARANTINE_OP_ADD, Node: victim, Reason: "suspected of tampering"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(resp.GetNodes()) != 1 || resp.GetNodes()[0].GetNode() != victim || !resp.GetNodes()[0].GetManual() ||
+		resp.GetNodes()[0].GetReason() != "suspected of tampering" {
+		t.Fatalf("after quarantining %s: %v", victim, resp.GetNodes())
+	}
+	runs := m.marks.waitRuns(t, "the victim's attempts to run again elsewhere", func(r []markRun) bool { return len(r) == 4+ran })
+	for _, r := range runs[4:] {
+		if r.node == victim {
+			t.Fatalf("an attempt moved to the quarantined node: %+v", r)
+		}
+	}
+	close(m.marks.release)
+	wantState(t, waitDone(t, m.server.api, id, 30*time.Second), robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	checkOncePerExecution(t, id, m.history(id), 4)
+
+	// Quarantined: six more tasks run on the others only.
+	id2 := submitSpec(t, m.server.api, markSpec, `{"n": 6}`)
+	wantState(t, waitDone(t, m.server.api, id2, 30*time.Second), robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	for _, r := range m.marks.snapshot()[4+ran:] {
+		if r.node == victim {
+			t.Fatalf("the quarantined node ran %s", r.exec)
+		}
+	}
+	// Released: it gets work again.
+	if _, err := via.Quarantine(ctxFor(t, 30*time.Second), &robonetv1.QuarantineRequest{
+		Op: robonetv1.QuarantineOp_QUARANTINE_OP_RELEASE, Node: victim}); err != nil {
+		t.Fatal(err)
+	}
+	list, err := m.server.mesh.Quarantine(ctxFor(t, 10*time.Second), &robonetv1.QuarantineRequest{Op: robonetv1.QuarantineOp_QUARANTINE_OP_LIST})
+	if err != nil || len(list.GetNodes()) != 0 {
+		t.Fatalf("after release: %v %v", list.GetNodes(), err)
+	}
+	seen := len(m.marks.snapshot())
+	id3 := submitSpec(t, m.server.api, markSpec, `{"n": 6}`) // six tasks for six slots: every node gets two
+	wantState(t, waitDone(t, m.server.api, id3, 30*time.Second), robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	if !slices.ContainsFunc(m.marks.snapshot()[seen:], func(r markRun) bool { return r.node == victim }) {
+		t.Fatalf("after its release, %s ran nothing", victim)
+	}
+}

@@ -560,7 +560,7 @@ func TestRestartEveryServer(t *testing.T) {
 				}
 			}
 			mustApply(t, c, mesh.AssignWaggler("code.exec", "w0", 1), has("w0", 1))
-			mustApply(t, c, mesh.Quarantine("w9", "test", at), nil)
+			mustApply(t, c, mesh.Quarantine("w9", "test", at, false), nil)
 			mustApply(t, c, mesh.SetSetting("k", "v"), nil)
 			mustApply(t, c, mesh.AssignWaggler("code.exec", "w1", 2), has("w1", 2))
 			lm := c.Leader()

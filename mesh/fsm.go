@@ -37,6 +37,9 @@ type WagglerAssignment struct {
 type QuarantineEntry struct {
 	Reason string    `json:"reason"`
 	Since  time.Time `json:"since"` // supplied by the proposer, never by Apply
+	// Manual marks an operator's quarantine: only an operator releases it
+	// (the Sentinel's are released after a cool-down).
+	Manual bool `json:"manual,omitempty"`
 }
 
 func newControlState() ControlState {
@@ -130,6 +133,7 @@ type quarantineBody struct {
 	Node   string    `json:"node"`
 	Reason string    `json:"reason"`
 	At     time.Time `json:"at"`
+	Manual bool      `json:"manual,omitempty"`
 }
 
 type releaseBody struct {
@@ -163,10 +167,11 @@ func UnassignWaggler(capability string, epoch uint64) Command {
 }
 
 // Quarantine puts node in quarantine since at (the proposer's clock: the
-// state machine never reads one). Quarantining a quarantined node keeps
-// its original time and updates the reason.
-func Quarantine(node, reason string, at time.Time) Command {
-	return newCommand(CmdQuarantine, quarantineBody{Node: node, Reason: reason, At: at.UTC().Round(0)})
+// state machine never reads one); manual marks an operator's. Quarantining
+// a quarantined node keeps its original time, updates the reason, and
+// keeps it manual if either is.
+func Quarantine(node, reason string, at time.Time, manual bool) Command {
+	return newCommand(CmdQuarantine, quarantineBody{Node: node, Reason: reason, At: at.UTC().Round(0), Manual: manual})
 }
 
 // Release takes node out of quarantine (a no-op if it is not in it).
@@ -289,9 +294,9 @@ func (f *fsm) apply(index uint64, data []byte) error {
 		if c.Node == "" {
 			return fmt.Errorf("%w: quarantine needs a node", ErrInvalidCommand)
 		}
-		e := QuarantineEntry{Reason: c.Reason, Since: c.At}
+		e := QuarantineEntry{Reason: c.Reason, Since: c.At, Manual: c.Manual}
 		if cur, ok := f.state.Quarantine[c.Node]; ok {
-			e.Since = cur.Since
+			e.Since, e.Manual = cur.Since, cur.Manual || c.Manual
 		}
 		f.state.Quarantine[c.Node] = e
 	case CmdRelease:

@@ -42,9 +42,9 @@ func TestFSMApply(t *testing.T) {
 		{AssignWaggler("code.exec", "n2", 5), nil},           // gaps are fine
 		{AssignWaggler("net.scan", "n3", 1), nil},            // epochs are per capability
 		{AssignWaggler("", "n3", 9), ErrInvalidCommand},
-		{Quarantine("n4", "replayed heartbeats", at), nil},
-		{Quarantine("n4", "chain broken", at.Add(time.Hour)), nil}, // keeps since, updates reason
-		{Quarantine("n5", "x", at), nil},
+		{Quarantine("n4", "replayed heartbeats", at, false), nil},
+		{Quarantine("n4", "chain broken", at.Add(time.Hour), false), nil}, // keeps since, updates reason
+		{Quarantine("n5", "x", at, true), nil},
 		{Release("n5"), nil},
 		{Release("never-quarantined"), nil},
 		{SetSetting("trust.tier", "established"), nil},
@@ -152,7 +152,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	log := zaptest.NewLogger(t)
 	at := time.Date(2026, 1, 2, 3, 4, 5, 6, time.FixedZone("X", 3600))
 	cmds := []Command{
-		AssignWaggler("ai.inference", "gpu-1", 3), Quarantine("bad", "why", at),
+		AssignWaggler("ai.inference", "gpu-1", 3), Quarantine("bad", "why", at, false),
 		SetSetting("k1", "v1"), SetSetting("k2", "v2"), AssignWaggler("code.exec", "c", 1),
 	}
 	// Two FSMs fed the same commands produce identical snapshots.

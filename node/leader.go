@@ -38,6 +38,8 @@ type meshNode interface {
 	// closed at its next change.
 	State() mesh.ControlState
 	StateChanged() <-chan struct{}
+	// Apply commits cmd through Raft; only the leader can.
+	Apply(ctx context.Context, cmd mesh.Command) error
 	// GossipKeys and ChangeKeyring read and change the gossip keyring.
 	GossipKeys() [][]byte
 	ChangeKeyring(op mesh.KeyringOp, key []byte) error

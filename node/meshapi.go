@@ -195,13 +195,7 @@ func (s *meshAPI) ListWagglers(ctx context.Context, req *robonetv1.ListWagglersR
 // one), otherwise the members' advertisements — per capability, the up
 // member advertising it at the highest epoch.
 func (s *meshAPI) wagglerRoles(members []mesh.Member) (map[string]mesh.WagglerAssignment, string) {
-	server := false
-	for _, m := range members {
-		if m.Name == s.self {
-			server = slices.Contains(m.Roles, mesh.RoleServer)
-		}
-	}
-	if server {
+	if s.isServer() {
 		return s.mesh.State().Wagglers, rolesFromControlState
 	}
 	roles := map[string]mesh.WagglerAssignment{}

@@ -44,6 +44,10 @@ func (d meshDirectory) Roles() map[string]wag.Role {
 	return out
 }
 
+func (d meshDirectory) Quarantined() []string {
+	return slices.Sorted(maps.Keys(d.n.mesh.State().Quarantine))
+}
+
 func (d meshDirectory) Changed() <-chan struct{} { return d.n.mesh.StateChanged() }
 
 func (d meshDirectory) Open(ctx context.Context, node string, term uint64, up wag.Uplink) (wag.Link, error) {

@@ -78,7 +78,10 @@ type WagglerHost struct {
 	mu       sync.Mutex
 	state    lifecycle.State
 	wagglers map[string]*Waggler // capability → the Waggler of its current epoch
-	session  *Session            // of the newest leader; nil when none
+	// quarantined are the nodes the leader says are quarantined: the
+	// Wagglers give their workers nothing.
+	quarantined map[string]bool
+	session     *Session // of the newest leader; nil when none
 	seq      uint64              // last result sequence number
 	pending  []SeqResult         // results not acknowledged yet, by Seq
 	// attachers are called whenever the roles change, so that this node's
@@ -192,17 +195,24 @@ func (s *Session) current() error {
 // roles, each at its epoch: new roles start a Waggler, a newer epoch
 // replaces the Waggler of a capability (the old one's attempts are the
 // leader's to hand over), roles no longer listed stop theirs.
-func (s *Session) SetRoles(roles map[string]uint64) error {
+func (s *Session) SetRoles(roles map[string]uint64, quarantined []string) error {
 	if err := s.current(); err != nil {
 		return err
 	}
 	h := s.h
 	var stop []*Waggler
 	h.mu.Lock()
+	h.quarantined = map[string]bool{}
+	for _, n := range quarantined {
+		h.quarantined[n] = true
+	}
+	keep := make([]*Waggler, 0, len(h.wagglers))
 	for capability, w := range h.wagglers {
 		if epoch, ok := roles[capability]; !ok || epoch != w.epoch {
 			stop = append(stop, w)
 			delete(h.wagglers, capability)
+		} else {
+			keep = append(keep, w)
 		}
 	}
 	started := false
@@ -212,6 +222,7 @@ func (s *Session) SetRoles(roles map[string]uint64) error {
 		}
 		w := newWaggler(h.cfg, capability, epoch, hostUplink{h}, h.log)
 		w.nodeDead = h.nodeDead
+		w.quarantined = maps.Clone(h.quarantined)
 		h.wagglers[capability] = w
 		if h.state.Running() {
 			w.start()
@@ -220,7 +231,11 @@ func (s *Session) SetRoles(roles map[string]uint64) error {
 		h.log.Info("waggler role taken", zap.String("capability", capability), zap.Uint64("epoch", epoch))
 	}
 	watchers := slices.Clone(h.watchers)
+	quar := maps.Clone(h.quarantined)
 	h.mu.Unlock()
+	for _, w := range keep {
+		w.Quarantine(quar)
+	}
 	for _, w := range stop {
 		w.close()
 		h.log.Info("waggler role given up", zap.String("capability", w.capability), zap.Uint64("epoch", w.epoch))

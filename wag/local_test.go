@@ -127,7 +127,7 @@ func TestHostQueueFullIsBusy(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := s.SetRoles(map[string]uint64{"code.exec": 1, "net.scan": 1}); err != nil {
+	if err := s.SetRoles(map[string]uint64{"code.exec": 1, "net.scan": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	handoff := func(d engine.TaskDispatch) Handoff { return Handoff{TaskDispatch: d, Epoch: 1} }
@@ -641,7 +641,7 @@ func TestTermFence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := old.SetRoles(map[string]uint64{"code.exec": 1}); err != nil {
+	if err := old.SetRoles(map[string]uint64{"code.exec": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := host.Open(3, nopUplink{}); err != nil {
@@ -654,7 +654,7 @@ func TestTermFence(t *testing.T) {
 	if err := old.Cancel([]engine.AttemptKey{d.AttemptKey}); !errors.Is(err, engine.ErrStaleTerm) {
 		t.Fatalf("cancel by the deposed leader: %v, want ErrStaleTerm", err)
 	}
-	if err := old.SetRoles(nil); !errors.Is(err, engine.ErrStaleTerm) {
+	if err := old.SetRoles(nil, nil); !errors.Is(err, engine.ErrStaleTerm) {
 		t.Fatalf("roles set by the deposed leader: %v, want ErrStaleTerm", err)
 	}
 	if _, err := host.Open(1, nopUplink{}); !errors.Is(err, engine.ErrStaleTerm) {

@@ -25,7 +25,10 @@ import (
 type Directory interface {
 	// Roles returns every Waggler role: capability → (node, epoch).
 	Roles() map[string]Role
-	// Changed returns a channel closed at the next change of the roles.
+	// Quarantined returns the quarantined nodes (sorted).
+	Quarantined() []string
+	// Changed returns a channel closed at the next change of the roles or
+	// the quarantine.
 	Changed() <-chan struct{}
 	// Open opens a session of term with node's Waggler host; what the host
 	// reports arrives on up.
@@ -42,7 +45,9 @@ type Role struct {
 // Link is a leader's session with one node's Waggler host: *Session
 // in-process, a stream across nodes.
 type Link interface {
-	SetRoles(roles map[string]uint64) error
+	// SetRoles tells the host the roles it holds and the quarantined
+	// nodes, whose workers get no work.
+	SetRoles(roles map[string]uint64, quarantined []string) error
 	Dispatch(hs []Handoff) []error
 	Cancel(keys []engine.AttemptKey) error
 	Ack(seq uint64)
@@ -100,6 +105,7 @@ type Router struct {
 	waiting map[string][]*att // capability → attempts no Waggler takes yet
 	nodes   map[string]*nodeLink
 	roles   map[string]Role
+	quar    []string // quarantined nodes, sorted
 	seq     uint64 // of the last attempt accepted
 	// parked are results for instances the engine does not hold yet.
 	parked []parkedResult
@@ -182,6 +188,7 @@ func (r *Router) Start(ctx context.Context) error {
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
 	changed := r.cfg.Directory.Changed()
 	roles := r.cfg.Directory.Roles()
+	r.quar = r.cfg.Directory.Quarantined()
 	r.mu.Unlock()
 	r.applyRoles(roles) // before Start returns: a dispatch right after finds the roles
 	r.mu.Lock()
@@ -268,7 +275,23 @@ func (r *Router) followRoles(changed <-chan struct{}) {
 		case <-changed:
 		}
 		changed = r.cfg.Directory.Changed()
+		r.applyQuarantine(r.cfg.Directory.Quarantined())
 		r.applyRoles(r.cfg.Directory.Roles())
+	}
+}
+
+// applyQuarantine records the quarantined nodes; when they changed, every
+// node with a session is told (with its roles).
+func (r *Router) applyQuarantine(q []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if slices.Equal(q, r.quar) {
+		return
+	}
+	r.quar = q
+	for _, n := range r.nodes {
+		n.rolesChanged()
+		n.wake()
 	}
 }
 
@@ -580,9 +603,12 @@ func (n *nodeLink) step() error {
 	}
 
 	r.mu.Lock()
-	var roles map[string]uint64
+	var (
+		roles map[string]uint64
+		quar  []string
+	)
 	if n.rolesDirty {
-		roles = r.rolesOfLocked(n.name)
+		roles, quar = r.rolesOfLocked(n.name), r.quar
 	}
 	cancels := n.cancels
 	n.cancels = nil
@@ -600,7 +626,7 @@ func (n *nodeLink) step() error {
 	r.mu.Unlock()
 
 	if roles != nil {
-		if err := l.SetRoles(roles); err != nil {
+		if err := l.SetRoles(roles, quar); err != nil {
 			return n.broken(err)
 		}
 		r.mu.Lock()

@@ -39,6 +39,8 @@ func (d *fakeDir) Roles() map[string]Role {
 	return maps.Clone(d.roles)
 }
 
+func (d *fakeDir) Quarantined() []string { return nil }
+
 func (d *fakeDir) Changed() <-chan struct{} {
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -65,7 +67,7 @@ type fakeLink struct {
 	cancelled  []engine.AttemptKey
 }
 
-func (l *fakeLink) SetRoles(map[string]uint64) error { return nil }
+func (l *fakeLink) SetRoles(map[string]uint64, []string) error { return nil }
 func (l *fakeLink) Dispatch(hs []Handoff) []error {
 	l.mu.Lock()
 	defer l.mu.Unlock()

@@ -209,6 +209,8 @@ type Waggler struct {
 	// (the host's view): an inherited attempt whose worker ran there is
 	// queued at once.
 	nodeDead func(node string) bool
+	// quarantined are the nodes whose workers get nothing (under mu).
+	quarantined map[string]bool
 
 	cb       callbacks
 	stopTick func()
@@ -859,10 +861,13 @@ func (w *Waggler) release(e *entry) {
 // neither to a node in its Avoid nor to a node that runs another run of
 // its group, so the runs compare distinct nodes.
 func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
+	node := workerNode(ww.id)
+	if w.quarantined[node] {
+		return false
+	}
 	if e.d.Group == "" {
 		return true
 	}
-	node := workerNode(ww.id)
 	if slices.Contains(e.d.Avoid, node) {
 		return false
 	}
@@ -1119,6 +1124,41 @@ func (w *Waggler) dropBackup(e *entry) {
 }
 
 // takeIdle takes an available worker other than not, or nil.
+// Quarantine sets the nodes whose workers get no work: what runs there is
+// cancelled on its worker and queued again — the same attempt, to run
+// under a new generation elsewhere, so the quarantined worker's late
+// result is refused — and nothing is assigned there until the node is
+// released. The workers are not declared dead: they free up when they
+// report the cancel, and work again once released.
+func (w *Waggler) Quarantine(nodes map[string]bool) {
+	var fx effects
+	w.mu.Lock()
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	w.quarantined = nodes
+	for key, e := range w.byKey {
+		if e.worker == nil || !nodes[workerNode(e.worker.id)] {
+			continue
+		}
+		old := e.worker
+		w.mon.stop(key, e.gen)
+		w.dropBackup(e)
+		fx.cancels = append(fx.cancels, cancelEffect{w: old.w, key: key, gen: e.gen})
+		old.entry = nil // busy until it reports the cancel
+		e.worker = nil
+		w.running--
+		w.failovers++
+		w.pushFront(e)
+		w.log.Warn("attempt moved off a quarantined node", attemptFields(key, zap.String("worker", old.id))...)
+	}
+	w.pump(&fx)
+	w.settle()
+	w.mu.Unlock()
+	w.apply(fx)
+}
+
 // placeable reports whether a live worker, busy or not, may run e.
 func (w *Waggler) placeable(e *entry) bool {
 	for _, ww := range w.workers {

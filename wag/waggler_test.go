@@ -556,3 +556,47 @@ func TestWagglerGroupsOnDistinctNodes(t *testing.T) {
 		t.Fatalf("free workers on na got %v, want only the unrelated attempt", got)
 	}
 }
+
+// A quarantined node's attempts move to other nodes at once — the same
+// attempt, a new generation, its late report refused — and it gets no
+// work until released; its workers are not declared dead.
+func TestWagglerQuarantine(t *testing.T) {
+	bad, good := newFakeWorker("bad/c/1"), newFakeWorker("good/c/1")
+	h := newHarness(t, bad)
+	ds := h.dispatch("a")
+	first := bad.assigned(t)
+	if err := h.w.AddWorker(good); err != nil {
+		t.Fatal(err)
+	}
+	h.w.Quarantine(map[string]bool{"bad": true})
+	select {
+	case c := <-bad.cancels:
+		if c.AttemptKey != ds[0].AttemptKey || c.Generation != first.Generation {
+			t.Fatalf("cancel %+v", c)
+		}
+	default:
+		t.Fatal("the quarantined worker was not told to stop")
+	}
+	moved := good.assigned(t)
+	if moved.AttemptKey != ds[0].AttemptKey || moved.Generation == first.Generation {
+		t.Fatalf("moved %+v (first %+v)", moved, first)
+	}
+	// Its late report is stale; it frees the worker, which still gets
+	// nothing while quarantined.
+	bad.report(h.w, first, "late")
+	h.dispatch("b")
+	bad.idle(t)
+	good.report(h.w, moved, "done")
+	if r := h.sink.result(t, ds[0].AttemptKey); r.Output != "done" {
+		t.Fatalf("result %+v, want the moved run's", r)
+	}
+	if b := good.assigned(t); b.ExecutionID != testKey("b").ExecutionID {
+		t.Fatalf("the next attempt went to %+v", b)
+	}
+	// Released: it works again.
+	h.w.Quarantine(map[string]bool{})
+	h.dispatch("c")
+	if a := bad.assigned(t); a.ExecutionID != testKey("c").ExecutionID {
+		t.Fatalf("after release: %+v", a)
+	}
+}

@@ -148,6 +148,7 @@ or was cancelled), 2 usage error.`,
 		newMembersCmd(opts),
 		newLeaderCmd(opts),
 		newWagglersCmd(opts),
+		newQuarantineCmd(opts),
 	)
 	return root
 }

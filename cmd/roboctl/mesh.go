@@ -159,3 +159,57 @@ says why. A capability no node holds is "unassigned".`,
 	outputFlag(cmd, &output)
 	return cmd
 }
+
+func newQuarantineCmd(g *globalOptions) *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "quarantine",
+		Short: "List, add or release quarantined nodes (no work goes to them)",
+		Long: `A quarantined node gets no new work, and the attempts it runs move to other
+workers (the same attempts: its late results are refused). The Sentinel
+quarantines nodes that misbehave and releases them after a cool-down; an
+operator's quarantine lasts until an operator releases it. Changes are
+committed through Raft by the engine leader; any node forwards them.`,
+		Args: cobra.NoArgs,
+	}
+	run := func(op robonetv1.QuarantineOp, node, reason string, output *string) func(*cobra.Command, []string) error {
+		return func(cmd *cobra.Command, args []string) error {
+			format, err := client.ParseFormat(*output)
+			if err != nil {
+				return err
+			}
+			if len(args) > 0 {
+				node = args[0]
+			}
+			resp, err := askMesh(cmd, g, func(ctx context.Context, mc robonetv1.MeshServiceClient) (*robonetv1.QuarantineResponse, error) {
+				return mc.Quarantine(ctx, &robonetv1.QuarantineRequest{Op: op, Node: node, Reason: reason})
+			})
+			if err != nil {
+				return err
+			}
+			if format != client.FormatTable {
+				views := make([]client.QuarantinedView, 0, len(resp.GetNodes()))
+				for _, q := range resp.GetNodes() {
+					views = append(views, client.Quarantined(q))
+				}
+				return client.WriteData(cmd.OutOrStdout(), format, views)
+			}
+			client.PrintQuarantine(cmd.OutOrStdout(), resp.GetNodes())
+			return nil
+		}
+	}
+	var lsOut, addOut, relOut, reason string
+	ls := &cobra.Command{Use: "ls", Short: "List the quarantined nodes, why and since when", Args: cobra.NoArgs}
+	ls.RunE = run(robonetv1.QuarantineOp_QUARANTINE_OP_LIST, "", "", &lsOut)
+	outputFlag(ls, &lsOut)
+	add := &cobra.Command{Use: "add NODE", Short: "Quarantine NODE until an operator releases it", Args: cobra.ExactArgs(1)}
+	add.RunE = func(cmd *cobra.Command, args []string) error {
+		return run(robonetv1.QuarantineOp_QUARANTINE_OP_ADD, "", reason, &addOut)(cmd, args)
+	}
+	add.Flags().StringVar(&reason, "reason", "", "why (shown by ls)")
+	outputFlag(add, &addOut)
+	release := &cobra.Command{Use: "release NODE", Short: "Release NODE: it gets work again, its trust starting from zero", Args: cobra.ExactArgs(1)}
+	release.RunE = run(robonetv1.QuarantineOp_QUARANTINE_OP_RELEASE, "", "", &relOut)
+	outputFlag(release, &relOut)
+	cmd.AddCommand(ls, add, release)
+	return cmd
+}

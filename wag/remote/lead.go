@@ -170,9 +170,9 @@ func (l *LeadLink) request(build func(id uint64) *robonetv1.LeadRequest) (*robon
 }
 
 // SetRoles implements wag.Link.
-func (l *LeadLink) SetRoles(roles map[string]uint64) error {
+func (l *LeadLink) SetRoles(roles map[string]uint64, quarantined []string) error {
 	a, err := l.request(func(id uint64) *robonetv1.LeadRequest {
-		return &robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Roles{Roles: &robonetv1.LeadRoles{Id: id, Roles: roles}}}
+		return &robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Roles{Roles: &robonetv1.LeadRoles{Id: id, Roles: roles, Quarantined: quarantined}}}
 	})
 	if err != nil {
 		return err

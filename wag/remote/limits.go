@@ -181,6 +181,14 @@ func checkLeadRequest(m *robonetv1.LeadRequest) error {
 				return err
 			}
 		}
+		if err := checkBatch("LeadRoles: quarantined", len(x.Roles.GetQuarantined())); err != nil {
+			return err
+		}
+		for _, n := range x.Roles.GetQuarantined() {
+			if err := checkString("LeadRoles: quarantined", n, maxNameBytes); err != nil {
+				return err
+			}
+		}
 	case *robonetv1.LeadRequest_Dispatch:
 		if err := checkBatch("LeadDispatch", len(x.Dispatch.GetHandoffs())); err != nil {
 			return err

@@ -114,7 +114,7 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 		var answer *robonetv1.LeadAnswer
 		switch m := req.GetMsg().(type) {
 		case *robonetv1.LeadRequest_Roles:
-			answer = &robonetv1.LeadAnswer{Id: m.Roles.GetId(), Error: errToProto(sess.SetRoles(m.Roles.GetRoles()))}
+			answer = &robonetv1.LeadAnswer{Id: m.Roles.GetId(), Error: errToProto(sess.SetRoles(m.Roles.GetRoles(), m.Roles.GetQuarantined()))}
 		case *robonetv1.LeadRequest_Dispatch:
 			answer = s.dispatch(sess, m.Dispatch)
 		case *robonetv1.LeadRequest_Cancel:

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"text/tabwriter"
+	"time"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -157,4 +158,35 @@ func dash(s string) string {
 		return "-"
 	}
 	return s
+}
+
+// QuarantinedView is one quarantined node, for -o json and -o yaml.
+type QuarantinedView struct {
+	Node   string    `json:"node"`
+	Reason string    `json:"reason"`
+	Since  time.Time `json:"since"`
+	Manual bool      `json:"manual"`
+}
+
+// Quarantined is the view of q.
+func Quarantined(q *robonetv1.QuarantinedNode) QuarantinedView {
+	return QuarantinedView{Node: q.GetNode(), Reason: q.GetReason(), Since: q.GetSince().AsTime().UTC(), Manual: q.GetManual()}
+}
+
+// PrintQuarantine writes the quarantined nodes as a table.
+func PrintQuarantine(w io.Writer, nodes []*robonetv1.QuarantinedNode) {
+	if len(nodes) == 0 {
+		fmt.Fprintln(w, "no node is quarantined")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tSINCE\tBY\tREASON")
+	for _, q := range nodes {
+		by := "sentinel"
+		if q.GetManual() {
+			by = "operator"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", q.GetNode(), q.GetSince().AsTime().UTC().Format(time.RFC3339), by, q.GetReason())
+	}
+	_ = tw.Flush()
 }

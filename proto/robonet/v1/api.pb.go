@@ -295,6 +295,58 @@ func (KeyringOp) EnumDescriptor() ([]byte, []int) {
 	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
 }
 
+type QuarantineOp int32
+
+const (
+	QuarantineOp_QUARANTINE_OP_UNSPECIFIED QuarantineOp = 0
+	QuarantineOp_QUARANTINE_OP_LIST        QuarantineOp = 1
+	QuarantineOp_QUARANTINE_OP_ADD         QuarantineOp = 2
+	QuarantineOp_QUARANTINE_OP_RELEASE     QuarantineOp = 3
+)
+
+// Enum value maps for QuarantineOp.
+var (
+	QuarantineOp_name = map[int32]string{
+		0: "QUARANTINE_OP_UNSPECIFIED",
+		1: "QUARANTINE_OP_LIST",
+		2: "QUARANTINE_OP_ADD",
+		3: "QUARANTINE_OP_RELEASE",
+	}
+	QuarantineOp_value = map[string]int32{
+		"QUARANTINE_OP_UNSPECIFIED": 0,
+		"QUARANTINE_OP_LIST":        1,
+		"QUARANTINE_OP_ADD":         2,
+		"QUARANTINE_OP_RELEASE":     3,
+	}
+)
+
+func (x QuarantineOp) Enum() *QuarantineOp {
+	p := new(QuarantineOp)
+	*p = x
+	return p
+}
+
+func (x QuarantineOp) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (QuarantineOp) Descriptor() protoreflect.EnumDescriptor {
+	return file_robonet_v1_api_proto_enumTypes[4].Descriptor()
+}
+
+func (QuarantineOp) Type() protoreflect.EnumType {
+	return &file_robonet_v1_api_proto_enumTypes[4]
+}
+
+func (x QuarantineOp) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use QuarantineOp.Descriptor instead.
+func (QuarantineOp) EnumDescriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
+}
+
 // WorkflowInfo describes a registered workflow version.
 type WorkflowInfo struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -3271,6 +3323,191 @@ func (x *NodeKeyring) GetFingerprints() []string {
 	return nil
 }
 
+type QuarantineRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Op    QuarantineOp           `protobuf:"varint,1,opt,name=op,proto3,enum=robonet.v1.QuarantineOp" json:"op,omitempty"`
+	// The node to quarantine or release.
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// Why (quarantine; at most 1 KiB).
+	Reason        string `protobuf:"bytes,3,opt,name=reason,proto3" json:"reason,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuarantineRequest) Reset() {
+	*x = QuarantineRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuarantineRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuarantineRequest) ProtoMessage() {}
+
+func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuarantineRequest.ProtoReflect.Descriptor instead.
+func (*QuarantineRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+}
+
+func (x *QuarantineRequest) GetOp() QuarantineOp {
+	if x != nil {
+		return x.Op
+	}
+	return QuarantineOp_QUARANTINE_OP_UNSPECIFIED
+}
+
+func (x *QuarantineRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *QuarantineRequest) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+type QuarantineResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Every quarantined node after the operation, sorted by name.
+	Nodes         []*QuarantinedNode `protobuf:"bytes,1,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	AnsweredBy    string             `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuarantineResponse) Reset() {
+	*x = QuarantineResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuarantineResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuarantineResponse) ProtoMessage() {}
+
+func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuarantineResponse.ProtoReflect.Descriptor instead.
+func (*QuarantineResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *QuarantineResponse) GetNodes() []*QuarantinedNode {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *QuarantineResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+type QuarantinedNode struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Node   string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Reason string                 `protobuf:"bytes,2,opt,name=reason,proto3" json:"reason,omitempty"`
+	Since  *timestamppb.Timestamp `protobuf:"bytes,3,opt,name=since,proto3" json:"since,omitempty"`
+	// Quarantined by an operator: only an operator releases it (the
+	// Sentinel's quarantines end after a cool-down).
+	Manual        bool `protobuf:"varint,4,opt,name=manual,proto3" json:"manual,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *QuarantinedNode) Reset() {
+	*x = QuarantinedNode{}
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *QuarantinedNode) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*QuarantinedNode) ProtoMessage() {}
+
+func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use QuarantinedNode.ProtoReflect.Descriptor instead.
+func (*QuarantinedNode) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+}
+
+func (x *QuarantinedNode) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *QuarantinedNode) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *QuarantinedNode) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *QuarantinedNode) GetManual() bool {
+	if x != nil {
+		return x.Manual
+	}
+	return false
+}
+
 var File_robonet_v1_api_proto protoreflect.FileDescriptor
 
 const file_robonet_v1_api_proto_rawDesc = "" +
@@ -3535,7 +3772,20 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vNodeKeyring\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x14\n" +
 	"\x05error\x18\x02 \x01(\tR\x05error\x12\"\n" +
-	"\ffingerprints\x18\x03 \x03(\tR\ffingerprints*\xdb\x01\n" +
+	"\ffingerprints\x18\x03 \x03(\tR\ffingerprints\"i\n" +
+	"\x11QuarantineRequest\x12(\n" +
+	"\x02op\x18\x01 \x01(\x0e2\x18.robonet.v1.QuarantineOpR\x02op\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x16\n" +
+	"\x06reason\x18\x03 \x01(\tR\x06reason\"h\n" +
+	"\x12QuarantineResponse\x121\n" +
+	"\x05nodes\x18\x01 \x03(\v2\x1b.robonet.v1.QuarantinedNodeR\x05nodes\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\"\x87\x01\n" +
+	"\x0fQuarantinedNode\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
+	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
+	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
+	"\x06manual\x18\x04 \x01(\bR\x06manual*\xdb\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -3570,7 +3820,12 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x0fKEYRING_OP_LIST\x10\x01\x12\x16\n" +
 	"\x12KEYRING_OP_INSTALL\x10\x02\x12\x12\n" +
 	"\x0eKEYRING_OP_USE\x10\x03\x12\x15\n" +
-	"\x11KEYRING_OP_REMOVE\x10\x042\xf6\x04\n" +
+	"\x11KEYRING_OP_REMOVE\x10\x04*w\n" +
+	"\fQuarantineOp\x12\x1d\n" +
+	"\x19QUARANTINE_OP_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12QUARANTINE_OP_LIST\x10\x01\x12\x15\n" +
+	"\x11QUARANTINE_OP_ADD\x10\x02\x12\x19\n" +
+	"\x15QUARANTINE_OP_RELEASE\x10\x032\xf6\x04\n" +
 	"\x0fWorkflowService\x12]\n" +
 	"\x10RegisterWorkflow\x12#.robonet.v1.RegisterWorkflowRequest\x1a$.robonet.v1.RegisterWorkflowResponse\x12T\n" +
 	"\rListWorkflows\x12 .robonet.v1.ListWorkflowsRequest\x1a!.robonet.v1.ListWorkflowsResponse\x12W\n" +
@@ -3578,13 +3833,15 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vGetInstance\x12\x1e.robonet.v1.GetInstanceRequest\x1a\x1f.robonet.v1.GetInstanceResponse\x12V\n" +
 	"\rWatchInstance\x12 .robonet.v1.WatchInstanceRequest\x1a!.robonet.v1.WatchInstanceResponse0\x01\x12W\n" +
 	"\x0eCancelInstance\x12!.robonet.v1.CancelInstanceRequest\x1a\".robonet.v1.CancelInstanceResponse\x12T\n" +
-	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\x94\x03\n" +
+	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\xe1\x03\n" +
 	"\vMeshService\x12N\n" +
 	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
 	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponse\x12Q\n" +
 	"\fListWagglers\x12\x1f.robonet.v1.ListWagglersRequest\x1a .robonet.v1.ListWagglersResponse\x12T\n" +
 	"\rLocalWagglers\x12 .robonet.v1.LocalWagglersRequest\x1a!.robonet.v1.LocalWagglersResponse\x12B\n" +
-	"\aKeyring\x12\x1a.robonet.v1.KeyringRequest\x1a\x1b.robonet.v1.KeyringResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\aKeyring\x12\x1a.robonet.v1.KeyringRequest\x1a\x1b.robonet.v1.KeyringResponse\x12K\n" +
+	"\n" +
+	"Quarantine\x12\x1d.robonet.v1.QuarantineRequest\x1a\x1e.robonet.v1.QuarantineResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -3598,132 +3855,141 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_api_proto_rawDescData
 }
 
-var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 4)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 42)
+var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
 	(EventKind)(0),                   // 2: robonet.v1.EventKind
 	(KeyringOp)(0),                   // 3: robonet.v1.KeyringOp
-	(*WorkflowInfo)(nil),             // 4: robonet.v1.WorkflowInfo
-	(*InlineSpec)(nil),               // 5: robonet.v1.InlineSpec
-	(*WorkflowRef)(nil),              // 6: robonet.v1.WorkflowRef
-	(*RegisterWorkflowRequest)(nil),  // 7: robonet.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil), // 8: robonet.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),     // 9: robonet.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 10: robonet.v1.ListWorkflowsResponse
-	(*SubmitWorkflowRequest)(nil),    // 11: robonet.v1.SubmitWorkflowRequest
-	(*SubmitWorkflowResponse)(nil),   // 12: robonet.v1.SubmitWorkflowResponse
-	(*TaskProgress)(nil),             // 13: robonet.v1.TaskProgress
-	(*TaskState)(nil),                // 14: robonet.v1.TaskState
-	(*TaskAttempt)(nil),              // 15: robonet.v1.TaskAttempt
-	(*InstanceProgress)(nil),         // 16: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 17: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 18: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 19: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 20: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 21: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 22: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 23: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 24: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 25: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 26: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 27: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 28: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 29: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 30: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 31: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 32: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 33: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 34: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 35: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 36: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 37: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 38: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 39: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 40: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 41: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 42: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 43: robonet.v1.NodeKeyring
-	nil,                              // 44: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 45: robonet.v1.Member.WagglersEntry
-	(*timestamppb.Timestamp)(nil),    // 46: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 47: google.protobuf.Duration
+	(QuarantineOp)(0),                // 4: robonet.v1.QuarantineOp
+	(*WorkflowInfo)(nil),             // 5: robonet.v1.WorkflowInfo
+	(*InlineSpec)(nil),               // 6: robonet.v1.InlineSpec
+	(*WorkflowRef)(nil),              // 7: robonet.v1.WorkflowRef
+	(*RegisterWorkflowRequest)(nil),  // 8: robonet.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil), // 9: robonet.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),     // 10: robonet.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 11: robonet.v1.ListWorkflowsResponse
+	(*SubmitWorkflowRequest)(nil),    // 12: robonet.v1.SubmitWorkflowRequest
+	(*SubmitWorkflowResponse)(nil),   // 13: robonet.v1.SubmitWorkflowResponse
+	(*TaskProgress)(nil),             // 14: robonet.v1.TaskProgress
+	(*TaskState)(nil),                // 15: robonet.v1.TaskState
+	(*TaskAttempt)(nil),              // 16: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 17: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 18: robonet.v1.Instance
+	(*GetInstanceRequest)(nil),       // 19: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 20: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 21: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 22: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 23: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 24: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 25: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 26: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 27: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 28: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 29: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 30: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 31: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 32: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 33: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 34: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 35: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 36: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 37: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 38: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 39: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 40: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 41: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 42: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 43: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 44: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 45: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 46: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 47: robonet.v1.QuarantinedNode
+	nil,                              // 48: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 49: robonet.v1.Member.WagglersEntry
+	(*timestamppb.Timestamp)(nil),    // 50: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 51: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	46, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	5,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	4,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	4,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	6,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	5,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	47, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	4,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	47, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	46, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	50, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	6,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	5,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	5,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	7,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	6,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	51, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	5,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	51, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	50, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
 	1,  // 10: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	46, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	46, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	13, // 13: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	15, // 14: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	46, // 15: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	46, // 16: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	50, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	50, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	14, // 13: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	16, // 14: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	50, // 15: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	50, // 16: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 17: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	46, // 18: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	46, // 19: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	46, // 20: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	14, // 21: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	16, // 22: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	17, // 23: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	46, // 24: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	50, // 18: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	50, // 19: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	50, // 20: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	15, // 21: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	17, // 22: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	18, // 23: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	50, // 24: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 25: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
 	0,  // 26: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	46, // 27: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	13, // 28: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	17, // 29: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	20, // 30: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	50, // 27: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	14, // 28: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	18, // 29: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	21, // 30: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
 	0,  // 31: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	46, // 32: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	46, // 33: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	50, // 32: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	50, // 33: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 34: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	25, // 35: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	29, // 36: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	44, // 37: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	45, // 38: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	31, // 39: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	37, // 40: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	40, // 41: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	26, // 35: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	30, // 36: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	48, // 37: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	49, // 38: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	32, // 39: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	38, // 40: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	41, // 41: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
 	3,  // 42: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	43, // 43: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	7,  // 44: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	9,  // 45: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	11, // 46: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	18, // 47: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	21, // 48: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	23, // 49: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	26, // 50: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	30, // 51: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	33, // 52: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	35, // 53: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	38, // 54: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	41, // 55: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	8,  // 56: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	10, // 57: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	12, // 58: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	19, // 59: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	22, // 60: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	24, // 61: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	27, // 62: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	32, // 63: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	34, // 64: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	36, // 65: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	39, // 66: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	42, // 67: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	56, // [56:68] is the sub-list for method output_type
-	44, // [44:56] is the sub-list for method input_type
-	44, // [44:44] is the sub-list for extension type_name
-	44, // [44:44] is the sub-list for extension extendee
-	0,  // [0:44] is the sub-list for field type_name
+	44, // 43: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,  // 44: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	47, // 45: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	50, // 46: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	8,  // 47: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	10, // 48: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	12, // 49: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	19, // 50: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	22, // 51: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	24, // 52: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	27, // 53: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	31, // 54: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	34, // 55: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	36, // 56: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	39, // 57: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	42, // 58: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	45, // 59: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	9,  // 60: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	11, // 61: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	13, // 62: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	20, // 63: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	23, // 64: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	25, // 65: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	28, // 66: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	33, // 67: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	35, // 68: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	37, // 69: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	40, // 70: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	43, // 71: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	46, // 72: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	60, // [60:73] is the sub-list for method output_type
+	47, // [47:60] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -3740,8 +4006,8 @@ func file_robonet_v1_api_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
-			NumEnums:      4,
-			NumMessages:   42,
+			NumEnums:      5,
+			NumMessages:   45,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -436,6 +436,7 @@ const (
 	MeshService_ListWagglers_FullMethodName  = "/robonet.v1.MeshService/ListWagglers"
 	MeshService_LocalWagglers_FullMethodName = "/robonet.v1.MeshService/LocalWagglers"
 	MeshService_Keyring_FullMethodName       = "/robonet.v1.MeshService/Keyring"
+	MeshService_Quarantine_FullMethodName    = "/robonet.v1.MeshService/Quarantine"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -477,6 +478,13 @@ type MeshServiceClient interface {
 	// fingerprints. Changes are kept in each node's data directory, so a
 	// restart keeps the rotated keys.
 	Keyring(ctx context.Context, in *KeyringRequest, opts ...grpc.CallOption) (*KeyringResponse, error)
+	// Quarantine lists the quarantined nodes, or quarantines or releases
+	// one (roboctl quarantine). Changes are committed through Raft by the
+	// engine leader (another node forwards them); a quarantined node gets no
+	// new work and what it runs moves to other workers. The list comes from
+	// the answering server's control state (a worker-only node asks the
+	// leader).
+	Quarantine(ctx context.Context, in *QuarantineRequest, opts ...grpc.CallOption) (*QuarantineResponse, error)
 }
 
 type meshServiceClient struct {
@@ -537,6 +545,16 @@ func (c *meshServiceClient) Keyring(ctx context.Context, in *KeyringRequest, opt
 	return out, nil
 }
 
+func (c *meshServiceClient) Quarantine(ctx context.Context, in *QuarantineRequest, opts ...grpc.CallOption) (*QuarantineResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(QuarantineResponse)
+	err := c.cc.Invoke(ctx, MeshService_Quarantine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -576,6 +594,13 @@ type MeshServiceServer interface {
 	// fingerprints. Changes are kept in each node's data directory, so a
 	// restart keeps the rotated keys.
 	Keyring(context.Context, *KeyringRequest) (*KeyringResponse, error)
+	// Quarantine lists the quarantined nodes, or quarantines or releases
+	// one (roboctl quarantine). Changes are committed through Raft by the
+	// engine leader (another node forwards them); a quarantined node gets no
+	// new work and what it runs moves to other workers. The list comes from
+	// the answering server's control state (a worker-only node asks the
+	// leader).
+	Quarantine(context.Context, *QuarantineRequest) (*QuarantineResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -600,6 +625,9 @@ func (UnimplementedMeshServiceServer) LocalWagglers(context.Context, *LocalWaggl
 }
 func (UnimplementedMeshServiceServer) Keyring(context.Context, *KeyringRequest) (*KeyringResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Keyring not implemented")
+}
+func (UnimplementedMeshServiceServer) Quarantine(context.Context, *QuarantineRequest) (*QuarantineResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method Quarantine not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -712,6 +740,24 @@ func _MeshService_Keyring_Handler(srv interface{}, ctx context.Context, dec func
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_Quarantine_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(QuarantineRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).Quarantine(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_Quarantine_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).Quarantine(ctx, req.(*QuarantineRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -738,6 +784,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "Keyring",
 			Handler:    _MeshService_Keyring_Handler,
+		},
+		{
+			MethodName: "Quarantine",
+			Handler:    _MeshService_Quarantine_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

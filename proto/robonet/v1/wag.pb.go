@@ -527,9 +527,12 @@ func (x *LeadOpen) GetLeader() string {
 }
 
 type LeadRoles struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
-	Roles         map[string]uint64      `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
+	Roles map[string]uint64      `protobuf:"bytes,2,rep,name=roles,proto3" json:"roles,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// The quarantined nodes (the control state's): no work goes to their
+	// workers, and what they run fails over.
+	Quarantined   []string `protobuf:"bytes,3,rep,name=quarantined,proto3" json:"quarantined,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -574,6 +577,13 @@ func (x *LeadRoles) GetId() uint64 {
 func (x *LeadRoles) GetRoles() map[string]uint64 {
 	if x != nil {
 		return x.Roles
+	}
+	return nil
+}
+
+func (x *LeadRoles) GetQuarantined() []string {
+	if x != nil {
+		return x.Quarantined
 	}
 	return nil
 }
@@ -2457,10 +2467,11 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\x03msg\"6\n" +
 	"\bLeadOpen\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader\"\x8d\x01\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\"\xaf\x01\n" +
 	"\tLeadRoles\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x126\n" +
-	"\x05roles\x18\x02 \x03(\v2 .robonet.v1.LeadRoles.RolesEntryR\x05roles\x1a8\n" +
+	"\x05roles\x18\x02 \x03(\v2 .robonet.v1.LeadRoles.RolesEntryR\x05roles\x12 \n" +
+	"\vquarantined\x18\x03 \x03(\tR\vquarantined\x1a8\n" +
 	"\n" +
 	"RolesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
