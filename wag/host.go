@@ -81,9 +81,9 @@ type WagglerHost struct {
 	// quarantined are the nodes the leader says are quarantined: the
 	// Wagglers give their workers nothing.
 	quarantined map[string]bool
-	session     *Session // of the newest leader; nil when none
-	seq      uint64              // last result sequence number
-	pending  []SeqResult         // results not acknowledged yet, by Seq
+	session     *Session    // of the newest leader; nil when none
+	seq         uint64      // last result sequence number
+	pending     []SeqResult // results not acknowledged yet, by Seq
 	// attachers are called whenever the roles change, so that this node's
 	// own workers can follow the Waggler of their capability.
 	watchers []func()

@@ -106,7 +106,7 @@ type Router struct {
 	nodes   map[string]*nodeLink
 	roles   map[string]Role
 	quar    []string // quarantined nodes, sorted
-	seq     uint64 // of the last attempt accepted
+	seq     uint64   // of the last attempt accepted
 	// parked are results for instances the engine does not hold yet.
 	parked []parkedResult
 	// cancelled remembers recent cancels: a Waggler that takes a role
