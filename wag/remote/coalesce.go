@@ -128,3 +128,34 @@ func overtakes(later, earlier proto.Message) bool {
 	}
 	return false
 }
+
+// batchLen is the number of items of a batch message (what MaxBatchItems
+// bounds), 0 for others.
+func batchLen(m proto.Message) int {
+	switch x := m.(type) {
+	case *robonetv1.WorkResponse:
+		switch y := x.GetMsg().(type) {
+		case *robonetv1.WorkResponse_Assign:
+			return len(y.Assign.GetItems())
+		case *robonetv1.WorkResponse_Cancel:
+			return len(y.Cancel.GetItems())
+		}
+	case *robonetv1.WorkRequest:
+		switch y := x.GetMsg().(type) {
+		case *robonetv1.WorkRequest_Reports:
+			return len(y.Reports.GetItems())
+		case *robonetv1.WorkRequest_Heartbeats:
+			return len(y.Heartbeats.GetItems())
+		}
+	case *robonetv1.LeadResponse:
+		switch y := x.GetMsg().(type) {
+		case *robonetv1.LeadResponse_Results:
+			return len(y.Results.GetResults())
+		case *robonetv1.LeadResponse_Progress:
+			return len(y.Progress.GetItems())
+		case *robonetv1.LeadResponse_Started:
+			return len(y.Started.GetItems())
+		}
+	}
+	return 0
+}

@@ -181,7 +181,30 @@ func (l *LeadLink) SetRoles(roles map[string]uint64, quarantined []string) error
 }
 
 // Dispatch implements wag.Link: one answer per handoff.
+// Handoffs go in requests of at most maxPerRequest, which a host accepts
+// (MaxBatchItems).
 func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
+	var errs []error
+	for start := 0; start < len(hs); start += maxPerRequest {
+		end := min(start+maxPerRequest, len(hs))
+		for i, err := range l.dispatch(hs[start:end]) {
+			if err != nil {
+				if errs == nil {
+					errs = make([]error, len(hs))
+				}
+				errs[start+i] = err
+			}
+		}
+	}
+	return errs
+}
+
+// maxPerRequest bounds the handoffs or cancels of one Lead request, well
+// under what a host accepts.
+const maxPerRequest = MaxBatchItems / 4
+
+// dispatch sends one request of handoffs.
+func (l *LeadLink) dispatch(hs []wag.Handoff) []error {
 	var errs []error
 	set := func(i int, err error) {
 		if errs == nil {
@@ -227,8 +250,18 @@ func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
 	return errs
 }
 
-// Cancel implements wag.Link.
+// Cancel implements wag.Link: keys go in requests of at most
+// maxPerRequest.
 func (l *LeadLink) Cancel(keys []engine.AttemptKey) error {
+	for start := 0; start < len(keys); start += maxPerRequest {
+		if err := l.cancelKeys(keys[start:min(start+maxPerRequest, len(keys))]); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (l *LeadLink) cancelKeys(keys []engine.AttemptKey) error {
 	m := &robonetv1.LeadCancel{Keys: make([]*robonetv1.AttemptKey, len(keys))}
 	for i, k := range keys {
 		m.Keys[i] = keyToProto(k)

@@ -154,12 +154,14 @@ func coalesce[T proto.Message](q []item[T]) []item[T] {
 	}
 	out := q[:1]
 	sizes := []int{proto.Size(q[0].v)}
+	counts := []int{batchLen(q[0].v)} // items, within MaxBatchItems
 	for _, it := range q[1:] {
-		n := proto.Size(it.v)
+		n, c := proto.Size(it.v), batchLen(it.v)
 		merged := false
 		for j := len(out) - 1; j >= 0 && it.done == nil; j-- {
-			if out[j].done == nil && sizes[j]+n <= maxCoalesced && mergeInto(out[j].v, it.v) {
+			if out[j].done == nil && sizes[j]+n <= maxCoalesced && counts[j]+c <= MaxBatchItems && mergeInto(out[j].v, it.v) {
 				sizes[j] += n
+				counts[j] += c
 				merged = true
 				break
 			}
@@ -170,6 +172,7 @@ func coalesce[T proto.Message](q []item[T]) []item[T] {
 		if !merged {
 			out = append(out, it)
 			sizes = append(sizes, n)
+			counts = append(counts, c)
 		}
 	}
 	return out
