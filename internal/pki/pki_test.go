@@ -36,7 +36,7 @@ func mesh(t *testing.T, nodes ...string) (dir string, ids map[string]*Identity) 
 
 // handshake runs a TLS handshake between a client and a server config on
 // loopback and returns both errors and the server's view of the client.
-func handshake(t *testing.T, client, server *tls.Config) (clientErr, serverErr error, peer tls.ConnectionState) {
+func handshake(t *testing.T, client, server *tls.Config) (peer tls.ConnectionState, clientErr, serverErr error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -70,12 +70,12 @@ func handshake(t *testing.T, client, server *tls.Config) (clientErr, serverErr e
 	}
 	_ = cc.Close()
 	<-done
-	return clientErr, serverErr, peer
+	return peer, clientErr, serverErr
 }
 
 func TestNodeToNode(t *testing.T) {
 	_, ids := mesh(t, "s1", "w1")
-	cerr, serr, peer := handshake(t, ids["w1"].ClientTLS("s1"), ids["s1"].ServerTLS())
+	peer, cerr, serr := handshake(t, ids["w1"].ClientTLS("s1"), ids["s1"].ServerTLS())
 	if cerr != nil || serr != nil {
 		t.Fatalf("w1 → s1: client %v, server %v", cerr, serr)
 	}
@@ -87,7 +87,7 @@ func TestNodeToNode(t *testing.T) {
 	}
 
 	// Dialling s1 while expecting w9: refused by the client.
-	cerr, _, _ = handshake(t, ids["w1"].ClientTLS("w9"), ids["s1"].ServerTLS())
+	_, cerr, _ = handshake(t, ids["w1"].ClientTLS("w9"), ids["s1"].ServerTLS())
 	if !errors.Is(cerr, ErrWrongNode) {
 		t.Fatalf("dialling s1 as w9: %v, want ErrWrongNode", cerr)
 	}
@@ -99,7 +99,7 @@ func TestClientsWithoutCertificates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cerr, serr, peer := handshake(t, cfg, ids["s1"].ServerTLS())
+	peer, cerr, serr := handshake(t, cfg, ids["s1"].ServerTLS())
 	if cerr != nil || serr != nil {
 		t.Fatalf("client → s1: client %v, server %v", cerr, serr)
 	}
@@ -107,7 +107,7 @@ func TestClientsWithoutCertificates(t *testing.T) {
 		t.Fatal("a client without a certificate was read as a node")
 	}
 	named, _ := ClientTLS(dir+"/"+CAFile, "s2")
-	if cerr, _, _ := handshake(t, named, ids["s1"].ServerTLS()); !errors.Is(cerr, ErrWrongNode) {
+	if _, cerr, _ := handshake(t, named, ids["s1"].ServerTLS()); !errors.Is(cerr, ErrWrongNode) {
 		t.Fatalf("expecting s2, reaching s1: %v, want ErrWrongNode", cerr)
 	}
 }
@@ -116,11 +116,11 @@ func TestClientsWithoutCertificates(t *testing.T) {
 func TestForeignCA(t *testing.T) {
 	_, ours := mesh(t, "s1")
 	_, theirs := mesh(t, "s1", "w1")
-	if cerr, _, _ := handshake(t, theirs["w1"].ClientTLS("s1"), ours["s1"].ServerTLS()); cerr == nil {
+	if _, cerr, _ := handshake(t, theirs["w1"].ClientTLS("s1"), ours["s1"].ServerTLS()); cerr == nil {
 		// The client rejects our server (signed by another CA) first.
 		t.Fatal("a node of another mesh connected")
 	}
-	if _, serr, _ := handshake(t, theirs["w1"].ClientTLS(""), ours["s1"].ServerTLS()); serr == nil {
+	if _, _, serr := handshake(t, theirs["w1"].ClientTLS(""), ours["s1"].ServerTLS()); serr == nil {
 		t.Fatal("our server accepted a client certificate of another CA")
 	}
 }
@@ -128,13 +128,13 @@ func TestForeignCA(t *testing.T) {
 // Only servers join Raft.
 func TestRaftOnlyServers(t *testing.T) {
 	_, ids := mesh(t, "s1", "s2", "w1")
-	if cerr, serr, _ := handshake(t, ids["s2"].RaftClientTLS(), ids["s1"].RaftServerTLS()); cerr != nil || serr != nil {
+	if _, cerr, serr := handshake(t, ids["s2"].RaftClientTLS(), ids["s1"].RaftServerTLS()); cerr != nil || serr != nil {
 		t.Fatalf("s2 → s1 raft: client %v, server %v", cerr, serr)
 	}
-	if _, serr, _ := handshake(t, ids["w1"].RaftClientTLS(), ids["s1"].RaftServerTLS()); !errors.Is(serr, ErrNotServer) {
+	if _, _, serr := handshake(t, ids["w1"].RaftClientTLS(), ids["s1"].RaftServerTLS()); !errors.Is(serr, ErrNotServer) {
 		t.Fatalf("w1 → s1 raft: server %v, want ErrNotServer", serr)
 	}
-	if cerr, _, _ := handshake(t, ids["s1"].RaftClientTLS(), ids["w1"].RaftServerTLS()); !errors.Is(cerr, ErrNotServer) {
+	if _, cerr, _ := handshake(t, ids["s1"].RaftClientTLS(), ids["w1"].RaftServerTLS()); !errors.Is(cerr, ErrNotServer) {
 		t.Fatalf("s1 → w1 raft: client %v, want ErrNotServer", cerr)
 	}
 }
