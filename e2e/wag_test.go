@@ -182,6 +182,22 @@ func (m *wagMesh) waggler(not string) string {
 	return holder
 }
 
+// finish releases every mark run, waits for instance id to complete with
+// each of its n executions recorded once, and returns the nodes every
+// execution ran on, in order.
+func (m *wagMesh) finish(id string, n int) map[string][]string {
+	m.t.Helper()
+	close(m.marks.release)
+	in := waitDone(m.t, m.server.api, id, 60*time.Second)
+	wantState(m.t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	checkOncePerExecution(m.t, id, m.history(id), n)
+	runs := map[string][]string{}
+	for _, r := range m.marks.snapshot() {
+		runs[r.exec] = append(runs[r.exec], r.node)
+	}
+	return runs
+}
+
 // markSpec spreads n "mark" tasks over the capability "work".
 const markSpec = `
 name: marks
@@ -275,14 +291,7 @@ func TestWagglerKilledAttemptsInherited(t *testing.T) {
 	t.Logf("waggler %s killed; successor %s", holder, successor)
 	// Let everything finish: the live workers' attempts report to the
 	// successor, the dead node's two run again as slots free up.
-	close(m.marks.release)
-	in := waitDone(t, m.server.api, id, 60*time.Second)
-	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
-	checkOncePerExecution(t, id, m.history(id), 8)
-	runs := map[string][]string{}
-	for _, r := range m.marks.snapshot() {
-		runs[r.exec] = append(runs[r.exec], r.node)
-	}
+	runs := m.finish(id, 8)
 	for _, r := range before {
 		switch got := runs[r.exec]; {
 		case r.node == holder && (len(got) != 2 || got[1] == holder):
@@ -374,14 +383,7 @@ func TestWorkerFollowsTheControlStateWithoutGossip(t *testing.T) {
 	m.workers[holder].node.Halt()
 	successor := m.waggler(holder)
 	waitFollow(successor)
-	close(m.marks.release)
-	in := waitDone(t, m.server.api, id, 60*time.Second)
-	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
-	checkOncePerExecution(t, id, m.history(id), 8)
-	runs := map[string][]string{}
-	for _, r := range m.marks.snapshot() {
-		runs[r.exec] = append(runs[r.exec], r.node)
-	}
+	runs := m.finish(id, 8)
 	for _, r := range before {
 		if got := runs[r.exec]; r.node == deaf && len(got) != 1 {
 			t.Errorf("%s ran on %s, which followed the successor %s from the control state; it must be adopted, not run again: %v", r.exec, deaf, successor, got)

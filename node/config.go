@@ -15,6 +15,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/connect"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/wag"
@@ -335,7 +336,7 @@ func (c Config) checkExposure() error {
 		addrs = append(addrs, c.HTTPAddr)
 	}
 	for _, a := range addrs {
-		if !loopback(a) {
+		if !connect.Loopback(a) {
 			exposed = append(exposed, a)
 		}
 	}
@@ -359,19 +360,6 @@ func (c Config) checkExposure() error {
 		"anyone who reaches it could run commands through the exec action. "+
 		"Set them up, bind to 127.0.0.1, or pass --insecure to run without them anyway",
 		ErrInsecure, strings.Join(exposed, ", "), strings.Join(missing, ", "))
-}
-
-// loopback reports whether a listen address binds only to loopback.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
-	if err != nil {
-		return false
-	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // sqlitePath is where the embedded store lives.

@@ -41,7 +41,7 @@ func Dial(addr string, c Credentials, opts ...grpc.DialOption) (*grpc.ClientConn
 			return nil, err
 		}
 		creds = credentials.NewTLS(cfg)
-	} else if c.Token != "" && !loopbackAddr(addr) {
+	} else if c.Token != "" && !Loopback(addr) {
 		return nil, fmt.Errorf("refusing to send the API token unencrypted to %s: give the mesh CA with --tls-ca (or $ROBONET_TLS_CA)", addr)
 	}
 	opts = append(opts, grpc.WithTransportCredentials(creds))
@@ -66,8 +66,9 @@ func (t bearerToken) GetRequestMetadata(context.Context, ...string) (map[string]
 // TLS can be reached with a token; Dial refuses plaintext elsewhere.
 func (bearerToken) RequireTransportSecurity() bool { return false }
 
-// loopbackAddr reports whether addr's host is a loopback address.
-func loopbackAddr(addr string) bool {
+// Loopback reports whether addr (host:port) names only this machine: a
+// loopback address, or localhost.
+func Loopback(addr string) bool {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
 		return false
