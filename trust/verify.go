@@ -1,0 +1,199 @@
+package trust
+
+import "fmt"
+
+// Outcome is what a Verifier made of a stamp.
+type Outcome int
+
+// Outcomes of Verify.
+const (
+	// Accepted: a genuine token, later than the last accepted.
+	Accepted Outcome = iota + 1
+	// Replayed: a token at or before the last accepted one (a replay, or
+	// a message reordered): ignored. Not a betrayal.
+	Replayed
+	// Forged: the token is not the sender's, or an index no honest
+	// sender uses, of a chain the receiver knows: a betrayal. The
+	// verifier stays broken until Reset.
+	Forged
+	// TooFar: more than the verifier's maximum gap after the last
+	// accepted token; not verified (the receiver may fetch a fresher
+	// anchor). Not a betrayal.
+	TooFar
+	// UnknownChain: a chain the receiver knows no anchor of (the sender
+	// restarted): not verified; the receiver looks up the sender's
+	// published anchor and calls Learn. Not a betrayal.
+	UnknownChain
+)
+
+func (o Outcome) String() string {
+	switch o {
+	case Accepted:
+		return "accepted"
+	case Replayed:
+		return "replayed"
+	case Forged:
+		return "forged"
+	case TooFar:
+		return "too far"
+	case UnknownChain:
+		return "unknown chain"
+	}
+	return fmt.Sprintf("outcome(%d)", int(o))
+}
+
+// DefaultMaxGap is a Verifier's default bound on the gap it verifies:
+// 4,096 hashes, about 0.5 ms.
+const DefaultMaxGap = 4096
+
+// Counts are a Verifier's outcomes so far.
+type Counts struct {
+	Accepted, Replays, Forgeries, TooFar, Unknown uint64
+}
+
+// Verifier checks one sender's stamps. It keeps the last token it
+// accepted and verifies a later one by hashing it forward to that token:
+// a gap of g costs g hashes, bounded by maxGap. A stamp that announces the
+// sender's next chain, on a token that verifies, makes the verifier accept
+// that chain's tokens (from its anchor) and move to it. A Verifier is not
+// safe for concurrent use.
+type Verifier struct {
+	cur     Anchor
+	lastIdx uint32
+	lastVal [Size]byte
+	next    *Anchor
+	maxGap  uint32
+	broken  bool
+	counts  Counts
+}
+
+// NewVerifier starts from a sender's published anchor. maxGap 0 means
+// DefaultMaxGap.
+func NewVerifier(a Anchor, maxGap uint32) *Verifier {
+	if maxGap == 0 {
+		maxGap = DefaultMaxGap
+	}
+	return &Verifier{cur: a, lastVal: a.Value, maxGap: maxGap}
+}
+
+// Position is where a Verifier stands on its sender's chain: what another
+// verifier of the same sender can start from (NewVerifierAt), instead of
+// hashing all the way from the anchor.
+type Position struct {
+	Anchor Anchor
+	Index  uint32
+	Value  [Size]byte
+	Next   *Anchor
+}
+
+// Position returns where v stands.
+func (v *Verifier) Position() Position {
+	p := Position{Anchor: v.cur, Index: v.lastIdx, Value: v.lastVal}
+	if v.next != nil {
+		n := *v.next
+		p.Next = &n
+	}
+	return p
+}
+
+// NewVerifierAt starts from a position another verifier of the same
+// sender reached (it accepted the token there).
+func NewVerifierAt(p Position, maxGap uint32) *Verifier {
+	v := NewVerifier(p.Anchor, maxGap)
+	v.lastIdx, v.lastVal = p.Index, p.Value
+	if p.Next != nil {
+		n := *p.Next
+		v.next = &n
+	}
+	return v
+}
+
+// Verify checks s.
+func (v *Verifier) Verify(s Stamp) Outcome {
+	o := v.verify(s)
+	switch o {
+	case Accepted:
+		v.counts.Accepted++
+	case Replayed:
+		v.counts.Replays++
+	case Forged:
+		v.counts.Forgeries++
+	case TooFar:
+		v.counts.TooFar++
+	case UnknownChain:
+		v.counts.Unknown++
+	}
+	return o
+}
+
+func (v *Verifier) verify(s Stamp) Outcome {
+	if v.broken {
+		return Forged
+	}
+	t := s.Token
+	switch {
+	case t.ChainID == v.cur.ChainID:
+		if t.Index == 0 || t.Index > v.cur.Length {
+			v.broken = true
+			return Forged
+		}
+		if t.Index <= v.lastIdx {
+			return Replayed
+		}
+		gap := t.Index - v.lastIdx
+		if gap > v.maxGap {
+			return TooFar
+		}
+		if hashN(t.Value, gap) != v.lastVal {
+			v.broken = true
+			return Forged
+		}
+		v.lastIdx, v.lastVal = t.Index, t.Value
+		if n := s.Next; n != nil && n.ChainID != v.cur.ChainID && n.Length >= MinLength && n.Length <= MaxLength {
+			a := *n
+			v.next = &a
+		}
+		return Accepted
+	case v.next != nil && t.ChainID == v.next.ChainID:
+		// The announced next chain, verified from its anchor.
+		if t.Index == 0 || t.Index > v.next.Length {
+			v.broken = true
+			return Forged
+		}
+		if t.Index > v.maxGap {
+			return TooFar
+		}
+		if hashN(t.Value, t.Index) != v.next.Value {
+			v.broken = true
+			return Forged
+		}
+		v.cur, v.next = *v.next, nil
+		v.lastIdx, v.lastVal = t.Index, t.Value
+		return Accepted
+	}
+	return UnknownChain
+}
+
+// Learn moves to a sender's newly published anchor (it restarted, or
+// re-anchored while this receiver heard nothing); a no-op for the chain
+// already verified. A broken verifier stays broken: a betrayal ends only
+// with Reset.
+func (v *Verifier) Learn(a Anchor) {
+	if a.ChainID == v.cur.ChainID {
+		return
+	}
+	v.cur, v.lastIdx, v.lastVal, v.next = a, 0, a.Value, nil
+}
+
+// Reset starts over from a, forgetting a betrayal (the sender was released
+// from quarantine and starts from zero trust).
+func (v *Verifier) Reset(a Anchor) {
+	v.broken = false
+	v.cur, v.lastIdx, v.lastVal, v.next = a, 0, a.Value, nil
+}
+
+// Broken reports whether v saw a betrayal.
+func (v *Verifier) Broken() bool { return v.broken }
+
+// Counts returns the outcomes so far.
+func (v *Verifier) Counts() Counts { return v.counts }
