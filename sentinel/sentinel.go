@@ -146,7 +146,7 @@ func DefaultParams() Params {
 func (p Params) Validate() error {
 	var errs []error
 	if p.Window <= 0 || p.Buckets < 1 || p.MaxNodes < 1 {
-		errs = append(errs, errors.New("Window, Buckets and MaxNodes must be positive"))
+		errs = append(errs, errors.New("the window, buckets and max nodes must be positive"))
 	}
 	if p.MinAccepted < 1 || p.LostLow < 0 || p.LostHigh <= p.LostLow || p.LostHigh > 1 {
 		errs = append(errs, errors.New("MinAccepted must be positive and 0 <= LostLow < LostHigh <= 1"))
@@ -155,7 +155,7 @@ func (p Params) Validate() error {
 		errs = append(errs, errors.New("MinPeerAttempts, FailZ, MADFloor and ResourceZ must be positive, MinPeers at least 2"))
 	}
 	if p.Threshold <= 0 || p.Threshold > 1 || p.Confirmations < 1 || p.CoolDown <= 0 || p.MaxQuarantined <= 0 || p.MaxQuarantined > 1 {
-		errs = append(errs, errors.New("Threshold and MaxQuarantined must be in (0, 1], Confirmations and CoolDown positive"))
+		errs = append(errs, errors.New("the threshold and the quarantined share must be in (0, 1], the confirmations and the cool-down positive"))
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("sentinel: %w", err)
