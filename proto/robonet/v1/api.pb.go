@@ -347,6 +347,55 @@ func (QuarantineOp) EnumDescriptor() ([]byte, []int) {
 	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
 }
 
+type UpdateScheduleRequest_Op int32
+
+const (
+	UpdateScheduleRequest_OP_UNSPECIFIED UpdateScheduleRequest_Op = 0
+	UpdateScheduleRequest_OP_PAUSE       UpdateScheduleRequest_Op = 1
+	UpdateScheduleRequest_OP_RESUME      UpdateScheduleRequest_Op = 2
+)
+
+// Enum value maps for UpdateScheduleRequest_Op.
+var (
+	UpdateScheduleRequest_Op_name = map[int32]string{
+		0: "OP_UNSPECIFIED",
+		1: "OP_PAUSE",
+		2: "OP_RESUME",
+	}
+	UpdateScheduleRequest_Op_value = map[string]int32{
+		"OP_UNSPECIFIED": 0,
+		"OP_PAUSE":       1,
+		"OP_RESUME":      2,
+	}
+)
+
+func (x UpdateScheduleRequest_Op) Enum() *UpdateScheduleRequest_Op {
+	p := new(UpdateScheduleRequest_Op)
+	*p = x
+	return p
+}
+
+func (x UpdateScheduleRequest_Op) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (UpdateScheduleRequest_Op) Descriptor() protoreflect.EnumDescriptor {
+	return file_robonet_v1_api_proto_enumTypes[5].Descriptor()
+}
+
+func (UpdateScheduleRequest_Op) Type() protoreflect.EnumType {
+	return &file_robonet_v1_api_proto_enumTypes[5]
+}
+
+func (x UpdateScheduleRequest_Op) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use UpdateScheduleRequest_Op.Descriptor instead.
+func (UpdateScheduleRequest_Op) EnumDescriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55, 0}
+}
+
 // WorkflowInfo describes a registered workflow version.
 type WorkflowInfo struct {
 	state   protoimpl.MessageState `protogen:"open.v1"`
@@ -356,8 +405,10 @@ type WorkflowInfo struct {
 	IrHash      string `protobuf:"bytes,3,opt,name=ir_hash,json=irHash,proto3" json:"ir_hash,omitempty"`
 	Description string `protobuf:"bytes,4,opt,name=description,proto3" json:"description,omitempty"`
 	// Number of tasks in the definition.
-	Tasks         int32                  `protobuf:"varint,5,opt,name=tasks,proto3" json:"tasks,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	Tasks     int32                  `protobuf:"varint,5,opt,name=tasks,proto3" json:"tasks,omitempty"`
+	CreatedAt *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	// The capabilities its tasks need, sorted.
+	Capabilities  []string `protobuf:"bytes,7,rep,name=capabilities,proto3" json:"capabilities,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -430,6 +481,13 @@ func (x *WorkflowInfo) GetTasks() int32 {
 func (x *WorkflowInfo) GetCreatedAt() *timestamppb.Timestamp {
 	if x != nil {
 		return x.CreatedAt
+	}
+	return nil
+}
+
+func (x *WorkflowInfo) GetCapabilities() []string {
+	if x != nil {
+		return x.Capabilities
 	}
 	return nil
 }
@@ -756,7 +814,14 @@ type SubmitWorkflowRequest struct {
 	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
 	// Bounds the whole instance; unset or zero: no deadline. An instance
 	// still running at its deadline fails and its tasks are cancelled.
-	Deadline      *durationpb.Duration `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	Deadline *durationpb.Duration `protobuf:"bytes,5,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	// The edit-and-run loop, for an inline spec: when its (name, version)
+	// is registered with another definition, register it as the version
+	// after the highest registered one (or use the registered version that
+	// has this definition) instead of answering ALREADY_EXISTS. The
+	// response's workflow says which version ran, and a warning says that
+	// it moved. Registered versions stay immutable.
+	Dev           bool `protobuf:"varint,6,opt,name=dev,proto3" json:"dev,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -837,6 +902,13 @@ func (x *SubmitWorkflowRequest) GetDeadline() *durationpb.Duration {
 	return nil
 }
 
+func (x *SubmitWorkflowRequest) GetDev() bool {
+	if x != nil {
+		return x.Dev
+	}
+	return false
+}
+
 type isSubmitWorkflowRequest_Workflow interface {
 	isSubmitWorkflowRequest_Workflow()
 }
@@ -859,7 +931,10 @@ type SubmitWorkflowResponse struct {
 	Workflow   *WorkflowInfo          `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	// The idempotency key matched an earlier submission: instance_id is that
 	// submission's instance.
-	Existing      bool `protobuf:"varint,3,opt,name=existing,proto3" json:"existing,omitempty"`
+	Existing bool `protobuf:"varint,3,opt,name=existing,proto3" json:"existing,omitempty"`
+	// What the submitter should know: e.g. that no node serves a capability
+	// the workflow needs (its tasks wait until one does).
+	Warnings      []string `protobuf:"bytes,4,rep,name=warnings,proto3" json:"warnings,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -915,6 +990,283 @@ func (x *SubmitWorkflowResponse) GetExisting() bool {
 	return false
 }
 
+func (x *SubmitWorkflowResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+type SubmitWorkflowsRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// What to run: every item is an instance of this one version.
+	//
+	// Types that are valid to be assigned to Workflow:
+	//
+	//	*SubmitWorkflowsRequest_Ref
+	//	*SubmitWorkflowsRequest_Spec
+	Workflow      isSubmitWorkflowsRequest_Workflow `protobuf_oneof:"workflow"`
+	Items         []*SubmitItem                     `protobuf:"bytes,3,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitWorkflowsRequest) Reset() {
+	*x = SubmitWorkflowsRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitWorkflowsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitWorkflowsRequest) ProtoMessage() {}
+
+func (x *SubmitWorkflowsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitWorkflowsRequest.ProtoReflect.Descriptor instead.
+func (*SubmitWorkflowsRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
+}
+
+func (x *SubmitWorkflowsRequest) GetWorkflow() isSubmitWorkflowsRequest_Workflow {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+func (x *SubmitWorkflowsRequest) GetRef() *WorkflowRef {
+	if x != nil {
+		if x, ok := x.Workflow.(*SubmitWorkflowsRequest_Ref); ok {
+			return x.Ref
+		}
+	}
+	return nil
+}
+
+func (x *SubmitWorkflowsRequest) GetSpec() *InlineSpec {
+	if x != nil {
+		if x, ok := x.Workflow.(*SubmitWorkflowsRequest_Spec); ok {
+			return x.Spec
+		}
+	}
+	return nil
+}
+
+func (x *SubmitWorkflowsRequest) GetItems() []*SubmitItem {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
+
+type isSubmitWorkflowsRequest_Workflow interface {
+	isSubmitWorkflowsRequest_Workflow()
+}
+
+type SubmitWorkflowsRequest_Ref struct {
+	Ref *WorkflowRef `protobuf:"bytes,1,opt,name=ref,proto3,oneof"`
+}
+
+type SubmitWorkflowsRequest_Spec struct {
+	Spec *InlineSpec `protobuf:"bytes,2,opt,name=spec,proto3,oneof"`
+}
+
+func (*SubmitWorkflowsRequest_Ref) isSubmitWorkflowsRequest_Workflow() {}
+
+func (*SubmitWorkflowsRequest_Spec) isSubmitWorkflowsRequest_Workflow() {}
+
+// SubmitItem is one instance of a SubmitWorkflows call; its fields mean
+// what SubmitWorkflowRequest's do.
+type SubmitItem struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InputsJson string                 `protobuf:"bytes,1,opt,name=inputs_json,json=inputsJson,proto3" json:"inputs_json,omitempty"`
+	// Keys are per instance; an item repeating an earlier item's key (or a
+	// stored one) gets that instance with existing = true.
+	IdempotencyKey string               `protobuf:"bytes,2,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	Deadline       *durationpb.Duration `protobuf:"bytes,3,opt,name=deadline,proto3" json:"deadline,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SubmitItem) Reset() {
+	*x = SubmitItem{}
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitItem) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitItem) ProtoMessage() {}
+
+func (x *SubmitItem) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitItem.ProtoReflect.Descriptor instead.
+func (*SubmitItem) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *SubmitItem) GetInputsJson() string {
+	if x != nil {
+		return x.InputsJson
+	}
+	return ""
+}
+
+func (x *SubmitItem) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+func (x *SubmitItem) GetDeadline() *durationpb.Duration {
+	if x != nil {
+		return x.Deadline
+	}
+	return nil
+}
+
+type SubmitWorkflowsResponse struct {
+	state    protoimpl.MessageState `protogen:"open.v1"`
+	Workflow *WorkflowInfo          `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// One per item, in the items' order.
+	Instances []*SubmittedInstance `protobuf:"bytes,2,rep,name=instances,proto3" json:"instances,omitempty"`
+	// As in SubmitWorkflowResponse.
+	Warnings      []string `protobuf:"bytes,3,rep,name=warnings,proto3" json:"warnings,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmitWorkflowsResponse) Reset() {
+	*x = SubmitWorkflowsResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmitWorkflowsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmitWorkflowsResponse) ProtoMessage() {}
+
+func (x *SubmitWorkflowsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmitWorkflowsResponse.ProtoReflect.Descriptor instead.
+func (*SubmitWorkflowsResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *SubmitWorkflowsResponse) GetWorkflow() *WorkflowInfo {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+func (x *SubmitWorkflowsResponse) GetInstances() []*SubmittedInstance {
+	if x != nil {
+		return x.Instances
+	}
+	return nil
+}
+
+func (x *SubmitWorkflowsResponse) GetWarnings() []string {
+	if x != nil {
+		return x.Warnings
+	}
+	return nil
+}
+
+type SubmittedInstance struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	Existing      bool                   `protobuf:"varint,2,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SubmittedInstance) Reset() {
+	*x = SubmittedInstance{}
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SubmittedInstance) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SubmittedInstance) ProtoMessage() {}
+
+func (x *SubmittedInstance) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SubmittedInstance.ProtoReflect.Descriptor instead.
+func (*SubmittedInstance) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *SubmittedInstance) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *SubmittedInstance) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
 // TaskProgress is what the latest heartbeat of a running attempt said.
 type TaskProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -939,7 +1291,7 @@ type TaskProgress struct {
 
 func (x *TaskProgress) Reset() {
 	*x = TaskProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -951,7 +1303,7 @@ func (x *TaskProgress) String() string {
 func (*TaskProgress) ProtoMessage() {}
 
 func (x *TaskProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -964,7 +1316,7 @@ func (x *TaskProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProgress.ProtoReflect.Descriptor instead.
 func (*TaskProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TaskProgress) GetAttempt() uint32 {
@@ -1079,13 +1431,15 @@ type TaskState struct {
 	// ones are kept first and attempts_omitted counts the rest.
 	Attempts        []*TaskAttempt `protobuf:"bytes,16,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	AttemptsOmitted int32          `protobuf:"varint,17,opt,name=attempts_omitted,json=attemptsOmitted,proto3" json:"attempts_omitted,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The tasks it depends on (its needs): the edges of the workflow's DAG.
+	Needs         []string `protobuf:"bytes,18,rep,name=needs,proto3" json:"needs,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskState) Reset() {
 	*x = TaskState{}
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1097,7 +1451,7 @@ func (x *TaskState) String() string {
 func (*TaskState) ProtoMessage() {}
 
 func (x *TaskState) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1110,7 +1464,7 @@ func (x *TaskState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskState.ProtoReflect.Descriptor instead.
 func (*TaskState) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TaskState) GetName() string {
@@ -1232,6 +1586,13 @@ func (x *TaskState) GetAttemptsOmitted() int32 {
 	return 0
 }
 
+func (x *TaskState) GetNeeds() []string {
+	if x != nil {
+		return x.Needs
+	}
+	return nil
+}
+
 // TaskAttempt is one attempt of a task, or of one instance of a spread
 // task.
 type TaskAttempt struct {
@@ -1262,7 +1623,7 @@ type TaskAttempt struct {
 
 func (x *TaskAttempt) Reset() {
 	*x = TaskAttempt{}
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1274,7 +1635,7 @@ func (x *TaskAttempt) String() string {
 func (*TaskAttempt) ProtoMessage() {}
 
 func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1287,7 +1648,7 @@ func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAttempt.ProtoReflect.Descriptor instead.
 func (*TaskAttempt) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TaskAttempt) GetIndex() int32 {
@@ -1357,20 +1718,25 @@ func (x *TaskAttempt) GetError() string {
 // task is one unit per instance once it expanded (one before).
 type InstanceProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	Total int32                  `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
+	// Units of work known so far: total grows when a spread task expands
+	// (see unexpanded).
+	Total int32 `protobuf:"varint,1,opt,name=total,proto3" json:"total,omitempty"`
 	// Resolved units: completed, failed, skipped or cancelled.
 	Done int32 `protobuf:"varint,2,opt,name=done,proto3" json:"done,omitempty"`
 	// Dispatched units not finished yet: running, or waiting for a worker.
-	Running       int32 `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
-	Failed        int32 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
-	Skipped       int32 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	Running int32 `protobuf:"varint,3,opt,name=running,proto3" json:"running,omitempty"`
+	Failed  int32 `protobuf:"varint,4,opt,name=failed,proto3" json:"failed,omitempty"`
+	Skipped int32 `protobuf:"varint,5,opt,name=skipped,proto3" json:"skipped,omitempty"`
+	// Spread tasks not expanded yet (each counts as one unit in total until
+	// it knows its width).
+	Unexpanded    int32 `protobuf:"varint,6,opt,name=unexpanded,proto3" json:"unexpanded,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *InstanceProgress) Reset() {
 	*x = InstanceProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1382,7 +1748,7 @@ func (x *InstanceProgress) String() string {
 func (*InstanceProgress) ProtoMessage() {}
 
 func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1395,7 +1761,7 @@ func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceProgress.ProtoReflect.Descriptor instead.
 func (*InstanceProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *InstanceProgress) GetTotal() int32 {
@@ -1433,6 +1799,13 @@ func (x *InstanceProgress) GetSkipped() int32 {
 	return 0
 }
 
+func (x *InstanceProgress) GetUnexpanded() int32 {
+	if x != nil {
+		return x.Unexpanded
+	}
+	return 0
+}
+
 // Instance is a workflow instance with its tasks.
 type Instance struct {
 	state    protoimpl.MessageState `protogen:"open.v1"`
@@ -1461,7 +1834,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1473,7 +1846,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1486,7 +1859,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *Instance) GetId() string {
@@ -1589,7 +1962,7 @@ type GetInstanceRequest struct {
 
 func (x *GetInstanceRequest) Reset() {
 	*x = GetInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1601,7 +1974,7 @@ func (x *GetInstanceRequest) String() string {
 func (*GetInstanceRequest) ProtoMessage() {}
 
 func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1614,7 +1987,7 @@ func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *GetInstanceRequest) GetInstanceId() string {
@@ -1633,7 +2006,7 @@ type GetInstanceResponse struct {
 
 func (x *GetInstanceResponse) Reset() {
 	*x = GetInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1645,7 +2018,7 @@ func (x *GetInstanceResponse) String() string {
 func (*GetInstanceResponse) ProtoMessage() {}
 
 func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1658,7 +2031,7 @@ func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceResponse.ProtoReflect.Descriptor instead.
 func (*GetInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *GetInstanceResponse) GetInstance() *Instance {
@@ -1697,7 +2070,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1709,7 +2082,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1722,7 +2095,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -1820,7 +2193,7 @@ type WatchInstanceRequest struct {
 
 func (x *WatchInstanceRequest) Reset() {
 	*x = WatchInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1832,7 +2205,7 @@ func (x *WatchInstanceRequest) String() string {
 func (*WatchInstanceRequest) ProtoMessage() {}
 
 func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1845,7 +2218,7 @@ func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WatchInstanceRequest) GetInstanceId() string {
@@ -1871,7 +2244,7 @@ type WatchInstanceResponse struct {
 
 func (x *WatchInstanceResponse) Reset() {
 	*x = WatchInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1883,7 +2256,7 @@ func (x *WatchInstanceResponse) String() string {
 func (*WatchInstanceResponse) ProtoMessage() {}
 
 func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1896,7 +2269,7 @@ func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceResponse.ProtoReflect.Descriptor instead.
 func (*WatchInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WatchInstanceResponse) GetEvent() *Event {
@@ -1915,7 +2288,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1927,7 +2300,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1940,7 +2313,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -1958,7 +2331,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2343,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2356,7 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 // InstanceSummary is one row of ListInstances.
@@ -2002,7 +2375,7 @@ type InstanceSummary struct {
 
 func (x *InstanceSummary) Reset() {
 	*x = InstanceSummary{}
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2014,7 +2387,7 @@ func (x *InstanceSummary) String() string {
 func (*InstanceSummary) ProtoMessage() {}
 
 func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2027,7 +2400,7 @@ func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSummary.ProtoReflect.Descriptor instead.
 func (*InstanceSummary) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *InstanceSummary) GetId() string {
@@ -2088,14 +2461,19 @@ type ListInstancesRequest struct {
 	// At most this many per page; 0: the server's default (50).
 	PageSize int32 `protobuf:"varint,3,opt,name=page_size,json=pageSize,proto3" json:"page_size,omitempty"`
 	// From a previous response's next_page_token; empty: the first page.
-	PageToken     string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	PageToken string `protobuf:"bytes,4,opt,name=page_token,json=pageToken,proto3" json:"page_token,omitempty"`
+	// Only instances whose id starts with this (hex digits; dashes and case
+	// do not matter), as git and docker find objects by a prefix; empty: all.
+	IdPrefix string `protobuf:"bytes,5,opt,name=id_prefix,json=idPrefix,proto3" json:"id_prefix,omitempty"`
+	// Only instances created at or after this; unset: all.
+	CreatedAfter  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_after,json=createdAfter,proto3" json:"created_after,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2107,7 +2485,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2120,7 +2498,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *ListInstancesRequest) GetWorkflow() string {
@@ -2151,6 +2529,20 @@ func (x *ListInstancesRequest) GetPageToken() string {
 	return ""
 }
 
+func (x *ListInstancesRequest) GetIdPrefix() string {
+	if x != nil {
+		return x.IdPrefix
+	}
+	return ""
+}
+
+func (x *ListInstancesRequest) GetCreatedAfter() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAfter
+	}
+	return nil
+}
+
 type ListInstancesResponse struct {
 	state     protoimpl.MessageState `protogen:"open.v1"`
 	Instances []*InstanceSummary     `protobuf:"bytes,1,rep,name=instances,proto3" json:"instances,omitempty"`
@@ -2162,7 +2554,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2174,7 +2566,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2187,7 +2579,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceSummary {
@@ -2215,7 +2607,7 @@ type SpecErrors struct {
 
 func (x *SpecErrors) Reset() {
 	*x = SpecErrors{}
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2227,7 +2619,7 @@ func (x *SpecErrors) String() string {
 func (*SpecErrors) ProtoMessage() {}
 
 func (x *SpecErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2240,7 +2632,7 @@ func (x *SpecErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecErrors.ProtoReflect.Descriptor instead.
 func (*SpecErrors) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *SpecErrors) GetErrors() []*SpecError {
@@ -2275,7 +2667,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2287,7 +2679,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2300,7 +2692,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *SpecError) GetFile() string {
@@ -2360,14 +2752,17 @@ func (x *SpecError) GetText() string {
 }
 
 type ListMembersRequest struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Ask every up member for its worker pools (LocalPools), concurrently,
+	// each within a few seconds; a member that does not answer gets a note.
+	Pools         bool `protobuf:"varint,1,opt,name=pools,proto3" json:"pools,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2379,7 +2774,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2392,7 +2787,14 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
+}
+
+func (x *ListMembersRequest) GetPools() bool {
+	if x != nil {
+		return x.Pools
+	}
+	return false
 }
 
 // Member is one node of the mesh, as the answering node sees it.
@@ -2420,14 +2822,22 @@ type Member struct {
 	Version string `protobuf:"bytes,10,opt,name=version,proto3" json:"version,omitempty"`
 	// The Waggler roles the node runs, as it advertises them: capability →
 	// epoch of the assignment.
-	Wagglers      map[string]uint64 `protobuf:"bytes,11,rep,name=wagglers,proto3" json:"wagglers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	Wagglers map[string]uint64 `protobuf:"bytes,11,rep,name=wagglers,proto3" json:"wagglers,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// With ListMembersRequest.pools: the node's worker pools, or why they
+	// are missing (pools_note).
+	Pools     []*PoolStats `protobuf:"bytes,12,rep,name=pools,proto3" json:"pools,omitempty"`
+	PoolsNote string       `protobuf:"bytes,13,opt,name=pools_note,json=poolsNote,proto3" json:"pools_note,omitempty"`
+	// When the node was last heard from with its pools: now for a live
+	// answer, the leader's last collection for pools read from the store;
+	// unset when neither.
+	PoolsAt       *timestamppb.Timestamp `protobuf:"bytes,14,opt,name=pools_at,json=poolsAt,proto3" json:"pools_at,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2439,7 +2849,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2452,7 +2862,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *Member) GetName() string {
@@ -2532,6 +2942,27 @@ func (x *Member) GetWagglers() map[string]uint64 {
 	return nil
 }
 
+func (x *Member) GetPools() []*PoolStats {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+func (x *Member) GetPoolsNote() string {
+	if x != nil {
+		return x.PoolsNote
+	}
+	return ""
+}
+
+func (x *Member) GetPoolsAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.PoolsAt
+	}
+	return nil
+}
+
 type ListMembersResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Sorted by name.
@@ -2544,7 +2975,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2556,7 +2987,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2569,7 +3000,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -2594,7 +3025,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2606,7 +3037,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2619,7 +3050,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
 }
 
 type GetLeaderResponse struct {
@@ -2639,7 +3070,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2651,7 +3082,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2664,7 +3095,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *GetLeaderResponse) GetName() string {
@@ -2707,7 +3138,7 @@ type ListWagglersRequest struct {
 
 func (x *ListWagglersRequest) Reset() {
 	*x = ListWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2719,7 +3150,7 @@ func (x *ListWagglersRequest) String() string {
 func (*ListWagglersRequest) ProtoMessage() {}
 
 func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2732,7 +3163,7 @@ func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
 func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListWagglersRequest) GetRolesOnly() bool {
@@ -2768,7 +3199,7 @@ type ListWagglersResponse struct {
 
 func (x *ListWagglersResponse) Reset() {
 	*x = ListWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2780,7 +3211,7 @@ func (x *ListWagglersResponse) String() string {
 func (*ListWagglersResponse) ProtoMessage() {}
 
 func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2793,7 +3224,7 @@ func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersResponse.ProtoReflect.Descriptor instead.
 func (*ListWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListWagglersResponse) GetWagglers() []*WagglerRole {
@@ -2850,7 +3281,7 @@ type WagglerRole struct {
 
 func (x *WagglerRole) Reset() {
 	*x = WagglerRole{}
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2862,7 +3293,7 @@ func (x *WagglerRole) String() string {
 func (*WagglerRole) ProtoMessage() {}
 
 func (x *WagglerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2875,7 +3306,7 @@ func (x *WagglerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagglerRole.ProtoReflect.Descriptor instead.
 func (*WagglerRole) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WagglerRole) GetCapability() string {
@@ -2963,7 +3394,7 @@ type LocalWagglersRequest struct {
 
 func (x *LocalWagglersRequest) Reset() {
 	*x = LocalWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2975,7 +3406,7 @@ func (x *LocalWagglersRequest) String() string {
 func (*LocalWagglersRequest) ProtoMessage() {}
 
 func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2988,7 +3419,7 @@ func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersRequest.ProtoReflect.Descriptor instead.
 func (*LocalWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
 }
 
 type LocalWagglersResponse struct {
@@ -3003,7 +3434,7 @@ type LocalWagglersResponse struct {
 
 func (x *LocalWagglersResponse) Reset() {
 	*x = LocalWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3015,7 +3446,7 @@ func (x *LocalWagglersResponse) String() string {
 func (*LocalWagglersResponse) ProtoMessage() {}
 
 func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3028,7 +3459,7 @@ func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersResponse.ProtoReflect.Descriptor instead.
 func (*LocalWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *LocalWagglersResponse) GetWagglers() []*LocalWaggler {
@@ -3068,7 +3499,7 @@ type LocalWaggler struct {
 
 func (x *LocalWaggler) Reset() {
 	*x = LocalWaggler{}
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3080,7 +3511,7 @@ func (x *LocalWaggler) String() string {
 func (*LocalWaggler) ProtoMessage() {}
 
 func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3093,7 +3524,7 @@ func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWaggler.ProtoReflect.Descriptor instead.
 func (*LocalWaggler) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *LocalWaggler) GetCapability() string {
@@ -3165,7 +3596,7 @@ type KeyringRequest struct {
 
 func (x *KeyringRequest) Reset() {
 	*x = KeyringRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3177,7 +3608,7 @@ func (x *KeyringRequest) String() string {
 func (*KeyringRequest) ProtoMessage() {}
 
 func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3190,7 +3621,7 @@ func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringRequest.ProtoReflect.Descriptor instead.
 func (*KeyringRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *KeyringRequest) GetOp() KeyringOp {
@@ -3224,7 +3655,7 @@ type KeyringResponse struct {
 
 func (x *KeyringResponse) Reset() {
 	*x = KeyringResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3236,7 +3667,7 @@ func (x *KeyringResponse) String() string {
 func (*KeyringResponse) ProtoMessage() {}
 
 func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3249,7 +3680,7 @@ func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringResponse.ProtoReflect.Descriptor instead.
 func (*KeyringResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *KeyringResponse) GetNodes() []*NodeKeyring {
@@ -3274,7 +3705,7 @@ type NodeKeyring struct {
 
 func (x *NodeKeyring) Reset() {
 	*x = NodeKeyring{}
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3286,7 +3717,7 @@ func (x *NodeKeyring) String() string {
 func (*NodeKeyring) ProtoMessage() {}
 
 func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3299,7 +3730,7 @@ func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeyring.ProtoReflect.Descriptor instead.
 func (*NodeKeyring) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *NodeKeyring) GetNode() string {
@@ -3336,7 +3767,7 @@ type QuarantineRequest struct {
 
 func (x *QuarantineRequest) Reset() {
 	*x = QuarantineRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3348,7 +3779,7 @@ func (x *QuarantineRequest) String() string {
 func (*QuarantineRequest) ProtoMessage() {}
 
 func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3361,7 +3792,7 @@ func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *QuarantineRequest) GetOp() QuarantineOp {
@@ -3396,7 +3827,7 @@ type QuarantineResponse struct {
 
 func (x *QuarantineResponse) Reset() {
 	*x = QuarantineResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3408,7 +3839,7 @@ func (x *QuarantineResponse) String() string {
 func (*QuarantineResponse) ProtoMessage() {}
 
 func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3421,7 +3852,7 @@ func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *QuarantineResponse) GetNodes() []*QuarantinedNode {
@@ -3452,7 +3883,7 @@ type QuarantinedNode struct {
 
 func (x *QuarantinedNode) Reset() {
 	*x = QuarantinedNode{}
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3464,7 +3895,7 @@ func (x *QuarantinedNode) String() string {
 func (*QuarantinedNode) ProtoMessage() {}
 
 func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3477,7 +3908,7 @@ func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedNode.ProtoReflect.Descriptor instead.
 func (*QuarantinedNode) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *QuarantinedNode) GetNode() string {
@@ -3508,12 +3939,989 @@ func (x *QuarantinedNode) GetManual() bool {
 	return false
 }
 
+type ListTrustRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTrustRequest) Reset() {
+	*x = ListTrustRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTrustRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTrustRequest) ProtoMessage() {}
+
+func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTrustRequest.ProtoReflect.Descriptor instead.
+func (*ListTrustRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
+}
+
+type ListTrustResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The tier a worker node needs to run all its slots; below it a node is
+	// on probation.
+	DispatchTier string `protobuf:"bytes,1,opt,name=dispatch_tier,json=dispatchTier,proto3" json:"dispatch_tier,omitempty"`
+	// Every node the leader holds evidence of, or trusts from the start,
+	// sorted by name.
+	Nodes         []*NodeTrust `protobuf:"bytes,2,rep,name=nodes,proto3" json:"nodes,omitempty"`
+	AnsweredBy    string       `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListTrustResponse) Reset() {
+	*x = ListTrustResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListTrustResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListTrustResponse) ProtoMessage() {}
+
+func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListTrustResponse.ProtoReflect.Descriptor instead.
+func (*ListTrustResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
+}
+
+func (x *ListTrustResponse) GetDispatchTier() string {
+	if x != nil {
+		return x.DispatchTier
+	}
+	return ""
+}
+
+func (x *ListTrustResponse) GetNodes() []*NodeTrust {
+	if x != nil {
+		return x.Nodes
+	}
+	return nil
+}
+
+func (x *ListTrustResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+type NodeTrust struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Node  string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	// unverified, provisional, established or trusted.
+	Tier string `protobuf:"bytes,2,opt,name=tier,proto3" json:"tier,omitempty"`
+	// The beta-reputation (1 + good) / (2 + good + bad); 0 once betrayed.
+	Score float64 `protobuf:"fixed64,3,opt,name=score,proto3" json:"score,omitempty"`
+	// The decayed masses of good and bad evidence.
+	Good float64 `protobuf:"fixed64,4,opt,name=good,proto3" json:"good,omitempty"`
+	Bad  float64 `protobuf:"fixed64,5,opt,name=bad,proto3" json:"bad,omitempty"`
+	// How many observations of each kind (heartbeat_ok, task_completed,
+	// task_failed, replay, verify_agree, verify_mismatch, violation).
+	Evidence map[string]uint64 `protobuf:"bytes,6,rep,name=evidence,proto3" json:"evidence,omitempty" protobuf_key:"bytes,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	// Why its trust is zero: it forged a hash-chain token. Empty otherwise.
+	Betrayed   string `protobuf:"bytes,7,opt,name=betrayed,proto3" json:"betrayed,omitempty"`
+	Pretrusted bool   `protobuf:"varint,8,opt,name=pretrusted,proto3" json:"pretrusted,omitempty"`
+	Self       bool   `protobuf:"varint,9,opt,name=self,proto3" json:"self,omitempty"`
+	// When it entered its tier.
+	Since         *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=since,proto3" json:"since,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *NodeTrust) Reset() {
+	*x = NodeTrust{}
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *NodeTrust) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*NodeTrust) ProtoMessage() {}
+
+func (x *NodeTrust) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use NodeTrust.ProtoReflect.Descriptor instead.
+func (*NodeTrust) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
+}
+
+func (x *NodeTrust) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *NodeTrust) GetTier() string {
+	if x != nil {
+		return x.Tier
+	}
+	return ""
+}
+
+func (x *NodeTrust) GetScore() float64 {
+	if x != nil {
+		return x.Score
+	}
+	return 0
+}
+
+func (x *NodeTrust) GetGood() float64 {
+	if x != nil {
+		return x.Good
+	}
+	return 0
+}
+
+func (x *NodeTrust) GetBad() float64 {
+	if x != nil {
+		return x.Bad
+	}
+	return 0
+}
+
+func (x *NodeTrust) GetEvidence() map[string]uint64 {
+	if x != nil {
+		return x.Evidence
+	}
+	return nil
+}
+
+func (x *NodeTrust) GetBetrayed() string {
+	if x != nil {
+		return x.Betrayed
+	}
+	return ""
+}
+
+func (x *NodeTrust) GetPretrusted() bool {
+	if x != nil {
+		return x.Pretrusted
+	}
+	return false
+}
+
+func (x *NodeTrust) GetSelf() bool {
+	if x != nil {
+		return x.Self
+	}
+	return false
+}
+
+func (x *NodeTrust) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+type CreateScheduleRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Unique in the mesh: lower-case letters, digits, '.', '_' and '-',
+	// starting with a letter or digit, at most 128 characters.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The registered workflow to run; version 0: the latest registered when
+	// each run starts.
+	Workflow *WorkflowRef `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// The inputs of every run, a JSON object (empty: {}), bound against the
+	// workflow's declared inputs when the schedule is created.
+	InputsJson string `protobuf:"bytes,3,opt,name=inputs_json,json=inputsJson,proto3" json:"inputs_json,omitempty"`
+	// Exactly one of cron (five fields, minute hour day-of-month month
+	// day-of-week, or @hourly, @daily, @weekly, @monthly; UTC unless it starts
+	// with CRON_TZ=Area/City) and interval (whole seconds, at least 1 s;
+	// slots at multiples of it since the Unix epoch).
+	Cron     string               `protobuf:"bytes,4,opt,name=cron,proto3" json:"cron,omitempty"`
+	Interval *durationpb.Duration `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
+	// Each run waits a pseudo-random delay in [0, jitter) after its slot,
+	// the same on every server (at most 24 h).
+	Jitter *durationpb.Duration `protobuf:"bytes,6,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	// Start a run while the previous one is still active; false (the
+	// default) skips the slot instead.
+	AllowDuplicate bool `protobuf:"varint,7,opt,name=allow_duplicate,json=allowDuplicate,proto3" json:"allow_duplicate,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *CreateScheduleRequest) Reset() {
+	*x = CreateScheduleRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleRequest) ProtoMessage() {}
+
+func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
+}
+
+func (x *CreateScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *CreateScheduleRequest) GetWorkflow() *WorkflowRef {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+func (x *CreateScheduleRequest) GetInputsJson() string {
+	if x != nil {
+		return x.InputsJson
+	}
+	return ""
+}
+
+func (x *CreateScheduleRequest) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *CreateScheduleRequest) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *CreateScheduleRequest) GetJitter() *durationpb.Duration {
+	if x != nil {
+		return x.Jitter
+	}
+	return nil
+}
+
+func (x *CreateScheduleRequest) GetAllowDuplicate() bool {
+	if x != nil {
+		return x.AllowDuplicate
+	}
+	return false
+}
+
+type CreateScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *ScheduleInfo          `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *CreateScheduleResponse) Reset() {
+	*x = CreateScheduleResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *CreateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*CreateScheduleResponse) ProtoMessage() {}
+
+func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
+}
+
+func (x *CreateScheduleResponse) GetSchedule() *ScheduleInfo {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type ScheduleInfo struct {
+	state          protoimpl.MessageState `protogen:"open.v1"`
+	Name           string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Workflow       *WorkflowRef           `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	InputsJson     string                 `protobuf:"bytes,3,opt,name=inputs_json,json=inputsJson,proto3" json:"inputs_json,omitempty"`
+	Cron           string                 `protobuf:"bytes,4,opt,name=cron,proto3" json:"cron,omitempty"`
+	Interval       *durationpb.Duration   `protobuf:"bytes,5,opt,name=interval,proto3" json:"interval,omitempty"`
+	Jitter         *durationpb.Duration   `protobuf:"bytes,6,opt,name=jitter,proto3" json:"jitter,omitempty"`
+	AllowDuplicate bool                   `protobuf:"varint,7,opt,name=allow_duplicate,json=allowDuplicate,proto3" json:"allow_duplicate,omitempty"`
+	Paused         bool                   `protobuf:"varint,8,opt,name=paused,proto3" json:"paused,omitempty"`
+	// The next slot (before its jitter); unset while paused.
+	NextRunAt *timestamppb.Timestamp `protobuf:"bytes,9,opt,name=next_run_at,json=nextRunAt,proto3" json:"next_run_at,omitempty"`
+	// The last run: when it started and its instance; unset before the first.
+	LastRunAt      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=last_run_at,json=lastRunAt,proto3" json:"last_run_at,omitempty"`
+	LastInstanceId string                 `protobuf:"bytes,11,opt,name=last_instance_id,json=lastInstanceId,proto3" json:"last_instance_id,omitempty"`
+	// Why the last slot was skipped (the previous run still active with
+	// allow_duplicate false, or the run could not start); empty when it ran.
+	LastSkipped   string                 `protobuf:"bytes,12,opt,name=last_skipped,json=lastSkipped,proto3" json:"last_skipped,omitempty"`
+	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,13,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ScheduleInfo) Reset() {
+	*x = ScheduleInfo{}
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ScheduleInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ScheduleInfo) ProtoMessage() {}
+
+func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
+func (*ScheduleInfo) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
+}
+
+func (x *ScheduleInfo) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetWorkflow() *WorkflowRef {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetInputsJson() string {
+	if x != nil {
+		return x.InputsJson
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetCron() string {
+	if x != nil {
+		return x.Cron
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetInterval() *durationpb.Duration {
+	if x != nil {
+		return x.Interval
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetJitter() *durationpb.Duration {
+	if x != nil {
+		return x.Jitter
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetAllowDuplicate() bool {
+	if x != nil {
+		return x.AllowDuplicate
+	}
+	return false
+}
+
+func (x *ScheduleInfo) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *ScheduleInfo) GetNextRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.NextRunAt
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetLastRunAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.LastRunAt
+	}
+	return nil
+}
+
+func (x *ScheduleInfo) GetLastInstanceId() string {
+	if x != nil {
+		return x.LastInstanceId
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetLastSkipped() string {
+	if x != nil {
+		return x.LastSkipped
+	}
+	return ""
+}
+
+func (x *ScheduleInfo) GetCreatedAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.CreatedAt
+	}
+	return nil
+}
+
+type ListSchedulesRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesRequest) Reset() {
+	*x = ListSchedulesRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesRequest) ProtoMessage() {}
+
+func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
+func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
+}
+
+type ListSchedulesResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedules     []*ScheduleInfo        `protobuf:"bytes,1,rep,name=schedules,proto3" json:"schedules,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListSchedulesResponse) Reset() {
+	*x = ListSchedulesResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListSchedulesResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListSchedulesResponse) ProtoMessage() {}
+
+func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
+func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
+}
+
+func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
+	if x != nil {
+		return x.Schedules
+	}
+	return nil
+}
+
+type UpdateScheduleRequest struct {
+	state         protoimpl.MessageState   `protogen:"open.v1"`
+	Name          string                   `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	Op            UpdateScheduleRequest_Op `protobuf:"varint,2,opt,name=op,proto3,enum=robonet.v1.UpdateScheduleRequest_Op" json:"op,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleRequest) Reset() {
+	*x = UpdateScheduleRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleRequest) ProtoMessage() {}
+
+func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
+}
+
+func (x *UpdateScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *UpdateScheduleRequest) GetOp() UpdateScheduleRequest_Op {
+	if x != nil {
+		return x.Op
+	}
+	return UpdateScheduleRequest_OP_UNSPECIFIED
+}
+
+type UpdateScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Schedule      *ScheduleInfo          `protobuf:"bytes,1,opt,name=schedule,proto3" json:"schedule,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *UpdateScheduleResponse) Reset() {
+	*x = UpdateScheduleResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *UpdateScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*UpdateScheduleResponse) ProtoMessage() {}
+
+func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
+func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
+}
+
+func (x *UpdateScheduleResponse) GetSchedule() *ScheduleInfo {
+	if x != nil {
+		return x.Schedule
+	}
+	return nil
+}
+
+type DeleteScheduleRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Name          string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleRequest) Reset() {
+	*x = DeleteScheduleRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleRequest) ProtoMessage() {}
+
+func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
+}
+
+func (x *DeleteScheduleRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+type DeleteScheduleResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *DeleteScheduleResponse) Reset() {
+	*x = DeleteScheduleResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *DeleteScheduleResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*DeleteScheduleResponse) ProtoMessage() {}
+
+func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
+func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
+}
+
+type LocalPoolsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalPoolsRequest) Reset() {
+	*x = LocalPoolsRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalPoolsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalPoolsRequest) ProtoMessage() {}
+
+func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalPoolsRequest.ProtoReflect.Descriptor instead.
+func (*LocalPoolsRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
+}
+
+type LocalPoolsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by capability, then pool.
+	Pools         []*PoolStats `protobuf:"bytes,1,rep,name=pools,proto3" json:"pools,omitempty"`
+	AnsweredBy    string       `protobuf:"bytes,2,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalPoolsResponse) Reset() {
+	*x = LocalPoolsResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalPoolsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalPoolsResponse) ProtoMessage() {}
+
+func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalPoolsResponse.ProtoReflect.Descriptor instead.
+func (*LocalPoolsResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
+}
+
+func (x *LocalPoolsResponse) GetPools() []*PoolStats {
+	if x != nil {
+		return x.Pools
+	}
+	return nil
+}
+
+func (x *LocalPoolsResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+// PoolStats is what one worker pool did lately.
+type PoolStats struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Capability string                 `protobuf:"bytes,1,opt,name=capability,proto3" json:"capability,omitempty"`
+	// The pool's name: the capability for the node's own pool, the
+	// program's name for an external worker pool.
+	Pool  string `protobuf:"bytes,2,opt,name=pool,proto3" json:"pool,omitempty"`
+	Slots int32  `protobuf:"varint,3,opt,name=slots,proto3" json:"slots,omitempty"`
+	// Slots running an attempt now.
+	Busy int32 `protobuf:"varint,4,opt,name=busy,proto3" json:"busy,omitempty"`
+	// Attempts that succeeded and failed since the pool started.
+	Completed uint64 `protobuf:"varint,5,opt,name=completed,proto3" json:"completed,omitempty"`
+	Failed    uint64 `protobuf:"varint,6,opt,name=failed,proto3" json:"failed,omitempty"`
+	// Attempts finished in the last minute.
+	PerMinute int32 `protobuf:"varint,7,opt,name=per_minute,json=perMinute,proto3" json:"per_minute,omitempty"`
+	// Run times of the last (up to) 256 attempts.
+	LatencyP50    *durationpb.Duration `protobuf:"bytes,8,opt,name=latency_p50,json=latencyP50,proto3" json:"latency_p50,omitempty"`
+	LatencyP99    *durationpb.Duration `protobuf:"bytes,9,opt,name=latency_p99,json=latencyP99,proto3" json:"latency_p99,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PoolStats) Reset() {
+	*x = PoolStats{}
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PoolStats) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PoolStats) ProtoMessage() {}
+
+func (x *PoolStats) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
+func (*PoolStats) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
+}
+
+func (x *PoolStats) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
+func (x *PoolStats) GetPool() string {
+	if x != nil {
+		return x.Pool
+	}
+	return ""
+}
+
+func (x *PoolStats) GetSlots() int32 {
+	if x != nil {
+		return x.Slots
+	}
+	return 0
+}
+
+func (x *PoolStats) GetBusy() int32 {
+	if x != nil {
+		return x.Busy
+	}
+	return 0
+}
+
+func (x *PoolStats) GetCompleted() uint64 {
+	if x != nil {
+		return x.Completed
+	}
+	return 0
+}
+
+func (x *PoolStats) GetFailed() uint64 {
+	if x != nil {
+		return x.Failed
+	}
+	return 0
+}
+
+func (x *PoolStats) GetPerMinute() int32 {
+	if x != nil {
+		return x.PerMinute
+	}
+	return 0
+}
+
+func (x *PoolStats) GetLatencyP50() *durationpb.Duration {
+	if x != nil {
+		return x.LatencyP50
+	}
+	return nil
+}
+
+func (x *PoolStats) GetLatencyP99() *durationpb.Duration {
+	if x != nil {
+		return x.LatencyP99
+	}
+	return nil
+}
+
 var File_robonet_v1_api_proto protoreflect.FileDescriptor
 
 const file_robonet_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"\x14robonet/v1/api.proto\x12\n" +
-	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xc8\x01\n" +
+	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x01\n" +
 	"\fWorkflowInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x17\n" +
@@ -3521,7 +4929,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vdescription\x18\x04 \x01(\tR\vdescription\x12\x14\n" +
 	"\x05tasks\x18\x05 \x01(\x05R\x05tasks\x129\n" +
 	"\n" +
-	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"@\n" +
+	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12\"\n" +
+	"\fcapabilities\x18\a \x03(\tR\fcapabilities\"@\n" +
 	"\n" +
 	"InlineSpec\x12\x16\n" +
 	"\x06source\x18\x01 \x01(\fR\x06source\x12\x1a\n" +
@@ -3538,21 +4947,43 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05limit\x18\x02 \x01(\x05R\x05limit\"O\n" +
 	"\x15ListWorkflowsResponse\x126\n" +
-	"\tworkflows\x18\x01 \x03(\v2\x18.robonet.v1.WorkflowInfoR\tworkflows\"\xff\x01\n" +
+	"\tworkflows\x18\x01 \x03(\v2\x18.robonet.v1.WorkflowInfoR\tworkflows\"\x91\x02\n" +
 	"\x15SubmitWorkflowRequest\x12+\n" +
 	"\x03ref\x18\x01 \x01(\v2\x17.robonet.v1.WorkflowRefH\x00R\x03ref\x12,\n" +
 	"\x04spec\x18\x02 \x01(\v2\x16.robonet.v1.InlineSpecH\x00R\x04spec\x12\x1f\n" +
 	"\vinputs_json\x18\x03 \x01(\tR\n" +
 	"inputsJson\x12'\n" +
 	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\x125\n" +
-	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadlineB\n" +
+	"\bdeadline\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\x12\x10\n" +
+	"\x03dev\x18\x06 \x01(\bR\x03devB\n" +
 	"\n" +
-	"\bworkflow\"\x8b\x01\n" +
+	"\bworkflow\"\xa7\x01\n" +
 	"\x16SubmitWorkflowResponse\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x124\n" +
 	"\bworkflow\x18\x02 \x01(\v2\x18.robonet.v1.WorkflowInfoR\bworkflow\x12\x1a\n" +
-	"\bexisting\x18\x03 \x01(\bR\bexisting\"\xeb\x02\n" +
+	"\bexisting\x18\x03 \x01(\bR\bexisting\x12\x1a\n" +
+	"\bwarnings\x18\x04 \x03(\tR\bwarnings\"\xad\x01\n" +
+	"\x16SubmitWorkflowsRequest\x12+\n" +
+	"\x03ref\x18\x01 \x01(\v2\x17.robonet.v1.WorkflowRefH\x00R\x03ref\x12,\n" +
+	"\x04spec\x18\x02 \x01(\v2\x16.robonet.v1.InlineSpecH\x00R\x04spec\x12,\n" +
+	"\x05items\x18\x03 \x03(\v2\x16.robonet.v1.SubmitItemR\x05itemsB\n" +
+	"\n" +
+	"\bworkflow\"\x8d\x01\n" +
+	"\n" +
+	"SubmitItem\x12\x1f\n" +
+	"\vinputs_json\x18\x01 \x01(\tR\n" +
+	"inputsJson\x12'\n" +
+	"\x0fidempotency_key\x18\x02 \x01(\tR\x0eidempotencyKey\x125\n" +
+	"\bdeadline\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bdeadline\"\xa8\x01\n" +
+	"\x17SubmitWorkflowsResponse\x124\n" +
+	"\bworkflow\x18\x01 \x01(\v2\x18.robonet.v1.WorkflowInfoR\bworkflow\x12;\n" +
+	"\tinstances\x18\x02 \x03(\v2\x1d.robonet.v1.SubmittedInstanceR\tinstances\x12\x1a\n" +
+	"\bwarnings\x18\x03 \x03(\tR\bwarnings\"P\n" +
+	"\x11SubmittedInstance\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x1a\n" +
+	"\bexisting\x18\x02 \x01(\bR\bexisting\"\xeb\x02\n" +
 	"\fTaskProgress\x12\x18\n" +
 	"\aattempt\x18\x01 \x01(\rR\aattempt\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x1b\n" +
@@ -3568,7 +4999,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\tmem_bytes\x18\t \x01(\x04R\bmemBytes\x12\x18\n" +
 	"\amessage\x18\n" +
 	" \x01(\tR\amessage\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xe3\x04\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf9\x04\n" +
 	"\tTaskState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -3592,7 +5023,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x04done\x18\x0e \x01(\x05R\x04done\x12\x16\n" +
 	"\x06failed\x18\x0f \x01(\x05R\x06failed\x123\n" +
 	"\battempts\x18\x10 \x03(\v2\x17.robonet.v1.TaskAttemptR\battempts\x12)\n" +
-	"\x10attempts_omitted\x18\x11 \x01(\x05R\x0fattemptsOmitted\"\xa1\x02\n" +
+	"\x10attempts_omitted\x18\x11 \x01(\x05R\x0fattemptsOmitted\x12\x14\n" +
+	"\x05needs\x18\x12 \x03(\tR\x05needs\"\xa1\x02\n" +
 	"\vTaskAttempt\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
@@ -3604,13 +5036,16 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"finishedAt\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12\x0e\n" +
 	"\x02ok\x18\b \x01(\bR\x02ok\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\x88\x01\n" +
+	"\x05error\x18\t \x01(\tR\x05error\"\xa8\x01\n" +
 	"\x10InstanceProgress\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x05R\x05total\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x05R\x04done\x12\x18\n" +
 	"\arunning\x18\x03 \x01(\x05R\arunning\x12\x16\n" +
 	"\x06failed\x18\x04 \x01(\x05R\x06failed\x12\x18\n" +
-	"\askipped\x18\x05 \x01(\x05R\askipped\"\xa0\x04\n" +
+	"\askipped\x18\x05 \x01(\x05R\askipped\x12\x1e\n" +
+	"\n" +
+	"unexpanded\x18\x06 \x01(\x05R\n" +
+	"unexpanded\"\xa0\x04\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x18\n" +
@@ -3669,13 +5104,15 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
 	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"\xa1\x01\n" +
+	"finishedAt\"\xff\x01\n" +
 	"\x14ListInstancesRequest\x12\x1a\n" +
 	"\bworkflow\x18\x01 \x01(\tR\bworkflow\x121\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x19.robonet.v1.InstanceStateR\x06states\x12\x1b\n" +
 	"\tpage_size\x18\x03 \x01(\x05R\bpageSize\x12\x1d\n" +
 	"\n" +
-	"page_token\x18\x04 \x01(\tR\tpageToken\"z\n" +
+	"page_token\x18\x04 \x01(\tR\tpageToken\x12\x1b\n" +
+	"\tid_prefix\x18\x05 \x01(\tR\bidPrefix\x12?\n" +
+	"\rcreated_after\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\fcreatedAfter\"z\n" +
 	"\x15ListInstancesResponse\x129\n" +
 	"\tinstances\x18\x01 \x03(\v2\x1b.robonet.v1.InstanceSummaryR\tinstances\x12&\n" +
 	"\x0fnext_page_token\x18\x02 \x01(\tR\rnextPageToken\";\n" +
@@ -3690,8 +5127,9 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x05field\x18\x05 \x01(\tR\x05field\x12\x18\n" +
 	"\amessage\x18\x06 \x01(\tR\amessage\x12\x12\n" +
 	"\x04hint\x18\a \x01(\tR\x04hint\x12\x12\n" +
-	"\x04text\x18\b \x01(\tR\x04text\"\x14\n" +
-	"\x12ListMembersRequest\"\xf3\x03\n" +
+	"\x04text\x18\b \x01(\tR\x04text\"*\n" +
+	"\x12ListMembersRequest\x12\x14\n" +
+	"\x05pools\x18\x01 \x01(\bR\x05pools\"\xf6\x04\n" +
 	"\x06Member\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x16\n" +
 	"\x06status\x18\x02 \x01(\tR\x06status\x12\x14\n" +
@@ -3705,7 +5143,11 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x05voter\x18\t \x01(\bR\x05voter\x12\x18\n" +
 	"\aversion\x18\n" +
 	" \x01(\tR\aversion\x12<\n" +
-	"\bwagglers\x18\v \x03(\v2 .robonet.v1.Member.WagglersEntryR\bwagglers\x1a?\n" +
+	"\bwagglers\x18\v \x03(\v2 .robonet.v1.Member.WagglersEntryR\bwagglers\x12+\n" +
+	"\x05pools\x18\f \x03(\v2\x15.robonet.v1.PoolStatsR\x05pools\x12\x1d\n" +
+	"\n" +
+	"pools_note\x18\r \x01(\tR\tpoolsNote\x125\n" +
+	"\bpools_at\x18\x0e \x01(\v2\x1a.google.protobuf.TimestampR\apoolsAt\x1a?\n" +
 	"\x11CapabilitiesEntry\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
 	"\x05value\x18\x02 \x01(\x05R\x05value:\x028\x01\x1a;\n" +
@@ -3785,7 +5227,93 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x16\n" +
 	"\x06reason\x18\x02 \x01(\tR\x06reason\x120\n" +
 	"\x05since\x18\x03 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x16\n" +
-	"\x06manual\x18\x04 \x01(\bR\x06manual*\xdb\x01\n" +
+	"\x06manual\x18\x04 \x01(\bR\x06manual\"\x12\n" +
+	"\x10ListTrustRequest\"\x86\x01\n" +
+	"\x11ListTrustResponse\x12#\n" +
+	"\rdispatch_tier\x18\x01 \x01(\tR\fdispatchTier\x12+\n" +
+	"\x05nodes\x18\x02 \x03(\v2\x15.robonet.v1.NodeTrustR\x05nodes\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\tR\n" +
+	"answeredBy\"\xef\x02\n" +
+	"\tNodeTrust\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12\x12\n" +
+	"\x04tier\x18\x02 \x01(\tR\x04tier\x12\x14\n" +
+	"\x05score\x18\x03 \x01(\x01R\x05score\x12\x12\n" +
+	"\x04good\x18\x04 \x01(\x01R\x04good\x12\x10\n" +
+	"\x03bad\x18\x05 \x01(\x01R\x03bad\x12?\n" +
+	"\bevidence\x18\x06 \x03(\v2#.robonet.v1.NodeTrust.EvidenceEntryR\bevidence\x12\x1a\n" +
+	"\bbetrayed\x18\a \x01(\tR\bbetrayed\x12\x1e\n" +
+	"\n" +
+	"pretrusted\x18\b \x01(\bR\n" +
+	"pretrusted\x12\x12\n" +
+	"\x04self\x18\t \x01(\bR\x04self\x120\n" +
+	"\x05since\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x1a;\n" +
+	"\rEvidenceEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"\xa8\x02\n" +
+	"\x15CreateScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\bworkflow\x18\x02 \x01(\v2\x17.robonet.v1.WorkflowRefR\bworkflow\x12\x1f\n" +
+	"\vinputs_json\x18\x03 \x01(\tR\n" +
+	"inputsJson\x12\x12\n" +
+	"\x04cron\x18\x04 \x01(\tR\x04cron\x125\n" +
+	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\x121\n" +
+	"\x06jitter\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x06jitter\x12'\n" +
+	"\x0fallow_duplicate\x18\a \x01(\bR\x0eallowDuplicate\"N\n" +
+	"\x16CreateScheduleResponse\x124\n" +
+	"\bschedule\x18\x01 \x01(\v2\x18.robonet.v1.ScheduleInfoR\bschedule\"\xb7\x04\n" +
+	"\fScheduleInfo\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x123\n" +
+	"\bworkflow\x18\x02 \x01(\v2\x17.robonet.v1.WorkflowRefR\bworkflow\x12\x1f\n" +
+	"\vinputs_json\x18\x03 \x01(\tR\n" +
+	"inputsJson\x12\x12\n" +
+	"\x04cron\x18\x04 \x01(\tR\x04cron\x125\n" +
+	"\binterval\x18\x05 \x01(\v2\x19.google.protobuf.DurationR\binterval\x121\n" +
+	"\x06jitter\x18\x06 \x01(\v2\x19.google.protobuf.DurationR\x06jitter\x12'\n" +
+	"\x0fallow_duplicate\x18\a \x01(\bR\x0eallowDuplicate\x12\x16\n" +
+	"\x06paused\x18\b \x01(\bR\x06paused\x12:\n" +
+	"\vnext_run_at\x18\t \x01(\v2\x1a.google.protobuf.TimestampR\tnextRunAt\x12:\n" +
+	"\vlast_run_at\x18\n" +
+	" \x01(\v2\x1a.google.protobuf.TimestampR\tlastRunAt\x12(\n" +
+	"\x10last_instance_id\x18\v \x01(\tR\x0elastInstanceId\x12!\n" +
+	"\flast_skipped\x18\f \x01(\tR\vlastSkipped\x129\n" +
+	"\n" +
+	"created_at\x18\r \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\"\x16\n" +
+	"\x14ListSchedulesRequest\"O\n" +
+	"\x15ListSchedulesResponse\x126\n" +
+	"\tschedules\x18\x01 \x03(\v2\x18.robonet.v1.ScheduleInfoR\tschedules\"\x98\x01\n" +
+	"\x15UpdateScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x124\n" +
+	"\x02op\x18\x02 \x01(\x0e2$.robonet.v1.UpdateScheduleRequest.OpR\x02op\"5\n" +
+	"\x02Op\x12\x12\n" +
+	"\x0eOP_UNSPECIFIED\x10\x00\x12\f\n" +
+	"\bOP_PAUSE\x10\x01\x12\r\n" +
+	"\tOP_RESUME\x10\x02\"N\n" +
+	"\x16UpdateScheduleResponse\x124\n" +
+	"\bschedule\x18\x01 \x01(\v2\x18.robonet.v1.ScheduleInfoR\bschedule\"+\n" +
+	"\x15DeleteScheduleRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\"\x18\n" +
+	"\x16DeleteScheduleResponse\"\x13\n" +
+	"\x11LocalPoolsRequest\"b\n" +
+	"\x12LocalPoolsResponse\x12+\n" +
+	"\x05pools\x18\x01 \x03(\v2\x15.robonet.v1.PoolStatsR\x05pools\x12\x1f\n" +
+	"\vanswered_by\x18\x02 \x01(\tR\n" +
+	"answeredBy\"\xb6\x02\n" +
+	"\tPoolStats\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x01 \x01(\tR\n" +
+	"capability\x12\x12\n" +
+	"\x04pool\x18\x02 \x01(\tR\x04pool\x12\x14\n" +
+	"\x05slots\x18\x03 \x01(\x05R\x05slots\x12\x12\n" +
+	"\x04busy\x18\x04 \x01(\x05R\x04busy\x12\x1c\n" +
+	"\tcompleted\x18\x05 \x01(\x04R\tcompleted\x12\x16\n" +
+	"\x06failed\x18\x06 \x01(\x04R\x06failed\x12\x1d\n" +
+	"\n" +
+	"per_minute\x18\a \x01(\x05R\tperMinute\x12:\n" +
+	"\vlatency_p50\x18\b \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"latencyP50\x12:\n" +
+	"\vlatency_p99\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
+	"latencyP99*\xdb\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -3825,23 +5353,31 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x19QUARANTINE_OP_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12QUARANTINE_OP_LIST\x10\x01\x12\x15\n" +
 	"\x11QUARANTINE_OP_ADD\x10\x02\x12\x19\n" +
-	"\x15QUARANTINE_OP_RELEASE\x10\x032\xf6\x04\n" +
+	"\x15QUARANTINE_OP_RELEASE\x10\x032\xb3\b\n" +
 	"\x0fWorkflowService\x12]\n" +
 	"\x10RegisterWorkflow\x12#.robonet.v1.RegisterWorkflowRequest\x1a$.robonet.v1.RegisterWorkflowResponse\x12T\n" +
 	"\rListWorkflows\x12 .robonet.v1.ListWorkflowsRequest\x1a!.robonet.v1.ListWorkflowsResponse\x12W\n" +
-	"\x0eSubmitWorkflow\x12!.robonet.v1.SubmitWorkflowRequest\x1a\".robonet.v1.SubmitWorkflowResponse\x12N\n" +
+	"\x0eSubmitWorkflow\x12!.robonet.v1.SubmitWorkflowRequest\x1a\".robonet.v1.SubmitWorkflowResponse\x12Z\n" +
+	"\x0fSubmitWorkflows\x12\".robonet.v1.SubmitWorkflowsRequest\x1a#.robonet.v1.SubmitWorkflowsResponse\x12N\n" +
 	"\vGetInstance\x12\x1e.robonet.v1.GetInstanceRequest\x1a\x1f.robonet.v1.GetInstanceResponse\x12V\n" +
 	"\rWatchInstance\x12 .robonet.v1.WatchInstanceRequest\x1a!.robonet.v1.WatchInstanceResponse0\x01\x12W\n" +
 	"\x0eCancelInstance\x12!.robonet.v1.CancelInstanceRequest\x1a\".robonet.v1.CancelInstanceResponse\x12T\n" +
-	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse2\xe1\x03\n" +
+	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse\x12W\n" +
+	"\x0eCreateSchedule\x12!.robonet.v1.CreateScheduleRequest\x1a\".robonet.v1.CreateScheduleResponse\x12T\n" +
+	"\rListSchedules\x12 .robonet.v1.ListSchedulesRequest\x1a!.robonet.v1.ListSchedulesResponse\x12W\n" +
+	"\x0eUpdateSchedule\x12!.robonet.v1.UpdateScheduleRequest\x1a\".robonet.v1.UpdateScheduleResponse\x12W\n" +
+	"\x0eDeleteSchedule\x12!.robonet.v1.DeleteScheduleRequest\x1a\".robonet.v1.DeleteScheduleResponse2\xf8\x04\n" +
 	"\vMeshService\x12N\n" +
 	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
 	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponse\x12Q\n" +
 	"\fListWagglers\x12\x1f.robonet.v1.ListWagglersRequest\x1a .robonet.v1.ListWagglersResponse\x12T\n" +
-	"\rLocalWagglers\x12 .robonet.v1.LocalWagglersRequest\x1a!.robonet.v1.LocalWagglersResponse\x12B\n" +
+	"\rLocalWagglers\x12 .robonet.v1.LocalWagglersRequest\x1a!.robonet.v1.LocalWagglersResponse\x12K\n" +
+	"\n" +
+	"LocalPools\x12\x1d.robonet.v1.LocalPoolsRequest\x1a\x1e.robonet.v1.LocalPoolsResponse\x12B\n" +
 	"\aKeyring\x12\x1a.robonet.v1.KeyringRequest\x1a\x1b.robonet.v1.KeyringResponse\x12K\n" +
 	"\n" +
-	"Quarantine\x12\x1d.robonet.v1.QuarantineRequest\x1a\x1e.robonet.v1.QuarantineResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"Quarantine\x12\x1d.robonet.v1.QuarantineRequest\x1a\x1e.robonet.v1.QuarantineResponse\x12H\n" +
+	"\tListTrust\x12\x1c.robonet.v1.ListTrustRequest\x1a\x1d.robonet.v1.ListTrustResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -3855,141 +5391,204 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_api_proto_rawDescData
 }
 
-var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 45)
+var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
 	(EventKind)(0),                   // 2: robonet.v1.EventKind
 	(KeyringOp)(0),                   // 3: robonet.v1.KeyringOp
 	(QuarantineOp)(0),                // 4: robonet.v1.QuarantineOp
-	(*WorkflowInfo)(nil),             // 5: robonet.v1.WorkflowInfo
-	(*InlineSpec)(nil),               // 6: robonet.v1.InlineSpec
-	(*WorkflowRef)(nil),              // 7: robonet.v1.WorkflowRef
-	(*RegisterWorkflowRequest)(nil),  // 8: robonet.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil), // 9: robonet.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),     // 10: robonet.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 11: robonet.v1.ListWorkflowsResponse
-	(*SubmitWorkflowRequest)(nil),    // 12: robonet.v1.SubmitWorkflowRequest
-	(*SubmitWorkflowResponse)(nil),   // 13: robonet.v1.SubmitWorkflowResponse
-	(*TaskProgress)(nil),             // 14: robonet.v1.TaskProgress
-	(*TaskState)(nil),                // 15: robonet.v1.TaskState
-	(*TaskAttempt)(nil),              // 16: robonet.v1.TaskAttempt
-	(*InstanceProgress)(nil),         // 17: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 18: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 19: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 20: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 21: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 22: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 23: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 24: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 25: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 26: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 27: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 28: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 29: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 30: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 31: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 32: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 33: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 34: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 35: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 36: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 37: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 38: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 39: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 40: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 41: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 42: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 43: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 44: robonet.v1.NodeKeyring
-	(*QuarantineRequest)(nil),        // 45: robonet.v1.QuarantineRequest
-	(*QuarantineResponse)(nil),       // 46: robonet.v1.QuarantineResponse
-	(*QuarantinedNode)(nil),          // 47: robonet.v1.QuarantinedNode
-	nil,                              // 48: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 49: robonet.v1.Member.WagglersEntry
-	(*timestamppb.Timestamp)(nil),    // 50: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 51: google.protobuf.Duration
+	(UpdateScheduleRequest_Op)(0),    // 5: robonet.v1.UpdateScheduleRequest.Op
+	(*WorkflowInfo)(nil),             // 6: robonet.v1.WorkflowInfo
+	(*InlineSpec)(nil),               // 7: robonet.v1.InlineSpec
+	(*WorkflowRef)(nil),              // 8: robonet.v1.WorkflowRef
+	(*RegisterWorkflowRequest)(nil),  // 9: robonet.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil), // 10: robonet.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),     // 11: robonet.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 12: robonet.v1.ListWorkflowsResponse
+	(*SubmitWorkflowRequest)(nil),    // 13: robonet.v1.SubmitWorkflowRequest
+	(*SubmitWorkflowResponse)(nil),   // 14: robonet.v1.SubmitWorkflowResponse
+	(*SubmitWorkflowsRequest)(nil),   // 15: robonet.v1.SubmitWorkflowsRequest
+	(*SubmitItem)(nil),               // 16: robonet.v1.SubmitItem
+	(*SubmitWorkflowsResponse)(nil),  // 17: robonet.v1.SubmitWorkflowsResponse
+	(*SubmittedInstance)(nil),        // 18: robonet.v1.SubmittedInstance
+	(*TaskProgress)(nil),             // 19: robonet.v1.TaskProgress
+	(*TaskState)(nil),                // 20: robonet.v1.TaskState
+	(*TaskAttempt)(nil),              // 21: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 22: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 23: robonet.v1.Instance
+	(*GetInstanceRequest)(nil),       // 24: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 25: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 26: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 27: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 28: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 29: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 30: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 31: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 32: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 33: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 34: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 35: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 36: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 37: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 38: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 39: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 40: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 41: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 42: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 43: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 44: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 45: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 46: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 47: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 48: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 49: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 50: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 51: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 52: robonet.v1.QuarantinedNode
+	(*ListTrustRequest)(nil),         // 53: robonet.v1.ListTrustRequest
+	(*ListTrustResponse)(nil),        // 54: robonet.v1.ListTrustResponse
+	(*NodeTrust)(nil),                // 55: robonet.v1.NodeTrust
+	(*CreateScheduleRequest)(nil),    // 56: robonet.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 57: robonet.v1.CreateScheduleResponse
+	(*ScheduleInfo)(nil),             // 58: robonet.v1.ScheduleInfo
+	(*ListSchedulesRequest)(nil),     // 59: robonet.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 60: robonet.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),    // 61: robonet.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 62: robonet.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 63: robonet.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 64: robonet.v1.DeleteScheduleResponse
+	(*LocalPoolsRequest)(nil),        // 65: robonet.v1.LocalPoolsRequest
+	(*LocalPoolsResponse)(nil),       // 66: robonet.v1.LocalPoolsResponse
+	(*PoolStats)(nil),                // 67: robonet.v1.PoolStats
+	nil,                              // 68: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 69: robonet.v1.Member.WagglersEntry
+	nil,                              // 70: robonet.v1.NodeTrust.EvidenceEntry
+	(*timestamppb.Timestamp)(nil),    // 71: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 72: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	50, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	6,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	5,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	5,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	7,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	6,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	51, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	5,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	51, // 8: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	50, // 9: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
-	1,  // 10: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	50, // 11: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	50, // 12: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	14, // 13: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	16, // 14: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	50, // 15: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	50, // 16: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 17: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	50, // 18: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	50, // 19: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	50, // 20: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	15, // 21: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	17, // 22: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	18, // 23: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	50, // 24: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,  // 25: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,  // 26: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	50, // 27: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	14, // 28: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	18, // 29: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	21, // 30: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	0,  // 31: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	50, // 32: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	50, // 33: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 34: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	26, // 35: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	30, // 36: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	48, // 37: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	49, // 38: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	32, // 39: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	38, // 40: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	41, // 41: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	3,  // 42: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	44, // 43: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	4,  // 44: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	47, // 45: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	50, // 46: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	8,  // 47: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	10, // 48: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	12, // 49: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	19, // 50: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	22, // 51: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	24, // 52: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	27, // 53: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	31, // 54: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	34, // 55: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	36, // 56: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	39, // 57: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	42, // 58: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	45, // 59: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	9,  // 60: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	11, // 61: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	13, // 62: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	20, // 63: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	23, // 64: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	25, // 65: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	28, // 66: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	33, // 67: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	35, // 68: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	37, // 69: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	40, // 70: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	43, // 71: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	46, // 72: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	60, // [60:73] is the sub-list for method output_type
-	47, // [47:60] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	71, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	7,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	6,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	6,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	8,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	7,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	72, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	6,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	8,  // 8: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
+	7,  // 9: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
+	16, // 10: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
+	72, // 11: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	6,  // 12: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	18, // 13: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
+	72, // 14: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	71, // 15: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	1,  // 16: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
+	71, // 17: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	71, // 18: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	19, // 19: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	21, // 20: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	71, // 21: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	71, // 22: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 23: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
+	71, // 24: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	71, // 25: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	71, // 26: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	20, // 27: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	22, // 28: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	23, // 29: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	71, // 30: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,  // 31: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,  // 32: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	71, // 33: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	19, // 34: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	23, // 35: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	26, // 36: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	0,  // 37: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	71, // 38: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	71, // 39: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,  // 40: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	71, // 41: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	31, // 42: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	35, // 43: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	68, // 44: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	69, // 45: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	67, // 46: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	71, // 47: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	37, // 48: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	43, // 49: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	46, // 50: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,  // 51: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	49, // 52: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,  // 53: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	52, // 54: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	71, // 55: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	55, // 56: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	70, // 57: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	71, // 58: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	8,  // 59: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	72, // 60: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	72, // 61: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	58, // 62: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	8,  // 63: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	72, // 64: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	72, // 65: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	71, // 66: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	71, // 67: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	71, // 68: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	58, // 69: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	5,  // 70: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	58, // 71: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	67, // 72: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	72, // 73: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	72, // 74: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	9,  // 75: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	11, // 76: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	13, // 77: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	15, // 78: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	24, // 79: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	27, // 80: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	29, // 81: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	32, // 82: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	56, // 83: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	59, // 84: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	61, // 85: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	63, // 86: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	36, // 87: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	39, // 88: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	41, // 89: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	44, // 90: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	65, // 91: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	47, // 92: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	50, // 93: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	53, // 94: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	10, // 95: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	12, // 96: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	14, // 97: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	17, // 98: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	25, // 99: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	28, // 100: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	30, // 101: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	33, // 102: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	57, // 103: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	60, // 104: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	62, // 105: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	64, // 106: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	38, // 107: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	40, // 108: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	42, // 109: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	45, // 110: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	66, // 111: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	48, // 112: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	51, // 113: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	54, // 114: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	95, // [95:115] is the sub-list for method output_type
+	75, // [75:95] is the sub-list for method input_type
+	75, // [75:75] is the sub-list for extension type_name
+	75, // [75:75] is the sub-list for extension extendee
+	0,  // [0:75] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -4001,13 +5600,17 @@ func file_robonet_v1_api_proto_init() {
 		(*SubmitWorkflowRequest_Ref)(nil),
 		(*SubmitWorkflowRequest_Spec)(nil),
 	}
+	file_robonet_v1_api_proto_msgTypes[9].OneofWrappers = []any{
+		(*SubmitWorkflowsRequest_Ref)(nil),
+		(*SubmitWorkflowsRequest_Spec)(nil),
+	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
-			NumEnums:      5,
-			NumMessages:   45,
+			NumEnums:      6,
+			NumMessages:   65,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

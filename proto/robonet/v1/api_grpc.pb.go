@@ -22,10 +22,15 @@ const (
 	WorkflowService_RegisterWorkflow_FullMethodName = "/robonet.v1.WorkflowService/RegisterWorkflow"
 	WorkflowService_ListWorkflows_FullMethodName    = "/robonet.v1.WorkflowService/ListWorkflows"
 	WorkflowService_SubmitWorkflow_FullMethodName   = "/robonet.v1.WorkflowService/SubmitWorkflow"
+	WorkflowService_SubmitWorkflows_FullMethodName  = "/robonet.v1.WorkflowService/SubmitWorkflows"
 	WorkflowService_GetInstance_FullMethodName      = "/robonet.v1.WorkflowService/GetInstance"
 	WorkflowService_WatchInstance_FullMethodName    = "/robonet.v1.WorkflowService/WatchInstance"
 	WorkflowService_CancelInstance_FullMethodName   = "/robonet.v1.WorkflowService/CancelInstance"
 	WorkflowService_ListInstances_FullMethodName    = "/robonet.v1.WorkflowService/ListInstances"
+	WorkflowService_CreateSchedule_FullMethodName   = "/robonet.v1.WorkflowService/CreateSchedule"
+	WorkflowService_ListSchedules_FullMethodName    = "/robonet.v1.WorkflowService/ListSchedules"
+	WorkflowService_UpdateSchedule_FullMethodName   = "/robonet.v1.WorkflowService/UpdateSchedule"
+	WorkflowService_DeleteSchedule_FullMethodName   = "/robonet.v1.WorkflowService/DeleteSchedule"
 )
 
 // WorkflowServiceClient is the client API for WorkflowService service.
@@ -67,17 +72,40 @@ type WorkflowServiceClient interface {
 	// inline spec (compiled and registered on the way). It returns once the
 	// instance is durably queued.
 	SubmitWorkflow(ctx context.Context, in *SubmitWorkflowRequest, opts ...grpc.CallOption) (*SubmitWorkflowResponse, error)
+	// SubmitWorkflows starts many instances of one workflow version in one
+	// call: every item is validated first, and an invalid one fails the call
+	// (INVALID_ARGUMENT naming items[i]) with nothing queued; the rest are
+	// queued in one transaction and the call returns after its commit. At
+	// most 1,000 items a call (RESOURCE_EXHAUSTED beyond).
+	SubmitWorkflows(ctx context.Context, in *SubmitWorkflowsRequest, opts ...grpc.CallOption) (*SubmitWorkflowsResponse, error)
 	// GetInstance returns an instance with the state of each of its tasks.
 	GetInstance(ctx context.Context, in *GetInstanceRequest, opts ...grpc.CallOption) (*GetInstanceResponse, error)
 	// WatchInstance streams an instance's events until it finishes. The first
 	// event is a snapshot unless the stream resumes after a sequence number
-	// the node still has; a snapshot replaces whatever the client knew.
+	// the node still has; a snapshot replaces whatever the client knew. On an
+	// instance that already finished, the snapshot is followed by its
+	// history as recorded (each attempt's start and outcome, at their
+	// times). The stream ends after the STATE event of a terminal state.
 	WatchInstance(ctx context.Context, in *WatchInstanceRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[WatchInstanceResponse], error)
 	// CancelInstance asks a running or queued instance to stop: its running
 	// tasks are cancelled and it ends CANCELLED.
 	CancelInstance(ctx context.Context, in *CancelInstanceRequest, opts ...grpc.CallOption) (*CancelInstanceResponse, error)
 	// ListInstances lists instances, newest first, a page at a time.
 	ListInstances(ctx context.Context, in *ListInstancesRequest, opts ...grpc.CallOption) (*ListInstancesResponse, error)
+	// CreateSchedule starts a registered workflow with fixed inputs on a cron
+	// expression or at a fixed interval. The leader fires it; a slot is
+	// started once even across leader changes (its instance's idempotency
+	// key names the schedule and the slot). ALREADY_EXISTS if the name is
+	// taken; INVALID_ARGUMENT for a bad name, cadence or inputs.
+	CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error)
+	// ListSchedules lists every schedule, by name.
+	ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error)
+	// UpdateSchedule pauses or resumes a schedule. A resumed schedule starts
+	// again from its next slot after now: the slots missed while paused are
+	// not run.
+	UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error)
+	// DeleteSchedule removes a schedule; the instances it started stay.
+	DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error)
 }
 
 type workflowServiceClient struct {
@@ -112,6 +140,16 @@ func (c *workflowServiceClient) SubmitWorkflow(ctx context.Context, in *SubmitWo
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(SubmitWorkflowResponse)
 	err := c.cc.Invoke(ctx, WorkflowService_SubmitWorkflow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) SubmitWorkflows(ctx context.Context, in *SubmitWorkflowsRequest, opts ...grpc.CallOption) (*SubmitWorkflowsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SubmitWorkflowsResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_SubmitWorkflows_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -167,6 +205,46 @@ func (c *workflowServiceClient) ListInstances(ctx context.Context, in *ListInsta
 	return out, nil
 }
 
+func (c *workflowServiceClient) CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(CreateScheduleResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_CreateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) ListSchedules(ctx context.Context, in *ListSchedulesRequest, opts ...grpc.CallOption) (*ListSchedulesResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListSchedulesResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_ListSchedules_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) UpdateSchedule(ctx context.Context, in *UpdateScheduleRequest, opts ...grpc.CallOption) (*UpdateScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(UpdateScheduleResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_UpdateSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) DeleteSchedule(ctx context.Context, in *DeleteScheduleRequest, opts ...grpc.CallOption) (*DeleteScheduleResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(DeleteScheduleResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_DeleteSchedule_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // WorkflowServiceServer is the server API for WorkflowService service.
 // All implementations must embed UnimplementedWorkflowServiceServer
 // for forward compatibility.
@@ -206,17 +284,40 @@ type WorkflowServiceServer interface {
 	// inline spec (compiled and registered on the way). It returns once the
 	// instance is durably queued.
 	SubmitWorkflow(context.Context, *SubmitWorkflowRequest) (*SubmitWorkflowResponse, error)
+	// SubmitWorkflows starts many instances of one workflow version in one
+	// call: every item is validated first, and an invalid one fails the call
+	// (INVALID_ARGUMENT naming items[i]) with nothing queued; the rest are
+	// queued in one transaction and the call returns after its commit. At
+	// most 1,000 items a call (RESOURCE_EXHAUSTED beyond).
+	SubmitWorkflows(context.Context, *SubmitWorkflowsRequest) (*SubmitWorkflowsResponse, error)
 	// GetInstance returns an instance with the state of each of its tasks.
 	GetInstance(context.Context, *GetInstanceRequest) (*GetInstanceResponse, error)
 	// WatchInstance streams an instance's events until it finishes. The first
 	// event is a snapshot unless the stream resumes after a sequence number
-	// the node still has; a snapshot replaces whatever the client knew.
+	// the node still has; a snapshot replaces whatever the client knew. On an
+	// instance that already finished, the snapshot is followed by its
+	// history as recorded (each attempt's start and outcome, at their
+	// times). The stream ends after the STATE event of a terminal state.
 	WatchInstance(*WatchInstanceRequest, grpc.ServerStreamingServer[WatchInstanceResponse]) error
 	// CancelInstance asks a running or queued instance to stop: its running
 	// tasks are cancelled and it ends CANCELLED.
 	CancelInstance(context.Context, *CancelInstanceRequest) (*CancelInstanceResponse, error)
 	// ListInstances lists instances, newest first, a page at a time.
 	ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error)
+	// CreateSchedule starts a registered workflow with fixed inputs on a cron
+	// expression or at a fixed interval. The leader fires it; a slot is
+	// started once even across leader changes (its instance's idempotency
+	// key names the schedule and the slot). ALREADY_EXISTS if the name is
+	// taken; INVALID_ARGUMENT for a bad name, cadence or inputs.
+	CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error)
+	// ListSchedules lists every schedule, by name.
+	ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error)
+	// UpdateSchedule pauses or resumes a schedule. A resumed schedule starts
+	// again from its next slot after now: the slots missed while paused are
+	// not run.
+	UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error)
+	// DeleteSchedule removes a schedule; the instances it started stay.
+	DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error)
 	mustEmbedUnimplementedWorkflowServiceServer()
 }
 
@@ -236,6 +337,9 @@ func (UnimplementedWorkflowServiceServer) ListWorkflows(context.Context, *ListWo
 func (UnimplementedWorkflowServiceServer) SubmitWorkflow(context.Context, *SubmitWorkflowRequest) (*SubmitWorkflowResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method SubmitWorkflow not implemented")
 }
+func (UnimplementedWorkflowServiceServer) SubmitWorkflows(context.Context, *SubmitWorkflowsRequest) (*SubmitWorkflowsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SubmitWorkflows not implemented")
+}
 func (UnimplementedWorkflowServiceServer) GetInstance(context.Context, *GetInstanceRequest) (*GetInstanceResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method GetInstance not implemented")
 }
@@ -247,6 +351,18 @@ func (UnimplementedWorkflowServiceServer) CancelInstance(context.Context, *Cance
 }
 func (UnimplementedWorkflowServiceServer) ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListInstances not implemented")
+}
+func (UnimplementedWorkflowServiceServer) CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method CreateSchedule not implemented")
+}
+func (UnimplementedWorkflowServiceServer) ListSchedules(context.Context, *ListSchedulesRequest) (*ListSchedulesResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListSchedules not implemented")
+}
+func (UnimplementedWorkflowServiceServer) UpdateSchedule(context.Context, *UpdateScheduleRequest) (*UpdateScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method UpdateSchedule not implemented")
+}
+func (UnimplementedWorkflowServiceServer) DeleteSchedule(context.Context, *DeleteScheduleRequest) (*DeleteScheduleResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method DeleteSchedule not implemented")
 }
 func (UnimplementedWorkflowServiceServer) mustEmbedUnimplementedWorkflowServiceServer() {}
 func (UnimplementedWorkflowServiceServer) testEmbeddedByValue()                         {}
@@ -323,6 +439,24 @@ func _WorkflowService_SubmitWorkflow_Handler(srv interface{}, ctx context.Contex
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkflowService_SubmitWorkflows_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SubmitWorkflowsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).SubmitWorkflows(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_SubmitWorkflows_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).SubmitWorkflows(ctx, req.(*SubmitWorkflowsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WorkflowService_GetInstance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(GetInstanceRequest)
 	if err := dec(in); err != nil {
@@ -388,6 +522,78 @@ func _WorkflowService_ListInstances_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkflowService_CreateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(CreateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).CreateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_CreateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).CreateSchedule(ctx, req.(*CreateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_ListSchedules_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListSchedulesRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).ListSchedules(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_ListSchedules_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).ListSchedules(ctx, req.(*ListSchedulesRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_UpdateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(UpdateScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).UpdateSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_UpdateSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).UpdateSchedule(ctx, req.(*UpdateScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_DeleteSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(DeleteScheduleRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).DeleteSchedule(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_DeleteSchedule_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).DeleteSchedule(ctx, req.(*DeleteScheduleRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // WorkflowService_ServiceDesc is the grpc.ServiceDesc for WorkflowService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -408,6 +614,10 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _WorkflowService_SubmitWorkflow_Handler,
 		},
 		{
+			MethodName: "SubmitWorkflows",
+			Handler:    _WorkflowService_SubmitWorkflows_Handler,
+		},
+		{
 			MethodName: "GetInstance",
 			Handler:    _WorkflowService_GetInstance_Handler,
 		},
@@ -418,6 +628,22 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListInstances",
 			Handler:    _WorkflowService_ListInstances_Handler,
+		},
+		{
+			MethodName: "CreateSchedule",
+			Handler:    _WorkflowService_CreateSchedule_Handler,
+		},
+		{
+			MethodName: "ListSchedules",
+			Handler:    _WorkflowService_ListSchedules_Handler,
+		},
+		{
+			MethodName: "UpdateSchedule",
+			Handler:    _WorkflowService_UpdateSchedule_Handler,
+		},
+		{
+			MethodName: "DeleteSchedule",
+			Handler:    _WorkflowService_DeleteSchedule_Handler,
 		},
 	},
 	Streams: []grpc.StreamDesc{
@@ -435,8 +661,10 @@ const (
 	MeshService_GetLeader_FullMethodName     = "/robonet.v1.MeshService/GetLeader"
 	MeshService_ListWagglers_FullMethodName  = "/robonet.v1.MeshService/ListWagglers"
 	MeshService_LocalWagglers_FullMethodName = "/robonet.v1.MeshService/LocalWagglers"
+	MeshService_LocalPools_FullMethodName    = "/robonet.v1.MeshService/LocalPools"
 	MeshService_Keyring_FullMethodName       = "/robonet.v1.MeshService/Keyring"
 	MeshService_Quarantine_FullMethodName    = "/robonet.v1.MeshService/Quarantine"
+	MeshService_ListTrust_FullMethodName     = "/robonet.v1.MeshService/ListTrust"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -471,6 +699,11 @@ type MeshServiceClient interface {
 	// its own Waggler host; ListWagglers asks each holder with it. A node
 	// that cannot report them answers UNIMPLEMENTED.
 	LocalWagglers(ctx context.Context, in *LocalWagglersRequest, opts ...grpc.CallOption) (*LocalWagglersResponse, error)
+	// LocalPools reports the worker pools of the answering node: slots, busy
+	// slots, attempts finished and failed, finishes in the last minute and
+	// run-time percentiles. ListMembers (with pools) asks each member with
+	// it, and the leader stores every member's in worker_status.
+	LocalPools(ctx context.Context, in *LocalPoolsRequest, opts ...grpc.CallOption) (*LocalPoolsResponse, error)
 	// Keyring lists or changes the gossip encryption keys of every alive
 	// node (robonode keyring): the answering node applies the operation
 	// and asks every other alive member to apply it too, and answers with
@@ -485,6 +718,11 @@ type MeshServiceClient interface {
 	// the answering server's control state (a worker-only node asks the
 	// leader).
 	Quarantine(ctx context.Context, in *QuarantineRequest, opts ...grpc.CallOption) (*QuarantineResponse, error)
+	// ListTrust reports each node's trust as the engine leader sees it
+	// (roboctl trust): tier, score and the evidence behind them, from its
+	// own observations and what every Waggler node reports. Another node
+	// forwards it to the leader.
+	ListTrust(ctx context.Context, in *ListTrustRequest, opts ...grpc.CallOption) (*ListTrustResponse, error)
 }
 
 type meshServiceClient struct {
@@ -535,6 +773,16 @@ func (c *meshServiceClient) LocalWagglers(ctx context.Context, in *LocalWagglers
 	return out, nil
 }
 
+func (c *meshServiceClient) LocalPools(ctx context.Context, in *LocalPoolsRequest, opts ...grpc.CallOption) (*LocalPoolsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocalPoolsResponse)
+	err := c.cc.Invoke(ctx, MeshService_LocalPools_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *meshServiceClient) Keyring(ctx context.Context, in *KeyringRequest, opts ...grpc.CallOption) (*KeyringResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(KeyringResponse)
@@ -549,6 +797,16 @@ func (c *meshServiceClient) Quarantine(ctx context.Context, in *QuarantineReques
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(QuarantineResponse)
 	err := c.cc.Invoke(ctx, MeshService_Quarantine_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *meshServiceClient) ListTrust(ctx context.Context, in *ListTrustRequest, opts ...grpc.CallOption) (*ListTrustResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListTrustResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListTrust_FullMethodName, in, out, cOpts...)
 	if err != nil {
 		return nil, err
 	}
@@ -587,6 +845,11 @@ type MeshServiceServer interface {
 	// its own Waggler host; ListWagglers asks each holder with it. A node
 	// that cannot report them answers UNIMPLEMENTED.
 	LocalWagglers(context.Context, *LocalWagglersRequest) (*LocalWagglersResponse, error)
+	// LocalPools reports the worker pools of the answering node: slots, busy
+	// slots, attempts finished and failed, finishes in the last minute and
+	// run-time percentiles. ListMembers (with pools) asks each member with
+	// it, and the leader stores every member's in worker_status.
+	LocalPools(context.Context, *LocalPoolsRequest) (*LocalPoolsResponse, error)
 	// Keyring lists or changes the gossip encryption keys of every alive
 	// node (robonode keyring): the answering node applies the operation
 	// and asks every other alive member to apply it too, and answers with
@@ -601,6 +864,11 @@ type MeshServiceServer interface {
 	// the answering server's control state (a worker-only node asks the
 	// leader).
 	Quarantine(context.Context, *QuarantineRequest) (*QuarantineResponse, error)
+	// ListTrust reports each node's trust as the engine leader sees it
+	// (roboctl trust): tier, score and the evidence behind them, from its
+	// own observations and what every Waggler node reports. Another node
+	// forwards it to the leader.
+	ListTrust(context.Context, *ListTrustRequest) (*ListTrustResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -623,11 +891,17 @@ func (UnimplementedMeshServiceServer) ListWagglers(context.Context, *ListWaggler
 func (UnimplementedMeshServiceServer) LocalWagglers(context.Context, *LocalWagglersRequest) (*LocalWagglersResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LocalWagglers not implemented")
 }
+func (UnimplementedMeshServiceServer) LocalPools(context.Context, *LocalPoolsRequest) (*LocalPoolsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LocalPools not implemented")
+}
 func (UnimplementedMeshServiceServer) Keyring(context.Context, *KeyringRequest) (*KeyringResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Keyring not implemented")
 }
 func (UnimplementedMeshServiceServer) Quarantine(context.Context, *QuarantineRequest) (*QuarantineResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method Quarantine not implemented")
+}
+func (UnimplementedMeshServiceServer) ListTrust(context.Context, *ListTrustRequest) (*ListTrustResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListTrust not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -722,6 +996,24 @@ func _MeshService_LocalWagglers_Handler(srv interface{}, ctx context.Context, de
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_LocalPools_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocalPoolsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).LocalPools(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_LocalPools_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).LocalPools(ctx, req.(*LocalPoolsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _MeshService_Keyring_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(KeyringRequest)
 	if err := dec(in); err != nil {
@@ -758,6 +1050,24 @@ func _MeshService_Quarantine_Handler(srv interface{}, ctx context.Context, dec f
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListTrust_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListTrustRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListTrust(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListTrust_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListTrust(ctx, req.(*ListTrustRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -782,12 +1092,20 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 			Handler:    _MeshService_LocalWagglers_Handler,
 		},
 		{
+			MethodName: "LocalPools",
+			Handler:    _MeshService_LocalPools_Handler,
+		},
+		{
 			MethodName: "Keyring",
 			Handler:    _MeshService_Keyring_Handler,
 		},
 		{
 			MethodName: "Quarantine",
 			Handler:    _MeshService_Quarantine_Handler,
+		},
+		{
+			MethodName: "ListTrust",
+			Handler:    _MeshService_ListTrust_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

@@ -21,6 +21,81 @@ const (
 	_ = protoimpl.EnforceVersion(protoimpl.MaxVersion - 20)
 )
 
+// ObservationKind is what an observer saw a node do (the Sentinel's and
+// the trust scores' evidence).
+type ObservationKind int32
+
+const (
+	ObservationKind_OBSERVATION_KIND_UNSPECIFIED ObservationKind = 0
+	ObservationKind_OBSERVATION_KIND_HEARTBEAT   ObservationKind = 1  // a heartbeat batch whose stamp verified
+	ObservationKind_OBSERVATION_KIND_ACCEPTED    ObservationKind = 2  // it was given an attempt
+	ObservationKind_OBSERVATION_KIND_COMPLETED   ObservationKind = 3  // it reported an attempt's outcome
+	ObservationKind_OBSERVATION_KIND_LOST        ObservationKind = 4  // an attempt it had was failed over
+	ObservationKind_OBSERVATION_KIND_FAILED      ObservationKind = 5  // it failed an attempt by its fault
+	ObservationKind_OBSERVATION_KIND_REPLAY      ObservationKind = 6  // a replayed or reordered stamp
+	ObservationKind_OBSERVATION_KIND_CHAIN_BREAK ObservationKind = 7  // a forged stamp: a betrayal
+	ObservationKind_OBSERVATION_KIND_CPU         ObservationKind = 8  // value: percent
+	ObservationKind_OBSERVATION_KIND_MEM         ObservationKind = 9  // value: bytes
+	ObservationKind_OBSERVATION_KIND_VIOLATION   ObservationKind = 10 // a message beyond the limits
+)
+
+// Enum value maps for ObservationKind.
+var (
+	ObservationKind_name = map[int32]string{
+		0:  "OBSERVATION_KIND_UNSPECIFIED",
+		1:  "OBSERVATION_KIND_HEARTBEAT",
+		2:  "OBSERVATION_KIND_ACCEPTED",
+		3:  "OBSERVATION_KIND_COMPLETED",
+		4:  "OBSERVATION_KIND_LOST",
+		5:  "OBSERVATION_KIND_FAILED",
+		6:  "OBSERVATION_KIND_REPLAY",
+		7:  "OBSERVATION_KIND_CHAIN_BREAK",
+		8:  "OBSERVATION_KIND_CPU",
+		9:  "OBSERVATION_KIND_MEM",
+		10: "OBSERVATION_KIND_VIOLATION",
+	}
+	ObservationKind_value = map[string]int32{
+		"OBSERVATION_KIND_UNSPECIFIED": 0,
+		"OBSERVATION_KIND_HEARTBEAT":   1,
+		"OBSERVATION_KIND_ACCEPTED":    2,
+		"OBSERVATION_KIND_COMPLETED":   3,
+		"OBSERVATION_KIND_LOST":        4,
+		"OBSERVATION_KIND_FAILED":      5,
+		"OBSERVATION_KIND_REPLAY":      6,
+		"OBSERVATION_KIND_CHAIN_BREAK": 7,
+		"OBSERVATION_KIND_CPU":         8,
+		"OBSERVATION_KIND_MEM":         9,
+		"OBSERVATION_KIND_VIOLATION":   10,
+	}
+)
+
+func (x ObservationKind) Enum() *ObservationKind {
+	p := new(ObservationKind)
+	*p = x
+	return p
+}
+
+func (x ObservationKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (ObservationKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_robonet_v1_wag_proto_enumTypes[0].Descriptor()
+}
+
+func (ObservationKind) Type() protoreflect.EnumType {
+	return &file_robonet_v1_wag_proto_enumTypes[0]
+}
+
+func (x ObservationKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use ObservationKind.Descriptor instead.
+func (ObservationKind) EnumDescriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{0}
+}
+
 // ErrorKind classifies an error of the Waggler layer for the other side.
 type ErrorKind int32
 
@@ -61,11 +136,11 @@ func (x ErrorKind) String() string {
 }
 
 func (ErrorKind) Descriptor() protoreflect.EnumDescriptor {
-	return file_robonet_v1_wag_proto_enumTypes[0].Descriptor()
+	return file_robonet_v1_wag_proto_enumTypes[1].Descriptor()
 }
 
 func (ErrorKind) Type() protoreflect.EnumType {
-	return &file_robonet_v1_wag_proto_enumTypes[0]
+	return &file_robonet_v1_wag_proto_enumTypes[1]
 }
 
 func (x ErrorKind) Number() protoreflect.EnumNumber {
@@ -74,7 +149,7 @@ func (x ErrorKind) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use ErrorKind.Descriptor instead.
 func (ErrorKind) EnumDescriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{0}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{1}
 }
 
 type AttemptKey struct {
@@ -745,7 +820,11 @@ type LeadResponse struct {
 	//	*LeadResponse_Results
 	//	*LeadResponse_Progress
 	//	*LeadResponse_Started
-	Msg           isLeadResponse_Msg `protobuf_oneof:"msg"`
+	//	*LeadResponse_Observations
+	Msg isLeadResponse_Msg `protobuf_oneof:"msg"`
+	// The host's hash-chain stamp: every message a host sends its leader
+	// carries the next token of the host's chain.
+	Stamp         *Stamp `protobuf:"bytes,15,opt,name=stamp,proto3" json:"stamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -823,6 +902,22 @@ func (x *LeadResponse) GetStarted() *LeadStarted {
 	return nil
 }
 
+func (x *LeadResponse) GetObservations() *LeadObservations {
+	if x != nil {
+		if x, ok := x.Msg.(*LeadResponse_Observations); ok {
+			return x.Observations
+		}
+	}
+	return nil
+}
+
+func (x *LeadResponse) GetStamp() *Stamp {
+	if x != nil {
+		return x.Stamp
+	}
+	return nil
+}
+
 type isLeadResponse_Msg interface {
 	isLeadResponse_Msg()
 }
@@ -843,6 +938,10 @@ type LeadResponse_Started struct {
 	Started *LeadStarted `protobuf:"bytes,4,opt,name=started,proto3,oneof"`
 }
 
+type LeadResponse_Observations struct {
+	Observations *LeadObservations `protobuf:"bytes,5,opt,name=observations,proto3,oneof"`
+}
+
 func (*LeadResponse_Answer) isLeadResponse_Msg() {}
 
 func (*LeadResponse_Results) isLeadResponse_Msg() {}
@@ -850,6 +949,210 @@ func (*LeadResponse_Results) isLeadResponse_Msg() {}
 func (*LeadResponse_Progress) isLeadResponse_Msg() {}
 
 func (*LeadResponse_Started) isLeadResponse_Msg() {}
+
+func (*LeadResponse_Observations) isLeadResponse_Msg() {}
+
+// Stamp is a message's HCTH token: the index-th token of the sender's
+// chain chain_id, H^(N-index)(seed), and, while the sender re-anchors, its
+// next chain's encoded anchor (chain id, length, H^N(seed2): 44 bytes).
+type Stamp struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	ChainId       uint64                 `protobuf:"varint,1,opt,name=chain_id,json=chainId,proto3" json:"chain_id,omitempty"`
+	Index         uint32                 `protobuf:"varint,2,opt,name=index,proto3" json:"index,omitempty"`
+	Token         []byte                 `protobuf:"bytes,3,opt,name=token,proto3" json:"token,omitempty"`
+	NextAnchor    []byte                 `protobuf:"bytes,4,opt,name=next_anchor,json=nextAnchor,proto3" json:"next_anchor,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Stamp) Reset() {
+	*x = Stamp{}
+	mi := &file_robonet_v1_wag_proto_msgTypes[10]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Stamp) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Stamp) ProtoMessage() {}
+
+func (x *Stamp) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_wag_proto_msgTypes[10]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Stamp.ProtoReflect.Descriptor instead.
+func (*Stamp) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{10}
+}
+
+func (x *Stamp) GetChainId() uint64 {
+	if x != nil {
+		return x.ChainId
+	}
+	return 0
+}
+
+func (x *Stamp) GetIndex() uint32 {
+	if x != nil {
+		return x.Index
+	}
+	return 0
+}
+
+func (x *Stamp) GetToken() []byte {
+	if x != nil {
+		return x.Token
+	}
+	return nil
+}
+
+func (x *Stamp) GetNextAnchor() []byte {
+	if x != nil {
+		return x.NextAnchor
+	}
+	return nil
+}
+
+// Observation is count observations of one kind about node (for CPU and
+// memory, value is the mean of count readings).
+type Observation struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Kind          ObservationKind        `protobuf:"varint,2,opt,name=kind,proto3,enum=robonet.v1.ObservationKind" json:"kind,omitempty"`
+	Capability    string                 `protobuf:"bytes,3,opt,name=capability,proto3" json:"capability,omitempty"`
+	Value         float64                `protobuf:"fixed64,4,opt,name=value,proto3" json:"value,omitempty"`
+	Count         uint32                 `protobuf:"varint,5,opt,name=count,proto3" json:"count,omitempty"`
+	AtUnixNs      int64                  `protobuf:"varint,6,opt,name=at_unix_ns,json=atUnixNs,proto3" json:"at_unix_ns,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Observation) Reset() {
+	*x = Observation{}
+	mi := &file_robonet_v1_wag_proto_msgTypes[11]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Observation) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Observation) ProtoMessage() {}
+
+func (x *Observation) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_wag_proto_msgTypes[11]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Observation.ProtoReflect.Descriptor instead.
+func (*Observation) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{11}
+}
+
+func (x *Observation) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *Observation) GetKind() ObservationKind {
+	if x != nil {
+		return x.Kind
+	}
+	return ObservationKind_OBSERVATION_KIND_UNSPECIFIED
+}
+
+func (x *Observation) GetCapability() string {
+	if x != nil {
+		return x.Capability
+	}
+	return ""
+}
+
+func (x *Observation) GetValue() float64 {
+	if x != nil {
+		return x.Value
+	}
+	return 0
+}
+
+func (x *Observation) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *Observation) GetAtUnixNs() int64 {
+	if x != nil {
+		return x.AtUnixNs
+	}
+	return 0
+}
+
+// LeadObservations is what the host's Wagglers saw their workers do.
+type LeadObservations struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*Observation         `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LeadObservations) Reset() {
+	*x = LeadObservations{}
+	mi := &file_robonet_v1_wag_proto_msgTypes[12]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeadObservations) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeadObservations) ProtoMessage() {}
+
+func (x *LeadObservations) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_wag_proto_msgTypes[12]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeadObservations.ProtoReflect.Descriptor instead.
+func (*LeadObservations) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{12}
+}
+
+func (x *LeadObservations) GetItems() []*Observation {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
 
 type WagError struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -861,7 +1164,7 @@ type WagError struct {
 
 func (x *WagError) Reset() {
 	*x = WagError{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[10]
+	mi := &file_robonet_v1_wag_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -873,7 +1176,7 @@ func (x *WagError) String() string {
 func (*WagError) ProtoMessage() {}
 
 func (x *WagError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[10]
+	mi := &file_robonet_v1_wag_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -886,7 +1189,7 @@ func (x *WagError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagError.ProtoReflect.Descriptor instead.
 func (*WagError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *WagError) GetKind() ErrorKind {
@@ -916,7 +1219,7 @@ type LeadAnswer struct {
 
 func (x *LeadAnswer) Reset() {
 	*x = LeadAnswer{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[11]
+	mi := &file_robonet_v1_wag_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -928,7 +1231,7 @@ func (x *LeadAnswer) String() string {
 func (*LeadAnswer) ProtoMessage() {}
 
 func (x *LeadAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[11]
+	mi := &file_robonet_v1_wag_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -941,7 +1244,7 @@ func (x *LeadAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadAnswer.ProtoReflect.Descriptor instead.
 func (*LeadAnswer) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *LeadAnswer) GetId() uint64 {
@@ -981,7 +1284,7 @@ type WagResult struct {
 
 func (x *WagResult) Reset() {
 	*x = WagResult{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[12]
+	mi := &file_robonet_v1_wag_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -993,7 +1296,7 @@ func (x *WagResult) String() string {
 func (*WagResult) ProtoMessage() {}
 
 func (x *WagResult) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[12]
+	mi := &file_robonet_v1_wag_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1006,7 +1309,7 @@ func (x *WagResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagResult.ProtoReflect.Descriptor instead.
 func (*WagResult) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *WagResult) GetSeq() uint64 {
@@ -1074,7 +1377,7 @@ type LeadResults struct {
 
 func (x *LeadResults) Reset() {
 	*x = LeadResults{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[13]
+	mi := &file_robonet_v1_wag_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1086,7 +1389,7 @@ func (x *LeadResults) String() string {
 func (*LeadResults) ProtoMessage() {}
 
 func (x *LeadResults) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[13]
+	mi := &file_robonet_v1_wag_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1099,7 +1402,7 @@ func (x *LeadResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadResults.ProtoReflect.Descriptor instead.
 func (*LeadResults) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *LeadResults) GetResults() []*WagResult {
@@ -1127,7 +1430,7 @@ type WagProgress struct {
 
 func (x *WagProgress) Reset() {
 	*x = WagProgress{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[14]
+	mi := &file_robonet_v1_wag_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1139,7 +1442,7 @@ func (x *WagProgress) String() string {
 func (*WagProgress) ProtoMessage() {}
 
 func (x *WagProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[14]
+	mi := &file_robonet_v1_wag_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1152,7 +1455,7 @@ func (x *WagProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagProgress.ProtoReflect.Descriptor instead.
 func (*WagProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *WagProgress) GetKey() *AttemptKey {
@@ -1234,7 +1537,7 @@ type LeadProgress struct {
 
 func (x *LeadProgress) Reset() {
 	*x = LeadProgress{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[15]
+	mi := &file_robonet_v1_wag_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1549,7 @@ func (x *LeadProgress) String() string {
 func (*LeadProgress) ProtoMessage() {}
 
 func (x *LeadProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[15]
+	mi := &file_robonet_v1_wag_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1562,7 @@ func (x *LeadProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadProgress.ProtoReflect.Descriptor instead.
 func (*LeadProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{15}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *LeadProgress) GetItems() []*WagProgress {
@@ -1283,7 +1586,7 @@ type AttemptStarted struct {
 
 func (x *AttemptStarted) Reset() {
 	*x = AttemptStarted{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[16]
+	mi := &file_robonet_v1_wag_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1295,7 +1598,7 @@ func (x *AttemptStarted) String() string {
 func (*AttemptStarted) ProtoMessage() {}
 
 func (x *AttemptStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[16]
+	mi := &file_robonet_v1_wag_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1308,7 +1611,7 @@ func (x *AttemptStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptStarted.ProtoReflect.Descriptor instead.
 func (*AttemptStarted) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{16}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *AttemptStarted) GetKey() *AttemptKey {
@@ -1362,7 +1665,7 @@ type LeadStarted struct {
 
 func (x *LeadStarted) Reset() {
 	*x = LeadStarted{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[17]
+	mi := &file_robonet_v1_wag_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1374,7 +1677,7 @@ func (x *LeadStarted) String() string {
 func (*LeadStarted) ProtoMessage() {}
 
 func (x *LeadStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[17]
+	mi := &file_robonet_v1_wag_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1387,7 +1690,7 @@ func (x *LeadStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadStarted.ProtoReflect.Descriptor instead.
 func (*LeadStarted) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{17}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *LeadStarted) GetItems() []*AttemptStarted {
@@ -1405,14 +1708,17 @@ type WorkRequest struct {
 	//	*WorkRequest_Heartbeats
 	//	*WorkRequest_Reports
 	//	*WorkRequest_Leave
-	Msg           isWorkRequest_Msg `protobuf_oneof:"msg"`
+	Msg isWorkRequest_Msg `protobuf_oneof:"msg"`
+	// The pool node's hash-chain stamp: every message it sends a Waggler
+	// carries the next token of the node's chain.
+	Stamp         *Stamp `protobuf:"bytes,15,opt,name=stamp,proto3" json:"stamp,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *WorkRequest) Reset() {
 	*x = WorkRequest{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[18]
+	mi := &file_robonet_v1_wag_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1424,7 +1730,7 @@ func (x *WorkRequest) String() string {
 func (*WorkRequest) ProtoMessage() {}
 
 func (x *WorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[18]
+	mi := &file_robonet_v1_wag_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1437,7 +1743,7 @@ func (x *WorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest.ProtoReflect.Descriptor instead.
 func (*WorkRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{18}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *WorkRequest) GetMsg() isWorkRequest_Msg {
@@ -1483,6 +1789,13 @@ func (x *WorkRequest) GetLeave() *WorkLeave {
 	return nil
 }
 
+func (x *WorkRequest) GetStamp() *Stamp {
+	if x != nil {
+		return x.Stamp
+	}
+	return nil
+}
+
 type isWorkRequest_Msg interface {
 	isWorkRequest_Msg()
 }
@@ -1523,7 +1836,7 @@ type WorkLeave struct {
 
 func (x *WorkLeave) Reset() {
 	*x = WorkLeave{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[19]
+	mi := &file_robonet_v1_wag_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1535,7 +1848,7 @@ func (x *WorkLeave) String() string {
 func (*WorkLeave) ProtoMessage() {}
 
 func (x *WorkLeave) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[19]
+	mi := &file_robonet_v1_wag_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1548,7 +1861,7 @@ func (x *WorkLeave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkLeave.ProtoReflect.Descriptor instead.
 func (*WorkLeave) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{19}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkLeave) GetWorkers() []string {
@@ -1572,7 +1885,7 @@ type WorkRegister struct {
 
 func (x *WorkRegister) Reset() {
 	*x = WorkRegister{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[20]
+	mi := &file_robonet_v1_wag_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1897,7 @@ func (x *WorkRegister) String() string {
 func (*WorkRegister) ProtoMessage() {}
 
 func (x *WorkRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[20]
+	mi := &file_robonet_v1_wag_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1910,7 @@ func (x *WorkRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRegister.ProtoReflect.Descriptor instead.
 func (*WorkRegister) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{20}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WorkRegister) GetNode() string {
@@ -1645,7 +1958,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[21]
+	mi := &file_robonet_v1_wag_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1657,7 +1970,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[21]
+	mi := &file_robonet_v1_wag_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1670,7 +1983,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{21}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *Assignment) GetDispatch() *Dispatch {
@@ -1698,7 +2011,7 @@ type RunningAttempt struct {
 
 func (x *RunningAttempt) Reset() {
 	*x = RunningAttempt{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[22]
+	mi := &file_robonet_v1_wag_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +2023,7 @@ func (x *RunningAttempt) String() string {
 func (*RunningAttempt) ProtoMessage() {}
 
 func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[22]
+	mi := &file_robonet_v1_wag_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +2036,7 @@ func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningAttempt.ProtoReflect.Descriptor instead.
 func (*RunningAttempt) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{22}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *RunningAttempt) GetAssignment() *Assignment {
@@ -1753,7 +2066,6 @@ type Heartbeat struct {
 	Generation    uint64                 `protobuf:"varint,2,opt,name=generation,proto3" json:"generation,omitempty"`
 	WorkerId      string                 `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	Seq           uint64                 `protobuf:"varint,4,opt,name=seq,proto3" json:"seq,omitempty"`
-	Token         []byte                 `protobuf:"bytes,5,opt,name=token,proto3" json:"token,omitempty"`
 	StepsDone     int64                  `protobuf:"varint,6,opt,name=steps_done,json=stepsDone,proto3" json:"steps_done,omitempty"`
 	StepsTotal    int64                  `protobuf:"varint,7,opt,name=steps_total,json=stepsTotal,proto3" json:"steps_total,omitempty"`
 	EtaNs         int64                  `protobuf:"varint,8,opt,name=eta_ns,json=etaNs,proto3" json:"eta_ns,omitempty"`
@@ -1767,7 +2079,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	mi := &file_robonet_v1_wag_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1779,7 +2091,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	mi := &file_robonet_v1_wag_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1792,7 +2104,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Heartbeat) GetKey() *AttemptKey {
@@ -1821,13 +2133,6 @@ func (x *Heartbeat) GetSeq() uint64 {
 		return x.Seq
 	}
 	return 0
-}
-
-func (x *Heartbeat) GetToken() []byte {
-	if x != nil {
-		return x.Token
-	}
-	return nil
 }
 
 func (x *Heartbeat) GetStepsDone() int64 {
@@ -1888,7 +2193,7 @@ type WorkHeartbeats struct {
 
 func (x *WorkHeartbeats) Reset() {
 	*x = WorkHeartbeats{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	mi := &file_robonet_v1_wag_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1900,7 +2205,7 @@ func (x *WorkHeartbeats) String() string {
 func (*WorkHeartbeats) ProtoMessage() {}
 
 func (x *WorkHeartbeats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	mi := &file_robonet_v1_wag_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1913,7 +2218,7 @@ func (x *WorkHeartbeats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkHeartbeats.ProtoReflect.Descriptor instead.
 func (*WorkHeartbeats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WorkHeartbeats) GetItems() []*Heartbeat {
@@ -1943,7 +2248,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	mi := &file_robonet_v1_wag_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1955,7 +2260,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	mi := &file_robonet_v1_wag_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1968,7 +2273,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Report) GetSeq() uint64 {
@@ -2043,7 +2348,7 @@ type WorkReports struct {
 
 func (x *WorkReports) Reset() {
 	*x = WorkReports{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[26]
+	mi := &file_robonet_v1_wag_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2055,7 +2360,7 @@ func (x *WorkReports) String() string {
 func (*WorkReports) ProtoMessage() {}
 
 func (x *WorkReports) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[26]
+	mi := &file_robonet_v1_wag_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2068,7 +2373,7 @@ func (x *WorkReports) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkReports.ProtoReflect.Descriptor instead.
 func (*WorkReports) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WorkReports) GetItems() []*Report {
@@ -2092,7 +2397,7 @@ type WorkResponse struct {
 
 func (x *WorkResponse) Reset() {
 	*x = WorkResponse{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[27]
+	mi := &file_robonet_v1_wag_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2409,7 @@ func (x *WorkResponse) String() string {
 func (*WorkResponse) ProtoMessage() {}
 
 func (x *WorkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[27]
+	mi := &file_robonet_v1_wag_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2422,7 @@ func (x *WorkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse.ProtoReflect.Descriptor instead.
 func (*WorkResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *WorkResponse) GetMsg() isWorkResponse_Msg {
@@ -2186,7 +2491,7 @@ type SlotAssignment struct {
 
 func (x *SlotAssignment) Reset() {
 	*x = SlotAssignment{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[28]
+	mi := &file_robonet_v1_wag_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2198,7 +2503,7 @@ func (x *SlotAssignment) String() string {
 func (*SlotAssignment) ProtoMessage() {}
 
 func (x *SlotAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[28]
+	mi := &file_robonet_v1_wag_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2211,7 +2516,7 @@ func (x *SlotAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotAssignment.ProtoReflect.Descriptor instead.
 func (*SlotAssignment) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SlotAssignment) GetWorkerId() string {
@@ -2237,7 +2542,7 @@ type WorkAssign struct {
 
 func (x *WorkAssign) Reset() {
 	*x = WorkAssign{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[29]
+	mi := &file_robonet_v1_wag_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2249,7 +2554,7 @@ func (x *WorkAssign) String() string {
 func (*WorkAssign) ProtoMessage() {}
 
 func (x *WorkAssign) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[29]
+	mi := &file_robonet_v1_wag_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2262,7 +2567,7 @@ func (x *WorkAssign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAssign.ProtoReflect.Descriptor instead.
 func (*WorkAssign) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WorkAssign) GetItems() []*SlotAssignment {
@@ -2283,7 +2588,7 @@ type SlotCancel struct {
 
 func (x *SlotCancel) Reset() {
 	*x = SlotCancel{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[30]
+	mi := &file_robonet_v1_wag_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2295,7 +2600,7 @@ func (x *SlotCancel) String() string {
 func (*SlotCancel) ProtoMessage() {}
 
 func (x *SlotCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[30]
+	mi := &file_robonet_v1_wag_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2308,7 +2613,7 @@ func (x *SlotCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotCancel.ProtoReflect.Descriptor instead.
 func (*SlotCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SlotCancel) GetWorkerId() string {
@@ -2341,7 +2646,7 @@ type WorkCancel struct {
 
 func (x *WorkCancel) Reset() {
 	*x = WorkCancel{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[31]
+	mi := &file_robonet_v1_wag_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2353,7 +2658,7 @@ func (x *WorkCancel) String() string {
 func (*WorkCancel) ProtoMessage() {}
 
 func (x *WorkCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[31]
+	mi := &file_robonet_v1_wag_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2366,7 +2671,7 @@ func (x *WorkCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkCancel.ProtoReflect.Descriptor instead.
 func (*WorkCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WorkCancel) GetItems() []*SlotCancel {
@@ -2386,7 +2691,7 @@ type WorkAck struct {
 
 func (x *WorkAck) Reset() {
 	*x = WorkAck{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[32]
+	mi := &file_robonet_v1_wag_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2398,7 +2703,7 @@ func (x *WorkAck) String() string {
 func (*WorkAck) ProtoMessage() {}
 
 func (x *WorkAck) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[32]
+	mi := &file_robonet_v1_wag_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2411,7 +2716,7 @@ func (x *WorkAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAck.ProtoReflect.Descriptor instead.
 func (*WorkAck) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *WorkAck) GetSeq() uint64 {
@@ -2484,13 +2789,33 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
 	"\x04keys\x18\x02 \x03(\v2\x16.robonet.v1.AttemptKeyR\x04keys\"\x1b\n" +
 	"\aLeadAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xe9\x01\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xd6\x02\n" +
 	"\fLeadResponse\x120\n" +
 	"\x06answer\x18\x01 \x01(\v2\x16.robonet.v1.LeadAnswerH\x00R\x06answer\x123\n" +
 	"\aresults\x18\x02 \x01(\v2\x17.robonet.v1.LeadResultsH\x00R\aresults\x126\n" +
 	"\bprogress\x18\x03 \x01(\v2\x18.robonet.v1.LeadProgressH\x00R\bprogress\x123\n" +
-	"\astarted\x18\x04 \x01(\v2\x17.robonet.v1.LeadStartedH\x00R\astartedB\x05\n" +
-	"\x03msg\"O\n" +
+	"\astarted\x18\x04 \x01(\v2\x17.robonet.v1.LeadStartedH\x00R\astarted\x12B\n" +
+	"\fobservations\x18\x05 \x01(\v2\x1c.robonet.v1.LeadObservationsH\x00R\fobservations\x12'\n" +
+	"\x05stamp\x18\x0f \x01(\v2\x11.robonet.v1.StampR\x05stampB\x05\n" +
+	"\x03msg\"o\n" +
+	"\x05Stamp\x12\x19\n" +
+	"\bchain_id\x18\x01 \x01(\x04R\achainId\x12\x14\n" +
+	"\x05index\x18\x02 \x01(\rR\x05index\x12\x14\n" +
+	"\x05token\x18\x03 \x01(\fR\x05token\x12\x1f\n" +
+	"\vnext_anchor\x18\x04 \x01(\fR\n" +
+	"nextAnchor\"\xbc\x01\n" +
+	"\vObservation\x12\x12\n" +
+	"\x04node\x18\x01 \x01(\tR\x04node\x12/\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1b.robonet.v1.ObservationKindR\x04kind\x12\x1e\n" +
+	"\n" +
+	"capability\x18\x03 \x01(\tR\n" +
+	"capability\x12\x14\n" +
+	"\x05value\x18\x04 \x01(\x01R\x05value\x12\x14\n" +
+	"\x05count\x18\x05 \x01(\rR\x05count\x12\x1c\n" +
+	"\n" +
+	"at_unix_ns\x18\x06 \x01(\x03R\batUnixNs\"A\n" +
+	"\x10LeadObservations\x12-\n" +
+	"\x05items\x18\x01 \x03(\v2\x17.robonet.v1.ObservationR\x05items\"O\n" +
 	"\bWagError\x12)\n" +
 	"\x04kind\x18\x01 \x01(\x0e2\x15.robonet.v1.ErrorKindR\x04kind\x12\x18\n" +
 	"\amessage\x18\x02 \x01(\tR\amessage\"\xf2\x01\n" +
@@ -2545,14 +2870,15 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\n" +
 	"at_unix_ns\x18\x06 \x01(\x03R\batUnixNs\"?\n" +
 	"\vLeadStarted\x120\n" +
-	"\x05items\x18\x01 \x03(\v2\x1a.robonet.v1.AttemptStartedR\x05items\"\xee\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.robonet.v1.AttemptStartedR\x05items\"\x97\x02\n" +
 	"\vWorkRequest\x126\n" +
 	"\bregister\x18\x01 \x01(\v2\x18.robonet.v1.WorkRegisterH\x00R\bregister\x12<\n" +
 	"\n" +
 	"heartbeats\x18\x02 \x01(\v2\x1a.robonet.v1.WorkHeartbeatsH\x00R\n" +
 	"heartbeats\x123\n" +
 	"\areports\x18\x03 \x01(\v2\x17.robonet.v1.WorkReportsH\x00R\areports\x12-\n" +
-	"\x05leave\x18\x04 \x01(\v2\x15.robonet.v1.WorkLeaveH\x00R\x05leaveB\x05\n" +
+	"\x05leave\x18\x04 \x01(\v2\x15.robonet.v1.WorkLeaveH\x00R\x05leave\x12'\n" +
+	"\x05stamp\x18\x0f \x01(\v2\x11.robonet.v1.StampR\x05stampB\x05\n" +
 	"\x03msg\"%\n" +
 	"\tWorkLeave\x12\x18\n" +
 	"\aworkers\x18\x01 \x03(\tR\aworkers\"\xa8\x01\n" +
@@ -2575,15 +2901,14 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"assignment\x18\x01 \x01(\v2\x16.robonet.v1.AssignmentR\n" +
 	"assignment\x12\x1b\n" +
 	"\tworker_id\x18\x02 \x01(\tR\bworkerId\x12&\n" +
-	"\x0fstarted_unix_ns\x18\x03 \x01(\x03R\rstartedUnixNs\"\xeb\x02\n" +
+	"\x0fstarted_unix_ns\x18\x03 \x01(\x03R\rstartedUnixNs\"\xdb\x02\n" +
 	"\tHeartbeat\x12(\n" +
 	"\x03key\x18\x01 \x01(\v2\x16.robonet.v1.AttemptKeyR\x03key\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x02 \x01(\x04R\n" +
 	"generation\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x10\n" +
-	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x14\n" +
-	"\x05token\x18\x05 \x01(\fR\x05token\x12\x1d\n" +
+	"\x03seq\x18\x04 \x01(\x04R\x03seq\x12\x1d\n" +
 	"\n" +
 	"steps_done\x18\x06 \x01(\x03R\tstepsDone\x12\x1f\n" +
 	"\vsteps_total\x18\a \x01(\x03R\n" +
@@ -2595,7 +2920,7 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"cpuPercent\x12\x1b\n" +
 	"\tmem_bytes\x18\v \x01(\x04R\bmemBytes\x12 \n" +
 	"\fsent_unix_ns\x18\f \x01(\x03R\n" +
-	"sentUnixNs\"=\n" +
+	"sentUnixNsJ\x04\b\x05\x10\x06\"=\n" +
 	"\x0eWorkHeartbeats\x12+\n" +
 	"\x05items\x18\x01 \x03(\v2\x15.robonet.v1.HeartbeatR\x05items\"\x9a\x02\n" +
 	"\x06Report\x12\x10\n" +
@@ -2637,7 +2962,20 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"WorkCancel\x12,\n" +
 	"\x05items\x18\x01 \x03(\v2\x16.robonet.v1.SlotCancelR\x05items\"\x1b\n" +
 	"\aWorkAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq*\x8f\x01\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq*\xdd\x02\n" +
+	"\x0fObservationKind\x12 \n" +
+	"\x1cOBSERVATION_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
+	"\x1aOBSERVATION_KIND_HEARTBEAT\x10\x01\x12\x1d\n" +
+	"\x19OBSERVATION_KIND_ACCEPTED\x10\x02\x12\x1e\n" +
+	"\x1aOBSERVATION_KIND_COMPLETED\x10\x03\x12\x19\n" +
+	"\x15OBSERVATION_KIND_LOST\x10\x04\x12\x1b\n" +
+	"\x17OBSERVATION_KIND_FAILED\x10\x05\x12\x1b\n" +
+	"\x17OBSERVATION_KIND_REPLAY\x10\x06\x12 \n" +
+	"\x1cOBSERVATION_KIND_CHAIN_BREAK\x10\a\x12\x18\n" +
+	"\x14OBSERVATION_KIND_CPU\x10\b\x12\x18\n" +
+	"\x14OBSERVATION_KIND_MEM\x10\t\x12\x1e\n" +
+	"\x1aOBSERVATION_KIND_VIOLATION\x10\n" +
+	"*\x8f\x01\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_KIND_STALE_TERM\x10\x01\x12\x1a\n" +
@@ -2661,98 +2999,107 @@ func file_robonet_v1_wag_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_wag_proto_rawDescData
 }
 
-var file_robonet_v1_wag_proto_enumTypes = make([]protoimpl.EnumInfo, 1)
-var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 35)
+var file_robonet_v1_wag_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
 var file_robonet_v1_wag_proto_goTypes = []any{
-	(ErrorKind)(0),         // 0: robonet.v1.ErrorKind
-	(*AttemptKey)(nil),     // 1: robonet.v1.AttemptKey
-	(*Dispatch)(nil),       // 2: robonet.v1.Dispatch
-	(*Handoff)(nil),        // 3: robonet.v1.Handoff
-	(*LeadRequest)(nil),    // 4: robonet.v1.LeadRequest
-	(*LeadOpen)(nil),       // 5: robonet.v1.LeadOpen
-	(*LeadRoles)(nil),      // 6: robonet.v1.LeadRoles
-	(*LeadDispatch)(nil),   // 7: robonet.v1.LeadDispatch
-	(*LeadCancel)(nil),     // 8: robonet.v1.LeadCancel
-	(*LeadAck)(nil),        // 9: robonet.v1.LeadAck
-	(*LeadResponse)(nil),   // 10: robonet.v1.LeadResponse
-	(*WagError)(nil),       // 11: robonet.v1.WagError
-	(*LeadAnswer)(nil),     // 12: robonet.v1.LeadAnswer
-	(*WagResult)(nil),      // 13: robonet.v1.WagResult
-	(*LeadResults)(nil),    // 14: robonet.v1.LeadResults
-	(*WagProgress)(nil),    // 15: robonet.v1.WagProgress
-	(*LeadProgress)(nil),   // 16: robonet.v1.LeadProgress
-	(*AttemptStarted)(nil), // 17: robonet.v1.AttemptStarted
-	(*LeadStarted)(nil),    // 18: robonet.v1.LeadStarted
-	(*WorkRequest)(nil),    // 19: robonet.v1.WorkRequest
-	(*WorkLeave)(nil),      // 20: robonet.v1.WorkLeave
-	(*WorkRegister)(nil),   // 21: robonet.v1.WorkRegister
-	(*Assignment)(nil),     // 22: robonet.v1.Assignment
-	(*RunningAttempt)(nil), // 23: robonet.v1.RunningAttempt
-	(*Heartbeat)(nil),      // 24: robonet.v1.Heartbeat
-	(*WorkHeartbeats)(nil), // 25: robonet.v1.WorkHeartbeats
-	(*Report)(nil),         // 26: robonet.v1.Report
-	(*WorkReports)(nil),    // 27: robonet.v1.WorkReports
-	(*WorkResponse)(nil),   // 28: robonet.v1.WorkResponse
-	(*SlotAssignment)(nil), // 29: robonet.v1.SlotAssignment
-	(*WorkAssign)(nil),     // 30: robonet.v1.WorkAssign
-	(*SlotCancel)(nil),     // 31: robonet.v1.SlotCancel
-	(*WorkCancel)(nil),     // 32: robonet.v1.WorkCancel
-	(*WorkAck)(nil),        // 33: robonet.v1.WorkAck
-	nil,                    // 34: robonet.v1.LeadRoles.RolesEntry
-	nil,                    // 35: robonet.v1.LeadAnswer.AttemptErrorsEntry
+	(ObservationKind)(0),     // 0: robonet.v1.ObservationKind
+	(ErrorKind)(0),           // 1: robonet.v1.ErrorKind
+	(*AttemptKey)(nil),       // 2: robonet.v1.AttemptKey
+	(*Dispatch)(nil),         // 3: robonet.v1.Dispatch
+	(*Handoff)(nil),          // 4: robonet.v1.Handoff
+	(*LeadRequest)(nil),      // 5: robonet.v1.LeadRequest
+	(*LeadOpen)(nil),         // 6: robonet.v1.LeadOpen
+	(*LeadRoles)(nil),        // 7: robonet.v1.LeadRoles
+	(*LeadDispatch)(nil),     // 8: robonet.v1.LeadDispatch
+	(*LeadCancel)(nil),       // 9: robonet.v1.LeadCancel
+	(*LeadAck)(nil),          // 10: robonet.v1.LeadAck
+	(*LeadResponse)(nil),     // 11: robonet.v1.LeadResponse
+	(*Stamp)(nil),            // 12: robonet.v1.Stamp
+	(*Observation)(nil),      // 13: robonet.v1.Observation
+	(*LeadObservations)(nil), // 14: robonet.v1.LeadObservations
+	(*WagError)(nil),         // 15: robonet.v1.WagError
+	(*LeadAnswer)(nil),       // 16: robonet.v1.LeadAnswer
+	(*WagResult)(nil),        // 17: robonet.v1.WagResult
+	(*LeadResults)(nil),      // 18: robonet.v1.LeadResults
+	(*WagProgress)(nil),      // 19: robonet.v1.WagProgress
+	(*LeadProgress)(nil),     // 20: robonet.v1.LeadProgress
+	(*AttemptStarted)(nil),   // 21: robonet.v1.AttemptStarted
+	(*LeadStarted)(nil),      // 22: robonet.v1.LeadStarted
+	(*WorkRequest)(nil),      // 23: robonet.v1.WorkRequest
+	(*WorkLeave)(nil),        // 24: robonet.v1.WorkLeave
+	(*WorkRegister)(nil),     // 25: robonet.v1.WorkRegister
+	(*Assignment)(nil),       // 26: robonet.v1.Assignment
+	(*RunningAttempt)(nil),   // 27: robonet.v1.RunningAttempt
+	(*Heartbeat)(nil),        // 28: robonet.v1.Heartbeat
+	(*WorkHeartbeats)(nil),   // 29: robonet.v1.WorkHeartbeats
+	(*Report)(nil),           // 30: robonet.v1.Report
+	(*WorkReports)(nil),      // 31: robonet.v1.WorkReports
+	(*WorkResponse)(nil),     // 32: robonet.v1.WorkResponse
+	(*SlotAssignment)(nil),   // 33: robonet.v1.SlotAssignment
+	(*WorkAssign)(nil),       // 34: robonet.v1.WorkAssign
+	(*SlotCancel)(nil),       // 35: robonet.v1.SlotCancel
+	(*WorkCancel)(nil),       // 36: robonet.v1.WorkCancel
+	(*WorkAck)(nil),          // 37: robonet.v1.WorkAck
+	nil,                      // 38: robonet.v1.LeadRoles.RolesEntry
+	nil,                      // 39: robonet.v1.LeadAnswer.AttemptErrorsEntry
 }
 var file_robonet_v1_wag_proto_depIdxs = []int32{
-	1,  // 0: robonet.v1.Dispatch.key:type_name -> robonet.v1.AttemptKey
-	2,  // 1: robonet.v1.Handoff.dispatch:type_name -> robonet.v1.Dispatch
-	5,  // 2: robonet.v1.LeadRequest.open:type_name -> robonet.v1.LeadOpen
-	6,  // 3: robonet.v1.LeadRequest.roles:type_name -> robonet.v1.LeadRoles
-	7,  // 4: robonet.v1.LeadRequest.dispatch:type_name -> robonet.v1.LeadDispatch
-	8,  // 5: robonet.v1.LeadRequest.cancel:type_name -> robonet.v1.LeadCancel
-	9,  // 6: robonet.v1.LeadRequest.ack:type_name -> robonet.v1.LeadAck
-	34, // 7: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
-	3,  // 8: robonet.v1.LeadDispatch.handoffs:type_name -> robonet.v1.Handoff
-	1,  // 9: robonet.v1.LeadCancel.keys:type_name -> robonet.v1.AttemptKey
-	12, // 10: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
-	14, // 11: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
-	16, // 12: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
-	18, // 13: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
-	0,  // 14: robonet.v1.WagError.kind:type_name -> robonet.v1.ErrorKind
-	11, // 15: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
-	35, // 16: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
-	1,  // 17: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
-	13, // 18: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
-	1,  // 19: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
-	15, // 20: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
-	1,  // 21: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
-	17, // 22: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
-	21, // 23: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
-	25, // 24: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
-	27, // 25: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
-	20, // 26: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
-	23, // 27: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
-	2,  // 28: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
-	22, // 29: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
-	1,  // 30: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
-	24, // 31: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
-	1,  // 32: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
-	26, // 33: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
-	30, // 34: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
-	32, // 35: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
-	33, // 36: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
-	22, // 37: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
-	29, // 38: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
-	1,  // 39: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
-	31, // 40: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
-	11, // 41: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
-	4,  // 42: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
-	19, // 43: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
-	10, // 44: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
-	28, // 45: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
-	44, // [44:46] is the sub-list for method output_type
-	42, // [42:44] is the sub-list for method input_type
-	42, // [42:42] is the sub-list for extension type_name
-	42, // [42:42] is the sub-list for extension extendee
-	0,  // [0:42] is the sub-list for field type_name
+	2,  // 0: robonet.v1.Dispatch.key:type_name -> robonet.v1.AttemptKey
+	3,  // 1: robonet.v1.Handoff.dispatch:type_name -> robonet.v1.Dispatch
+	6,  // 2: robonet.v1.LeadRequest.open:type_name -> robonet.v1.LeadOpen
+	7,  // 3: robonet.v1.LeadRequest.roles:type_name -> robonet.v1.LeadRoles
+	8,  // 4: robonet.v1.LeadRequest.dispatch:type_name -> robonet.v1.LeadDispatch
+	9,  // 5: robonet.v1.LeadRequest.cancel:type_name -> robonet.v1.LeadCancel
+	10, // 6: robonet.v1.LeadRequest.ack:type_name -> robonet.v1.LeadAck
+	38, // 7: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
+	4,  // 8: robonet.v1.LeadDispatch.handoffs:type_name -> robonet.v1.Handoff
+	2,  // 9: robonet.v1.LeadCancel.keys:type_name -> robonet.v1.AttemptKey
+	16, // 10: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
+	18, // 11: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
+	20, // 12: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
+	22, // 13: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
+	14, // 14: robonet.v1.LeadResponse.observations:type_name -> robonet.v1.LeadObservations
+	12, // 15: robonet.v1.LeadResponse.stamp:type_name -> robonet.v1.Stamp
+	0,  // 16: robonet.v1.Observation.kind:type_name -> robonet.v1.ObservationKind
+	13, // 17: robonet.v1.LeadObservations.items:type_name -> robonet.v1.Observation
+	1,  // 18: robonet.v1.WagError.kind:type_name -> robonet.v1.ErrorKind
+	15, // 19: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
+	39, // 20: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
+	2,  // 21: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
+	17, // 22: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
+	2,  // 23: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
+	19, // 24: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
+	2,  // 25: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
+	21, // 26: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
+	25, // 27: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
+	29, // 28: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
+	31, // 29: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
+	24, // 30: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
+	12, // 31: robonet.v1.WorkRequest.stamp:type_name -> robonet.v1.Stamp
+	27, // 32: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
+	3,  // 33: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
+	26, // 34: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
+	2,  // 35: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
+	28, // 36: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
+	2,  // 37: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
+	30, // 38: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
+	34, // 39: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
+	36, // 40: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
+	37, // 41: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
+	26, // 42: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
+	33, // 43: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
+	2,  // 44: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
+	35, // 45: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
+	15, // 46: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
+	5,  // 47: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
+	23, // 48: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
+	11, // 49: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
+	32, // 50: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
+	49, // [49:51] is the sub-list for method output_type
+	47, // [47:49] is the sub-list for method input_type
+	47, // [47:47] is the sub-list for extension type_name
+	47, // [47:47] is the sub-list for extension extendee
+	0,  // [0:47] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_wag_proto_init() }
@@ -2772,14 +3119,15 @@ func file_robonet_v1_wag_proto_init() {
 		(*LeadResponse_Results)(nil),
 		(*LeadResponse_Progress)(nil),
 		(*LeadResponse_Started)(nil),
+		(*LeadResponse_Observations)(nil),
 	}
-	file_robonet_v1_wag_proto_msgTypes[18].OneofWrappers = []any{
+	file_robonet_v1_wag_proto_msgTypes[21].OneofWrappers = []any{
 		(*WorkRequest_Register)(nil),
 		(*WorkRequest_Heartbeats)(nil),
 		(*WorkRequest_Reports)(nil),
 		(*WorkRequest_Leave)(nil),
 	}
-	file_robonet_v1_wag_proto_msgTypes[27].OneofWrappers = []any{
+	file_robonet_v1_wag_proto_msgTypes[30].OneofWrappers = []any{
 		(*WorkResponse_Assign)(nil),
 		(*WorkResponse_Cancel)(nil),
 		(*WorkResponse_Ack)(nil),
@@ -2789,8 +3137,8 @@ func file_robonet_v1_wag_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_wag_proto_rawDesc), len(file_robonet_v1_wag_proto_rawDesc)),
-			NumEnums:      1,
-			NumMessages:   35,
+			NumEnums:      2,
+			NumMessages:   38,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
