@@ -17,7 +17,9 @@ type WorkflowInfo struct {
 	IRHash      string
 	Description string
 	Tasks       int
-	CreatedAt   time.Time
+	// Capabilities are those its tasks need, sorted.
+	Capabilities []string
+	CreatedAt    time.Time
 	// Existing is set when registration found the same version already
 	// registered with the same IR (a no-op).
 	Existing bool
@@ -41,6 +43,40 @@ type SubmitRequest struct {
 	// Deadline bounds the whole instance; zero means none. An instance
 	// still running at its deadline is FAILED and its tasks cancelled.
 	Deadline time.Duration
+	// Dev is the edit-and-run loop for an inline spec: when its version is
+	// registered with another definition, the spec is registered as the
+	// version after the highest registered one (or as the registered version
+	// that has its definition) instead of being refused. Versions stay
+	// immutable; SubmitResult.DevVersion says which one ran.
+	Dev bool
+}
+
+// MaxSubmitBatchItems bounds the items of one SubmitBatch call, so one
+// call is one store transaction of bounded size.
+const MaxSubmitBatchItems = 1000
+
+// SubmitBatchRequest starts an instance of one workflow version per item
+// (Name, Version, Spec and SpecFile as in SubmitRequest).
+type SubmitBatchRequest struct {
+	Name     string
+	Version  uint32
+	Spec     []byte
+	SpecFile string
+	Items    []SubmitItem
+}
+
+// SubmitItem is one instance of a SubmitBatchRequest; its fields mean
+// what SubmitRequest's do.
+type SubmitItem struct {
+	Inputs         map[string]any
+	IdempotencyKey string
+	Deadline       time.Duration
+}
+
+// SubmitBatchResult names the instances, one per item in order.
+type SubmitBatchResult struct {
+	Workflow  WorkflowInfo
+	Instances []Queued
 }
 
 // SubmitResult names the instance.
@@ -48,6 +84,9 @@ type SubmitResult struct {
 	InstanceID uuid.UUID
 	Workflow   WorkflowInfo
 	Existing   bool // the idempotency key matched an earlier submission
+	// DevVersion is set when Dev moved the spec off its own version, which
+	// was registered with another definition.
+	DevVersion bool
 }
 
 // InstanceState is the state of a workflow instance as clients see it:
@@ -107,6 +146,7 @@ type TaskView struct {
 	Name        string
 	Capability  string
 	Action      string
+	Needs       []string // the tasks it depends on: the edges of the DAG
 	Status      TaskStatus
 	Attempt     uint32 // latest attempt (0: never dispatched)
 	MaxAttempts uint32
@@ -119,8 +159,11 @@ type TaskView struct {
 	StartedAt  time.Time
 	FinishedAt time.Time
 	Progress   *TaskProgress // latest heartbeat of a running attempt
-	// Spread tasks only: instance counts (Width -1 for a plain task).
+	// Spread tasks only: instance counts (Width -1 for a plain task, and
+	// for a spread task not expanded yet).
 	Width, Done, Failed int32
+	// IsSpread is set for a spread task, expanded or not.
+	IsSpread bool
 	// Attempts lists the task's attempts — for a spread task, those of
 	// every instance — ordered by index, then attempt: each finished
 	// attempt as recorded, then the latest one if it has no result yet (in
@@ -196,10 +239,12 @@ type Event struct {
 
 // ListRequest selects instances.
 type ListRequest struct {
-	Workflow  string          // empty: all
-	States    []InstanceState // empty: all
-	Limit     int             // 0: 50
-	PageToken string
+	Workflow     string          // empty: all
+	States       []InstanceState // empty: all
+	IDPrefix     string          // empty: all (see InstanceFilter.IDPrefix)
+	CreatedAfter time.Time       // zero: all
+	Limit        int             // 0: 50
+	PageToken    string
 }
 
 // InstanceSummary is one row of ListInstances.

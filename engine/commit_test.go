@@ -167,6 +167,45 @@ func TestDispatchRetriedUntilAccepted(t *testing.T) {
 	}
 }
 
+// A submission by name does not read the store for the latest version
+// each time, yet sees a version registered a moment before at once.
+func TestSubmitByNameCachesTheLatestVersion(t *testing.T) {
+	h := newHarness(t)
+	e := h.newEngine(1)
+	ctx := ctxOf(t)
+	submit := func(want uint32) {
+		t.Helper()
+		res, err := e.Submit(ctx, engine.SubmitRequest{Name: "chain", Inputs: map[string]any{"x": 1}})
+		if err != nil || res.Workflow.Version != want {
+			t.Fatalf("Submit by name: %+v, %v; want version %d", res, err, want)
+		}
+	}
+	if _, err := e.Submit(ctx, engine.SubmitRequest{Name: "chain"}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("Submit of an unregistered name: %v, want ErrNotFound", err)
+	}
+	if _, err := e.RegisterWorkflow(ctx, "chain.yaml", []byte(chainSpec)); err != nil {
+		t.Fatal(err)
+	}
+	lists := h.store.lists()
+	for range 5 {
+		submit(1)
+	}
+	if got := h.store.lists() - lists; got != 1 {
+		t.Fatalf("five submissions by name listed the versions %d times, want once", got)
+	}
+	v2 := strings.Replace(chainSpec, "version: 1", "version: 2", 1)
+	if _, err := e.RegisterWorkflow(ctx, "chain.yaml", []byte(v2)); err != nil {
+		t.Fatal(err)
+	}
+	submit(2) // no waiting for the cache to expire
+	lists = h.store.lists()
+	h.clock.Advance(time.Second)
+	submit(2)
+	if got := h.store.lists() - lists; got != 1 {
+		t.Fatalf("after a second the cached version was used without reading the store (%d reads)", got)
+	}
+}
+
 func TestRegisterWorkflow(t *testing.T) {
 	h := newHarness(t)
 	e := h.newEngine(1) // registration needs no runloop
@@ -221,5 +260,25 @@ func TestRegisterWorkflow(t *testing.T) {
 	}
 	if _, err := e.GetInstance(ctx, uuid.New()); !errors.Is(err, engine.ErrNotFound) {
 		t.Fatalf("unknown instance: %v", err)
+	}
+}
+
+// A result whose sender encoded the output already is stored with that
+// encoding; the engine does not encode it again.
+func TestResultWithItsEncoding(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1)
+	id := h.submit(e, singleSpec, map[string]any{"n": 7})
+	d := h.disp.take(t, 1)[0]
+	out := map[string]any{"n": int64(7)}
+	// Bytes that differ from what the engine would write, to tell them
+	// apart in the history (a real sender's are the canonical encoding).
+	e.TaskResult(ctxOf(t), engine.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: out, OutputJSON: []byte(`{"n":7} `),
+		WorkerID: "w1", StartedAt: time.Unix(1, 0), FinishedAt: time.Unix(2, 0)})
+	if v := h.wait(e, id); v.State != engine.StateComplete || v.Outputs["n"] != int64(7) {
+		t.Fatalf("instance %+v", v)
+	}
+	if hist := h.history(id); len(hist) != 1 || string(hist[0].Output) != `{"n":7} ` {
+		t.Fatalf("history %+v, want the sender's encoding stored", hist)
 	}
 }

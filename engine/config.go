@@ -11,6 +11,7 @@ import (
 
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/internal/metrics"
 )
 
 // Config configures an Engine. Zero fields take the defaults listed; see
@@ -30,6 +31,10 @@ type Config struct {
 	Clock clock.Clock
 	// NodeName is logged with every line (key "node").
 	NodeName string
+	// Metrics are the series the engine records into; a node passes the
+	// same set to the engine of every term. nil: series registered
+	// nowhere.
+	Metrics *metrics.Engine
 
 	// Owner is the lock id of this runloop in the Store. uuid.Nil: a random
 	// one, chosen by New.
@@ -75,6 +80,10 @@ type Config struct {
 	// SweepInterval is the period of the retention sweep and of the expired
 	// lease reclaimer. Default: 10 min.
 	SweepInterval time.Duration
+	// ScheduleInterval is how often the scheduler looks for due schedule
+	// slots (it also wakes for a slot it knows is coming, and when a
+	// schedule changes through this engine). Default: 1 s.
+	ScheduleInterval time.Duration
 
 	// SpreadLimit bounds the width of one spread. Default:
 	// graph.DefaultMaxSpreadWidth (100,000).
@@ -122,6 +131,9 @@ func (c Config) WithDefaults() Config {
 	if c.Clock == nil {
 		c.Clock = clock.System()
 	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewEngine(nil)
+	}
 	if c.Shards == 0 {
 		c.Shards = runtime.GOMAXPROCS(0)
 	}
@@ -151,6 +163,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Retention == 0 {
 		c.Retention = DefaultRetention
+	}
+	if c.ScheduleInterval == 0 {
+		c.ScheduleInterval = DefaultScheduleInterval
 	}
 	if c.SweepInterval == 0 {
 		c.SweepInterval = DefaultSweepInterval

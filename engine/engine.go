@@ -56,6 +56,9 @@ type Engine struct {
 	outbox  *outbox
 	submits submitBatcher // group-commits concurrent submissions
 
+	latestVersions latestVersions // newest version per workflow name, for submissions by name
+	scheduleWake   chan struct{}  // wakes the scheduler
+
 	held      sync.Map // uuid.UUID → *holder: instances in memory
 	heldCount atomic.Int64
 	wake      chan struct{} // wakes the claimer
@@ -98,11 +101,12 @@ func New(cfg Config) (*Engine, error) {
 		}
 	}
 	e := &Engine{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("engine").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
-		q:       q,
-		wake:    make(chan struct{}, 1),
-		claimed: make(chan struct{}),
+		cfg:          cfg,
+		log:          cfg.Logger.Named("engine").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
+		q:            q,
+		wake:         make(chan struct{}, 1),
+		scheduleWake: make(chan struct{}, 1),
+		claimed:      make(chan struct{}),
 	}
 	e.flusher = newFlusher(e)
 	e.outbox = newOutbox(e)
@@ -144,7 +148,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, s := range e.shards {
 		e.goAll(func() { s.run(runCtx) })
 	}
-	for _, loop := range []func(context.Context){e.claimLoop, e.leaseLoop, e.sweepLoop} {
+	for _, loop := range []func(context.Context){e.claimLoop, e.leaseLoop, e.sweepLoop, e.scheduleLoop} {
 		e.loops.Add(1)
 		e.goAll(func() {
 			defer e.loops.Done()

@@ -169,6 +169,7 @@ type countingStore struct {
 	mu                sync.Mutex
 	persistCalls      int
 	completeCalls     int
+	listCalls         int
 	progressRows      int
 	stateBytes        int
 	largestState      int
@@ -211,6 +212,20 @@ func (s *countingStore) CompleteInstances(ctx context.Context, batch []engine.Co
 	}
 	s.mu.Unlock()
 	return s.Store.CompleteInstances(ctx, batch)
+}
+
+func (s *countingStore) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]engine.WorkflowVersion, error) {
+	s.mu.Lock()
+	s.listCalls++
+	s.mu.Unlock()
+	return s.Store.ListWorkflows(ctx, f)
+}
+
+// lists is how often workflow versions were listed.
+func (s *countingStore) lists() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.listCalls
 }
 
 func (s *countingStore) counts() (persist, complete, stateBytes int) {

@@ -200,8 +200,15 @@ func (f *flusher) writeProgress(ctx context.Context, ws []*pendingWrite) error {
 		for i, w := range chunk {
 			batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state}
 		}
+		rows := 0
+		for _, p := range batch {
+			rows += len(p.Results)
+			if p.State != nil {
+				rows++
+			}
+		}
 		var outcomes []error
-		err := f.retry(ctx, "persisting progress", func() (err error) {
+		err := f.retry(ctx, "persisting progress", rows, func() (err error) {
 			outcomes, err = f.e.cfg.Store.PersistProgress(ctx, batch)
 			return err
 		})
@@ -225,8 +232,12 @@ func (f *flusher) writeCompletions(ctx context.Context, ws []*pendingWrite) erro
 		for i, w := range chunk {
 			batch[i] = *w.completion
 		}
+		rows := 0
+		for _, c := range batch {
+			rows += len(c.Results) + 1
+		}
 		var outcomes []error
-		err := f.retry(ctx, "completing instances", func() (err error) {
+		err := f.retry(ctx, "completing instances", rows, func() (err error) {
 			outcomes, err = f.e.cfg.Store.CompleteInstances(ctx, batch)
 			return err
 		})
@@ -255,9 +266,15 @@ func (f *flusher) lost(inst *instance, err error) {
 
 // retry runs op until it succeeds or ctx ends, backing off from 10 ms to
 // 1 s between attempts.
-func (f *flusher) retry(ctx context.Context, what string, op func() error) error {
+func (f *flusher) retry(ctx context.Context, what string, rows int, op func() error) error {
+	m := f.e.cfg.Metrics
 	return retryBackoff(ctx, f.e.cfg.Clock, func() error {
+		start := time.Now()
 		err := op()
+		m.CommitSeconds.Observe(time.Since(start).Seconds())
+		if err == nil {
+			m.CommitRows.Observe(float64(rows))
+		}
 		if err != nil && ctx.Err() == nil {
 			f.e.log.Warn("store write failed; retrying", zap.String("op", what), zap.Error(err))
 		}

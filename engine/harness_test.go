@@ -87,6 +87,7 @@ func (h *harness) config(term uint64) engine.Config {
 		LeaseRefresh:      10 * time.Minute,
 		FlushInterval:     -1,
 		SweepInterval:     24 * time.Hour,
+		ScheduleInterval:  12 * time.Hour, // out of the way of the timers tests wait for
 		WatchPollInterval: time.Hour,
 	}
 }

@@ -143,10 +143,11 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 		succ:        make([][]int32, n),
 		maxAttempts: make([]uint32, n),
 		info: WorkflowInfo{
-			Name:        wf.GetName(),
-			Version:     wf.GetVersion(),
-			Description: wf.GetDescription(),
-			Tasks:       n,
+			Name:         wf.GetName(),
+			Version:      wf.GetVersion(),
+			Description:  wf.GetDescription(),
+			Tasks:        n,
+			Capabilities: capabilitiesOf(wf),
 		},
 	}
 	indeg := make([]int, n)
@@ -183,4 +184,16 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 		level = next
 	}
 	return pe, nil
+}
+
+// capabilitiesOf lists the capabilities a workflow's tasks need, sorted.
+func capabilitiesOf(wf *robonetv1.Workflow) []string {
+	var caps []string
+	for _, t := range wf.GetTasks() {
+		if c := t.GetCapability(); !slices.Contains(caps, c) {
+			caps = append(caps, c)
+		}
+	}
+	slices.Sort(caps)
+	return caps
 }

@@ -96,9 +96,13 @@ type TaskResult struct {
 	// (dispatch is at-least-once), up to MaxLost times, and then counts it
 	// as a failed attempt, so an attempt without a timeout never waits
 	// forever for a result nobody owes.
-	Lost       bool
-	OK         bool
-	Output     any    // canonical value when OK
+	Lost   bool
+	OK     bool
+	Output any // canonical value when OK
+	// OutputJSON is Output's canonical JSON when the sender encoded it
+	// already (the local worker pool checks an output's size that way);
+	// nil: the engine encodes Output.
+	OutputJSON []byte
 	Error      string // why, when !OK; includes exit code and stderr tail for exec
 	WorkerID   string
 	StartedAt  time.Time

@@ -64,7 +64,7 @@ func (q *Query) ListWorkflows(ctx context.Context, name string, limit int) ([]Wo
 		if err := proto.Unmarshal(wfv.IR, &wf); err != nil {
 			info.Description = "(unreadable: the stored IR does not decode: " + err.Error() + ")"
 		} else {
-			info.Description, info.Tasks = wf.GetDescription(), len(wf.GetTasks())
+			info.Description, info.Tasks, info.Capabilities = wf.GetDescription(), len(wf.GetTasks()), capabilitiesOf(&wf)
 		}
 		out = append(out, info)
 	}
@@ -81,7 +81,7 @@ func (q *Query) ListInstances(ctx context.Context, req ListRequest) (ListResult,
 // listInstances is ListInstances; live, when set, gives the live state of
 // a running instance held by the caller.
 func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(uuid.UUID) (InstanceState, bool)) (ListResult, error) {
-	f := InstanceFilter{WorkflowName: req.Workflow, Limit: req.Limit, PageToken: req.PageToken}
+	f := InstanceFilter{WorkflowName: req.Workflow, IDPrefix: req.IDPrefix, CreatedAfter: req.CreatedAfter, Limit: req.Limit, PageToken: req.PageToken}
 	seen := map[InstanceStatus]bool{}
 	for _, st := range req.States {
 		var s InstanceStatus
@@ -137,7 +137,7 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(uu
 func (q *Query) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, error) {
 	rec, err := q.cfg.Store.GetInstance(ctx, id)
 	if err != nil {
-		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
+		return InstanceView{}, err // the store's error says "get instance ID" already
 	}
 	pe, err := q.plans.get(ctx, rec.WorkflowVersionID)
 	if err != nil {
@@ -205,6 +205,9 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		drive(g, pe, newRecorded(hist), fx, now, nil, func(graph.Effect) {})
 		if s := g.State(); s == graph.Running || s == graph.Gathering {
 			v.State = apiState(s)
+			if s == graph.Gathering && len(hist) == 0 {
+				v.State = StateRunning // nothing finished yet: nothing gathered
+			}
 		}
 	}
 	started := make(map[int32]time.Time)
@@ -285,6 +288,12 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 			if err := next(Event{Kind: EventSnapshot, State: v.State, Instance: &v}); err != nil {
 				return false, err
 			}
+			if first && terminal {
+				// A finished instance: its whole history, as recorded.
+				if err := q.replayHistory(ctx, rec, cursor, send); err != nil {
+					return false, err
+				}
+			}
 		case rec.Status != last:
 			if err := next(Event{Kind: EventState, State: statusState(rec.Status)}); err != nil {
 				return false, err
@@ -311,4 +320,48 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 			return false, ctx.Err()
 		}
 	}
+}
+
+// replayHistory sends the recorded attempts of a finished instance as the
+// events they were — each attempt's start and its outcome, at the times
+// recorded — in the order they were recorded, before its final state.
+func (q *Query) replayHistory(ctx context.Context, rec InstanceRecord, cursor *uint64, send func(Event) error) error {
+	pe, err := q.plans.get(ctx, rec.WorkflowVersionID)
+	if err != nil {
+		return fmt.Errorf("watch instance %s: %w", rec.ID, err)
+	}
+	hist, err := q.cfg.Store.TaskHistory(ctx, rec.ID)
+	if err != nil {
+		return fmt.Errorf("watch instance %s: %w", rec.ID, err)
+	}
+	state := statusState(rec.Status)
+	emit := func(ev Event) error {
+		*cursor++
+		ev.Seq, ev.State = *cursor, state
+		return send(ev)
+	}
+	for _, ar := range hist {
+		ref, ok := pe.parseExecution(ar.ExecutionID)
+		if !ok {
+			continue
+		}
+		name := pe.task(ref.Node).GetName()
+		if !ar.StartedAt.IsZero() {
+			if err := emit(Event{Kind: EventTaskStarted, Time: ar.StartedAt, Task: name, Index: ref.Index, Attempt: ar.Attempt}); err != nil {
+				return err
+			}
+		}
+		done := Event{Kind: EventTaskCompleted, Time: ar.FinishedAt, Task: name, Index: ref.Index, Attempt: ar.Attempt}
+		if ar.OK {
+			if len(ar.Output) > 0 {
+				done.Output, _ = value.Decode(ar.Output)
+			}
+		} else {
+			done.Kind, done.Error = EventTaskFailed, ar.Error
+		}
+		if err := emit(done); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -70,6 +72,9 @@ func (e *Engine) register(ctx context.Context, pe *planEntry) (*planEntry, bool,
 		return nil, false, fmt.Errorf("register workflow %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
 	}
 	wfv, err := e.cfg.Store.RegisterWorkflow(ctx, WorkflowVersion{Name: wf.GetName(), Version: wf.GetVersion(), IRHash: hash, IR: ir})
+	// A submission by name reads the new latest version from now on (also
+	// when the write failed: it may have committed).
+	e.latestVersions.forget(wf.GetName())
 	if errors.Is(err, ErrVersionConflict) { // registered concurrently
 		if cur, gerr := e.cfg.Store.GetWorkflow(ctx, wf.GetName(), wf.GetVersion()); gerr == nil {
 			return nil, false, e.conflict(wf, cur.IRHash, hash)
@@ -100,45 +105,208 @@ func (e *Engine) conflict(wf *robonetv1.Workflow, stored, submitted string) erro
 // idempotency key already used for the same version, the earlier instance
 // is returned with Existing set.
 func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
-	if req.Deadline < 0 {
-		return SubmitResult{}, fmt.Errorf("submit: deadline %s is negative: %w", req.Deadline, ErrInvalidArgument)
+	if err := checkDeadline(req.Deadline); err != nil {
+		return SubmitResult{}, fmt.Errorf("submit: %w", err)
 	}
-	if req.Deadline > MaxDeadline {
-		return SubmitResult{}, fmt.Errorf("submit: deadline %s is too large, the maximum is %s: %w", req.Deadline, MaxDeadline, ErrInvalidArgument)
+	var (
+		pe    *planEntry
+		moved bool
+		err   error
+	)
+	if req.Dev && len(req.Spec) > 0 && req.Name == "" {
+		pe, moved, err = e.registerInlineDev(ctx, req.Spec, req.SpecFile, true, func(pe *planEntry) error {
+			if _, err := pe.plan.BindInputs(req.Inputs); err != nil {
+				return fmt.Errorf("submit %s: %w", pe.info.Name, err)
+			}
+			return nil
+		})
+	} else {
+		pe, err = e.resolve(ctx, req)
 	}
-	pe, err := e.resolve(ctx, req)
 	if err != nil {
 		return SubmitResult{}, err
 	}
 	what := fmt.Sprintf("submit %s v%d", pe.info.Name, pe.info.Version)
-	bound, err := pe.plan.BindInputs(req.Inputs)
+	in, err := e.newInstance(pe, req.Inputs, req.IdempotencyKey, req.Deadline)
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
-	inputs, err := value.Encode(bound)
-	if err != nil {
-		return SubmitResult{}, fmt.Errorf("%s: encoding the inputs: %w", what, err)
-	}
-	var st instanceState
-	if req.Deadline > 0 {
-		st.deadline = req.Deadline
-		st.deadlineAt = e.cfg.Clock.Now().Add(req.Deadline)
-	}
-	q, err := e.submits.queue(ctx, e.cfg.Store, NewInstance{
-		ID:                uuid.New(),
-		WorkflowVersionID: pe.id,
-		Inputs:            inputs,
-		State:             st.encode(nil),
-		IdempotencyKey:    req.IdempotencyKey,
-	})
+	q, err := e.submits.queue(ctx, e.cfg.Store, in)
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if !q.Existing {
+		e.cfg.Metrics.InstancesSubmitted.Inc()
 		e.wakeClaimer()
 		e.log.Debug("instance submitted", zap.Stringer("instance", q.ID), zap.String("workflow", pe.info.Name))
 	}
-	return SubmitResult{InstanceID: q.ID, Workflow: pe.info, Existing: q.Existing}, nil
+	return SubmitResult{InstanceID: q.ID, Workflow: pe.info, Existing: q.Existing, DevVersion: moved}, nil
+}
+
+// SubmitBatch starts an instance of one workflow per item. Every item is
+// checked and its inputs bound before anything is queued: an invalid item
+// fails the call naming its index, with nothing queued. The instances are
+// queued in one store transaction (all or none) and the call returns after
+// its commit. Keys work per item as in Submit; an item repeating an
+// earlier item's key gets that item's instance, Existing set.
+func (e *Engine) SubmitBatch(ctx context.Context, req SubmitBatchRequest) (SubmitBatchResult, error) {
+	switch {
+	case len(req.Items) == 0:
+		return SubmitBatchResult{}, fmt.Errorf("submit batch: no items: give at least one: %w", ErrInvalidArgument)
+	case len(req.Items) > MaxSubmitBatchItems:
+		return SubmitBatchResult{}, fmt.Errorf("submit batch: %d items, at most %d a call: split the batch: %w",
+			len(req.Items), MaxSubmitBatchItems, ErrInvalidArgument)
+	}
+	for i, it := range req.Items {
+		if err := checkDeadline(it.Deadline); err != nil {
+			return SubmitBatchResult{}, fmt.Errorf("submit batch: item %d: %w", i, err)
+		}
+	}
+	pe, err := e.resolveBatch(ctx, req)
+	if err != nil {
+		return SubmitBatchResult{}, err
+	}
+	what := fmt.Sprintf("submit %d instances of %s v%d", len(req.Items), pe.info.Name, pe.info.Version)
+	ins := make([]NewInstance, len(req.Items))
+	for i, it := range req.Items {
+		if ins[i], err = e.newInstance(pe, it.Inputs, it.IdempotencyKey, it.Deadline); err != nil {
+			return SubmitBatchResult{}, fmt.Errorf("%s: item %d: %w", what, i, err)
+		}
+	}
+	q, err := e.cfg.Store.QueueInstances(ctx, ins)
+	switch {
+	case err != nil:
+		return SubmitBatchResult{}, fmt.Errorf("%s: %w", what, err)
+	case len(q) != len(ins):
+		return SubmitBatchResult{}, fmt.Errorf("%s: the store answered %d instances for %d", what, len(q), len(ins))
+	}
+	for _, qi := range q {
+		if !qi.Existing {
+			e.cfg.Metrics.InstancesSubmitted.Inc()
+		}
+	}
+	e.wakeClaimer()
+	e.log.Debug("instances submitted", zap.Int("count", len(q)), zap.String("workflow", pe.info.Name))
+	return SubmitBatchResult{Workflow: pe.info, Instances: q}, nil
+}
+
+// resolveBatch is resolve for a batch: an inline spec is registered only
+// once every item's inputs bind, so a refused batch leaves nothing behind,
+// not even the workflow version.
+func (e *Engine) resolveBatch(ctx context.Context, req SubmitBatchRequest) (*planEntry, error) {
+	if len(req.Spec) == 0 || req.Name != "" {
+		return e.resolve(ctx, SubmitRequest{Name: req.Name, Version: req.Version, Spec: req.Spec, SpecFile: req.SpecFile})
+	}
+	return e.registerInline(ctx, req.Spec, req.SpecFile, func(pe *planEntry) error {
+		for i, it := range req.Items {
+			if _, err := pe.plan.BindInputs(it.Inputs); err != nil {
+				return fmt.Errorf("submit %d instances of %s v%d: item %d: %w", len(req.Items), pe.info.Name, pe.info.Version, i, err)
+			}
+		}
+		return nil
+	})
+}
+
+// registerInline compiles an inline spec, runs check on its plan and
+// registers it only if check passes: inputs are checked before anything is
+// written, so a submission with bad inputs leaves nothing behind, not even
+// the workflow version.
+func (e *Engine) registerInline(ctx context.Context, src []byte, file string, check func(*planEntry) error) (*planEntry, error) {
+	pe, _, err := e.registerInlineDev(ctx, src, file, false, check)
+	return pe, err
+}
+
+// registerInlineDev is registerInline with the Dev loop (see
+// SubmitRequest.Dev): moved reports that the spec went to another version
+// than its own.
+func (e *Engine) registerInlineDev(ctx context.Context, src []byte, file string, dev bool, check func(*planEntry) error) (pe *planEntry, moved bool, err error) {
+	if file == "" {
+		file = "inline spec"
+	}
+	if pe, err = e.compile(file, src); err != nil {
+		return nil, false, fmt.Errorf("submit %s: %w", file, err)
+	}
+	if err := check(pe); err != nil {
+		return nil, false, err
+	}
+	registered, _, err := e.register(ctx, pe)
+	if !dev || !errors.Is(err, ErrVersionConflict) {
+		return registered, false, err
+	}
+	v, err := e.devVersion(ctx, pe.wf)
+	if err != nil {
+		return nil, false, err
+	}
+	wf := proto.CloneOf(pe.wf)
+	wf.Version = v
+	if pe, err = e.q.newPlanEntry(0, wf); err != nil {
+		return nil, false, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+	}
+	registered, existing, err := e.register(ctx, pe)
+	if err == nil && !existing {
+		e.log.Info("edited spec registered as a new version (dev)", zap.String("workflow", wf.GetName()), zap.Uint32("version", v))
+	}
+	return registered, err == nil, err
+}
+
+// maxDevScan bounds the versions devVersion compares a spec with.
+const maxDevScan = 1000
+
+// devVersion is the version an edited spec goes to under Dev: a
+// registered version of its name with the same definition, else the one
+// after the highest registered.
+func (e *Engine) devVersion(ctx context.Context, wf *robonetv1.Workflow) (uint32, error) {
+	versions, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: wf.GetName(), Limit: maxDevScan})
+	if err != nil {
+		return 0, fmt.Errorf("submit %s (dev): %w", wf.GetName(), err)
+	}
+	var top uint32
+	for _, v := range versions {
+		same := proto.CloneOf(wf)
+		same.Version = v.Version
+		if spec.Hash(same) == v.IRHash {
+			return v.Version, nil
+		}
+		top = max(top, v.Version)
+	}
+	if top == math.MaxUint32 {
+		return 0, fmt.Errorf("submit %s (dev): every version number is taken: %w", wf.GetName(), ErrVersionConflict)
+	}
+	return top + 1, nil
+}
+
+func checkDeadline(d time.Duration) error {
+	switch {
+	case d < 0:
+		return fmt.Errorf("deadline %s is negative: %w", d, ErrInvalidArgument)
+	case d > MaxDeadline:
+		return fmt.Errorf("deadline %s is too large, the maximum is %s: %w", d, MaxDeadline, ErrInvalidArgument)
+	}
+	return nil
+}
+
+// newInstance binds one submission's inputs and builds its queue row.
+func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, deadline time.Duration) (NewInstance, error) {
+	bound, err := pe.plan.BindInputs(inputs)
+	if err != nil {
+		return NewInstance{}, err
+	}
+	enc, err := value.Encode(bound)
+	if err != nil {
+		return NewInstance{}, fmt.Errorf("encoding the inputs: %w", err)
+	}
+	var st instanceState
+	if deadline > 0 {
+		st.deadline = deadline
+		st.deadlineAt = e.cfg.Clock.Now().Add(deadline)
+	}
+	return NewInstance{
+		ID:                uuid.New(),
+		WorkflowVersionID: pe.id,
+		Inputs:            enc,
+		State:             st.encode(nil),
+		IdempotencyKey:    key,
+	}, nil
 }
 
 // resolve finds (or registers) the workflow version a submission names.
@@ -147,33 +315,20 @@ func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, er
 	case len(req.Spec) > 0 && req.Name != "":
 		return nil, fmt.Errorf("submit: give a workflow name or an inline spec, not both: %w", ErrInvalidArgument)
 	case len(req.Spec) > 0:
-		file := req.SpecFile
-		if file == "" {
-			file = "inline spec"
-		}
-		pe, err := e.compile(file, req.Spec)
-		if err != nil {
-			return nil, fmt.Errorf("submit %s: %w", file, err)
-		}
-		// Check the inputs before registering, so a submission with bad
-		// inputs writes nothing at all, not even the workflow version.
-		if _, err := pe.plan.BindInputs(req.Inputs); err != nil {
-			return nil, fmt.Errorf("submit %s v%d: %w", pe.info.Name, pe.info.Version, err)
-		}
-		pe, _, err = e.register(ctx, pe)
-		return pe, err
+		return e.registerInline(ctx, req.Spec, req.SpecFile, func(pe *planEntry) error {
+			if _, err := pe.plan.BindInputs(req.Inputs); err != nil {
+				return fmt.Errorf("submit %s v%d: %w", pe.info.Name, pe.info.Version, err)
+			}
+			return nil
+		})
 	case req.Name == "":
 		return nil, fmt.Errorf("submit: a workflow name or an inline spec is required: %w", ErrInvalidArgument)
 	case req.Version == 0:
-		wfs, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: req.Name, Limit: 1})
-		if err != nil {
-			return nil, fmt.Errorf("submit %s: %w", req.Name, err)
-		}
-		if len(wfs) == 0 {
+		pe, err := e.latest(ctx, req.Name)
+		switch {
+		case errors.Is(err, ErrNotFound):
 			return nil, fmt.Errorf("submit %s: no version of this workflow is registered: %w", req.Name, ErrNotFound)
-		}
-		pe, err := e.q.plans.add(wfs[0])
-		if err != nil {
+		case err != nil:
 			return nil, fmt.Errorf("submit %s: %w", req.Name, err)
 		}
 		return pe, nil

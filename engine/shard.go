@@ -73,15 +73,19 @@ type instance struct {
 	lg        *zap.Logger
 	rec       recorded // recorded results not yet replayed (hydration only)
 
-	state     graph.State   // last state seen (events, structure changes)
-	api       InstanceState // state reported to clients
-	log       *eventLog
-	announced []bool  // per task: its resolution was announced
-	started   []int64 // per task: first dispatch (Unix ns)
-	finished  []int64 // per task: resolution (Unix ns)
-	progress  map[graph.TaskRef]*TaskProgress
-	lost      map[graph.TaskRef]int // times an attempt in flight was reported lost
-	history   attemptBook           // attempts per execution, for the view (attempts.go)
+	state graph.State   // last state seen (events, structure changes)
+	api   InstanceState // state reported to clients
+	// resolvedAny: some attempt's result was applied (or the instance was
+	// restored mid-run). Until then a graph that is gathering — every task
+	// dispatched — is shown as RUNNING: nothing has been gathered yet.
+	resolvedAny bool
+	log         *eventLog
+	announced   []bool  // per task: its resolution was announced
+	started     []int64 // per task: first dispatch (Unix ns)
+	finished    []int64 // per task: resolution (Unix ns)
+	progress    map[graph.TaskRef]*TaskProgress
+	lost        map[graph.TaskRef]int // times an attempt in flight was reported lost
+	history     attemptBook           // attempts per execution, for the view (attempts.go)
 
 	// Snapshot amortisation, see settle.
 	snapBytes, sinceBytes, sinceCount int
@@ -324,7 +328,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		inst.st.startedAt = now
 		inst.structural = true
 		if inst.state = inst.g.State(); !inst.state.Terminal() {
-			inst.api = apiState(inst.state)
+			inst.api = inst.clientState()
 			inst.h.state.Store(inst.api)
 		}
 		s.emit(inst, Event{Kind: EventState})
@@ -335,7 +339,8 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			return
 		}
 		inst.state = inst.g.State()
-		inst.st.graph = nil // every later snapshot is taken from the graph
+		inst.resolvedAny = true // restored mid-run
+		inst.st.graph = nil     // every later snapshot is taken from the graph
 		fx = inst.g.Resume(now)
 		inst.lg.Info("instance resumed", zap.String("workflow", pe.info.Name), zap.Uint32("version", pe.info.Version),
 			zap.Int("recorded_results", len(c.Results)))
@@ -430,15 +435,19 @@ func (s *shard) onResult(r *TaskResult) {
 		r.OK, r.Error = false, fmt.Sprintf("lost %d times by the Waggler layer (last: %s)", inst.lost[ref], r.Error)
 	}
 	delete(inst.lost, ref)
+	inst.resolvedAny = true
 	ar := ActionResult{InstanceID: inst.id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: r.WorkerID,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	var res graph.Result
 	if r.OK {
 		// The ResultSink contract asks for canonical outputs, and encoding
 		// checks that while it walks the value: normalise (a second walk)
-		// only when a dispatcher sent something else.
-		out := r.Output
-		enc, err := value.Encode(out)
+		// only when a dispatcher sent something else. A sender that
+		// encoded the output already says so with OutputJSON.
+		out, enc, err := r.Output, r.OutputJSON, error(nil)
+		if enc == nil {
+			enc, err = value.Encode(out)
+		}
 		if err != nil {
 			if out, err = value.Normalize(r.Output); err == nil {
 				enc, err = value.Encode(out)
@@ -455,9 +464,18 @@ func (s *shard) onResult(r *TaskResult) {
 			ar.Error = "failed"
 		}
 	}
-	if !ar.OK {
+	m := s.e.cfg.Metrics.Capability(inst.pe.task(ref.Node).GetCapability())
+	if ar.OK {
+		m.Completed.Inc()
+	} else {
+		m.Failed.Inc()
 		res.Err = errors.New(ar.Error)
 	}
+	if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
+		m.Duration.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
+	}
+	start := time.Now()
+	defer func() { s.e.cfg.Metrics.Propagation.Observe(time.Since(start).Seconds()) }()
 	fx := inst.g.Complete(ref, r.Attempt, res, now)
 	s.record(inst, ref, ar)
 	delete(inst.progress, ref)
@@ -530,6 +548,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 	switch e.Kind {
 	case graph.Dispatch:
 		t := pe.task(e.Task.Node)
+		s.e.cfg.Metrics.Capability(t.GetCapability()).Dispatched.Inc()
 		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
 		s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
 			AttemptKey: key,
@@ -558,6 +577,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 	case graph.SetTimer:
 		heap.Push(&s.timers, timerEntry{at: e.Timer.At, inst: inst, t: e.Timer})
 		if e.Timer.Kind == graph.Retry {
+			s.e.cfg.Metrics.Capability(pe.task(e.Timer.Task.Node).GetCapability()).Retried.Inc()
 			s.emit(inst, Event{Kind: EventTaskRetrying, Task: pe.task(e.Timer.Task.Node).GetName(), Index: e.Timer.Task.Index,
 				Attempt: e.Timer.Attempt, RetryAt: e.Timer.At})
 		}
@@ -649,11 +669,13 @@ func (s *shard) settle(inst *instance) {
 	if inst.finishing {
 		return
 	}
-	if st := inst.g.State(); st != inst.state && !st.Terminal() {
+	if st := inst.g.State(); !st.Terminal() && (st != inst.state || clientState(st, inst.resolvedAny) != inst.api) {
+		if st != inst.state {
+			inst.structural = true
+		}
 		inst.state = st
-		inst.api = apiState(st)
+		inst.api = inst.clientState()
 		inst.h.state.Store(inst.api)
-		inst.structural = true
 		s.emit(inst, Event{Kind: EventState})
 	}
 	if inst.structural || (inst.sinceCount >= minSnapshotResults && 2*inst.sinceBytes >= inst.snapBytes) {
@@ -713,6 +735,7 @@ func (s *shard) completed(inst *instance, c *Completion) {
 	}
 	inst.api = statusState(c.Status)
 	inst.h.state.Store(inst.api)
+	s.e.cfg.Metrics.InstanceFinished(string(c.Status))
 	ev := Event{Kind: EventState, Error: c.Error}
 	if c.Status == StatusComplete && inst.g != nil {
 		ev.Output = inst.g.Outputs()
@@ -839,6 +862,17 @@ func (s *shard) shutdown() {
 		inst.log.close()
 	}
 	s.quit = true
+}
+
+// clientState is the state clients see of a live instance (see
+// resolvedAny).
+func (inst *instance) clientState() InstanceState { return clientState(inst.state, inst.resolvedAny) }
+
+func clientState(st graph.State, resolvedAny bool) InstanceState {
+	if st == graph.Gathering && !resolvedAny {
+		return StateRunning
+	}
+	return apiState(st)
 }
 
 // apiState maps a graph state to the client-facing one.

@@ -44,6 +44,9 @@ var (
 // All methods are safe for concurrent use and batch-oriented: the runloop
 // group-commits many instances' progress in one call.
 type Store interface {
+	// Ping checks that the store answers (readiness probes).
+	Ping(ctx context.Context) error
+
 	// RegisterWorkflow stores an immutable workflow version. Registering the
 	// same (name, version, IR hash) again is a no-op that returns the stored
 	// row; the same (name, version) with a different hash fails with
@@ -103,6 +106,33 @@ type Store interface {
 	// TaskHistory returns every recorded action result of an instance, in
 	// the order they were recorded.
 	TaskHistory(ctx context.Context, id uuid.UUID) ([]ActionResult, error)
+
+	// CreateSchedule stores a new schedule, or fails with
+	// ErrScheduleExists.
+	CreateSchedule(ctx context.Context, s ScheduleRecord) error
+	// GetSchedule returns one schedule, or ErrNotFound.
+	GetSchedule(ctx context.Context, name string) (ScheduleRecord, error)
+	// ListSchedules returns every schedule, by name.
+	ListSchedules(ctx context.Context) ([]ScheduleRecord, error)
+	// SetSchedulePaused pauses a schedule (next is ignored, NextRunAt
+	// becomes zero) or resumes it at next; ErrNotFound if there is none.
+	SetSchedulePaused(ctx context.Context, name string, paused bool, next time.Time) (ScheduleRecord, error)
+	// DeleteSchedule removes a schedule, or fails with ErrNotFound.
+	DeleteSchedule(ctx context.Context, name string) error
+	// DueSchedules returns up to limit active schedules whose NextRunAt is
+	// at or before now, earliest first.
+	DueSchedules(ctx context.Context, now time.Time, limit int) ([]ScheduleRecord, error)
+	// RecordScheduleRun advances a schedule past run.Slot, only while its
+	// NextRunAt is still run.Slot (a no-op otherwise: another engine
+	// recorded that slot, or the schedule was paused or deleted).
+	RecordScheduleRun(ctx context.Context, run ScheduleRun) error
+
+	// RecordPoolStats stores each pool's latest statistics, replacing the
+	// pool's previous row.
+	RecordPoolStats(ctx context.Context, pools []PoolStatus) error
+	// ListPoolStats returns every pool's latest statistics, by node,
+	// capability and pool.
+	ListPoolStats(ctx context.Context) ([]PoolStatus, error)
 
 	// Close releases connections. It is idempotent.
 	Close() error
@@ -255,12 +285,29 @@ type InstanceRecord struct {
 type InstanceFilter struct {
 	WorkflowName string           // empty: all
 	Statuses     []InstanceStatus // empty: all
-	Limit        int              // 0: a default of 50
-	PageToken    string           // from a previous InstancePage
+	// IDPrefix keeps the instances whose id starts with it (hex digits,
+	// dashes ignored); empty: all. The store answers ErrInvalidArgument
+	// for anything but 1 to 32 hex digits.
+	IDPrefix string
+	// CreatedAfter keeps the instances created at or after it; zero: all.
+	CreatedAfter time.Time
+	Limit        int    // 0: a default of 50
+	PageToken    string // from a previous InstancePage
 }
 
 // InstancePage is one page of instances.
 type InstancePage struct {
 	Instances     []InstanceRecord
 	NextPageToken string // empty on the last page
+}
+
+// PoolStatus is one worker pool's statistics as the leader last collected
+// them from its node.
+type PoolStatus struct {
+	Node, Capability, Pool string
+	Slots, Busy            int
+	Completed, Failed      uint64
+	PerMinute              int
+	LatencyP50, LatencyP99 time.Duration
+	UpdatedAt              time.Time
 }

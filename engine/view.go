@@ -136,6 +136,8 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 			Name:        t.GetName(),
 			Capability:  t.GetCapability(),
 			Action:      t.GetAction(),
+			Needs:       t.GetNeeds(),
+			IsSpread:    t.GetSpread() != nil,
 			Status:      taskStatus(info.Status),
 			Attempt:     info.Attempt,
 			MaxAttempts: pe.maxAttempts[node],
@@ -226,8 +228,9 @@ func (e *Engine) CancelInstance(ctx context.Context, id uuid.UUID) error {
 			if rec, gerr := e.cfg.Store.GetInstance(ctx, id); gerr == nil && rec.Status.Terminal() {
 				return fmt.Errorf("cancel instance %s: it is already %s: %w", id, statusState(rec.Status), ErrInstanceFinished)
 			}
+			return fmt.Errorf("cancel instance %s: no such instance: %w", id, ErrNotFound)
 		}
-		return fmt.Errorf("cancel instance %s: %w", id, err)
+		return err // the store's error names the instance and the operation
 	}
 	if _, err := e.onShard(ctx, id, func(s *shard, inst *instance) { s.cancel(inst, "cancelled by request", s.now()) }); err != nil {
 		return err

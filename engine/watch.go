@@ -2,9 +2,18 @@ package engine
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 )
+
+// catchUpGap is the least time between two snapshots sent to a watcher
+// that fell behind the event log. A wide spread emits an event per task,
+// faster than a client reads; each catch-up snapshot is the whole
+// instance, built on its shard. Unlimited, a watcher of a 100,000-wide
+// spread cost the engine a third more CPU and the run 40% more time;
+// the snapshot after the gap carries everything the watcher missed.
+const catchUpGap = 250 * time.Millisecond
 
 // WatchInstance streams the events of an instance to send, in order, with
 // Seq increasing by one, until the instance is finished or ctx ends (then
@@ -18,7 +27,9 @@ import (
 //
 // Design: a held instance has an in-memory event log (the last
 // EventLogSize events); watchers read it without ever slowing the runloop,
-// and one that falls behind gets a fresh snapshot. An instance this engine
+// and one that falls behind gets a fresh snapshot — at most one per
+// catchUpGap, so that a slow watcher of a wide instance cannot make the
+// shard build whole views back to back. An instance this engine
 // does not hold (queued, finished, or owned elsewhere) is watched by
 // polling the Store every WatchPollInterval (and whenever this engine
 // claims instances): a snapshot, then an EventState for each status change. If the instance moves into or out of this engine
@@ -42,8 +53,18 @@ func (e *Engine) WatchInstance(ctx context.Context, id uuid.UUID, afterSeq uint6
 // watchLive streams from the event log of the instance while this engine
 // holds it; done is true once the terminal event was sent.
 func (e *Engine) watchLive(ctx context.Context, id uuid.UUID, cursor *uint64, snapshot bool, send func(Event) error) (done bool, err error) {
-	var buf []Event
+	var (
+		buf      []Event
+		lastSnap time.Time // wall time: this paces work, not the engine's logic
+	)
 	for {
+		if wait := catchUpGap - time.Since(lastSnap); snapshot && !lastSnap.IsZero() && wait > 0 {
+			select {
+			case <-time.After(wait):
+			case <-ctx.Done():
+				return false, ctx.Err()
+			}
+		}
 		var (
 			log  *eventLog
 			snap *Event
@@ -60,6 +81,7 @@ func (e *Engine) watchLive(ctx context.Context, id uuid.UUID, cursor *uint64, sn
 		}
 		snapshot = false
 		if snap != nil {
+			lastSnap = time.Now()
 			if err := send(*snap); err != nil {
 				return false, err
 			}

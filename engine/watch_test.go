@@ -128,13 +128,29 @@ func TestWatchEventsInOrder(t *testing.T) {
 	if strings.Join(completed, ",") != "a,b,c" {
 		t.Fatalf("completions %v:\n%s", completed, describe(evs))
 	}
-	// Watching a finished instance: its snapshot, then its final state.
+	// Watching a finished instance: its snapshot, its whole history as
+	// recorded (each attempt's start and outcome, at their times), then
+	// its final state.
 	w2 := watch(t, e, id, 0)
 	if ev := w2.next(); ev.Kind != engine.EventSnapshot || ev.State != engine.StateComplete {
 		t.Fatalf("first event %+v", ev)
 	}
-	if ev := w2.next(); !terminal(ev) || ev.State != engine.StateComplete {
-		t.Fatalf("second event %+v", ev)
+	var replay []string
+	for {
+		ev := w2.next()
+		if terminal(ev) {
+			if ev.State != engine.StateComplete || jsonOf(t, ev.Output) != `{"result":5}` {
+				t.Fatalf("final event %+v", ev)
+			}
+			break
+		}
+		if ev.Time.IsZero() {
+			t.Fatalf("a replayed event without its time: %+v", ev)
+		}
+		replay = append(replay, string(ev.Kind)+" "+ev.Task)
+	}
+	if got := strings.Join(replay, ", "); got != "task_started a, task_completed a, task_started b, task_completed b, task_started c, task_completed c" {
+		t.Fatalf("the replayed history: %s", got)
 	}
 }
 
@@ -214,5 +230,64 @@ func TestWatchFromAnotherEngine(t *testing.T) {
 	if len(evs) != 2 || evs[0].Kind != engine.EventSnapshot || evs[0].Instance.State != engine.StateComplete ||
 		jsonOf(t, evs[1].Output) != `{"result":5}` {
 		t.Fatalf("events after the poll:\n%s", describe(evs))
+	}
+}
+
+// A watcher that keeps falling behind the event log gets its catch-up
+// snapshots at most one per catchUpGap (250 ms): each is the whole
+// instance, built on its shard, and a wide spread would otherwise have
+// one built for nearly every read.
+func TestWatchCatchUpSnapshotsPaced(t *testing.T) {
+	h := newHarness(t)
+	// A log of one event: whatever the watcher read before it blocked, it
+	// is behind once two more events happened.
+	e := h.start(1, func(c *engine.Config) { c.EventLogSize = 1 })
+	id := h.submit(e, chainSpec, map[string]any{"x": 1})
+	a := h.disp.one(t, "a", 1)
+	w := watch(t, e, id, 0)
+	if ev := w.next(); ev.Kind != engine.EventSnapshot {
+		t.Fatalf("first event %+v", ev)
+	}
+	first := time.Now()
+	echo(e, a) // more events than the log keeps while the watcher is not read
+	b := h.disp.one(t, "b", 1)
+	echo(e, b)
+	c := h.disp.one(t, "c", 1)
+	evs := w.until(func(ev engine.Event) bool { return ev.Kind == engine.EventSnapshot })
+	if gap := time.Since(first); gap < 200*time.Millisecond {
+		t.Fatalf("a catch-up snapshot %s after the first, want at least 250 ms:\n%s", gap, describe(evs))
+	}
+	snap := evs[len(evs)-1]
+	if tv := task(t, *snap.Instance, "b"); tv.Status != engine.TaskCompleted {
+		t.Fatalf("the catch-up snapshot shows b %s", tv.Status)
+	}
+	echo(e, c)
+	checkConsecutive(t, append([]engine.Event{snap}, w.until(terminal)...))
+}
+
+// GATHERING is shown once something was gathered: an instance whose every
+// task is dispatched but none finished is RUNNING.
+func TestGatheringOnceSomethingFinished(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1)
+	id := h.submit(e, `
+name: pair
+version: 1
+tasks:
+  a: {capability: test.cap, action: echo, with: {x: 1}}
+  b: {capability: test.cap, action: echo, with: {x: 2}}
+`, nil)
+	ds := h.disp.take(t, 2)
+	if v, err := e.GetInstance(ctxOf(t), id); err != nil || v.State != engine.StateRunning {
+		t.Fatalf("both dispatched, none finished: %s, %v; want RUNNING", v.State, err)
+	}
+	echo(e, ds[0])
+	waitUntil(t, "GATHERING after the first result", func() bool {
+		v, err := e.GetInstance(ctxOf(t), id)
+		return err == nil && v.State == engine.StateGathering
+	})
+	echo(e, ds[1])
+	if v := h.wait(e, id); v.State != engine.StateComplete {
+		t.Fatalf("ended %s", v.State)
 	}
 }

@@ -174,7 +174,7 @@ func TestWhenErrorsFailWithoutRetry(t *testing.T) {
 		if !errors.As(h.g.Err(), &we) || we.Task != "a" || we.Attempt != 0 || we.Index != -1 {
 			t.Fatalf("err = %#v", h.g.Err())
 		}
-		if got := h.g.Err().Error(); got != `task "a" failed (on_failure: retry): when: must be a bool, got string` {
+		if got := h.g.Err().Error(); got != `task "a" failed before its first attempt: when: must be a bool, got string` {
 			t.Errorf("err = %q", got)
 		}
 	})
@@ -272,7 +272,7 @@ func TestRetryBackoffIsExact(t *testing.T) {
 		expect(t, h.fire(Retry, "flaky", -1, attempt, elapsed), `dispatch flaky#`+itoa(int(attempt+1))+` "in"`)
 	}
 	expect(t, h.failed("flaky", -1, 5, "boom"), `finished FAILED`)
-	if got := h.g.Err().Error(); got != `task "flaky" attempt 5 failed (on_failure: retry): boom` {
+	if got := h.g.Err().Error(); got != `task "flaky" attempt 5 failed, its last (no retry left): boom` {
 		t.Errorf("err = %q", got)
 	}
 	if s := h.g.Stats(); s.Retries != 4 || s.FailedAttempts != 5 || s.Dispatched != 5 {
@@ -408,7 +408,7 @@ func TestTimeoutExhaustedFailsWorkflow(t *testing.T) {
 	)), Options{})
 	expect(t, h.start(nil), `dispatch other#1 1`, `dispatch slow#1 null`, `timeout slow#1 @1s`)
 	expect(t, h.fire(Timeout, "slow", -1, 1, time.Second), `cancel slow#1`, `cancel other#1`, `finished FAILED`)
-	if got := h.g.Err().Error(); got != `task "slow" attempt 1 failed (on_failure: retry): timed out after 1s` {
+	if got := h.g.Err().Error(); got != `task "slow" attempt 1 failed, its last (no retry left): timed out after 1s` {
 		t.Errorf("err = %q", got)
 	}
 }

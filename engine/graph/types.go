@@ -259,13 +259,15 @@ func (e *WorkflowError) Error() string {
 	if e.Index >= 0 {
 		fmt.Fprintf(&b, "[%d]", e.Index)
 	}
-	if e.Attempt > 0 {
-		fmt.Fprintf(&b, " attempt %d", e.Attempt)
-	}
-	if e.Policy == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT {
-		b.WriteString(" failed (on_failure: abort): ")
-	} else {
-		b.WriteString(" failed (on_failure: retry): ")
+	// The workflow failed: no retry is scheduled, whatever the policy,
+	// and the message must not suggest one.
+	switch {
+	case e.Attempt == 0:
+		b.WriteString(" failed before its first attempt: ")
+	case e.Policy == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT:
+		fmt.Fprintf(&b, " attempt %d failed (on_failure: abort): ", e.Attempt)
+	default:
+		fmt.Fprintf(&b, " attempt %d failed, its last (no retry left): ", e.Attempt)
 	}
 	b.WriteString(e.Reason)
 	return b.String()

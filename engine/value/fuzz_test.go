@@ -284,3 +284,25 @@ func naiveConvert(v any, depth int) (any, error) {
 	}
 	return v, nil
 }
+
+// FuzzEncodeString checks the string encoder against encoding/json byte
+// for byte: escapes, HTML characters, U+2028/U+2029 and invalid UTF-8,
+// also as an object key.
+func FuzzEncodeString(f *testing.F) {
+	for _, s := range []string{"", "plain", "a\"b\\c", "<a href='x'>&amp;</a>", "\x00\x01\x1f\x7f", "\b\f\n\r\t",
+		"\u2028\u2029", "\xff", "a\xc3", "\xed\xa0\x80", "ü日本🎉", "\xf0\x9f\x8e", "tab\there\u00e9\u2027\u202a"} {
+		f.Add(s)
+	}
+	f.Fuzz(func(t *testing.T, s string) {
+		want, _ := json.Marshal(s)
+		got, err := value.Encode(s)
+		if err != nil || !bytes.Equal(got, want) {
+			t.Fatalf("Encode(%q) = %s, %v; encoding/json writes %s", s, got, err, want)
+		}
+		wantObj, _ := json.Marshal(map[string]any{s: s})
+		gotObj, err := value.Encode(map[string]any{s: s})
+		if err != nil || !bytes.Equal(gotObj, wantObj) {
+			t.Fatalf("Encode({%q: %q}) = %s, %v; encoding/json writes %s", s, s, gotObj, err, wantObj)
+		}
+	})
+}

@@ -361,10 +361,72 @@ func appendFloat(buf []byte, f float64) ([]byte, error) {
 	return buf, nil
 }
 
+// appendString appends s as a JSON string, byte for byte as
+// encoding/json writes it (HTML characters and U+2028/U+2029 escaped,
+// invalid UTF-8 as U+FFFD), without its reflection and allocation: every
+// task's result passes through here more than once.
 func appendString(buf []byte, s string) []byte {
-	b, _ := json.Marshal(s) // never fails for a string
-	return append(buf, b...)
+	buf = append(buf, '"')
+	start := 0 // s[start:i] is pending, needing no escape
+	for i := 0; i < len(s); {
+		if b := s[i]; b < utf8.RuneSelf {
+			if jsonSafe[b] {
+				i++
+				continue
+			}
+			buf = append(buf, s[start:i]...)
+			switch b {
+			case '\\', '"':
+				buf = append(buf, '\\', b)
+			case '\b':
+				buf = append(buf, '\\', 'b')
+			case '\f':
+				buf = append(buf, '\\', 'f')
+			case '\n':
+				buf = append(buf, '\\', 'n')
+			case '\r':
+				buf = append(buf, '\\', 'r')
+			case '\t':
+				buf = append(buf, '\\', 't')
+			default: // other control bytes and <, >, &
+				buf = append(buf, '\\', 'u', '0', '0', hexDigits[b>>4], hexDigits[b&0xF])
+			}
+			i++
+			start = i
+			continue
+		}
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case r == utf8.RuneError && size == 1:
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, `\ufffd`...)
+		case r == '\u2028' || r == '\u2029':
+			buf = append(buf, s[start:i]...)
+			buf = append(buf, '\\', 'u', '2', '0', '2', hexDigits[r&0xF])
+		default:
+			i += size
+			continue
+		}
+		i += size
+		start = i
+	}
+	buf = append(buf, s[start:]...)
+	return append(buf, '"')
 }
+
+const hexDigits = "0123456789abcdef"
+
+// jsonSafe holds the ASCII bytes a JSON string carries unescaped: all but
+// control bytes, '"', '\\' and (as encoding/json does) <, > and &.
+var jsonSafe = func() (t [utf8.RuneSelf]bool) {
+	for b := 0x20; b < utf8.RuneSelf; b++ {
+		t[b] = true
+	}
+	for _, b := range `"\\<>&` {
+		t[b] = false
+	}
+	return t
+}()
 
 // Size returns the length of the canonical JSON encoding of a canonical
 // value, approximately (strings are counted without escapes), without

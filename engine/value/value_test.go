@@ -158,3 +158,15 @@ func TestNormalizeLimitStopsEarly(t *testing.T) {
 		t.Fatalf("NormalizeLimit([]int{1, 2}) = %v, %v", v, err)
 	}
 }
+
+// BenchmarkEncodeResult encodes a value shaped like a small task result;
+// every result is encoded more than once on its way to the store.
+func BenchmarkEncodeResult(b *testing.B) {
+	v := map[string]any{"message": "hello from task echo-12345", "index": int64(42), "node": "w1", "items": []any{"a", "b<c>", "d"}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Encode(v); err != nil {
+			b.Fatal(err)
+		}
+	}
+}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
+	"github.com/robonet/robonet/engine/value"
 )
 
 // instanceColumns are the columns scanInstance reads, from runner_instances
@@ -91,6 +92,16 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 			statuses[i] = string(st)
 		}
 		where = append(where, "r.status = ANY("+arg(statuses)+"::text[])")
+	}
+	if f.IDPrefix != "" {
+		lo, hi, ok := storeutil.IDPrefixRange(f.IDPrefix)
+		if !ok {
+			return engine.InstancePage{}, fmt.Errorf("list instances: id prefix %q: want hex digits: %w", value.QuoteClipped(f.IDPrefix, 64), engine.ErrInvalidArgument)
+		}
+		where = append(where, "r.instance_id BETWEEN "+arg(lo)+" AND "+arg(hi))
+	}
+	if !f.CreatedAfter.IsZero() {
+		where = append(where, "r.created_at >= "+arg(f.CreatedAfter))
 	}
 	if paged {
 		where = append(where, "(r.created_at, r.instance_id) < ("+arg(key.CreatedAt)+", "+arg(key.ID)+")")

@@ -25,6 +25,9 @@ type Store struct {
 
 var _ engine.Store = (*Store)(nil)
 
+// Ping implements engine.Store: one round trip to the server.
+func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+
 // Open connects to Postgres, applies the embedded migrations (several nodes
 // may open at once: an advisory lock makes them take turns) and returns a
 // ready Store. Close it when done.

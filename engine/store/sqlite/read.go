@@ -11,6 +11,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
+	"github.com/robonet/robonet/engine/value"
 )
 
 // instanceColumns are the columns scanInstance reads, from runner_instances
@@ -77,6 +78,18 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 		for _, st := range f.Statuses {
 			args = append(args, string(st))
 		}
+	}
+	if f.IDPrefix != "" {
+		lo, hi, ok := storeutil.IDPrefixRange(f.IDPrefix)
+		if !ok {
+			return engine.InstancePage{}, fmt.Errorf("list instances: id prefix %q: want hex digits: %w", value.QuoteClipped(f.IDPrefix, 64), engine.ErrInvalidArgument)
+		}
+		where = append(where, "r.instance_id BETWEEN ? AND ?")
+		args = append(args, lo.String(), hi.String())
+	}
+	if !f.CreatedAfter.IsZero() {
+		where = append(where, "r.created_at >= ?")
+		args = append(args, micros(f.CreatedAfter))
 	}
 	if paged {
 		where = append(where, "(r.created_at, r.instance_id) < (?, ?)")

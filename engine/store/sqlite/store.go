@@ -80,6 +80,9 @@ type Store struct {
 	closeErr  error
 }
 
+// Ping implements engine.Store: the database file answers a read.
+func (s *Store) Ping(ctx context.Context) error { return s.r.PingContext(ctx) }
+
 var _ engine.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file, applies the embedded

@@ -23,7 +23,9 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -42,6 +44,11 @@ func Run(t *testing.T, newStore NewStore) {
 		name string
 		fn   func(t *testing.T, s engine.Store)
 	}{
+		{"Ping", testPing},
+		{"Schedules", testSchedules},
+		{"ScheduleRunOnce", testScheduleRunOnce},
+		{"PoolStats", testPoolStats},
+		{"ListInstancesByIDPrefixAndAge", testListInstancesByIDPrefixAndAge},
 		{"RegisterWorkflow", testRegisterWorkflow},
 		{"RegisterWorkflowConflict", testRegisterWorkflowConflict},
 		{"GetWorkflowNotFound", testGetWorkflowNotFound},
@@ -343,3 +350,167 @@ func wantErr(t *testing.T, what string, err, target error) {
 
 // ctx is shorthand for the test's context.
 func ctx(t *testing.T) context.Context { return t.Context() }
+
+func testPing(t *testing.T, s engine.Store) {
+	if err := s.Ping(t.Context()); err != nil {
+		t.Fatalf("Ping of an open store: %v", err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	if err := s.Ping(ctx); err == nil {
+		t.Fatal("Ping with a cancelled context succeeded: a probe could not time out")
+	}
+}
+
+func testSchedules(t *testing.T, s engine.Store) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
+	cronRec := engine.ScheduleRecord{Name: "nightly", Workflow: "wf", Version: 2, Inputs: []byte(`{"n":1}`), Cron: "0 2 * * *",
+		Jitter: 1500 * time.Millisecond, NextRunAt: t0.Add(time.Hour), CreatedAt: t0}
+	everyRec := engine.ScheduleRecord{Name: "every", Workflow: "wf", Interval: 90 * time.Second, AllowDuplicate: true,
+		NextRunAt: t0.Add(time.Minute), CreatedAt: t0}
+	for _, r := range []engine.ScheduleRecord{cronRec, everyRec} {
+		if err := s.CreateSchedule(ctx, r); err != nil {
+			t.Fatalf("CreateSchedule %s: %v", r.Name, err)
+		}
+	}
+	if err := s.CreateSchedule(ctx, cronRec); !errors.Is(err, engine.ErrScheduleExists) {
+		t.Fatalf("a second schedule named nightly: %v, want ErrScheduleExists", err)
+	}
+	got, err := s.GetSchedule(ctx, "nightly")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, cronRec) {
+		t.Fatalf("GetSchedule:\n got %+v\nwant %+v", got, cronRec)
+	}
+	if _, err := s.GetSchedule(ctx, "nope"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("GetSchedule of an unknown name: %v", err)
+	}
+	list, err := s.ListSchedules(ctx)
+	if err != nil || len(list) != 2 || list[0].Name != "every" || list[1].Name != "nightly" || list[0].Interval != 90*time.Second || !list[0].AllowDuplicate {
+		t.Fatalf("ListSchedules: %+v, %v", list, err)
+	}
+
+	// Due: NextRunAt at or before now, earliest first, active only.
+	due, err := s.DueSchedules(ctx, t0.Add(time.Minute), 10)
+	if err != nil || len(due) != 1 || due[0].Name != "every" {
+		t.Fatalf("due a minute in: %+v, %v", due, err)
+	}
+	if due, _ = s.DueSchedules(ctx, t0.Add(2*time.Hour), 1); len(due) != 1 || due[0].Name != "every" {
+		t.Fatalf("due two hours in, limit 1: %+v", due)
+	}
+	paused, err := s.SetSchedulePaused(ctx, "every", true, time.Time{})
+	if err != nil || !paused.Paused || !paused.NextRunAt.IsZero() {
+		t.Fatalf("paused: %+v, %v", paused, err)
+	}
+	if due, _ = s.DueSchedules(ctx, t0.Add(2*time.Hour), 10); len(due) != 1 || due[0].Name != "nightly" {
+		t.Fatalf("due with every paused: %+v", due)
+	}
+	resumed, err := s.SetSchedulePaused(ctx, "every", false, t0.Add(3*time.Hour))
+	if err != nil || resumed.Paused || !resumed.NextRunAt.Equal(t0.Add(3*time.Hour)) {
+		t.Fatalf("resumed: %+v, %v", resumed, err)
+	}
+	if _, err := s.SetSchedulePaused(ctx, "nope", true, time.Time{}); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("pausing an unknown schedule: %v", err)
+	}
+	if err := s.DeleteSchedule(ctx, "every"); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteSchedule(ctx, "every"); !errors.Is(err, engine.ErrNotFound) {
+		t.Fatalf("deleting it again: %v", err)
+	}
+	if list, _ = s.ListSchedules(ctx); len(list) != 1 {
+		t.Fatalf("after the delete: %+v", list)
+	}
+}
+
+// A slot is recorded once: the second engine to record it (the same slot)
+// changes nothing, and a skipped slot keeps the last run.
+func testScheduleRunOnce(t *testing.T, s engine.Store) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
+	if err := s.CreateSchedule(ctx, engine.ScheduleRecord{Name: "s", Workflow: "wf", Interval: time.Minute, NextRunAt: t0, CreatedAt: t0}); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.New()
+	run := engine.ScheduleRun{Name: "s", Slot: t0, Next: t0.Add(time.Minute), RanAt: t0.Add(time.Second), InstanceID: id}
+	if err := s.RecordScheduleRun(ctx, run); err != nil {
+		t.Fatal(err)
+	}
+	again := run
+	again.Next, again.InstanceID = t0.Add(time.Hour), uuid.New()
+	if err := s.RecordScheduleRun(ctx, again); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.GetSchedule(ctx, "s")
+	if err != nil || !got.NextRunAt.Equal(t0.Add(time.Minute)) || got.LastInstanceID != id || !got.LastRunAt.Equal(t0.Add(time.Second)) {
+		t.Fatalf("after recording the slot twice: %+v, %v", got, err)
+	}
+	skip := engine.ScheduleRun{Name: "s", Slot: t0.Add(time.Minute), Next: t0.Add(2 * time.Minute), RanAt: t0.Add(61 * time.Second), Skipped: "busy"}
+	if err := s.RecordScheduleRun(ctx, skip); err != nil {
+		t.Fatal(err)
+	}
+	got, _ = s.GetSchedule(ctx, "s")
+	if !got.NextRunAt.Equal(t0.Add(2*time.Minute)) || got.LastInstanceID != id || !got.LastRunAt.Equal(t0.Add(time.Second)) || got.LastSkipped != "busy" {
+		t.Fatalf("after a skipped slot: %+v", got)
+	}
+}
+
+// A pool's statistics replace its previous row; pools are listed by node,
+// capability and pool.
+func testPoolStats(t *testing.T, s engine.Store) {
+	ctx := t.Context()
+	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
+	w1 := engine.PoolStatus{Node: "w1", Capability: "core", Pool: "core", Slots: 8, Busy: 3, Completed: 1 << 40, Failed: 7, PerMinute: 120,
+		LatencyP50: 1500 * time.Microsecond, LatencyP99: 2 * time.Second, UpdatedAt: t0}
+	ext := engine.PoolStatus{Node: "w1", Capability: "gpu", Pool: "trainer", Slots: 2, UpdatedAt: t0}
+	a1 := engine.PoolStatus{Node: "a1", Capability: "core", Pool: "core", Slots: 4, UpdatedAt: t0}
+	if err := s.RecordPoolStats(ctx, []engine.PoolStatus{w1, ext, a1}); err != nil {
+		t.Fatal(err)
+	}
+	w1.Busy, w1.Completed, w1.UpdatedAt = 0, w1.Completed+1, t0.Add(time.Minute)
+	if err := s.RecordPoolStats(ctx, []engine.PoolStatus{w1}); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.ListPoolStats(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := []engine.PoolStatus{a1, w1, ext}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("ListPoolStats:\n got %+v\nwant %+v", got, want)
+	}
+}
+
+// An id prefix finds the instances whose id starts with it (as git and
+// docker find objects); CreatedAfter keeps the recent ones.
+func testListInstancesByIDPrefixAndAge(t *testing.T, s engine.Store) {
+	ctx := t.Context()
+	wf := register(t, s, "prefixed", 1)
+	mk := func(id string) engine.NewInstance {
+		in := newInstance(wf)
+		in.ID = uuid.MustParse(id)
+		return in
+	}
+	queue(t, s, mk("abcd0000-0000-4000-8000-000000000001"), mk("abcd1111-0000-4000-8000-000000000002"), mk("abce0000-0000-4000-8000-000000000003"))
+	for _, tc := range []struct {
+		prefix string
+		want   int
+	}{{"abcd", 2}, {"ABCD1", 1}, {"abcd1111-0000", 1}, {"abc", 3}, {"abcf", 0}, {"abce0000000040008000000000000003", 1}} {
+		page, err := s.ListInstances(ctx, engine.InstanceFilter{IDPrefix: tc.prefix})
+		if err != nil || len(page.Instances) != tc.want {
+			t.Errorf("prefix %q: %d instances, %v; want %d", tc.prefix, len(page.Instances), err, tc.want)
+		}
+	}
+	for _, bad := range []string{"xyz", "abcd-g", strings.Repeat("a", 33)} {
+		if _, err := s.ListInstances(ctx, engine.InstanceFilter{IDPrefix: bad}); !errors.Is(err, engine.ErrInvalidArgument) {
+			t.Errorf("prefix %q: %v, want ErrInvalidArgument", bad, err)
+		}
+	}
+	if page, err := s.ListInstances(ctx, engine.InstanceFilter{CreatedAfter: time.Now().Add(-time.Hour)}); err != nil || len(page.Instances) != 3 {
+		t.Errorf("created in the last hour: %d, %v; want 3", len(page.Instances), err)
+	}
+	if page, err := s.ListInstances(ctx, engine.InstanceFilter{CreatedAfter: time.Now().Add(time.Hour)}); err != nil || len(page.Instances) != 0 {
+		t.Errorf("created after an hour from now: %d, %v; want 0", len(page.Instances), err)
+	}
+}

@@ -284,3 +284,23 @@ func DuplicateKeys(in []engine.NewInstance) (dup []int, err error) {
 	}
 	return dup, nil
 }
+
+// Millis is d in (fractional) milliseconds, as the stores keep latencies.
+func Millis(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// FromMillis is the inverse of Millis.
+func FromMillis(v float64) time.Duration { return time.Duration(v * float64(time.Millisecond)) }
+
+// IDPrefixRange turns the start of an instance id (hex digits, dashes
+// anywhere, any case) into the range of ids that start with it: from the
+// prefix padded with 0s to the prefix padded with fs. ok is false for
+// anything that is not 1 to 32 hex digits.
+func IDPrefixRange(prefix string) (lo, hi uuid.UUID, ok bool) {
+	hex := strings.ToLower(strings.ReplaceAll(prefix, "-", ""))
+	if hex == "" || len(hex) > 32 || strings.Trim(hex, "0123456789abcdef") != "" {
+		return uuid.Nil, uuid.Nil, false
+	}
+	lo, err1 := uuid.Parse(hex + strings.Repeat("0", 32-len(hex)))
+	hi, err2 := uuid.Parse(hex + strings.Repeat("f", 32-len(hex)))
+	return lo, hi, err1 == nil && err2 == nil
+}
