@@ -1,6 +1,7 @@
 package mesh_test
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"net"
@@ -8,6 +9,7 @@ import (
 	"reflect"
 	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,7 +330,7 @@ func TestMetadataUpdate(t *testing.T) {
 	w := c.Mesh("w0")
 	meta := mesh.NodeMeta{
 		Name: "ignored", Roles: []mesh.Role{mesh.RoleWorker}, GRPCAddr: "127.0.0.1:9999",
-		Capabilities: map[string]int{"ai.inference": 4, "code.exec": 8}, Version: "v2", TrustAnchor: []byte{1, 2, 3},
+		Capabilities: map[string]int{"ai.inference": 4, "code.exec": 8}, Version: "v2", TrustAnchor: bytes.Repeat([]byte{9}, 44),
 	}
 	if err := w.UpdateMeta(meta); err != nil {
 		t.Fatal(err)
@@ -343,6 +345,11 @@ func TestMetadataUpdate(t *testing.T) {
 			t.Fatal("no update event with the new metadata")
 		}
 	}
+	// The leader registers the published hash-chain anchor in the control
+	// state.
+	meshtest.Eventually(t, wait, "w0's anchor in the control state", func() bool {
+		return bytes.Equal(c.Mesh("s0").State().Anchors["w0"], meta.TrustAnchor)
+	})
 	// A server keeps its Raft address and server role whatever it is given.
 	s := c.Mesh("s0")
 	raftAddr := s.RaftAddr()
@@ -736,4 +743,39 @@ func TestRaftRefusesForeignCertificates(t *testing.T) {
 	if st := c.Mesh("intruder").State(); st.Settings["after"] != "" {
 		t.Fatalf("the intruder received the control state: %+v", st.Settings)
 	}
+}
+
+// An advertise address may be a host name (a container's service name):
+// gossip advertises what it resolves to, Raft the name; a name that does
+// not resolve is refused with the flag to fix.
+func TestAdvertiseHostName(t *testing.T) {
+	t.Parallel()
+	cfg := mesh.TestConfig("named")
+	cfg.AdvertiseAddr = "localhost"
+	cfg.Server = true
+	cfg.BootstrapExpect = 1
+	cfg.Logger = meshtest.Logger(t, zapcore.InfoLevel)
+	m, err := mesh.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := m.Start(ctxT(t)); err != nil {
+		t.Fatalf("start advertising localhost: %v", err)
+	}
+	defer m.Halt()
+	if host, _, err := net.SplitHostPort(m.GossipAddr()); err != nil || net.ParseIP(host) == nil || !net.ParseIP(host).IsLoopback() {
+		t.Fatalf("gossip address %q (%v), want a loopback IP", m.GossipAddr(), err)
+	}
+
+	bad := mesh.TestConfig("unresolvable")
+	bad.AdvertiseAddr = "no-such-host.invalid"
+	bad.Logger = cfg.Logger
+	bm, err := mesh.New(bad)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bm.Start(ctxT(t)); err == nil || !strings.Contains(err.Error(), "--advertise") {
+		t.Fatalf("start advertising an unresolvable name: %v, want an error naming --advertise", err)
+	}
+	_ = bm.Stop(ctxT(t))
 }

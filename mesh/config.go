@@ -84,6 +84,12 @@ type Config struct {
 	// planWagglers): the roles change only by the commands applied. For
 	// tests of the control state itself.
 	ManualWagglers bool
+	// WagglerRank, when set, ranks nodes for new Waggler roles by the
+	// trust the leader has in them: a role goes to the highest-ranked
+	// node serving the capability (then the one with the fewest roles),
+	// and never to a node ranked below zero (it betrayed). nil: every
+	// node ranks the same.
+	WagglerRank func(node string) int
 	// ReconnectInterval is how often one random failed (not left) member
 	// is tried again, so that a healed partition merges. Default 30 s.
 	ReconnectInterval time.Duration

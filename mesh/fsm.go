@@ -12,6 +12,8 @@ import (
 
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/trust"
 )
 
 // ControlState is the small state every server agrees on through Raft.
@@ -22,6 +24,10 @@ type ControlState struct {
 	Quarantine map[string]QuarantineEntry `json:"quarantine"`
 	// Settings are cluster-wide key/value settings.
 	Settings map[string]string `json:"settings"`
+	// Anchors are the HCTH hash-chain anchors the nodes published
+	// (trust.Anchor.Encode), registered by the leader from their gossip
+	// metadata: a node's chain outlives a gossip view that lost it.
+	Anchors map[string][]byte `json:"anchors,omitempty"`
 }
 
 // WagglerAssignment is one capability's Waggler and the epoch of the
@@ -47,6 +53,7 @@ func newControlState() ControlState {
 		Wagglers:   map[string]WagglerAssignment{},
 		Quarantine: map[string]QuarantineEntry{},
 		Settings:   map[string]string{},
+		Anchors:    map[string][]byte{},
 	}
 }
 
@@ -56,6 +63,7 @@ func (s ControlState) clone() ControlState {
 		Wagglers:   maps.Clone(s.Wagglers),
 		Quarantine: maps.Clone(s.Quarantine),
 		Settings:   maps.Clone(s.Settings),
+		Anchors:    maps.Clone(s.Anchors), // values are never changed in place
 	}
 	if c.Wagglers == nil {
 		c.Wagglers = map[string]WagglerAssignment{}
@@ -65,6 +73,9 @@ func (s ControlState) clone() ControlState {
 	}
 	if c.Settings == nil {
 		c.Settings = map[string]string{}
+	}
+	if c.Anchors == nil {
+		c.Anchors = map[string][]byte{}
 	}
 	return c
 }
@@ -89,6 +100,9 @@ const (
 	CmdRelease         CommandType = 3
 	CmdSetSetting      CommandType = 4
 	CmdUnassignWaggler CommandType = 5
+	// CmdRegisterAnchor may be skipped by an older node: anchors only
+	// help receivers verify stamps.
+	CmdRegisterAnchor CommandType = 6 | IgnoreUnknown
 )
 
 // Command is one change to the control state, built by the constructors
@@ -104,7 +118,7 @@ func (c Command) Type() CommandType { return c.typ }
 // describe renders a command for logs: its type and body.
 func (c Command) describe() string {
 	names := map[CommandType]string{CmdAssignWaggler: "assign-waggler", CmdQuarantine: "quarantine",
-		CmdRelease: "release", CmdSetSetting: "set-setting", CmdUnassignWaggler: "unassign-waggler"}
+		CmdRelease: "release", CmdSetSetting: "set-setting", CmdUnassignWaggler: "unassign-waggler", CmdRegisterAnchor: "register-anchor"}
 	name, ok := names[c.typ]
 	if !ok {
 		name = fmt.Sprintf("type-%d", c.typ)
@@ -138,6 +152,11 @@ type quarantineBody struct {
 
 type releaseBody struct {
 	Node string `json:"node"`
+}
+
+type anchorBody struct {
+	Node   string `json:"node"`
+	Anchor []byte `json:"anchor"`
 }
 
 type settingBody struct {
@@ -177,6 +196,13 @@ func Quarantine(node, reason string, at time.Time, manual bool) Command {
 // Release takes node out of quarantine (a no-op if it is not in it).
 func Release(node string) Command {
 	return newCommand(CmdRelease, releaseBody{Node: node})
+}
+
+// RegisterAnchor records node's published hash-chain anchor (44 bytes,
+// trust.Anchor.Encode), replacing the one it had (it restarted, or its
+// chain ran out).
+func RegisterAnchor(node string, anchor []byte) Command {
+	return newCommand(CmdRegisterAnchor, anchorBody{Node: node, Anchor: anchor})
 }
 
 // SetSetting sets a cluster setting; an empty value deletes it.
@@ -305,6 +331,15 @@ func (f *fsm) apply(index uint64, data []byte) error {
 			return fmt.Errorf("%w: release: %w", ErrInvalidCommand, err)
 		}
 		delete(f.state.Quarantine, c.Node)
+	case CmdRegisterAnchor:
+		var c anchorBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: register anchor: %w", ErrInvalidCommand, err)
+		}
+		if c.Node == "" || len(c.Anchor) != trust.AnchorBytes {
+			return fmt.Errorf("%w: register anchor needs a node and an anchor of %d bytes", ErrInvalidCommand, trust.AnchorBytes)
+		}
+		f.state.Anchors[c.Node] = c.Anchor
 	case CmdSetSetting:
 		var c settingBody
 		if err := json.Unmarshal(body, &c); err != nil {

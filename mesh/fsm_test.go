@@ -51,6 +51,10 @@ func TestFSMApply(t *testing.T) {
 		{SetSetting("tmp", "1"), nil},
 		{SetSetting("tmp", ""), nil}, // deletes
 		{SetSetting("", "v"), ErrInvalidCommand},
+		{RegisterAnchor("n1", bytes.Repeat([]byte{1}, 44)), nil},
+		{RegisterAnchor("n1", bytes.Repeat([]byte{2}, 44)), nil}, // restarted: replaced
+		{RegisterAnchor("n2", []byte{1, 2, 3}), ErrInvalidCommand},
+		{RegisterAnchor("", bytes.Repeat([]byte{1}, 44)), ErrInvalidCommand},
 	}
 	for i, s := range steps {
 		err := applyCmd(t, f, uint64(i+1), s.cmd)
@@ -65,6 +69,7 @@ func TestFSMApply(t *testing.T) {
 		},
 		Quarantine: map[string]QuarantineEntry{"n4": {Reason: "chain broken", Since: at}},
 		Settings:   map[string]string{"trust.tier": "established"},
+		Anchors:    map[string][]byte{"n1": bytes.Repeat([]byte{2}, 44)},
 	}
 	if got := f.State(); !reflect.DeepEqual(got, want) {
 		t.Fatalf("state:\n got %+v\nwant %+v", got, want)
@@ -154,6 +159,7 @@ func TestFSMSnapshotRestore(t *testing.T) {
 	cmds := []Command{
 		AssignWaggler("ai.inference", "gpu-1", 3), Quarantine("bad", "why", at, false),
 		SetSetting("k1", "v1"), SetSetting("k2", "v2"), AssignWaggler("code.exec", "c", 1),
+		RegisterAnchor("c", bytes.Repeat([]byte{7}, 44)),
 	}
 	// Two FSMs fed the same commands produce identical snapshots.
 	a, b := newFSM(log), newFSM(log)

@@ -108,11 +108,31 @@ func (h *hclogZap) Log(level hclog.Level, msg string, args ...any) {
 	if level == hclog.Off {
 		return
 	}
-	ce := h.z.Check(h.zapLevel(level), msg)
+	lvl := h.zapLevel(level)
+	if lvl == zapcore.WarnLevel && firstElection(msg, args) {
+		lvl = zapcore.DebugLevel
+	}
+	ce := h.z.Check(lvl, msg)
 	if ce == nil {
 		return
 	}
 	ce.Write(kvFields(append(append([]any(nil), h.implied...), args...))...)
+}
+
+// firstElection reports Raft's warning that it starts an election when no
+// leader was ever known: every fresh cluster's first election (a single
+// node elects itself that way at each start), not a problem. Later
+// elections — a leader lost — stay warnings.
+func firstElection(msg string, args []any) bool {
+	if msg != "heartbeat timeout reached, starting election" {
+		return false
+	}
+	for i := 0; i+1 < len(args); i += 2 {
+		if args[i] == "last-leader-id" {
+			return fmt.Sprint(args[i+1]) == ""
+		}
+	}
+	return false
 }
 
 // kvFields converts hclog's alternating key/value arguments to zap fields.

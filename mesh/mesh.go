@@ -148,6 +148,30 @@ func (m *Mesh) Start(ctx context.Context) error {
 	return nil
 }
 
+// advertiseIP returns host as memberlist needs it, an IP address: a name
+// (a container's service name, say) is resolved, IPv4 first. Raft and gRPC
+// keep the name and resolve it when they dial.
+func advertiseIP(host string) (string, error) {
+	if host == "" || net.ParseIP(host) != nil {
+		return host, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	ips, err := net.DefaultResolver.LookupIP(ctx, "ip", host)
+	if err == nil && len(ips) == 0 {
+		err = errors.New("no address")
+	}
+	if err != nil {
+		return "", fmt.Errorf("gossip advertise address %q is not an IP address and does not resolve (give --advertise an address other nodes reach this node at): %w", host, err)
+	}
+	for _, ip := range ips {
+		if ip.To4() != nil {
+			return ip.String(), nil
+		}
+	}
+	return ips[0].String(), nil
+}
+
 // startLocked builds the transports, Raft and memberlist and starts the
 // loops. Fields it sets are published under mu for readers such as
 // GossipAddr.
@@ -161,7 +185,11 @@ func (m *Mesh) startLocked() error {
 		return err
 	}
 	m.gossipTr = nt
-	advIP, advPort, err := nt.FinalAdvertiseAddr(cfg.AdvertiseAddr, cfg.AdvertisePort)
+	advHost, err := advertiseIP(cfg.AdvertiseAddr)
+	if err != nil {
+		return err
+	}
+	advIP, advPort, err := nt.FinalAdvertiseAddr(advHost, cfg.AdvertisePort)
 	if err != nil {
 		return fmt.Errorf("gossip advertise address: %w", err)
 	}
@@ -306,13 +334,16 @@ func (m *Mesh) teardown(ctx context.Context, graceful bool) error {
 		errs = append(errs, m.leave(ctx))
 	}
 	close(m.stopCh)
+	// The loops end first, Raft after: a Raft apply of the reconciler in
+	// flight completes while Raft runs, where a future enqueued just before
+	// Raft's shutdown may never be answered (and its waiter never return).
+	m.wg.Wait()
 	if m.raft != nil {
 		m.raft.DeregisterObserver(m.observer)
 		if err := m.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 		}
 	}
-	m.wg.Wait()
 	m.calls.Wait()
 	m.leadership.publish(Leadership{})
 	m.leadership.close()

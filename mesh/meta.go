@@ -9,6 +9,8 @@ import (
 	"slices"
 
 	"github.com/hashicorp/memberlist"
+
+	"github.com/robonet/robonet/trust"
 )
 
 // MetaLimit is memberlist's limit on a node's metadata, in bytes.
@@ -139,7 +141,8 @@ func (n NodeMeta) HasRole(r Role) bool { return slices.Contains(n.Roles, r) }
 const maxPoolSize = 1 << 20
 
 // check refuses metadata no honest node advertises: unknown roles, pool
-// sizes outside 1..maxPoolSize, empty names. (memberlist's 512-byte limit
+// sizes outside 1..maxPoolSize, empty names, a trust anchor of the wrong
+// size. (memberlist's 512-byte limit
 // bounds its size; a node whose metadata is refused is listed without
 // roles or capabilities, so no work or role goes to it.)
 func (w wireMeta) check() error {
@@ -157,6 +160,9 @@ func (w wireMeta) check() error {
 		if c == "" {
 			return errors.New("a Waggler role of an empty capability")
 		}
+	}
+	if len(w.TA) != 0 && len(w.TA) != trust.AnchorBytes {
+		return fmt.Errorf("a hash-chain anchor of %d bytes, not %d", len(w.TA), trust.AnchorBytes)
 	}
 	return nil
 }

@@ -15,7 +15,7 @@ func TestMetaRoundTrip(t *testing.T) {
 		Name: "n1", Roles: []Role{RoleServer, RoleWorker},
 		Capabilities: map[string]int{"code.exec": 8, "ai.inference": 1},
 		GRPCAddr:     "10.0.0.1:7300", RaftAddr: "10.0.0.1:7302", Version: "v0.5.0",
-		TrustAnchor: []byte("0123456789abcdef0123456789abcdef"),
+		TrustAnchor: []byte("0123456789abcdef0123456789abcdef0123456789ab"), // 44 bytes, as trust.Anchor.Encode
 	}
 	b, err := in.Encode()
 	if err != nil {
@@ -106,6 +106,22 @@ func TestConfigDefaultsAndValidation(t *testing.T) {
 	for i, b := range bad {
 		if _, err := New(b); err == nil {
 			t.Errorf("config %d (%+v) accepted", i, b)
+		}
+	}
+}
+
+// Metadata no honest node advertises is refused on decoding: a node so
+// advertised is listed without roles or capabilities.
+func TestMetaRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct{ name, json, says string }{
+		{"unknown role", `{"v":1,"n":"x","r":["king"]}`, "unknown role"},
+		{"pool size", `{"v":1,"n":"x","c":{"c":-1}}`, "slots"},
+		{"empty capability's Waggler", `{"v":1,"n":"x","w":{"":3}}`, "empty capability"},
+		{"short anchor", `{"v":1,"n":"x","t":"AQID"}`, "anchor of 3 bytes, not 44"},
+	} {
+		if _, err := DecodeNodeMeta([]byte(c.json)); err == nil || !strings.Contains(err.Error(), c.says) {
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.says)
 		}
 	}
 }

@@ -1,6 +1,7 @@
 package mesh
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
@@ -371,6 +372,27 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	if !m.cfg.ManualWagglers {
 		r.placeWagglers(m, term)
 	}
+	r.registerAnchors(m)
+}
+
+// registerAnchors records in the control state the hash-chain anchor each
+// alive node publishes, when it differs from the registered one.
+func (r *reconciler) registerAnchors(m *Mesh) {
+	state := m.fsm.State()
+	for _, mem := range m.Members() {
+		if mem.Status != StatusAlive || len(mem.TrustAnchor) == 0 || bytes.Equal(state.Anchors[mem.Name], mem.TrustAnchor) {
+			continue
+		}
+		cmd := RegisterAnchor(mem.Name, mem.TrustAnchor)
+		f := m.raft.Apply(cmd.Encode(), time.Second)
+		if err := f.Error(); err != nil {
+			m.log.Warn("registering a hash-chain anchor failed", zap.String("member", mem.Name), zap.Error(err))
+			return // the next pass tries again
+		}
+		if err, ok := f.Response().(error); ok {
+			m.log.Warn("registering a hash-chain anchor refused", zap.String("member", mem.Name), zap.Error(err))
+		}
+	}
 }
 
 // placeWagglers gives every capability served by an alive node a Waggler
@@ -380,12 +402,19 @@ func (r *reconciler) placeWagglers(m *Mesh, term uint64) {
 	var eligible []wagglerCandidate
 	for _, mem := range m.Members() {
 		if mem.Status == StatusAlive || mem.Status == StatusSuspect {
-			eligible = append(eligible, wagglerCandidate{Name: mem.Name, Capabilities: mem.Capabilities})
+			c := wagglerCandidate{Name: mem.Name, Capabilities: mem.Capabilities}
+			if m.cfg.WagglerRank != nil {
+				c.Rank = m.cfg.WagglerRank(mem.Name)
+			}
+			eligible = append(eligible, c)
 		}
 	}
 	for _, cmd := range planWagglers(m.fsm.State(), eligible) {
 		f := m.raft.Apply(cmd.Encode(), time.Second)
 		if err := f.Error(); err != nil {
+			if errors.Is(err, raft.ErrRaftShutdown) || m.isStopping() {
+				return // the node is stopping: nothing to do, nothing to report
+			}
 			m.log.Warn("waggler role change failed", zap.Error(err))
 			return // leadership lost or raft busy: the next pass starts over
 		}
@@ -395,6 +424,13 @@ func (r *reconciler) placeWagglers(m *Mesh, term uint64) {
 		}
 		m.log.Info("waggler role changed", zap.String("command", cmd.describe()), zap.Uint64("term", term))
 	}
+}
+
+// isStopping reports whether Stop or Halt began.
+func (m *Mesh) isStopping() bool {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.stopping
 }
 
 // raftOrErr returns the running Raft or why there is none.

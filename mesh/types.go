@@ -34,7 +34,7 @@ type NodeMeta struct {
 	GRPCAddr     string         // host:port of the node's gRPC API
 	RaftAddr     string         // host:port of the Raft transport; servers only
 	Version      string         // software version
-	TrustAnchor  []byte         // HCTH hash-chain anchor; empty until trust is built (package trust)
+	TrustAnchor  []byte         // the node's HCTH hash-chain anchor (trust.Anchor.Encode); receivers verify its stamps from it
 	// Wagglers are the Waggler roles this node runs now: capability →
 	// epoch. Workers follow them to find the Waggler of their capability.
 	Wagglers map[string]uint64

@@ -11,8 +11,10 @@ import (
 // the reconciler applies its commands through Raft. A role stays where it
 // is while its node is alive, not leaving and not quarantined, so a role
 // moves only when it must; a new holder is the eligible node that serves
-// the capability with the fewest roles (then the smallest name), so
-// Wagglers spread over the nodes. Every move bumps the epoch: the Router
+// the capability with the highest trust rank (Config.WagglerRank), then
+// the fewest roles, then the smallest name, so Wagglers go to trusted
+// nodes and spread over them; a node ranked below zero (it forged a
+// hash-chain token) gets none. Every move bumps the epoch: the Router
 // hands the old holder's attempts to the new one, and workers follow the
 // highest epoch they see. A capability no alive node serves loses its
 // role, so that its attempts wait visibly at the leader instead of at a
@@ -22,16 +24,19 @@ import (
 type wagglerCandidate struct {
 	Name         string
 	Capabilities map[string]int
+	Rank         int // trust: higher first; below zero never a holder
 }
 
 // planWagglers returns the commands that bring the roles in line with the
 // eligible nodes (alive, not leaving, not quarantined).
 func planWagglers(state ControlState, eligible []wagglerCandidate) []Command {
 	serving := map[string][]string{} // capability → eligible nodes serving it
+	rank := map[string]int{}
 	for _, n := range eligible {
-		if _, q := state.Quarantine[n.Name]; q {
+		if _, q := state.Quarantine[n.Name]; q || n.Rank < 0 {
 			continue
 		}
+		rank[n.Name] = n.Rank
 		for c, size := range n.Capabilities {
 			if size > 0 {
 				serving[c] = append(serving[c], n.Name)
@@ -61,7 +66,7 @@ func planWagglers(state ControlState, eligible []wagglerCandidate) []Command {
 				load[holder]--
 			}
 			holder = slices.MinFunc(nodes, func(a, b string) int {
-				return cmp.Or(cmp.Compare(load[a], load[b]), cmp.Compare(a, b))
+				return cmp.Or(cmp.Compare(rank[b], rank[a]), cmp.Compare(load[a], load[b]), cmp.Compare(a, b))
 			})
 			load[holder]++
 		}

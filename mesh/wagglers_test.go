@@ -32,6 +32,7 @@ func TestPlanWagglers(t *testing.T) {
 		}
 		return wagglerCandidate{Name: name, Capabilities: m}
 	}
+	ranked := func(c wagglerCandidate, rank int) wagglerCandidate { c.Rank = rank; return c }
 	st := func(roles map[string]WagglerAssignment, quarantined ...string) ControlState {
 		s := newControlState()
 		for c, a := range roles {
@@ -62,6 +63,10 @@ func TestPlanWagglers(t *testing.T) {
 			[]string{"assign x b 3"}},
 		{"only nodes that serve it", st(nil), []wagglerCandidate{w("server"), w("worker", "gpu")},
 			[]string{"assign gpu worker 1"}},
+		{"the most trusted first", st(nil), []wagglerCandidate{w("a", "x"), ranked(w("b", "x"), 2), ranked(w("c", "x"), 1)},
+			[]string{"assign x b 1"}},
+		{"never a node that betrayed", st(map[string]WagglerAssignment{"x": {Node: "a", Epoch: 2}}), []wagglerCandidate{ranked(w("a", "x"), -1), w("b", "x")},
+			[]string{"assign x b 3"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var got []string

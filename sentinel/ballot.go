@@ -72,6 +72,14 @@ func (b *Ballot) Add(pr Proposal) {
 	b.props[pr.Node][pr.Observer] = pr
 }
 
+// isProof reports whether a finding is proof rather than statistics: a
+// forged hash-chain token, or outvoted on two or more verified attempts —
+// each decided by a majority of other, distinct nodes, which are its
+// confirmations.
+func isProof(r Reason) bool {
+	return r.Detector == DetectChain || (r.Detector == DetectMismatch && r.Score >= 1)
+}
+
 // Forget drops the proposals about node (it was released, or left).
 func (b *Ballot) Forget(node string) { delete(b.props, node) }
 
@@ -79,8 +87,8 @@ func (b *Ballot) Forget(node string) { delete(b.props, node) }
 // observers exist now, how many nodes the mesh has, and the quarantines
 // in force. A node is quarantined once live proposals (younger than the
 // TTL) from min(Confirmations, observers) distinct observers agree — from
-// one when a proposal names a broken hash chain, which is proof, not
-// statistics — unless that would quarantine more than MaxQuarantined of
+// one when a proposal names proof rather than statistics (isProof) —
+// unless that would quarantine more than MaxQuarantined of
 // the nodes (the most anomalous go first). The Sentinel's quarantines
 // older than CoolDown are released; an operator's never are.
 func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[string]Quarantine) []Decision {
@@ -114,7 +122,7 @@ func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[str
 			evidence = append(evidence, pr.Reasons...)
 			score = max(score, pr.Score)
 			for _, r := range pr.Reasons {
-				proof = proof || r.Detector == DetectChain
+				proof = proof || isProof(r)
 			}
 		}
 		if len(byObs) == 0 {
@@ -127,9 +135,11 @@ func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[str
 		slices.Sort(obs)
 		reason := "anomalous behaviour confirmed by " + strings.Join(obs, ", ")
 		if proof {
-			reason = "a forged hash-chain token"
+			reason = "proof seen by " + strings.Join(obs, ", ")
 		}
-		if len(evidence) > 0 {
+		if i := slices.IndexFunc(evidence, isProof); proof && i >= 0 {
+			reason += ": " + evidence[i].Detail
+		} else if len(evidence) > 0 {
 			reason += ": " + evidence[0].Detail
 		}
 		cands = append(cands, candidate{d: Decision{Node: node, Action: QuarantineNode, Reason: reason, Observers: obs, Evidence: evidence}, score: score})

@@ -39,8 +39,10 @@
 // A Ballot collects the observers' proposals (each observer's latest per
 // node, live for the window) and decides: a node is quarantined once
 // min(2, observers) distinct observers propose it — so one suffices in a
-// mesh too small for more — and at once on one proposal naming a broken
-// hash chain, which is proof rather than statistics. Never more than half
+// mesh too small for more — and at once on one proposal naming proof
+// rather than statistics: a broken hash chain, or outvoted on two or more
+// verified attempts (each decided by a majority of other, distinct nodes:
+// those are the confirmations). Never more than half
 // the nodes are quarantined at once (the most anomalous first), so a bug
 // or a liar cannot empty the mesh. A quarantine the Sentinel made is
 // released after a 30-minute cool-down, and the node's trust starts again

@@ -39,6 +39,9 @@ const (
 	VerifyAgree
 	// Violation: it sent a message beyond the limits of the streams.
 	Violation
+	// Heartbeat: a heartbeat batch whose hash-chain stamp verified. No
+	// detector uses it; it is evidence for the trust scores.
+	Heartbeat
 )
 
 // Observation is one thing an observer saw a node do.
@@ -47,6 +50,7 @@ type Observation struct {
 	Capability string // for Completed and Failed
 	Kind       Kind
 	Value      float64 // CPU percent, memory bytes; ignored for counts
+	Count      int     // how many (0 counts as 1); for CPU and Mem, how many readings Value is the mean of
 	At         time.Time
 }
 
@@ -219,42 +223,43 @@ func (s *Sentinel) Observe(o Observation) {
 	if b == nil {
 		return // older than the window
 	}
+	cnt := max(o.Count, 1)
 	switch o.Kind {
 	case Accepted:
-		b.accepted++
+		b.accepted += cnt
 	case Lost:
-		b.lost++
+		b.lost += cnt
 	case Completed, Failed:
 		if b.outcomes == nil {
 			b.outcomes = map[string][2]int{}
 		}
 		c := b.outcomes[o.Capability]
 		if o.Kind == Completed {
-			c[0]++
+			c[0] += cnt
 		} else {
-			c[1]++
+			c[1] += cnt
 		}
 		b.outcomes[o.Capability] = c
 	case Replay:
-		b.replays++
+		b.replays += cnt
 	case ChainBreak:
-		b.breaks++
+		b.breaks += cnt
 	case CPU:
 		if finite(o.Value) {
-			b.cpuSum += o.Value
-			b.cpuN++
+			b.cpuSum += o.Value * float64(cnt)
+			b.cpuN += cnt
 		}
 	case Mem:
 		if finite(o.Value) {
-			b.memSum += o.Value
-			b.memN++
+			b.memSum += o.Value * float64(cnt)
+			b.memN += cnt
 		}
 	case VerifyMismatch:
-		b.mismatches++
+		b.mismatches += cnt
 	case VerifyAgree:
-		b.agrees++
+		b.agrees += cnt
 	case Violation:
-		b.violations++
+		b.violations += cnt
 	}
 }
 

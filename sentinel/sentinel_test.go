@@ -57,6 +57,18 @@ func TestLostAttempts(t *testing.T) {
 	}
 }
 
+// Summed observations count as many: 12 accepted and 6 lost in two
+// observations are what 18 single ones are.
+func TestCounts(t *testing.T) {
+	s := newSentinel(t)
+	s.Observe(Observation{Node: "w", Kind: Accepted, Count: 12, At: t0})
+	s.Observe(Observation{Node: "w", Kind: Lost, Count: 6, At: t0})
+	f, ok := finding(s.Evaluate(t0), "w")
+	if !ok || !f.Anomalous || !strings.Contains(f.Reasons[0].Detail, "lost 6 of 12 accepted attempts") {
+		t.Fatalf("summed observations: %+v", f)
+	}
+}
+
 // Five peers fail about 5 % of a capability's attempts and one 60 %: only
 // it is anomalous, with its z-score; with two peers the detector is
 // silent.
@@ -183,9 +195,18 @@ func TestBallot(t *testing.T) {
 	}
 	// A broken chain needs one observer.
 	b.Add(proposal("forger", "o1", t0, DetectChain))
-	if ds := b.Decide(t0, 3, 10, none); len(ds) != 1 || ds[0].Node != "forger" || !strings.Contains(ds[0].Reason, "forged") {
+	if ds := b.Decide(t0, 3, 10, none); len(ds) != 1 || ds[0].Node != "forger" || !strings.Contains(ds[0].Reason, "proof seen by o1: chain detail") {
 		t.Fatalf("a chain break: %+v", ds)
 	}
+	// So does being outvoted on two verified attempts (score 1), not on one.
+	one := proposal("liar1", "o1", t0, DetectMismatch)
+	one.Reasons[0].Score = 0.6
+	b.Add(one)
+	b.Add(proposal("liar2", "o1", t0, DetectMismatch))
+	if ds := b.Decide(t0, 3, 10, map[string]Quarantine{"forger": {Since: t0}}); len(ds) != 1 || ds[0].Node != "liar2" {
+		t.Fatalf("verification mismatches: %+v", ds)
+	}
+	b.Forget("liar1")
 	// Already quarantined: nothing; the Sentinel's are released after the
 	// cool-down, an operator's never.
 	q := map[string]Quarantine{

@@ -77,8 +77,13 @@ func (b *Book) Reset(peer string) { delete(b.peers, peer) }
 func (b *Book) Forget(peer string) { delete(b.peers, peer) }
 
 // PreTrust makes peer count as trusted whatever its evidence, unless it
-// betrays.
+// betrays; AllPeers ("*") pre-trusts every peer.
 func (b *Book) PreTrust(peer string) { b.pre[peer] = true }
+
+// AllPeers, given to PreTrust, pre-trusts every peer.
+const AllPeers = "*"
+
+func (b *Book) preTrusted(peer string) bool { return b.pre[peer] || b.pre[AllPeers] }
 
 // Score returns peer's score (0 when betrayed, 0.5 without evidence).
 func (b *Book) Score(peer string, now time.Time) float64 {
@@ -101,7 +106,7 @@ func (b *Book) Tier(peer string, now time.Time) Tier {
 	switch {
 	case betrayed:
 		return Unverified
-	case peer == b.self || b.pre[peer]:
+	case peer == b.self || b.preTrusted(peer):
 		return Trusted
 	case !ok:
 		return Unverified
@@ -136,7 +141,9 @@ func (b *Book) Allowance(peer string, minTier Tier, slots int, now time.Time) in
 	if s, ok := b.peers[peer]; ok {
 		good = s.good
 	}
-	return min(slots, 1+int(good/b.p.ProbationStep))
+	// (A hair of tolerance: decay between observing and asking must not
+	// take back a whole step.)
+	return min(slots, 1+int(good/b.p.ProbationStep+1e-6))
 }
 
 // Prefer orders peers by trust, highest first (tier, then score, then
@@ -180,12 +187,14 @@ func (b *Book) View(now time.Time) []PeerView {
 		names[n] = true
 	}
 	for n := range b.pre {
-		names[n] = true
+		if n != AllPeers {
+			names[n] = true
+		}
 	}
 	out := make([]PeerView, 0, len(names))
 	for _, n := range slices.Sorted(maps.Keys(names)) {
 		v := PeerView{Name: n, Tier: b.Tier(n, now).String(), Score: b.Score(n, now), Evidence: map[string]uint64{},
-			PreTrusted: b.pre[n], Self: n == b.self}
+			PreTrusted: b.preTrusted(n), Self: n == b.self}
 		if s, ok := b.peers[n]; ok {
 			v.Good, v.Bad, v.Betrayed, v.Since = s.good, s.bad, s.betrayed, s.since
 			for k, c := range s.counts {

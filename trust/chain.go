@@ -41,6 +41,8 @@ type Token struct {
 	Value   [Size]byte
 }
 
+func (t Token) String() string { return fmt.Sprintf("%d of chain %016x", t.Index, t.ChainID) }
+
 // Stamp is what a message carries: its token and, while the sender
 // re-anchors, the anchor of its next chain.
 type Stamp struct {

@@ -132,6 +132,80 @@ func TestVerifierAt(t *testing.T) {
 	}
 }
 
+// A stream that opens late starts from another stream's position: the
+// tokens stamped before it, still in flight on it, are accepted once each
+// (hashing the known token down to them), a forgery among them is caught,
+// and a replay on the stream is not accepted twice.
+func TestVerifierAtAcceptsEarlierTokensOnce(t *testing.T) {
+	s := signer(t, 256)
+	var stamps []Stamp
+	for range 20 {
+		st, _ := s.Next()
+		stamps = append(stamps, st)
+	}
+	a := NewVerifier(s.Anchor(), 8)
+	for _, st := range stamps[:18] {
+		if got := a.Verify(st); got != Accepted {
+			t.Fatalf("stream A, token %d: %s", st.Token.Index, got)
+		}
+	}
+	b := NewVerifierAt(a.Position(), 8) // knows token 18, accepted nothing
+	for _, i := range []int{14, 16, 19} {
+		if got := b.Verify(stamps[i]); got != Accepted {
+			t.Fatalf("stream B, token %d: %s", stamps[i].Token.Index, got)
+		}
+	}
+	if got := b.Verify(stamps[16]); got != Replayed {
+		t.Fatalf("token 17 again on stream B: %s, want replayed", got)
+	}
+	forged := NewVerifierAt(a.Position(), 8)
+	bad := stamps[15]
+	bad.Token.Value[0] ^= 1
+	if got := forged.Verify(bad); got != Forged {
+		t.Fatalf("a forged earlier token: %s", got)
+	}
+	if got := NewVerifierAt(a.Position(), 8).Verify(stamps[5]); got != TooFar {
+		t.Fatalf("a token more than the gap before the position: %s, want too far", got)
+	}
+}
+
+// A verifier far behind catches up with another's position (Advance): the
+// next token costs a short gap instead of being too far; Later orders
+// positions, including onto an announced chain.
+func TestAdvance(t *testing.T) {
+	s := signer(t, 256)
+	lead := NewVerifier(s.Anchor(), 8)
+	slow := NewVerifier(s.Anchor(), 8)
+	var st Stamp
+	for range 40 {
+		st, _ = s.Next()
+		if got := lead.Verify(st); got != Accepted {
+			t.Fatal(got)
+		}
+	}
+	st, _ = s.Next()
+	if got := slow.Verify(st); got != TooFar {
+		t.Fatalf("41 tokens from the anchor: %s, want too far", got)
+	}
+	if !lead.Position().Later(slow.Position()) || slow.Position().Later(lead.Position()) {
+		t.Fatal("Later does not order the positions")
+	}
+	slow.Advance(lead.Position())
+	if got := slow.Verify(st); got != Accepted {
+		t.Fatalf("after Advance: %s", got)
+	}
+	before := slow.Position()
+	slow.Advance(before) // not later: nothing moves
+	if slow.Position() != before {
+		t.Fatal("Advance to the same position moved the verifier")
+	}
+	next := Anchor{ChainID: s.Anchor().ChainID + 1, Length: 256}
+	p := Position{Anchor: s.Anchor(), Index: 3, Next: &next}
+	if !(Position{Anchor: next, Index: 1}).Later(p) {
+		t.Fatal("a position on the announced chain is not later")
+	}
+}
+
 // A Signer re-anchors across exhaustion: receivers that see every
 // message, or every third, accept them all; one that missed the whole
 // announcement window meets an unknown chain and recovers by learning the

@@ -51,20 +51,28 @@ type Counts struct {
 	Accepted, Replays, Forgeries, TooFar, Unknown uint64
 }
 
-// Verifier checks one sender's stamps. It keeps the last token it
-// accepted and verifies a later one by hashing it forward to that token:
-// a gap of g costs g hashes, bounded by maxGap. A stamp that announces the
-// sender's next chain, on a token that verifies, makes the verifier accept
-// that chain's tokens (from its anchor) and move to it. A Verifier is not
-// safe for concurrent use.
+// Verifier checks one sender's stamps on one ordered channel (a stream).
+// It keeps a known token of the sender's chain — the latest it accepted
+// or was given — and a floor: the index of the last token it accepted.
+// A token above the floor is genuine when hashing the later of it and the
+// known token down to the earlier gives the earlier (a gap of g costs g
+// hashes, bounded by maxGap); a token at or below the floor is a replay.
+// Several verifiers of one sender, one per stream, share what they learn
+// through Positions (NewVerifierAt, Advance): a stream that opens late
+// starts from a recent token, not from the anchor, and still accepts the
+// earlier tokens still in flight on it. A stamp that announces the
+// sender's next chain, on a token that verifies, makes the verifier
+// accept that chain's tokens (from its anchor) and move to it. A Verifier
+// is not safe for concurrent use.
 type Verifier struct {
-	cur     Anchor
-	lastIdx uint32
-	lastVal [Size]byte
-	next    *Anchor
-	maxGap  uint32
-	broken  bool
-	counts  Counts
+	cur      Anchor
+	floor    uint32     // index of the last token accepted here (0: none)
+	knownIdx uint32     // a genuine token of cur: its index and value
+	knownVal [Size]byte //
+	next     *Anchor
+	maxGap   uint32
+	broken   bool
+	counts   Counts
 }
 
 // NewVerifier starts from a sender's published anchor. maxGap 0 means
@@ -73,12 +81,13 @@ func NewVerifier(a Anchor, maxGap uint32) *Verifier {
 	if maxGap == 0 {
 		maxGap = DefaultMaxGap
 	}
-	return &Verifier{cur: a, lastVal: a.Value, maxGap: maxGap}
+	return &Verifier{cur: a, knownVal: a.Value, maxGap: maxGap}
 }
 
-// Position is where a Verifier stands on its sender's chain: what another
-// verifier of the same sender can start from (NewVerifierAt), instead of
-// hashing all the way from the anchor.
+// Position is what a Verifier knows of its sender's chain: a genuine
+// token (and the announced next chain), for another verifier of the same
+// sender to start from (NewVerifierAt) or catch up with (Advance) instead
+// of hashing all the way from the anchor.
 type Position struct {
 	Anchor Anchor
 	Index  uint32
@@ -86,9 +95,9 @@ type Position struct {
 	Next   *Anchor
 }
 
-// Position returns where v stands.
+// Position returns what v knows.
 func (v *Verifier) Position() Position {
-	p := Position{Anchor: v.cur, Index: v.lastIdx, Value: v.lastVal}
+	p := Position{Anchor: v.cur, Index: v.knownIdx, Value: v.knownVal}
 	if v.next != nil {
 		n := *v.next
 		p.Next = &n
@@ -96,16 +105,51 @@ func (v *Verifier) Position() Position {
 	return p
 }
 
-// NewVerifierAt starts from a position another verifier of the same
-// sender reached (it accepted the token there).
+// Later reports whether p is further along the sender's chains than q:
+// on the same chain at a higher index, or on the chain q announced.
+func (p Position) Later(q Position) bool {
+	if p.Anchor.ChainID == q.Anchor.ChainID {
+		return p.Index > q.Index || (p.Next != nil && q.Next == nil)
+	}
+	return q.Next != nil && q.Next.ChainID == p.Anchor.ChainID
+}
+
+// NewVerifierAt starts a verifier of a new stream from a position another
+// verifier of the same sender reached: with nothing accepted yet, so the
+// stream's first tokens may be earlier than the position (stamped before,
+// still in flight) and are accepted once each.
 func NewVerifierAt(p Position, maxGap uint32) *Verifier {
 	v := NewVerifier(p.Anchor, maxGap)
-	v.lastIdx, v.lastVal = p.Index, p.Value
+	v.knownIdx, v.knownVal = p.Index, p.Value
 	if p.Next != nil {
 		n := *p.Next
 		v.next = &n
 	}
 	return v
+}
+
+// Advance moves v's known token to p when p is later on the same chain,
+// or onto the chain v's sender announced (keeping v's floor on the
+// current one): a later stamp then costs a short gap.
+func (v *Verifier) Advance(p Position) {
+	switch {
+	case v.broken:
+	case p.Anchor.ChainID == v.cur.ChainID:
+		if p.Index > v.knownIdx {
+			v.knownIdx, v.knownVal = p.Index, p.Value
+		}
+		if v.next == nil && p.Next != nil {
+			n := *p.Next
+			v.next = &n
+		}
+	case v.next != nil && p.Anchor.ChainID == v.next.ChainID:
+		v.cur, v.next = p.Anchor, nil
+		v.floor, v.knownIdx, v.knownVal = 0, p.Index, p.Value
+		if p.Next != nil {
+			n := *p.Next
+			v.next = &n
+		}
+	}
 }
 
 // Verify checks s.
@@ -137,18 +181,32 @@ func (v *Verifier) verify(s Stamp) Outcome {
 			v.broken = true
 			return Forged
 		}
-		if t.Index <= v.lastIdx {
+		if t.Index <= v.floor {
 			return Replayed
 		}
-		gap := t.Index - v.lastIdx
-		if gap > v.maxGap {
-			return TooFar
+		genuine := false
+		if t.Index >= v.knownIdx {
+			gap := t.Index - v.knownIdx
+			if gap > v.maxGap {
+				return TooFar
+			}
+			genuine = hashN(t.Value, gap) == v.knownVal
+		} else {
+			// Earlier than the known token: that token hashes down to it.
+			gap := v.knownIdx - t.Index
+			if gap > v.maxGap {
+				return TooFar
+			}
+			genuine = hashN(v.knownVal, gap) == t.Value
 		}
-		if hashN(t.Value, gap) != v.lastVal {
+		if !genuine {
 			v.broken = true
 			return Forged
 		}
-		v.lastIdx, v.lastVal = t.Index, t.Value
+		v.floor = t.Index
+		if t.Index > v.knownIdx {
+			v.knownIdx, v.knownVal = t.Index, t.Value
+		}
 		if n := s.Next; n != nil && n.ChainID != v.cur.ChainID && n.Length >= MinLength && n.Length <= MaxLength {
 			a := *n
 			v.next = &a
@@ -168,7 +226,7 @@ func (v *Verifier) verify(s Stamp) Outcome {
 			return Forged
 		}
 		v.cur, v.next = *v.next, nil
-		v.lastIdx, v.lastVal = t.Index, t.Value
+		v.floor, v.knownIdx, v.knownVal = t.Index, t.Index, t.Value
 		return Accepted
 	}
 	return UnknownChain
@@ -182,14 +240,14 @@ func (v *Verifier) Learn(a Anchor) {
 	if a.ChainID == v.cur.ChainID {
 		return
 	}
-	v.cur, v.lastIdx, v.lastVal, v.next = a, 0, a.Value, nil
+	v.cur, v.floor, v.knownIdx, v.knownVal, v.next = a, 0, 0, a.Value, nil
 }
 
 // Reset starts over from a, forgetting a betrayal (the sender was released
 // from quarantine and starts from zero trust).
 func (v *Verifier) Reset(a Anchor) {
 	v.broken = false
-	v.cur, v.lastIdx, v.lastVal, v.next = a, 0, a.Value, nil
+	v.cur, v.floor, v.knownIdx, v.knownVal, v.next = a, 0, 0, a.Value, nil
 }
 
 // Broken reports whether v saw a betrayal.
