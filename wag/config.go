@@ -10,6 +10,8 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/internal/metrics"
+	"github.com/robonet/robonet/sentinel"
 )
 
 // Defaults of Config.
@@ -70,8 +72,34 @@ type Config struct {
 	// at least 5 s.
 	InheritGrace time.Duration
 
+	// Metrics are the series the Wagglers record into (heartbeats,
+	// failovers); nil: series registered nowhere.
+	Metrics *metrics.Wag
+
+	// Trust, when set, bounds how many attempts at once each node's
+	// workers may run (the trust they earned) and is told what they do;
+	// nil: every node runs what its slots take, nothing is observed.
+	Trust Trust
+
 	// poolName names an external pool's slots (set by AddPool).
 	poolName string
+}
+
+// Trust is what a Waggler needs of its node's trust in the worker nodes.
+type Trust interface {
+	// Allowance returns how many attempts at once node's workers may run
+	// for this node's Wagglers (math.MaxInt: as many as they have slots).
+	Allowance(node string) int
+	// Rank returns node's trust tier as a number (trust.Tier; -1 once it
+	// betrayed): among the workers an attempt may go to, those of the
+	// highest rank are preferred.
+	Rank(node string) int
+	// Observe is told what a Waggler saw a worker node do.
+	Observe(o sentinel.Observation)
+	// Quarantined is told the quarantined nodes whenever the leader names
+	// them: a node that left the set was released and starts again from
+	// zero trust.
+	Quarantined(nodes map[string]bool)
 }
 
 // WithDefaults returns a copy of c with defaults filled in.
@@ -84,6 +112,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Metrics == nil {
+		c.Metrics = metrics.NewWag(nil)
 	}
 	if c.Clock == nil {
 		c.Clock = clock.System()

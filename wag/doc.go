@@ -83,8 +83,8 @@
 //
 // Every HeartbeatInterval, a pool sends one heartbeat per running attempt
 // to its Waggler: attempt key, Waggler generation, worker id, a sequence
-// number (1, 2, 3, … per assignment), an HCTH token (empty until the trust
-// issue) and progress: the latest Call.Progress report (steps done/total,
+// number (1, 2, 3, … per assignment) and progress (across nodes the batch
+// travels with the pool node's HCTH stamp: wag/remote, package trust): the latest Call.Progress report (steps done/total,
 // ETA, message) and, for exec, the CPU share and resident memory of the
 // process from /proc/<pid>/stat (zero elsewhere). Heartbeats say the worker
 // is alive, so they continue while a timed-out action winds down. Each

@@ -23,10 +23,7 @@ type Heartbeat struct {
 	WorkerID   string
 	// Seq is 1, 2, 3, ... per assignment (attempt and generation): lower or
 	// equal to the last accepted one is a replay or reorder.
-	Seq uint64
-	// Token is the worker's HCTH hash-chain token for this message; empty
-	// until trust is built (package trust).
-	Token      []byte
+	Seq        uint64
 	Progress   Progress
 	CPUPercent float64 // of one core, 0 when not measured
 	MemBytes   uint64  // resident set, 0 when not measured
@@ -40,6 +37,7 @@ type Report struct {
 	WorkerID   string
 	OK         bool
 	Output     any    // canonical value when OK
+	OutputJSON []byte // Output's canonical JSON, when the worker encoded it (nil: not at hand)
 	Error      string // why, when !OK
 	StartedAt  time.Time
 	FinishedAt time.Time

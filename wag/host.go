@@ -233,6 +233,9 @@ func (s *Session) SetRoles(roles map[string]uint64, quarantined []string) error 
 	watchers := slices.Clone(h.watchers)
 	quar := maps.Clone(h.quarantined)
 	h.mu.Unlock()
+	if h.cfg.Trust != nil {
+		h.cfg.Trust.Quarantined(quar)
+	}
 	for _, w := range keep {
 		w.Quarantine(quar)
 	}

@@ -377,6 +377,8 @@ func TestOutputLimits(t *testing.T) {
 	}
 	if r := sink.result(t, ints.AttemptKey); !r.OK || fmt.Sprint(r.Output) != "[1 2]" || fmt.Sprintf("%T", r.Output.([]any)[0]) != "int64" {
 		t.Fatalf("outputs are not normalized: %+v", r)
+	} else if string(r.OutputJSON) != "[1,2]" {
+		t.Fatalf("the result carries %q as the output's encoding, want its canonical JSON [1,2]", r.OutputJSON)
 	}
 }
 
@@ -662,5 +664,74 @@ func TestTermFence(t *testing.T) {
 	}
 	if st := host.Waggler("code.exec").Status(); st.Queued != 0 {
 		t.Fatalf("the deposed leader's attempt was queued: %+v", st)
+	}
+}
+
+// A pool counts what its workers finished: totals, finishes in the last
+// minute, run-time percentiles, and the slots busy now.
+func TestPoolStats(t *testing.T) {
+	sink := newSink()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 3})
+	release := make(chan struct{})
+	cfg.Registry = registryWith(t, map[string]Handler{
+		"ok":    func(context.Context, *Call) (any, error) { return "fine", nil },
+		"fail":  func(context.Context, *Call) (any, error) { return nil, errors.New("no") },
+		"block": func(ctx context.Context, _ *Call) (any, error) { <-release; return nil, nil },
+	})
+	l := startLocal(t, cfg)
+	var tasks []engine.TaskDispatch
+	for range 4 {
+		tasks = append(tasks, task("ok", nil))
+	}
+	tasks = append(tasks, task("fail", nil))
+	if err := l.Dispatch(context.Background(), tasks); err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range tasks {
+		sink.result(t, d.AttemptKey)
+	}
+	blocked := task("block", nil)
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{blocked}); err != nil {
+		t.Fatal(err)
+	}
+	var st PoolStats
+	waitUntil(t, "the blocked attempt to hold a slot", func() bool {
+		stats := l.workers.PoolStats()
+		if len(stats) != 1 {
+			t.Fatalf("pool stats %+v, want one pool", stats)
+		}
+		st = stats[0]
+		return st.Busy == 1
+	})
+	if st.Capability != "code.exec" || st.Pool != "code.exec" || st.Slots != 3 || st.Completed != 4 || st.Failed != 1 || st.PerMinute != 5 ||
+		st.LatencyP99 < st.LatencyP50 || st.Utilisation() != 1.0/3 {
+		t.Fatalf("pool stats %+v", st)
+	}
+	close(release)
+	sink.result(t, blocked.AttemptKey)
+	if st = l.workers.PoolStats()[0]; st.Busy != 0 || st.Completed != 5 {
+		t.Fatalf("after the blocked attempt: %+v", st)
+	}
+}
+
+// The meter's minute forgets what finished more than a minute ago, and its
+// percentiles come from the latest run times only.
+func TestPoolMeter(t *testing.T) {
+	var m poolMeter
+	t0 := time.Unix(1_000_000, 0)
+	for i := range 300 { // run times 1..300 ms, one finish a second
+		m.record(t0.Add(time.Duration(i)*time.Second), time.Duration(i+1)*time.Millisecond, i%10 != 0)
+	}
+	var s PoolStats
+	m.read(&s, t0.Add(299*time.Second))
+	// The last 256 runs are 45..300 ms; 60 of the finishes are within the
+	// last minute (seconds 240..299).
+	if s.Completed != 270 || s.Failed != 30 || s.PerMinute != 60 || s.LatencyP50 != 172*time.Millisecond || s.LatencyP99 != 298*time.Millisecond {
+		t.Fatalf("%+v", s)
+	}
+	s = PoolStats{}
+	m.read(&s, t0.Add(time.Hour))
+	if s.PerMinute != 0 {
+		t.Fatalf("an hour later %d finishes in the last minute, want 0", s.PerMinute)
 	}
 }

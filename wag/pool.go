@@ -56,6 +56,7 @@ var errCancelled = errors.New("attempt cancelled")
 // (if ever) the action returns, its result discarded.
 type pool struct {
 	capability string
+	poolName   string // an external pool's name; "" for the node's own
 	node       string
 	registry   *Registry
 	clock      clock.Clock
@@ -79,6 +80,7 @@ type pool struct {
 	target    Target   // the Waggler reports go to; nil while there is none
 	targetKey string   // the TargetSource it came from
 	unsent    []Report // reports no Waggler took yet, oldest first
+	meter     poolMeter
 }
 
 // slot is one worker of a pool.
@@ -130,6 +132,7 @@ func slotPrefix(cfg Config) string {
 func newPool(cfg Config, capability string, size int, rt *runtimeEnv, log *zap.Logger) *pool {
 	p := &pool{
 		capability: capability,
+		poolName:   cfg.poolName,
 		node:       cfg.NodeName,
 		registry:   cfg.Registry,
 		clock:      cfg.Clock,
@@ -251,18 +254,19 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	defer cancel(context.Canceled)
 	r := &run{a: a, slot: s, cancel: cancel}
 	r.call = &Call{
-		Key:            a.AttemptKey,
-		Task:           a.Task,
-		Index:          a.Index,
-		Capability:     a.Capability,
-		Action:         a.Action,
-		Workflow:       a.Workflow,
-		Worker:         s.id,
-		Slot:           s.num,
-		Timeout:        a.Timeout,
-		Input:          a.Input,
-		Progress:       func(pr Progress) { r.progress.Store(&pr) },
-		Logger:         p.log.With(attemptFields(a.AttemptKey, zap.String("worker", s.id))...),
+		Key:        a.AttemptKey,
+		Task:       a.Task,
+		Index:      a.Index,
+		Capability: a.Capability,
+		Action:     a.Action,
+		Workflow:   a.Workflow,
+		Worker:     s.id,
+		Slot:       s.num,
+		Timeout:    a.Timeout,
+		Input:      a.Input,
+		Progress:   func(pr Progress) { r.progress.Store(&pr) },
+		// Most actions never log: the fields are encoded on first use.
+		Logger:         p.log.WithLazy(attemptFields(a.AttemptKey, zap.String("worker", s.id))...),
 		MaxOutputBytes: p.maxOutput,
 		rt:             p.rt,
 	}
@@ -320,11 +324,14 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 			msg = fmt.Sprintf("attempt timed out after %v: %s", a.Timeout, msg)
 		}
 		rep.Error = msg
-	} else if v, err := p.checkOutput(out); err != nil {
+	} else if v, enc, err := p.checkOutput(out); err != nil {
 		rep.Error = err.Error()
 	} else {
-		rep.OK, rep.Output = true, v
+		rep.OK, rep.Output, rep.OutputJSON = true, v, enc
 	}
+	p.mu.Lock()
+	p.meter.record(finished, finished.Sub(r.started), rep.OK)
+	p.mu.Unlock()
 	p.report(rep)
 	return true
 }
@@ -344,25 +351,28 @@ func (p *pool) invoke(ctx context.Context, call *Call) (out any, err error) {
 }
 
 // checkOutput normalizes an action's output and enforces MaxOutputBytes.
-func (p *pool) checkOutput(out any) (any, error) {
+func (p *pool) checkOutput(out any) (any, []byte, error) {
 	// Both steps are bounded by the limit: an output that repeats one
 	// large value by reference is cheap to return and must not become
 	// expensive to check.
-	tooLarge := fmt.Errorf("output is more than %d bytes of JSON (MaxOutputBytes, the node's output-bytes limit): return a reference (a path or URL) to large data instead", p.maxOutput)
+	tooLarge := func() error {
+		return fmt.Errorf("output is more than %d bytes of JSON (MaxOutputBytes, the node's output-bytes limit): return a reference (a path or URL) to large data instead", p.maxOutput)
+	}
 	v, err := value.NormalizeLimit(out, p.maxOutput)
 	if errors.Is(err, value.ErrTooLarge) {
-		return nil, tooLarge
+		return nil, nil, tooLarge()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("the action's output is not a JSON-like value: %w", err)
+		return nil, nil, fmt.Errorf("the action's output is not a JSON-like value: %w", err)
 	}
-	if _, err := value.EncodeLimit(v, p.maxOutput); err != nil {
+	enc, err := value.EncodeLimit(v, p.maxOutput)
+	if err != nil {
 		if errors.Is(err, value.ErrTooLarge) {
-			return nil, tooLarge
+			return nil, nil, tooLarge()
 		}
-		return nil, fmt.Errorf("the action's output cannot be encoded: %w", err)
+		return nil, nil, fmt.Errorf("the action's output cannot be encoded: %w", err)
 	}
-	return v, nil
+	return v, enc, nil // the encoding goes along: the engine need not make it again
 }
 
 // stopRun cancels a run and arms the grace after which it is abandoned;

@@ -16,6 +16,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/lifecycle"
+	"github.com/robonet/robonet/internal/metrics"
 )
 
 // Directory is what the Router knows of the mesh: which node holds the
@@ -77,6 +78,9 @@ type RouterConfig struct {
 	Holds func(uuid.UUID) bool
 	// ResultHold bounds how long such a result is kept. Default 60 s.
 	ResultHold time.Duration
+	// Metrics count the Waggler roles that move; nil: series registered
+	// nowhere.
+	Metrics *metrics.Wag
 }
 
 // DefaultResultHold is the default of RouterConfig.ResultHold.
@@ -163,6 +167,9 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	}
 	if cfg.ResultHold <= 0 {
 		cfg.ResultHold = DefaultResultHold
+	}
+	if cfg.Metrics == nil {
+		cfg.Metrics = metrics.NewWag(nil)
 	}
 	return &Router{
 		cfg:     cfg,
@@ -312,6 +319,9 @@ func (r *Router) applyRoles(roles map[string]Role) {
 			touched[ro.Node] = true
 			if ok {
 				touched[o.Node] = true
+			}
+			if ok && o.Node != ro.Node {
+				r.cfg.Metrics.Capability(c).WagglerFailovers.Inc()
 			}
 		}
 	}
@@ -494,10 +504,14 @@ type nodeLink struct {
 	wakeCh chan struct{}
 
 	// guarded by r.mu
-	link       Link
-	queued     map[engine.AttemptKey]*att // to hand over (again)
-	cancels    []engine.AttemptKey
-	rolesDirty bool
+	link    Link
+	queued  map[engine.AttemptKey]*att // to hand over (again)
+	cancels []engine.AttemptKey
+	// rolesGen counts changes of the node's role set (and quarantine
+	// list); rolesSent is the count its host was last told. A generation,
+	// not a flag: a change that lands while SetRoles is on the wire must
+	// not be cleared by that call's success.
+	rolesGen, rolesSent uint64
 }
 
 func (n *nodeLink) wake() {
@@ -509,7 +523,7 @@ func (n *nodeLink) wake() {
 
 func (n *nodeLink) queue(a *att)  { n.queued[a.d.AttemptKey] = a }
 func (n *nodeLink) forget(a *att) { delete(n.queued, a.d.AttemptKey) }
-func (n *nodeLink) rolesChanged() { n.rolesDirty = true }
+func (n *nodeLink) rolesChanged() { n.rolesGen++ }
 
 func (n *nodeLink) cancel(a *att) {
 	if _, ok := n.queued[a.d.AttemptKey]; ok && !a.sent {
@@ -551,8 +565,35 @@ func (n *nodeLink) run() {
 		select {
 		case <-r.ctx.Done():
 		case <-n.wakeCh:
+		case <-n.ended():
+			// The session's stream ended with nothing to send on it: open
+			// it again now, not at the next send (there may be none: a
+			// node that lost its roles), for the host to send its results
+			// not acknowledged yet.
+			r.log.Debug("waggler session ended; opening it again", zap.String("waggler_node", n.name))
+			n.close()
+			timer.Reset(linkReopenDelay)
+			select {
+			case <-r.ctx.Done():
+			case <-timer.C():
+			}
 		}
 	}
+}
+
+// linkReopenDelay is the pause before a session whose stream ended is
+// opened again, so that a host that ends every stream is not hammered.
+const linkReopenDelay = 100 * time.Millisecond
+
+// ended returns a channel closed when the current session's stream ends,
+// for links that tell (LeadLink); nil otherwise.
+func (n *nodeLink) ended() <-chan struct{} {
+	n.r.mu.Lock()
+	defer n.r.mu.Unlock()
+	if d, ok := n.link.(interface{ Done() <-chan struct{} }); ok {
+		return d.Done()
+	}
+	return nil
 }
 
 // close ends the session.
@@ -585,7 +626,7 @@ func (n *nodeLink) step() error {
 		// so everything of this node is handed over again (Wagglers ignore
 		// what they hold), its roles are set again, and it learns the
 		// recent cancels of its capabilities.
-		n.rolesDirty = true
+		n.rolesChanged()
 		mine := r.rolesOfLocked(n.name)
 		for k, c := range r.cancelled {
 			if _, ok := mine[c.capability]; ok {
@@ -604,10 +645,11 @@ func (n *nodeLink) step() error {
 
 	r.mu.Lock()
 	var (
-		roles map[string]uint64
-		quar  []string
+		roles    map[string]uint64
+		quar     []string
+		rolesGen = n.rolesGen
 	)
-	if n.rolesDirty {
+	if n.rolesSent != rolesGen {
 		roles, quar = r.rolesOfLocked(n.name), r.quar
 	}
 	cancels := n.cancels
@@ -630,7 +672,7 @@ func (n *nodeLink) step() error {
 			return n.broken(err)
 		}
 		r.mu.Lock()
-		n.rolesDirty = false
+		n.rolesSent = rolesGen // a change since is sent at the next step
 		r.mu.Unlock()
 	}
 	if len(cancels) > 0 {

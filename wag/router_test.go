@@ -7,6 +7,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
@@ -19,10 +21,13 @@ type fakeDir struct {
 	roles   map[string]Role
 	changed chan struct{}
 	links   map[string]*fakeLink
+	opens   map[string]int
+	// holdRoles, when set, makes the links' SetRoles wait for it to close.
+	holdRoles chan struct{}
 }
 
 func newFakeDir() *fakeDir {
-	return &fakeDir{roles: map[string]Role{}, changed: make(chan struct{}), links: map[string]*fakeLink{}}
+	return &fakeDir{roles: map[string]Role{}, changed: make(chan struct{}), links: map[string]*fakeLink{}, opens: map[string]int{}}
 }
 
 func (d *fakeDir) set(capability, node string, epoch uint64) {
@@ -50,8 +55,9 @@ func (d *fakeDir) Changed() <-chan struct{} {
 func (d *fakeDir) Open(_ context.Context, node string, _ uint64, _ Uplink) (Link, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l := &fakeLink{}
+	l := &fakeLink{done: make(chan struct{}), hold: d.holdRoles}
 	d.links[node] = l
+	d.opens[node]++
 	return l, nil
 }
 
@@ -62,12 +68,37 @@ func (d *fakeDir) link(node string) *fakeLink {
 }
 
 type fakeLink struct {
+	done       chan struct{} // closed when the "stream" ends
+	endOnce    sync.Once
+	hold       chan struct{} // SetRoles waits for it to close, if set
 	mu         sync.Mutex
 	dispatched []engine.AttemptKey
 	cancelled  []engine.AttemptKey
+	roleSets   []map[string]uint64 // every SetRoles, as it began
 }
 
-func (l *fakeLink) SetRoles(map[string]uint64, []string) error { return nil }
+func (l *fakeLink) SetRoles(roles map[string]uint64, _ []string) error {
+	l.mu.Lock()
+	l.roleSets = append(l.roleSets, maps.Clone(roles))
+	l.mu.Unlock()
+	if l.hold != nil {
+		<-l.hold
+	}
+	return nil
+}
+
+// lastRoles is the role set of the latest SetRoles, and how many there were.
+func (l *fakeLink) lastRoles() (map[string]uint64, int) {
+	if l == nil {
+		return nil, 0
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.roleSets) == 0 {
+		return nil, 0
+	}
+	return l.roleSets[len(l.roleSets)-1], len(l.roleSets)
+}
 func (l *fakeLink) Dispatch(hs []Handoff) []error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -83,7 +114,10 @@ func (l *fakeLink) Cancel(keys []engine.AttemptKey) error {
 	return nil
 }
 func (l *fakeLink) Ack(uint64) {}
-func (l *fakeLink) Close()     {}
+func (l *fakeLink) Close()     { l.end() }
+
+func (l *fakeLink) Done() <-chan struct{} { return l.done }
+func (l *fakeLink) end()                  { l.endOnce.Do(func() { close(l.done) }) }
 
 func (l *fakeLink) has(cancelled bool, key engine.AttemptKey) bool {
 	if l == nil {
@@ -97,13 +131,9 @@ func (l *fakeLink) has(cancelled bool, key engine.AttemptKey) bool {
 	return slices.Contains(l.dispatched, key)
 }
 
-// A cancel reaches the Waggler that held the attempt, and — as the cancel
-// may have reached only it, or no Waggler at all — every Waggler that takes
-// the capability's role afterwards: a worker registering a copy of the
-// attempt with the successor is then told to stop it.
-func TestRouterTellsSuccessorsRecentCancels(t *testing.T) {
-	dir := newFakeDir()
-	dir.set("code.exec", "a", 1)
+// startRouter starts a Router of term 1 on dir, stopped when the test ends.
+func startRouter(t *testing.T, dir *fakeDir) *Router {
+	t.Helper()
 	r, err := NewRouter(RouterConfig{Term: 1, Sink: newSink(), Directory: dir, Logger: zaptest.NewLogger(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -111,12 +141,30 @@ func TestRouterTellsSuccessorsRecentCancels(t *testing.T) {
 	if err := r.Start(t.Context()); err != nil {
 		t.Fatal(err)
 	}
-	defer func() { _ = r.Stop(context.Background()) }()
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	return r
+}
 
+// routeOneToA starts a Router of term 1 whose directory gives code.exec to
+// node a, and dispatches one attempt there.
+func routeOneToA(t *testing.T) (*fakeDir, *Router, engine.TaskDispatch) {
+	t.Helper()
+	dir := newFakeDir()
+	dir.set("code.exec", "a", 1)
+	r := startRouter(t, dir)
 	d := task("sleep", "1s")
 	d.Term = 1
 	r.Dispatch(t.Context(), []engine.TaskDispatch{d})
 	waitUntil(t, "the dispatch on a", func() bool { return dir.link("a").has(false, d.AttemptKey) })
+	return dir, r, d
+}
+
+// A cancel reaches the Waggler that held the attempt, and — as the cancel
+// may have reached only it, or no Waggler at all — every Waggler that takes
+// the capability's role afterwards: a worker registering a copy of the
+// attempt with the successor is then told to stop it.
+func TestRouterTellsSuccessorsRecentCancels(t *testing.T) {
+	dir, r, d := routeOneToA(t)
 	if err := r.Cancel(t.Context(), 1, []engine.AttemptKey{d.AttemptKey}); err != nil {
 		t.Fatal(err)
 	}
@@ -127,4 +175,49 @@ func TestRouterTellsSuccessorsRecentCancels(t *testing.T) {
 	if dir.link("b").has(false, d.AttemptKey) {
 		t.Fatal("the cancelled attempt was handed to the successor")
 	}
+	if got := testutil.ToFloat64(r.cfg.Metrics.Capability("code.exec").WagglerFailovers); got != 1 {
+		t.Fatalf("Waggler failovers counted: %v, want 1 (a to b)", got)
+	}
+}
+
+// A session whose stream ends is opened again at once, though the Router
+// has nothing new to send that node (it may hold no role any more): the
+// host sends its unacknowledged results only on a new session, and the
+// attempts of the node are handed over again on it.
+func TestRouterReopensAnEndedSession(t *testing.T) {
+	dir, _, d := routeOneToA(t)
+	first := dir.link("a")
+	first.end()
+	waitUntil(t, "a second session with a", func() bool { return dir.link("a") != first })
+	waitUntil(t, "the attempt handed over again on it", func() bool { return dir.link("a").has(false, d.AttemptKey) })
+	dir.mu.Lock()
+	defer dir.mu.Unlock()
+	if dir.opens["a"] != 2 {
+		t.Fatalf("%d sessions opened with a, want 2", dir.opens["a"])
+	}
+}
+
+// A role given to a node while the Router is telling it its previous set
+// reaches it: the change is not cleared by the earlier call's success
+// (regression: a node given two capabilities at once took only the first
+// Waggler role, and the other capability's tasks never ran).
+func TestRouterRoleChangeDuringSetRoles(t *testing.T) {
+	dir := newFakeDir()
+	hold := make(chan struct{})
+	dir.holdRoles = hold
+	dir.set("code.exec", "a", 1)
+	r := startRouter(t, dir)
+	waitUntil(t, "SetRoles on a", func() bool { _, n := dir.link("a").lastRoles(); return n == 1 })
+	dir.set("core", "a", 1) // while the first SetRoles is on the wire
+	waitUntil(t, "the Router to take the new roles", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		_, ok := r.roles["core"]
+		return ok
+	})
+	close(hold)
+	waitUntil(t, "a told both roles", func() bool {
+		roles, _ := dir.link("a").lastRoles()
+		return maps.Equal(roles, map[string]uint64{"code.exec": 1, "core": 1})
+	})
 }

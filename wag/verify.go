@@ -63,9 +63,18 @@ type vgroup struct {
 type vrun struct {
 	key  engine.AttemptKey
 	done bool
+	// void: the run finished on a node that had given another run of the
+	// attempt its outcome already. Not an independent vote, it does not
+	// count; a replacement run, kept off the voters' nodes, is sent.
+	void bool
 	res  engine.TaskResult
 	sum  [sha256.Size]byte
 }
+
+// maxVoidRuns bounds the replacements of runs that landed on a node that
+// had voted already; beyond it the attempt fails (it cannot be verified on
+// distinct nodes, and something places runs wrongly).
+const maxVoidRuns = 3
 
 var (
 	_ engine.Dispatcher = (*Verifier)(nil)
@@ -200,7 +209,17 @@ func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
 		return // a duplicate
 	}
 	run.done, run.res, run.sum = true, r, digest(r)
-	final, extra, undone, votes := v.decideLocked(g, r)
+	var (
+		final  *engine.TaskResult
+		extra  *engine.TaskDispatch
+		undone []engine.AttemptKey
+		votes  map[string]bool
+	)
+	if node := workerNode(r.WorkerID); r.WorkerID != "" && !r.Lost && slices.Contains(g.nodes(run), node) {
+		final, extra = v.voidLocked(g, run, node)
+	} else {
+		final, extra, undone, votes = v.decideLocked(g, r)
+	}
 	v.mu.Unlock()
 
 	if extra != nil {
@@ -228,6 +247,34 @@ func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
 	v.cfg.Sink.TaskResult(ctx, *final)
 }
 
+// voidLocked sets aside run, which finished on node where another run of
+// g finished already — the Waggler that placed it did not know (a
+// successor inherits the runs still out, not those done) — and returns a
+// replacement run kept off every voter's node, or, past maxVoidRuns, the
+// attempt's failure. v.mu held.
+func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *engine.TaskResult, extra *engine.TaskDispatch) {
+	run.void = true
+	voids := 0
+	for _, r := range g.runs {
+		if r.void {
+			voids++
+		}
+	}
+	orig := g.d.AttemptKey
+	if voids > maxVoidRuns {
+		v.forgetLocked(g)
+		res := engine.TaskResult{AttemptKey: orig, WorkerID: run.res.WorkerID, StartedAt: run.res.StartedAt, FinishedAt: run.res.FinishedAt,
+			Error: fmt.Sprintf("verify: %d runs of the attempt finished on a node that had run it already (last %s): it cannot be verified on distinct nodes", voids, node)}
+		return &res, nil
+	}
+	rep := runOf(g.d, len(g.runs)+1, g.nodes(nil))
+	g.runs = append(g.runs, &vrun{key: rep.AttemptKey})
+	v.replicas[rep.AttemptKey] = g
+	v.cfg.Logger.Warn("verify: a run finished on a node that had run the attempt already: it does not count; a replacement goes elsewhere",
+		zap.String("attempt", orig.IdempotencyKey()), zap.String("node", node), zap.String("run", run.key.ExecutionID))
+	return nil, &rep
+}
+
 // decideLocked looks at g after a run finished with r: it returns the
 // attempt's result once decided (the runs still out, to cancel, and each
 // run's node with whether it agreed), or a tie-breaking run to dispatch,
@@ -242,11 +289,14 @@ func (v *Verifier) decideLocked(g *vgroup, r engine.TaskResult) (final *engine.T
 		return &res, nil, g.undone(), nil
 	}
 	counts := map[[sha256.Size]byte][]*vrun{}
-	done := 0
+	done, counted := 0, 0
 	for _, run := range g.runs {
 		if run.done {
-			counts[run.sum] = append(counts[run.sum], run)
 			done++
+		}
+		if run.done && !run.void {
+			counts[run.sum] = append(counts[run.sum], run)
+			counted++
 		}
 	}
 	var major []*vrun
@@ -260,37 +310,37 @@ func (v *Verifier) decideLocked(g *vgroup, r engine.TaskResult) (final *engine.T
 		v.forgetLocked(g)
 		votes = map[string]bool{}
 		for _, run := range g.runs {
-			if run.done && run.res.WorkerID != "" {
+			if run.done && !run.void && run.res.WorkerID != "" {
 				votes[workerNode(run.res.WorkerID)] = run.sum == major[0].sum
 			}
 		}
 		res := major[0].res
 		res.AttemptKey = orig
 		for _, run := range g.runs {
-			if run.done {
+			if run.done && !run.void {
 				res.StartedAt = earliest(res.StartedAt, run.res.StartedAt)
 				res.FinishedAt = latest(res.FinishedAt, run.res.FinishedAt)
 			}
 		}
 		if len(counts) > 1 {
 			v.cfg.Logger.Warn("verify: the runs disagreed; the majority decided", zap.String("attempt", orig.IdempotencyKey()),
-				zap.Strings("nodes", g.nodes()))
+				zap.Strings("nodes", g.nodes(nil)))
 		}
 		return &res, nil, g.undone(), votes
 	case done < len(g.runs):
 		return nil, nil, nil, nil // more to come
-	case len(g.runs) == 2:
+	case counted == 2:
 		// Two that disagree: a third, on neither node, breaks the tie.
-		run := runOf(g.d, 3, g.nodes())
+		run := runOf(g.d, len(g.runs)+1, g.nodes(nil))
 		g.runs = append(g.runs, &vrun{key: run.AttemptKey})
 		v.replicas[run.AttemptKey] = g
 		v.cfg.Logger.Info("verify: two runs disagree: a third breaks the tie", zap.String("attempt", orig.IdempotencyKey()),
-			zap.Strings("nodes", g.nodes()))
+			zap.Strings("nodes", g.nodes(nil)))
 		return nil, &run, nil, nil
 	default:
 		v.forgetLocked(g)
 		res := engine.TaskResult{AttemptKey: orig, WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-			Error: fmt.Sprintf("verify: the runs on %s gave %d different outcomes: no majority", strings.Join(g.nodes(), ", "), len(counts))}
+			Error: fmt.Sprintf("verify: the runs on %s gave %d different outcomes: no majority", strings.Join(g.nodes(nil), ", "), len(counts))}
 		return &res, nil, nil, nil
 	}
 }
@@ -352,11 +402,12 @@ func (g *vgroup) undone() []engine.AttemptKey {
 	return out
 }
 
-// nodes lists the worker nodes of the runs that finished.
-func (g *vgroup) nodes() []string {
+// nodes lists the worker nodes of the runs that finished and count, other
+// than except.
+func (g *vgroup) nodes(except *vrun) []string {
 	var out []string
 	for _, r := range g.runs {
-		if r.done && r.res.WorkerID != "" {
+		if r.done && !r.void && r != except && r.res.WorkerID != "" {
 			out = append(out, workerNode(r.res.WorkerID))
 		}
 	}
@@ -369,7 +420,10 @@ func digest(r engine.TaskResult) [sha256.Size]byte {
 	if !r.OK {
 		return sha256.Sum256([]byte("failed"))
 	}
-	b, err := value.Encode(r.Output)
+	b, err := r.OutputJSON, error(nil)
+	if b == nil {
+		b, err = value.Encode(r.Output)
+	}
 	if err != nil {
 		return sha256.Sum256([]byte("unencodable:" + err.Error()))
 	}

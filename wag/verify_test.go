@@ -3,6 +3,7 @@ package wag
 import (
 	"context"
 	"errors"
+	"maps"
 	"slices"
 	"strings"
 	"sync"
@@ -241,5 +242,53 @@ func TestVerifyPassThroughAndCancel(t *testing.T) {
 	}
 	if !slices.Contains(r.next.cancelled, runKey(verifiedKey, 1)) || !slices.Contains(r.next.cancelled, runKey(verifiedKey, 2)) {
 		t.Fatalf("cancelled %v", r.next.cancelled)
+	}
+}
+
+// A run that finishes on a node that gave another run its outcome already
+// (a successor Waggler inherits the runs still out, not those done, and
+// may place one on the same node) is no independent vote: it does not
+// count, and a replacement run goes out kept off that node. Runs that keep
+// landing on voters' nodes fail the attempt.
+func TestVerifySameNodeRunDoesNotCount(t *testing.T) {
+	r := newVerifyRig()
+	if errs := r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)}); errs != nil {
+		t.Fatal(errs)
+	}
+	r.ran(1, "n1", "forged")
+	r.ran(2, "n1", "forged") // the same node twice: would be a majority of one node
+	if len(r.sink.results) != 0 {
+		t.Fatalf("two runs on one node decided the attempt: %+v", r.sink.results)
+	}
+	if len(r.next.dispatched) != 3 {
+		t.Fatalf("%d runs dispatched, want a replacement as the third", len(r.next.dispatched))
+	}
+	rep := r.next.dispatched[2]
+	if rep.AttemptKey != runKey(verifiedKey, 3) || !slices.Equal(rep.Avoid, []string{"n1"}) || rep.Group == "" {
+		t.Fatalf("replacement %+v: want run 3 kept off n1, in the group", rep)
+	}
+	r.ran(3, "n2", 42) // disagrees with n1: a tie-breaking fourth run
+	if len(r.sink.results) != 0 || len(r.next.dispatched) != 4 {
+		t.Fatalf("after n1 and n2 disagree: results %+v, %d runs dispatched", r.sink.results, len(r.next.dispatched))
+	}
+	if tb := r.next.dispatched[3]; tb.AttemptKey != runKey(verifiedKey, 4) || !slices.Equal(tb.Avoid, []string{"n1", "n2"}) {
+		t.Fatalf("tie-breaking run %+v: want run 4 kept off n1 and n2", tb)
+	}
+	r.ran(4, "n3", 42)
+	if res := r.only(t); !res.OK || res.Output != 42 {
+		t.Fatalf("result %+v, want the majority's 42", res)
+	}
+	if !maps.Equal(r.votes, map[string]bool{"n1": false, "n2": true, "n3": true}) {
+		t.Fatalf("votes %v: n1 outvoted once, not twice", r.votes)
+	}
+
+	r = newVerifyRig()
+	r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)})
+	r.ran(1, "n1", 42)
+	for i := 2; i <= 2+maxVoidRuns; i++ {
+		r.ran(i, "n1", 42)
+	}
+	if res := r.only(t); res.OK || !strings.Contains(res.Error, "cannot be verified on distinct nodes") {
+		t.Fatalf("result %+v, want a failure naming the placement", res)
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/internal/metrics"
+	"github.com/robonet/robonet/sentinel"
+	"github.com/robonet/robonet/trust"
 )
 
 // WagglerState is the state of a Waggler (docs/architecture.md, "Workers
@@ -164,6 +167,20 @@ type entry struct {
 	backup    *wagWorker // pre-selected on the alert rung
 	cancelled bool       // removed while queued; skipped by the queue
 	noticed   bool       // "waiting: no worker" progress sent
+	// prevGen is the generation of an assignment that ended without a
+	// report while the attempt is queued again: one inherited from a
+	// predecessor that its worker, registered here, does not run, or one
+	// whose worker registered again without it. Its worker may still hold
+	// the report (a pool keeps reports while it has no Waggler); when it
+	// arrives it completes the attempt instead of being discarded.
+	prevGen uint64
+}
+
+// unlisted is an attempt's assignment that its worker did not list when it
+// registered.
+type unlisted struct {
+	gen   uint64
+	since time.Time
 }
 
 // effects are calls a Waggler makes after releasing its lock, so that
@@ -174,7 +191,10 @@ type effects struct {
 	cancels  []cancelEffect
 	results  []engine.TaskResult
 	progress []engine.TaskProgress
+	observed []sentinel.Observation
 }
+
+func (fx *effects) observe(o sentinel.Observation) { fx.observed = append(fx.observed, o) }
 
 type runEffect struct {
 	w Worker
@@ -211,28 +231,48 @@ type Waggler struct {
 	nodeDead func(node string) bool
 	// quarantined are the nodes whose workers get nothing (under mu).
 	quarantined map[string]bool
+	// trust, when set, bounds the attempts each node's workers run at
+	// once (Trust.Allowance, cached in allowance for half a heartbeat
+	// interval) and is told what the workers do.
+	trust     Trust
+	allowance map[string]int
+	// rank caches Trust.Rank per node like allowance.
+	rank map[string]int
+	// busy counts, per node, the workers executing an attempt (busyGen
+	// set), under mu.
+	busy map[string]int
 
 	cb       callbacks
 	stopTick func()
 	// onTransition, when set (tests), sees every state change, lock held.
 	onTransition func(from, to WagglerState)
 
-	mu        sync.Mutex
-	started   bool
-	closed    bool
-	state     WagglerState
-	mon       *monitor
-	queue     []*entry // FIFO from head; cancelled entries are skipped
-	head      int
-	queued    int
-	running   int
-	byKey     map[engine.AttemptKey]*entry
-	groups    map[string][]*entry // runs of one verified attempt (TaskDispatch.Group) held here
-	workers   map[string]*wagWorker
-	idle      []*wagWorker // available workers, most recently freed last
-	nextGen   uint64
-	failovers uint64
-	stale     uint64 // reports discarded as stale
+	mu      sync.Mutex
+	started bool
+	closed  bool
+	state   WagglerState
+	mon     *monitor
+	m       *metrics.WagCapability // this capability's series
+	queue   []*entry               // FIFO from head; cancelled entries are skipped
+	head    int
+	queued  int
+	running int
+	byKey   map[engine.AttemptKey]*entry
+	// unlisted are attempts whose worker registered without listing them,
+	// with when: the worker finished them (its report follows the
+	// registration) or lost them. One not reported by the next tick at
+	// least half an interval later is queued again.
+	unlisted map[*entry]unlisted
+	groups   map[string][]*entry // runs of one verified attempt (TaskDispatch.Group) held here
+	// groupNodes are the nodes each group's runs were given to, while the
+	// group is held: no node takes two runs of a group, even after the
+	// first finished.
+	groupNodes map[string]map[string]bool
+	workers    map[string]*wagWorker
+	idle       []*wagWorker // available workers, most recently freed last
+	nextGen    uint64
+	failovers  uint64
+	stale      uint64 // reports discarded as stale
 	// cancelled remembers, for rememberResults, attempts cancelled while
 	// this Waggler did not hold them, so that a worker registering one
 	// later is told to stop it rather than having it adopted.
@@ -273,7 +313,7 @@ func (d *doneResults) add(r engine.TaskResult, now time.Time) {
 	if _, ok := d.byKey[r.AttemptKey]; ok {
 		return
 	}
-	size := 256 + len(r.Error) + value.Size(r.Output, rememberResultsBytes)
+	size := 256 + len(r.Error) + value.Size(r.Output, rememberResultsBytes) + len(r.OutputJSON)
 	dr := &doneResult{r: r, at: now, size: size}
 	d.byKey[r.AttemptKey] = dr
 	d.fifo = append(d.fifo, dr)
@@ -363,10 +403,84 @@ func newWaggler(cfg Config, capability string, epoch uint64, sink uplink, log *z
 		queueSize:  cfg.QueueSize,
 		grace:      cfg.InheritGrace,
 		mon:        newMonitor(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
+		m:          cfg.Metrics.Capability(capability),
 		byKey:      make(map[engine.AttemptKey]*entry),
+		unlisted:   make(map[*entry]unlisted),
 		groups:     map[string][]*entry{},
+		groupNodes: map[string]map[string]bool{},
 		workers:    make(map[string]*wagWorker),
+		trust:      cfg.Trust,
+		allowance:  map[string]int{},
+		rank:       map[string]int{},
+		busy:       map[string]int{},
 	}
+}
+
+// setBusy sets the generation ww executes (0: free), counting the busy
+// workers of its node.
+func (w *Waggler) setBusy(ww *wagWorker, gen uint64) {
+	node := workerNode(ww.id)
+	switch {
+	case ww.busyGen == 0 && gen != 0:
+		w.busy[node]++
+	case ww.busyGen != 0 && gen == 0:
+		if w.busy[node]--; w.busy[node] <= 0 {
+			delete(w.busy, node)
+		}
+	}
+	ww.busyGen = gen
+}
+
+// rankOf is node's trust rank (cached until the next tick); every node
+// ranks the same without a Trust.
+func (w *Waggler) rankOf(node string) int {
+	if w.trust == nil {
+		return topRank
+	}
+	r, ok := w.rank[node]
+	if !ok {
+		r = w.trust.Rank(node)
+		w.rank[node] = r
+	}
+	return r
+}
+
+// topRank is the highest trust rank: a worker of it is taken at once.
+const topRank = int(trust.Trusted)
+
+// pickIdle returns the index in w.idle of the worker e goes to, or -1:
+// of the workers it may run on, one of the most trusted nodes, the most
+// recently freed among them.
+func (w *Waggler) pickIdle(e *entry) int {
+	best, bestRank := -1, -2
+	for i := len(w.idle) - 1; i >= 0; i-- {
+		ww := w.idle[i]
+		if !w.allowed(e, ww) {
+			continue
+		}
+		r := w.rankOf(workerNode(ww.id))
+		if r >= topRank {
+			return i
+		}
+		if r > bestRank {
+			best, bestRank = i, r
+		}
+	}
+	return best
+}
+
+// withinAllowance reports whether node may run one more attempt here: its
+// busy workers are fewer than its trust allows.
+func (w *Waggler) withinAllowance(node string) bool {
+	if w.trust == nil {
+		return true
+	}
+	lim, ok := w.allowance[node]
+	if !ok {
+		lim = w.trust.Allowance(node)
+		w.allowance[node] = lim
+	}
+	return w.busy[node] < lim
 }
 
 // Capability is the capability this Waggler coordinates.
@@ -397,6 +511,7 @@ func (w *Waggler) close() {
 	w.closed = true
 	w.queue, w.head, w.queued, w.running = nil, 0, 0, 0
 	clear(w.byKey)
+	clear(w.unlisted)
 	clear(w.groups)
 	w.mon = newMonitor(w.interval, w.mon.deadAfter)
 	w.setState(StateIdle)
@@ -458,7 +573,8 @@ func (w *Waggler) addWorkerLocked(wk Worker) error {
 		case !ww.dead:
 			return fmt.Errorf("wag: waggler %s already has worker %q", w.name, id)
 		default:
-			ww.w, ww.dead, ww.busyGen, ww.entry = wk, false, 0, nil
+			ww.w, ww.dead, ww.entry = wk, false, nil
+			w.setBusy(ww, 0)
 			w.log.Info("worker is back", zap.String("worker", id))
 		}
 		w.free(ww)
@@ -580,12 +696,16 @@ func (w *Waggler) Heartbeat(hb Heartbeat) {
 	obs := w.mon.observe(hb, now)
 	switch obs.Verdict {
 	case hbReplay:
+		w.m.HeartbeatsReplayed.Inc()
 		w.log.Debug("heartbeat replayed or reordered: ignored", attemptFields(hb.Key, zap.String("worker", hb.WorkerID), zap.Uint64("seq", hb.Seq))...)
+		fx.observe(sentinel.Observation{Node: workerNode(hb.WorkerID), Kind: sentinel.Replay, At: now})
 	case hbStale:
 		w.log.Debug("heartbeat for an assignment this waggler does not hold: ignored", attemptFields(hb.Key, zap.String("worker", hb.WorkerID), zap.Uint64("generation", hb.Generation))...)
 	case hbAccepted:
+		w.m.HeartbeatsReceived.Inc()
 		e := w.byKey[hb.Key]
 		if obs.Gap > 0 {
+			w.m.HeartbeatsMissed.Add(float64(obs.Gap))
 			w.log.Info("heartbeats missing from the sequence", attemptFields(hb.Key, zap.String("worker", hb.WorkerID), zap.Uint64("seq", hb.Seq), zap.Uint64("missed", obs.Gap))...)
 		}
 		if obs.Recovered {
@@ -594,6 +714,13 @@ func (w *Waggler) Heartbeat(hb Heartbeat) {
 				w.dropBackup(e)
 				w.pump(&fx)
 			}
+		}
+		node := workerNode(hb.WorkerID)
+		if hb.CPUPercent > 0 {
+			fx.observe(sentinel.Observation{Node: node, Kind: sentinel.CPU, Value: hb.CPUPercent, At: now})
+		}
+		if hb.MemBytes > 0 {
+			fx.observe(sentinel.Observation{Node: node, Kind: sentinel.Mem, Value: float64(hb.MemBytes), At: now})
 		}
 		fx.progress = append(fx.progress, engine.TaskProgress{
 			AttemptKey: hb.Key,
@@ -627,17 +754,36 @@ func (w *Waggler) Report(r Report) bool {
 	e := w.byKey[r.Key]
 	current := ww != nil && e != nil && e.worker == ww && e.gen == r.Generation
 	res := engine.TaskResult{
-		AttemptKey: r.Key, OK: r.OK, Output: r.Output, Error: r.Error,
+		AttemptKey: r.Key, OK: r.OK, Output: r.Output, OutputJSON: r.OutputJSON, Error: r.Error,
 		WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	}
 	switch {
 	case current:
+		fx.observe(sentinel.Observation{Node: workerNode(r.WorkerID), Capability: w.capability, Kind: sentinel.Completed, At: w.clock.Now()})
 		w.setState(StateCollecting)
 		w.release(e)
 		w.mon.stop(r.Key, e.gen)
 		w.dropBackup(e)
 		e.worker = nil
 		w.running--
+		w.finish(res, &fx)
+	case e != nil && !e.cancelled && e.prevGen != 0 && e.prevGen == r.Generation:
+		// Queued again because its worker registered without it, the
+		// report was on its way all the same: it completes the attempt,
+		// and a new assignment of it, if one went out, is stopped.
+		w.log.Info("result of an assignment queued again taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
+		if nw := e.worker; nw != nil {
+			w.mon.stop(r.Key, e.gen)
+			w.dropBackup(e)
+			nw.entry = nil // busy until it reports the cancel
+			fx.cancels = append(fx.cancels, cancelEffect{w: nw.w, key: r.Key, gen: e.gen})
+			e.worker = nil
+			w.running--
+		} else {
+			e.cancelled = true
+			w.queued--
+		}
+		w.release(e)
 		w.finish(res, &fx)
 	case e == nil && r.Generation>>32 < w.epoch && !w.cancelled.has(r.Key) && !w.finished(r.Key):
 		// An assignment of a predecessor Waggler that finished before the
@@ -652,7 +798,8 @@ func (w *Waggler) Report(r Report) bool {
 		w.log.Debug("stale result discarded", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
 	}
 	if ww != nil && ww.busyGen == r.Generation {
-		ww.busyGen, ww.entry = 0, nil
+		ww.entry = nil
+		w.setBusy(ww, 0)
 		if ww.dead {
 			ww.dead = false
 			w.log.Info("worker declared dead reported back: it takes work again", zap.String("worker", ww.id))
@@ -710,10 +857,31 @@ func (w *Waggler) tick() {
 		return
 	}
 	now := w.clock.Now()
+	clear(w.allowance) // trust moves: asked again
+	clear(w.rank)
 	w.done.prune(now)
 	w.cancelled.prune(now)
 	for _, a := range w.mon.tick(now) {
 		w.alarm(a, &fx)
+	}
+	requeued := false
+	for e, u := range w.unlisted {
+		switch {
+		case e.gen != u.gen || e.worker == nil || w.byKey[e.d.AttemptKey] != e:
+			delete(w.unlisted, e) // reported, failed over or cancelled meanwhile
+		case now.Sub(u.since) >= w.interval/2:
+			delete(w.unlisted, e)
+			w.log.Info("no report followed the registration: attempt queued again",
+				attemptFields(e.d.AttemptKey, zap.String("worker", e.worker.id), zap.Uint64("generation", e.gen))...)
+			w.requeue(e)
+			requeued = true
+		}
+	}
+	if requeued {
+		w.pump(&fx)
+	}
+	if w.trust != nil && w.queued > 0 && len(w.idle) > 0 {
+		w.pump(&fx) // allowances may have grown
 	}
 	if w.queued > 0 {
 		alive := w.anyAlive()
@@ -776,11 +944,13 @@ func (w *Waggler) failover(e *entry, fields []zap.Field, fx *effects) {
 	if !old.dead {
 		w.markDead(old)
 	}
+	fx.observe(sentinel.Observation{Node: workerNode(old.id), Capability: w.capability, Kind: sentinel.Lost, At: w.clock.Now()})
 	fx.cancels = append(fx.cancels, cancelEffect{w: old.w, key: e.d.AttemptKey, gen: e.gen})
 	old.entry = nil // busyGen stays: a late report frees (and revives) it
 	e.worker = nil
 	w.running--
 	w.failovers++
+	w.m.WorkerFailovers.Inc()
 	backup := e.backup
 	e.backup = nil
 	if backup != nil {
@@ -819,13 +989,24 @@ func (w *Waggler) markDead(ww *wagWorker) {
 // may take stay queued, in order.
 func (w *Waggler) pump(fx *effects) {
 	var held []*entry
+	// Whether an idle worker may take an attempt of no group depends on
+	// the worker alone (quarantine, allowance): once one such attempt
+	// found none, none will, and only runs of groups are still tried — so
+	// a long queue facing workers on probation costs one scan, not one per
+	// attempt.
+	plainBlocked := false
 	for w.queued > 0 && len(w.idle) > 0 {
-		e := w.popQueue()
-		i := len(w.idle) - 1
-		for i >= 0 && !w.allowed(e, w.idle[i]) {
-			i--
+		if plainBlocked && len(w.groups) == 0 {
+			break
 		}
+		e := w.popQueue()
+		if plainBlocked && e.d.Group == "" {
+			held = append(held, e)
+			continue
+		}
+		i := w.pickIdle(e)
 		if i < 0 {
+			plainBlocked = plainBlocked || e.d.Group == ""
 			held = append(held, e)
 			continue
 		}
@@ -853,30 +1034,34 @@ func (w *Waggler) release(e *entry) {
 		w.groups[g] = slices.DeleteFunc(w.groups[g], func(o *entry) bool { return o == e })
 		if len(w.groups[g]) == 0 {
 			delete(w.groups, g)
+			delete(w.groupNodes, g)
 		}
 	}
 }
 
-// allowed reports whether ww may run e: a run of a verified attempt goes
-// neither to a node in its Avoid nor to a node that runs another run of
-// its group, so the runs compare distinct nodes.
+// allowed reports whether ww may run e: not on a quarantined node nor on
+// one that runs all its trust allows; and a run of a verified attempt goes
+// neither to a node in its Avoid nor to a node that was given a run of its
+// group (running or finished), so the runs compare distinct nodes.
 func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
 	node := workerNode(ww.id)
-	if w.quarantined[node] {
+	if w.quarantined[node] || !w.withinAllowance(node) {
 		return false
 	}
 	if e.d.Group == "" {
 		return true
 	}
-	if slices.Contains(e.d.Avoid, node) {
-		return false
-	}
-	for _, o := range w.groups[e.d.Group] {
-		if o != e && o.worker != nil && workerNode(o.worker.id) == node {
-			return false
+	return !slices.Contains(e.d.Avoid, node) && !w.groupNodes[e.d.Group][node]
+}
+
+// ranOn records that a run of e's group went to node.
+func (w *Waggler) ranOn(e *entry, node string) {
+	if g := e.d.Group; g != "" {
+		if w.groupNodes[g] == nil {
+			w.groupNodes[g] = map[string]bool{}
 		}
+		w.groupNodes[g][node] = true
 	}
-	return true
 }
 
 // assign gives an attempt to a worker under a new generation.
@@ -884,10 +1069,12 @@ func (w *Waggler) assign(e *entry, ww *wagWorker, fx *effects) {
 	w.nextGen++
 	e.gen = w.nextGen
 	e.worker = ww
-	ww.busyGen = e.gen
+	w.setBusy(ww, e.gen)
 	ww.entry = e
 	w.running++
+	w.ranOn(e, workerNode(ww.id))
 	now := w.clock.Now()
+	fx.observe(sentinel.Observation{Node: workerNode(ww.id), Capability: w.capability, Kind: sentinel.Accepted, At: now})
 	w.mon.start(e.d.AttemptKey, e.gen, ww.id, now)
 	fx.runs = append(fx.runs, runEffect{w: ww.w, a: Assignment{TaskDispatch: e.d, Generation: e.gen}})
 	fx.started = append(fx.started, w.startedOf(e, now))
@@ -935,6 +1122,23 @@ func (w *Waggler) Register(workers []Worker, running []Running) {
 		}
 	}
 	w.adoptLocked(running, &fx)
+	// A worker lists everything it runs when it registers: an attempt
+	// bound to it here (handed over by the leader, or assigned before its
+	// stream went away) that it does not list is not running. Either it
+	// finished and its report follows the registration (a pool sends the
+	// reports it kept right after registering), or it was lost. It stays
+	// bound until the next tick at least half an interval from now, so
+	// that a report on its way completes it rather than racing a second
+	// run, and is queued again then — well before the heartbeat ladder.
+	now := w.clock.Now()
+	for _, wk := range workers {
+		ww := w.workers[wk.ID()]
+		if e := ww.entry; e != nil && !runs(running, ww.id, e.d.AttemptKey, e.gen) {
+			w.log.Info("a worker registered without an attempt bound to it: queued again unless its report follows",
+				attemptFields(e.d.AttemptKey, zap.String("worker", ww.id), zap.Uint64("generation", e.gen))...)
+			w.unlisted[e] = unlisted{gen: e.gen, since: now}
+		}
+	}
 	w.pump(&fx)
 	w.settle()
 	w.mu.Unlock()
@@ -990,8 +1194,10 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 		}
 		e := &entry{d: r.TaskDispatch, gen: r.Generation, worker: ww}
 		w.hold(e)
+		w.ranOn(e, workerNode(ww.id))
 		w.removeIdle(ww)
-		ww.busyGen, ww.entry = r.Generation, e
+		w.setBusy(ww, r.Generation)
+		ww.entry = e
 		w.running++
 		w.mon.start(key, r.Generation, ww.id, now)
 		fx.started = append(fx.started, w.startedOf(e, now))
@@ -1004,11 +1210,46 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 // handed to it meanwhile.
 func (w *Waggler) stopCopy(ww *wagWorker, key engine.AttemptKey, gen uint64, fx *effects) {
 	w.removeIdle(ww)
-	ww.busyGen, ww.entry = gen, nil
+	w.setBusy(ww, gen)
+	ww.entry = nil
 	if ww.w != nil {
 		fx.cancels = append(fx.cancels, cancelEffect{w: ww.w, key: key, gen: gen})
 	}
 	w.log.Info("a worker runs a copy not its to run: stopped", attemptFields(key, zap.String("worker", ww.id), zap.Uint64("generation", gen))...)
+}
+
+// runs reports whether running lists the attempt key under gen on worker.
+func runs(running []Running, worker string, key engine.AttemptKey, gen uint64) bool {
+	for _, r := range running {
+		if r.WorkerID == worker && r.AttemptKey == key && r.Generation == gen {
+			return true
+		}
+	}
+	return false
+}
+
+// requeue takes a running attempt off its worker, which does not run it
+// (the worker stays in service), and queues it first; the generation it
+// ran under stays acceptable for a report still on its way (prevGen).
+func (w *Waggler) requeue(e *entry) {
+	ww := e.worker
+	w.mon.stop(e.d.AttemptKey, e.gen)
+	w.dropBackup(e)
+	e.prevGen, e.gen, e.worker = e.gen, 0, nil
+	ww.entry = nil
+	if g := e.d.Group; g != "" {
+		// The run did not run there: its node may take it (unless
+		// another run of the group is there).
+		node := workerNode(ww.id)
+		if !slices.ContainsFunc(w.groups[g], func(o *entry) bool { return o.worker != nil && workerNode(o.worker.id) == node }) {
+			delete(w.groupNodes[g], node)
+		}
+	}
+	w.setBusy(ww, 0)
+	w.running--
+	w.free(ww)
+	w.setState(StateDispatching)
+	w.pushFront(e)
 }
 
 // Inherit takes over attempts of a predecessor Waggler: those known to run
@@ -1046,14 +1287,27 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 			continue
 		}
 		ww := w.workers[h.WorkerID]
+		if ww != nil && ww.w != nil {
+			// Registered here, and it listed what it runs: not this
+			// attempt (else it would be held already). Its report, if it
+			// finished, may still be on its way.
+			w.log.Info("inherited attempt is not running on its worker (registered here without it): queued", append(attemptFields(h.AttemptKey), zap.String("worker", h.WorkerID))...)
+			e.prevGen = h.Generation
+			w.queue = append(w.queue, e)
+			w.queued++
+			queued = true
+			continue
+		}
 		if ww == nil {
 			ww = &wagWorker{id: h.WorkerID}
 			w.workers[h.WorkerID] = ww
 		}
 		w.removeIdle(ww)
 		e.gen, e.worker = h.Generation, ww
-		ww.busyGen, ww.entry = h.Generation, e
+		w.setBusy(ww, h.Generation)
+		ww.entry = e
 		w.running++
+		w.ranOn(e, workerNode(ww.id))
 		// Judged as if last heard a grace from now: the worker has to
 		// learn of this Waggler and register first.
 		w.mon.start(h.AttemptKey, h.Generation, ww.id, now.Add(w.grace))
@@ -1242,12 +1496,17 @@ func (w *Waggler) apply(fx effects) {
 	for _, r := range fx.results {
 		w.sink.TaskResult(ctx, r)
 	}
+	if w.trust != nil {
+		for _, o := range fx.observed {
+			w.trust.Observe(o)
+		}
+	}
 }
 
 // attemptFields are the log fields of an attempt.
 func attemptFields(k engine.AttemptKey, more ...zap.Field) []zap.Field {
 	return append([]zap.Field{
-		zap.String("instance", k.InstanceID.String()),
+		zap.Stringer("instance", k.InstanceID), // formatted only if logged
 		zap.String("task", k.ExecutionID),
 		zap.Uint32("attempt", k.Attempt),
 	}, more...)

@@ -2,16 +2,20 @@ package wag
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"time"
 
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/clock/clocktest"
+	"github.com/robonet/robonet/sentinel"
 )
 
 // fakeWorker is a worker the test drives by hand: it records what the
@@ -74,8 +78,13 @@ type wagglerHarness struct {
 }
 
 func newHarness(t *testing.T, workers ...*fakeWorker) *wagglerHarness {
+	return newHarnessWith(t, nil, workers...)
+}
+
+// newHarnessWith is newHarness with the Waggler's Trust.
+func newHarnessWith(t *testing.T, tr Trust, workers ...*fakeWorker) *wagglerHarness {
 	h := &wagglerHarness{clk: clocktest.New(), sink: newSink()}
-	cfg := Config{NodeName: "n1", Clock: h.clk, HeartbeatInterval: time.Second, Logger: zaptest.NewLogger(t)}.WithDefaults()
+	cfg := Config{NodeName: "n1", Clock: h.clk, HeartbeatInterval: time.Second, Logger: zaptest.NewLogger(t), Trust: tr}.WithDefaults()
 	h.w = newWaggler(cfg, "code.exec", 1, h.sink, cfg.Logger)
 	h.w.onTransition = func(from, to WagglerState) {
 		h.mu.Lock()
@@ -209,6 +218,9 @@ func TestWagglerFailover(t *testing.T) {
 	if c := <-main.cancels; c.AttemptKey != d.AttemptKey || c.Generation != a.Generation {
 		t.Fatalf("dead worker cancel %+v", c)
 	}
+	if got := testutil.ToFloat64(h.w.m.WorkerFailovers); got != 1 {
+		t.Fatalf("worker failovers counted: %v, want 1", got)
+	}
 	if st := h.w.Status(); st.Failovers != 1 || st.Workers != 1 || st.Running != 1 || st.Queued != 1 {
 		t.Fatalf("after failover: %+v", st)
 	}
@@ -316,6 +328,12 @@ func TestWagglerHeartbeats(t *testing.T) {
 	st := h.w.Status()
 	if st.Failovers != 0 || st.ReplaysIgnored != 2 || st.State != StateMonitoring {
 		t.Fatalf("status %+v", st)
+	}
+	// The series: six accepted, two replays, and 3, 4, 7 and 8 missing
+	// from the sequence when 5 and 9 arrived (3 came late: a replay then).
+	m := h.w.m
+	if got := [3]float64{testutil.ToFloat64(m.HeartbeatsReceived), testutil.ToFloat64(m.HeartbeatsReplayed), testutil.ToFloat64(m.HeartbeatsMissed)}; got != [3]float64{6, 2, 4} {
+		t.Fatalf("heartbeats received, replayed, missed: %v, want [6 2 4]", got)
 	}
 	var got []uint64
 	for _, p := range h.sink.Progress() {
@@ -557,6 +575,120 @@ func TestWagglerGroupsOnDistinctNodes(t *testing.T) {
 	}
 }
 
+// A node that finished one run of a group takes no other run of it: the
+// second run waits for another node even though the first node is free.
+func TestWagglerGroupRunsNeverShareANode(t *testing.T) {
+	a1, b1 := newFakeWorker("na/c/1"), newFakeWorker("nb/c/1")
+	h := newHarness(t, a1)
+	run := func(exec string) engine.TaskDispatch {
+		d := task("echo", exec)
+		d.AttemptKey, d.Group = testKey(exec), "check[0]"
+		return d
+	}
+	h.w.enqueue([]engine.TaskDispatch{run("check[0]#r1"), run("check[0]#r2")})
+	first := a1.assigned(t)
+	a1.report(h.w, first, "x")
+	a1.idle(t) // free, but its node ran the group's first run
+	if err := h.w.AddWorker(b1); err != nil {
+		t.Fatal(err)
+	}
+	if a := b1.assigned(t); a.AttemptKey == first.AttemptKey {
+		t.Fatalf("the same run twice: %s", a.ExecutionID)
+	}
+}
+
+// fakeTrust allows each node a number of attempts at once, ranks nodes
+// (2, established, unless set) and records what the Waggler observed.
+type fakeTrust struct {
+	mu       sync.Mutex
+	allow    map[string]int
+	ranks    map[string]int
+	observed []sentinel.Observation
+}
+
+func (f *fakeTrust) Rank(node string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if r, ok := f.ranks[node]; ok {
+		return r
+	}
+	return 2
+}
+
+func (f *fakeTrust) Allowance(node string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if n, ok := f.allow[node]; ok {
+		return n
+	}
+	return math.MaxInt
+}
+
+func (f *fakeTrust) Observe(o sentinel.Observation) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.observed = append(f.observed, o)
+}
+
+func (f *fakeTrust) Quarantined(map[string]bool) {}
+
+func (f *fakeTrust) kinds(node string) map[sentinel.Kind]int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := map[sentinel.Kind]int{}
+	for _, o := range f.observed {
+		if o.Node == node {
+			out[o.Kind]++
+		}
+	}
+	return out
+}
+
+// A node on probation runs only what its trust allows at once, however
+// many slots it has; as its allowance grows (it completed work), it takes
+// more. The Waggler tells the trust what it saw: attempts accepted,
+// completed and lost.
+func TestWagglerProbation(t *testing.T) {
+	tr := &fakeTrust{allow: map[string]int{"new": 1}}
+	n1, n2, n3 := newFakeWorker("new/c/1"), newFakeWorker("new/c/2"), newFakeWorker("new/c/3")
+	h := newHarnessWith(t, tr, n1, n2, n3)
+	h.dispatch("a", "b", "c")
+	type run struct {
+		fw *fakeWorker
+		a  Assignment
+	}
+	take := func() []run {
+		var rs []run
+		for _, fw := range []*fakeWorker{n1, n2, n3} {
+			select {
+			case a := <-fw.runs:
+				rs = append(rs, run{fw, a})
+			default:
+			}
+		}
+		return rs
+	}
+	first := take()
+	if len(first) != 1 {
+		t.Fatalf("a node allowed one attempt at a time runs %d", len(first))
+	}
+	tr.mu.Lock()
+	tr.allow["new"] = 3 // it earned more
+	tr.mu.Unlock()
+	h.clk.Advance(time.Second) // the allowance is asked again each tick
+	more := take()
+	if len(more) != 2 {
+		t.Fatalf("allowed three, the node runs %d more, want 2", len(more))
+	}
+	for _, r := range append(first, more...) {
+		r.fw.report(h.w, r.a, "done")
+	}
+	k := tr.kinds("new")
+	if k[sentinel.Accepted] != 3 || k[sentinel.Completed] != 3 {
+		t.Fatalf("observed %v, want 3 accepted and 3 completed", k)
+	}
+}
+
 // A quarantined node's attempts move to other nodes at once — the same
 // attempt, a new generation, its late report refused — and it gets no
 // work until released; its workers are not declared dead.
@@ -599,4 +731,118 @@ func TestWagglerQuarantine(t *testing.T) {
 	if a := bad.assigned(t); a.ExecutionID != testKey("c").ExecutionID {
 		t.Fatalf("after release: %+v", a)
 	}
+}
+
+// A worker lists what it runs when it registers. An attempt the leader
+// hands over as running on a worker registered here without it is queued
+// at once, not after InheritGrace and the heartbeat ladder; one bound to a
+// worker that registers later without it is queued at the next tick after
+// the registration unless its report arrives first.
+// Either way the worker stays in service, and its report on the old
+// assignment, if it follows the registration, completes the attempt (a
+// new assignment of it is stopped).
+func TestWagglerInheritedAttemptNotRunByItsWorker(t *testing.T) {
+	w1 := newFakeWorker("n1/c/1")
+	h := newHarness(t, w1)
+	a, b := task("echo", "a"), task("echo", "b")
+	a.AttemptKey, b.AttemptKey = testKey("a"), testKey("b")
+	h.w.Inherit([]Handoff{{TaskDispatch: a, WorkerID: "n1/c/1", Generation: 5}})
+	got := w1.assigned(t) // queued at once and handed to the free worker
+	if got.AttemptKey != a.AttemptKey || got.Generation == 5 {
+		t.Fatalf("assignment %+v: want a again under a new generation", got)
+	}
+	h.w.Report(Report{Key: a.AttemptKey, Generation: 5, WorkerID: "n1/c/1", OK: true, Output: "first"})
+	if rs := h.sink.Results(); len(rs) != 1 || rs[0].Output != "first" {
+		t.Fatalf("results %+v: want the report on the old assignment", rs)
+	}
+	select {
+	case c := <-w1.cancels:
+		if c.AttemptKey != a.AttemptKey || c.Generation != got.Generation {
+			t.Fatalf("cancel %+v", c)
+		}
+	default:
+		t.Fatal("the new assignment was not stopped")
+	}
+	w1.report(h.w, got, "second") // the stopped copy's report: stale
+	if rs := h.sink.Results(); len(rs) != 1 {
+		t.Fatalf("results %+v: the attempt completed twice", rs)
+	}
+
+	// Bound to a worker not registered yet, which then registers without it.
+	h.w.Inherit([]Handoff{{TaskDispatch: b, WorkerID: "n2/c/1", Generation: 6}})
+	if st := h.w.Status(); st.Running != 1 {
+		t.Fatalf("status %+v: want b bound to its worker, waiting for it", st)
+	}
+	w2 := newFakeWorker("n2/c/1")
+	h.w.Register([]Worker{w2}, nil)
+	w1.idle(t) // its report may follow the registration: not yet
+	w2.idle(t)
+	h.clk.Advance(time.Second) // none did by the next tick
+	var ran *fakeWorker
+	select {
+	case got = <-w1.runs:
+		ran = w1
+	case got = <-w2.runs:
+		ran = w2
+	default:
+		t.Fatal("b was not queued again when its worker registered without it")
+	}
+	if got.AttemptKey != b.AttemptKey {
+		t.Fatalf("assignment %+v, want b", got)
+	}
+	ran.report(h.w, got, "b")
+	if rs := h.sink.Results(); len(rs) != 2 || rs[1].AttemptKey != b.AttemptKey {
+		t.Fatalf("results %+v", rs)
+	}
+	if st := h.w.Status(); st.Running != 0 || st.Queued != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// A pool registers with a successor and sends the report it kept for an
+// attempt it finished meanwhile right after: the attempt completes with
+// that report and is not run a second time (regression: it was queued at
+// the registration and handed out again before the report arrived).
+func TestWagglerReportFollowingRegistration(t *testing.T) {
+	w1 := newFakeWorker("n1/c/1")
+	h := newHarness(t, w1)
+	a := task("echo", "a")
+	a.AttemptKey = testKey("a")
+	h.w.Inherit([]Handoff{{TaskDispatch: a, WorkerID: "n2/c/1", Generation: 7}})
+	w2 := newFakeWorker("n2/c/1")
+	h.w.Register([]Worker{w2}, nil) // it finished a: not listed
+	h.w.Report(Report{Key: a.AttemptKey, Generation: 7, WorkerID: "n2/c/1", OK: true, Output: "once"})
+	h.clk.Advance(time.Second)
+	h.clk.Advance(time.Second)
+	w1.idle(t)
+	w2.idle(t)
+	if rs := h.sink.Results(); len(rs) != 1 || rs[0].Output != "once" {
+		t.Fatalf("results %+v: want the kept report, once", rs)
+	}
+	if st := h.w.Status(); st.Running != 0 || st.Queued != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// Of the free workers an attempt may run on, one of the most trusted node
+// gets it (the most recently freed among equals); a worker of a less
+// trusted node gets work when the more trusted ones are busy.
+func TestWagglerPrefersTrustedNodes(t *testing.T) {
+	low, high, top := newFakeWorker("low/c/1"), newFakeWorker("high/c/1"), newFakeWorker("top/c/1")
+	tr := &fakeTrust{ranks: map[string]int{"low": 0, "high": 2, "top": 3}}
+	h := newHarnessWith(t, tr, top, high, low) // low freed last
+	h.dispatch("a")
+	if a := top.assigned(t); a.ExecutionID != "a" {
+		t.Fatalf("top got %s", a.ExecutionID)
+	}
+	h.dispatch("b")
+	if b := high.assigned(t); b.ExecutionID != "b" {
+		t.Fatalf("high got %s", b.ExecutionID)
+	}
+	h.dispatch("c")
+	if c := low.assigned(t); c.ExecutionID != "c" {
+		t.Fatalf("low got %s", c.ExecutionID)
+	}
+	top.idle(t)
+	high.idle(t)
 }

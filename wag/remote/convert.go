@@ -18,6 +18,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -149,7 +150,7 @@ func startedFromProto(p *robonetv1.AttemptStarted) (wag.Started, error) {
 
 func heartbeatToProto(hb wag.Heartbeat) *robonetv1.Heartbeat {
 	return &robonetv1.Heartbeat{
-		Key: keyToProto(hb.Key), Generation: hb.Generation, WorkerId: hb.WorkerID, Seq: hb.Seq, Token: hb.Token,
+		Key: keyToProto(hb.Key), Generation: hb.Generation, WorkerId: hb.WorkerID, Seq: hb.Seq,
 		StepsDone: hb.Progress.StepsDone, StepsTotal: hb.Progress.StepsTotal, EtaNs: int64(hb.Progress.ETA),
 		Message: hb.Progress.Message, CpuPercent: hb.CPUPercent, MemBytes: hb.MemBytes, SentUnixNs: nanos(hb.SentAt),
 	}
@@ -161,7 +162,7 @@ func heartbeatFromProto(p *robonetv1.Heartbeat) (wag.Heartbeat, error) {
 		return wag.Heartbeat{}, err
 	}
 	return wag.Heartbeat{
-		Key: k, Generation: p.GetGeneration(), WorkerID: p.GetWorkerId(), Seq: p.GetSeq(), Token: p.GetToken(),
+		Key: k, Generation: p.GetGeneration(), WorkerID: p.GetWorkerId(), Seq: p.GetSeq(),
 		Progress: wag.Progress{StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(), ETA: time.Duration(p.GetEtaNs()),
 			Message: p.GetMessage()},
 		CPUPercent: p.GetCpuPercent(), MemBytes: p.GetMemBytes(), SentAt: fromNanos(p.GetSentUnixNs()),
@@ -262,4 +263,48 @@ func errFromProto(p *robonetv1.WagError) error {
 		return nil
 	}
 	return &remoteError{kind: p.GetKind(), msg: p.GetMessage()}
+}
+
+// observationKinds maps the Sentinel's kinds to the wire's and back.
+var observationKinds = map[sentinel.Kind]robonetv1.ObservationKind{
+	sentinel.Heartbeat:  robonetv1.ObservationKind_OBSERVATION_KIND_HEARTBEAT,
+	sentinel.Accepted:   robonetv1.ObservationKind_OBSERVATION_KIND_ACCEPTED,
+	sentinel.Completed:  robonetv1.ObservationKind_OBSERVATION_KIND_COMPLETED,
+	sentinel.Lost:       robonetv1.ObservationKind_OBSERVATION_KIND_LOST,
+	sentinel.Failed:     robonetv1.ObservationKind_OBSERVATION_KIND_FAILED,
+	sentinel.Replay:     robonetv1.ObservationKind_OBSERVATION_KIND_REPLAY,
+	sentinel.ChainBreak: robonetv1.ObservationKind_OBSERVATION_KIND_CHAIN_BREAK,
+	sentinel.CPU:        robonetv1.ObservationKind_OBSERVATION_KIND_CPU,
+	sentinel.Mem:        robonetv1.ObservationKind_OBSERVATION_KIND_MEM,
+	sentinel.Violation:  robonetv1.ObservationKind_OBSERVATION_KIND_VIOLATION,
+}
+
+// maxObservationCount bounds the count of one observation a host sends:
+// more than a quarter second's worth of anything a node can do.
+const maxObservationCount = 100_000
+
+func observationToProto(o sentinel.Observation) *robonetv1.Observation {
+	return &robonetv1.Observation{Node: o.Node, Kind: observationKinds[o.Kind], Capability: o.Capability, Value: o.Value,
+		Count: uint32(min(max(o.Count, 1), maxObservationCount)), AtUnixNs: nanos(o.At)}
+}
+
+// observationsFromProto reads observations, each count at most
+// maxObservationCount; kinds a host may not report (verification votes
+// are the leader's own) are dropped.
+func observationsFromProto(ps []*robonetv1.Observation) []sentinel.Observation {
+	out := make([]sentinel.Observation, 0, len(ps))
+	for _, p := range ps {
+		kind := sentinel.Kind(0)
+		for k, w := range observationKinds {
+			if w == p.GetKind() {
+				kind = k
+			}
+		}
+		if kind == 0 {
+			continue
+		}
+		out = append(out, sentinel.Observation{Node: p.GetNode(), Capability: p.GetCapability(), Kind: kind, Value: p.GetValue(),
+			Count: int(min(max(p.GetCount(), 1), maxObservationCount)), At: fromNanos(p.GetAtUnixNs())})
+	}
+	return out
 }

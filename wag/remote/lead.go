@@ -11,6 +11,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -27,8 +28,9 @@ type LeadLink struct {
 	out    *sender[*robonetv1.LeadRequest]
 	up     wag.Uplink
 	log    *zap.Logger
-	peer   string        // the Waggler host's node
-	onViol ViolationFunc // told when the host breaks the limits
+	peer   string // the Waggler host's node
+	opts   LeadOptions
+	check  *streamCheck
 
 	mu      sync.Mutex
 	nextID  uint64
@@ -39,14 +41,29 @@ type LeadLink struct {
 
 var _ wag.Link = (*LeadLink)(nil)
 
+// LeadOptions are a LeadLink's checks and hooks.
+type LeadOptions struct {
+	// OnViolation, when set, is told when what the host sends breaks the
+	// limits, which also ends the session.
+	OnViolation ViolationFunc
+	// Trust, when set, verifies the stamp of everything the host sends.
+	Trust Trust
+	// OnObservations, when set, takes what the host observed other nodes
+	// do (the Sentinel's evidence), host naming the observer.
+	OnObservations func(host string, obs []sentinel.Observation)
+}
+
 // OpenLead opens a session of term with the Waggler host behind client;
 // what it reports arrives on up. The session lives until Close or until
 // the stream breaks (then every call fails and the Router opens another).
-// peer names the host's node; onViolation (nil: none) is told when what it
-// sends breaks the limits, which also ends the session.
-func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint64, leader, peer string, up wag.Uplink, log *zap.Logger, onViolation ViolationFunc) (*LeadLink, error) {
+// peer names the host's node.
+func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint64, leader, peer string, up wag.Uplink, log *zap.Logger, opts LeadOptions) (*LeadLink, error) {
 	if log == nil {
 		log = zap.NewNop()
+	}
+	check, err := newStreamCheck(opts.Trust, peer, "Lead stream from "+peer)
+	if err != nil {
+		return nil, err
 	}
 	sctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	stream, err := client.Lead(sctx)
@@ -54,7 +71,7 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 		cancel()
 		return nil, fmt.Errorf("opening a lead stream: %w", err)
 	}
-	l := &LeadLink{stream: stream, cancel: cancel, up: up, log: log, peer: peer, onViol: onViolation,
+	l := &LeadLink{stream: stream, cancel: cancel, up: up, log: log, peer: peer, opts: opts, check: check,
 		pending: map[uint64]chan *robonetv1.LeadAnswer{}, done: make(chan struct{})}
 	l.out = newSender(stream.Send)
 	go l.recv()
@@ -76,10 +93,29 @@ func (l *LeadLink) recv() {
 		}
 		if err := checkLeadResponse(resp); err != nil {
 			l.log.Warn("a waggler host sent what no honest node sends: the session is closed", zap.String("peer", l.peer), zap.Error(err))
-			l.onViol.report(l.peer, err)
+			l.opts.OnViolation.report(l.peer, err)
 			l.fail(fmt.Errorf("lead stream: %w", err))
 			l.cancel()
 			return
+		}
+		if keep, err := l.check.check(resp.GetStamp(), false); err != nil {
+			l.log.Warn("a waggler host's stamp failed: the session is closed", zap.String("peer", l.peer), zap.Error(err))
+			l.fail(fmt.Errorf("lead stream: %w", err))
+			l.cancel()
+			return
+		} else if !keep {
+			switch resp.GetMsg().(type) {
+			case *robonetv1.LeadResponse_Results, *robonetv1.LeadResponse_Answer:
+				// Results are acknowledged cumulatively, and a request
+				// waits for its answer: passing over either would lose it.
+				// The session ends instead; the host sends its results
+				// not acknowledged again on the next one.
+				l.log.Warn("results or an answer whose stamp could not be verified: the session is closed for the host to send them again", zap.String("peer", l.peer))
+				l.fail(errors.New("lead stream: a message whose hash-chain stamp could not be verified was not taken"))
+				l.cancel()
+				return
+			}
+			continue
 		}
 		switch m := resp.GetMsg().(type) {
 		case *robonetv1.LeadResponse_Answer:
@@ -109,6 +145,10 @@ func (l *LeadLink) recv() {
 				}
 			}
 			l.up.Progress(ps)
+		case *robonetv1.LeadResponse_Observations:
+			if l.opts.OnObservations != nil {
+				l.opts.OnObservations(l.peer, observationsFromProto(m.Observations.GetItems()))
+			}
 		case *robonetv1.LeadResponse_Started:
 			ss := make([]wag.Started, 0, len(m.Started.GetItems()))
 			for _, p := range m.Started.GetItems() {
@@ -120,6 +160,10 @@ func (l *LeadLink) recv() {
 		}
 	}
 }
+
+// Done returns a channel closed when the session's stream has ended (the
+// Router then opens a new one).
+func (l *LeadLink) Done() <-chan struct{} { return l.done }
 
 // fail marks the session broken and fails every request waiting.
 func (l *LeadLink) fail(err error) {

@@ -10,6 +10,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/trust"
 )
 
 // What one node may send another on a Waggler stream is bounded, as what
@@ -35,8 +36,6 @@ const (
 	maxErrorBytes = 64 << 10
 	// maxProgressTextBytes bounds a progress message.
 	maxProgressTextBytes = 4 << 10
-	// maxTokenBytes bounds a heartbeat's hash-chain token.
-	maxTokenBytes = 256
 	// MaxWorkStreamsPerNode bounds the Work streams one node holds open
 	// to this node at once: one per pool (capability, or worker program)
 	// it runs.
@@ -113,6 +112,21 @@ func checkKey(what string, k *robonetv1.AttemptKey) error {
 func checkNonNegative(field string, n int64) error {
 	if n < 0 {
 		return invalid("%s is negative", field)
+	}
+	return nil
+}
+
+// checkStamp checks a stamp's sizes (whether it verifies is the trust
+// check's business).
+func checkStamp(what string, st *robonetv1.Stamp) error {
+	if st == nil {
+		return nil
+	}
+	if n := len(st.GetToken()); n != 0 && n != trust.Size {
+		return invalid("%s: a stamp's token is %d bytes, not %d", what, n, trust.Size)
+	}
+	if n := len(st.GetNextAnchor()); n != 0 && n != trust.AnchorBytes {
+		return invalid("%s: a stamp's next anchor is %d bytes, not %d", what, n, trust.AnchorBytes)
 	}
 	return nil
 }
@@ -275,10 +289,29 @@ func checkLeadResponse(m *robonetv1.LeadResponse) error {
 				return err
 			}
 		}
+	case *robonetv1.LeadResponse_Observations:
+		if err := checkBatch("LeadObservations", len(x.Observations.GetItems())); err != nil {
+			return err
+		}
+		for _, o := range x.Observations.GetItems() {
+			if err := firstErr(
+				func() error { return checkString("LeadObservations: node", o.GetNode(), maxNameBytes) },
+				func() error { return checkString("LeadObservations: capability", o.GetCapability(), maxNameBytes) },
+				func() error { return checkFinite("LeadObservations: value", o.GetValue()) },
+				func() error {
+					if _, ok := robonetv1.ObservationKind_name[int32(o.GetKind())]; !ok || o.GetKind() == 0 {
+						return invalid("LeadObservations: unknown kind %d", o.GetKind())
+					}
+					return nil
+				},
+			); err != nil {
+				return err
+			}
+		}
 	default:
 		return invalid("an empty or unknown Lead response")
 	}
-	return nil
+	return checkStamp("LeadResponse", m.GetStamp())
 }
 
 // checkWorkRequest checks what a pool sends its Waggler.
@@ -318,12 +351,6 @@ func checkWorkRequest(m *robonetv1.WorkRequest) error {
 				func() error {
 					return checkString("WorkHeartbeats: message", hb.GetMessage(), maxProgressTextBytes)
 				},
-				func() error {
-					if len(hb.GetToken()) > maxTokenBytes {
-						return exhausted("WorkHeartbeats: token is %d bytes, the limit is %d", len(hb.GetToken()), maxTokenBytes)
-					}
-					return nil
-				},
 				func() error { return checkFinite("WorkHeartbeats: cpu percent", hb.GetCpuPercent()) },
 				func() error { return checkNonNegative("WorkHeartbeats: eta", hb.GetEtaNs()) },
 			); err != nil {
@@ -355,7 +382,7 @@ func checkWorkRequest(m *robonetv1.WorkRequest) error {
 	default:
 		return invalid("an empty or unknown Work request")
 	}
-	return nil
+	return checkStamp("WorkRequest", m.GetStamp())
 }
 
 // checkWorkResponse checks what a Waggler sends a pool.

@@ -13,6 +13,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -84,9 +85,19 @@ func TestStreamLimits(t *testing.T) {
 		{"negative ETA", func() error {
 			return checkWorkRequest(hb(func(h *robonetv1.Heartbeat) { h.EtaNs = -1 }))
 		}, codes.InvalidArgument, "eta is negative"},
-		{"huge token", func() error {
-			return checkWorkRequest(hb(func(h *robonetv1.Heartbeat) { h.Token = make([]byte, maxTokenBytes+1) }))
-		}, codes.ResourceExhausted, "token"},
+		{"a stamp's token of the wrong size", func() error {
+			m := hb(func(*robonetv1.Heartbeat) {})
+			m.Stamp = &robonetv1.Stamp{ChainId: 1, Index: 1, Token: make([]byte, 4096)}
+			return checkWorkRequest(m)
+		}, codes.InvalidArgument, "token is 4096 bytes, not 32"},
+		{"a stamp's next anchor of the wrong size", func() error {
+			return checkLeadResponse(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Started{Started: &robonetv1.LeadStarted{}},
+				Stamp: &robonetv1.Stamp{ChainId: 1, Index: 1, Token: make([]byte, 32), NextAnchor: []byte("x")}})
+		}, codes.InvalidArgument, "next anchor is 1 bytes"},
+		{"an observation of an unknown kind", func() error {
+			return checkLeadResponse(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Observations{Observations: &robonetv1.LeadObservations{
+				Items: []*robonetv1.Observation{{Node: "w1", Kind: 99}}}}})
+		}, codes.InvalidArgument, "unknown kind 99"},
 		{"too many handoffs", func() error {
 			return checkLeadRequest(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Dispatch{Dispatch: &robonetv1.LeadDispatch{Handoffs: manyHandoffs}}})
 		}, codes.ResourceExhausted, "20001 items in one message, the limit is 20000"},
@@ -140,7 +151,8 @@ func workRequests(tb testing.TB) []*robonetv1.WorkRequest {
 		{Msg: &robonetv1.WorkRequest_Register{Register: &robonetv1.WorkRegister{Node: "w1", Capability: "c", Epoch: 2, Workers: []string{"w1/c/1"},
 			Running: []*robonetv1.RunningAttempt{{Assignment: &robonetv1.Assignment{Dispatch: d, Generation: 3}, WorkerId: "w1/c/1"}}}}},
 		{Msg: &robonetv1.WorkRequest_Heartbeats{Heartbeats: &robonetv1.WorkHeartbeats{Items: []*robonetv1.Heartbeat{
-			heartbeatToProto(wag.Heartbeat{Key: testKey, WorkerID: "w1/c/1", Seq: 2, Token: make([]byte, 32)})}}}},
+			heartbeatToProto(wag.Heartbeat{Key: testKey, WorkerID: "w1/c/1", Seq: 2})}}},
+			Stamp: &robonetv1.Stamp{ChainId: 7, Index: 3, Token: make([]byte, 32), NextAnchor: make([]byte, 44)}},
 		{Msg: &robonetv1.WorkRequest_Reports{Reports: &robonetv1.WorkReports{Items: []*robonetv1.Report{rep}}}},
 		{Msg: &robonetv1.WorkRequest_Leave{Leave: &robonetv1.WorkLeave{Workers: []string{"w1/c/1"}}}},
 	}
@@ -173,5 +185,8 @@ func leadResponses(tb testing.TB) []*robonetv1.LeadResponse {
 		{Msg: &robonetv1.LeadResponse_Results{Results: &robonetv1.LeadResults{Results: []*robonetv1.WagResult{r}}}},
 		{Msg: &robonetv1.LeadResponse_Progress{Progress: &robonetv1.LeadProgress{Items: []*robonetv1.WagProgress{progressToProto(engine.TaskProgress{AttemptKey: testKey, Seq: 3})}}}},
 		{Msg: &robonetv1.LeadResponse_Started{Started: &robonetv1.LeadStarted{Items: []*robonetv1.AttemptStarted{startedToProto(wag.Started{Key: testKey, Capability: "c"})}}}},
+		{Msg: &robonetv1.LeadResponse_Observations{Observations: &robonetv1.LeadObservations{Items: []*robonetv1.Observation{
+			observationToProto(sentinel.Observation{Node: "w1", Kind: sentinel.CPU, Value: 42})}}},
+			Stamp: &robonetv1.Stamp{ChainId: 7, Index: 3, Token: make([]byte, 32)}},
 	}
 }

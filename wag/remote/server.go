@@ -14,6 +14,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -41,7 +42,25 @@ type ServerOptions struct {
 	// may send at most maxBeatsPerAttempt heartbeats per attempt in one.
 	// Zero: wag.DefaultHeartbeatInterval.
 	HeartbeatInterval time.Duration
+	// Trust, when set, stamps what the host sends its leader and verifies
+	// the stamps of what pools send.
+	Trust Trust
+	// Evidence, when set, is what this node's Wagglers and streams saw
+	// other nodes do: a leader's session takes it to the leader.
+	Evidence Evidence
 }
+
+// Evidence is the observations a node keeps for its leader.
+type Evidence interface {
+	// Ready is signalled when observations wait.
+	Ready() <-chan struct{}
+	// Drain takes what waits (at most MaxBatchItems).
+	Drain() []sentinel.Observation
+}
+
+// evidenceEvery is how often a leader's session sends what its host
+// observed, at most.
+const evidenceEvery = 250 * time.Millisecond
 
 // CallerCheck verifies that the node calling is the one a stream says it
 // is — a leader (which must be a server) or a worker node — and returns
@@ -89,7 +108,7 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	if err := s.opts.Caller(stream.Context(), open.GetLeader(), true); err != nil {
 		return err
 	}
-	out := newSender(stream.Send)
+	out := newSender(stamped(s.opts.Trust, stream.Send, setLeadStamp))
 	defer out.close()
 	sess, err := s.host.Open(open.GetTerm(), leadUplink{out: out, log: s.log})
 	if err != nil {
@@ -100,6 +119,13 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	}
 	defer sess.Close()
 	s.log.Debug("leader session opened", zap.String("leader", open.GetLeader()), zap.Uint64("term", open.GetTerm()))
+	if s.opts.Evidence != nil {
+		ctx, cancel := context.WithCancel(stream.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { s.sendEvidence(ctx, out) })
+		defer wg.Wait()
+		defer cancel()
+	}
 	for {
 		req, err := in.Recv()
 		if errors.Is(err, io.EOF) {
@@ -133,6 +159,34 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 		}
 		if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Answer{Answer: answer}}); err != nil {
 			return err
+		}
+	}
+}
+
+// sendEvidence sends the leader what this node observed, batched, until
+// ctx ends.
+func (s *Server) sendEvidence(ctx context.Context, out *sender[*robonetv1.LeadResponse]) {
+	t := time.NewTicker(evidenceEvery)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-s.opts.Evidence.Ready():
+		}
+		if obs := s.opts.Evidence.Drain(); len(obs) > 0 {
+			m := &robonetv1.LeadObservations{Items: make([]*robonetv1.Observation, len(obs))}
+			for i, o := range obs {
+				m.Items[i] = observationToProto(o)
+			}
+			if out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Observations{Observations: m}}) != nil {
+				return
+			}
+		}
+		select { // at most one batch per evidenceEvery
+		case <-ctx.Done():
+			return
+		case <-t.C:
 		}
 	}
 }
@@ -228,6 +282,16 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 		return s.violated(reg.GetNode(), err)
 	}
 	defer release()
+	chk, err := newStreamCheck(s.opts.Trust, reg.GetNode(), "Work stream of "+reg.GetNode())
+	if err != nil {
+		return err
+	}
+	if keep, err := chk.check(first.GetStamp(), false); err != nil || !keep {
+		if err == nil {
+			err = status.Error(codes.Unavailable, "the stamp of WorkRegister could not be verified: open the stream again")
+		}
+		return err
+	}
 	w := s.host.Waggler(reg.GetCapability())
 	if w == nil || w.Epoch() != reg.GetEpoch() {
 		return status.Errorf(codes.FailedPrecondition, "%s: this node is not the waggler of %s at epoch %d",
@@ -263,6 +327,20 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 		}
 		if err := checkWorkRequest(req); err != nil {
 			return s.violated(reg.GetNode(), err)
+		}
+		_, beat := req.GetMsg().(*robonetv1.WorkRequest_Heartbeats)
+		if keep, err := chk.check(req.GetStamp(), beat); err != nil {
+			return err
+		} else if !keep {
+			if _, reports := req.GetMsg().(*robonetv1.WorkRequest_Reports); reports {
+				// Reports are acknowledged cumulatively: passing over one
+				// message would acknowledge it with the next. The stream
+				// ends instead, and the pool sends every report not
+				// acknowledged again on its next one.
+				s.log.Warn("reports whose stamp could not be verified: the Work stream is closed for the pool to send them again", zap.String("worker_node", reg.GetNode()))
+				return status.Error(codes.Unavailable, "a Reports message whose hash-chain stamp could not be verified was not taken: open the stream again")
+			}
+			continue
 		}
 		switch m := req.GetMsg().(type) {
 		case *robonetv1.WorkRequest_Heartbeats:

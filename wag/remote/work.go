@@ -34,8 +34,8 @@ type WorkTarget struct {
 	epoch      uint64
 	running    func() []wag.Running
 	log        *zap.Logger
-	peer       string        // the Waggler's node
-	onViol     ViolationFunc // told when the Waggler breaks the limits
+	peer       string // the Waggler's node
+	opts       WorkOptions
 
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -56,19 +56,27 @@ type seqReport struct {
 
 var _ wag.Target = (*WorkTarget)(nil)
 
+// WorkOptions are a WorkTarget's checks and hooks.
+type WorkOptions struct {
+	// OnViolation, when set, is told when what the Waggler sends breaks
+	// the limits, which ends that stream.
+	OnViolation ViolationFunc
+	// Trust, when set, stamps every message the pool sends.
+	Trust Trust
+}
+
 // NewWorkTarget returns the target for the pool of capability on node
 // (this node's name, for the Waggler's logs) working for the Waggler at
 // epoch behind client, on node peer. running lists what the pool's slots
-// run, for the registration of every new stream. onViolation (nil: none)
-// is told when what the Waggler sends breaks the limits, which ends that
-// stream. Nothing connects until Register.
+// run, for the registration of every new stream. Nothing connects until
+// Register.
 func NewWorkTarget(client robonetv1.WagServiceClient, node, capability string, epoch uint64, running func() []wag.Running, log *zap.Logger,
-	peer string, onViolation ViolationFunc) *WorkTarget {
+	peer string, opts WorkOptions) *WorkTarget {
 	if log == nil {
 		log = zap.NewNop()
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &WorkTarget{client: client, node: node, capability: capability, epoch: epoch, running: running, peer: peer, onViol: onViolation,
+	return &WorkTarget{client: client, node: node, capability: capability, epoch: epoch, running: running, peer: peer, opts: opts,
 		log: log.With(zap.String("capability", capability), zap.Uint64("epoch", epoch)), ctx: ctx, cancel: cancel,
 		workers: map[string]wag.Worker{}}
 }
@@ -196,7 +204,7 @@ func (t *WorkTarget) session() error {
 	if err != nil {
 		return fmt.Errorf("opening a work stream: %w", err)
 	}
-	out := newSender(stream.Send)
+	out := newSender(stamped(t.opts.Trust, stream.Send, setWorkStamp))
 	defer out.close()
 	reg := &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch}
 	t.mu.Lock()
@@ -235,7 +243,7 @@ func (t *WorkTarget) session() error {
 		}
 		if err := checkWorkResponse(resp); err != nil {
 			t.log.Warn("a waggler sent what no honest node sends: the stream is closed", zap.String("peer", t.peer), zap.Error(err))
-			t.onViol.report(t.peer, err)
+			t.opts.OnViolation.report(t.peer, err)
 			return err
 		}
 		switch m := resp.GetMsg().(type) {
