@@ -15,6 +15,7 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
@@ -33,6 +34,7 @@ type Reads interface {
 	// is terminal, fn fails, or ctx ends.
 	WatchInstance(ctx context.Context, id uuid.UUID, afterSeq uint64, fn func(engine.Event) error) error
 	ListInstances(ctx context.Context, req engine.ListRequest) (engine.ListResult, error)
+	ListSchedules(ctx context.Context) ([]engine.Schedule, error)
 }
 
 // Engine is what the gRPC API needs from the workflow engine. The engine
@@ -42,7 +44,12 @@ type Engine interface {
 	Reads
 	RegisterWorkflow(ctx context.Context, file string, src []byte) (engine.WorkflowInfo, error)
 	Submit(ctx context.Context, req engine.SubmitRequest) (engine.SubmitResult, error)
+	SubmitBatch(ctx context.Context, req engine.SubmitBatchRequest) (engine.SubmitBatchResult, error)
 	CancelInstance(ctx context.Context, id uuid.UUID) error
+	CreateSchedule(ctx context.Context, s engine.ScheduleSpec) (engine.Schedule, error)
+	PauseSchedule(ctx context.Context, name string) (engine.Schedule, error)
+	ResumeSchedule(ctx context.Context, name string) (engine.Schedule, error)
+	DeleteSchedule(ctx context.Context, name string) error
 }
 
 // Bounds of what a client sends besides specs and inputs (whose limits are
@@ -67,7 +74,26 @@ type apiServer struct {
 	robonetv1.UnimplementedWorkflowServiceServer
 	reads Reads
 	eng   Engine // nil on a read-only server (a follower's store reads)
+	// served returns the capabilities some up member serves; nil: the
+	// submissions are not checked against the mesh.
+	served func() map[string]bool
 	apiLimits
+}
+
+// unservedWarnings warns of each capability a workflow needs that no up
+// member serves: its tasks would wait in silence.
+func (s *apiServer) unservedWarnings(info engine.WorkflowInfo) []string {
+	if s.served == nil {
+		return nil
+	}
+	served := s.served()
+	var out []string
+	for _, c := range info.Capabilities {
+		if !served[c] {
+			out = append(out, fmt.Sprintf("no node serves capability %s: the tasks that need it wait until one does (roboctl members shows what each node serves)", c))
+		}
+	}
+	return out
 }
 
 // apiLimits are the configured bounds of client requests (Config).
@@ -112,46 +138,17 @@ func (s *apiServer) ListWorkflows(ctx context.Context, req *robonetv1.ListWorkfl
 }
 
 func (s *apiServer) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkflowRequest) (*robonetv1.SubmitWorkflowResponse, error) {
-	sub := engine.SubmitRequest{IdempotencyKey: req.GetIdempotencyKey()}
-	switch w := req.GetWorkflow().(type) {
-	case *robonetv1.SubmitWorkflowRequest_Ref:
-		if w.Ref.GetName() == "" {
-			return nil, badRequest("ref.name", "name the registered workflow to run")
-		}
-		if err := checkString("ref.name", w.Ref.GetName(), maxNameBytes); err != nil {
-			return nil, err
-		}
-		sub.Name, sub.Version = w.Ref.GetName(), w.Ref.GetVersion()
-	case *robonetv1.SubmitWorkflowRequest_Spec:
-		if err := s.checkSpec(w.Spec, "spec"); err != nil {
-			return nil, err
-		}
-		sub.Spec, sub.SpecFile = w.Spec.GetSource(), w.Spec.GetFilename()
-	default:
-		return nil, badRequest("workflow", "set either ref (a registered workflow) or spec (an inline spec)")
-	}
-	if err := checkString("idempotency_key", sub.IdempotencyKey, maxIdempotencyKeyBytes); err != nil {
-		return nil, err
-	}
-	if n := len(req.GetInputsJson()); n > s.maxInputBytes {
-		return nil, badRequest("inputs_json", fmt.Sprintf("the inputs are %d bytes of JSON, the limit is %d bytes (the node's max-input-bytes); pass a reference (a path or URL) to large data instead", n, s.maxInputBytes))
-	}
-	inputs, err := decodeInputs(req.GetInputsJson())
+	var sub engine.SubmitRequest
+	var err error
+	sub.Name, sub.Version, sub.Spec, sub.SpecFile, err = s.submitTarget(req.GetRef(), req.GetSpec())
 	if err != nil {
 		return nil, err
 	}
-	sub.Inputs = inputs
-	if d := req.GetDeadline(); d != nil {
-		switch {
-		case d.GetSeconds() < 0 || d.GetNanos() < 0:
-			return nil, badRequest("deadline", "must not be negative")
-		case d.GetSeconds() > int64(engine.MaxDeadline/time.Second) || d.AsDuration() > engine.MaxDeadline:
-			return nil, badRequest("deadline", fmt.Sprintf("is too large; the maximum is %s (10 years)", engine.MaxDeadline))
-		case d.CheckValid() != nil:
-			return nil, badRequest("deadline", "is not a valid duration (nanos must be below one second)")
-		}
-		sub.Deadline = d.AsDuration()
+	item, err := s.submitItem("", req.GetInputsJson(), req.GetIdempotencyKey(), req.GetDeadline())
+	if err != nil {
+		return nil, err
 	}
+	sub.Inputs, sub.IdempotencyKey, sub.Deadline, sub.Dev = item.Inputs, item.IdempotencyKey, item.Deadline, req.GetDev()
 	res, err := s.eng.Submit(ctx, sub)
 	if err != nil {
 		return nil, err
@@ -160,7 +157,95 @@ func (s *apiServer) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWor
 		InstanceId: res.InstanceID.String(),
 		Workflow:   workflowInfoToProto(res.Workflow),
 		Existing:   res.Existing,
+		Warnings:   append(devWarning(res), s.unservedWarnings(res.Workflow)...),
 	}, nil
+}
+
+func (s *apiServer) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWorkflowsRequest) (*robonetv1.SubmitWorkflowsResponse, error) {
+	items := req.GetItems()
+	switch {
+	case len(items) == 0:
+		return nil, badRequest("items", "give at least one item (the inputs of one instance)")
+	case len(items) > engine.MaxSubmitBatchItems:
+		return nil, status.Errorf(codes.ResourceExhausted, "items: %d items, at most %d a call: split them into several calls",
+			len(items), engine.MaxSubmitBatchItems)
+	}
+	var sub engine.SubmitBatchRequest
+	var err error
+	sub.Name, sub.Version, sub.Spec, sub.SpecFile, err = s.submitTarget(req.GetRef(), req.GetSpec())
+	if err != nil {
+		return nil, err
+	}
+	sub.Items = make([]engine.SubmitItem, len(items))
+	for i, it := range items {
+		sub.Items[i], err = s.submitItem(fmt.Sprintf("items[%d].", i), it.GetInputsJson(), it.GetIdempotencyKey(), it.GetDeadline())
+		if err != nil {
+			return nil, err
+		}
+	}
+	res, err := s.eng.SubmitBatch(ctx, sub)
+	if err != nil {
+		return nil, err
+	}
+	resp := &robonetv1.SubmitWorkflowsResponse{
+		Workflow:  workflowInfoToProto(res.Workflow),
+		Instances: make([]*robonetv1.SubmittedInstance, len(res.Instances)),
+		Warnings:  s.unservedWarnings(res.Workflow),
+	}
+	for i, q := range res.Instances {
+		resp.Instances[i] = &robonetv1.SubmittedInstance{InstanceId: q.ID.String(), Existing: q.Existing}
+	}
+	return resp, nil
+}
+
+// submitTarget checks what a submission runs: a registered workflow
+// (name, version) or an inline spec (source, file name).
+func (s *apiServer) submitTarget(ref *robonetv1.WorkflowRef, inline *robonetv1.InlineSpec) (string, uint32, []byte, string, error) {
+	switch { // a oneof: at most one is set
+	case ref != nil:
+		if ref.GetName() == "" {
+			return "", 0, nil, "", badRequest("ref.name", "name the registered workflow to run")
+		}
+		if err := checkString("ref.name", ref.GetName(), maxNameBytes); err != nil {
+			return "", 0, nil, "", err
+		}
+		return ref.GetName(), ref.GetVersion(), nil, "", nil
+	case inline != nil:
+		if err := s.checkSpec(inline, "spec"); err != nil {
+			return "", 0, nil, "", err
+		}
+		return "", 0, inline.GetSource(), inline.GetFilename(), nil
+	}
+	return "", 0, nil, "", badRequest("workflow", "set either ref (a registered workflow) or spec (an inline spec)")
+}
+
+// submitItem checks one instance's inputs, key and deadline; prefix
+// names the item in a batch ("items[3].") in the field of an error.
+func (s *apiServer) submitItem(prefix, inputsJSON, key string, d *durationpb.Duration) (engine.SubmitItem, error) {
+	item := engine.SubmitItem{IdempotencyKey: key}
+	if err := checkString(prefix+"idempotency_key", key, maxIdempotencyKeyBytes); err != nil {
+		return item, err
+	}
+	if n := len(inputsJSON); n > s.maxInputBytes {
+		return item, badRequest(prefix+"inputs_json", fmt.Sprintf("the inputs are %d bytes of JSON, the limit is %d bytes (the node's max-input-bytes); pass a reference (a path or URL) to large data instead", n, s.maxInputBytes))
+	}
+	inputs, err := decodeInputs(prefix, inputsJSON)
+	if err != nil {
+		return item, err
+	}
+	item.Inputs = inputs
+	if d != nil {
+		switch {
+		case d.GetSeconds() < 0 || d.GetNanos() < 0:
+			return item, badRequest(prefix+"deadline", "must not be negative")
+		case d.GetSeconds() > int64(engine.MaxDeadline/time.Second) || d.AsDuration() > engine.MaxDeadline:
+			return item, badRequest(prefix+"deadline", fmt.Sprintf("is too large; the maximum is %s (10 years)", engine.MaxDeadline))
+		case d.CheckValid() != nil:
+			return item, badRequest(prefix+"deadline", "is not a valid duration (nanos must be below one second)")
+		}
+		item.Deadline = d.AsDuration()
+	}
+	return item, nil
 }
 
 func (s *apiServer) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequest) (*robonetv1.GetInstanceResponse, error) {
@@ -209,7 +294,16 @@ func (s *apiServer) ListInstances(ctx context.Context, req *robonetv1.ListInstan
 	if n := len(req.GetStates()); n > maxStates {
 		return nil, badRequest("states", fmt.Sprintf("%d states given, the limit is %d", n, maxStates))
 	}
-	lr := engine.ListRequest{Workflow: req.GetWorkflow(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	if err := checkString("id_prefix", req.GetIdPrefix(), 36); err != nil {
+		return nil, err
+	}
+	lr := engine.ListRequest{Workflow: req.GetWorkflow(), IDPrefix: req.GetIdPrefix(), Limit: int(req.GetPageSize()), PageToken: req.GetPageToken()}
+	if ca := req.GetCreatedAfter(); ca != nil {
+		if ca.CheckValid() != nil {
+			return nil, badRequest("created_after", "is not a valid timestamp")
+		}
+		lr.CreatedAfter = ca.AsTime()
+	}
 	for i, st := range req.GetStates() {
 		es, ok := stateFromProto(st)
 		if !ok {
@@ -257,18 +351,19 @@ func checkString(field, v string, limit int) error {
 	return nil
 }
 
-// decodeInputs reads the inputs JSON object; empty means none.
-func decodeInputs(text string) (map[string]any, error) {
+// decodeInputs reads the inputs JSON object; empty means none. prefix
+// names the item of a batch in the error's field.
+func decodeInputs(prefix, text string) (map[string]any, error) {
 	if text == "" {
 		return nil, nil
 	}
 	v, err := value.Decode([]byte(text))
 	if err != nil {
-		return nil, badRequest("inputs_json", "not valid JSON: "+err.Error())
+		return nil, badRequest(prefix+"inputs_json", "not valid JSON: "+err.Error())
 	}
 	m, ok := v.(map[string]any)
 	if !ok {
-		return nil, badRequest("inputs_json", "want a JSON object of inputs, got "+value.TypeName(v))
+		return nil, badRequest(prefix+"inputs_json", "want a JSON object of inputs, got "+value.TypeName(v))
 	}
 	return m, nil
 }
@@ -322,3 +417,100 @@ func (a apiInterceptors) recover(method string, err *error) {
 
 // errStopping reports a call that arrived while the node shuts down.
 var errStopping = errors.New("the node is shutting down")
+
+// maxCronBytes bounds a schedule's cron expression.
+const maxCronBytes = 256
+
+func (s *apiServer) CreateSchedule(ctx context.Context, req *robonetv1.CreateScheduleRequest) (*robonetv1.CreateScheduleResponse, error) {
+	if err := checkString("name", req.GetName(), engine.MaxScheduleName); err != nil {
+		return nil, err
+	}
+	ref := req.GetWorkflow()
+	if ref.GetName() == "" {
+		return nil, badRequest("workflow.name", "name the registered workflow to run (roboctl workflows ls)")
+	}
+	if err := checkString("workflow.name", ref.GetName(), maxNameBytes); err != nil {
+		return nil, err
+	}
+	if err := checkString("cron", req.GetCron(), maxCronBytes); err != nil {
+		return nil, err
+	}
+	item, err := s.submitItem("", req.GetInputsJson(), "", nil)
+	if err != nil {
+		return nil, err
+	}
+	spec := engine.ScheduleSpec{Name: req.GetName(), Workflow: ref.GetName(), Version: ref.GetVersion(), Inputs: item.Inputs,
+		Cron: req.GetCron(), AllowDuplicate: req.GetAllowDuplicate()}
+	for field, d := range map[string]*durationpb.Duration{"interval": req.GetInterval(), "jitter": req.GetJitter()} {
+		if d == nil {
+			continue
+		}
+		if d.CheckValid() != nil || d.AsDuration() < 0 {
+			return nil, badRequest(field, "is not a valid non-negative duration")
+		}
+		if field == "interval" {
+			spec.Interval = d.AsDuration()
+		} else {
+			spec.Jitter = d.AsDuration()
+		}
+	}
+	sc, err := s.eng.CreateSchedule(ctx, spec)
+	if err != nil {
+		return nil, err
+	}
+	return &robonetv1.CreateScheduleResponse{Schedule: scheduleToProto(sc)}, nil
+}
+
+func (s *apiServer) ListSchedules(ctx context.Context, _ *robonetv1.ListSchedulesRequest) (*robonetv1.ListSchedulesResponse, error) {
+	list, err := s.reads.ListSchedules(ctx)
+	if err != nil {
+		return nil, err
+	}
+	resp := &robonetv1.ListSchedulesResponse{Schedules: make([]*robonetv1.ScheduleInfo, 0, len(list))}
+	for _, sc := range list {
+		resp.Schedules = append(resp.Schedules, scheduleToProto(sc))
+	}
+	return resp, nil
+}
+
+func (s *apiServer) UpdateSchedule(ctx context.Context, req *robonetv1.UpdateScheduleRequest) (*robonetv1.UpdateScheduleResponse, error) {
+	if err := checkString("name", req.GetName(), engine.MaxScheduleName); err != nil {
+		return nil, err
+	}
+	var (
+		sc  engine.Schedule
+		err error
+	)
+	switch req.GetOp() {
+	case robonetv1.UpdateScheduleRequest_OP_PAUSE:
+		sc, err = s.eng.PauseSchedule(ctx, req.GetName())
+	case robonetv1.UpdateScheduleRequest_OP_RESUME:
+		sc, err = s.eng.ResumeSchedule(ctx, req.GetName())
+	default:
+		return nil, badRequest("op", "want OP_PAUSE or OP_RESUME")
+	}
+	if err != nil {
+		return nil, err
+	}
+	return &robonetv1.UpdateScheduleResponse{Schedule: scheduleToProto(sc)}, nil
+}
+
+func (s *apiServer) DeleteSchedule(ctx context.Context, req *robonetv1.DeleteScheduleRequest) (*robonetv1.DeleteScheduleResponse, error) {
+	if err := checkString("name", req.GetName(), engine.MaxScheduleName); err != nil {
+		return nil, err
+	}
+	if err := s.eng.DeleteSchedule(ctx, req.GetName()); err != nil {
+		return nil, err
+	}
+	return &robonetv1.DeleteScheduleResponse{}, nil
+}
+
+// devWarning says that a dev submission ran another version than its spec
+// names.
+func devWarning(res engine.SubmitResult) []string {
+	if !res.DevVersion {
+		return nil
+	}
+	return []string{fmt.Sprintf("the spec's version of %s is registered with another definition: it runs as version %d (--dev; registered versions never change)",
+		res.Workflow.Name, res.Workflow.Version)}
+}

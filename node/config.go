@@ -18,6 +18,7 @@ import (
 	"github.com/robonet/robonet/internal/connect"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
+	"github.com/robonet/robonet/trust"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -36,6 +37,8 @@ const (
 	DefaultGossipAddr     = "127.0.0.1:7301"
 	DefaultRaftAddr       = "127.0.0.1:7302"
 	DefaultForwardTimeout = 10 * time.Second
+	// DefaultPoolStatsInterval is the default of Config.PoolStatsInterval.
+	DefaultPoolStatsInterval = 15 * time.Second
 	// HTTPDisabled as Config.HTTPAddr turns the HTTP server off.
 	HTTPDisabled = "off"
 )
@@ -150,20 +153,38 @@ type Config struct {
 	// or a gossip key. Without it such a node refuses to start: anyone
 	// who can reach it could run commands through the exec action.
 	Insecure bool
+	// DispatchTier is the trust tier (unverified, provisional, established
+	// or trusted) a worker node needs to run as many attempts at once as
+	// it has slots for this node's Wagglers; below it, it is on probation
+	// (one attempt at a time, one more per attempt it completes). Default:
+	// established.
+	DispatchTier string
+	// TrustPeers are nodes trusted from the start (operators vouch for
+	// them), by name; "*" trusts every node (a mesh of one owner's
+	// machines, where probation only slows the start). A node that forges
+	// a hash-chain token loses this trust all the same.
+	TrustPeers []string
+	// Faults inject misbehaviour, for tests and chaos drills. nil in
+	// production.
+	Faults *Faults
 	// ForwardTimeout bounds how long a node that does not lead waits for
 	// a leader to forward a call to (retrying with backoff while an
 	// election is in progress) before it answers UNAVAILABLE. Default: 10 s.
 	ForwardTimeout time.Duration
+	// PoolStatsInterval is how often the leader collects every member's
+	// worker pool statistics into the store (worker_status). Default: 15 s.
+	PoolStatsInterval time.Duration
 
 	// Mesh tunes gossip and Raft. Its Name, addresses, Join, Meta, Server,
-	// BootstrapExpect, DataDir, GossipKey and Logger are set by the node;
+	// BootstrapExpect, DataDir, GossipKey, WagglerRank and Logger are set
+	// by the node;
 	// zero fields take the mesh's defaults (mesh.TestConfig gives tight
 	// timings for tests).
 	Mesh mesh.Config
 	// Engine tunes the engine. Its Store, Dispatcher, Logger, NodeName and
 	// Term are set by the node; zero fields take the engine's defaults.
 	Engine engine.Config
-	// Wag tunes the worker layer. Its Sink, Logger, NodeName and
+	// Wag tunes the worker layer. Its Sink, Logger, NodeName, Trust and
 	// Capabilities are set by the node; zero fields take wag's defaults.
 	Wag wag.Config
 }
@@ -221,6 +242,12 @@ func (c Config) WithDefaults() Config {
 	if c.RaftAddr == "" {
 		c.RaftAddr = DefaultRaftAddr
 	}
+	if c.DispatchTier == "" {
+		c.DispatchTier = trust.Established.String()
+	}
+	if c.PoolStatsInterval == 0 {
+		c.PoolStatsInterval = DefaultPoolStatsInterval
+	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = DefaultForwardTimeout
 	}
@@ -261,6 +288,14 @@ func (c Config) validate() error {
 	}
 	if c.MaxStreams < 1 {
 		errs = append(errs, fmt.Errorf("MaxStreams %d must be at least 1", c.MaxStreams))
+	}
+	if _, err := trust.ParseTier(c.DispatchTier); err != nil {
+		errs = append(errs, fmt.Errorf("dispatch tier: %w", err))
+	}
+	for _, p := range c.TrustPeers {
+		if p == "" || len(p) > 256 {
+			errs = append(errs, fmt.Errorf("trusted peer %q: name a node (or * for every node)", p))
+		}
 	}
 	if c.StopTimeout < 0 {
 		errs = append(errs, errors.New("StopTimeout must not be negative"))

@@ -3,6 +3,7 @@ package node
 import (
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
@@ -18,7 +19,7 @@ import (
 func workflowInfoToProto(w engine.WorkflowInfo) *robonetv1.WorkflowInfo {
 	return &robonetv1.WorkflowInfo{
 		Name: w.Name, Version: w.Version, IrHash: w.IRHash, Description: w.Description,
-		Tasks: int32(w.Tasks), CreatedAt: timestamp(w.CreatedAt),
+		Tasks: int32(w.Tasks), CreatedAt: timestamp(w.CreatedAt), Capabilities: w.Capabilities,
 	}
 }
 
@@ -93,6 +94,7 @@ func taskToProto(t *engine.TaskView) *robonetv1.TaskState {
 		Name:        t.Name,
 		Capability:  t.Capability,
 		Action:      t.Action,
+		Needs:       t.Needs,
 		Status:      taskStatusToProto[t.Status],
 		Attempt:     t.Attempt,
 		MaxAttempts: t.MaxAttempts,
@@ -166,6 +168,9 @@ func progressOf(tasks []engine.TaskView) *robonetv1.InstanceProgress {
 			continue
 		}
 		p.Total++
+		if t.IsSpread && t.Width < 0 && (t.Status == engine.TaskWaiting || t.Status == engine.TaskRunning) {
+			p.Unexpanded++
+		}
 		switch t.Status {
 		case engine.TaskRunning:
 			p.Running++
@@ -243,4 +248,44 @@ func timestamp(t time.Time) *timestamppb.Timestamp {
 		return nil
 	}
 	return timestamppb.New(t)
+}
+
+func scheduleToProto(s engine.Schedule) *robonetv1.ScheduleInfo {
+	p := &robonetv1.ScheduleInfo{
+		Name: s.Name, Workflow: &robonetv1.WorkflowRef{Name: s.Workflow, Version: s.Version},
+		InputsJson: string(value.MustEncode(orEmpty(s.Inputs))), Cron: s.Cron, AllowDuplicate: s.AllowDuplicate,
+		Paused: s.Paused, NextRunAt: timestamp(s.NextRunAt), LastRunAt: timestamp(s.LastRunAt),
+		LastSkipped: s.LastSkipped, CreatedAt: timestamp(s.CreatedAt),
+	}
+	if s.Interval > 0 {
+		p.Interval = durationpb.New(s.Interval)
+	}
+	if s.Jitter > 0 {
+		p.Jitter = durationpb.New(s.Jitter)
+	}
+	if s.LastInstanceID != uuid.Nil {
+		p.LastInstanceId = s.LastInstanceID.String()
+	}
+	return p
+}
+
+// orEmpty is m, or an empty map for nil (encoded {}, not null).
+func orEmpty(m map[string]any) map[string]any {
+	if m == nil {
+		return map[string]any{}
+	}
+	return m
+}
+
+func poolStatsToProto(st wag.PoolStats) *robonetv1.PoolStats {
+	return &robonetv1.PoolStats{
+		Capability: st.Capability, Pool: st.Pool, Slots: clampInt32(st.Slots), Busy: clampInt32(st.Busy),
+		Completed: st.Completed, Failed: st.Failed, PerMinute: clampInt32(st.PerMinute),
+		LatencyP50: durationpb.New(st.LatencyP50), LatencyP99: durationpb.New(st.LatencyP99),
+	}
+}
+
+func poolStatusToProto(p engine.PoolStatus) *robonetv1.PoolStats {
+	return poolStatsToProto(wag.PoolStats{Capability: p.Capability, Pool: p.Pool, Slots: p.Slots, Busy: p.Busy,
+		Completed: p.Completed, Failed: p.Failed, PerMinute: p.PerMinute, LatencyP50: p.LatencyP50, LatencyP99: p.LatencyP99})
 }

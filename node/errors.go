@@ -63,7 +63,7 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 		return status.Error(codes.FailedPrecondition, err.Error())
 	case errors.Is(err, engine.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, engine.ErrVersionConflict), errors.Is(err, engine.ErrIdempotencyConflict):
+	case errors.Is(err, engine.ErrVersionConflict), errors.Is(err, engine.ErrIdempotencyConflict), errors.Is(err, engine.ErrScheduleExists):
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, engine.ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())

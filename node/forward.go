@@ -16,6 +16,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/pki"
@@ -60,11 +61,15 @@ var ErrNoLeader = errors.New("no engine leader elected")
 //
 //	call                                leader       server (follower)              worker-only
 //	RegisterWorkflow, SubmitWorkflow,   its engine   forwarded                      forwarded
+//	SubmitWorkflows,
 //	CancelInstance
 //	GetInstance, WatchInstance          its engine   the store when finished;       forwarded
 //	                                                 forwarded while live (per-task
 //	                                                 detail lives on the leader)
-//	ListInstances, ListWorkflows        its engine   the store                      forwarded
+//	CreateSchedule, UpdateSchedule,     its engine   forwarded                      forwarded
+//	DeleteSchedule
+//	ListInstances, ListWorkflows,       its engine   the store                      forwarded
+//	ListSchedules
 //
 // "Its engine" is the engine of the current term once it runs (after the
 // Barrier); a server that leads but whose engine is not running yet waits
@@ -189,7 +194,17 @@ func leaderCall[Req, Resp any](ctx context.Context, r *router, req Req,
 
 // api is the translation layer over one engine.
 func (r *router) api(e *engine.Engine) *apiServer {
-	return &apiServer{reads: e, eng: e, apiLimits: r.limits}
+	return &apiServer{reads: e, eng: e, apiLimits: r.limits, served: r.servedCapabilities}
+}
+
+// servedCapabilities are the capabilities some up member of the mesh
+// serves, as gossip says.
+func (r *router) servedCapabilities() map[string]bool {
+	served := map[string]bool{}
+	for c := range servingMembers(r.mesh.Members()) {
+		served[c] = true
+	}
+	return served
 }
 
 // outgoing marks ctx's call as forwarded by this node.
@@ -229,6 +244,22 @@ func (r *router) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkfl
 	return leaderCall(ctx, r, req, (*apiServer).SubmitWorkflow, robonetv1.WorkflowServiceClient.SubmitWorkflow)
 }
 
+func (r *router) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWorkflowsRequest) (*robonetv1.SubmitWorkflowsResponse, error) {
+	if r.active() == nil {
+		// As for SubmitWorkflow: a retried forward must find what the
+		// leader may already have committed, so every item gets a key.
+		req = cloneSubmitBatch(req)
+		batch := uuid.NewString()
+		for i, it := range req.Items {
+			if it.GetIdempotencyKey() == "" {
+				req.Items[i] = &robonetv1.SubmitItem{InputsJson: it.GetInputsJson(), Deadline: it.GetDeadline(),
+					IdempotencyKey: fmt.Sprintf("forwarded:%s:%d", batch, i)}
+			}
+		}
+	}
+	return leaderCall(ctx, r, req, (*apiServer).SubmitWorkflows, robonetv1.WorkflowServiceClient.SubmitWorkflows)
+}
+
 func (r *router) CancelInstance(ctx context.Context, req *robonetv1.CancelInstanceRequest) (*robonetv1.CancelInstanceResponse, error) {
 	return leaderCall(ctx, r, req, (*apiServer).CancelInstance, robonetv1.WorkflowServiceClient.CancelInstance)
 }
@@ -238,6 +269,25 @@ func (r *router) ListWorkflows(ctx context.Context, req *robonetv1.ListWorkflows
 		return a.ListWorkflows(ctx, req)
 	}
 	return leaderCall(ctx, r, req, (*apiServer).ListWorkflows, robonetv1.WorkflowServiceClient.ListWorkflows)
+}
+
+func (r *router) CreateSchedule(ctx context.Context, req *robonetv1.CreateScheduleRequest) (*robonetv1.CreateScheduleResponse, error) {
+	return leaderCall(ctx, r, req, (*apiServer).CreateSchedule, robonetv1.WorkflowServiceClient.CreateSchedule)
+}
+
+func (r *router) UpdateSchedule(ctx context.Context, req *robonetv1.UpdateScheduleRequest) (*robonetv1.UpdateScheduleResponse, error) {
+	return leaderCall(ctx, r, req, (*apiServer).UpdateSchedule, robonetv1.WorkflowServiceClient.UpdateSchedule)
+}
+
+func (r *router) DeleteSchedule(ctx context.Context, req *robonetv1.DeleteScheduleRequest) (*robonetv1.DeleteScheduleResponse, error) {
+	return leaderCall(ctx, r, req, (*apiServer).DeleteSchedule, robonetv1.WorkflowServiceClient.DeleteSchedule)
+}
+
+func (r *router) ListSchedules(ctx context.Context, req *robonetv1.ListSchedulesRequest) (*robonetv1.ListSchedulesResponse, error) {
+	if a := r.reads(); a != nil {
+		return a.ListSchedules(ctx, req)
+	}
+	return leaderCall(ctx, r, req, (*apiServer).ListSchedules, robonetv1.WorkflowServiceClient.ListSchedules)
 }
 
 func (r *router) ListInstances(ctx context.Context, req *robonetv1.ListInstancesRequest) (*robonetv1.ListInstancesResponse, error) {
@@ -350,16 +400,18 @@ func instanceFinished(s robonetv1.InstanceState) bool {
 }
 
 func cloneSubmit(req *robonetv1.SubmitWorkflowRequest) *robonetv1.SubmitWorkflowRequest {
-	c := &robonetv1.SubmitWorkflowRequest{
-		InputsJson:     req.GetInputsJson(),
-		IdempotencyKey: req.GetIdempotencyKey(),
-		Deadline:       req.GetDeadline(),
-	}
+	return proto.CloneOf(req) // every field, also those added later
+}
+
+// cloneSubmitBatch copies req down to its item list (the items
+// themselves are shared, not copied).
+func cloneSubmitBatch(req *robonetv1.SubmitWorkflowsRequest) *robonetv1.SubmitWorkflowsRequest {
+	c := &robonetv1.SubmitWorkflowsRequest{Items: append([]*robonetv1.SubmitItem(nil), req.GetItems()...)}
 	switch w := req.GetWorkflow().(type) {
-	case *robonetv1.SubmitWorkflowRequest_Ref:
-		c.Workflow = &robonetv1.SubmitWorkflowRequest_Ref{Ref: w.Ref}
-	case *robonetv1.SubmitWorkflowRequest_Spec:
-		c.Workflow = &robonetv1.SubmitWorkflowRequest_Spec{Spec: w.Spec}
+	case *robonetv1.SubmitWorkflowsRequest_Ref:
+		c.Workflow = &robonetv1.SubmitWorkflowsRequest_Ref{Ref: w.Ref}
+	case *robonetv1.SubmitWorkflowsRequest_Spec:
+		c.Workflow = &robonetv1.SubmitWorkflowsRequest_Spec{Spec: w.Spec}
 	}
 	return c
 }

@@ -33,7 +33,7 @@ func FuzzDecodeInputs(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, text string) {
-		got, err := decodeInputs(text)
+		got, err := decodeInputs("", text)
 		if text == "" {
 			if got != nil || err != nil {
 				t.Fatalf("decodeInputs(\"\") = %v, %v; want no inputs", got, err)
@@ -114,7 +114,7 @@ func TestRequestErrorsAreBounded(t *testing.T) {
 		"inputs_json/deep":          strings.Repeat("[", 64<<10),
 	} {
 		t.Run(name, func(t *testing.T) {
-			_, err := decodeInputs(text)
+			_, err := decodeInputs("", text)
 			checkBadRequest(t, err, "inputs_json")
 			checkBounded(t, err)
 		})

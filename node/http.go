@@ -1,36 +1,50 @@
 package node
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
+	"time"
+
+	"github.com/robonet/robonet/node/dashboard"
 )
 
 // httpHandler serves the operational endpoints:
 //
 //	/healthz  200 while the process serves HTTP at all (liveness)
-//	/readyz   200 once the node started and until it begins to stop,
-//	          503 otherwise (readiness: route API traffic here)
+//	/readyz   200 once the node started, knows the engine's leader and
+//	          (on servers) its store answers, until it begins to stop;
+//	          503 saying why otherwise (readiness: route API traffic here)
 //
-// /metrics arrives with the metrics issue.
-func (n *Node) httpHandler() http.Handler {
+//	/metrics  Prometheus series (see nodeMetrics)
+//	/ui/      the dashboard (package dashboard); / redirects there
+func (n *Node) httpHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
+	mux.Handle("GET /metrics", n.metrics.handler())
+	cfg := dashboard.Config{API: n.api, Mesh: n.meshAPI, Logger: n.log.Named("dashboard"), Node: n.cfg.Name, Stopping: n.stopping}
+	if n.tokens != nil {
+		cfg.Authorize = n.tokens.valid
+	}
+	ui, err := dashboard.New(cfg)
+	if err != nil {
+		return nil, err
+	}
+	mux.Handle(dashboard.Prefix, ui)
+	mux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
 		fmt.Fprintln(w, "ok")
 	})
-	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("GET /readyz", func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
-		if !n.ready.Load() {
+		if why := n.notReady(r.Context()); why != "" {
 			w.WriteHeader(http.StatusServiceUnavailable)
-			fmt.Fprintln(w, "not ready")
+			fmt.Fprintf(w, "not ready: %s\n", why)
 			return
 		}
-		if l := n.Leadership(); l.Leader != "" {
-			fmt.Fprintf(w, "ready (leader %s, term %d)\n", l.Leader, l.Term)
-			return
-		}
-		fmt.Fprintln(w, "ready (no leader elected yet)")
+		l := n.Leadership()
+		fmt.Fprintf(w, "ready (leader %s, term %d)\n", l.Leader, l.Term)
 	})
 	if n.cfg.EnableDebug {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -39,5 +53,26 @@ func (n *Node) httpHandler() http.Handler {
 		mux.HandleFunc("/debug/pprof/symbol", pprof.Symbol)
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
-	return mux
+	return mux, nil
+}
+
+// readyProbeTimeout bounds the store check of one /readyz.
+const readyProbeTimeout = 2 * time.Second
+
+// notReady says why the node should not get API traffic, or "".
+func (n *Node) notReady(ctx context.Context) string {
+	if !n.ready.Load() {
+		return "starting or stopping"
+	}
+	if n.Leadership().Leader == "" {
+		return "no engine leader known yet (an election is due, or this node cannot reach the servers)"
+	}
+	if n.store != nil {
+		ctx, cancel := context.WithTimeout(ctx, readyProbeTimeout)
+		defer cancel()
+		if err := n.store.Ping(ctx); err != nil {
+			return fmt.Sprintf("the %s store does not answer: %v", n.storeName(), err)
+		}
+	}
+	return ""
 }

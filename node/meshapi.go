@@ -13,7 +13,9 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
@@ -44,6 +46,13 @@ type wagglerStatuses interface {
 
 var _ wagglerStatuses = (*wag.WagglerHost)(nil)
 
+// poolStatuses is what LocalPools needs of the node's worker host.
+type poolStatuses interface {
+	PoolStats() []wag.PoolStats
+}
+
+var _ poolStatuses = (*wag.WorkerHost)(nil)
+
 // meshAPI serves the MeshService from this node's own view; it never asks
 // the leader, so it answers during elections and on worker-only nodes.
 // ListWagglers asks the nodes that hold Waggler roles for their live
@@ -56,11 +65,21 @@ type meshAPI struct {
 	// nil: the node does not report its Wagglers; LocalWagglers answers
 	// UNIMPLEMENTED, as a node of an older version does.
 	wagglers wagglerStatuses
+	// pools is this node's worker host, which LocalPools reports. nil:
+	// LocalPools answers UNIMPLEMENTED.
+	pools poolStatuses
+	// storedPools reads the pool statistics the leader collected (on
+	// servers): ListMembers shows them for a member that does not answer.
+	// nil: none.
+	storedPools func(context.Context) ([]engine.PoolStatus, error)
 	// conn returns a cached connection to another node's gRPC API. nil:
 	// ListWagglers asks no other node.
 	conn func(node, addr string) (grpc.ClientConnInterface, error)
 	// askTimeout bounds asking one holder; 0: wagglerAskTimeout.
 	askTimeout time.Duration
+	// trust is this node's trust in the others, which ListTrust reports
+	// when this node leads. nil: ListTrust answers UNIMPLEMENTED.
+	trust *trustCenter
 }
 
 var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
@@ -68,15 +87,32 @@ var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
 // newMeshAPI is n's MeshService, with its Waggler host and its
 // connection cache.
 func newMeshAPI(n *Node) *meshAPI {
-	return &meshAPI{
-		self: n.cfg.Name, mesh: n.mesh, wagglers: n.wagglers,
+	api := &meshAPI{
+		self: n.cfg.Name, mesh: n.mesh, wagglers: n.wagglers, pools: n.workers, trust: n.trust,
 		conn: func(node, addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(node, addr) },
 	}
+	if n.store != nil {
+		api.storedPools = n.store.ListPoolStats
+	}
+	return api
 }
 
-func (s *meshAPI) ListMembers(context.Context, *robonetv1.ListMembersRequest) (*robonetv1.ListMembersResponse, error) {
+func (s *meshAPI) ListMembers(ctx context.Context, req *robonetv1.ListMembersRequest) (*robonetv1.ListMembersResponse, error) {
 	leader := s.mesh.Leader().Leader
 	members := s.mesh.Members()
+	var (
+		pools  map[string]poolReport
+		stored map[string][]engine.PoolStatus // read once, if a member does not answer
+	)
+	if req.GetPools() {
+		pools = s.askPools(ctx, members)
+		for _, rep := range pools {
+			if rep.err != nil && s.storedPools != nil {
+				stored = s.readStoredPools(ctx)
+				break
+			}
+		}
+	}
 	resp := &robonetv1.ListMembersResponse{AnsweredBy: s.self, Members: make([]*robonetv1.Member, 0, len(members))}
 	for _, m := range members {
 		pm := &robonetv1.Member{
@@ -98,6 +134,25 @@ func (s *meshAPI) ListMembers(context.Context, *robonetv1.ListMembersRequest) (*
 		}
 		if len(m.Wagglers) > 0 {
 			pm.Wagglers = maps.Clone(m.Wagglers)
+		}
+		if req.GetPools() {
+			switch rep, ok := pools[m.Name]; {
+			case !ok:
+				pm.PoolsNote = "not asked: the node is " + string(m.Status)
+			case status.Code(rep.err) == codes.Unimplemented:
+				pm.PoolsNote = m.Name + " does not report its pools"
+			case rep.err != nil:
+				pm.PoolsNote = rep.err.Error()
+				if rows := stored[m.Name]; len(rows) > 0 {
+					pm.PoolsNote += "; the pools as last collected, at " + rows[0].UpdatedAt.Format(time.RFC3339)
+					pm.PoolsAt = timestamppb.New(rows[0].UpdatedAt)
+					for _, r := range rows {
+						pm.Pools = append(pm.Pools, poolStatusToProto(r))
+					}
+				}
+			default:
+				pm.Pools, pm.PoolsAt = rep.pools, timestamppb.New(rep.at)
+			}
 		}
 		resp.Members = append(resp.Members, pm)
 	}
@@ -136,18 +191,10 @@ func (s *meshAPI) LocalWagglers(context.Context, *robonetv1.LocalWagglersRequest
 func (s *meshAPI) ListWagglers(ctx context.Context, req *robonetv1.ListWagglersRequest) (*robonetv1.ListWagglersResponse, error) {
 	members := s.mesh.Members()
 	roles, source := s.wagglerRoles(members)
-	serving := map[string][]string{} // capability → up members that serve it
+	serving := servingMembers(members)
 	byName := make(map[string]mesh.Member, len(members))
 	for _, m := range members {
 		byName[m.Name] = m
-		if !memberUp(m) {
-			continue
-		}
-		for c, size := range m.Capabilities {
-			if size > 0 {
-				serving[c] = append(serving[c], m.Name)
-			}
-		}
 	}
 	caps := slices.Sorted(maps.Keys(roles))
 	for c := range serving {
@@ -243,41 +290,110 @@ func (s *meshAPI) askHolders(ctx context.Context, holders map[string]bool, membe
 // askHolder returns node's Wagglers: this node's from its own host,
 // another's through LocalWagglers.
 func (s *meshAPI) askHolder(ctx context.Context, node string, members map[string]mesh.Member) ([]*robonetv1.LocalWaggler, error) {
-	if node == s.self {
-		resp, err := s.LocalWagglers(ctx, &robonetv1.LocalWagglersRequest{})
-		if err != nil {
-			return nil, err
+	resp, err := askNode(ctx, s, node, members, s.LocalWagglers, robonetv1.MeshServiceClient.LocalWagglers)
+	return resp.GetWagglers(), err
+}
+
+// LocalPools reports the pools of this node's worker host.
+func (s *meshAPI) LocalPools(context.Context, *robonetv1.LocalPoolsRequest) (*robonetv1.LocalPoolsResponse, error) {
+	if s.pools == nil {
+		return nil, status.Error(codes.Unimplemented, "this node does not report its pools")
+	}
+	stats := s.pools.PoolStats()
+	resp := &robonetv1.LocalPoolsResponse{AnsweredBy: s.self, Pools: make([]*robonetv1.PoolStats, 0, len(stats))}
+	for _, st := range stats {
+		resp.Pools = append(resp.Pools, poolStatsToProto(st))
+	}
+	return resp, nil
+}
+
+// readStoredPools reads the collected pool statistics by node; nil if it
+// cannot (the members' notes say what the live call said).
+func (s *meshAPI) readStoredPools(ctx context.Context) map[string][]engine.PoolStatus {
+	rows, err := s.storedPools(ctx)
+	if err != nil {
+		return nil
+	}
+	out := map[string][]engine.PoolStatus{}
+	for _, r := range rows {
+		out[r.Node] = append(out[r.Node], r)
+	}
+	return out
+}
+
+// poolReport is what one member said of its pools, or why it said
+// nothing.
+type poolReport struct {
+	pools []*robonetv1.PoolStats
+	at    time.Time // when it answered
+	err   error
+}
+
+// askPools asks every up member for its pools, concurrently, each within
+// askTimeout.
+func (s *meshAPI) askPools(ctx context.Context, members []mesh.Member) map[string]poolReport {
+	byName := make(map[string]mesh.Member, len(members))
+	for _, m := range members {
+		byName[m.Name] = m
+	}
+	var (
+		mu  sync.Mutex
+		wg  sync.WaitGroup
+		out = make(map[string]poolReport, len(members))
+	)
+	for _, m := range members {
+		if !memberUp(m) {
+			continue
 		}
-		return resp.GetWagglers(), nil
+		wg.Go(func() {
+			resp, err := askNode(ctx, s, m.Name, byName, s.LocalPools, robonetv1.MeshServiceClient.LocalPools)
+			mu.Lock()
+			out[m.Name] = poolReport{pools: resp.GetPools(), at: time.Now(), err: err}
+			mu.Unlock()
+		})
+	}
+	wg.Wait()
+	return out
+}
+
+// askNode calls one of node's MeshService calls: this node's own answer
+// (local), another's through its gRPC API within askTimeout.
+func askNode[Req any, Resp any, PReq interface{ *Req }](ctx context.Context, s *meshAPI, node string, members map[string]mesh.Member,
+	local func(context.Context, PReq) (Resp, error),
+	remote func(robonetv1.MeshServiceClient, context.Context, PReq, ...grpc.CallOption) (Resp, error),
+) (Resp, error) {
+	var zero Resp
+	if node == s.self {
+		return local(ctx, new(Req))
 	}
 	m, ok := members[node]
 	switch {
 	case !ok:
-		return nil, fmt.Errorf("%s is not a member of the mesh", node)
+		return zero, fmt.Errorf("%s is not a member of the mesh", node)
 	case !memberUp(m):
-		return nil, fmt.Errorf("%s is %s", node, m.Status)
+		return zero, fmt.Errorf("%s is %s", node, m.Status)
 	case m.GRPCAddr == "":
-		return nil, fmt.Errorf("%s advertises no gRPC address", node)
+		return zero, fmt.Errorf("%s advertises no gRPC address", node)
 	case s.conn == nil:
-		return nil, fmt.Errorf("this node does not ask other nodes")
+		return zero, fmt.Errorf("this node does not ask other nodes")
 	}
 	cc, err := s.conn(node, m.GRPCAddr)
 	if err != nil {
-		return nil, fmt.Errorf("connecting to %s: %w", node, err)
+		return zero, fmt.Errorf("connecting to %s: %w", node, err)
 	}
 	timeout := s.timeout()
 	actx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := robonetv1.NewMeshServiceClient(cc).LocalWagglers(actx, &robonetv1.LocalWagglersRequest{})
+	resp, err := remote(robonetv1.NewMeshServiceClient(cc), actx, new(Req))
 	switch status.Code(err) {
 	case codes.OK:
-		return resp.GetWagglers(), nil
+		return resp, nil
 	case codes.DeadlineExceeded:
 		if ctx.Err() == nil {
-			return nil, fmt.Errorf("%s did not answer within %s", node, timeout)
+			return zero, fmt.Errorf("%s did not answer within %s", node, timeout)
 		}
 	}
-	return nil, fmt.Errorf("asking %s: %w", node, err)
+	return zero, fmt.Errorf("asking %s: %w", node, err)
 }
 
 // fillLive puts the holder's numbers for row's capability into row, or
@@ -308,6 +424,23 @@ func fillLive(row *robonetv1.WagglerRole, rep holderReport) {
 
 // timeout bounds asking one other node.
 func (s *meshAPI) timeout() time.Duration { return cmp.Or(s.askTimeout, wagglerAskTimeout) }
+
+// servingMembers maps each capability to the up members that serve it
+// (with at least one slot).
+func servingMembers(members []mesh.Member) map[string][]string {
+	serving := map[string][]string{}
+	for _, m := range members {
+		if !memberUp(m) {
+			continue
+		}
+		for c, size := range m.Capabilities {
+			if size > 0 {
+				serving[c] = append(serving[c], m.Name)
+			}
+		}
+	}
+	return serving
+}
 
 // memberUp reports whether a member counts as up: alive, or suspect
 // (not declared dead yet).

@@ -4,12 +4,12 @@ import (
 	"fmt"
 	"net"
 	"path/filepath"
-	"runtime/debug"
 	"strconv"
 	"time"
 
 	"github.com/hashicorp/raft"
 
+	"github.com/robonet/robonet/internal/version"
 	"github.com/robonet/robonet/mesh"
 )
 
@@ -51,7 +51,9 @@ func (n *Node) meshConfig() (mesh.Config, error) {
 		Capabilities: c.Capabilities,
 		GRPCAddr:     n.advertisedGRPC(c.Advertise),
 		Version:      Version(),
+		TrustAnchor:  n.trust.anchor().Encode(),
 	}
+	mc.WagglerRank = n.wagglerRank
 	return mc, nil
 }
 
@@ -125,9 +127,4 @@ func splitHostPort(addr string) (string, int, error) {
 
 // Version is the software version a node advertises: the module version
 // it was built as, or "dev".
-func Version() string {
-	if bi, ok := debug.ReadBuildInfo(); ok && bi.Main.Version != "" && bi.Main.Version != "(devel)" {
-		return bi.Main.Version
-	}
-	return "dev"
-}
+func Version() string { return version.Version() }

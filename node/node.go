@@ -26,6 +26,7 @@ import (
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/trust"
 	"github.com/robonet/robonet/wag"
 	"github.com/robonet/robonet/wag/remote"
 )
@@ -85,6 +86,9 @@ type Node struct {
 	loopEngine *termEngine // what the leader loop left running when it stopped
 	stopFollow func()      // ends the follower
 	followDone chan struct{}
+	trust      *trustCenter
+	stopTrust  func() // ends runTrust and runPoolStats
+	trustDone  chan struct{}
 
 	grpcLis net.Listener
 	grpcSrv *grpc.Server
@@ -92,6 +96,11 @@ type Node struct {
 	httpLis net.Listener
 	httpSrv *http.Server
 	ready   atomic.Bool
+
+	metrics *nodeMetrics // served at /metrics
+	// api and meshAPI serve the gRPC API; the dashboard calls them too.
+	api     *router
+	meshAPI *meshAPI
 
 	serving sync.WaitGroup // the Serve goroutines
 	fatal   chan error     // a server that stopped on its own
@@ -116,16 +125,18 @@ func New(cfg Config) (*Node, error) {
 		}
 	}
 	stopping, begin := context.WithCancel(context.Background())
-	return &Node{
+	n := &Node{
 		cfg:           cfg,
-		log:           cfg.Logger.With(zap.String("node", cfg.Name)),
+		log:           cfg.Logger.Named("node").With(zap.String("node", cfg.Name)),
 		id:            id,
 		tokens:        tokens,
 		violations:    map[string]int{},
 		stopping:      stopping,
 		beginStopping: begin,
 		fatal:         make(chan error, 2),
-	}, nil
+	}
+	n.metrics = newNodeMetrics(n)
+	return n, nil
 }
 
 // loadIdentity loads the node's certificate and checks that it names
@@ -182,6 +193,12 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// wag and the engine add the node's name (and the engine its term) to
 	// their own log lines.
 	wcfg.NodeName, wcfg.Capabilities, wcfg.Logger = n.cfg.Name, n.cfg.Capabilities, n.cfg.Logger
+	wcfg.Metrics = n.metrics.wag
+	tier, _ := trust.ParseTier(n.cfg.DispatchTier) // validated
+	if n.trust, err = newTrustCenter(n.cfg.Name, n.log, tier, n.cfg.TrustPeers, n.cfg.Faults); err != nil {
+		return err
+	}
+	wcfg.Trust = n.trust
 	if n.workers, err = wag.NewWorkerHost(wcfg); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -212,6 +229,8 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	}
 	n.mesh = m
 	n.meta = mcfg.Meta
+	n.trust.anchorOf = n.memberAnchor
+	n.trust.leading = func() bool { return m.Leader().IsLeader }
 	n.conns = newConnCache(n.cfg.MaxMessageBytes, n.id)
 
 	if err := n.workers.Start(ctx); err != nil {
@@ -233,6 +252,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	n.workers.OnChange(n.capabilitiesChanged)
 	n.startGRPC()
 	n.startFollower()
+	n.startTrust()
 	if server {
 		n.startLeaderLoop()
 	}
@@ -273,6 +293,22 @@ func (n *Node) startFollower() {
 		defer close(n.followDone)
 		defer unsubscribe()
 		n.follower.run(ctx, events)
+	}()
+}
+
+// startTrust runs the loop that advertises the node's hash-chain anchor
+// and runs the Sentinel on the leader (trust.go).
+func (n *Node) startTrust() {
+	ctx, cancel := context.WithCancel(context.Background())
+	n.stopTrust, n.trustDone = cancel, make(chan struct{})
+	go func() {
+		defer close(n.trustDone)
+		var wg sync.WaitGroup
+		wg.Go(func() { n.runTrust(ctx) })
+		if n.store != nil {
+			wg.Go(func() { n.runPoolStats(ctx) })
+		}
+		wg.Wait()
 	}()
 }
 
@@ -355,13 +391,16 @@ func (n *Node) startGRPC() {
 		grpc.ChainUnaryInterceptor(ic.unary, az.unary),
 		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream, az.stream),
 	)...)
-	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, &router{
+	n.api = &router{
 		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes},
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns,
-	})
-	robonetv1.RegisterMeshServiceServer(n.grpcSrv, newMeshAPI(n))
+	}
+	n.meshAPI = newMeshAPI(n)
+	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, n.api)
+	robonetv1.RegisterMeshServiceServer(n.grpcSrv, n.meshAPI)
 	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log, remote.ServerOptions{
 		Caller: checkCaller, OnViolation: n.peerViolation, HeartbeatInterval: n.cfg.Wag.WithDefaults().HeartbeatInterval,
+		Trust: n.trust, Evidence: n.trust,
 	}))
 	wcfg := n.cfg.Wag.WithDefaults()
 	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log))
@@ -417,9 +456,14 @@ func (n *Node) startHTTP() error {
 	if err != nil {
 		return fmt.Errorf("HTTP listener: %w", err)
 	}
+	handler, err := n.httpHandler()
+	if err != nil {
+		_ = lis.Close()
+		return fmt.Errorf("HTTP handlers: %w", err)
+	}
 	n.httpLis = lis
 	n.httpSrv = &http.Server{
-		Handler: n.httpHandler(),
+		Handler: handler,
 		// Every phase is bounded, so slow or idle clients cannot hold
 		// connections (and their goroutines) forever.
 		ReadHeaderTimeout: httpReadHeaderTimeout,
@@ -596,6 +640,10 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 	if n.stopFollow != nil {
 		n.stopFollow()
 		<-n.followDone
+	}
+	if n.stopTrust != nil {
+		n.stopTrust()
+		<-n.trustDone
 	}
 	if n.wagglers != nil {
 		if err := n.wagglers.Stop(ctx); err != nil {

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/metadata"
 	"google.golang.org/grpc/status"
@@ -61,6 +62,9 @@ func (s *meshAPI) Quarantine(ctx context.Context, req *robonetv1.QuarantineReque
 	if change && l.IsLeader {
 		err := s.mesh.Apply(ctx, cmd)
 		if err == nil {
+			if req.GetOp() == robonetv1.QuarantineOp_QUARANTINE_OP_RELEASE && s.trust != nil {
+				s.trust.released(req.GetNode()) // its trust starts again from zero
+			}
 			return s.quarantineList(), nil
 		}
 		if !errors.Is(err, mesh.ErrNotLeader) {
@@ -68,15 +72,51 @@ func (s *meshAPI) Quarantine(ctx context.Context, req *robonetv1.QuarantineReque
 		}
 		l = s.mesh.Leader()
 	}
+	cc, fctx, err := s.toLeader(ctx, l, "quarantine", "to commit it or answer it")
+	if err != nil {
+		return nil, err
+	}
+	return robonetv1.NewMeshServiceClient(cc).Quarantine(fctx, req)
+}
+
+// toLeader is a connection to the engine leader l, and the context that
+// marks a call forwarded to it once (a call already forwarded is not
+// forwarded again); what and why name the call for its errors.
+func (s *meshAPI) toLeader(ctx context.Context, l mesh.Leadership, what, why string) (grpc.ClientConnInterface, context.Context, error) {
 	if isForwarded(ctx) || l.Leader == "" || l.Leader == s.self || l.LeaderGRPC == "" || s.conn == nil {
-		return nil, status.Error(codes.Unavailable, "quarantine: no engine leader to commit it or answer it: retry when one is elected (roboctl leader)")
+		return nil, nil, status.Errorf(codes.Unavailable, "%s: no engine leader %s: retry when one is elected (roboctl leader)", what, why)
 	}
 	cc, err := s.conn(l.Leader, l.LeaderGRPC)
 	if err != nil {
-		return nil, status.Errorf(codes.Unavailable, "quarantine: reaching the leader %s: %v", l.Leader, err)
+		return nil, nil, status.Errorf(codes.Unavailable, "%s: reaching the leader %s: %v", what, l.Leader, err)
 	}
-	fctx := metadata.AppendToOutgoingContext(ctx, forwardedHeader, s.self)
-	return robonetv1.NewMeshServiceClient(cc).Quarantine(fctx, req)
+	return cc, metadata.AppendToOutgoingContext(ctx, forwardedHeader, s.self), nil
+}
+
+// ListTrust answers with the leader's trust in each node: this node's
+// when it leads, else forwarded once to the leader.
+func (s *meshAPI) ListTrust(ctx context.Context, req *robonetv1.ListTrustRequest) (*robonetv1.ListTrustResponse, error) {
+	if s.trust == nil {
+		return nil, status.Error(codes.Unimplemented, "trust: this node does not report trust")
+	}
+	l := s.mesh.Leader()
+	if l.IsLeader {
+		resp := &robonetv1.ListTrustResponse{AnsweredBy: s.self, DispatchTier: s.trust.minTier.String()}
+		for _, v := range s.trust.view() {
+			nt := &robonetv1.NodeTrust{Node: v.Name, Tier: v.Tier, Score: v.Score, Good: v.Good, Bad: v.Bad, Evidence: v.Evidence,
+				Betrayed: v.Betrayed, Pretrusted: v.PreTrusted, Self: v.Self}
+			if !v.Since.IsZero() {
+				nt.Since = timestamppb.New(v.Since)
+			}
+			resp.Nodes = append(resp.Nodes, nt)
+		}
+		return resp, nil
+	}
+	cc, fctx, err := s.toLeader(ctx, l, "trust", "to answer it")
+	if err != nil {
+		return nil, err
+	}
+	return robonetv1.NewMeshServiceClient(cc).ListTrust(fctx, req)
 }
 
 // quarantineList is this server's control state's quarantine.

@@ -15,6 +15,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
 	"github.com/robonet/robonet/wag/remote"
 )
@@ -117,7 +118,8 @@ func (n *Node) newTerm(term uint64) (*termEngine, error) {
 	var err error
 	t.router, err = wag.NewRouter(wag.RouterConfig{
 		Term: term, Sink: verifier, Directory: meshDirectory{n}, Logger: n.cfg.Logger, NodeName: n.cfg.Name,
-		Holds: func(id uuid.UUID) bool { return t.Engine != nil && t.Holds(id) },
+		Holds:   func(id uuid.UUID) bool { return t.Engine != nil && t.Holds(id) },
+		Metrics: n.metrics.wag,
 	})
 	if err != nil {
 		return nil, err
@@ -126,6 +128,7 @@ func (n *Node) newTerm(term uint64) (*termEngine, error) {
 	ecfg := n.cfg.Engine
 	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, verifier, n.cfg.Logger, n.cfg.Name, term
 	ecfg.Query = n.reader
+	ecfg.Metrics = n.metrics.engine
 	if t.Engine, err = engine.New(ecfg); err != nil {
 		return nil, err
 	}
@@ -332,7 +335,13 @@ func (f *wagFollower) follow(ctx context.Context) {
 			}
 		}
 	}
-	holders := wagHolders(f.n.mesh.Members(), f.n.cfg.Name, f.n.wagglers.Roles(), control)
+	members := f.n.mesh.Members()
+	if fl := f.n.cfg.Faults; fl != nil && fl.DeafToWagglerGossip {
+		for i := range members {
+			members[i].Wagglers = nil
+		}
+	}
+	holders := wagHolders(members, f.n.cfg.Name, f.n.wagglers.Roles(), control)
 	for c := range maps.Keys(f.n.workers.Capabilities()) {
 		h, ok := holders[c]
 		if !ok {
@@ -403,6 +412,7 @@ func (n *Node) verifyOutcome(node string, agreed bool) {
 	if !agreed {
 		n.log.Warn("a worker node was outvoted on a verified attempt", zap.String("worker_node", node))
 	}
+	n.trust.verifyOutcome(node, agreed)
 }
 
 // peerViolation is told of a peer that sent, on a Waggler stream, what no
@@ -414,7 +424,12 @@ func (n *Node) peerViolation(peer, what string) {
 	count := n.violations[peer]
 	n.violMu.Unlock()
 	n.log.Warn("peer violation", zap.String("peer", peer), zap.String("what", what), zap.Int("count", count))
+	n.trust.Observe(sentinel.Observation{Node: peer, Kind: sentinel.Violation, At: time.Now()})
 }
+
+// wagglerRank ranks node for a new Waggler role by this node's trust in
+// it (the leader's).
+func (n *Node) wagglerRank(node string) int { return n.trust.Rank(node) }
 
 // memberGRPC returns the gRPC address node advertises, if it is alive.
 func (n *Node) memberGRPC(node string) (string, error) {
@@ -443,7 +458,8 @@ func (n *Node) openRemoteWaggler(ctx context.Context, node string, term uint64, 
 	if err != nil {
 		return nil, err
 	}
-	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), term, n.cfg.Name, node, up, n.log, n.peerViolation)
+	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), term, n.cfg.Name, node, up, n.log,
+		remote.LeadOptions{OnViolation: n.peerViolation, Trust: n.trust, OnObservations: n.trust.observedBy})
 }
 
 // remoteWorkTarget is the Waggler of capability on node, for this node's
@@ -461,7 +477,8 @@ func (n *Node) remoteWorkTarget(_ context.Context, node, capability string, epoc
 	return wag.TargetSource{
 		Key: wag.TargetKey(node, capability, epoch),
 		New: func(running func() []wag.Running) wag.Target {
-			return remote.NewWorkTarget(client, n.cfg.Name, capability, epoch, running, n.log, node, n.peerViolation)
+			return remote.NewWorkTarget(client, n.cfg.Name, capability, epoch, running, n.log, node,
+				remote.WorkOptions{OnViolation: n.peerViolation, Trust: n.trust})
 		},
 	}, nil
 }
