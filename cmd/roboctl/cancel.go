@@ -18,28 +18,26 @@ func newCancelCmd(g *globalOptions) *cobra.Command {
 		Long: `Ask a running or queued instance to stop. Its running tasks are
 cancelled (exec children are killed) and it ends CANCELLED; follow it with
 roboctl watch ID. Cancelling an instance that already finished fails (exit 1).`,
-		Args: cobra.ExactArgs(1),
+		Args:              oneArg("an instance id (or a unique prefix of one)"),
+		ValidArgsFunction: completeInstanceIDs(g),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := client.ParseFormat(output)
 			if err != nil {
 				return err
 			}
-			wf, conn, err := g.connect()
-			if err != nil {
-				return g.fail(cmd, err)
-			}
-			defer func() { _ = conn.Close() }()
-			if err := g.call(cmd.Context(), func(ctx context.Context) error {
-				_, err := wf.CancelInstance(ctx, &robonetv1.CancelInstanceRequest{InstanceId: args[0]})
-				return err
-			}); err != nil {
-				return g.fail(cmd, err)
-			}
-			if format != client.FormatTable {
-				return client.WriteData(cmd.OutOrStdout(), format, map[string]any{"instance_id": args[0], "cancel_requested": true})
-			}
-			fmt.Fprintf(cmd.OutOrStdout(), "cancellation of %s requested\n", args[0])
-			return nil
+			return withInstance(cmd, g, args[0], func(wf robonetv1.WorkflowServiceClient, id string) error {
+				if err := g.call(cmd.Context(), func(ctx context.Context) error {
+					_, err := wf.CancelInstance(ctx, &robonetv1.CancelInstanceRequest{InstanceId: id})
+					return err
+				}); err != nil {
+					return g.fail(cmd, err)
+				}
+				if format != client.FormatTable {
+					return client.WriteData(cmd.OutOrStdout(), format, map[string]any{"instance_id": id, "cancel_requested": true})
+				}
+				fmt.Fprintf(cmd.OutOrStdout(), "cancellation of %s requested\n", id)
+				return nil
+			})
 		},
 	}
 	outputFlag(cmd, &output)

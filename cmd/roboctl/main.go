@@ -25,6 +25,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 	"time"
 
@@ -32,6 +33,7 @@ import (
 	"google.golang.org/grpc"
 
 	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/internal/version"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -60,15 +62,33 @@ func main() {
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
 	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	cmd, err := root.ExecuteContextC(ctx)
 	switch {
 	case err == nil:
 		return exitOK
 	case errors.Is(err, errFailed):
 		return exitFailed
 	default:
-		fmt.Fprintf(stderr, "roboctl: %v\nRun 'roboctl --help' for usage.\n", err)
+		// A usage error: say it with the command's own usage line.
+		if cmd == nil {
+			cmd = root
+		}
+		fmt.Fprintf(stderr, "%s: %v\nUsage: %s\nRun '%s --help' for more.\n", cmd.CommandPath(), err, cmd.UseLine(), cmd.CommandPath())
 		return exitUsage
+	}
+}
+
+// oneArg is the Args of a command that takes one argument, what: the
+// error names what is missing.
+func oneArg(what string) cobra.PositionalArgs {
+	return func(_ *cobra.Command, args []string) error {
+		switch {
+		case len(args) == 0:
+			return fmt.Errorf("missing %s", what)
+		case len(args) > 1:
+			return fmt.Errorf("takes %s, not %d arguments", what, len(args))
+		}
+		return nil
 	}
 }
 
@@ -109,8 +129,9 @@ func (o *globalOptions) dial() (*grpc.ClientConn, error) {
 func newRootCmd(stdout, stderr io.Writer) *cobra.Command {
 	opts := &globalOptions{}
 	root := &cobra.Command{
-		Use:   "roboctl",
-		Short: "roboctl drives a roboNet mesh: validate, submit and watch workflows",
+		Use:     "roboctl",
+		Version: version.String("roboctl"),
+		Short:   "roboctl drives a roboNet mesh: validate, submit and watch workflows",
 		Long: `roboctl drives a roboNet mesh over its gRPC API.
 
 It talks to the robonode at --addr (or $` + envAddrName + `, default ` + defaultAddr + `,
@@ -145,11 +166,14 @@ or was cancelled), 2 usage error.`,
 		newListCmd(opts),
 		newCancelCmd(opts),
 		newWorkflowsCmd(opts),
+		newSchedulesCmd(opts),
 		newMembersCmd(opts),
 		newLeaderCmd(opts),
 		newWagglersCmd(opts),
 		newQuarantineCmd(opts),
+		newTrustCmd(opts),
 	)
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 
@@ -177,6 +201,10 @@ func (o *globalOptions) fail(cmd *cobra.Command, err error) error {
 }
 
 // outputFlag adds -o/--output to cmd.
-func outputFlag(cmd *cobra.Command, p *string) {
-	cmd.Flags().StringVarP(p, "output", "o", "table", "output format: table, json or yaml")
+func outputFlag(cmd *cobra.Command, p *string, formats ...string) {
+	if len(formats) == 0 {
+		formats = []string{"table", "json", "yaml"}
+	}
+	cmd.Flags().StringVarP(p, "output", "o", "table", "output format: "+strings.Join(formats[:len(formats)-1], ", ")+" or "+formats[len(formats)-1])
+	_ = cmd.RegisterFlagCompletionFunc("output", completeOutput(formats...))
 }

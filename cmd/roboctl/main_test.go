@@ -8,18 +8,23 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/goleak"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest"
 	"go.yaml.in/yaml/v3"
 
+	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/node"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -59,6 +64,16 @@ func roboctl(t *testing.T, args ...string) result {
 	defer cancel()
 	code := run(ctx, args, &out, &errOut)
 	return result{code, out.String(), errOut.String()}
+}
+
+// testdataSpec reads a spec of testdata/ (failing the whole run if it is
+// missing: every test reads its specs from there).
+func testdataSpec(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
 }
 
 // testNode starts a node in-process on SQLite in dir (a temporary one if
@@ -106,70 +121,15 @@ func writeSpec(t *testing.T, name, src string) string {
 	return path
 }
 
-const helloSpec = `name: hello
-version: 1
-inputs:
-  name: {type: string, default: world}
-tasks:
-  greet:
-    capability: core
-    action: echo
-    with: {greeting: "Hello, ${{ inputs.name }}!"}
-outputs:
-  greeting: ${{ tasks.greet.output.greeting }}
-`
-
-const failingSpec = `name: failing
-version: 1
-tasks:
-  boom:
-    capability: code.exec
-    action: exec
-    retry: {max_attempts: 1}
-    with: {argv: [sh, -c, 'echo "the disk is on fire" >&2; exit 9']}
-`
-
-const brokenSpec = `name: broken
-version: 1
-tasks:
-  probe:
-    needs: [discovr]
-    capability: core
-    action: echo
-  discover:
-    capability: core
-    action: echo
-`
-
-const slowSpec = `name: slow
-version: 1
-tasks:
-  first:
-    capability: code.exec
-    action: exec
-    with: {argv: [sh, -c, 'sleep 0.5; echo 1']}
-  second:
-    needs: [first]
-    capability: code.exec
-    action: exec
-    with: {argv: [sh, -c, 'sleep 0.5; echo 2']}
-  third:
-    needs: [second]
-    capability: code.exec
-    action: exec
-    with: {argv: [sh, -c, 'sleep 0.5; echo 3']}
-outputs:
-  last: ${{ tasks.third.output }}
-`
-
-const sleepySpec = `name: sleepy
-version: 1
-tasks:
-  nap:
-    capability: code.exec
-    action: exec
-    with: {argv: [sleep, "30"]}
-`
+// The specs the tests share, in testdata/.
+var (
+	helloSpec   = testdataSpec("hello.yaml")
+	failingSpec = testdataSpec("failing.yaml")
+	brokenSpec  = testdataSpec("broken.yaml")  // three problems with positions
+	slowSpec    = testdataSpec("slow.yaml")    // two tasks of half a second each
+	sleepySpec  = testdataSpec("sleepy.yaml")  // a task that sleeps 30 s
+	retriedSpec = testdataSpec("retried.yaml") // fails its first two attempts
+)
 
 func TestSubmitWait(t *testing.T) {
 	n := testNode(t, "", "")
@@ -294,7 +254,7 @@ func TestGetListAndWorkflows(t *testing.T) {
 	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &inst) != nil {
 		t.Fatalf("submit --workflow: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
-	id := inst["id"].(string)
+	id := inst["instance_id"].(string)
 
 	// get in the three formats: the same data.
 	r = roboctl(t, "--addr", addr, "get", id)
@@ -319,7 +279,7 @@ func TestGetListAndWorkflows(t *testing.T) {
 	var list struct {
 		Instances []map[string]any `json:"instances"`
 	}
-	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list.Instances) != 1 || list.Instances[0]["id"] != id {
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &list) != nil || len(list.Instances) != 1 || list.Instances[0]["instance_id"] != id {
 		t.Errorf("ls -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 	r = roboctl(t, "--addr", addr, "ls")
@@ -475,6 +435,21 @@ func TestMembersAndLeader(t *testing.T) {
 		members[0].Role != "leader" || members[0].Wagglers["core"] == 0 || members[0].Wagglers["code.exec"] == 0 {
 		t.Errorf("members -o json: %v\n%s", err, r.stdout)
 	}
+	// -o wide adds each node's worker pools; --pools puts them in the data.
+	r = roboctl(t, addr, "members", "-o", "wide")
+	if r.code != exitOK || !strings.Contains(r.stdout, "NODE          POOL       CAPABILITY  BUSY") || !strings.Contains(r.stdout, "roboctl-test  core       core        0/4 (0%)") {
+		t.Errorf("members -o wide: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = roboctl(t, addr, "members", "--pools", "-o", "json")
+	var withPools []struct {
+		Pools []struct {
+			Pool  string `json:"pool"`
+			Slots int    `json:"slots"`
+		} `json:"pools"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &withPools); err != nil || len(withPools) != 1 || len(withPools[0].Pools) != 2 || withPools[0].Pools[1].Slots != 4 {
+		t.Errorf("members --pools -o json: %v\n%s", err, r.stdout)
+	}
 	r = roboctl(t, addr, "leader", "-o", "json")
 	if !strings.Contains(r.stdout, `"name": "roboctl-test"`) {
 		t.Errorf("leader -o json:\n%s", r.stdout)
@@ -515,8 +490,18 @@ func TestWagglers(t *testing.T) {
 	eventually(t, func() bool {
 		r = roboctl(t, addr, "wagglers", "-o", "json")
 		rows = nil
-		return r.code == exitOK && json.Unmarshal([]byte(r.stdout), &rows) == nil && len(rows) == 2 &&
-			rows[0].Node != "" && rows[1].Node != ""
+		if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &rows) != nil || len(rows) != 2 {
+			return false
+		}
+		// The node's own workers register with each Waggler a moment
+		// after it takes the role; wait for that rather than read a
+		// Waggler that has none yet.
+		for _, w := range rows {
+			if w.Node == "" || w.Live && w.Workers == 0 {
+				return false
+			}
+		}
+		return true
 	})
 	for i, c := range []string{"code.exec", "core"} {
 		got := rows[i]
@@ -540,23 +525,12 @@ func TestWagglers(t *testing.T) {
 	}
 }
 
-// retriedSpec fails its first two attempts.
-const retriedSpec = `name: retried
-version: 1
-tasks:
-  flaky:
-    capability: code.exec
-    action: exec
-    retry: {max_attempts: 3, backoff: {initial: 10ms, factor: 1}}
-    with: {argv: [sh, -c, 'if [ "$ROBONET_ATTEMPT" -lt 3 ]; then echo "boom $ROBONET_ATTEMPT" >&2; exit 1; fi; echo fine']}
-`
-
 func TestGetListsAttempts(t *testing.T) {
 	n := testNode(t, "", "")
 	addr := "--addr=" + n.GRPCAddr()
 	r := roboctl(t, addr, "submit", writeSpec(t, "retried.yaml", retriedSpec), "--wait", "-o", "json")
 	var inst struct {
-		ID    string `json:"id"`
+		ID    string `json:"instance_id"`
 		State string `json:"state"`
 	}
 	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &inst) != nil || inst.State != "COMPLETE" {
@@ -606,5 +580,381 @@ func TestGetListsAttempts(t *testing.T) {
 		if !strings.Contains(r.stdout, want) {
 			t.Errorf("get lacks %q:\n%s", want, r.stdout)
 		}
+	}
+}
+
+// TestSubmitInputsFile: one instance per line of a JSON Lines file, in
+// batches; a bad line stops everything before anything is sent; with a
+// key, running the file again starts nothing new.
+func TestSubmitInputsFile(t *testing.T) {
+	n := testNode(t, "", "")
+	spec := writeSpec(t, "hello.yaml", helloSpec)
+	dir := t.TempDir()
+	bad := filepath.Join(dir, "bad.jsonl")
+	if err := os.WriteFile(bad, []byte("{\"name\": \"a\"}\n[1]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r := roboctl(t, "--addr", n.GRPCAddr(), "submit", spec, "--inputs-file", bad)
+	if r.code == exitOK || !strings.Contains(r.stderr, "bad.jsonl:2: want a JSON object") {
+		t.Fatalf("a bad line: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	file := filepath.Join(dir, "people.jsonl")
+	if err := os.WriteFile(file, []byte("{\"name\": \"Ada\"}\n\n{\"name\": \"Grace\"}\n{}\n{\"name\": \"Edsger\"}"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	r = roboctl(t, "--addr", n.GRPCAddr(), "submit", spec, "--inputs-file", file, "--batch-size", "2",
+		"--idempotency-key", "import", "-o", "json")
+	if r.code != exitOK {
+		t.Fatalf("exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	var got []submittedView
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil {
+		t.Fatalf("-o json: %v\n%s", err, r.stdout)
+	}
+	if len(got) != 4 || got[0].Line != 1 || got[1].Line != 3 || got[3].Line != 5 || got[0].Existing {
+		t.Fatalf("submitted %+v, want lines 1, 3, 4, 5, new", got)
+	}
+	if !strings.Contains(r.stderr, "4 instances of hello v1") {
+		t.Errorf("no summary on stderr:\n%s", r.stderr)
+	}
+	conn, err := client.Dial(n.GRPCAddr(), client.Credentials{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = conn.Close() }()
+	wf := robonetv1.NewWorkflowServiceClient(conn)
+	for i, who := range []string{"Ada", "Grace", "world", "Edsger"} {
+		in, err := client.Wait(context.Background(), wf, got[i].InstanceID, client.WaitOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out struct{ Greeting string }
+		if err := json.Unmarshal(client.Instance(in).Outputs, &out); err != nil || out.Greeting != "Hello, "+who+"!" {
+			t.Errorf("line %d: outputs %s (%v), want the greeting Hello, %s!", got[i].Line, client.Instance(in).Outputs, err, who)
+		}
+	}
+
+	// Again with the same key: the same instances, nothing new.
+	r = roboctl(t, "--addr", n.GRPCAddr(), "submit", "--workflow", "hello", "--inputs-file", file, "--idempotency-key", "import")
+	if r.code != exitOK || !strings.Contains(r.stderr, "4 already submitted with their keys") {
+		t.Fatalf("again: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if ids := strings.Fields(r.stdout); len(ids) != 4 || ids[0] != got[0].InstanceID || ids[3] != got[3].InstanceID {
+		t.Errorf("again: ids %v, want those of the first run", ids)
+	}
+}
+
+// TestSchedules: create, list, the runs it fires (every second), pause,
+// resume and delete through roboctl, and the errors a user meets.
+func TestSchedules(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	if r := roboctl(t, addr, "workflows", "register", writeSpec(t, "hello.yaml", helloSpec)); r.code != exitOK {
+		t.Fatalf("register: %d %s", r.code, r.stderr)
+	}
+	r := roboctl(t, addr, "schedules", "create", "greet", "--workflow", "hello", "--every", "1s", "--input", "name=Ada")
+	if r.code != exitOK || !strings.Contains(r.stdout, "schedule greet created (next run ") {
+		t.Fatalf("create: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	type view struct {
+		Name           string         `json:"name"`
+		Workflow       string         `json:"workflow"`
+		Inputs         map[string]any `json:"inputs"`
+		Interval       string         `json:"interval"`
+		Paused         bool           `json:"paused"`
+		NextRunAt      *time.Time     `json:"next_run_at"`
+		LastInstanceID string         `json:"last_instance_id"`
+	}
+	var list []view
+	eventually(t, func() bool {
+		r = roboctl(t, addr, "schedules", "ls", "-o", "json")
+		list = nil
+		return r.code == exitOK && json.Unmarshal([]byte(r.stdout), &list) == nil && len(list) == 1 && list[0].LastInstanceID != ""
+	})
+	if s := list[0]; s.Name != "greet" || s.Workflow != "hello" || s.Inputs["name"] != "Ada" || s.Interval != "1s" || s.Paused || s.NextRunAt == nil {
+		t.Fatalf("ls -o json: %+v", s)
+	}
+	// The run it fired is a real instance of hello with the schedule's inputs.
+	if r = roboctl(t, addr, "get", list[0].LastInstanceID, "-o", "json"); r.code != exitOK || !strings.Contains(r.stdout, `"Ada"`) {
+		t.Fatalf("get the fired instance: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = roboctl(t, addr, "schedules", "ls"); r.code != exitOK || !strings.Contains(r.stdout, "greet") || !strings.Contains(r.stdout, "NEXT RUN") {
+		t.Fatalf("ls: exit %d\n%s", r.code, r.stdout)
+	}
+	if r = roboctl(t, addr, "schedules", "pause", "greet"); r.code != exitOK || !strings.Contains(r.stdout, "schedule greet paused (paused)") {
+		t.Fatalf("pause: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = roboctl(t, addr, "schedules", "resume", "greet"); r.code != exitOK || !strings.Contains(r.stdout, "schedule greet resumed (next run") {
+		t.Fatalf("resume: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"schedules", "create", "greet", "--workflow", "hello", "--every", "1m", "--input", "name=Bo"}, exitFailed, "already exists"},
+		{[]string{"schedules", "create", "bad", "--workflow", "hello", "--cron", "every day", "--input", "name=Bo"}, exitFailed, "five fields"},
+		{[]string{"schedules", "create", "bad", "--workflow", "hello", "--every", "1m", "--input", "name=5"}, exitFailed, `input "name": must be a string`},
+		{[]string{"schedules", "create", "bad", "--workflow", "nope", "--every", "1m"}, exitFailed, "no version of this workflow"},
+		{[]string{"schedules", "create", "bad", "--every", "1m"}, exitUsage, "--workflow is required"},
+		{[]string{"schedules", "pause", "nope"}, exitFailed, "not found"},
+	} {
+		r := roboctl(t, append([]string{addr}, tc.args...)...)
+		if r.code != tc.code || !strings.Contains(r.stderr, tc.want) {
+			t.Errorf("%v: exit %d, want %d saying %q\n%s", tc.args, r.code, tc.code, tc.want, r.stderr)
+		}
+	}
+	if r = roboctl(t, addr, "schedules", "delete", "greet"); r.code != exitOK || !strings.Contains(r.stdout, "schedule greet deleted") {
+		t.Fatalf("delete: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = roboctl(t, addr, "schedules", "ls"); r.code != exitOK || !strings.Contains(r.stdout, "no schedules") {
+		t.Fatalf("ls after delete: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	r := roboctl(t, "--version")
+	if r.code != exitOK || !strings.HasPrefix(r.stdout, "roboctl dev (commit ") || !strings.Contains(r.stdout, runtime.Version()) {
+		t.Fatalf("--version: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+}
+
+// submit -q prints the instance id alone, for $(...).
+func TestSubmitQuiet(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	r := roboctl(t, addr, "submit", writeSpec(t, "hello.yaml", helloSpec), "-q")
+	id := strings.TrimSuffix(r.stdout, "\n")
+	if _, err := uuid.Parse(id); r.code != exitOK || err != nil || strings.Contains(id, "\n") || r.stderr != "" {
+		t.Fatalf("submit -q: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r = roboctl(t, addr, "get", id); r.code != exitOK {
+		t.Fatalf("get of the -q id: exit %d\n%s", r.code, r.stderr)
+	}
+	if r = roboctl(t, addr, "submit", "--workflow", "hello", "-q", "--wait"); r.code != exitUsage || !strings.Contains(r.stderr, "goes without --wait") {
+		t.Fatalf("-q --wait: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// A workflow that needs a capability no node serves is accepted, with a
+// warning that says so (on stderr: -q's stdout stays the id alone).
+func TestSubmitWarnsOfUnservedCapability(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	spec := writeSpec(t, "train.yaml", `name: train
+version: 1
+tasks:
+  prep: {capability: core, action: echo, with: {x: 1}}
+  fit: {capability: gpu.train, action: echo, needs: [prep], with: {x: 2}}
+`)
+	r := roboctl(t, addr, "submit", spec, "-q")
+	if _, err := uuid.Parse(strings.TrimSpace(r.stdout)); r.code != exitOK || err != nil ||
+		!strings.Contains(r.stderr, "warning: no node serves capability gpu.train") || strings.Contains(r.stderr, "capability core") {
+		t.Fatalf("submit: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = roboctl(t, addr, "submit", "--workflow", "train", "-o", "json")
+	var v struct {
+		Warnings []string `json:"warnings"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &v); err != nil || len(v.Warnings) != 1 || !strings.Contains(v.Warnings[0], "gpu.train") {
+		t.Fatalf("submit -o json: %v\n%s", err, r.stdout)
+	}
+	if r = roboctl(t, addr, "submit", writeSpec(t, "hello.yaml", helloSpec)); r.code != exitOK || strings.Contains(r.stderr, "warning") {
+		t.Fatalf("a workflow the node serves: exit %d, stderr %q", r.code, r.stderr)
+	}
+}
+
+// get, cancel and watch take a unique id prefix, and say which instances
+// an ambiguous one matches; ls pages, lists everything, and filters by age.
+func TestIDPrefixesAndListPaging(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	if r := roboctl(t, addr, "workflows", "register", writeSpec(t, "hello.yaml", helloSpec)); r.code != exitOK {
+		t.Fatal(r.stderr)
+	}
+	lines := strings.Repeat(`{"name": "x"}`+"\n", 40)
+	r := roboctl(t, addr, "submit", "--workflow", "hello", "--inputs-file", writeSpec(t, "in.jsonl", lines))
+	ids := strings.Fields(r.stdout)
+	if r.code != exitOK || len(ids) != 40 {
+		t.Fatalf("submitting 40: exit %d, %d ids\n%s", r.code, len(ids), r.stderr)
+	}
+	// A unique prefix: the shortest that names one id.
+	byFirst := map[byte][]string{}
+	for _, id := range ids {
+		byFirst[id[0]] = append(byFirst[id[0]], id)
+	}
+	var shared []string
+	for _, group := range byFirst {
+		if len(group) >= 2 {
+			shared = group
+		}
+	}
+	r = roboctl(t, addr, "get", ids[0][:13], "-o", "json")
+	if r.code != exitOK || !strings.Contains(r.stdout, ids[0]) {
+		t.Fatalf("get by a 13-character prefix: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// An ambiguous prefix: the matches are listed (at most five of them),
+	// each an id of ours that starts with it.
+	prefix := shared[0][:1]
+	r = roboctl(t, addr, "get", prefix)
+	listed := 0
+	for _, line := range strings.Split(r.stderr, "\n") {
+		if f := strings.Fields(line); len(f) > 0 && slices.Contains(ids, f[0]) && strings.HasPrefix(f[0], prefix) {
+			listed++
+		}
+	}
+	if r.code != exitFailed || !strings.Contains(r.stderr, "is the start of several instance ids") || listed != min(len(shared), 5) {
+		t.Fatalf("an ambiguous prefix %q matching %d ids: exit %d, %d listed\n%s", prefix, len(shared), r.code, listed, r.stderr)
+	}
+	if r = roboctl(t, addr, "watch", "ffffffff-ffff-ffff-ffff-fffffff"); r.code != exitFailed || !strings.Contains(r.stderr, "no instance id starts with") {
+		t.Fatalf("a prefix nothing starts with: exit %d\n%s", r.code, r.stderr)
+	}
+	if r = roboctl(t, addr, "cancel", "zz"); r.code != exitFailed || !strings.Contains(r.stderr, "want hex digits") {
+		t.Fatalf("a prefix that is no id: exit %d\n%s", r.code, r.stderr)
+	}
+
+	type page struct {
+		Instances []struct {
+			ID string `json:"instance_id"`
+		} `json:"instances"`
+		Next string `json:"next_page_token"`
+	}
+	list := func(args ...string) page {
+		t.Helper()
+		r := roboctl(t, append([]string{addr, "ls", "-o", "json"}, args...)...)
+		var p page
+		if err := json.Unmarshal([]byte(r.stdout), &p); r.code != exitOK || err != nil {
+			t.Fatalf("ls %v: exit %d, %v\n%s%s", args, r.code, err, r.stdout, r.stderr)
+		}
+		return p
+	}
+	first := list("--limit", "15")
+	second := list("--limit", "15", "--page-token", first.Next)
+	if len(first.Instances) != 15 || first.Next == "" || len(second.Instances) != 15 || second.Instances[0].ID == first.Instances[0].ID {
+		t.Fatalf("two pages of 15: %d then %d", len(first.Instances), len(second.Instances))
+	}
+	if all := list("--all", "--since", "1h"); len(all.Instances) != 40 || all.Next != "" {
+		t.Fatalf("--all --since 1h: %d instances, next %q; want 40", len(all.Instances), all.Next)
+	}
+	time.Sleep(10 * time.Millisecond) // the last submission is now well over a millisecond old
+	if none := list("--since", "1ms"); len(none.Instances) != 0 {
+		t.Fatalf("--since 1ms: %d instances", len(none.Instances))
+	}
+	if r = roboctl(t, addr, "ls", "--all", "--limit", "3"); r.code != exitUsage {
+		t.Fatalf("--all with --limit: exit %d", r.code)
+	}
+}
+
+// submit --dev: an edited spec whose version is registered with another
+// definition runs as the next version (or as the version that has its
+// definition) instead of being refused; registered versions never change.
+func TestSubmitDev(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	original := writeSpec(t, "hello.yaml", helloSpec)
+	edited := writeSpec(t, "hello-edited.yaml", strings.Replace(helloSpec, "Hello, ", "Hi, ", 1))
+	again := writeSpec(t, "hello-again.yaml", strings.Replace(helloSpec, "Hello, ", "Hey, ", 1))
+	version := func(args ...string) (uint32, string) {
+		t.Helper()
+		r := roboctl(t, append([]string{addr, "submit", "-o", "json"}, args...)...)
+		var v struct {
+			Workflow struct {
+				Version uint32 `json:"version"`
+			} `json:"workflow"`
+		}
+		if err := json.Unmarshal([]byte(r.stdout), &v); r.code != exitOK || err != nil {
+			t.Fatalf("submit %v: exit %d, %v\n%s%s", args, r.code, err, r.stdout, r.stderr)
+		}
+		return v.Workflow.Version, r.stderr
+	}
+	if v, _ := version(original); v != 1 {
+		t.Fatalf("the original: version %d", v)
+	}
+	if r := roboctl(t, addr, "submit", edited); r.code != exitFailed || !strings.Contains(r.stderr, "bump `version`") {
+		t.Fatalf("an edited spec without --dev: exit %d\n%s", r.code, r.stderr)
+	}
+	if v, stderr := version(edited, "--dev"); v != 2 || !strings.Contains(stderr, "it runs as version 2 (--dev") {
+		t.Fatalf("the edit with --dev: version %d, stderr %q", v, stderr)
+	}
+	if v, _ := version(edited, "--dev"); v != 2 {
+		t.Fatalf("the same edit again: version %d, want 2 (its definition is registered there)", v)
+	}
+	if v, _ := version(again, "--dev"); v != 3 {
+		t.Fatalf("another edit: version %d, want 3", v)
+	}
+	if v, stderr := version(original, "--dev"); v != 1 || stderr != "" {
+		t.Fatalf("the original with --dev: version %d, stderr %q", v, stderr)
+	}
+	if r := roboctl(t, addr, "submit", "--workflow", "hello", "--dev"); r.code != exitUsage || !strings.Contains(r.stderr, "--dev works with a spec FILE") {
+		t.Fatalf("--dev with --workflow: exit %d, %q", r.code, r.stderr)
+	}
+}
+
+// A missing argument names what is missing, with the command's usage.
+func TestMissingArgumentShowsUsage(t *testing.T) {
+	r := roboctl(t, "get")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "roboctl get: missing an instance id") || !strings.Contains(r.stderr, "Usage: roboctl get ID") {
+		t.Fatalf("get without an id: exit %d\n%s", r.code, r.stderr)
+	}
+	r = roboctl(t, "schedules", "delete", "a", "b")
+	if r.code != exitUsage || !strings.Contains(r.stderr, "takes the schedule's name, not 2 arguments") {
+		t.Fatalf("delete with two names: exit %d\n%s", r.code, r.stderr)
+	}
+}
+
+// An error says what failed once, not once per layer it crossed.
+func TestErrorsDoNotRepeatThemselves(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	const id = "0b9c6f3e-4a52-4d6b-9d9e-6f1f0c2a7e11"
+	for cmd, op := range map[string]string{"get": "get instance", "cancel": "cancel instance"} {
+		r := roboctl(t, addr, cmd, id)
+		if r.code != exitFailed || strings.Count(r.stderr, id) != 1 || strings.Count(r.stderr, op) != 1 || !strings.Contains(r.stderr, "NOT_FOUND") {
+			t.Errorf("%s of an unknown instance: exit %d, %q", cmd, r.code, r.stderr)
+		}
+	}
+}
+
+// watch on a finished instance shows its whole history, as recorded.
+func TestWatchFinishedReplaysHistory(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	r := roboctl(t, addr, "submit", writeSpec(t, "hello.yaml", helloSpec), "-q")
+	id := strings.TrimSpace(r.stdout)
+	if r = roboctl(t, addr, "watch", id); r.code != exitOK { // follows it to its end
+		t.Fatalf("watch: exit %d\n%s", r.code, r.stderr)
+	}
+	r = roboctl(t, addr, "watch", id[:8])
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != exitOK || len(lines) != 4 || !strings.Contains(lines[0], "snapshot") || !strings.Contains(lines[1], "task_started") ||
+		!strings.Contains(lines[2], "task_completed  greet attempt 1") || !strings.Contains(lines[3], "state           COMPLETE") {
+		t.Fatalf("watch of a finished instance: exit %d\n%s", r.code, r.stdout)
+	}
+}
+
+// Shell completion offers instance ids (with workflow and state), workflow
+// names and each command's output formats, asking the node at --addr.
+func TestCompletion(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	r := roboctl(t, addr, "submit", writeSpec(t, "hello.yaml", helloSpec), "-q")
+	id := strings.TrimSpace(r.stdout)
+	if r = roboctl(t, addr, "__complete", "get", id[:4]); !strings.Contains(r.stdout, id+"\thello v1, ") {
+		t.Errorf("completing an id: %q", r.stdout)
+	}
+	if r = roboctl(t, addr, "__complete", "submit", "--workflow", ""); !strings.Contains(r.stdout, "hello\n") {
+		t.Errorf("completing --workflow: %q", r.stdout)
+	}
+	if r = roboctl(t, addr, "__complete", "submit", "--workflow", "hello@"); !strings.Contains(r.stdout, "hello@1") {
+		t.Errorf("completing --workflow NAME@: %q", r.stdout)
+	}
+	if r = roboctl(t, addr, "__complete", "members", "-o", ""); !strings.Contains(r.stdout, "wide\n") {
+		t.Errorf("completing members -o: %q", r.stdout)
+	}
+	// With no node to ask, nothing is offered (and no file names).
+	if r = roboctl(t, "--addr=127.0.0.1:1", "__complete", "get", ""); r.code != exitOK || strings.TrimSpace(r.stdout) != ":4" {
+		t.Errorf("completing with no node to ask: exit %d, %q", r.code, r.stdout)
 	}
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -38,7 +39,10 @@ func askMesh[R any](cmd *cobra.Command, g *globalOptions, ask func(context.Conte
 }
 
 func newMembersCmd(g *globalOptions) *cobra.Command {
-	var output string
+	var (
+		output string
+		pools  bool
+	)
 	cmd := &cobra.Command{
 		Use:   "members",
 		Short: "List the nodes of the mesh: status, role, gRPC address, capabilities, Wagglers; * marks the leader",
@@ -48,15 +52,24 @@ failed), role (leader: the server that leads the engine; server: a Raft
 server that may lead it; worker: a node that only runs tasks — servers run
 tasks too), gRPC address, capabilities with their worker pool sizes, and
 the capabilities whose Waggler the node runs. Any node answers, also during
-an election.`,
+an election.
+
+-o wide (or --pools with -o json|yaml) asks every node for its worker
+pools: busy slots, attempts done and failed, finishes in the last minute and
+run-time percentiles. A node that does not answer gets a note (on a server,
+with the pools as the leader last collected them).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			wide := strings.EqualFold(output, "wide")
+			if wide {
+				output, pools = "table", true
+			}
 			format, err := client.ParseFormat(output)
 			if err != nil {
-				return err
+				return fmt.Errorf("%w (or wide)", err)
 			}
 			resp, err := askMesh(cmd, g, func(ctx context.Context, mc robonetv1.MeshServiceClient) (*robonetv1.ListMembersResponse, error) {
-				return mc.ListMembers(ctx, &robonetv1.ListMembersRequest{})
+				return mc.ListMembers(ctx, &robonetv1.ListMembersRequest{Pools: pools})
 			})
 			if err != nil {
 				return err
@@ -68,11 +81,13 @@ an election.`,
 				}
 				return client.WriteData(cmd.OutOrStdout(), format, views)
 			}
-			client.PrintMembers(cmd.OutOrStdout(), resp.GetMembers())
+			client.PrintMembers(cmd.OutOrStdout(), resp.GetMembers(), wide)
 			return nil
 		},
 	}
-	outputFlag(cmd, &output)
+	outputFlag(cmd, &output, "table", "wide", "json", "yaml")
+	cmd.Flags().Lookup("output").Usage = "output format: table, wide (with each node's worker pools), json or yaml"
+	cmd.Flags().BoolVar(&pools, "pools", false, "ask every node for its worker pools (implied by -o wide)")
 	return cmd
 }
 
@@ -211,5 +226,47 @@ committed through Raft by the engine leader; any node forwards them.`,
 	release.RunE = run(robonetv1.QuarantineOp_QUARANTINE_OP_RELEASE, "", "", &relOut)
 	outputFlag(release, &relOut)
 	cmd.AddCommand(ls, add, release)
+	return cmd
+}
+
+func newTrustCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "trust",
+		Short: "Show each node's trust tier, score and evidence, as the leader sees them",
+		Long: `Every node earns trust from what the others observe: heartbeats whose
+hash-chain stamps verify, attempts it completes, and against it attempts it
+loses, replayed stamps, messages beyond the stream limits and verified
+attempts it is outvoted on. The score is the beta-reputation
+(1 + good) / (2 + good + bad), evidence halving every 24 hours; tiers are
+unverified < provisional < established < trusted. A worker node below the
+dispatch tier (robonode --dispatch-tier, default established) is on
+probation: one attempt at a time, one more per attempt it completes. A
+node that forges a hash-chain token is betrayed: score 0 at once, no work,
+and the Sentinel quarantines it. docs/security.md gives every parameter.`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := client.ParseFormat(output)
+			if err != nil {
+				return err
+			}
+			resp, err := askMesh(cmd, g, func(ctx context.Context, mc robonetv1.MeshServiceClient) (*robonetv1.ListTrustResponse, error) {
+				return mc.ListTrust(ctx, &robonetv1.ListTrustRequest{})
+			})
+			if err != nil {
+				return err
+			}
+			if format != client.FormatTable {
+				views := make([]client.TrustView, 0, len(resp.GetNodes()))
+				for _, n := range resp.GetNodes() {
+					views = append(views, client.Trust(n))
+				}
+				return client.WriteData(cmd.OutOrStdout(), format, views)
+			}
+			client.PrintTrust(cmd.OutOrStdout(), resp)
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"os"
 	"strconv"
 	"strings"
@@ -22,16 +23,20 @@ type submitOptions struct {
 	workflow       string
 	inputs         []string
 	inputsFile     string
+	inputsLines    string
+	batchSize      int
 	idempotencyKey string
 	deadline       time.Duration
 	wait           bool
+	quiet          bool
+	dev            bool
 	output         string
 }
 
 func newSubmitCmd(g *globalOptions) *cobra.Command {
 	o := &submitOptions{}
 	cmd := &cobra.Command{
-		Use:   "submit (FILE | --workflow NAME[@VERSION]) [--input k=v]... [--inputs FILE.json] [--wait]",
+		Use:   "submit (FILE | --workflow NAME[@VERSION]) [--input k=v]... [--inputs FILE.json | --inputs-file FILE.jsonl] [--wait]",
 		Short: "Start a workflow instance from a spec file or a registered workflow",
 		Long: `Start a workflow instance.
 
@@ -48,10 +53,22 @@ otherwise (--input name=Ada); write --input 'k="5"' for the string "5".
 Without --wait it prints the instance id and returns. With --wait it shows
 live progress (tasks done/total, running and failed counts) on stderr, then
 the outputs, and exits 0 only if the instance COMPLETED (1 if it FAILED or
-was CANCELLED).`,
+was CANCELLED).
+
+With --inputs-file FILE.jsonl it starts one instance per line of FILE (a
+JSON object of inputs per line; blank lines are skipped), --input values
+overriding each line's, in calls of --batch-size instances (SubmitWorkflows:
+each call is checked whole and queued in one transaction, or not at all).
+Every line is checked before the first call. It prints one instance id per
+line of input (-o json: line, instance_id, existing) and a summary on
+stderr. With --idempotency-key K, line N gets the key K/N: running the
+same file again after a failure starts only what did not start.`,
 		Example: `  roboctl submit examples/fan-out.yaml --input count=10 --wait
   roboctl submit examples/hello.yaml --input name=Ada -o json
-  roboctl submit --workflow hello@1 --idempotency-key nightly-2026-11-21`,
+  roboctl submit --workflow hello@1 --idempotency-key nightly-2026-11-21
+  ID=$(roboctl submit examples/hello.yaml -q) && roboctl watch "$ID"
+  roboctl submit my-draft.yaml --dev --wait      # edit, run, edit, run: no version bumps
+  roboctl submit --workflow hello --inputs-file people.jsonl --idempotency-key import-7`,
 		Args: cobra.MaximumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			return o.run(cmd, g, args)
@@ -59,11 +76,16 @@ was CANCELLED).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&o.workflow, "workflow", "", "run a registered workflow: NAME or NAME@VERSION")
+	_ = cmd.RegisterFlagCompletionFunc("workflow", completeWorkflows(g))
 	f.StringArrayVar(&o.inputs, "input", nil, "an input as k=v (repeatable); v is JSON when it parses as JSON, else a string")
 	f.StringVar(&o.inputsFile, "inputs", "", "a JSON file holding an object of inputs")
+	f.StringVar(&o.inputsLines, "inputs-file", "", "a JSON Lines file: one instance per line, each a JSON object of inputs")
+	f.IntVar(&o.batchSize, "batch-size", 1000, "with --inputs-file: instances per call (at most 1000)")
 	f.StringVar(&o.idempotencyKey, "idempotency-key", "", "resubmitting with the same key returns the first instance")
 	f.DurationVar(&o.deadline, "deadline", 0, "fail the instance if it is still running after this long (0: none)")
 	f.BoolVar(&o.wait, "wait", false, "wait for the instance to finish, showing progress, then print its outputs")
+	f.BoolVar(&o.dev, "dev", false, "edit and run: if the spec's version is registered with another definition, run it as the next version instead of refusing it")
+	f.BoolVarP(&o.quiet, "quiet", "q", false, "print the instance id alone, for scripts: ID=$(roboctl submit f.yaml -q)")
 	outputFlag(cmd, &o.output)
 	return cmd
 }
@@ -73,10 +95,22 @@ func (o *submitOptions) run(cmd *cobra.Command, g *globalOptions, args []string)
 	if err != nil {
 		return err
 	}
-	req := &robonetv1.SubmitWorkflowRequest{IdempotencyKey: o.idempotencyKey}
 	if o.deadline < 0 {
 		return errors.New("--deadline must not be negative")
 	}
+	if o.quiet && (o.wait || cmd.Flags().Changed("output")) {
+		return errors.New("-q prints the instance id alone: it goes without --wait and -o")
+	}
+	if o.inputsLines != "" {
+		if o.dev {
+			return errors.New("--dev goes with a single submission of a spec FILE, not with --inputs-file")
+		}
+		return o.runBatch(cmd, g, args, format)
+	}
+	if cmd.Flags().Changed("batch-size") {
+		return errors.New("--batch-size works with --inputs-file (one instance per line), which is not given")
+	}
+	req := &robonetv1.SubmitWorkflowRequest{IdempotencyKey: o.idempotencyKey, Dev: o.dev}
 	if o.deadline > 0 {
 		req.Deadline = durationpb.New(o.deadline)
 	}
@@ -85,24 +119,16 @@ func (o *submitOptions) run(cmd *cobra.Command, g *globalOptions, args []string)
 		return err
 	}
 	req.InputsJson = inputs
-	switch {
-	case len(args) == 1 && o.workflow != "":
-		return errors.New("give either a spec FILE or --workflow, not both")
-	case len(args) == 1:
-		src, err := os.ReadFile(args[0])
-		if err != nil {
-			fmt.Fprintf(cmd.ErrOrStderr(), "roboctl: reading spec: %v\n", err)
-			return errFailed
-		}
-		req.Workflow = &robonetv1.SubmitWorkflowRequest_Spec{Spec: &robonetv1.InlineSpec{Source: src, Filename: args[0]}}
-	case o.workflow != "":
-		ref, err := parseWorkflowRef(o.workflow)
-		if err != nil {
-			return err
-		}
+	spec, ref, err := o.target(cmd, args)
+	if err != nil {
+		return err
+	}
+	if spec != nil {
+		req.Workflow = &robonetv1.SubmitWorkflowRequest_Spec{Spec: spec}
+	} else if o.dev {
+		return errors.New("--dev works with a spec FILE (an edited spec registers as a new version); --workflow runs what is registered")
+	} else {
 		req.Workflow = &robonetv1.SubmitWorkflowRequest_Ref{Ref: ref}
-	default:
-		return errors.New("give a spec FILE to submit, or --workflow NAME[@VERSION]")
 	}
 
 	wf, conn, err := g.connect()
@@ -119,10 +145,16 @@ func (o *submitOptions) run(cmd *cobra.Command, g *globalOptions, args []string)
 		return g.fail(cmd, err)
 	}
 	out := cmd.OutOrStdout()
+	printWarnings(cmd, resp.GetWarnings())
+	if o.quiet {
+		fmt.Fprintln(out, resp.GetInstanceId())
+		return nil
+	}
 	if !o.wait {
 		if format != client.FormatTable {
 			return client.WriteData(out, format, submitView{
 				InstanceID: resp.GetInstanceId(), Workflow: client.Workflow(resp.GetWorkflow()), Existing: resp.GetExisting(),
+				Warnings: resp.GetWarnings(),
 			})
 		}
 		printSubmitted(cmd, resp)
@@ -135,11 +167,39 @@ func (o *submitOptions) run(cmd *cobra.Command, g *globalOptions, args []string)
 	return waitAndReport(cmd, g, wf, resp.GetInstanceId(), format)
 }
 
+// target is what to run: the spec FILE (read, sent inline) or the
+// registered --workflow NAME[@VERSION]; exactly one is set.
+func (o *submitOptions) target(cmd *cobra.Command, args []string) (*robonetv1.InlineSpec, *robonetv1.WorkflowRef, error) {
+	switch {
+	case len(args) == 1 && o.workflow != "":
+		return nil, nil, errors.New("give either a spec FILE or --workflow, not both")
+	case len(args) == 1:
+		src, err := os.ReadFile(args[0])
+		if err != nil {
+			fmt.Fprintf(cmd.ErrOrStderr(), "roboctl: reading spec: %v\n", err)
+			return nil, nil, errFailed
+		}
+		return &robonetv1.InlineSpec{Source: src, Filename: args[0]}, nil, nil
+	case o.workflow != "":
+		ref, err := parseWorkflowRef(o.workflow)
+		return nil, ref, err
+	}
+	return nil, nil, errors.New("give a spec FILE to submit, or --workflow NAME[@VERSION]")
+}
+
 // submitView is the -o json form of a submission without --wait.
 type submitView struct {
 	InstanceID string              `json:"instance_id"`
 	Workflow   client.WorkflowView `json:"workflow"`
 	Existing   bool                `json:"existing"`
+	Warnings   []string            `json:"warnings,omitempty"`
+}
+
+// printWarnings tells the user, on stderr, what the node warned of.
+func printWarnings(cmd *cobra.Command, warnings []string) {
+	for _, w := range warnings {
+		fmt.Fprintln(cmd.ErrOrStderr(), "roboctl: warning: "+w)
+	}
 }
 
 func printSubmitted(cmd *cobra.Command, resp *robonetv1.SubmitWorkflowResponse) {
@@ -221,13 +281,11 @@ func (o *submitOptions) collectInputs() (string, error) {
 		}
 		inputs = m
 	}
-	for _, kv := range o.inputs {
-		k, v, ok := strings.Cut(kv, "=")
-		if !ok || k == "" {
-			return "", fmt.Errorf("--input %q: write it as name=value", kv)
-		}
-		inputs[k] = parseInputValue(v)
+	flags, err := o.inputFlags()
+	if err != nil {
+		return "", err
 	}
+	maps.Copy(inputs, flags)
 	if len(inputs) == 0 {
 		return "", nil
 	}
@@ -236,6 +294,22 @@ func (o *submitOptions) collectInputs() (string, error) {
 		return "", fmt.Errorf("encoding inputs: %w", err)
 	}
 	return string(data), nil
+}
+
+// inputFlags reads the --input k=v flags; nil when there are none.
+func (o *submitOptions) inputFlags() (map[string]any, error) {
+	var out map[string]any
+	for _, kv := range o.inputs {
+		k, v, ok := strings.Cut(kv, "=")
+		if !ok || k == "" {
+			return nil, fmt.Errorf("--input %q: write it as name=value", kv)
+		}
+		if out == nil {
+			out = map[string]any{}
+		}
+		out[k] = parseInputValue(v)
+	}
+	return out, nil
 }
 
 // parseInputValue reads v as JSON when it is valid JSON, else as a string.

@@ -30,13 +30,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/pprof"
 	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zapgrpc"
+	"google.golang.org/grpc/grpclog"
 
+	"github.com/robonet/robonet/internal/version"
 	"github.com/robonet/robonet/node"
 )
 
@@ -58,7 +62,10 @@ func main() {
 func run(args []string, stdout, stderr io.Writer, getenv func(string) string) int {
 	root := newRootCmd(stdout, stderr, getenv)
 	root.SetArgs(args)
-	err := root.Execute()
+	cmd, err := root.ExecuteC()
+	if cmd == nil {
+		cmd = root
+	}
 	var re runtimeError
 	switch {
 	case err == nil:
@@ -69,7 +76,7 @@ func run(args []string, stdout, stderr io.Writer, getenv func(string) string) in
 		fmt.Fprintf(stderr, "robonode: %v\n", err)
 		return exitRuntime
 	default:
-		fmt.Fprintf(stderr, "robonode: %v\nRun 'robonode --help' for usage.\n", err)
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", cmd.CommandPath(), err, cmd.CommandPath())
 		return exitUsage
 	}
 }
@@ -85,8 +92,9 @@ func (e runtimeError) Unwrap() error { return e.err }
 
 func newRootCmd(stdout, stderr io.Writer, getenv func(string) string) *cobra.Command {
 	root := &cobra.Command{
-		Use:   "robonode",
-		Short: "robonode runs a roboNet node",
+		Use:     "robonode",
+		Version: version.String("robonode"),
+		Short:   "robonode runs a roboNet node",
 		Long: `robonode runs a roboNet node: the workflow engine, worker pools for its
 capabilities, the gRPC API and the /healthz and /readyz endpoints.
 
@@ -128,7 +136,8 @@ Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration error.`,
 	root.SetOut(stdout)
 	root.SetErr(stderr)
 	addServerFlags(root.Flags())
-	root.AddCommand(newDemoCmd(stdout, stderr), newTLSCmd(stdout), newKeyringCmd(stdout))
+	root.AddCommand(newDemoCmd(stdout, stderr), newTLSCmd(stdout), newKeyringCmd(stdout), newHealthcheckCmd(stdout), newBenchCmd(stdout, stderr))
+	root.SetVersionTemplate("{{.Version}}\n")
 	return root
 }
 
@@ -139,6 +148,16 @@ func serve(s settings, stderr io.Writer) error {
 		return usageError{err}
 	}
 	defer func() { _ = log.Sync() }()
+	// gRPC's own warnings and errors go to the node's log, not to stderr
+	// in a format of their own; its info chatter is dropped.
+	grpclog.SetLoggerV2(zapgrpc.NewLogger(log.Named("grpc").WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))))
+	if s.CPUProfile != "" {
+		stop, err := startCPUProfile(s.CPUProfile)
+		if err != nil {
+			return usageError{err}
+		}
+		defer stop(log)
+	}
 
 	n, err := node.New(nodeConfig(s, log))
 	if err != nil {
@@ -187,6 +206,8 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		TLS:          s.TLS,
 		APITokens:    s.APITokens,
 		Insecure:     s.Insecure,
+		DispatchTier: s.DispatchTier,
+		TrustPeers:   s.TrustPeers,
 		Capabilities: s.Capabilities,
 		Logger:       log,
 		StopTimeout:  s.ShutdownTimeout,
@@ -221,7 +242,7 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 		enc = zapcore.NewJSONEncoder(ec)
 	default:
 		ec := zap.NewDevelopmentEncoderConfig()
-		ec.EncodeTime = zapcore.TimeEncoderOfLayout(time.TimeOnly + ".000")
+		ec.EncodeTime = zapcore.TimeEncoderOfLayout(time.DateOnly + " " + time.TimeOnly + ".000") // a node runs for days
 		if f, ok := w.(*os.File); ok && isTerminal(f) {
 			ec.EncodeLevel = zapcore.CapitalColorLevelEncoder
 		}
@@ -229,4 +250,25 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	}
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))), nil
+}
+
+// startCPUProfile profiles the process's CPU until the returned function
+// runs, which writes the profile out.
+func startCPUProfile(file string) (stop func(*zap.Logger), err error) {
+	f, err := os.Create(file)
+	if err != nil {
+		return nil, fmt.Errorf("cpu-profile: %w", err)
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		_ = f.Close()
+		return nil, fmt.Errorf("cpu-profile %s: %w", file, err)
+	}
+	return func(log *zap.Logger) {
+		pprof.StopCPUProfile()
+		if err := f.Close(); err != nil {
+			log.Error("writing the CPU profile", zap.String("file", file), zap.Error(err))
+			return
+		}
+		log.Info("CPU profile written", zap.String("file", file))
+	}, nil
 }

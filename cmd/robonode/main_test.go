@@ -9,6 +9,7 @@ import (
 	"path/filepath"
 	"reflect"
 	"regexp"
+	"runtime"
 	"strconv"
 	"strings"
 	"testing"
@@ -77,7 +78,7 @@ func TestDefaults(t *testing.T) {
 	want := settings{DataDir: "robonode-data", Bind: "127.0.0.1", GRPC: "127.0.0.1:7233", HTTP: "127.0.0.1:7280",
 		Gossip: "127.0.0.1:7301", Raft: "127.0.0.1:7302",
 		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
-		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats}
+		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats, DispatchTier: "established"}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
 	}
@@ -105,6 +106,7 @@ capabilities: {core: 3, code.exec: 5}
 		Capabilities: map[string]int{"core": 3, "code.exec": 5},
 		LogFormat:    "json", LogLevel: "warn", ShutdownTimeout: 30 * time.Second,
 		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats,
+		DispatchTier: "established",
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("settings:\n got %+v\nwant %+v", s, want)
@@ -221,6 +223,8 @@ func TestBadSettings(t *testing.T) {
 		{env{}, []string{"--heartbeat-interval", "0s"}, "heartbeat-interval"},
 		{env{"ROBONET_MISSED_HEARTBEATS": "0"}, nil, "missed-heartbeats"},
 		{env{"ROBONET_ENABLE_DEBUG": "please"}, nil, "enable-debug"},
+		{env{}, []string{"--dispatch-tier", "gold"}, "dispatch-tier \"gold\": want unverified, provisional, established or trusted"},
+		{env{}, []string{"--trust-peer", ""}, "trust-peer"},
 		{env{}, []string{"--config", badFile}, `unknown key "data_dirr"`},
 		{env{}, []string{"--config", "/no/such/file.yaml"}, "config file"},
 	} {
@@ -357,5 +361,26 @@ func TestMeshDemo(t *testing.T) {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("demo output lacks %q:\n%s", want, out.String())
 		}
+	}
+}
+
+func TestVersionFlag(t *testing.T) {
+	var out, errOut bytes.Buffer
+	if code := run([]string{"--version"}, &out, &errOut, env{}.get); code != exitOK || !strings.HasPrefix(out.String(), "robonode dev (commit ") ||
+		!strings.Contains(out.String(), runtime.Version()) {
+		t.Fatalf("--version: exit %d, %q %q", code, out.String(), errOut.String())
+	}
+}
+
+// Console logs carry the date: a node runs for days.
+func TestConsoleLogHasDate(t *testing.T) {
+	var buf bytes.Buffer
+	log, err := newLogger("console", "info", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	log.Info("node started")
+	if !regexp.MustCompile(`^\d{4}-\d{2}-\d{2} \d{2}:\d{2}:\d{2}\.\d{3}\tINFO\tnode started\n$`).MatchString(buf.String()) {
+		t.Fatalf("console line %q lacks the date", buf.String())
 	}
 }

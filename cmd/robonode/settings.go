@@ -17,6 +17,7 @@ import (
 
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/node"
+	"github.com/robonet/robonet/trust"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -45,15 +46,18 @@ import (
 //	--heartbeat-interval ROBONET_HEARTBEAT_INTERVAL heartbeat_interval
 //	--missed-heartbeats  ROBONET_MISSED_HEARTBEATS  missed_heartbeats
 //	--enable-debug       ROBONET_ENABLE_DEBUG       enable_debug
+//	--cpu-profile        ROBONET_CPU_PROFILE        cpu_profile
 //	--tls-ca             ROBONET_TLS_CA             tls_ca
 //	--tls-cert           ROBONET_TLS_CERT           tls_cert
 //	--tls-key            ROBONET_TLS_KEY            tls_key
 //	--api-token-file     ROBONET_API_TOKEN_FILE     api_token_file
 //	--insecure           ROBONET_INSECURE           insecure
+//	--dispatch-tier      ROBONET_DISPATCH_TIER      dispatch_tier
+//	--trust-peer         ROBONET_TRUST_PEER         trust_peer
 //	--limit              ROBONET_LIMIT              limit (also: limits)
 //	--config             ROBONET_CONFIG             -
 //
-// --capability, --join and --limit are repeatable; in the environment they
+// --capability, --join, --trust-peer and --limit are repeatable; in the environment they
 // are comma-separated lists (ROBONET_CAPABILITY=code.exec=8,core=16,
 // ROBONET_JOIN=10.0.0.1:7301,10.0.0.2:7301); in the file a list (and for
 // capabilities and limits also a map, {code.exec: 8}, {spec-bytes: 2MiB}).
@@ -84,20 +88,23 @@ type settings struct {
 	HeartbeatInterval time.Duration
 	MissedHeartbeats  int
 	EnableDebug       bool      // /debug/pprof/ on the HTTP listener
+	CPUProfile        string    // file to write a CPU profile of the process's life to
 	TLS               pki.Files // the node's certificate, key and the mesh CA
 	APITokens         []string  // from --api-token-file
 	Insecure          bool
+	DispatchTier      string               // the trust tier a worker node needs for all its slots
+	TrustPeers        []string             // nodes trusted from the start ("*": all)
 	Limits            []func(*node.Config) // from --limit, in order
 }
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
 	"join", "advertise", "server", "bootstrap-expect", "gossip", "raft", "gossip-key",
-	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "limit"}
+	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "cpu-profile", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "dispatch-tier", "trust-peer", "limit"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
 // lists in the config file, and no default.
-var listFlags = []string{"capability", "join", "limit"}
+var listFlags = []string{"capability", "join", "trust-peer", "limit"}
 
 // optionalFlags have no default value: unset means "decide from the other
 // settings".
@@ -130,7 +137,10 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.String("tls-key", "", "this node's private key (PEM)")
 	fs.String("api-token-file", "", "file of API tokens, one per line (# comments allowed): clients must present one (roboctl --token-file)")
 	fs.Bool("insecure", false, "allow listening beyond loopback without TLS, API tokens or a gossip key (anyone who reaches the node could run commands)")
+	fs.String("dispatch-tier", "established", "trust tier a worker node needs to run all its slots: unverified, provisional, established or trusted; below it a node is on probation (one attempt at a time, one more per attempt it completes)")
+	fs.StringArray("trust-peer", nil, "node trusted from the start, by name (repeatable); * trusts every node. A node that forges a hash-chain token loses this trust")
 	fs.Bool("enable-debug", false, "serve Go's profiler at /debug/pprof/ on the HTTP listener (keep --http on a trusted interface)")
+	fs.String("cpu-profile", "", "write a CPU profile of the node's whole run to this file, finished at a clean shutdown (go tool pprof FILE)")
 	fs.StringArray("limit", nil, "raise or lower a limit on client input, NAME=VALUE (repeatable), e.g. spec-bytes=2MiB; docs/limits.md lists them: "+limitNames())
 	fs.String("config", "", "YAML or JSON config file (env ROBONET_CONFIG)")
 }
@@ -225,8 +235,20 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 	if s.EnableDebug, err = strconv.ParseBool(one("enable-debug")); err != nil {
 		errs = append(errs, fmt.Errorf("enable-debug %q: want true or false", one("enable-debug")))
 	}
+	s.CPUProfile = one("cpu-profile")
 	if s.Insecure, err = strconv.ParseBool(one("insecure")); err != nil {
 		errs = append(errs, fmt.Errorf("insecure %q: want true or false", one("insecure")))
+	}
+	s.DispatchTier = one("dispatch-tier")
+	if _, err := trust.ParseTier(s.DispatchTier); err != nil {
+		errs = append(errs, fmt.Errorf("dispatch-tier %q: want unverified, provisional, established or trusted", s.DispatchTier))
+	}
+	for _, p := range raw["trust-peer"] {
+		if p = strings.TrimSpace(p); p == "" || len(p) > 256 {
+			errs = append(errs, fmt.Errorf("trust-peer %q: name a node (or * for every node)", p))
+			continue
+		}
+		s.TrustPeers = append(s.TrustPeers, p)
 	}
 	s.TLS = pki.Files{CA: one("tls-ca"), Cert: one("tls-cert"), Key: one("tls-key")}
 	if s.TLS.Set() && (s.TLS.CA == "" || s.TLS.Cert == "" || s.TLS.Key == "") {

@@ -28,7 +28,7 @@ func TestWriteDataYAML(t *testing.T) {
 	if err := WriteData(&buf, FormatYAML, v); err != nil {
 		t.Fatal(err)
 	}
-	want := `id: i
+	want := `instance_id: i
 workflow: w
 version: 1
 state: COMPLETE
@@ -91,13 +91,13 @@ func TestDescribe(t *testing.T) {
 func TestProgressLines(t *testing.T) {
 	var buf bytes.Buffer
 	p := NewProgress(&buf)
-	in := &robonetv1.Instance{Progress: &robonetv1.InstanceProgress{Total: 3, Done: 1, Running: 2}}
+	in := &robonetv1.Instance{Progress: &robonetv1.InstanceProgress{Total: 3, Done: 1, Running: 2, Unexpanded: 1}}
 	p.Update(in)
 	p.Update(in) // unchanged: no line
-	in.Progress.Done, in.Progress.Running, in.Progress.Skipped = 3, 0, 1
+	in.Progress.Done, in.Progress.Running, in.Progress.Skipped, in.Progress.Unexpanded = 3, 0, 1, 0
 	p.Update(in)
 	p.Finish()
-	want := "progress: 1/3 done, 2 running, 0 failed\nprogress: 3/3 done, 0 running, 0 failed, 1 skipped\n"
+	want := "progress: 1/3+ done, 2 running, 0 failed\nprogress: 3/3 done, 0 running, 0 failed, 1 skipped\n"
 	if buf.String() != want {
 		t.Errorf("progress lines:\n%s\nwant:\n%s", buf.String(), want)
 	}

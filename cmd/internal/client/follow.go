@@ -111,7 +111,9 @@ func followOnce(ctx context.Context, c robonetv1.WorkflowServiceClient, id strin
 		if onEvent != nil {
 			onEvent(ev)
 		}
-		if Terminal(state) {
+		// The stream ends after the terminal state event; a finished
+		// instance's snapshot comes first, then its history.
+		if Terminal(state) && ev.GetKind() == robonetv1.EventKind_EVENT_KIND_STATE {
 			return state, nil
 		}
 	}

@@ -29,6 +29,37 @@ type MemberView struct {
 	Leader     bool              `json:"leader"`
 	Voter      bool              `json:"voter"`
 	Version    string            `json:"version,omitempty"`
+	// Pools are the node's worker pools (asked for with --pools or -o
+	// wide), or why they are missing.
+	Pools     []PoolView `json:"pools,omitempty"`
+	PoolsNote string     `json:"pools_note,omitempty"`
+}
+
+// PoolView is one worker pool's recent work.
+type PoolView struct {
+	Capability  string  `json:"capability"`
+	Pool        string  `json:"pool"`
+	Slots       int32   `json:"slots"`
+	Busy        int32   `json:"busy"`
+	Utilisation float64 `json:"utilisation"`
+	Completed   uint64  `json:"completed"`
+	Failed      uint64  `json:"failed"`
+	PerMinute   int32   `json:"per_minute"`
+	RunP50      string  `json:"run_p50"`
+	RunP99      string  `json:"run_p99"`
+}
+
+// Pool returns the view of a pool.
+func Pool(p *robonetv1.PoolStats) PoolView {
+	v := PoolView{
+		Capability: p.GetCapability(), Pool: p.GetPool(), Slots: p.GetSlots(), Busy: p.GetBusy(),
+		Completed: p.GetCompleted(), Failed: p.GetFailed(), PerMinute: p.GetPerMinute(),
+		RunP50: p.GetLatencyP50().AsDuration().String(), RunP99: p.GetLatencyP99().AsDuration().String(),
+	}
+	if v.Slots > 0 {
+		v.Utilisation = float64(v.Busy) / float64(v.Slots)
+	}
+	return v
 }
 
 // Member returns the view of a member.
@@ -47,6 +78,10 @@ func Member(m *robonetv1.Member) MemberView {
 	if v.Wagglers == nil {
 		v.Wagglers = map[string]uint64{}
 	}
+	for _, p := range m.GetPools() {
+		v.Pools = append(v.Pools, Pool(p))
+	}
+	v.PoolsNote = m.GetPoolsNote()
 	return v
 }
 
@@ -66,7 +101,10 @@ func Leader(r *robonetv1.GetLeaderResponse) LeaderView {
 // PrintMembers writes the members as a table; the leader is marked with
 // a star. ROLE is leader, server or worker (every server also runs
 // workers); WAGGLERS names the capabilities whose Waggler the node runs.
-func PrintMembers(w io.Writer, members []*robonetv1.Member) {
+//
+// wide adds a table of every node's worker pools: busy slots, attempts
+// done and failed, finishes in the last minute, run-time percentiles.
+func PrintMembers(w io.Writer, members []*robonetv1.Member, wide bool) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "NAME\tSTATUS\tROLE\tGRPC\tCAPABILITIES\tWAGGLERS")
 	for _, m := range members {
@@ -90,6 +128,9 @@ func PrintMembers(w io.Writer, members []*robonetv1.Member) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", name, v.Status, role, dash(v.GRPCAddr), dash(strings.Join(caps, " ")), wagglers)
 	}
 	_ = tw.Flush()
+	if wide {
+		printPools(w, members)
+	}
 }
 
 // WagglerView is the Waggler of one capability for -o json/yaml (see
@@ -189,4 +230,85 @@ func PrintQuarantine(w io.Writer, nodes []*robonetv1.QuarantinedNode) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", q.GetNode(), q.GetSince().AsTime().UTC().Format(time.RFC3339), by, q.GetReason())
 	}
 	_ = tw.Flush()
+}
+
+// TrustView is one node's trust as the leader sees it, for -o json and
+// -o yaml.
+type TrustView struct {
+	Node       string            `json:"node"`
+	Tier       string            `json:"tier"`
+	Score      float64           `json:"score"`
+	Good       float64           `json:"good"`
+	Bad        float64           `json:"bad"`
+	Evidence   map[string]uint64 `json:"evidence"`
+	Betrayed   string            `json:"betrayed,omitempty"`
+	PreTrusted bool              `json:"pretrusted,omitempty"`
+	Self       bool              `json:"self,omitempty"`
+	Since      *time.Time        `json:"since,omitempty"`
+}
+
+// Trust is the view of n.
+func Trust(n *robonetv1.NodeTrust) TrustView {
+	v := TrustView{Node: n.GetNode(), Tier: n.GetTier(), Score: n.GetScore(), Good: n.GetGood(), Bad: n.GetBad(),
+		Evidence: n.GetEvidence(), Betrayed: n.GetBetrayed(), PreTrusted: n.GetPretrusted(), Self: n.GetSelf()}
+	if v.Evidence == nil {
+		v.Evidence = map[string]uint64{}
+	}
+	if n.GetSince() != nil {
+		t := n.GetSince().AsTime().UTC()
+		v.Since = &t
+	}
+	return v
+}
+
+// PrintTrust writes each node's trust as a table.
+func PrintTrust(w io.Writer, resp *robonetv1.ListTrustResponse) {
+	fmt.Fprintf(w, "as the leader %s sees it; dispatch tier %s (below it a node is on probation)\n", resp.GetAnsweredBy(), resp.GetDispatchTier())
+	if len(resp.GetNodes()) == 0 {
+		fmt.Fprintln(w, "no evidence about any node yet")
+		return
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tTIER\tSCORE\tGOOD\tBAD\tEVIDENCE\tNOTE")
+	for _, n := range resp.GetNodes() {
+		var ev []string
+		for _, k := range slices.Sorted(maps.Keys(n.GetEvidence())) {
+			ev = append(ev, fmt.Sprintf("%s=%d", k, n.GetEvidence()[k]))
+		}
+		note := ""
+		switch {
+		case n.GetBetrayed() != "":
+			note = "betrayed: " + n.GetBetrayed()
+		case n.GetSelf():
+			note = "the leader itself"
+		case n.GetPretrusted():
+			note = "trusted by an operator"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.1f\t%.1f\t%s\t%s\n", n.GetNode(), n.GetTier(), n.GetScore(), n.GetGood(), n.GetBad(),
+			dash(strings.Join(ev, " ")), dash(note))
+	}
+	_ = tw.Flush()
+}
+
+// printPools writes every member's worker pools as a second table, then a
+// line for each member whose pools are missing, saying why.
+func printPools(w io.Writer, members []*robonetv1.Member) {
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tPOOL\tCAPABILITY\tBUSY\tDONE\tFAILED\tPER MIN\tRUN P50\tRUN P99")
+	var notes []string
+	for _, m := range members {
+		v := Member(m)
+		for _, p := range v.Pools {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%d/%d (%.0f%%)\t%d\t%d\t%d\t%s\t%s\n", v.Name, p.Pool, p.Capability,
+				p.Busy, p.Slots, 100*p.Utilisation, p.Completed, p.Failed, p.PerMinute, p.RunP50, p.RunP99)
+		}
+		if v.PoolsNote != "" {
+			notes = append(notes, v.Name+": "+v.PoolsNote)
+		}
+	}
+	_ = tw.Flush()
+	for _, n := range notes {
+		fmt.Fprintln(w, n)
+	}
 }

@@ -58,7 +58,7 @@ func TestPrintMembersRoles(t *testing.T) {
 		{Name: "n3", Status: "failed", Roles: []string{"worker"}, Capabilities: map[string]int32{"gpu": 1}},
 	}
 	var buf bytes.Buffer
-	PrintMembers(&buf, members)
+	PrintMembers(&buf, members, false)
 	want := `NAME  STATUS  ROLE                GRPC           CAPABILITIES  WAGGLERS
 n1 *  alive   leader              10.0.0.1:7233  core=4        waggler of code.exec, core
 n2    alive   server (non-voter)  10.0.0.2:7233  -             -

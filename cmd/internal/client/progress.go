@@ -55,8 +55,11 @@ func (p *Progress) Update(in *robonetv1.Instance) {
 	if v.Skipped > 0 {
 		desc += fmt.Sprintf(", %d skipped", v.Skipped)
 	}
+	if v.Unexpanded > 0 {
+		desc += ", spreads to expand"
+	}
 	if p.bar == nil {
-		fmt.Fprintf(p.w, "progress: %d/%d done, %s\n", v.Done, v.Total, desc)
+		fmt.Fprintf(p.w, "progress: %s\n", ProgressLine(v))
 		return
 	}
 	p.bar.ChangeMax(max(int(v.Total), 1))

@@ -160,9 +160,14 @@ func PrintOutputs(w io.Writer, outputs json.RawMessage) {
 	fmt.Fprintf(w, "  %s\n", buf.String())
 }
 
-// ProgressLine renders progress counts: "5/8 done, 2 running, 0 failed".
+// ProgressLine renders progress counts: "5/8 done, 2 running, 0 failed";
+// "5/8+ done" while spread tasks have yet to expand (the total grows then).
 func ProgressLine(p ProgressView) string {
-	s := fmt.Sprintf("%d/%d done, %d running, %d failed", p.Done, p.Total, p.Running, p.Failed)
+	more := ""
+	if p.Unexpanded > 0 {
+		more = "+"
+	}
+	s := fmt.Sprintf("%d/%d%s done, %d running, %d failed", p.Done, p.Total, more, p.Running, p.Failed)
 	if p.Skipped > 0 {
 		s += fmt.Sprintf(", %d skipped", p.Skipped)
 	}

@@ -18,7 +18,7 @@ import (
 
 // InstanceView is an instance for -o json/yaml.
 type InstanceView struct {
-	ID              string          `json:"id"`
+	ID              string          `json:"instance_id"`
 	Workflow        string          `json:"workflow"`
 	Version         uint32          `json:"version"`
 	State           string          `json:"state"`
@@ -40,6 +40,9 @@ type ProgressView struct {
 	Running int32 `json:"running"`
 	Failed  int32 `json:"failed"`
 	Skipped int32 `json:"skipped"`
+	// Unexpanded spread tasks count one unit each until they know their
+	// width: Total grows then.
+	Unexpanded int32 `json:"unexpanded,omitempty"`
 }
 
 // TaskView is one task of an instance.
@@ -119,7 +122,7 @@ type EventView struct {
 
 // SummaryView is one row of an instance listing.
 type SummaryView struct {
-	ID         string     `json:"id"`
+	ID         string     `json:"instance_id"`
 	Workflow   string     `json:"workflow"`
 	Version    uint32     `json:"version"`
 	State      string     `json:"state"`
@@ -256,7 +259,8 @@ func Workflow(w *robonetv1.WorkflowInfo) WorkflowView {
 }
 
 func progressOf(p *robonetv1.InstanceProgress) ProgressView {
-	return ProgressView{Total: p.GetTotal(), Done: p.GetDone(), Running: p.GetRunning(), Failed: p.GetFailed(), Skipped: p.GetSkipped()}
+	return ProgressView{Total: p.GetTotal(), Done: p.GetDone(), Running: p.GetRunning(), Failed: p.GetFailed(), Skipped: p.GetSkipped(),
+		Unexpanded: p.GetUnexpanded()}
 }
 
 func taskProgressOf(p *robonetv1.TaskProgress) *TaskProgress {
@@ -301,3 +305,10 @@ func durationOf(d *durationpb.Duration) time.Duration {
 	}
 	return d.AsDuration()
 }
+
+// RawJSON is a *_json field of the API as JSON to print: the text itself
+// when it is JSON, else the text as a JSON string; nil when empty.
+func RawJSON(s string) json.RawMessage { return rawJSON(s) }
+
+// TimeOf is a timestamp of the API as a time to print; nil when unset.
+func TimeOf(ts *timestamppb.Timestamp) *time.Time { return timeOf(ts) }

@@ -1,0 +1,243 @@
+package main
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strconv"
+	"strings"
+	"syscall"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+
+	"github.com/robonet/robonet/internal/bench"
+)
+
+// newBenchCmd is `robonode bench`: throughput and latency through the
+// public gRPC API, against robonode processes it starts itself.
+func newBenchCmd(stdout, stderr io.Writer) *cobra.Command {
+	var (
+		cfg       bench.Config
+		scenarios string
+		rates     string
+		output    string
+		short     bool
+		check     string
+		save      string
+	)
+	cmd := &cobra.Command{
+		Use:   "bench",
+		Short: "Measure throughput and latency through the gRPC API, submissions included",
+		Long: `bench starts robonode processes on loopback (this binary) and drives them
+through the public gRPC API as a user's program would, submissions
+included. Every scenario runs on fresh processes (and, with --postgres, a
+fresh database, dropped afterwards):
+
+  spread        one instance of a 100,000-wide echo spread
+  chains        2,000 instances of a 10-task echo chain, 32 concurrent SubmitWorkflow callers
+  chains-batch  the same through SubmitWorkflows, 1,000 instances a call
+  diamonds      200 instances of a 46-task DAG of five fan-out/join stages
+  latency       one-task instances submitted open loop at 100, 500 and 1,000 a second
+  mesh-spread   spread with the tasks on three worker nodes (a server serving none)
+  mesh-chains   chains with the tasks on three worker nodes
+
+It prints tasks and submissions per second, submission and dispatch
+latency, each process's CPU and peak RSS and, on Postgres, the bytes of
+write-ahead log per task beside a stored result row's size. With
+--postgres it first measures the reference in the same run: COPY of rows
+shaped like runner_actions_done into the same server, as fast as it takes
+them, and reports each scenario's tasks/s as a share of it. Ratios hold on
+a busy machine where absolute figures do not: --check FILE fails (exit 1)
+when a ratio falls more than 20% below the baseline FILE holds (written by
+--save-baseline FILE).`,
+		Example: `  robonode bench --scenarios spread,chains
+  robonode bench --postgres postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable -o json
+  robonode bench --postgres $DSN --short --check docs/bench-baseline.json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if output != "table" && output != "json" {
+				return fmt.Errorf("-o %q: want table or json", output)
+			}
+			if scenarios != "" {
+				cfg.Scenarios = strings.Split(scenarios, ",")
+			}
+			for r := range strings.SplitSeq(rates, ",") {
+				n, err := strconv.Atoi(strings.TrimSpace(r))
+				if err != nil || n < 1 {
+					return fmt.Errorf("--rates %q: want rates a second, e.g. 100,500,1000", rates)
+				}
+				cfg.Rates = append(cfg.Rates, n)
+			}
+			if short {
+				shorten(&cfg, cmd)
+			}
+			exe, err := os.Executable()
+			if err != nil {
+				return runtimeError{fmt.Errorf("finding this robonode binary to run: %w", err)}
+			}
+			if len(cfg.Robonode) == 0 {
+				cfg.Robonode = []string{exe}
+			}
+			cfg.Progress = stderr
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			rep, err := bench.Run(ctx, cfg)
+			if errors.Is(err, bench.ErrConfig) {
+				return err // a usage error: nothing started
+			}
+			if err != nil {
+				return runtimeError{err}
+			}
+			rep.Command = "robonode " + strings.Join(redactArgs(os.Args[1:]), " ")
+			if output == "json" {
+				enc := json.NewEncoder(stdout)
+				enc.SetIndent("", "  ")
+				if err := enc.Encode(rep); err != nil {
+					return err
+				}
+			} else {
+				printReport(stdout, rep)
+			}
+			if save != "" {
+				if err := bench.SaveBaseline(save, rep); err != nil {
+					return runtimeError{err}
+				}
+				fmt.Fprintf(stderr, "baseline written to %s\n", save)
+			}
+			if check != "" {
+				lines, err := bench.Check(check, rep)
+				for _, l := range lines {
+					fmt.Fprintln(stderr, l)
+				}
+				if err != nil {
+					return runtimeError{err}
+				}
+			}
+			return nil
+		},
+	}
+	f := cmd.Flags()
+	f.StringVar(&cfg.Postgres, "postgres", "", "a Postgres server (URL DSN; the role must be allowed to create databases): run on it and measure the COPY reference; default SQLite")
+	f.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(bench.AllScenarios, ",")+")")
+	f.IntVar(&cfg.SpreadWidth, "spread-width", 100_000, "tasks of the spread scenarios")
+	f.IntVar(&cfg.Chains, "chains", 2000, "instances of the chain scenarios")
+	f.IntVar(&cfg.ChainClients, "clients", 32, "concurrent submitters of the chain and diamond scenarios")
+	f.IntVar(&cfg.BatchSize, "batch-size", 1000, "instances per SubmitWorkflows call in chains-batch (at most 1000)")
+	f.IntVar(&cfg.Diamonds, "diamonds", 200, "instances of the diamond scenario")
+	f.StringVar(&rates, "rates", "100,500,1000", "the latency scenario's offered rates, submissions a second")
+	f.DurationVar(&cfg.RateDuration, "rate-duration", 10*time.Second, "how long the latency scenario submits at each rate")
+	f.IntVar(&cfg.CopyRows, "copy-rows", 200_000, "rows the COPY reference writes")
+	f.IntVar(&cfg.Slots, "slots", 64, "core slots of each node")
+	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write each node's CPU profile to, one file per scenario and node (go tool pprof FILE)")
+	f.BoolVar(&short, "short", false, "a short run for regression checks (sizes a tenth, latency at 500/s for 3s) unless sizes are given")
+	f.StringVarP(&output, "output", "o", "table", "table or json")
+	f.StringVar(&check, "check", "", "compare the ratios to COPY with the baseline in this file; exit 1 if one fell more than 20%")
+	f.StringVar(&save, "save-baseline", "", "write this run's ratios to COPY as the baseline to this file")
+	return cmd
+}
+
+// shorten scales the sizes the user did not set down for a quick run.
+func shorten(cfg *bench.Config, cmd *cobra.Command) {
+	set := func(name string, v *int, short int) {
+		if !cmd.Flags().Changed(name) {
+			*v = short
+		}
+	}
+	set("spread-width", &cfg.SpreadWidth, 20_000)
+	set("chains", &cfg.Chains, 1000)
+	set("diamonds", &cfg.Diamonds, 40)
+	set("copy-rows", &cfg.CopyRows, 100_000)
+	if !cmd.Flags().Changed("rates") {
+		cfg.Rates = []int{500}
+	}
+	if !cmd.Flags().Changed("rate-duration") {
+		cfg.RateDuration = 3 * time.Second
+	}
+}
+
+// redactArgs hides a password in a --postgres DSN.
+func redactArgs(args []string) []string {
+	out := make([]string, len(args))
+	for i, a := range args {
+		out[i] = a
+		if i > 0 && args[i-1] == "--postgres" {
+			out[i] = "$DSN"
+		} else if v, ok := strings.CutPrefix(a, "--postgres="); ok && v != "" {
+			out[i] = "--postgres=$DSN"
+		}
+	}
+	return out
+}
+
+func printReport(w io.Writer, rep *bench.Report) {
+	fmt.Fprintf(w, "%s, %d CPUs, store %s\n", rep.Date.Format(time.RFC3339), rep.CPUs, rep.Store)
+	if rep.CopyRowsPerSec > 0 {
+		fmt.Fprintf(w, "reference: COPY %.0f rows/s\n", rep.CopyRowsPerSec)
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tTASKS\tSECONDS\tTASKS/S\tSUBMITS/S\tOF COPY\tOF ONE NODE\tWAL B/TASK\tROW B")
+	for _, r := range rep.Results {
+		name := r.Label()
+		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\n", name, r.Tasks, r.Seconds, r.TasksPerS, r.SubmitsPerS,
+			ratio(r.OfCopy, false), ratio(r.OfSingle, true), num(r.WALBytesPerTask), num(r.ResultRowBytes))
+	}
+	_ = tw.Flush()
+
+	var lat []bench.Result
+	for _, r := range rep.Results {
+		if r.Rate > 0 {
+			lat = append(lat, r)
+		}
+	}
+	if len(lat) > 0 {
+		fmt.Fprintln(w)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "RATE/S\tSUBMIT P50/P95/P99 MS\tFIRST DISPATCH P50/P95/P99 MS\tSTART TO RECORDED P50/P95/P99 MS")
+		for _, r := range lat {
+			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Rate, pcts(r.Submit), pcts(r.Dispatch), pcts(r.Record))
+		}
+		_ = tw.Flush()
+	}
+
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tPROCESS\tCPU S\tPEAK RSS MIB")
+	for _, r := range rep.Results {
+		name := r.Label()
+		for _, n := range r.Nodes {
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\n", name, n.Node, n.CPUSeconds, n.PeakRSSMiB)
+		}
+		fmt.Fprintf(tw, "%s\t(the bench's clients)\t%.2f\t-\n", name, r.ClientCPUSeconds)
+	}
+	_ = tw.Flush()
+}
+
+func ratio(v float64, percent bool) string {
+	switch {
+	case v == 0:
+		return "-"
+	case percent:
+		return fmt.Sprintf("%.0f%%", 100*v)
+	}
+	return fmt.Sprintf("%.2f", v)
+}
+
+func num(v float64) string {
+	if v == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0f", v)
+}
+
+func pcts(p *bench.Percentiles) string {
+	if p == nil {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f / %.1f / %.1f", p.P50, p.P95, p.P99)
+}

@@ -1,0 +1,468 @@
+// Package bench drives robonode processes through the public gRPC API, as
+// a user's program would, and measures what users measure: tasks and
+// submissions per second, submission and dispatch latency, and each node's
+// CPU and memory — submissions included, never with work queued
+// in-process first. Every scenario starts fresh processes (and, on
+// Postgres, a fresh database) on loopback.
+//
+// On Postgres the reference is measured in the same run: COPY of rows
+// shaped like runner_actions_done into the same server, as fast as it
+// takes them — the physical limit for one durable row per task. Ratios to
+// it hold on a noisy machine where absolute figures do not, which is what
+// Check compares against a committed baseline.
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	"google.golang.org/grpc"
+
+	"github.com/robonet/robonet/internal/connect"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// Scenario names.
+const (
+	Spread      = "spread"       // one instance of a SpreadWidth-wide echo spread
+	Chains      = "chains"       // Chains instances of a 10-task chain, ChainClients concurrent single submits
+	ChainsBatch = "chains-batch" // the same through SubmitWorkflows, BatchSize a call
+	Diamonds    = "diamonds"     // Diamonds instances of a 5-stage diamond DAG (46 tasks)
+	Latency     = "latency"      // open loop at each of Rates for RateDuration, one-task instances
+	MeshSpread  = "mesh-spread"  // Spread with the tasks on three worker nodes
+	MeshChains  = "mesh-chains"  // Chains with the tasks on three worker nodes
+)
+
+// AllScenarios is every scenario, in the order they run.
+var AllScenarios = []string{Spread, Chains, ChainsBatch, Diamonds, Latency, MeshSpread, MeshChains}
+
+// Config is a bench run.
+type Config struct {
+	// Robonode is the command that runs robonode (the binary, then any
+	// leading arguments); Env is added to its environment.
+	Robonode []string
+	Env      []string
+	// Postgres is a DSN (URL form) of a server whose role may create
+	// databases; empty: the embedded SQLite store.
+	Postgres  string
+	Scenarios []string
+
+	SpreadWidth  int           // default 100,000
+	Chains       int           // default 2,000
+	ChainClients int           // default 32
+	BatchSize    int           // default 1,000
+	Diamonds     int           // default 200
+	Rates        []int         // default 100, 500, 1,000 a second
+	RateDuration time.Duration // default 10 s
+	CopyRows     int           // the reference's rows; default 200,000
+	Slots        int           // each node's core slots; default 64
+
+	// ProfileDir, when set, gets a CPU profile of every node of every
+	// scenario, SCENARIO-NODE.pprof; the nodes are then stopped cleanly
+	// (so the profile is written) rather than killed.
+	ProfileDir string
+
+	// Progress gets a line as each step starts; nil: none.
+	Progress io.Writer
+}
+
+func (c *Config) defaults() {
+	def := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	def(&c.SpreadWidth, 100_000)
+	def(&c.Chains, 2000)
+	def(&c.ChainClients, 32)
+	def(&c.BatchSize, 1000)
+	def(&c.Diamonds, 200)
+	def(&c.CopyRows, 200_000)
+	def(&c.Slots, 64)
+	if len(c.Rates) == 0 {
+		c.Rates = []int{100, 500, 1000}
+	}
+	if c.RateDuration == 0 {
+		c.RateDuration = 10 * time.Second
+	}
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = AllScenarios
+	}
+	if c.Progress == nil {
+		c.Progress = io.Discard
+	}
+}
+
+// ErrConfig marks a configuration Run refuses before it starts anything.
+var ErrConfig = errors.New("bench configuration")
+
+func (c *Config) check() error {
+	for _, s := range c.Scenarios {
+		if !slices.Contains(AllScenarios, s) {
+			return fmt.Errorf("%w: unknown scenario %q: choose from %s", ErrConfig, s, strings.Join(AllScenarios, ", "))
+		}
+	}
+	switch {
+	case len(c.Robonode) == 0:
+		return fmt.Errorf("%w: no robonode command to run", ErrConfig)
+	case c.BatchSize < 1 || c.BatchSize > 1000:
+		return fmt.Errorf("%w: batch size %d: want 1 to 1000", ErrConfig, c.BatchSize)
+	case c.SpreadWidth < 1 || c.Chains < 1 || c.ChainClients < 1 || c.Diamonds < 1 || c.CopyRows < 1 || c.Slots < 1:
+		return fmt.Errorf("%w: every size must be at least 1", ErrConfig)
+	}
+	if c.ProfileDir != "" {
+		if err := os.MkdirAll(c.ProfileDir, 0o755); err != nil {
+			return fmt.Errorf("%w: profile directory: %w", ErrConfig, err)
+		}
+	}
+	for _, r := range c.Rates {
+		if r < 1 {
+			return fmt.Errorf("%w: rate %d: want at least 1 a second", ErrConfig, r)
+		}
+	}
+	return nil
+}
+
+// Report is the outcome of a run.
+type Report struct {
+	Date    time.Time `json:"date"`
+	CPUs    int       `json:"cpus"`
+	Store   string    `json:"store"`
+	Command string    `json:"command,omitempty"`
+	// CopyRowsPerSec is the reference (Postgres only).
+	CopyRowsPerSec float64  `json:"copy_rows_per_sec,omitempty"`
+	Results        []Result `json:"results"`
+}
+
+// Result is one scenario's measurements.
+type Result struct {
+	Scenario  string  `json:"scenario"`
+	Instances int     `json:"instances"`
+	Tasks     int     `json:"tasks"`
+	Seconds   float64 `json:"seconds"` // first submission to the last instance COMPLETE
+	TasksPerS float64 `json:"tasks_per_sec"`
+	// SubmitsPerS: instances acknowledged per second while submitting.
+	SubmitsPerS float64 `json:"submits_per_sec"`
+	// OfCopy is TasksPerS over the COPY reference (Postgres only).
+	OfCopy float64 `json:"of_copy,omitempty"`
+	// OfSingle is a mesh scenario's TasksPerS over its single-node twin
+	// measured in the same run.
+	OfSingle float64 `json:"of_single,omitempty"`
+	// Rate is the offered rate of a latency run, per second.
+	Rate int `json:"rate,omitempty"`
+	// Latencies in milliseconds: submit acknowledged; acknowledgement to
+	// the first task's start; the task's start to the instance recorded
+	// complete (latency runs only).
+	Submit   *Percentiles `json:"submit_ms,omitempty"`
+	Dispatch *Percentiles `json:"dispatch_ms,omitempty"`
+	Record   *Percentiles `json:"record_ms,omitempty"`
+	Nodes    []NodeUsage  `json:"nodes"`
+	// ClientCPUSeconds is what the bench itself (the submitting clients)
+	// used: on a small machine it shares the cores with the nodes.
+	ClientCPUSeconds float64 `json:"client_cpu_seconds"`
+	// Postgres: write-ahead log bytes per task, against the mean size of
+	// a stored result row.
+	WALBytesPerTask float64 `json:"wal_bytes_per_task,omitempty"`
+	ResultRowBytes  float64 `json:"result_row_bytes,omitempty"`
+}
+
+// Percentiles of a latency, in milliseconds.
+type Percentiles struct {
+	P50 float64 `json:"p50"`
+	P95 float64 `json:"p95"`
+	P99 float64 `json:"p99"`
+	Max float64 `json:"max"`
+}
+
+// NodeUsage is what one process used during a scenario.
+type NodeUsage struct {
+	Node       string  `json:"node"`
+	CPUSeconds float64 `json:"cpu_seconds"`
+	PeakRSSMiB float64 `json:"peak_rss_mib"`
+}
+
+// Run runs the scenarios of cfg in order.
+func Run(ctx context.Context, cfg Config) (*Report, error) {
+	cfg.defaults()
+	if err := cfg.check(); err != nil {
+		return nil, err
+	}
+	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), Store: "sqlite"}
+	if cfg.Postgres != "" {
+		rep.Store = "postgres"
+		fmt.Fprintf(cfg.Progress, "reference: COPY of %d result rows, %d a transaction on %d connections\n", cfg.CopyRows, copyBatch, copyConns)
+		db, err := newDatabase(ctx, cfg.Postgres)
+		if err != nil {
+			return nil, err
+		}
+		rep.CopyRowsPerSec, err = copyReference(ctx, db.dsn, cfg.CopyRows)
+		if derr := db.drop(context.WithoutCancel(ctx)); err == nil {
+			err = derr
+		}
+		if err != nil {
+			return nil, err
+		}
+		fmt.Fprintf(cfg.Progress, "  %.0f rows/s\n", rep.CopyRowsPerSec)
+	}
+	single := map[string]float64{}
+	for _, name := range cfg.Scenarios {
+		rates := []int{0} // not paced
+		if name == Latency {
+			rates = cfg.Rates
+		}
+		for _, rate := range rates {
+			r, err := runScenario(ctx, &cfg, name, rate)
+			if err != nil {
+				return rep, fmt.Errorf("scenario %s: %w", name, err)
+			}
+			if rep.CopyRowsPerSec > 0 && r.Rate == 0 { // a paced run's throughput is its rate
+				r.OfCopy = r.TasksPerS / rep.CopyRowsPerSec
+			}
+			if twin, ok := strings.CutPrefix(name, "mesh-"); ok {
+				if s := single[twin]; s > 0 {
+					r.OfSingle = r.TasksPerS / s
+				}
+			} else {
+				single[name] = r.TasksPerS
+			}
+			fmt.Fprintf(cfg.Progress, "  %s\n", r.summary())
+			rep.Results = append(rep.Results, r)
+		}
+	}
+	return rep, nil
+}
+
+// target is the processes (and database) one scenario runs on.
+type target struct {
+	dir   string // the nodes' data directories
+	procs []*proc
+	db    *database
+	conn  *grpc.ClientConn
+	api   robonetv1.WorkflowServiceClient
+
+	profiled bool // the processes write CPU profiles: stop them cleanly
+}
+
+// start starts one node serving core, or a server serving nothing with
+// three worker nodes serving core (mesh), and registers the workflows.
+func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, error) {
+	t := &target{profiled: cfg.ProfileDir != ""}
+	common := []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "127.0.0.1:0", "--raft", "127.0.0.1:0",
+		"--log-format", "json", "--log-level", "info"}
+	var store []string
+	if cfg.Postgres != "" {
+		db, err := newDatabase(ctx, cfg.Postgres)
+		if err != nil {
+			return nil, err
+		}
+		t.db = db
+		store = []string{"--postgres", db.dsn}
+	}
+	if mesh {
+		// The nodes vouch for each other, as the nodes of a production
+		// mesh are configured to: new nodes on probation would get only
+		// what their trust allows, and the Waggler's own node (trusted by
+		// itself) would run nearly every task.
+		common = append(common, "--trust-peer", "*")
+	}
+	core := fmt.Sprintf("core=%d", cfg.Slots)
+	dir, err := os.MkdirTemp("", "robonet-bench-")
+	if err != nil {
+		return nil, err
+	}
+	t.dir = dir
+	first := append(append(slices.Clone(common), store...), "--name", "server", "--data-dir", dir+"/server", "--capability", core)
+	if mesh {
+		first[len(first)-1] = "none"
+	}
+	p, err := startProc(ctx, cfg.Robonode, cfg.Env, "server", withProfile(cfg, label, "server", first)...)
+	if err != nil {
+		t.stop()
+		return nil, err
+	}
+	t.procs = append(t.procs, p)
+	if mesh {
+		for i := 1; i <= 3; i++ {
+			name := fmt.Sprintf("w%d", i)
+			w, err := startProc(ctx, cfg.Robonode, cfg.Env, name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
+				"--data-dir", dir+"/"+name, "--join", p.gossip, "--capability", core))...)
+			if err != nil {
+				t.stop()
+				return nil, err
+			}
+			t.procs = append(t.procs, w)
+		}
+	}
+	t.conn, err = connect.Dial(p.addr, connect.Credentials{}, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
+	if err != nil {
+		t.stop()
+		return nil, err
+	}
+	t.api = robonetv1.NewWorkflowServiceClient(t.conn)
+	if err := t.register(ctx, cfg); err != nil {
+		t.stop()
+		return nil, err
+	}
+	return t, nil
+}
+
+// stop kills the processes, drops the database and removes the data.
+func (t *target) stop() {
+	if t.conn != nil {
+		_ = t.conn.Close()
+	}
+	for _, p := range t.procs {
+		if t.profiled {
+			p.terminate()
+		} else {
+			p.kill()
+		}
+	}
+	if t.db != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		_ = t.db.drop(ctx)
+	}
+	if t.dir != "" {
+		_ = os.RemoveAll(t.dir)
+	}
+}
+
+// errorLogs are the error lines among the processes' last log lines, to
+// show with a failure.
+func (t *target) errorLogs() string {
+	var b strings.Builder
+	for _, p := range t.procs {
+		for _, l := range strings.Split(p.lastLines(), "\n") {
+			if strings.Contains(l, `"level":"error"`) || strings.Contains(l, `"level":"warn"`) {
+				fmt.Fprintf(&b, "\n  %s: %s", p.name, l)
+			}
+		}
+	}
+	return b.String()
+}
+
+// usage reads every process's CPU time and peak RSS.
+func (t *target) usage() ([]usage, error) {
+	out := make([]usage, len(t.procs))
+	for i, p := range t.procs {
+		u, err := usageOf(p.cmd.Process.Pid)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", p.name, err)
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
+// runScenario runs one scenario on fresh processes.
+func runScenario(ctx context.Context, cfg *Config, name string, rate int) (Result, error) {
+	label := Result{Scenario: name, Rate: rate}.Label()
+	fmt.Fprintf(cfg.Progress, "%s: starting nodes\n", label)
+	t, err := start(ctx, cfg, label, strings.HasPrefix(name, "mesh-"))
+	if err != nil {
+		return Result{}, err
+	}
+	defer t.stop()
+	before, err := t.usage()
+	if err != nil {
+		return Result{}, err
+	}
+	var wal0 int64
+	if t.db != nil {
+		if wal0, err = walLSN(ctx, t.db.dsn); err != nil {
+			return Result{}, err
+		}
+	}
+	client0 := selfCPU()
+	fmt.Fprintf(cfg.Progress, "%s: running\n", label)
+	var r Result
+	switch name {
+	case Spread, MeshSpread:
+		r, err = runSpread(ctx, t, cfg.SpreadWidth)
+	case Chains, MeshChains:
+		r, err = runMany(ctx, t, "bench-chain", 10, cfg.Chains, cfg.ChainClients, 1)
+	case ChainsBatch:
+		r, err = runMany(ctx, t, "bench-chain", 10, cfg.Chains, cfg.ChainClients, cfg.BatchSize)
+	case Diamonds:
+		r, err = runMany(ctx, t, "bench-diamond", diamondTasks, cfg.Diamonds, cfg.ChainClients, 1)
+	case Latency:
+		r, err = runLatency(ctx, t, rate, cfg.RateDuration)
+	}
+	if err != nil {
+		return Result{}, fmt.Errorf("%w%s", err, t.errorLogs())
+	}
+	r.Scenario = name
+	r.ClientCPUSeconds = (selfCPU() - client0).Seconds()
+	after, err := t.usage()
+	if err != nil {
+		return Result{}, err
+	}
+	for i, p := range t.procs {
+		r.Nodes = append(r.Nodes, NodeUsage{Node: p.name, CPUSeconds: (after[i].CPU - before[i].CPU).Seconds(),
+			PeakRSSMiB: float64(after[i].PeakRSS) / (1 << 20)})
+	}
+	if t.db != nil && r.Tasks > 0 {
+		wal1, err := walLSN(ctx, t.db.dsn)
+		if err != nil {
+			return Result{}, err
+		}
+		r.WALBytesPerTask = float64(wal1-wal0) / float64(r.Tasks)
+		if r.ResultRowBytes, err = resultRowBytes(ctx, t.db.dsn); err != nil {
+			return Result{}, err
+		}
+	}
+	return r, nil
+}
+
+// Label names the run: the scenario, and a latency run's rate.
+func (r Result) Label() string {
+	if r.Rate > 0 {
+		return fmt.Sprintf("%s@%d/s", r.Scenario, r.Rate)
+	}
+	return r.Scenario
+}
+
+func (r Result) summary() string {
+	s := fmt.Sprintf("%s: %d tasks in %.2fs, %.0f tasks/s, %.0f submits/s", r.Scenario, r.Tasks, r.Seconds, r.TasksPerS, r.SubmitsPerS)
+	if r.Rate > 0 {
+		s = fmt.Sprintf("%s at %d/s: submit p99 %.1f ms, first dispatch p99 %.1f ms", r.Scenario, r.Rate, r.Submit.P99, r.Dispatch.P99)
+	}
+	if r.OfCopy > 0 {
+		s += fmt.Sprintf(", %.2f of COPY", r.OfCopy)
+	}
+	if r.OfSingle > 0 {
+		s += fmt.Sprintf(", %.0f%% of one node", 100*r.OfSingle)
+	}
+	return s
+}
+
+// percentiles of samples (sorted in place), in milliseconds.
+func percentiles(samples []time.Duration) *Percentiles {
+	if len(samples) == 0 {
+		return &Percentiles{}
+	}
+	slices.Sort(samples)
+	at := func(p float64) float64 {
+		return float64(samples[min(len(samples)-1, int(p*float64(len(samples))))]) / float64(time.Millisecond)
+	}
+	return &Percentiles{P50: at(0.50), P95: at(0.95), P99: at(0.99), Max: float64(samples[len(samples)-1]) / float64(time.Millisecond)}
+}
+
+// withProfile adds --cpu-profile to a node's arguments when cfg asks for
+// profiles.
+func withProfile(cfg *Config, label, node string, args []string) []string {
+	if cfg.ProfileDir == "" {
+		return args
+	}
+	file := strings.NewReplacer("/", "-", " ", "-", "@", "-").Replace(label) + "-" + node + ".pprof"
+	return append(args, "--cpu-profile", filepath.Join(cfg.ProfileDir, file))
+}
