@@ -1,0 +1,254 @@
+package chaos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// The mesh's services, as docker-compose.yml names them.
+var (
+	Servers = []string{"s1", "s2", "s3"}
+	Workers = []string{"w1", "w2", "w3"}
+	// Capabilities is what each worker serves.
+	Capabilities = map[string][]string{"w1": {"core", "compute"}, "w2": {"compute"}, "w3": {"core"}}
+)
+
+// Postgres is the database's service.
+const Postgres = "postgres"
+
+// FaultKind names a fault the nemesis injects.
+type FaultKind string
+
+// The faults. Clock skew is not among them: containers share the host
+// kernel's clock, and the images hold no faketime library to lie to one.
+const (
+	KillWorker        FaultKind = "kill-worker"        // SIGKILL of a random worker node, started again after the hold
+	KillLeader        FaultKind = "kill-leader"        // SIGKILL of the engine leader
+	KillWaggler       FaultKind = "kill-waggler"       // SIGKILL of the node holding a capability's Waggler role
+	PauseWorker       FaultKind = "pause-worker"       // docker pause of a worker past the heartbeat deadline
+	DisconnectWorker  FaultKind = "disconnect-worker"  // a worker cut off the network
+	DisconnectLeader  FaultKind = "disconnect-leader"  // the engine leader cut off the network
+	PartitionMinority FaultKind = "partition-minority" // one server and one worker cut off together
+	RestartPostgres   FaultKind = "restart-postgres"   // the database stopped and started
+	KillAndPause      FaultKind = "kill-and-pause"     // a worker killed and another paused at once
+)
+
+// AllFaults lists every kind, in the order a smoke run injects them.
+var AllFaults = []FaultKind{KillWorker, KillLeader, KillWaggler, PauseWorker, DisconnectWorker,
+	DisconnectLeader, PartitionMinority, RestartPostgres, KillAndPause}
+
+// Fault is one injected fault.
+type Fault struct {
+	Kind    FaultKind `json:"kind"`
+	Targets []string  `json:"targets"`
+	At      time.Time `json:"at"`
+	Healed  time.Time `json:"healed"`
+	// Capabilities are those whose work it disturbed (none named: all).
+	Capabilities []string `json:"capabilities,omitempty"`
+	// Recovery is from At to the next task of an affected capability
+	// completed (filled in by the checker); -1 when none followed.
+	Recovery time.Duration `json:"recovery_ns"`
+	// Stall is the longest time without a completion of an affected
+	// capability from At until StallWindow after the heal: how long the
+	// fault really held that work up (Recovery can be short when a write
+	// in flight at the fault lands just after it).
+	Stall time.Duration `json:"stall_ns"`
+	Error string        `json:"error,omitempty"`
+}
+
+// Nemesis injects faults into a Compose project and heals them.
+type Nemesis struct {
+	Compose *Compose
+	Client  *Client
+	Log     *zap.Logger
+	// Hold is how long a fault lasts before it is healed.
+	Hold time.Duration
+	rng  *rand.Rand
+
+	mu     sync.Mutex
+	faults []Fault
+	// heal undoes what is still broken (a fault whose heal failed).
+	heal []func(context.Context) error
+}
+
+// NewNemesis returns a nemesis with its own random source.
+func NewNemesis(c *Compose, cl *Client, log *zap.Logger, hold time.Duration) *Nemesis {
+	return &Nemesis{Compose: c, Client: cl, Log: log, Hold: hold, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
+}
+
+func (n *Nemesis) pick(from []string, not ...string) string {
+	var c []string
+	for _, s := range from {
+		if !slices.Contains(not, s) {
+			c = append(c, s)
+		}
+	}
+	return c[n.rng.IntN(len(c))]
+}
+
+// Inject injects one fault of kind, holds it, heals it, and records it.
+// An error means the fault could not be injected or healed; what is still
+// broken is healed by HealAll.
+func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
+	f := Fault{Kind: kind, Recovery: -1}
+	var (
+		do   []func(context.Context) error
+		undo []func(context.Context) error
+	)
+	c := n.Compose
+	kill := func(svc string) {
+		f.Targets = append(f.Targets, svc)
+		f.Capabilities = append(f.Capabilities, Capabilities[svc]...)
+		do = append(do, func(ctx context.Context) error { return c.Kill(ctx, svc) })
+		undo = append(undo, func(ctx context.Context) error { return c.Start(ctx, svc) })
+	}
+	pause := func(svc string) {
+		f.Targets = append(f.Targets, svc)
+		f.Capabilities = append(f.Capabilities, Capabilities[svc]...)
+		do = append(do, func(ctx context.Context) error { return c.Pause(ctx, svc) })
+		undo = append(undo, func(ctx context.Context) error { return c.Unpause(ctx, svc) })
+	}
+	cut := func(svc string) {
+		f.Targets = append(f.Targets, svc)
+		f.Capabilities = append(f.Capabilities, Capabilities[svc]...)
+		var ip string
+		do = append(do, func(ctx context.Context) (err error) { ip, err = c.Disconnect(ctx, svc); return err })
+		undo = append(undo, func(ctx context.Context) error { return c.Connect(ctx, svc, ip) })
+	}
+	leader := func() (string, error) {
+		name, err := n.Client.Leader(ctx)
+		if err == nil && name == "" {
+			err = errors.New("no engine leader")
+		}
+		return name, err
+	}
+	switch kind {
+	case KillWorker:
+		kill(n.pick(Workers))
+	case KillLeader:
+		l, err := leader()
+		if err != nil {
+			return n.record(f, err)
+		}
+		kill(l)
+	case KillWaggler:
+		roles, err := n.Client.Wagglers(ctx)
+		if err != nil {
+			return n.record(f, err)
+		}
+		capability := n.pick([]string{"core", "compute"})
+		if roles[capability] == "" {
+			return n.record(f, fmt.Errorf("no Waggler holds %s", capability))
+		}
+		kill(roles[capability])
+		f.Capabilities = []string{capability}
+	case PauseWorker:
+		pause(n.pick(Workers))
+	case DisconnectWorker:
+		cut(n.pick(Workers))
+	case DisconnectLeader:
+		l, err := leader()
+		if err != nil {
+			return n.record(f, err)
+		}
+		cut(l)
+	case PartitionMinority:
+		cut(n.pick(Servers))
+		cut(n.pick(Workers))
+	case RestartPostgres:
+		f.Targets = []string{Postgres}
+		do = append(do, func(ctx context.Context) error { return c.Restart(ctx, Postgres) })
+		undo = append(undo, nil) // a restart heals itself
+	case KillAndPause:
+		w := n.pick(Workers)
+		kill(w)
+		pause(n.pick(Workers, w))
+	default:
+		return fmt.Errorf("unknown fault kind %q", kind)
+	}
+	f.At = time.Now()
+	n.Log.Info("fault", zap.String("kind", string(kind)), zap.Strings("targets", f.Targets))
+	var errs []error
+	for i, d := range do {
+		if err := d(ctx); err != nil {
+			errs = append(errs, err)
+			undo[i] = nil // nothing to undo
+		}
+	}
+	if slices.ContainsFunc(undo, func(u func(context.Context) error) bool { return u != nil }) {
+		select {
+		case <-ctx.Done():
+		case <-time.After(n.Hold):
+		}
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+	defer cancel()
+	for _, u := range undo {
+		if u == nil {
+			continue
+		}
+		if err := u(hctx); err != nil {
+			errs = append(errs, err)
+			n.mu.Lock()
+			n.heal = append(n.heal, u)
+			n.mu.Unlock()
+		}
+	}
+	f.Healed = time.Now()
+	n.Log.Info("healed", zap.String("kind", string(kind)), zap.Strings("targets", f.Targets), zap.Duration("held", f.Healed.Sub(f.At)))
+	return n.record(f, errors.Join(errs...))
+}
+
+func (n *Nemesis) record(f Fault, err error) error {
+	if err != nil {
+		f.Error = err.Error()
+		n.Log.Warn("fault not injected or healed cleanly", zap.String("kind", string(f.Kind)), zap.Error(err))
+	}
+	if f.At.IsZero() {
+		f.At = time.Now()
+		f.Healed = f.At
+	}
+	n.mu.Lock()
+	n.faults = append(n.faults, f)
+	n.mu.Unlock()
+	return err
+}
+
+// HealAll retries every heal that failed, and makes sure every container
+// of the mesh runs unpaused on the network.
+func (n *Nemesis) HealAll(ctx context.Context) error {
+	n.mu.Lock()
+	pending := n.heal
+	n.heal = nil
+	n.mu.Unlock()
+	var errs []error
+	for _, u := range pending {
+		if err := u(ctx); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, svc := range append(append([]string{Postgres}, Servers...), Workers...) {
+		_ = n.Compose.Unpause(ctx, svc) // not paused: an error, ignored
+		_ = n.Compose.Start(ctx, svc)   // running: a no-op
+	}
+	return errors.Join(errs...)
+}
+
+// Faults returns the faults injected so far.
+func (n *Nemesis) Faults() []Fault {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return slices.Clone(n.faults)
+}
+
+// Random picks a fault kind at random.
+func (n *Nemesis) Random() FaultKind {
+	return AllFaults[n.rng.IntN(len(AllFaults))]
+}
