@@ -318,10 +318,21 @@ func TestServingSurface(t *testing.T) {
 		resp.Body.Close()
 		return resp.StatusCode, string(body)
 	}
-	for path, want := range map[string]string{"/healthz": "ok", "/readyz": "ready"} {
-		if code, body := get(tn.node.HTTPAddr(), path); code != http.StatusOK || !strings.HasPrefix(body, want) {
-			t.Errorf("GET %s: %d %q, want 200 %q", path, code, body, want)
+	if code, body := get(tn.node.HTTPAddr(), "/healthz"); code != http.StatusOK || body != "ok\n" {
+		t.Errorf("GET /healthz: %d %q, want 200 ok", code, body)
+	}
+	// Ready once the node has elected itself (a 503 naming why until then).
+	var code int
+	var body string
+	eventually(t, 10*time.Second, "/readyz to answer 200", func() bool {
+		code, body = get(tn.node.HTTPAddr(), "/readyz")
+		if code != http.StatusOK && !strings.HasPrefix(body, "not ready: no engine leader known") {
+			t.Fatalf("GET /readyz before the election: %d %q", code, body)
 		}
+		return code == http.StatusOK
+	})
+	if !strings.HasPrefix(body, "ready (leader e2e, term ") {
+		t.Errorf("GET /readyz: %q, want it to name the leader and its term", body)
 	}
 	// The profiler only when asked for.
 	if code, _ := get(tn.node.HTTPAddr(), "/debug/pprof/"); code != http.StatusNotFound {

@@ -14,8 +14,6 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
@@ -113,7 +111,7 @@ func testConfig(t *testing.T, store storeKind) node.Config {
 		GossipAddr:   "127.0.0.1:0",
 		RaftAddr:     "127.0.0.1:0",
 		Capabilities: map[string]int{"core": 8, "code.exec": 8},
-		Logger:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)),
+		Logger:       failureLogger(t),
 		StopTimeout:  5 * time.Second,
 		Engine: engine.Config{
 			Shards:            2,

@@ -7,8 +7,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zaptest"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -52,7 +50,7 @@ func meshNodeConfig(t *testing.T, name, dsn, schema string, server bool, join []
 		Join:         join,
 		Server:       &server,
 		Capabilities: map[string]int{"core": 8, "code.exec": 8},
-		Logger:       zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Named(name),
+		Logger:       failureLogger(t).Named(name),
 		StopTimeout:  5 * time.Second,
 		Mesh:         mesh.TestConfig(name),
 		Engine: engine.Config{
@@ -233,6 +231,16 @@ func TestMeshElectsAndAnswersAnywhere(t *testing.T) {
 		if err != nil || len(list.GetInstances()) == 0 {
 			t.Fatalf("%s: ListInstances: %v, %d instances", via.name, err, len(list.GetInstances()))
 		}
+		// A batch is forwarded too, its items keyed on the way so that a
+		// retried forward starts nothing twice.
+		batch, err := via.api.SubmitWorkflows(ctxFor(t, 10*time.Second), &robonetv1.SubmitWorkflowsRequest{
+			Workflow: &robonetv1.SubmitWorkflowsRequest_Ref{Ref: &robonetv1.WorkflowRef{Name: "failover"}},
+			Items:    []*robonetv1.SubmitItem{{InputsJson: `{"n": 1}`}, {InputsJson: `{"n": 2}`}},
+		})
+		if err != nil || len(batch.GetInstances()) != 2 {
+			t.Fatalf("%s: SubmitWorkflows: %v, %d instances", via.name, err, len(batch.GetInstances()))
+		}
+		wantOutputs(t, waitDone(t, via.api, batch.GetInstances()[1].GetInstanceId(), 30*time.Second), `{"v": 5}`)
 	}
 }
 

@@ -367,8 +367,11 @@ func TestHostilePeerStreams(t *testing.T) {
 			Node: "evil", Capability: "work", Running: []*robonetv1.RunningAttempt{{Assignment: &robonetv1.Assignment{
 				Dispatch: &robonetv1.Dispatch{Key: &robonetv1.AttemptKey{InstanceId: "not-a-uuid", ExecutionId: "x"}}}}}}}}},
 			codes.InvalidArgument, "not a UUID"},
-		{"an oversized worker id", []*robonetv1.WorkRequest{register("evil"), {Msg: &robonetv1.WorkRequest_Leave{Leave: &robonetv1.WorkLeave{
-			Workers: []string{strings.Repeat("w", 1000)}}}}}, codes.ResourceExhausted, "the limit is 256"},
+		{"an oversized worker id", []*robonetv1.WorkRequest{{Msg: &robonetv1.WorkRequest_Register{Register: &robonetv1.WorkRegister{
+			Node: "evil", Capability: "work", Workers: []string{strings.Repeat("w", 1000)}}}}}, codes.ResourceExhausted, "the limit is 256"},
+		// A certificate is not enough: a node the mesh has no hash-chain
+		// anchor of (it never joined) cannot open a stream.
+		{"a stranger to the mesh", []*robonetv1.WorkRequest{register("evil")}, codes.Unavailable, "hash-chain anchor of node evil is not known"},
 	} {
 		err := open(c.msgs...)
 		if status.Code(err) != c.code || !strings.Contains(err.Error(), c.says) {

@@ -72,7 +72,8 @@ func startWagProcs(t testing.TB, workers int, interval string) *wagProcs {
 	t.Helper()
 	m := &wagProcs{t: t, bin: buildRobonode(t), dataDir: t.TempDir(), workers: map[string]*child{}, log: filepath.Join(t.TempDir(), "starts.log"),
 		common: []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0", "--log-format", "json",
-			"--heartbeat-interval", interval, "--shutdown-timeout", "10s"}}
+			"--heartbeat-interval", interval, "--shutdown-timeout", "10s",
+			"--trust-peer", "*"}} // failover, not trust, is tested here: no node starts on probation
 	m.server = startChild(t, m.bin, append(m.common, "--name", "server", "--data-dir", m.dataDir, "--capability", "none")...)
 	for i := 1; i <= workers; i++ {
 		m.startWorker(fmt.Sprintf("w%d", i))

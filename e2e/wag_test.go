@@ -2,16 +2,13 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
-	"io"
-	"log"
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
-	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
@@ -123,6 +120,10 @@ func wagNodeConfig(t *testing.T, name string, server bool, join []string, caps m
 	cfg.Capabilities = caps
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).Named(name) // the Wagglers' story, should a test fail
 	cfg.Wag.Registry = reg
+	// These meshes test placement and failover, not trust: operators
+	// vouch for every node, so no node starts on probation (trust_test.go
+	// tests probation, forgeries and the Sentinel).
+	cfg.TrustPeers = []string{"*"}
 	return cfg
 }
 
@@ -303,20 +304,6 @@ func TestWagglerKilledAttemptsInherited(t *testing.T) {
 	t.Logf("runs: %v", runs)
 }
 
-// deafToWagglers is a memberlist AliveDelegate that ignores every alive
-// message about another node advertising a Waggler role: as if every
-// gossip broadcast of a holder's roles missed this node, which then
-// learns the roles only from the control state.
-type deafToWagglers struct{ self string }
-
-func (d deafToWagglers) NotifyAlive(peer *memberlist.Node) error {
-	meta, err := mesh.DecodeNodeMeta(peer.Meta)
-	if err == nil && peer.Name != d.self && len(meta.Wagglers) > 0 {
-		return errors.New("test: deaf to waggler roles")
-	}
-	return nil
-}
-
 // followLog is a zap core that sends the waggler_node of every "pool
 // follows its waggler" entry to ch.
 type followLog struct{ ch chan<- string }
@@ -350,13 +337,7 @@ func TestWorkerFollowsTheControlStateWithoutGossip(t *testing.T) {
 		if name != deaf {
 			return
 		}
-		cfg.Mesh.Memberlist = func(c *memberlist.Config) {
-			mesh.TestMemberlistTimings(c)
-			c.Alive = deafToWagglers{self: name}
-			// Its memberlist complains of what it ignores, even after the
-			// test (a probe in flight at shutdown); the story is not needed.
-			c.Logger = log.New(io.Discard, "", 0)
-		}
+		cfg.Faults = &node.Faults{DeafToWagglerGossip: true}
 		cfg.Logger = zap.New(zapcore.NewTee(cfg.Logger.Core(), followLog{followed})).Named(name)
 	}, "w1", "w2", "w3", deaf) // eight slots
 	holder := m.waggler("")
@@ -477,10 +458,13 @@ func TestWagglerNodeStopsPromptly(t *testing.T) {
 }
 
 // doubler is a registry with the action "double": {"x": n} → 2n; a liar
-// answers 2n+1.
-func doubler(t *testing.T, liar bool) *wag.Registry {
+// answers 2n+1. runs, if not nil, counts the runs.
+func doubler(t *testing.T, liar bool, runs *atomic.Int64) *wag.Registry {
 	reg := wag.NewRegistry()
 	err := reg.Register("double", func(_ context.Context, call *wag.Call) (any, error) {
+		if runs != nil {
+			runs.Add(1)
+		}
 		x, _ := call.Input.(map[string]any)["x"].(int64)
 		if liar {
 			return 2*x + 1, nil
@@ -504,7 +488,7 @@ func TestVerifyOutvotesALiar(t *testing.T) {
 		case "server":
 			cfg.Logger = zap.New(zapcore.NewTee(cfg.Logger.Core(), core)).Named(name)
 		default:
-			cfg.Wag.Registry = doubler(t, name == "liar")
+			cfg.Wag.Registry = doubler(t, name == "liar", nil)
 		}
 	}, "w1", "liar")
 	m.waggler("")
@@ -532,7 +516,7 @@ outputs:
 		}
 		return false
 	})
-	cfg := wagNodeConfig(t, "w2", false, []string{m.server.node.GossipAddr()}, map[string]int{"work": 2}, doubler(t, false))
+	cfg := wagNodeConfig(t, "w2", false, []string{m.server.node.GossipAddr()}, map[string]int{"work": 2}, doubler(t, false, nil))
 	startNodeWith(t, cfg)
 	in := waitDone(t, m.server.api, id, 60*time.Second)
 	wantOutputs(t, in, `{"doubled": 42}`)

@@ -1,0 +1,196 @@
+package e2e_test
+
+import (
+	"io"
+	"net/http"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/postgres"
+	"github.com/robonet/robonet/engine/store/sqlite"
+	"github.com/robonet/robonet/node"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// metricsSpec has a task that sleeps, so that a scrape sees it running,
+// and a three-wide spread that ends it.
+const metricsSpec = `
+name: metered
+version: 1
+tasks:
+  slow:
+    capability: core
+    action: sleep
+    with: {duration: 1500ms}
+  fan:
+    needs: [slow]
+    capability: core
+    action: echo
+    spread: ${{ [1, 2, 3] }}
+    with: {x: "${{ item }}"}
+`
+
+// /metrics shows what the node does while a workflow runs: the engine's
+// task and store series, the Wagglers', the node's state, Raft's and
+// memberlist's own, the Go runtime's and the process's.
+func TestMetricsEndpoint(t *testing.T) {
+	cfg := testConfig(t, sqliteStore)
+	cfg.HTTPAddr = "127.0.0.1:0"
+	tn := startNodeWith(t, cfg)
+	scrape := func() string {
+		t.Helper()
+		resp, err := http.Get("http://" + tn.node.HTTPAddr() + "/metrics")
+		if err != nil {
+			t.Fatalf("GET /metrics: %v", err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("GET /metrics: %d %s", resp.StatusCode, body)
+		}
+		return string(body)
+	}
+	value := func(text, series string) float64 {
+		t.Helper()
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(text)
+		if m == nil {
+			return -1
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		if err != nil {
+			t.Fatalf("%s: %v", series, err)
+		}
+		return v
+	}
+
+	id := submitSpec(t, tn.api, metricsSpec, "")
+	eventually(t, 10*time.Second, "a scrape showing the sleeping task running", func() bool {
+		return value(scrape(), `robonet_waggler_running{capability="core"}`) == 1
+	})
+	in := waitDone(t, tn.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+
+	text := scrape()
+	for series, want := range map[string]float64{
+		`robonet_tasks_dispatched_total{capability="core"}`:      4,
+		`robonet_tasks_completed_total{capability="core"}`:       4,
+		`robonet_task_duration_seconds_count{capability="core"}`: 4,
+		`robonet_instances_submitted_total`:                      1,
+		`robonet_instances_finished_total{status="complete"}`:    1,
+		`robonet_leader`:                                       1,
+		`robonet_leader_known`:                                 1,
+		`robonet_mesh_members{status="alive"}`:                 1,
+		`robonet_waggler_workers{capability="core"}`:           8,
+		`robonet_waggler_running{capability="core"}`:           0,
+		`robonet_heartbeats_received_total{capability="core"}`: -2, // some: the sleep beat at 100 ms
+		`robonet_engine_instances_held`:                        0,
+		`robonet_store_commit_rows_count`:                      -2,
+		`robonet_readiness_propagation_seconds_count`:          4,
+		`go_goroutines`:                                        -2,
+		`robonet_process_cpu_seconds_total`:                    -2,
+		`robonet_trust_nodes{tier="trusted"}`:                  0,
+	} {
+		got := value(text, series)
+		switch {
+		case got == -1:
+			t.Errorf("%s is missing", series)
+		case want == -2 && got <= 0:
+			t.Errorf("%s = %v, want more than 0", series, got)
+		case want >= 0 && got != want:
+			t.Errorf("%s = %v, want %v", series, got, want)
+		}
+	}
+	// Raft's and memberlist's own series come through hashicorp's
+	// go-metrics.
+	for _, prefix := range []string{"raft_", "memberlist_"} {
+		if !regexp.MustCompile(`(?m)^` + prefix).MatchString(text) {
+			t.Errorf("no %s series in /metrics", prefix)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", grepRobonet(text))
+	}
+}
+
+// grepRobonet keeps the robonet_ lines of a scrape, for failure output.
+func grepRobonet(text string) string {
+	var keep []string
+	for _, l := range strings.Split(text, "\n") {
+		if strings.HasPrefix(l, "robonet_") {
+			keep = append(keep, l)
+		}
+	}
+	return strings.Join(keep, "\n")
+}
+
+// Every node reports its worker pools: ListMembers with pools asks each
+// member live, /metrics shows this node's, and the leader collects them
+// into the store (worker_status) every PoolStatsInterval.
+func TestPoolStatistics(t *testing.T) {
+	forEachStore(t, func(t *testing.T, store storeKind) {
+		cfg := testConfig(t, store)
+		cfg.HTTPAddr = "127.0.0.1:0"
+		cfg.PoolStatsInterval = 100 * time.Millisecond
+		tn := startNodeWith(t, cfg)
+		in := run(t, tn, metricsSpec, "")
+		wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+
+		ctx := ctxFor(t, 10*time.Second)
+		resp, err := robonetv1.NewMeshServiceClient(tn.conn).ListMembers(ctx, &robonetv1.ListMembersRequest{Pools: true})
+		if err != nil || len(resp.GetMembers()) != 1 {
+			t.Fatalf("ListMembers: %v %v", resp, err)
+		}
+		if at := resp.GetMembers()[0].GetPoolsAt(); at == nil || time.Since(at.AsTime()) > 10*time.Second {
+			t.Errorf("the member was heard from at %v, want just now", at)
+		}
+		var core *robonetv1.PoolStats
+		for _, p := range resp.GetMembers()[0].GetPools() {
+			if p.GetPool() == "core" {
+				core = p
+			}
+		}
+		if core == nil || core.GetSlots() != 8 || core.GetCompleted() != 4 || core.GetFailed() != 0 || core.GetPerMinute() != 4 ||
+			core.GetLatencyP99().AsDuration() < 1500*time.Millisecond {
+			t.Fatalf("the core pool: %v (member %v)", core, resp.GetMembers()[0])
+		}
+
+		st := openStore(t, store, cfg)
+		var rows []engine.PoolStatus
+		eventually(t, 10*time.Second, "the leader to store the pools", func() bool {
+			rows, err = st.ListPoolStats(ctx)
+			return err == nil && slices.ContainsFunc(rows, func(p engine.PoolStatus) bool {
+				return p.Node == "e2e" && p.Pool == "core" && p.Completed == 4 && p.Slots == 8
+			})
+		})
+		if !slices.ContainsFunc(rows, func(p engine.PoolStatus) bool { return p.Node == "e2e" && p.Pool == "code.exec" }) {
+			t.Errorf("stored pools %+v lack code.exec", rows)
+		}
+	})
+}
+
+// openStore opens the store a running test node uses, to read what it
+// wrote.
+func openStore(t *testing.T, store storeKind, cfg node.Config) engine.Store {
+	t.Helper()
+	ctx := ctxFor(t, 30*time.Second)
+	var (
+		s   engine.Store
+		err error
+	)
+	if store == postgresStore {
+		s, err = postgres.Open(ctx, postgres.Config{DSN: cfg.PostgresDSN, Schema: cfg.PostgresSchema})
+	} else {
+		s, err = sqlite.Open(ctx, sqlite.Config{Path: filepath.Join(cfg.DataDir, "robonet.db")})
+	}
+	if err != nil {
+		t.Fatalf("opening the node's store: %v", err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	return s
+}
