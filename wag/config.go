@@ -12,6 +12,7 @@ import (
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/metrics"
 	"github.com/robonet/robonet/sentinel"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // Defaults of Config.
@@ -71,6 +72,11 @@ type Config struct {
 	// dead fails over at once regardless. Default: six heartbeat intervals,
 	// at least 5 s.
 	InheritGrace time.Duration
+
+	// TaskLogs, when set, keeps each exec attempt's stderr and stdout on
+	// this node (package tasklog); nil: only the end of stderr is kept, in
+	// a failed attempt's error.
+	TaskLogs *tasklog.Store
 
 	// Metrics are the series the Wagglers record into (heartbeats,
 	// failovers); nil: series registered nowhere.

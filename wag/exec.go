@@ -18,6 +18,7 @@ import (
 
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 const (
@@ -211,9 +212,17 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 	killer := &groupKiller{pid: pid, clock: rt.clock, grace: rt.killGrace}
 	stdout := &capBuffer{max: call.maxOutput(), onOverflow: func() { killGroup(pid, true) }}
 	stderr := &tailBuffer{max: stderrTailBytes}
+	var stdoutSink, stderrSink io.Writer = stdout, stderr
+	taskLog := openTaskLog(call, rt)
+	if taskLog != nil {
+		// Both buffers and the log writers never fail, so MultiWriter
+		// always writes to both.
+		stdoutSink = io.MultiWriter(stdout, taskLog.Stream(tasklog.Stdout))
+		stderrSink = io.MultiWriter(stderr, taskLog.Stream(tasklog.Stderr))
+	}
 	var pipes sync.WaitGroup
-	pipes.Go(func() { copyQuietly(stdout, stdoutR) })
-	pipes.Go(func() { copyQuietly(stderr, stderrR) })
+	pipes.Go(func() { copyQuietly(stdoutSink, stdoutR) })
+	pipes.Go(func() { copyQuietly(stderrSink, stderrR) })
 	if stdinW != nil {
 		pipes.Go(func() {
 			_, _ = stdinW.Write(in.stdin) // EPIPE when the child does not read it all
@@ -244,6 +253,11 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 		_ = stdinW.SetWriteDeadline(deadline)
 	}
 	pipes.Wait()
+	if taskLog != nil {
+		if err := taskLog.Close(); err != nil && call.Logger != nil {
+			call.Logger.Warn("exec: the attempt's log is incomplete", zap.Error(err))
+		}
+	}
 
 	tail := stderr.String()
 	switch {
@@ -271,6 +285,22 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 		}
 	}
 	return out, nil
+}
+
+// openTaskLog starts the attempt's log on this node; nil when the node
+// keeps none, or cannot (which must not fail the attempt: it says so).
+func openTaskLog(call *Call, rt *runtimeEnv) *tasklog.Writer {
+	if rt.logs == nil {
+		return nil
+	}
+	w, err := rt.logs.Create(tasklog.Key{Instance: call.Key.InstanceID, Execution: call.Key.ExecutionID, Attempt: call.Key.Attempt})
+	if err != nil {
+		if call.Logger != nil {
+			call.Logger.Warn("exec: the attempt runs without a log", zap.Error(err))
+		}
+		return nil
+	}
+	return w
 }
 
 func stderrSuffix(tail string) string {

@@ -16,8 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // runExec runs the exec action directly, as a worker would.
@@ -333,5 +336,55 @@ func TestExecBadInput(t *testing.T) {
 		if err == nil || !strings.HasPrefix(err.Error(), tc.want) {
 			t.Errorf("input %v: error %v, want it to start with %q", tc.input, err, tc.want)
 		}
+	}
+}
+
+// An attempt's stderr and stdout go to its log on the node, on success and
+// on failure, each line with its stream; the output is still stdout.
+func TestExecWritesTheAttemptLog(t *testing.T) {
+	ctx := context.Background()
+	logs, err := tasklog.Open(t.TempDir(), tasklog.Limits{}, nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	instance := uuid.New()
+	withLogs := func(c *Call) {
+		c.Key.InstanceID = instance
+		c.rt = &runtimeEnv{clock: clock.System(), httpClient: defaultRuntime.httpClient, killGrace: defaultKillGrace, logs: logs}
+	}
+	read := func(k tasklog.Key) []string {
+		t.Helper()
+		var out []string
+		err := logs.Read(ctx, k, tasklog.ReadOptions{}, func(ls []tasklog.Line) error {
+			for _, l := range ls {
+				out = append(out, l.Stream.String()+": "+string(l.Text))
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+
+	out, err := runExec(t, ctx, sh(`echo "loading model" >&2; echo '{"ok": true}'; printf 'done, no newline' >&2`), withLogs)
+	if err != nil || !value.Equal(out, map[string]any{"ok": true}) {
+		t.Fatalf("output %v, error %v", out, err)
+	}
+	k := tasklog.Key{Instance: instance, Execution: "run[2]", Attempt: 3}
+	got := read(k)
+	slices.Sort(got) // the two pipes are read concurrently
+	want := []string{"stderr: done, no newline", "stderr: loading model", `stdout: {"ok": true}`}
+	if !slices.Equal(got, want) {
+		t.Fatalf("log %q, want %q", got, want)
+	}
+
+	_, err = runExec(t, ctx, sh(`echo "retrying upstream" >&2; exit 4`), withLogs, func(c *Call) { c.Key.Attempt = 4 })
+	if err == nil || !strings.Contains(err.Error(), "exited with code 4") {
+		t.Fatalf("error %v", err)
+	}
+	k.Attempt = 4
+	if got := read(k); !slices.Equal(got, []string{"stderr: retrying upstream"}) {
+		t.Fatalf("log of the failed attempt %q", got)
 	}
 }

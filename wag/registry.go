@@ -15,6 +15,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // Handler runs one action for one attempt. It must honour ctx: when ctx is
@@ -97,6 +98,8 @@ type runtimeEnv struct {
 	// cgroupParent names the cgroup v2 directory exec attempts get
 	// sub-cgroups of ("" for none); nil detects a delegated one (Linux).
 	cgroupParent func() string
+	// logs keeps exec attempts' output; nil: none kept.
+	logs *tasklog.Store
 }
 
 var defaultRuntime = &runtimeEnv{clock: clock.System(), httpClient: newHTTPClient(), killGrace: defaultKillGrace}

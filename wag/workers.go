@@ -48,7 +48,7 @@ func NewWorkerHost(cfg Config) (*WorkerHost, error) {
 	h := &WorkerHost{
 		cfg:     cfg,
 		log:     cfg.Logger.Named("worker").With(zap.String("node", cfg.NodeName)),
-		rt:      &runtimeEnv{clock: cfg.Clock, httpClient: newHTTPClient(), killGrace: defaultKillGrace},
+		rt:      &runtimeEnv{clock: cfg.Clock, httpClient: newHTTPClient(), killGrace: defaultKillGrace, logs: cfg.TaskLogs},
 		pools:   make(map[string][]*pool),
 		targets: make(map[string]TargetSource),
 	}
