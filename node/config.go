@@ -20,6 +20,7 @@ import (
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/trust"
 	"github.com/robonet/robonet/wag"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // Defaults of Config.
@@ -174,6 +175,11 @@ type Config struct {
 	// PoolStatsInterval is how often the leader collects every member's
 	// worker pool statistics into the store (worker_status). Default: 15 s.
 	PoolStatsInterval time.Duration
+
+	// TaskLogs bounds the task logs this node keeps of the exec attempts
+	// it runs, in DataDir/tasklogs (package tasklog; zero fields take its
+	// defaults: 4 MiB per attempt, 1 GiB per node, 72 h).
+	TaskLogs tasklog.Limits
 
 	// Mesh tunes gossip and Raft. Its Name, addresses, Join, Meta, Server,
 	// BootstrapExpect, DataDir, GossipKey, WagglerRank and Logger are set
@@ -396,6 +402,9 @@ func (c Config) checkExposure() error {
 		"Set them up, bind to 127.0.0.1, or pass --insecure to run without them anyway",
 		ErrInsecure, strings.Join(exposed, ", "), strings.Join(missing, ", "))
 }
+
+// taskLogDir is where the node keeps task logs.
+func (c Config) taskLogDir() string { return filepath.Join(c.DataDir, "tasklogs") }
 
 // sqlitePath is where the embedded store lives.
 func (c Config) sqlitePath() string { return filepath.Join(c.DataDir, "robonet.db") }

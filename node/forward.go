@@ -21,6 +21,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/pki"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // forwardedHeader marks a call a node forwarded to the leader; its value
@@ -95,6 +96,8 @@ type router struct {
 	// nodes, which have no store.
 	reader *engine.Query
 	conns  *connCache
+	// logs are the task logs of the attempts this node ran.
+	logs *tasklog.Store
 }
 
 var _ robonetv1.WorkflowServiceServer = (*router)(nil)

@@ -29,6 +29,7 @@ import (
 	"github.com/robonet/robonet/trust"
 	"github.com/robonet/robonet/wag"
 	"github.com/robonet/robonet/wag/remote"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // The engine is the API's Engine; the Router of its term is its
@@ -67,6 +68,7 @@ type Node struct {
 	store    engine.Store     // nil on worker-only nodes
 	workers  *wag.WorkerHost  // this node's pools
 	wagglers *wag.WagglerHost // the Waggler roles this node is given
+	taskLogs *tasklog.Store   // the logs of the exec attempts this node ran
 	follower *wagFollower
 	metaMu   sync.Mutex
 	meta     mesh.NodeMeta // what this node advertises in gossip
@@ -199,6 +201,10 @@ func (n *Node) Start(ctx context.Context) (err error) {
 		return err
 	}
 	wcfg.Trust = n.trust
+	if n.taskLogs, err = tasklog.Open(n.cfg.taskLogDir(), n.cfg.TaskLogs, nil, n.log.Named("tasklog")); err != nil {
+		return fmt.Errorf("%w: %w", ErrConfig, err)
+	}
+	wcfg.TaskLogs = n.taskLogs
 	if n.workers, err = wag.NewWorkerHost(wcfg); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
@@ -393,7 +399,7 @@ func (n *Node) startGRPC() {
 	)...)
 	n.api = &router{
 		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes},
-		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns,
+		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns, logs: n.taskLogs,
 	}
 	n.meshAPI = newMeshAPI(n)
 	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, n.api)

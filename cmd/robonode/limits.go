@@ -13,6 +13,7 @@ import (
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/node"
 	"github.com/robonet/robonet/wag"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // A limit bounds what a client can make a node do. Each is set with
@@ -59,6 +60,9 @@ var limits = []limit{
 	{"input-bytes", limitBytes, mib(node.DefaultMaxInputBytes), func(c *node.Config, v int64) { c.MaxInputBytes = int(v) }},
 	{"output-bytes", limitBytes, mib(wag.DefaultMaxOutputBytes), func(c *node.Config, v int64) { c.Wag.MaxOutputBytes = int(v) }},
 	{"message-bytes", limitBytes, mib(node.DefaultMaxMessageBytes), func(c *node.Config, v int64) { c.MaxMessageBytes = int(v) }},
+	{"task-log-attempt-bytes", limitBytes, mib(tasklog.DefaultAttemptBytes), func(c *node.Config, v int64) { c.TaskLogs.AttemptBytes = v }},
+	{"task-log-bytes", limitBytes, mib(tasklog.DefaultTotalBytes), func(c *node.Config, v int64) { c.TaskLogs.TotalBytes = v }},
+	{"task-log-retention", limitDuration, tasklog.DefaultRetention.String(), func(c *node.Config, v int64) { c.TaskLogs.Retention = time.Duration(v) }},
 	{"streams-per-connection", limitCount, strconv.Itoa(node.DefaultMaxStreams), func(c *node.Config, v int64) { c.MaxStreams = int(v) }},
 }
 

@@ -347,6 +347,61 @@ func (QuarantineOp) EnumDescriptor() ([]byte, []int) {
 	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
 }
 
+// LogStream says where a log line came from.
+type LogStream int32
+
+const (
+	LogStream_LOG_STREAM_UNSPECIFIED LogStream = 0
+	LogStream_LOG_STREAM_STDOUT      LogStream = 1
+	LogStream_LOG_STREAM_STDERR      LogStream = 2
+	// A remark of the log itself: output dropped to keep within the limits,
+	// or the attempt started again on the same node.
+	LogStream_LOG_STREAM_NOTE LogStream = 3
+)
+
+// Enum value maps for LogStream.
+var (
+	LogStream_name = map[int32]string{
+		0: "LOG_STREAM_UNSPECIFIED",
+		1: "LOG_STREAM_STDOUT",
+		2: "LOG_STREAM_STDERR",
+		3: "LOG_STREAM_NOTE",
+	}
+	LogStream_value = map[string]int32{
+		"LOG_STREAM_UNSPECIFIED": 0,
+		"LOG_STREAM_STDOUT":      1,
+		"LOG_STREAM_STDERR":      2,
+		"LOG_STREAM_NOTE":        3,
+	}
+)
+
+func (x LogStream) Enum() *LogStream {
+	p := new(LogStream)
+	*p = x
+	return p
+}
+
+func (x LogStream) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (LogStream) Descriptor() protoreflect.EnumDescriptor {
+	return file_robonet_v1_api_proto_enumTypes[5].Descriptor()
+}
+
+func (LogStream) Type() protoreflect.EnumType {
+	return &file_robonet_v1_api_proto_enumTypes[5]
+}
+
+func (x LogStream) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use LogStream.Descriptor instead.
+func (LogStream) EnumDescriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{5}
+}
+
 type UpdateScheduleRequest_Op int32
 
 const (
@@ -380,11 +435,11 @@ func (x UpdateScheduleRequest_Op) String() string {
 }
 
 func (UpdateScheduleRequest_Op) Descriptor() protoreflect.EnumDescriptor {
-	return file_robonet_v1_api_proto_enumTypes[5].Descriptor()
+	return file_robonet_v1_api_proto_enumTypes[6].Descriptor()
 }
 
 func (UpdateScheduleRequest_Op) Type() protoreflect.EnumType {
-	return &file_robonet_v1_api_proto_enumTypes[5]
+	return &file_robonet_v1_api_proto_enumTypes[6]
 }
 
 func (x UpdateScheduleRequest_Op) Number() protoreflect.EnumNumber {
@@ -4916,6 +4971,222 @@ func (x *PoolStats) GetLatencyP99() *durationpb.Duration {
 	return nil
 }
 
+type TaskLogsRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The task, as "name"; one instance of a spread task as "name[index]".
+	Task string `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
+	// The attempt; 0: the latest.
+	Attempt uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	// Keep the stream open while the attempt runs (waiting for an attempt in
+	// flight to reach a worker), until it ends.
+	Follow bool `protobuf:"varint,4,opt,name=follow,proto3" json:"follow,omitempty"`
+	// Set by a node relaying the call to the node that holds the log: the
+	// receiver answers from its own logs only. Clients leave it empty.
+	Node          string `protobuf:"bytes,5,opt,name=node,proto3" json:"node,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskLogsRequest) Reset() {
+	*x = TaskLogsRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskLogsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskLogsRequest) ProtoMessage() {}
+
+func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
+func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
+}
+
+func (x *TaskLogsRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *TaskLogsRequest) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *TaskLogsRequest) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TaskLogsRequest) GetFollow() bool {
+	if x != nil {
+		return x.Follow
+	}
+	return false
+}
+
+func (x *TaskLogsRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+type TaskLogsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Set in the first message: the attempt whose log follows, and the node
+	// that ran it.
+	Task          string     `protobuf:"bytes,1,opt,name=task,proto3" json:"task,omitempty"`
+	Attempt       uint32     `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	Node          string     `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	Lines         []*LogLine `protobuf:"bytes,4,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *TaskLogsResponse) Reset() {
+	*x = TaskLogsResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *TaskLogsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*TaskLogsResponse) ProtoMessage() {}
+
+func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use TaskLogsResponse.ProtoReflect.Descriptor instead.
+func (*TaskLogsResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
+}
+
+func (x *TaskLogsResponse) GetTask() string {
+	if x != nil {
+		return x.Task
+	}
+	return ""
+}
+
+func (x *TaskLogsResponse) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
+func (x *TaskLogsResponse) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *TaskLogsResponse) GetLines() []*LogLine {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
+// LogLine is one line of a task's log.
+type LogLine struct {
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Stream LogStream              `protobuf:"varint,1,opt,name=stream,proto3,enum=robonet.v1.LogStream" json:"stream,omitempty"`
+	// When the node read it from the process.
+	Time *timestamppb.Timestamp `protobuf:"bytes,2,opt,name=time,proto3" json:"time,omitempty"`
+	// The line without its newline: the process's bytes, not necessarily
+	// UTF-8. Lines longer than 16 KiB arrive in pieces.
+	Text          []byte `protobuf:"bytes,3,opt,name=text,proto3" json:"text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LogLine) Reset() {
+	*x = LogLine{}
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LogLine) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LogLine) ProtoMessage() {}
+
+func (x *LogLine) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
+func (*LogLine) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
+}
+
+func (x *LogLine) GetStream() LogStream {
+	if x != nil {
+		return x.Stream
+	}
+	return LogStream_LOG_STREAM_UNSPECIFIED
+}
+
+func (x *LogLine) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *LogLine) GetText() []byte {
+	if x != nil {
+		return x.Text
+	}
+	return nil
+}
+
 var File_robonet_v1_api_proto protoreflect.FileDescriptor
 
 const file_robonet_v1_api_proto_rawDesc = "" +
@@ -5313,7 +5584,23 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vlatency_p50\x18\b \x01(\v2\x19.google.protobuf.DurationR\n" +
 	"latencyP50\x12:\n" +
 	"\vlatency_p99\x18\t \x01(\v2\x19.google.protobuf.DurationR\n" +
-	"latencyP99*\xdb\x01\n" +
+	"latencyP99\"\x8c\x01\n" +
+	"\x0fTaskLogsRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x12\n" +
+	"\x04task\x18\x02 \x01(\tR\x04task\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\x12\x16\n" +
+	"\x06follow\x18\x04 \x01(\bR\x06follow\x12\x12\n" +
+	"\x04node\x18\x05 \x01(\tR\x04node\"\x7f\n" +
+	"\x10TaskLogsResponse\x12\x12\n" +
+	"\x04task\x18\x01 \x01(\tR\x04task\x12\x18\n" +
+	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12)\n" +
+	"\x05lines\x18\x04 \x03(\v2\x13.robonet.v1.LogLineR\x05lines\"|\n" +
+	"\aLogLine\x12-\n" +
+	"\x06stream\x18\x01 \x01(\x0e2\x15.robonet.v1.LogStreamR\x06stream\x12.\n" +
+	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04text\x18\x03 \x01(\fR\x04text*\xdb\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -5353,7 +5640,12 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x19QUARANTINE_OP_UNSPECIFIED\x10\x00\x12\x16\n" +
 	"\x12QUARANTINE_OP_LIST\x10\x01\x12\x15\n" +
 	"\x11QUARANTINE_OP_ADD\x10\x02\x12\x19\n" +
-	"\x15QUARANTINE_OP_RELEASE\x10\x032\xb3\b\n" +
+	"\x15QUARANTINE_OP_RELEASE\x10\x03*j\n" +
+	"\tLogStream\x12\x1a\n" +
+	"\x16LOG_STREAM_UNSPECIFIED\x10\x00\x12\x15\n" +
+	"\x11LOG_STREAM_STDOUT\x10\x01\x12\x15\n" +
+	"\x11LOG_STREAM_STDERR\x10\x02\x12\x13\n" +
+	"\x0fLOG_STREAM_NOTE\x10\x032\xfc\b\n" +
 	"\x0fWorkflowService\x12]\n" +
 	"\x10RegisterWorkflow\x12#.robonet.v1.RegisterWorkflowRequest\x1a$.robonet.v1.RegisterWorkflowResponse\x12T\n" +
 	"\rListWorkflows\x12 .robonet.v1.ListWorkflowsRequest\x1a!.robonet.v1.ListWorkflowsResponse\x12W\n" +
@@ -5362,7 +5654,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vGetInstance\x12\x1e.robonet.v1.GetInstanceRequest\x1a\x1f.robonet.v1.GetInstanceResponse\x12V\n" +
 	"\rWatchInstance\x12 .robonet.v1.WatchInstanceRequest\x1a!.robonet.v1.WatchInstanceResponse0\x01\x12W\n" +
 	"\x0eCancelInstance\x12!.robonet.v1.CancelInstanceRequest\x1a\".robonet.v1.CancelInstanceResponse\x12T\n" +
-	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse\x12W\n" +
+	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse\x12G\n" +
+	"\bTaskLogs\x12\x1b.robonet.v1.TaskLogsRequest\x1a\x1c.robonet.v1.TaskLogsResponse0\x01\x12W\n" +
 	"\x0eCreateSchedule\x12!.robonet.v1.CreateScheduleRequest\x1a\".robonet.v1.CreateScheduleResponse\x12T\n" +
 	"\rListSchedules\x12 .robonet.v1.ListSchedulesRequest\x1a!.robonet.v1.ListSchedulesResponse\x12W\n" +
 	"\x0eUpdateSchedule\x12!.robonet.v1.UpdateScheduleRequest\x1a\".robonet.v1.UpdateScheduleResponse\x12W\n" +
@@ -5391,204 +5684,213 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_api_proto_rawDescData
 }
 
-var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 6)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 65)
+var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
 	(EventKind)(0),                   // 2: robonet.v1.EventKind
 	(KeyringOp)(0),                   // 3: robonet.v1.KeyringOp
 	(QuarantineOp)(0),                // 4: robonet.v1.QuarantineOp
-	(UpdateScheduleRequest_Op)(0),    // 5: robonet.v1.UpdateScheduleRequest.Op
-	(*WorkflowInfo)(nil),             // 6: robonet.v1.WorkflowInfo
-	(*InlineSpec)(nil),               // 7: robonet.v1.InlineSpec
-	(*WorkflowRef)(nil),              // 8: robonet.v1.WorkflowRef
-	(*RegisterWorkflowRequest)(nil),  // 9: robonet.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil), // 10: robonet.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),     // 11: robonet.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 12: robonet.v1.ListWorkflowsResponse
-	(*SubmitWorkflowRequest)(nil),    // 13: robonet.v1.SubmitWorkflowRequest
-	(*SubmitWorkflowResponse)(nil),   // 14: robonet.v1.SubmitWorkflowResponse
-	(*SubmitWorkflowsRequest)(nil),   // 15: robonet.v1.SubmitWorkflowsRequest
-	(*SubmitItem)(nil),               // 16: robonet.v1.SubmitItem
-	(*SubmitWorkflowsResponse)(nil),  // 17: robonet.v1.SubmitWorkflowsResponse
-	(*SubmittedInstance)(nil),        // 18: robonet.v1.SubmittedInstance
-	(*TaskProgress)(nil),             // 19: robonet.v1.TaskProgress
-	(*TaskState)(nil),                // 20: robonet.v1.TaskState
-	(*TaskAttempt)(nil),              // 21: robonet.v1.TaskAttempt
-	(*InstanceProgress)(nil),         // 22: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 23: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 24: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 25: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 26: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 27: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 28: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 29: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 30: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 31: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 32: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 33: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 34: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 35: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 36: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 37: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 38: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 39: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 40: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 41: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 42: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 43: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 44: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 45: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 46: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 47: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 48: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 49: robonet.v1.NodeKeyring
-	(*QuarantineRequest)(nil),        // 50: robonet.v1.QuarantineRequest
-	(*QuarantineResponse)(nil),       // 51: robonet.v1.QuarantineResponse
-	(*QuarantinedNode)(nil),          // 52: robonet.v1.QuarantinedNode
-	(*ListTrustRequest)(nil),         // 53: robonet.v1.ListTrustRequest
-	(*ListTrustResponse)(nil),        // 54: robonet.v1.ListTrustResponse
-	(*NodeTrust)(nil),                // 55: robonet.v1.NodeTrust
-	(*CreateScheduleRequest)(nil),    // 56: robonet.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 57: robonet.v1.CreateScheduleResponse
-	(*ScheduleInfo)(nil),             // 58: robonet.v1.ScheduleInfo
-	(*ListSchedulesRequest)(nil),     // 59: robonet.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 60: robonet.v1.ListSchedulesResponse
-	(*UpdateScheduleRequest)(nil),    // 61: robonet.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 62: robonet.v1.UpdateScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 63: robonet.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 64: robonet.v1.DeleteScheduleResponse
-	(*LocalPoolsRequest)(nil),        // 65: robonet.v1.LocalPoolsRequest
-	(*LocalPoolsResponse)(nil),       // 66: robonet.v1.LocalPoolsResponse
-	(*PoolStats)(nil),                // 67: robonet.v1.PoolStats
-	nil,                              // 68: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 69: robonet.v1.Member.WagglersEntry
-	nil,                              // 70: robonet.v1.NodeTrust.EvidenceEntry
-	(*timestamppb.Timestamp)(nil),    // 71: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 72: google.protobuf.Duration
+	(LogStream)(0),                   // 5: robonet.v1.LogStream
+	(UpdateScheduleRequest_Op)(0),    // 6: robonet.v1.UpdateScheduleRequest.Op
+	(*WorkflowInfo)(nil),             // 7: robonet.v1.WorkflowInfo
+	(*InlineSpec)(nil),               // 8: robonet.v1.InlineSpec
+	(*WorkflowRef)(nil),              // 9: robonet.v1.WorkflowRef
+	(*RegisterWorkflowRequest)(nil),  // 10: robonet.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil), // 11: robonet.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),     // 12: robonet.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 13: robonet.v1.ListWorkflowsResponse
+	(*SubmitWorkflowRequest)(nil),    // 14: robonet.v1.SubmitWorkflowRequest
+	(*SubmitWorkflowResponse)(nil),   // 15: robonet.v1.SubmitWorkflowResponse
+	(*SubmitWorkflowsRequest)(nil),   // 16: robonet.v1.SubmitWorkflowsRequest
+	(*SubmitItem)(nil),               // 17: robonet.v1.SubmitItem
+	(*SubmitWorkflowsResponse)(nil),  // 18: robonet.v1.SubmitWorkflowsResponse
+	(*SubmittedInstance)(nil),        // 19: robonet.v1.SubmittedInstance
+	(*TaskProgress)(nil),             // 20: robonet.v1.TaskProgress
+	(*TaskState)(nil),                // 21: robonet.v1.TaskState
+	(*TaskAttempt)(nil),              // 22: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 23: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 24: robonet.v1.Instance
+	(*GetInstanceRequest)(nil),       // 25: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 26: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 27: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 28: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 29: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 30: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 31: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 32: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 33: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 34: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 35: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 36: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 37: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 38: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 39: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 40: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 41: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 42: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 43: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 44: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 45: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 46: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 47: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 48: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 49: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 50: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 51: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 52: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 53: robonet.v1.QuarantinedNode
+	(*ListTrustRequest)(nil),         // 54: robonet.v1.ListTrustRequest
+	(*ListTrustResponse)(nil),        // 55: robonet.v1.ListTrustResponse
+	(*NodeTrust)(nil),                // 56: robonet.v1.NodeTrust
+	(*CreateScheduleRequest)(nil),    // 57: robonet.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 58: robonet.v1.CreateScheduleResponse
+	(*ScheduleInfo)(nil),             // 59: robonet.v1.ScheduleInfo
+	(*ListSchedulesRequest)(nil),     // 60: robonet.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 61: robonet.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),    // 62: robonet.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 63: robonet.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 64: robonet.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 65: robonet.v1.DeleteScheduleResponse
+	(*LocalPoolsRequest)(nil),        // 66: robonet.v1.LocalPoolsRequest
+	(*LocalPoolsResponse)(nil),       // 67: robonet.v1.LocalPoolsResponse
+	(*PoolStats)(nil),                // 68: robonet.v1.PoolStats
+	(*TaskLogsRequest)(nil),          // 69: robonet.v1.TaskLogsRequest
+	(*TaskLogsResponse)(nil),         // 70: robonet.v1.TaskLogsResponse
+	(*LogLine)(nil),                  // 71: robonet.v1.LogLine
+	nil,                              // 72: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 73: robonet.v1.Member.WagglersEntry
+	nil,                              // 74: robonet.v1.NodeTrust.EvidenceEntry
+	(*timestamppb.Timestamp)(nil),    // 75: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 76: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	71, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	7,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	6,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	6,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	8,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	7,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	72, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	6,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	8,  // 8: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
-	7,  // 9: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
-	16, // 10: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
-	72, // 11: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
-	6,  // 12: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	18, // 13: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
-	72, // 14: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	71, // 15: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	75, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	8,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	7,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	7,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	9,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	8,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	76, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	7,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	9,  // 8: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
+	8,  // 9: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
+	17, // 10: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
+	76, // 11: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	7,  // 12: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	19, // 13: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
+	76, // 14: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	75, // 15: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
 	1,  // 16: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	71, // 17: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	71, // 18: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	19, // 19: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	21, // 20: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	71, // 21: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	71, // 22: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	75, // 17: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	75, // 18: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	20, // 19: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	22, // 20: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	75, // 21: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	75, // 22: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 23: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	71, // 24: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	71, // 25: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	71, // 26: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	20, // 27: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	22, // 28: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	23, // 29: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	71, // 30: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	75, // 24: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	75, // 25: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	75, // 26: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	21, // 27: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	23, // 28: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	24, // 29: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	75, // 30: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
 	2,  // 31: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
 	0,  // 32: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	71, // 33: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	19, // 34: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	23, // 35: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	26, // 36: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	75, // 33: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	20, // 34: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	24, // 35: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	27, // 36: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
 	0,  // 37: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	71, // 38: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	71, // 39: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	75, // 38: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	75, // 39: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
 	0,  // 40: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	71, // 41: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
-	31, // 42: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	35, // 43: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	68, // 44: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	69, // 45: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	67, // 46: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
-	71, // 47: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
-	37, // 48: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	43, // 49: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	46, // 50: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	75, // 41: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	32, // 42: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	36, // 43: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	72, // 44: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	73, // 45: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	68, // 46: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	75, // 47: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	38, // 48: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	44, // 49: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	47, // 50: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
 	3,  // 51: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	49, // 52: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	50, // 52: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
 	4,  // 53: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	52, // 54: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	71, // 55: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	55, // 56: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
-	70, // 57: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
-	71, // 58: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
-	8,  // 59: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
-	72, // 60: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	72, // 61: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	58, // 62: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	8,  // 63: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
-	72, // 64: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
-	72, // 65: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
-	71, // 66: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
-	71, // 67: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
-	71, // 68: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
-	58, // 69: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
-	5,  // 70: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
-	58, // 71: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	67, // 72: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
-	72, // 73: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
-	72, // 74: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
-	9,  // 75: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	11, // 76: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	13, // 77: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	15, // 78: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
-	24, // 79: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	27, // 80: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	29, // 81: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	32, // 82: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	56, // 83: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
-	59, // 84: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
-	61, // 85: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
-	63, // 86: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
-	36, // 87: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	39, // 88: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	41, // 89: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	44, // 90: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	65, // 91: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
-	47, // 92: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	50, // 93: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	53, // 94: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
-	10, // 95: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	12, // 96: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	14, // 97: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	17, // 98: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
-	25, // 99: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	28, // 100: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	30, // 101: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	33, // 102: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	57, // 103: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
-	60, // 104: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
-	62, // 105: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
-	64, // 106: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
-	38, // 107: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	40, // 108: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	42, // 109: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	45, // 110: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	66, // 111: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
-	48, // 112: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	51, // 113: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	54, // 114: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
-	95, // [95:115] is the sub-list for method output_type
-	75, // [75:95] is the sub-list for method input_type
-	75, // [75:75] is the sub-list for extension type_name
-	75, // [75:75] is the sub-list for extension extendee
-	0,  // [0:75] is the sub-list for field type_name
+	53, // 54: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	75, // 55: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	56, // 56: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	74, // 57: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	75, // 58: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	9,  // 59: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	76, // 60: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	76, // 61: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	59, // 62: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	9,  // 63: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	76, // 64: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	76, // 65: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	75, // 66: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	75, // 67: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	75, // 68: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	59, // 69: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	6,  // 70: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	59, // 71: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	68, // 72: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	76, // 73: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	76, // 74: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	71, // 75: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
+	5,  // 76: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
+	75, // 77: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	10, // 78: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	12, // 79: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	14, // 80: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	16, // 81: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	25, // 82: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	28, // 83: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	30, // 84: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	33, // 85: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	69, // 86: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
+	57, // 87: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	60, // 88: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	62, // 89: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	64, // 90: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	37, // 91: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	40, // 92: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	42, // 93: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	45, // 94: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	66, // 95: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	48, // 96: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	51, // 97: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	54, // 98: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	11, // 99: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	13, // 100: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	15, // 101: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	18, // 102: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	26, // 103: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	29, // 104: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	31, // 105: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	34, // 106: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	70, // 107: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
+	58, // 108: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	61, // 109: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	63, // 110: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	65, // 111: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	39, // 112: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	41, // 113: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	43, // 114: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	46, // 115: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	67, // 116: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	49, // 117: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	52, // 118: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	55, // 119: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	99, // [99:120] is the sub-list for method output_type
+	78, // [78:99] is the sub-list for method input_type
+	78, // [78:78] is the sub-list for extension type_name
+	78, // [78:78] is the sub-list for extension extendee
+	0,  // [0:78] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -5609,8 +5911,8 @@ func file_robonet_v1_api_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
-			NumEnums:      6,
-			NumMessages:   65,
+			NumEnums:      7,
+			NumMessages:   68,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -27,6 +27,7 @@ const (
 	WorkflowService_WatchInstance_FullMethodName    = "/robonet.v1.WorkflowService/WatchInstance"
 	WorkflowService_CancelInstance_FullMethodName   = "/robonet.v1.WorkflowService/CancelInstance"
 	WorkflowService_ListInstances_FullMethodName    = "/robonet.v1.WorkflowService/ListInstances"
+	WorkflowService_TaskLogs_FullMethodName         = "/robonet.v1.WorkflowService/TaskLogs"
 	WorkflowService_CreateSchedule_FullMethodName   = "/robonet.v1.WorkflowService/CreateSchedule"
 	WorkflowService_ListSchedules_FullMethodName    = "/robonet.v1.WorkflowService/ListSchedules"
 	WorkflowService_UpdateSchedule_FullMethodName   = "/robonet.v1.WorkflowService/UpdateSchedule"
@@ -92,6 +93,16 @@ type WorkflowServiceClient interface {
 	CancelInstance(ctx context.Context, in *CancelInstanceRequest, opts ...grpc.CallOption) (*CancelInstanceResponse, error)
 	// ListInstances lists instances, newest first, a page at a time.
 	ListInstances(ctx context.Context, in *ListInstancesRequest, opts ...grpc.CallOption) (*ListInstancesResponse, error)
+	// TaskLogs streams the log of one attempt of a task: the lines its
+	// process wrote to stderr and stdout, kept on the node that ran it (exec
+	// actions; docs/limits.md bounds what a node keeps). Any node answers: it
+	// finds the attempt's node and relays its log. The first message names
+	// the attempt and its node. Without follow the stream ends at the log's
+	// current end; with follow it ends when the attempt does. NOT_FOUND when
+	// the instance, the task or the attempt does not exist, or the node holds
+	// no log of it (an action that writes none, or removed by the node's
+	// limits); UNAVAILABLE when the node that holds it is not in the mesh.
+	TaskLogs(ctx context.Context, in *TaskLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskLogsResponse], error)
 	// CreateSchedule starts a registered workflow with fixed inputs on a cron
 	// expression or at a fixed interval. The leader fires it; a slot is
 	// started once even across leader changes (its instance's idempotency
@@ -205,6 +216,25 @@ func (c *workflowServiceClient) ListInstances(ctx context.Context, in *ListInsta
 	return out, nil
 }
 
+func (c *workflowServiceClient) TaskLogs(ctx context.Context, in *TaskLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskLogsResponse], error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	stream, err := c.cc.NewStream(ctx, &WorkflowService_ServiceDesc.Streams[1], WorkflowService_TaskLogs_FullMethodName, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	x := &grpc.GenericClientStream[TaskLogsRequest, TaskLogsResponse]{ClientStream: stream}
+	if err := x.ClientStream.SendMsg(in); err != nil {
+		return nil, err
+	}
+	if err := x.ClientStream.CloseSend(); err != nil {
+		return nil, err
+	}
+	return x, nil
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkflowService_TaskLogsClient = grpc.ServerStreamingClient[TaskLogsResponse]
+
 func (c *workflowServiceClient) CreateSchedule(ctx context.Context, in *CreateScheduleRequest, opts ...grpc.CallOption) (*CreateScheduleResponse, error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	out := new(CreateScheduleResponse)
@@ -304,6 +334,16 @@ type WorkflowServiceServer interface {
 	CancelInstance(context.Context, *CancelInstanceRequest) (*CancelInstanceResponse, error)
 	// ListInstances lists instances, newest first, a page at a time.
 	ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error)
+	// TaskLogs streams the log of one attempt of a task: the lines its
+	// process wrote to stderr and stdout, kept on the node that ran it (exec
+	// actions; docs/limits.md bounds what a node keeps). Any node answers: it
+	// finds the attempt's node and relays its log. The first message names
+	// the attempt and its node. Without follow the stream ends at the log's
+	// current end; with follow it ends when the attempt does. NOT_FOUND when
+	// the instance, the task or the attempt does not exist, or the node holds
+	// no log of it (an action that writes none, or removed by the node's
+	// limits); UNAVAILABLE when the node that holds it is not in the mesh.
+	TaskLogs(*TaskLogsRequest, grpc.ServerStreamingServer[TaskLogsResponse]) error
 	// CreateSchedule starts a registered workflow with fixed inputs on a cron
 	// expression or at a fixed interval. The leader fires it; a slot is
 	// started once even across leader changes (its instance's idempotency
@@ -351,6 +391,9 @@ func (UnimplementedWorkflowServiceServer) CancelInstance(context.Context, *Cance
 }
 func (UnimplementedWorkflowServiceServer) ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListInstances not implemented")
+}
+func (UnimplementedWorkflowServiceServer) TaskLogs(*TaskLogsRequest, grpc.ServerStreamingServer[TaskLogsResponse]) error {
+	return status.Error(codes.Unimplemented, "method TaskLogs not implemented")
 }
 func (UnimplementedWorkflowServiceServer) CreateSchedule(context.Context, *CreateScheduleRequest) (*CreateScheduleResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method CreateSchedule not implemented")
@@ -522,6 +565,17 @@ func _WorkflowService_ListInstances_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkflowService_TaskLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
+	m := new(TaskLogsRequest)
+	if err := stream.RecvMsg(m); err != nil {
+		return err
+	}
+	return srv.(WorkflowServiceServer).TaskLogs(m, &grpc.GenericServerStream[TaskLogsRequest, TaskLogsResponse]{ServerStream: stream})
+}
+
+// This type alias is provided for backwards compatibility with existing code that references the prior non-generic stream type by name.
+type WorkflowService_TaskLogsServer = grpc.ServerStreamingServer[TaskLogsResponse]
+
 func _WorkflowService_CreateSchedule_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
 	in := new(CreateScheduleRequest)
 	if err := dec(in); err != nil {
@@ -650,6 +704,11 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			StreamName:    "WatchInstance",
 			Handler:       _WorkflowService_WatchInstance_Handler,
+			ServerStreams: true,
+		},
+		{
+			StreamName:    "TaskLogs",
+			Handler:       _WorkflowService_TaskLogs_Handler,
 			ServerStreams: true,
 		},
 	},
