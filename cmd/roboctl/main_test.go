@@ -129,6 +129,7 @@ var (
 	slowSpec    = testdataSpec("slow.yaml")    // two tasks of half a second each
 	sleepySpec  = testdataSpec("sleepy.yaml")  // a task that sleeps 30 s
 	retriedSpec = testdataSpec("retried.yaml") // fails its first two attempts
+	logsSpec    = testdataSpec("logs.yaml")    // exec tasks writing to stderr and stdout
 )
 
 func TestSubmitWait(t *testing.T) {
@@ -956,5 +957,82 @@ func TestCompletion(t *testing.T) {
 	// With no node to ask, nothing is offered (and no file names).
 	if r = roboctl(t, "--addr=127.0.0.1:1", "__complete", "get", ""); r.code != exitOK || strings.TrimSpace(r.stdout) != ":4" {
 		t.Errorf("completing with no node to ask: exit %d, %q", r.code, r.stdout)
+	}
+}
+
+// roboctl logs: a task's stderr to stderr and stdout to stdout; every
+// task of an instance prefixed; JSON lines; an id prefix; clear errors.
+func TestLogs(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	r := roboctl(t, addr, "submit", writeSpec(t, "logs.yaml", logsSpec), "-q")
+	id := strings.TrimSpace(r.stdout)
+	if r.code != exitOK {
+		t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
+	}
+	if r = roboctl(t, addr, "watch", id); r.code != exitOK {
+		t.Fatalf("watch: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	r = roboctl(t, addr, "logs", id[:8], "build")
+	if r.code != exitOK || r.stdout != "out: 1\n" || r.stderr != "compiling\n" {
+		t.Fatalf("logs build: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	r = roboctl(t, addr, "logs", id, "build", "--stdout", "--timestamps")
+	if fields := strings.Fields(r.stdout); r.code != exitOK || r.stderr != "" || len(fields) != 3 || fields[1] != "out:" {
+		t.Fatalf("logs build --stdout -t: exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	} else if _, err := time.Parse(time.RFC3339Nano, fields[0]); err != nil {
+		t.Fatalf("timestamp %q: %v", fields[0], err)
+	}
+
+	// Every task: the spread's instances and the plain task, prefixed; the
+	// echo task writes no log and is not an error.
+	r = roboctl(t, addr, "logs", id)
+	want := []string{"build: compiling", "fan[0]: part 1", "fan[1]: part 2"}
+	got := strings.Split(strings.TrimSpace(r.stderr), "\n")
+	slices.Sort(got)
+	if r.code != exitOK || r.stdout != "build: out: 1\n" || !slices.Equal(got, want) {
+		t.Fatalf("logs (every task): exit %d, stdout %q, stderr %q", r.code, r.stdout, r.stderr)
+	}
+	if r = roboctl(t, addr, "logs", id, "fan[1]"); r.code != exitOK || r.stderr != "part 2\n" {
+		t.Fatalf("logs fan[1]: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	r = roboctl(t, addr, "logs", id, "build", "--stderr", "-o", "json")
+	var line struct {
+		InstanceID string `json:"instance_id"`
+		Task       string `json:"task"`
+		Node       string `json:"node"`
+		Stream     string `json:"stream"`
+		Text       string `json:"text"`
+		Attempt    uint32 `json:"attempt"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &line); r.code != exitOK || err != nil {
+		t.Fatalf("-o json: exit %d, %v, stdout %q", r.code, err, r.stdout)
+	}
+	if line.InstanceID != id || line.Task != "build" || line.Attempt != 1 || line.Node != "roboctl-test" || line.Stream != "stderr" || line.Text != "compiling" {
+		t.Fatalf("-o json: %+v", line)
+	}
+
+	// Following a finished task prints its log and returns.
+	if r = roboctl(t, addr, "logs", id, "build", "-f", "--stderr"); r.code != exitOK || r.stderr != "compiling\n" {
+		t.Fatalf("logs -f of a finished task: exit %d, stderr %q", r.code, r.stderr)
+	}
+
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"logs", id, "--follow"}, exitUsage, "--follow follows one task"},
+		{[]string{"logs", id, "build", "--stdout", "--stderr"}, exitUsage, "leave both off"},
+		{[]string{"logs", id, "build", "--attempt", "5"}, exitFailed, "no attempt 5"},
+		{[]string{"logs", id, "greet"}, exitFailed, "only exec actions write logs"},
+		{[]string{"logs", id, "fan[7]"}, exitFailed, "no fan[7]"},
+	} {
+		r := roboctl(t, append([]string{addr}, c.args...)...)
+		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, r.code, r.stderr, c.code, c.want)
+		}
 	}
 }
