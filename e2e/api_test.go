@@ -20,18 +20,7 @@ import (
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
-const requiredInputSpec = `
-name: needs-input
-version: 1
-inputs:
-  target: {type: string}
-  count: {type: int, default: 1}
-tasks:
-  t:
-    capability: core
-    action: echo
-    with: {target: "${{ inputs.target }}"}
-`
+var requiredInputSpec = testdataSpec("required_input.yaml")
 
 const brokenSpec = `name: broken
 version: 1

@@ -16,35 +16,7 @@ import (
 
 // browserSpec's first task sleeps, so that the browser sees the DAG
 // running and then watches it turn green: a diamond around a spread.
-const browserSpec = `
-name: watched
-version: 1
-inputs:
-  nap: {type: string, default: 2s}
-tasks:
-  warm_up:
-    capability: core
-    action: sleep
-    with: {duration: "${{ inputs.nap }}"}
-  fan_out:
-    needs: [warm_up]
-    capability: core
-    action: echo
-    spread: ${{ [1, 2, 3, 4] }}
-    with: {x: "${{ item }}"}
-  check:
-    needs: [warm_up]
-    capability: core
-    action: echo
-    with: {ok: true}
-  report:
-    needs: [fan_out, check]
-    capability: core
-    action: echo
-    with: {n: "${{ size(tasks.fan_out.output) }}"}
-outputs:
-  n: ${{ tasks.report.output.n }}
-`
+var browserSpec = testdataSpec("browser.yaml")
 
 // browser finds Chromium; without it the test is skipped, unless
 // ROBONET_BROWSER_TEST=1 (CI) says it must run.

@@ -128,30 +128,7 @@ func (c *child) stop(t *testing.T) int {
 // The spread's instances record every run (item, attempt, pid) in a log
 // file, so the test sees what ran twice; the engine must still record each
 // completion once.
-const crashSpec = `
-name: crash
-version: 1
-inputs:
-  log: {type: string}
-  items: {type: list, default: [1, 2, 3, 4, 5, 6, 7, 8]}
-tasks:
-  work:
-    spread: ${{ inputs.items }}
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'echo "$1 $ROBONET_ATTEMPT $$" >> "$2"; sleep 0.4; echo $(( $1 * 10 ))', work, "${{ string(item) }}", "${{ inputs.log }}"]
-  sum:
-    needs: [work]
-    capability: code.exec
-    action: exec
-    with:
-      argv: [awk, '{ s += $1 } END { print s }']
-      stdin: ${{ tasks.work.output.map(x, string(x)).join("\n") }}
-outputs:
-  work: ${{ tasks.work.output }}
-  sum: ${{ tasks.sum.output }}
-`
+var crashSpec = testdataSpec("crash.yaml")
 
 // TestKill9AndRestart: a node killed with SIGKILL mid-workflow and started
 // again on the same data directory (SQLite) or database (Postgres) finishes

@@ -17,20 +17,7 @@ import (
 
 // shoutSpec spreads n "shout" tasks over the capability "ext", which no
 // robonode serves itself: only external worker programs do.
-const shoutSpec = `
-name: shouts
-version: 1
-inputs:
-  n: {type: int}
-tasks:
-  s:
-    spread: ${{ lists.range(inputs.n) }}
-    capability: ext
-    action: shout
-    with: {word: "w${{ string(item) }}"}
-outputs:
-  words: ${{ tasks.s.output.map(o, o.word) }}
-`
+var shoutSpec = testdataSpec("shout.yaml")
 
 // shouter is an external worker program whose "shout" runs block until
 // released; it records which program ran what.

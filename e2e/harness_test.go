@@ -100,6 +100,17 @@ type testNode struct {
 	api  robonetv1.WorkflowServiceClient
 }
 
+// testdataSpec reads a spec of testdata/, failing the whole run if it is
+// missing (every spec a test submits lives there, unless the test fills it
+// in with fmt).
+func testdataSpec(name string) string {
+	b, err := os.ReadFile(filepath.Join("testdata", name))
+	if err != nil {
+		panic(err)
+	}
+	return string(b)
+}
+
 // testConfig is a node configuration with timings tightened for tests.
 func testConfig(t *testing.T, store storeKind) node.Config {
 	t.Helper()

@@ -78,16 +78,7 @@ func aliasSpec() string {
 
 // stallSpec is the issue's CEL reproduction scaled past the per-event
 // budget: every spread element runs a 600,000-unit comprehension.
-const stallSpec = `
-name: stall
-version: 1
-tasks:
-  fan:
-    spread: ${{ lists.range(100) }}
-    capability: core
-    action: echo
-    with: {x: '${{ lists.range(100000).all(y, y + item >= 0) }}'}
-`
+var stallSpec = testdataSpec("stall.yaml")
 
 // manyInvalidTasks is a spec with n tasks that each have an unknown key.
 func manyInvalidTasks(n int) string {
@@ -109,40 +100,11 @@ func manyExpressions(n int) string {
 	return b.String()
 }
 
-const regexSpec = `
-name: rx
-version: 1
-tasks:
-  a:
-    capability: core
-    action: echo
-    with: {m: '${{ "abc".matches("(") }}'}
-`
+var regexSpec = testdataSpec("regex.yaml")
 
-const bigResultSpec = `
-name: bigresult
-version: 1
-inputs:
-  s: {type: string}
-tasks:
-  a:
-    capability: core
-    action: echo
-    with: {l: '${{ lists.range(1000).map(i, inputs.s) }}'}
-`
+var bigResultSpec = testdataSpec("big_result.yaml")
 
-const replaceSpec = `
-name: replacebomb
-version: 1
-inputs:
-  s: {type: string}
-  t: {type: string}
-tasks:
-  a:
-    capability: core
-    action: echo
-    with: {r: '${{ inputs.s.replace("", inputs.t) }}'}
-`
+var replaceSpec = testdataSpec("replace.yaml")
 
 func hostileCases() []hostileCase {
 	big := strconv.Quote(strings.Repeat("x", 100_000))

@@ -159,26 +159,7 @@ func (m *testMesh) halt(n *meshNode) {
 
 // failoverSpec: two dependent exec tasks, each sleeping so that the
 // leader dies with attempts in flight.
-const failoverSpec = `
-name: failover
-version: 1
-inputs:
-  n: {type: int}
-tasks:
-  double:
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'sleep 0.2; echo $(( $1 * 2 ))', double, "${{ string(inputs.n) }}"]
-  inc:
-    needs: [double]
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'sleep 0.2; echo $(( $1 + 1 ))', inc, "${{ string(tasks.double.output) }}"]
-outputs:
-  v: ${{ tasks.inc.output }}
-`
+var failoverSpec = testdataSpec("failover.yaml")
 
 // TestMeshElectsAndAnswersAnywhere: three servers on one Postgres and a
 // worker-only node elect one leader; every node lists the members and

@@ -20,21 +20,7 @@ import (
 
 // metricsSpec has a task that sleeps, so that a scrape sees it running,
 // and a three-wide spread that ends it.
-const metricsSpec = `
-name: metered
-version: 1
-tasks:
-  slow:
-    capability: core
-    action: sleep
-    with: {duration: 1500ms}
-  fan:
-    needs: [slow]
-    capability: core
-    action: echo
-    spread: ${{ [1, 2, 3] }}
-    with: {x: "${{ item }}"}
-`
+var metricsSpec = testdataSpec("metrics.yaml")
 
 // /metrics shows what the node does while a workflow runs: the engine's
 // task and store series, the Wagglers', the node's state, Raft's and

@@ -26,27 +26,7 @@ import (
 // gatedSpec is failoverSpec with a gate: when inputs.gate names a file,
 // inc waits for that file to exist, so the test decides when the instance
 // may finish; with an empty gate it runs like failoverSpec.
-const gatedSpec = `
-name: gated
-version: 1
-inputs:
-  n: {type: int}
-  gate: {type: string}
-tasks:
-  double:
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'sleep 0.2; echo $(( $1 * 2 ))', double, "${{ string(inputs.n) }}"]
-  inc:
-    needs: [double]
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'if [ -n "$2" ]; then until [ -e "$2" ]; do sleep 0.05; done; fi; sleep 0.2; echo $(( $1 + 1 ))', inc, "${{ string(tasks.double.output) }}", "${{ inputs.gate }}"]
-outputs:
-  v: ${{ tasks.inc.output }}
-`
+var gatedSpec = testdataSpec("gated.yaml")
 
 // withNetwork routes every node's outgoing gossip and Raft traffic through
 // net (mesh.Config.Interceptor), so that the test can partition the mesh.

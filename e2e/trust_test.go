@@ -165,21 +165,7 @@ func TestReplayedStampIgnoredAndCounted(t *testing.T) {
 }
 
 // verifiedDoubles doubles 21 n times, each on verify: 2.
-const verifiedDoubles = `
-name: verified
-version: 1
-inputs:
-  n: {type: int}
-tasks:
-  d:
-    spread: ${{ lists.range(inputs.n) }}
-    capability: work
-    action: double
-    verify: 2
-    with: {x: 21}
-outputs:
-  doubled: ${{ tasks.d.output }}
-`
+var verifiedDoubles = testdataSpec("verified_doubles.yaml")
 
 // wantDoubled waits for an instance of verifiedDoubles and checks that
 // each of its n outputs is the honest one.

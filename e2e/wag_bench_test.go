@@ -126,18 +126,7 @@ var meshEchoChain = func() string {
 }()
 
 // meshEchoSpread is a 500-wide spread of echo tasks.
-const meshEchoSpread = `
-name: spread
-version: 1
-tasks:
-  s:
-    spread: ${{ lists.range(500) }}
-    capability: core
-    action: echo
-    with: {i: "${{ item }}"}
-outputs:
-  n: ${{ size(tasks.s.output) }}
-`
+var meshEchoSpread = testdataSpec("mesh_echo_spread.yaml")
 
 // BenchmarkMeshEcho measures echo throughput through the public gRPC API,
 // submissions included, with the tasks on three worker-only nodes (the

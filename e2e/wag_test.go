@@ -200,20 +200,7 @@ func (m *wagMesh) finish(id string, n int) map[string][]string {
 }
 
 // markSpec spreads n "mark" tasks over the capability "work".
-const markSpec = `
-name: marks
-version: 1
-inputs:
-  n: {type: int}
-tasks:
-  m:
-    spread: ${{ lists.range(inputs.n) }}
-    capability: work
-    action: mark
-    with: {i: "${{ item }}"}
-outputs:
-  nodes: ${{ tasks.m.output.map(o, o.node) }}
-`
+var markSpec = testdataSpec("mark.yaml")
 
 // history reads the recorded attempts of an instance from the server's
 // store.

@@ -56,40 +56,7 @@ func TestSequentialChain(t *testing.T) {
 // The two branches meet through files: each creates its marker and waits
 // for the other's, so the workflow only completes if they run at the same
 // time.
-const parallelSpec = `
-name: parallel
-version: 1
-inputs:
-  dir: {type: string}
-defaults:
-  retry: {max_attempts: 1}
-  timeout: 30s
-tasks:
-  root:
-    capability: core
-    action: echo
-    with: {n: 21}
-  left:
-    needs: [root]
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'touch "$1/left"; i=0; while [ ! -e "$1/right" ]; do i=$((i+1)); [ $i -gt 400 ] && exit 7; sleep 0.05; done; echo $(( $2 * 2 ))', left, "${{ inputs.dir }}", "${{ string(tasks.root.output.n) }}"]
-  right:
-    needs: [root]
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'touch "$1/right"; i=0; while [ ! -e "$1/left" ]; do i=$((i+1)); [ $i -gt 400 ] && exit 7; sleep 0.05; done; echo $(( $2 + 1 ))', right, "${{ inputs.dir }}", "${{ string(tasks.root.output.n) }}"]
-  join:
-    needs: [left, right]
-    capability: core
-    action: echo
-    with: {sum: "${{ tasks.left.output + tasks.right.output }}"}
-outputs:
-  sum: ${{ tasks.join.output.sum }}
-  both: ${{ [tasks.left.output, tasks.right.output] }}
-`
+var parallelSpec = testdataSpec("parallel.yaml")
 
 // TestParallelBranchesJoined: two branches run concurrently and a join
 // sees both results.
@@ -103,28 +70,7 @@ func TestParallelBranchesJoined(t *testing.T) {
 
 // Item n sleeps n tenths of a second, so instances finish in the order
 // 1, 2, 3, 4, 5 while the list is 5, 1, 4, 2, 3.
-const spreadSpec = `
-name: spread-order
-version: 1
-inputs:
-  items: {type: list, default: [5, 1, 4, 2, 3]}
-tasks:
-  square:
-    spread: ${{ inputs.items }}
-    capability: code.exec
-    action: exec
-    with:
-      argv: [sh, -c, 'sleep 0.$1; echo "{\"index\": $POS, \"square\": $(( $1 * $1 ))}"', square, "${{ string(item) }}"]
-      env: {POS: "${{ index }}"}
-  total:
-    needs: [square]
-    capability: core
-    action: echo
-    with: {count: "${{ size(tasks.square.output) }}"}
-outputs:
-  squares: ${{ tasks.square.output }}
-  count: ${{ tasks.total.output.count }}
-`
+var spreadSpec = testdataSpec("spread.yaml")
 
 // TestSpreadKeepsOrder: a spread's results come in the order of its list,
 // not in the order its instances finished.
@@ -145,25 +91,7 @@ func TestSpreadKeepsOrder(t *testing.T) {
 	})
 }
 
-const emptySpreadSpec = `
-name: empty-spread
-version: 1
-inputs:
-  items: {type: list, default: []}
-tasks:
-  each:
-    spread: ${{ inputs.items }}
-    capability: code.exec
-    action: exec
-    with: {argv: [echo, "${{ string(item) }}"]}
-  after:
-    needs: [each]
-    capability: core
-    action: echo
-    with: {count: "${{ size(tasks.each.output) }}", results: "${{ tasks.each.output }}"}
-outputs:
-  after: ${{ tasks.after.output }}
-`
+var emptySpreadSpec = testdataSpec("empty_spread.yaml")
 
 // TestEmptySpread: a spread over an empty list resolves at once to [] and
 // its dependents run.
@@ -177,49 +105,7 @@ func TestEmptySpread(t *testing.T) {
 
 // Guards two levels deep: small | large → (huge | medium); pick takes the
 // one branch that ran.
-const guardsSpec = `
-name: guards
-version: 1
-inputs:
-  size: {type: int}
-tasks:
-  classify:
-    capability: core
-    action: echo
-    with: {size: "${{ inputs.size }}"}
-  small:
-    needs: [classify]
-    when: ${{ tasks.classify.output.size < 10 }}
-    capability: core
-    action: echo
-    with: {kind: small}
-  large:
-    needs: [classify]
-    when: ${{ tasks.classify.output.size >= 10 }}
-    capability: core
-    action: echo
-    with: {kind: large}
-  huge:
-    needs: [large]
-    when: ${{ tasks.classify.output.size >= 1000 }}
-    capability: core
-    action: echo
-    with: {kind: huge}
-  medium:
-    needs: [large]
-    when: ${{ tasks.classify.output.size < 1000 }}
-    capability: code.exec
-    action: exec
-    with: {argv: [echo, '{"kind": "medium"}']}
-  pick:
-    needs: [small, huge, medium]
-    capability: core
-    action: echo
-    with:
-      kind: '${{ tasks.small.output != null ? tasks.small.output.kind : (tasks.huge.output != null ? tasks.huge.output.kind : tasks.medium.output.kind) }}'
-outputs:
-  kind: ${{ tasks.pick.output.kind }}
-`
+var guardsSpec = testdataSpec("guards.yaml")
 
 // TestNestedGuards: nested when-guards pick exactly one branch; the others
 // are skipped and the join still runs.
@@ -248,21 +134,7 @@ func TestNestedGuards(t *testing.T) {
 }
 
 // The script counts its runs in a file and succeeds on the third.
-const retrySpec = `
-name: retry-third
-version: 1
-inputs:
-  counter: {type: string}
-tasks:
-  flaky:
-    capability: code.exec
-    action: exec
-    retry: {max_attempts: 5, backoff: {initial: 10ms, factor: 1, max: 10ms, jitter: 0}}
-    with:
-      argv: [sh, -c, 'n=$(cat "$1" 2>/dev/null || echo 0); n=$((n+1)); echo $n > "$1"; if [ $n -lt 3 ]; then echo "attempt $n fails" >&2; exit 1; fi; echo "{\"runs\": $n, \"attempt\": $ROBONET_ATTEMPT}"', flaky, "${{ inputs.counter }}"]
-outputs:
-  flaky: ${{ tasks.flaky.output }}
-`
+var retrySpec = testdataSpec("retry.yaml")
 
 // TestRetrySucceedsOnThirdAttempt: two failures are retried, the third
 // attempt's output is the task's.
@@ -281,24 +153,7 @@ func TestRetrySucceedsOnThirdAttempt(t *testing.T) {
 	})
 }
 
-const skipSpec = `
-name: skip-exhausted
-version: 1
-tasks:
-  broken:
-    capability: code.exec
-    action: exec
-    on_failure: skip
-    retry: {max_attempts: 2, backoff: {initial: 10ms}}
-    with: {argv: [sh, -c, 'echo "no luck" >&2; exit 3']}
-  after:
-    needs: [broken]
-    capability: core
-    action: echo
-    with: {got: "${{ tasks.broken.output }}"}
-outputs:
-  after: ${{ tasks.after.output }}
-`
+var skipSpec = testdataSpec("skip.yaml")
 
 // TestRetriesExhaustedUnderSkip: the task fails after its attempts, its
 // dependents see null and the workflow completes.
@@ -320,21 +175,7 @@ func TestRetriesExhaustedUnderSkip(t *testing.T) {
 	})
 }
 
-const retryExhaustedSpec = `
-name: retry-exhausted
-version: 1
-tasks:
-  broken:
-    capability: code.exec
-    action: exec
-    retry: {max_attempts: 2, backoff: {initial: 10ms}}
-    with: {argv: [sh, -c, 'echo "still broken" >&2; exit 2']}
-  after:
-    needs: [broken]
-    capability: core
-    action: echo
-    with: {got: "${{ tasks.broken.output }}"}
-`
+var retryExhaustedSpec = testdataSpec("retry_exhausted.yaml")
 
 // TestRetriesExhaustedUnderRetry: with the default policy, exhausted
 // attempts fail the workflow.
@@ -355,25 +196,7 @@ func TestRetriesExhaustedUnderRetry(t *testing.T) {
 	})
 }
 
-const abortSpec = `
-name: abort-now
-version: 1
-tasks:
-  slow:
-    capability: code.exec
-    action: exec
-    with: {argv: [sleep, "30"]}
-  broken:
-    capability: code.exec
-    action: exec
-    on_failure: abort
-    with: {argv: [sh, -c, 'sleep 0.2; echo "fatal" >&2; exit 4']}
-  after:
-    needs: [slow, broken]
-    capability: core
-    action: echo
-    with: {x: 1}
-`
+var abortSpec = testdataSpec("abort.yaml")
 
 // TestAbortFailsAtOnce: under abort the first failure fails the workflow
 // and cancels the task still running.
@@ -395,17 +218,7 @@ func TestAbortFailsAtOnce(t *testing.T) {
 	})
 }
 
-const timeoutSpec = `
-name: timeout
-version: 1
-tasks:
-  hang:
-    capability: code.exec
-    action: exec
-    timeout: 300ms
-    retry: {max_attempts: 1}
-    with: {argv: [sleep, "30"]}
-`
+var timeoutSpec = testdataSpec("timeout.yaml")
 
 // TestTaskTimeout: an attempt that outlives its timeout fails the task.
 func TestTaskTimeout(t *testing.T) {
@@ -425,22 +238,7 @@ func TestTaskTimeout(t *testing.T) {
 }
 
 // The script starts a grandchild (sleep) and records both pids.
-const cancelSpec = `
-name: cancel-me
-version: 1
-inputs:
-  pidfile: {type: string}
-tasks:
-  long:
-    capability: code.exec
-    action: exec
-    with: {argv: [sh, -c, 'sleep 60 & echo "$$ $!" > "$1.tmp"; mv "$1.tmp" "$1"; wait', long, "${{ inputs.pidfile }}"]}
-  after:
-    needs: [long]
-    capability: core
-    action: echo
-    with: {x: 1}
-`
+var cancelSpec = testdataSpec("cancel.yaml")
 
 // TestCancelRunningWorkflow: cancelling a running instance ends it
 // CANCELLED and kills its exec child and the child's own children.
@@ -503,19 +301,7 @@ func alive(pid int) bool {
 	return true
 }
 
-const helloSpec = `
-name: hello
-version: 1
-inputs:
-  name: {type: string, default: world}
-tasks:
-  greet:
-    capability: core
-    action: echo
-    with: {greeting: "Hello, ${{ inputs.name }}!"}
-outputs:
-  greeting: ${{ tasks.greet.output.greeting }}
-`
+var helloSpec = testdataSpec("hello.yaml")
 
 // TestIdempotentResubmission: the same idempotency key returns the first
 // instance and starts nothing new.
