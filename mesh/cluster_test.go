@@ -779,3 +779,75 @@ func TestAdvertiseHostName(t *testing.T) {
 	}
 	_ = bm.Stop(ctxT(t))
 }
+
+// A server cut off and healed is a voter that knows the leader again within
+// seconds: cut for less than DeadServerTimeout it stays a voter throughout
+// (the grace alone does not remove a voter nothing replaces) and is back as
+// soon as gossip merges and Raft reaches it; cut for longer it is removed,
+// and added and promoted again after the heal.
+func TestHealedServerRejoins(t *testing.T) {
+	t.Parallel()
+	cfg := mesh.TestConfig("x")
+	for _, tc := range []struct {
+		name    string
+		leader  bool          // cut the leader off (else a follower)
+		cut     time.Duration // how long
+		removed bool
+	}{
+		{"leader cut for longer than the grace, shorter than the timeout", true, cfg.DeadServerGrace + cfg.DeadServerTimeout/2, false},
+		{"follower cut for longer than the timeout", false, cfg.DeadServerTimeout + 2*time.Second, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c := meshtest.NewTestCluster(t, 3, 0)
+			leader, _ := c.WaitForLeader(wait)
+			c.WaitForMembers(wait)
+			victim := leader
+			if !tc.leader {
+				for _, n := range c.Running(true) {
+					if n != leader {
+						victim = n
+						break
+					}
+				}
+			}
+			var others []string
+			for _, n := range c.Running(true) {
+				if n != victim {
+					others = append(others, n)
+				}
+			}
+			c.Partition(victim)
+			deadline := time.Now().Add(tc.cut)
+			wasRemoved := false
+			for time.Now().Before(deadline) {
+				if name, _ := c.LeaderAmong(others); name != "" {
+					if in, _ := inConfig(c.Mesh(name), victim); !in {
+						wasRemoved = true
+					}
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			if wasRemoved != tc.removed {
+				t.Fatalf("removed from the configuration during a cut of %v: %v, want %v (grace %v, timeout %v)",
+					tc.cut, wasRemoved, tc.removed, cfg.DeadServerGrace, cfg.DeadServerTimeout)
+			}
+			c.Heal()
+			healed := time.Now()
+			vm := c.Mesh(victim)
+			meshtest.Eventually(t, wait, victim+" to be a voter that knows the leader", func() bool {
+				name, _ := c.LeaderAmong(others)
+				if name == "" || vm.Leader().Leader != name {
+					return false
+				}
+				_, voter := inConfig(c.Mesh(name), victim)
+				return voter
+			})
+			back := time.Since(healed)
+			t.Logf("%s back as a voter knowing the leader %v after the heal", victim, back)
+			if back > 5*time.Second {
+				t.Fatalf("%s took %v after the heal to be a voter that knows the leader, want under 5 s", victim, back)
+			}
+		})
+	}
+}

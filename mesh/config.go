@@ -20,8 +20,9 @@ const (
 	DefaultJoinTimeout         = 60 * time.Second
 	DefaultServerStabilization = 10 * time.Second
 	DefaultDeadServerGrace     = 30 * time.Second
+	DefaultDeadServerTimeout   = 15 * time.Minute
 	DefaultReconcileInterval   = time.Second
-	DefaultReconnectInterval   = 30 * time.Second
+	DefaultReconnectInterval   = time.Second
 	DefaultReconnectTimeout    = 24 * time.Hour
 	DefaultLeaveTimeout        = 5 * time.Second
 	DefaultEventBuffer         = 256
@@ -73,10 +74,17 @@ type Config struct {
 	// ServerStabilization is how long a joining server must stay alive as a
 	// non-voter before the leader promotes it to voter. Default 10 s.
 	ServerStabilization time.Duration
-	// DeadServerGrace is how long a failed server stays in the Raft
-	// configuration before the leader removes it (never below quorum).
-	// Default 30 s.
+	// DeadServerGrace is how long a failed non-voter stays in the Raft
+	// configuration, and a failed voter when a replacement server waits
+	// to take its place, before the leader removes it (never below
+	// quorum). Default 30 s.
 	DeadServerGrace time.Duration
+	// DeadServerTimeout is how long a failed voter stays when no
+	// replacement waits: long enough that a partition heals with the
+	// server still a voter, which is then back as soon as Raft reaches it
+	// (removed, it would have to be re-added and stabilise first).
+	// Default 15 min.
+	DeadServerTimeout time.Duration
 	// ReconcileInterval is how often the leader reconciles the Raft
 	// configuration with membership even without events. Default 1 s.
 	ReconcileInterval time.Duration
@@ -90,8 +98,10 @@ type Config struct {
 	// and never to a node ranked below zero (it betrayed). nil: every
 	// node ranks the same.
 	WagglerRank func(node string) int
-	// ReconnectInterval is how often one random failed (not left) member
-	// is tried again, so that a healed partition merges. Default 30 s.
+	// ReconnectInterval is how often every failed (not left) server, and
+	// one other failed member whose backoff ran out, is tried again, so
+	// that a healed partition merges within about this interval (see
+	// reconnectLoop). Default 1 s.
 	ReconnectInterval time.Duration
 	// ReconnectTimeout is how long a failed member is tried before it is
 	// forgotten. Default 24 h.
@@ -121,7 +131,7 @@ type Config struct {
 	// in: tests tighten timings here.
 	Memberlist func(*memberlist.Config)
 	// Raft, when set, is called on the Raft configuration after the mesh
-	// has filled it in.
+	// has filled it in (Raft's defaults with DefaultRaftTimings).
 	Raft func(*raft.Config)
 
 	// Interceptor, when set, sees and may drop every outgoing gossip packet,
@@ -152,6 +162,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.DeadServerGrace == 0 {
 		c.DeadServerGrace = DefaultDeadServerGrace
+	}
+	if c.DeadServerTimeout == 0 {
+		c.DeadServerTimeout = max(DefaultDeadServerTimeout, c.DeadServerGrace)
 	}
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = DefaultReconcileInterval
@@ -211,7 +224,7 @@ func (c Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"join timeout": c.JoinTimeout, "server stabilization": c.ServerStabilization,
-		"dead server grace": c.DeadServerGrace, "reconcile interval": c.ReconcileInterval,
+		"dead server grace": c.DeadServerGrace, "dead server timeout": c.DeadServerTimeout, "reconcile interval": c.ReconcileInterval,
 		"reconnect interval": c.ReconnectInterval, "reconnect timeout": c.ReconnectTimeout,
 		"leave timeout": c.LeaveTimeout,
 	} {
@@ -243,6 +256,7 @@ func TestConfig(name string) Config {
 		JoinTimeout:         10 * time.Second,
 		ServerStabilization: 300 * time.Millisecond,
 		DeadServerGrace:     time.Second,
+		DeadServerTimeout:   3 * time.Second,
 		ReconcileInterval:   50 * time.Millisecond,
 		ReconnectInterval:   500 * time.Millisecond,
 		ReconnectTimeout:    time.Minute,

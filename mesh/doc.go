@@ -25,8 +25,10 @@
 // hold up gossip. Start joins with exponential backoff until a member
 // answers or Config.JoinTimeout passes; Stop leaves gracefully so peers see
 // "left" at once instead of waiting for failure detection. Failed (not
-// left) members are retried every ReconnectInterval, so both sides of a
-// healed partition merge again.
+// left) servers are retried every ReconnectInterval, other failed members
+// one per interval with backoff, so both sides of a healed partition merge
+// again within about a second (memberlist itself never probes a member it
+// declared dead).
 //
 // # Raft
 //
@@ -45,8 +47,12 @@
 // membership change and every ReconcileInterval: alive servers not in the
 // configuration join as non-voters and are promoted after
 // ServerStabilization; servers that leave are removed at once; failed
-// servers are removed after DeadServerGrace, but never so many that the
-// remaining voters drop below the quorum of the current voters. These
+// non-voters are removed after DeadServerGrace; a failed voter stays
+// through ordinary partitions — removed after DeadServerGrace only when a
+// replacement server waits for its place, else after DeadServerTimeout —
+// so that a healed server is a voter again as soon as Raft's heartbeats
+// reach it; and never so many go that the remaining voters drop below the
+// quorum of the current voters. These
 // decisions are pure functions (planBootstrap, planReconcile) of the gossip
 // view, the configuration and the time, tested with tables. Removal does
 // not shut a server's Raft down (ShutdownOnRemove is off), so a server

@@ -576,16 +576,48 @@ func (m *Mesh) encodeLocalMeta(limit int) []byte {
 	return b
 }
 
-// reconnectLoop tries one random failed member every ReconnectInterval,
-// so that the two sides of a healed partition merge, and forgets members
-// that left or failed longer than ReconnectTimeout ago. One per tick, as
-// serf does: every node reconnecting to every failed member at once costs
-// a full push/pull each and, in a large mesh, enough CPU to cause the very
-// probe timeouts that make more members look failed.
+// reconnectBackoffMax caps the backoff of a failed member that is not a
+// server.
+const reconnectBackoffMax = 30 * time.Second
+
+// reconnectLoop retries failed (not left) members, so that the two sides of
+// a healed partition merge without waiting for a push/pull to happen to
+// cross it (memberlist does not probe a member it declared dead):
+//
+//   - every failed server each ReconnectInterval: there are few, and a
+//     server back in the mesh is a voter back in the quorum;
+//   - one other failed member per tick, among those whose backoff (from
+//     ReconnectInterval, doubling up to reconnectBackoffMax) has run out:
+//     serf's bound on what reconnecting costs a large mesh, where every
+//     node reconnecting to every failed member at once costs a push/pull
+//     each, and enough CPU to cause the very probe timeouts that make more
+//     members look failed.
+//
+// A retry first dials the member's gossip port (cancelled by Stop; an
+// unreachable member costs nothing else), then joins through it. Members
+// failed longer than ReconnectTimeout ago are forgotten.
 func (m *Mesh) reconnectLoop() {
 	defer m.wg.Done()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() {
+		select {
+		case <-m.stopCh:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
 	t := time.NewTicker(m.cfg.ReconnectInterval)
 	defer t.Stop()
+	type retry struct {
+		next    time.Time
+		backoff time.Duration
+	}
+	retries := map[string]*retry{}
+	var tries sync.WaitGroup
+	defer tries.Wait()
+	inflight := map[string]bool{}
+	var mu sync.Mutex // guards inflight
 	for {
 		select {
 		case <-m.stopCh:
@@ -593,27 +625,81 @@ func (m *Mesh) reconnectLoop() {
 		case <-t.C:
 		}
 		now := time.Now()
-		var failed []string
+		var servers, others []string // gossip addresses due for a retry
 		m.mu.Lock()
 		for name, r := range m.members {
 			switch {
 			case r.Status == StatusAlive || name == m.name:
+				delete(retries, name)
 			case now.Sub(r.since) > m.cfg.ReconnectTimeout:
 				delete(m.members, name)
+				delete(retries, name)
+			case r.Status == StatusFailed && r.HasRole(RoleServer):
+				servers = append(servers, r.GossipAddr)
 			case r.Status == StatusFailed:
-				failed = append(failed, r.GossipAddr)
+				rt := retries[name]
+				if rt == nil {
+					rt = &retry{backoff: m.cfg.ReconnectInterval}
+					retries[name] = rt
+				}
+				if !now.Before(rt.next) {
+					others = append(others, r.GossipAddr)
+				}
 			}
 		}
 		m.mu.Unlock()
-		if len(failed) == 0 {
-			continue
+		if len(others) > 0 {
+			pick := others[rand.IntN(len(others))]
+			servers = append(servers, pick)
+			m.mu.Lock()
+			for name, r := range m.members {
+				if rt := retries[name]; rt != nil && r.GossipAddr == pick {
+					rt.next = now.Add(rt.backoff)
+					rt.backoff = min(2*rt.backoff, reconnectBackoffMax)
+				}
+			}
+			m.mu.Unlock()
 		}
-		addr := failed[rand.IntN(len(failed))]
-		if n, err := m.ml.Join([]string{addr}); n > 0 {
-			m.log.Debug("reconnected to a failed member", zap.String("addr", addr))
-		} else {
-			m.log.Debug("failed member still unreachable", zap.String("addr", addr), zap.Error(err))
+		for _, addr := range servers {
+			mu.Lock()
+			busy := inflight[addr]
+			inflight[addr] = true
+			mu.Unlock()
+			if busy {
+				continue // the previous try is still dialling
+			}
+			tries.Go(func() {
+				defer func() {
+					mu.Lock()
+					delete(inflight, addr)
+					mu.Unlock()
+				}()
+				m.reconnect(ctx, addr)
+			})
 		}
+	}
+}
+
+// reconnect tries one failed member at addr.
+func (m *Mesh) reconnect(ctx context.Context, addr string) {
+	if m.cfg.Interceptor != nil && !m.cfg.Interceptor.Allow(addr) {
+		return // a test's partition: the dial below would bypass it
+	}
+	dctx, cancel := context.WithTimeout(ctx, max(m.cfg.ReconnectInterval, time.Second))
+	defer cancel()
+	conn, err := (&net.Dialer{}).DialContext(dctx, "tcp", addr)
+	if err != nil {
+		m.log.Debug("failed member still unreachable", zap.String("addr", addr), zap.Error(err))
+		return
+	}
+	_ = conn.Close() // memberlist ignores a stream that ends before its first byte
+	if ctx.Err() != nil {
+		return
+	}
+	if n, err := m.ml.Join([]string{addr}); n > 0 {
+		m.log.Debug("reconnected to a failed member", zap.String("addr", addr))
+	} else {
+		m.log.Debug("failed member reachable but the join failed", zap.String("addr", addr), zap.Error(err))
 	}
 }
 

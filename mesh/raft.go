@@ -73,6 +73,7 @@ func (m *Mesh) startRaft(host string) error {
 	// when it returns, so removal must not shut its Raft down.
 	rc.ShutdownOnRemove = false
 	rc.NoLegacyTelemetry = true
+	DefaultRaftTimings(rc)
 	if cfg.Raft != nil {
 		cfg.Raft(rc)
 	}
@@ -105,6 +106,20 @@ func (m *Mesh) startRaft(host string) error {
 	r.RegisterObserver(m.observer)
 	m.status.HasState = hasState
 	return nil
+}
+
+// DefaultRaftTimings are the Raft timings of a mesh's servers: half of
+// Raft's defaults (a follower that hears nothing for 0.5–1 s starts an
+// election, so a killed leader is replaced in about a second instead of
+// two), for servers on one LAN or data centre. Pre-vote (Raft's default)
+// keeps a server that returns from a partition from disrupting the leader
+// with a higher term, and the leader steps down once it has not reached a
+// quorum for LeaderLeaseTimeout. docs/benchmarks.md has the failover and
+// the leader changes under load they give; Config.Raft changes them.
+func DefaultRaftTimings(c *raft.Config) {
+	c.HeartbeatTimeout = 400 * time.Millisecond
+	c.ElectionTimeout = 400 * time.Millisecond
+	c.LeaderLeaseTimeout = 400 * time.Millisecond
 }
 
 // raftLoop keeps the leadership view, the advertised Raft status, the
@@ -341,7 +356,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	changes := planReconcile(reconcileInput{
 		Self: m.name, Config: conf, Servers: servers, Missing: r.missing, Now: now,
 		Unreachable:   m.reach.unreachable(term),
-		Stabilization: m.cfg.ServerStabilization, Grace: m.cfg.DeadServerGrace,
+		Stabilization: m.cfg.ServerStabilization, Grace: m.cfg.DeadServerGrace, Timeout: m.cfg.DeadServerTimeout,
 	})
 	for _, c := range changes {
 		var f raft.IndexFuture
@@ -397,12 +412,14 @@ func (r *reconciler) registerAnchors(m *Mesh) {
 
 // placeWagglers gives every capability served by an alive node a Waggler
 // (see planWagglers). Suspect nodes keep their roles: only a failure, a
-// leave or a quarantine moves one.
+// leave, a quarantine or — for a server — failing Raft heartbeats in this
+// term moves one.
 func (r *reconciler) placeWagglers(m *Mesh, term uint64) {
 	var eligible []wagglerCandidate
+	unreachable := m.reach.unreachable(term)
 	for _, mem := range m.Members() {
-		if mem.Status == StatusAlive || mem.Status == StatusSuspect {
-			c := wagglerCandidate{Name: mem.Name, Capabilities: mem.Capabilities}
+		if (mem.Status == StatusAlive || mem.Status == StatusSuspect) && !unreachable[mem.Name] {
+			c := wagglerCandidate{Name: mem.Name, Capabilities: mem.Capabilities, Leader: mem.Name == m.name}
 			if m.cfg.WagglerRank != nil {
 				c.Rank = m.cfg.WagglerRank(mem.Name)
 			}

@@ -99,7 +99,10 @@ type reconcileInput struct {
 	Unreachable   map[string]bool
 	Now           time.Time
 	Stabilization time.Duration
-	Grace         time.Duration
+	// Grace is how long a failed server stays before it may be removed:
+	// a non-voter, or a voter a replacement waits for. Timeout is how long
+	// a failed voter stays with no replacement.
+	Grace, Timeout time.Duration
 }
 
 // planReconcile returns the changes that bring the Raft configuration in
@@ -112,10 +115,16 @@ type reconcileInput struct {
 //     the quorum (a node with the gossip key but no valid certificate must
 //     not be able to stall the cluster);
 //   - servers that left gracefully are removed at once;
-//   - failed servers (or servers gossip no longer knows) are removed once
-//     failed for Grace, but only as many as keep the remaining voters at or
-//     above the quorum of the current voters — so the removals can never
-//     be what loses the quorum; the rest wait for a later pass.
+//   - failed non-voters (or ones gossip no longer knows) are removed once
+//     failed for Grace;
+//   - failed voters stay through ordinary partitions, so that a healed
+//     server is a voter again as soon as Raft reaches it (Consul's
+//     autopilot is the model): one is removed once failed for Grace only
+//     when a replacement waits for its place (an alive server that is not
+//     a voter yet, one replacement per removal), otherwise once failed for
+//     Timeout; and only as many as keep the remaining voters at or above
+//     the quorum of the current voters — so the removals can never be what
+//     loses the quorum; the rest wait for a later pass.
 //
 // The leader never removes itself. Changes come in a deterministic order.
 func planReconcile(in reconcileInput) []change {
@@ -134,12 +143,16 @@ func planReconcile(in reconcileInput) []change {
 		names = append(names, name)
 	}
 	slices.Sort(names)
+	replacements := 0 // alive servers waiting to be voters
 	for _, name := range names {
 		v := in.Servers[name]
 		if v.Status != StatusAlive || v.RaftAddr == "" || name == in.Self {
 			continue
 		}
 		cur, ok := inConfig[name]
+		if !ok || cur.Suffrage != raft.Voter {
+			replacements++
+		}
 		switch {
 		case !ok:
 			out = append(out, change{Kind: addNonvoter, ID: name, Address: v.RaftAddr, Reason: "alive server not in the configuration"})
@@ -185,15 +198,22 @@ func planReconcile(in reconcileInput) []change {
 		default:
 			continue
 		}
-		if in.Now.Sub(failedSince) < in.Grace {
+		failedFor := in.Now.Sub(failedSince)
+		if failedFor < in.Grace {
 			continue
 		}
 		c := change{Kind: remove, ID: name, Address: string(s.Address), Reason: "failed for longer than " + in.Grace.String()}
-		if s.Suffrage != raft.Voter {
+		switch {
+		case s.Suffrage != raft.Voter:
 			out = append(out, c)
-			continue
+		case failedFor >= in.Timeout:
+			c.Reason = "failed for longer than " + in.Timeout.String() + " with no replacement"
+			deadVoters = append(deadVoters, c)
+		case replacements > 0:
+			replacements--
+			c.Reason += "; a replacement server waits"
+			deadVoters = append(deadVoters, c)
 		}
-		deadVoters = append(deadVoters, c)
 	}
 	// Removing k failed voters leaves voters-k; keep that at or above the
 	// quorum of the current voters.

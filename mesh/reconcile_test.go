@@ -61,7 +61,7 @@ func TestPlanBootstrap(t *testing.T) {
 func TestPlanReconcile(t *testing.T) {
 	t.Parallel()
 	now := time.Date(2026, 11, 21, 12, 0, 0, 0, time.UTC)
-	const stab, grace = 10 * time.Second, 30 * time.Second
+	const stab, grace, timeout = 10 * time.Second, 30 * time.Second, 10 * time.Minute
 	voter := func(id string) raft.Server {
 		return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(id + ":1"), Suffrage: raft.Voter}
 	}
@@ -144,10 +144,29 @@ func TestPlanReconcile(t *testing.T) {
 			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, grace-time.Millisecond), view("c", StatusAlive, time.Hour)),
 		},
 		{
-			name:    "a failed server is removed after the grace",
+			name:    "a failed voter stays past the grace while nothing replaces it (a partition heals with it a voter)",
 			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
-			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, grace), view("c", StatusAlive, time.Hour)),
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, timeout-time.Millisecond), view("c", StatusAlive, time.Hour)),
+		},
+		{
+			name:    "a failed voter is removed after the timeout with no replacement",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, timeout), view("c", StatusAlive, time.Hour)),
 			want:    []change{{Kind: remove, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:   "a failed voter is removed after the grace when a replacement waits",
+			config: []raft.Server{voter("a"), voter("b"), voter("c"), nonvoter("d")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, grace), view("c", StatusAlive, time.Hour),
+				view("d", StatusAlive, time.Second)),
+			want: []change{{Kind: remove, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:   "one replacement makes room for one failed voter",
+			config: []raft.Server{voter("a"), voter("b"), voter("c"), voter("d"), voter("e")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, grace), view("c", StatusFailed, grace),
+				view("d", StatusAlive, time.Hour), view("e", StatusAlive, time.Hour), view("f", StatusAlive, time.Second)),
+			want: []change{{Kind: addNonvoter, ID: "f", Address: "f:1"}, {Kind: remove, ID: "b", Address: "b:1"}},
 		},
 		{
 			name:    "never below quorum: of 3 voters with 2 failed only 1 goes",
@@ -177,7 +196,7 @@ func TestPlanReconcile(t *testing.T) {
 			name:    "a server gossip does not know counts as failed since first noticed",
 			config:  []raft.Server{voter("a"), voter("b"), voter("c"), voter("d")},
 			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, time.Hour), view("c", StatusAlive, time.Hour)),
-			missing: map[string]time.Time{"d": now.Add(-grace)},
+			missing: map[string]time.Time{"d": now.Add(-timeout)},
 			want:    []change{{Kind: remove, ID: "d", Address: "d:1"}},
 		},
 		{
@@ -190,7 +209,7 @@ func TestPlanReconcile(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			got := planReconcile(reconcileInput{
 				Self: "a", Config: tt.config, Servers: tt.servers, Missing: tt.missing, Now: now,
-				Unreachable: tt.unreachable, Stabilization: stab, Grace: grace,
+				Unreachable: tt.unreachable, Stabilization: stab, Grace: grace, Timeout: timeout,
 			})
 			for i := range got {
 				got[i].Reason = "" // prose, not behaviour
