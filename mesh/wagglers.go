@@ -9,10 +9,14 @@ import (
 // Waggler roles. The leader gives every capability that an alive node
 // serves one Waggler, through the control state: planWagglers decides,
 // the reconciler applies its commands through Raft. A role stays where it
-// is while its node is alive, not leaving and not quarantined, so a role
-// moves only when it must; a new holder is the eligible node that serves
-// the capability with the highest trust rank (Config.WagglerRank), then
-// the fewest roles, then the smallest name, so Wagglers go to trusted
+// is while its node is alive, not leaving and not quarantined (and, for a
+// server, while the leader's Raft heartbeats reach it: a killed server's
+// roles move as soon as the new leader's first heartbeat to it fails,
+// without waiting for gossip to declare it dead), so a role moves only
+// when it must; a new holder is the eligible node that serves the
+// capability with the highest trust rank (Config.WagglerRank), then not
+// the leader (so that losing the leader does not also cost a Waggler),
+// then the fewest roles, then the smallest name, so Wagglers go to trusted
 // nodes and spread over them; a node ranked below zero (it forged a
 // hash-chain token) gets none. Every move bumps the epoch: the Router
 // hands the old holder's attempts to the new one, and workers follow the
@@ -24,7 +28,8 @@ import (
 type wagglerCandidate struct {
 	Name         string
 	Capabilities map[string]int
-	Rank         int // trust: higher first; below zero never a holder
+	Rank         int  // trust: higher first; below zero never a holder
+	Leader       bool // the engine leader: a holder only if no other node of its rank serves the capability
 }
 
 // planWagglers returns the commands that bring the roles in line with the
@@ -32,11 +37,15 @@ type wagglerCandidate struct {
 func planWagglers(state ControlState, eligible []wagglerCandidate) []Command {
 	serving := map[string][]string{} // capability → eligible nodes serving it
 	rank := map[string]int{}
+	leader := map[string]int{} // 1 for the leader: ordered after the others
 	for _, n := range eligible {
 		if _, q := state.Quarantine[n.Name]; q || n.Rank < 0 {
 			continue
 		}
 		rank[n.Name] = n.Rank
+		if n.Leader {
+			leader[n.Name] = 1
+		}
 		for c, size := range n.Capabilities {
 			if size > 0 {
 				serving[c] = append(serving[c], n.Name)
@@ -66,7 +75,7 @@ func planWagglers(state ControlState, eligible []wagglerCandidate) []Command {
 				load[holder]--
 			}
 			holder = slices.MinFunc(nodes, func(a, b string) int {
-				return cmp.Or(cmp.Compare(rank[b], rank[a]), cmp.Compare(load[a], load[b]), cmp.Compare(a, b))
+				return cmp.Or(cmp.Compare(rank[b], rank[a]), cmp.Compare(leader[a], leader[b]), cmp.Compare(load[a], load[b]), cmp.Compare(a, b))
 			})
 			load[holder]++
 		}

@@ -33,6 +33,7 @@ func TestPlanWagglers(t *testing.T) {
 		return wagglerCandidate{Name: name, Capabilities: m}
 	}
 	ranked := func(c wagglerCandidate, rank int) wagglerCandidate { c.Rank = rank; return c }
+	lead := func(c wagglerCandidate) wagglerCandidate { c.Leader = true; return c }
 	st := func(roles map[string]WagglerAssignment, quarantined ...string) ControlState {
 		s := newControlState()
 		for c, a := range roles {
@@ -63,6 +64,14 @@ func TestPlanWagglers(t *testing.T) {
 			[]string{"assign x b 3"}},
 		{"only nodes that serve it", st(nil), []wagglerCandidate{w("server"), w("worker", "gpu")},
 			[]string{"assign gpu worker 1"}},
+		{"not the leader while another node serves it", st(nil), []wagglerCandidate{lead(w("a", "x", "y")), w("b", "x"), w("c", "y")},
+			[]string{"assign x b 1", "assign y c 1"}},
+		{"the leader when only it serves it", st(nil), []wagglerCandidate{lead(w("a", "x")), w("b", "y")},
+			[]string{"assign x a 1", "assign y b 1"}},
+		{"a role the leader holds stays", st(map[string]WagglerAssignment{"x": {Node: "a", Epoch: 3}}), []wagglerCandidate{lead(w("a", "x")), w("b", "x")},
+			nil},
+		{"trust before leadership", st(nil), []wagglerCandidate{ranked(lead(w("a", "x")), 2), ranked(w("b", "x"), 1)},
+			[]string{"assign x a 1"}},
 		{"the most trusted first", st(nil), []wagglerCandidate{w("a", "x"), ranked(w("b", "x"), 2), ranked(w("c", "x"), 1)},
 			[]string{"assign x b 1"}},
 		{"never a node that betrayed", st(map[string]WagglerAssignment{"x": {Node: "a", Epoch: 2}}), []wagglerCandidate{ranked(w("a", "x"), -1), w("b", "x")},
