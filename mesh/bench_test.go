@@ -1,6 +1,7 @@
 package mesh_test
 
 import (
+	"os"
 	"strconv"
 	"testing"
 	"time"
@@ -65,4 +66,71 @@ func BenchmarkConvergence(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkRejoinAfterHeal measures convergence after a partition with the
+// production timings (memberlist's LAN defaults, DefaultRaftTimings, the
+// default graces): three servers, the leader cut off from the other two
+// for $ROBONET_REJOIN_CUT (default 15 s: past memberlist's failure
+// detection, so the others have declared it dead), then healed; reported
+// is the time from the heal until it is a voter again, knows the leader
+// and every node's gossip sees every node alive again, and whether it
+// stayed in the Raft configuration throughout.
+//
+//	go test -run '^$' -bench RejoinAfterHeal -benchtime 3x ./mesh/
+func BenchmarkRejoinAfterHeal(b *testing.B) {
+	cut := 15 * time.Second
+	if v, err := time.ParseDuration(os.Getenv("ROBONET_REJOIN_CUT")); err == nil && v > 0 {
+		cut = v
+	}
+	production := func(c *mesh.Config) {
+		c.Memberlist, c.Raft = nil, nil
+		c.ServerStabilization, c.DeadServerGrace, c.DeadServerTimeout = 0, 0, 0
+		c.ReconcileInterval, c.ReconnectInterval, c.ReconnectTimeout = 0, 0, 0
+	}
+	var worst time.Duration
+	for b.Loop() {
+		c := meshtest.NewTestCluster(b, 3, 0, meshtest.WithLogger(zap.NewNop()), meshtest.WithConfig(production))
+		leader, _ := c.WaitForLeader(time.Minute)
+		meshtest.Eventually(b, time.Minute, "the members to converge", c.Converged)
+		var others []string
+		for _, n := range c.Running(true) {
+			if n != leader {
+				others = append(others, n)
+			}
+		}
+		c.Partition(leader)
+		end := time.Now().Add(cut)
+		removed := false
+		for time.Now().Before(end) {
+			if name, _ := c.LeaderAmong(others); name != "" {
+				found := false
+				for _, s := range c.Mesh(name).RaftConfiguration() {
+					found = found || s.Name == leader
+				}
+				removed = removed || !found
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		c.Heal()
+		healed := time.Now()
+		vm := c.Mesh(leader)
+		meshtest.Eventually(b, time.Minute, "the healed server to be a voter that knows the leader", func() bool {
+			name, _ := c.LeaderAmong(others)
+			if name == "" || vm.Leader().Leader != name || !c.Converged() {
+				return false // Converged: gossip on every node sees every node alive
+			}
+			for _, s := range c.Mesh(name).RaftConfiguration() {
+				if s.Name == leader {
+					return s.Voter
+				}
+			}
+			return false
+		})
+		back := time.Since(healed)
+		worst = max(worst, back)
+		b.Logf("cut %v: removed from the configuration meanwhile: %v; back as a voter knowing the leader %v after the heal", cut, removed, back)
+		c.Close()
+	}
+	b.ReportMetric(float64(worst.Milliseconds()), "max-rejoin-ms")
 }

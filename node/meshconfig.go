@@ -97,7 +97,7 @@ func (n *Node) advertiseGRPC() error {
 // milliseconds instead of 1–2 s (Raft's default heartbeat timeout of 1 s,
 // randomised up to twice that): the single-node quick start stays as
 // quick as it was before there was a Raft. These timings suit loopback and
-// LANs; servers that join later keep Raft's defaults.
+// LANs; servers of a mesh of several keep mesh.DefaultRaftTimings.
 func singleServerRaftTimings(c *raft.Config) {
 	c.HeartbeatTimeout = 250 * time.Millisecond
 	c.ElectionTimeout = 250 * time.Millisecond
