@@ -2,6 +2,7 @@ package e2e_test
 
 import (
 	"bufio"
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -93,6 +96,40 @@ func (m *processMesh) leader(not string, timeout time.Duration) (string, uint64)
 		return name != ""
 	})
 	return name, term
+}
+
+// converged waits until every running node lists every running node
+// alive, so that the next run starts from a mesh whose gossip settled (a
+// restarted node knows every other's API address again).
+func (m *processMesh) converged(timeout time.Duration) {
+	m.t.Helper()
+	eventually(m.t, timeout, "every node seeing every other alive", func() bool {
+		running := 0
+		for _, c := range m.procs {
+			if c.cmd.ProcessState == nil {
+				running++
+			}
+		}
+		for _, c := range m.procs {
+			if c.cmd.ProcessState != nil {
+				continue
+			}
+			resp, err := robonetv1.NewMeshServiceClient(dial(m.t, c.addr)).ListMembers(ctxFor(m.t, 5*time.Second), &robonetv1.ListMembersRequest{})
+			if err != nil {
+				return false
+			}
+			alive := 0
+			for _, mem := range resp.GetMembers() {
+				if mem.GetStatus() == "alive" {
+					alive++
+				}
+			}
+			if alive != running {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // survivor returns a running node other than not.
@@ -223,6 +260,7 @@ func failoverRuns(b *testing.B, runs int) []time.Duration {
 		// leader of a full mesh.
 		m.procs[leader] = startChild(b, m.bin, m.args[leader]...)
 		m.leader("", 60*time.Second)
+		m.converged(60 * time.Second)
 		leader = next
 	}
 	return samples
@@ -263,4 +301,74 @@ func startsAfter(t testing.TB, path string, skip int) []time.Time {
 		out = append(out, time.Unix(0, ns))
 	}
 	return out
+}
+
+// BenchmarkLeaderStability runs three robonode servers (one Postgres,
+// robonode's default timings) at full load — clients on every server
+// submitting spreads of 500 echo tasks back to back, as fast as the mesh
+// completes them — for $ROBONET_STABILITY_DURATION (default 1m; the figure
+// in docs/benchmarks.md is of 10m), and counts the elections it saw: the
+// Raft term at the end minus the term at the start (every election, won
+// or not, raises it). Reports elections and the tasks completed per
+// second.
+//
+//	ROBONET_STABILITY_DURATION=10m scripts/with-postgres go test -run '^$' -bench LeaderStability -benchtime 1x -timeout 30m ./e2e/
+func BenchmarkLeaderStability(b *testing.B) {
+	duration := time.Minute
+	if v, err := time.ParseDuration(os.Getenv("ROBONET_STABILITY_DURATION")); err == nil && v > 0 {
+		duration = v
+	}
+	spread := testdataSpec("mesh_echo_spread.yaml")
+	for b.Loop() {
+		m := startProcessMesh(b, 3)
+		leader, startTerm := m.leader("", 60*time.Second)
+		ctx, cancel := context.WithTimeout(context.Background(), duration)
+		var done atomic.Int64
+		var wg sync.WaitGroup
+		for name := range m.procs {
+			api := m.api(name)
+			for range 2 { // two clients per server: one waits while the other's spread runs
+				wg.Go(func() {
+					for ctx.Err() == nil {
+						resp, err := api.SubmitWorkflow(ctx, &robonetv1.SubmitWorkflowRequest{
+							Workflow: &robonetv1.SubmitWorkflowRequest_Spec{Spec: &robonetv1.InlineSpec{Source: []byte(spread), Filename: "spread.yaml"}}})
+						if err != nil {
+							continue // leadership moved mid-call, or the run ended
+						}
+						if in := waitFinished(ctx, api, resp.GetInstanceId()); in == robonetv1.InstanceState_INSTANCE_STATE_COMPLETE {
+							done.Add(500)
+						}
+					}
+				})
+			}
+		}
+		wg.Wait()
+		cancel()
+		endLeader, endTerm := m.leader("", 60*time.Second)
+		elections := endTerm - startTerm
+		b.ReportMetric(float64(elections), "elections")
+		b.ReportMetric(float64(done.Load())/duration.Seconds(), "tasks/s")
+		b.Logf("%s at full load: term %d → %d (%d elections), leader %s → %s, %d tasks completed (%.0f/s)",
+			duration, startTerm, endTerm, elections, leader, endLeader, done.Load(), float64(done.Load())/duration.Seconds())
+	}
+}
+
+// waitFinished polls an instance until it finishes or ctx ends, and
+// returns its last state.
+func waitFinished(ctx context.Context, api robonetv1.WorkflowServiceClient, id string) robonetv1.InstanceState {
+	var st robonetv1.InstanceState
+	for ctx.Err() == nil {
+		resp, err := api.GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err == nil {
+			st = resp.GetInstance().GetState()
+			if isTerminal(st) {
+				return st
+			}
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	return st
 }
