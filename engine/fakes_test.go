@@ -175,6 +175,10 @@ type countingStore struct {
 	largestState      int
 	gate              chan struct{}
 	persistInProgress chan struct{} // signalled when a gated call starts
+	// completeGate, when set, holds CompleteInstances calls after their
+	// commit (announced on completeCommitted) until the test closes it.
+	completeGate      chan struct{}
+	completeCommitted chan struct{}
 }
 
 func (s *countingStore) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
@@ -210,8 +214,18 @@ func (s *countingStore) CompleteInstances(ctx context.Context, batch []engine.Co
 	for _, c := range batch {
 		s.stateBytes += len(c.State)
 	}
+	gate := s.completeGate
 	s.mu.Unlock()
-	return s.Store.CompleteInstances(ctx, batch)
+	out, err := s.Store.CompleteInstances(ctx, batch)
+	if gate != nil && err == nil {
+		s.completeCommitted <- struct{}{}
+		select {
+		case <-gate:
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		}
+	}
+	return out, err
 }
 
 func (s *countingStore) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]engine.WorkflowVersion, error) {

@@ -236,21 +236,33 @@ func (f *flusher) writeCompletions(ctx context.Context, ws []*pendingWrite) erro
 		for _, c := range batch {
 			rows += len(c.Results) + 1
 		}
+		// Reads of these instances wait for the outcome (holder.settled):
+		// the Store may say finished as soon as the call commits.
+		marks := make([]chan struct{}, len(chunk))
+		for i, w := range chunk {
+			marks[i] = make(chan struct{})
+			w.inst.h.committing.Store(&marks[i])
+		}
 		var outcomes []error
 		err := f.retry(ctx, "completing instances", rows, func() (err error) {
 			outcomes, err = f.e.cfg.Store.CompleteInstances(ctx, batch)
 			return err
 		})
+		for i, w := range chunk {
+			inst, c := w.inst, w.completion
+			switch {
+			case err != nil:
+			case i < len(outcomes) && outcomes[i] != nil:
+				f.lost(inst, outcomes[i])
+			default:
+				inst.h.state.Store(statusState(c.Status))
+				inst.h.shard.send(func(s *shard) { s.completed(inst, c) })
+			}
+			inst.h.committing.Store(nil)
+			close(marks[i])
+		}
 		if err != nil {
 			return err
-		}
-		for i, w := range chunk {
-			if i < len(outcomes) && outcomes[i] != nil {
-				f.lost(w.inst, outcomes[i])
-				continue
-			}
-			inst, c := w.inst, w.completion
-			inst.h.shard.send(func(s *shard) { s.completed(inst, c) })
 		}
 	}
 	return nil

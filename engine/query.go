@@ -78,12 +78,15 @@ func (q *Query) ListInstances(ctx context.Context, req ListRequest) (ListResult,
 	return q.listInstances(ctx, req, nil)
 }
 
-// listInstances is ListInstances; live, when set, gives the live state of
-// a running instance held by the caller.
-func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(uuid.UUID) (InstanceState, bool)) (ListResult, error) {
+// listInstances is ListInstances; live, when set, gives the state of an
+// instance the caller holds, which wins over the Store's (see
+// Engine.ListInstances).
+func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(context.Context, uuid.UUID) (InstanceState, bool, error)) (ListResult, error) {
 	f := InstanceFilter{WorkflowName: req.Workflow, IDPrefix: req.IDPrefix, CreatedAfter: req.CreatedAfter, Limit: req.Limit, PageToken: req.PageToken}
 	seen := map[InstanceStatus]bool{}
+	wanted := map[InstanceState]bool{}
 	for _, st := range req.States {
+		wanted[st] = true
 		var s InstanceStatus
 		switch st {
 		case StatePending:
@@ -121,10 +124,20 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(uu
 		if rec.FinishedAt != nil {
 			sum.FinishedAt = *rec.FinishedAt
 		}
-		if rec.Status == StatusRunning && live != nil {
-			if st, ok := live(rec.ID); ok {
+		if live != nil {
+			st, ok, err := live(ctx, rec.ID)
+			if err != nil {
+				return ListResult{}, fmt.Errorf("list instances: %w", err)
+			}
+			if ok {
 				sum.State = st
 			}
+		}
+		if len(wanted) > 0 && !wanted[sum.State] {
+			// The Store's row matched the filter; the held instance has
+			// moved on (GATHERING where RUNNING was asked, or finished
+			// since the page was read): what a get says now wins.
+			continue
 		}
 		out.Instances = append(out.Instances, sum)
 	}

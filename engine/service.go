@@ -356,12 +356,18 @@ func (e *Engine) ListInstances(ctx context.Context, req ListRequest) (ListResult
 	return e.q.listInstances(ctx, req, e.liveState)
 }
 
-// liveState is the state of a running instance this engine holds.
-func (e *Engine) liveState(id uuid.UUID) (InstanceState, bool) {
-	h, ok := e.held.Load(id)
+// liveState is the state of an instance this engine holds: the live one
+// (RUNNING or GATHERING where the Store says running), terminal once its
+// completion is durable; it waits out a completion being written.
+func (e *Engine) liveState(ctx context.Context, id uuid.UUID) (InstanceState, bool, error) {
+	v, ok := e.held.Load(id)
 	if !ok {
-		return "", false
+		return "", false, nil
 	}
-	st, ok := h.(*holder).state.Load().(InstanceState)
-	return st, ok && !st.Terminal()
+	h := v.(*holder)
+	if err := h.settled(ctx); err != nil {
+		return "", false, err
+	}
+	st, ok := h.state.Load().(InstanceState)
+	return st, ok, nil
 }

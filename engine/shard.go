@@ -59,7 +59,40 @@ type holder struct {
 	id    uuid.UUID
 	shard *shard
 	gone  atomic.Bool
+	// state is the instance's client-facing state: set by its shard while
+	// it runs, and to its terminal state by the flusher as soon as the
+	// completion is durable — before the shard hears of it — so that from
+	// the commit on every read on this node (gets, lists, new watches)
+	// says finished, as the Store does.
 	state atomic.Value // InstanceState
+	// committing is set while the instance's completion is being written:
+	// a channel closed once the write's outcome is known. Readers wait for
+	// it (settled), so no read shows the instance running while the Store
+	// may already say it finished.
+	committing atomic.Pointer[chan struct{}]
+}
+
+// settled waits until no completion of the instance is being written.
+func (h *holder) settled(ctx context.Context) error {
+	p := h.committing.Load()
+	if p == nil {
+		return nil
+	}
+	select {
+	case <-*p:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// terminal returns the instance's terminal state once its completion is
+// durable ("" before).
+func (h *holder) terminal() InstanceState {
+	if st, ok := h.state.Load().(InstanceState); ok && st.Terminal() {
+		return st
+	}
+	return ""
 }
 
 // instance is one held workflow instance. Only its shard touches it.

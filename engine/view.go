@@ -19,6 +19,17 @@ import (
 // dropped some, or took the instance over from a previous owner, the
 // recorded ones it lacks are read from the Store.
 func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, error) {
+	if v, held := e.held.Load(id); held {
+		h := v.(*holder)
+		if err := h.settled(ctx); err != nil {
+			return InstanceView{}, err
+		}
+		if h.terminal() != "" {
+			// Durably finished, and the shard may not know yet: the
+			// Store has all of it (outputs, error, times).
+			return e.q.GetInstance(ctx, id)
+		}
+	}
 	v, pe, trimmed, ok, err := e.liveView(ctx, id)
 	if err != nil {
 		return InstanceView{}, err
@@ -93,9 +104,13 @@ func (inst *instance) fullView() InstanceView {
 		CreatedAt: inst.createdAt,
 		StartedAt: inst.st.startedAt,
 	}
-	// inst.api turns terminal only once the completion is durable: until
-	// then a finishing instance shows its last running state, as listings
-	// (which read the Store) do.
+	// A finishing instance shows its last running state until its
+	// completion is durable, then its terminal state — from the commit on,
+	// before the shard hears of it (holder.state), as listings and the
+	// Store do.
+	if st := inst.h.terminal(); st != "" {
+		v.State = st
+	}
 	v.CancelRequested = inst.cancelReason != ""
 	v.Tasks = taskViews(inst.pe, inst.g, viewSource{
 		times: func(node int32) (time.Time, time.Time) {

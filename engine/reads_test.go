@@ -1,0 +1,93 @@
+package engine_test
+
+import (
+	"testing"
+	"time"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// From the moment the Store has an instance's completion, no read of the
+// engine shows it running: a get or a list that comes while the
+// completion's write has committed but not yet returned waits for it, and
+// then says finished — as the Store already does.
+func TestReadsWaitForACompletionBeingWritten(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1)
+	id := h.submit(e, singleSpec, map[string]any{"n": 7})
+	d := h.disp.one(t, "only", 1)
+
+	h.store.mu.Lock()
+	gate := make(chan struct{})
+	h.store.completeGate, h.store.completeCommitted = gate, make(chan struct{}, 1)
+	h.store.mu.Unlock()
+	echo(e, d)
+	select {
+	case <-h.store.completeCommitted:
+	case <-time.After(waitLimit):
+		t.Fatal("the completion was not written")
+	}
+	ctx := ctxOf(t)
+	if rec, err := h.store.GetInstance(ctx, id); err != nil || rec.Status != engine.StatusComplete {
+		t.Fatalf("the Store says %v (%v): the gate holds the call after its commit", rec.Status, err)
+	}
+
+	type read struct {
+		what  string
+		state engine.InstanceState
+		err   error
+	}
+	reads := make(chan read, 3)
+	go func() {
+		v, err := e.GetInstance(ctx, id)
+		reads <- read{"get", v.State, err}
+	}()
+	go func() {
+		res, err := e.ListInstances(ctx, engine.ListRequest{States: []engine.InstanceState{engine.StateRunning, engine.StateGathering}})
+		st := engine.StateComplete // absent from the running: finished
+		for _, in := range res.Instances {
+			if in.ID == id {
+				st = in.State
+			}
+		}
+		reads <- read{"list of the running", st, err}
+	}()
+	go func() {
+		res, err := e.ListInstances(ctx, engine.ListRequest{})
+		var st engine.InstanceState
+		for _, in := range res.Instances {
+			if in.ID == id {
+				st = in.State
+			}
+		}
+		reads <- read{"list of all", st, err}
+	}()
+	// While the write has not returned, a read either waits or says
+	// finished: never running.
+	timer := time.NewTimer(100 * time.Millisecond)
+	defer timer.Stop()
+	early := 0
+wait:
+	for {
+		select {
+		case r := <-reads:
+			early++
+			if r.err != nil || r.state != engine.StateComplete {
+				t.Fatalf("%s during the write: %s (%v), but the Store says COMPLETE", r.what, r.state, r.err)
+			}
+		case <-timer.C:
+			break wait
+		}
+	}
+	close(gate)
+	for range 3 - early {
+		select {
+		case r := <-reads:
+			if r.err != nil || r.state != engine.StateComplete {
+				t.Fatalf("%s after the write: %s (%v)", r.what, r.state, r.err)
+			}
+		case <-time.After(waitLimit):
+			t.Fatal("a read still waits after the write returned")
+		}
+	}
+}
