@@ -182,3 +182,29 @@ func TestReport(t *testing.T) {
 		}
 	}
 }
+
+// A healed server's rejoin is in the report; the slowest one (or one that
+// never came back) is what the run is judged by.
+func TestWorstRejoin(t *testing.T) {
+	r := &Report{Started: t0, Ended: t0.Add(time.Minute), Faults: []Fault{
+		{Kind: KillWorker, Targets: []string{"w1"}, At: t0, Healed: t0.Add(time.Second)},
+		{Kind: DisconnectLeader, Targets: []string{"s2"}, At: t0.Add(2 * time.Second), Healed: t0.Add(3 * time.Second), Rejoin: 800 * time.Millisecond},
+		{Kind: PartitionMinority, Targets: []string{"s1", "w2"}, At: t0.Add(4 * time.Second), Healed: t0.Add(5 * time.Second), Rejoin: 1200 * time.Millisecond},
+	}}
+	if worst, n := r.WorstRejoin(); worst != 1200*time.Millisecond || n != 2 {
+		t.Fatalf("worst rejoin %v of %d, want 1.2s of 2", worst, n)
+	}
+	var md bytes.Buffer
+	if err := r.WriteMarkdown(&md, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"Rejoin (heal → the cut server a voter that knows the leader, alive to the others), 2 faults: max 1.2 s", "| 0.8 s |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+	r.Faults = append(r.Faults, Fault{Kind: DisconnectLeader, Targets: []string{"s3"}, Rejoin: -1})
+	if worst, n := r.WorstRejoin(); worst != -1 || n != 3 {
+		t.Fatalf("with a server that never came back: %v of %d", worst, n)
+	}
+}

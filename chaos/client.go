@@ -86,6 +86,14 @@ func (c *Client) Call(ctx context.Context, fn func(ctx context.Context, conn *gr
 	return last
 }
 
+// On runs fn against the endpoint of index i (the order of NewClient's
+// addresses) alone.
+func (c *Client) On(ctx context.Context, i int, fn func(ctx context.Context, conn *grpc.ClientConn) error) error {
+	ctx, cancel := context.WithTimeout(ctx, callTimeout)
+	defer cancel()
+	return fn(ctx, c.conns[i])
+}
+
 // Retry runs Call until it succeeds, fails for good, or ctx ends.
 func (c *Client) Retry(ctx context.Context, fn func(ctx context.Context, conn *grpc.ClientConn) error) error {
 	for {

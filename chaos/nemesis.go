@@ -10,6 +10,9 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/grpc"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
 // The mesh's services, as docker-compose.yml names them.
@@ -60,8 +63,21 @@ type Fault struct {
 	// fault really held that work up (Recovery can be short when a write
 	// in flight at the fault lands just after it).
 	Stall time.Duration `json:"stall_ns"`
-	Error string        `json:"error,omitempty"`
+	// Rejoin, for a fault that cut a server off the network, is from the
+	// heal until that server is a voter that knows the leader and every
+	// other server sees it alive (the longest, if several were cut); -1
+	// when it was not within RejoinWait; 0 when no server was cut.
+	Rejoin time.Duration `json:"rejoin_ns,omitempty"`
+	Error  string        `json:"error,omitempty"`
 }
+
+// RejoinLimit is how soon a server cut off and healed must be back: a
+// voter that knows the leader (docs/architecture.md, the mesh); a slower
+// rejoin fails the run. RejoinWait is how long it is waited for.
+const (
+	RejoinLimit = 5 * time.Second
+	RejoinWait  = time.Minute
+)
 
 // Nemesis injects faults into a Compose project and heals them.
 type Nemesis struct {
@@ -115,7 +131,11 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 		do = append(do, func(ctx context.Context) error { return c.Pause(ctx, svc) })
 		undo = append(undo, func(ctx context.Context) error { return c.Unpause(ctx, svc) })
 	}
+	var cutServers []string
 	cut := func(svc string) {
+		if slices.Contains(Servers, svc) {
+			cutServers = append(cutServers, svc)
+		}
 		f.Targets = append(f.Targets, svc)
 		f.Capabilities = append(f.Capabilities, Capabilities[svc]...)
 		var ip string
@@ -203,7 +223,71 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 	}
 	f.Healed = time.Now()
 	n.Log.Info("healed", zap.String("kind", string(kind)), zap.Strings("targets", f.Targets), zap.Duration("held", f.Healed.Sub(f.At)))
+	if len(errs) == 0 {
+		for _, s := range cutServers {
+			back := n.rejoin(hctx, s, f.Healed)
+			if back < 0 || f.Rejoin < 0 {
+				f.Rejoin = -1
+			} else {
+				f.Rejoin = max(f.Rejoin, back)
+			}
+			n.Log.Info("rejoined", zap.String("server", s), zap.Duration("after_heal", back))
+		}
+	}
 	return n.record(f, errors.Join(errs...))
+}
+
+// rejoin waits until server, healed at healed, is back: it names a leader,
+// and another server names the same one and lists it as an alive voter.
+// It returns the time from the heal, or -1 after RejoinWait.
+func (n *Nemesis) rejoin(ctx context.Context, server string, healed time.Time) time.Duration {
+	self := slices.Index(Servers, server)
+	ctx, cancel := context.WithDeadline(ctx, healed.Add(RejoinWait))
+	defer cancel()
+	for {
+		if n.rejoined(ctx, self, server) {
+			return time.Since(healed)
+		}
+		select {
+		case <-ctx.Done():
+			return -1
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+}
+
+func (n *Nemesis) rejoined(ctx context.Context, self int, server string) bool {
+	var leader string
+	err := n.Client.On(ctx, self, func(ctx context.Context, conn *grpc.ClientConn) error {
+		r, err := robonetv1.NewMeshServiceClient(conn).GetLeader(ctx, &robonetv1.GetLeaderRequest{})
+		leader = r.GetName()
+		return err
+	})
+	if err != nil || leader == "" {
+		return false
+	}
+	for other := range Servers {
+		if other == self {
+			continue
+		}
+		ok := false
+		err := n.Client.On(ctx, other, func(ctx context.Context, conn *grpc.ClientConn) error {
+			mesh := robonetv1.NewMeshServiceClient(conn)
+			l, err := mesh.GetLeader(ctx, &robonetv1.GetLeaderRequest{})
+			if err != nil || l.GetName() != leader {
+				return err
+			}
+			r, err := mesh.ListMembers(ctx, &robonetv1.ListMembersRequest{})
+			for _, m := range r.GetMembers() {
+				ok = ok || m.GetName() == server && m.GetStatus() == "alive" && m.GetVoter()
+			}
+			return err
+		})
+		if err == nil && ok {
+			return true
+		}
+	}
+	return false
 }
 
 func (n *Nemesis) record(f Fault, err error) error {

@@ -33,6 +33,25 @@ type Report struct {
 	Completions []int `json:"completions_per_second"`
 }
 
+// WorstRejoin returns the slowest rejoin of a healed server (-1 if one
+// never came back within RejoinWait) and how many faults measured one.
+func (r *Report) WorstRejoin() (time.Duration, int) {
+	var worst time.Duration
+	n := 0
+	for _, f := range r.Faults {
+		switch {
+		case f.Rejoin == 0:
+			continue
+		case f.Rejoin < 0 || worst < 0:
+			worst = -1
+		default:
+			worst = max(worst, f.Rejoin)
+		}
+		n++
+	}
+	return worst, n
+}
+
 // Summarize fills in the recovery percentiles and the completions series.
 func (r *Report) Summarize(rows []Row) {
 	var rec, stalls []time.Duration
@@ -89,6 +108,14 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.1f s", d.Seconds())
 }
 
+// rejoinText renders a rejoin time; -1 is "never (within RejoinWait)".
+func rejoinText(d time.Duration) string {
+	if d < 0 {
+		return "never (within " + RejoinWait.String() + ")"
+	}
+	return ms(d)
+}
+
 // WriteMarkdown writes r for a person: the verdict, the faults with their
 // recovery, and the timeline picture's file name.
 func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
@@ -109,15 +136,26 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 	if r.Recovery.Never > 0 {
 		fmt.Fprintf(&b, "; %d faults with nothing of theirs completed after them", r.Recovery.Never)
 	}
-	fmt.Fprintf(&b, ". Longest stall (no task of an affected capability completed, from the fault until %s after its heal): p50 %s, max %s.\n\n",
+	fmt.Fprintf(&b, ". Longest stall (no task of an affected capability completed, from the fault until %s after its heal): p50 %s, max %s.",
 		StallWindow, ms(r.Recovery.StallP50), ms(r.Recovery.StallMax))
+	if worst, n := r.WorstRejoin(); n > 0 {
+		fmt.Fprintf(&b, " Rejoin (heal → the cut server a voter that knows the leader, alive to the others), %d faults: max %s (limit %s).", n, rejoinText(worst), RejoinLimit)
+	}
+	b.WriteString("\n\n")
 	if svgName != "" {
 		fmt.Fprintf(&b, "![faults against completions per second](%s)\n\n", svgName)
 	}
-	b.WriteString("| at | fault | targets | held | recovery | stall | note |\n|---|---|---|---|---|---|---|\n")
+	b.WriteString("| at | fault | targets | held | recovery | stall | rejoin | note |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range r.Faults {
-		fmt.Fprintf(&b, "| +%s | %s | %s | %s | %s | %s | %s |\n", f.At.Sub(r.Started).Round(time.Second), f.Kind, strings.Join(f.Targets, ", "),
-			f.Healed.Sub(f.At).Round(100*time.Millisecond), ms(f.Recovery), ms(f.Stall), strings.ReplaceAll(f.Error, "|", "/"))
+		rejoin := ""
+		switch {
+		case f.Rejoin < 0:
+			rejoin = "never"
+		case f.Rejoin > 0:
+			rejoin = ms(f.Rejoin)
+		}
+		fmt.Fprintf(&b, "| +%s | %s | %s | %s | %s | %s | %s | %s |\n", f.At.Sub(r.Started).Round(time.Second), f.Kind, strings.Join(f.Targets, ", "),
+			f.Healed.Sub(f.At).Round(100*time.Millisecond), ms(f.Recovery), ms(f.Stall), rejoin, strings.ReplaceAll(f.Error, "|", "/"))
 	}
 	if len(v.Problems) > 0 {
 		b.WriteString("\nProblems:\n\n")

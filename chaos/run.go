@@ -189,6 +189,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !rep.Verdict.Passed() {
 		return rep, errors.New("the checker found lost, duplicated, wrong, stuck or unexpected work")
 	}
+	if worst, n := rep.WorstRejoin(); n > 0 && (worst < 0 || worst > RejoinLimit) {
+		return rep, fmt.Errorf("a server cut off and healed took %s to be a voter that knows the leader again (limit %s)", rejoinText(worst), RejoinLimit)
+	}
 	failed = false
 	return rep, nil
 }
