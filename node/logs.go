@@ -253,7 +253,7 @@ func (r *router) relayLogs(ctx context.Context, key tasklog.Key, node string, fo
 	}
 	for {
 		resp, err := remote.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

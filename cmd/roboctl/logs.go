@@ -177,7 +177,7 @@ func streamLogs(ctx context.Context, g *globalOptions, wf robonetv1.WorkflowServ
 	}
 	for {
 		resp, err := stream.Recv()
-		if err == io.EOF {
+		if errors.Is(err, io.EOF) {
 			return nil
 		}
 		if err != nil {

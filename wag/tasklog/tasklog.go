@@ -793,11 +793,11 @@ func (r *reader) drain() error {
 	for {
 		chunk, err := r.br.ReadSlice('\n')
 		r.line = append(r.line, chunk...)
-		if err == bufio.ErrBufferFull {
+		if errors.Is(err, bufio.ErrBufferFull) {
 			continue
 		}
 		if err != nil {
-			if err == io.EOF {
+			if errors.Is(err, io.EOF) {
 				return nil // a partial record stays in r.line until the rest arrives
 			}
 			return fmt.Errorf("task log: %w", err)
