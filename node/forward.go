@@ -145,14 +145,7 @@ func sleepUntil(ctx context.Context, deadline time.Time, d time.Duration) error 
 	if time.Until(deadline) < d {
 		return fmt.Errorf("%w within the forwarding window", ErrNoLeader)
 	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return nil
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return sleepCtx(ctx, d)
 }
 
 func isForwarded(ctx context.Context) bool {
