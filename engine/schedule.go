@@ -307,7 +307,7 @@ func (e *Engine) wakeScheduler() {
 // scheduleLoop fires due schedules, on the leader only (the engine runs
 // only there).
 func (e *Engine) scheduleLoop(ctx context.Context) {
-	timer := e.cfg.Clock.NewTimer(e.fireDue(ctx))
+	timer := e.cfg.Clock.NewTimer(e.nextLook(ctx))
 	defer timer.Stop()
 	for {
 		select {
@@ -316,8 +316,17 @@ func (e *Engine) scheduleLoop(ctx context.Context) {
 		case <-timer.C():
 		case <-e.scheduleWake:
 		}
-		timer.Reset(e.fireDue(ctx))
+		timer.Reset(e.nextLook(ctx))
 	}
+}
+
+// nextLook fires what is due and returns how long from now to wait: the
+// wait fireDue computed counts from the time it read, and the clock may
+// have moved on while it ran (past a slot, even: then at once).
+func (e *Engine) nextLook(ctx context.Context) time.Duration {
+	now := e.cfg.Clock.Now()
+	at := now.Add(e.fireDue(ctx, now))
+	return max(0, at.Sub(e.cfg.Clock.Now()))
 }
 
 // scheduleBatch bounds the schedules one tick reads.
@@ -327,8 +336,8 @@ const scheduleBatch = 100
 // look: until the earliest slot coming within the poll interval, else the
 // poll interval (schedules changed through another server show up within
 // it).
-func (e *Engine) fireDue(ctx context.Context) time.Duration {
-	now := e.cfg.Clock.Now().UTC()
+func (e *Engine) fireDue(ctx context.Context, now time.Time) time.Duration {
+	now = now.UTC()
 	wait := e.cfg.ScheduleInterval
 	due, err := e.cfg.Store.DueSchedules(ctx, now.Add(wait), scheduleBatch)
 	if err != nil {
