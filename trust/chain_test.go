@@ -315,3 +315,48 @@ func benchVerify(b *testing.B, every int) {
 
 func BenchmarkVerifyConsecutive(b *testing.B) { benchVerify(b, 1) }
 func BenchmarkVerifyGap64(b *testing.B)       { benchVerify(b, 64) }
+
+// A receiver that heard nothing while its sender stamped more than the gap
+// for others jumps forward to a genuine token (hashing the whole gap once),
+// refuses a forged far token for good, and still bounds what lies behind
+// what it knows: a jump never hashes backward.
+func TestJump(t *testing.T) {
+	s := signer(t, 1024)
+	behind := NewVerifier(s.Anchor(), 8)
+	var stamps []Stamp
+	for range 300 {
+		st, _ := s.Next()
+		stamps = append(stamps, st)
+	}
+	far := stamps[299]
+	if got := behind.Verify(far); got != TooFar {
+		t.Fatalf("300 tokens from the anchor: %s, want too far", got)
+	}
+	if got := behind.Jump(far); got != Accepted {
+		t.Fatalf("jumping to a genuine token: %s", got)
+	}
+	if got := behind.Verify(stamps[299]); got != Replayed {
+		t.Fatalf("the same token again: %s, want replayed", got)
+	}
+	next, _ := s.Next()
+	if got := behind.Verify(next); got != Accepted {
+		t.Fatalf("the token after the jump: %s (a short gap now)", got)
+	}
+	if got := behind.Jump(stamps[100]); got != Replayed {
+		t.Fatalf("a jump back behind what was accepted: %s, want replayed", got)
+	}
+	fresh := NewVerifierAt(behind.Position(), 8) // knows token 301, accepted nothing
+	if got := fresh.Jump(stamps[10]); got != TooFar {
+		t.Fatalf("a jump backward, far before the known token: %s, want too far (never hashed)", got)
+	}
+
+	forger := NewVerifier(s.Anchor(), 8)
+	bad := stamps[200]
+	bad.Token.Value[0] ^= 1
+	if got := forger.Jump(bad); got != Forged || !forger.Broken() {
+		t.Fatalf("jumping to a forged token: %s (broken %v), want forged", got, forger.Broken())
+	}
+	if got := forger.Jump(stamps[250]); got != Forged {
+		t.Fatalf("after a forgery: %s, want forged (the verifier stays broken)", got)
+	}
+}

@@ -11,7 +11,10 @@
 // k'-k times: the result must be the kept token. So:
 //
 //   - gaps are cheap: a receiver that saw only some messages hashes the
-//     difference (bounded by a maximum gap, DefaultMaxGap = 4,096);
+//     difference (bounded by a maximum gap, DefaultMaxGap = 4,096); a
+//     receiver that heard nothing while the sender stamped more for
+//     others jumps forward the whole way (Jump: forward only, so all a
+//     sender can make one verifier hash on a chain is the chain's length);
 //   - a token at or before the last accepted one is a replay or a
 //     reorder: ignored and counted, not a betrayal;
 //   - forging a later token needs a pre-image of SHA-256; a token that

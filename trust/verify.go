@@ -232,6 +232,28 @@ func (v *Verifier) verify(s Stamp) Outcome {
 	return UnknownChain
 }
 
+// Jump verifies a stamp Verify found TooFar because it lies further ahead
+// of the known token than the maximum gap: a sender that stamped many
+// messages to others while this receiver heard nothing of it (a Waggler
+// host the leader had no stream from for a while). Jump hashes the whole
+// gap, but only forward from the known token (or from the announced next
+// chain's anchor), and the known token moves to the stamp's: the hashing a
+// sender can cause on one chain is bounded by the chain's length. Tokens
+// earlier than the known one are still bounded by the maximum gap, as in
+// Verify: each of those costs its distance again.
+func (v *Verifier) Jump(s Stamp) Outcome {
+	t := s.Token
+	forward := t.ChainID == v.cur.ChainID && t.Index >= v.knownIdx ||
+		v.next != nil && t.ChainID == v.next.ChainID
+	if !forward {
+		return v.Verify(s)
+	}
+	saved := v.maxGap
+	v.maxGap = MaxLength
+	defer func() { v.maxGap = saved }()
+	return v.Verify(s)
+}
+
 // Learn moves to a sender's newly published anchor (it restarted, or
 // re-anchored while this receiver heard nothing); a no-op for the chain
 // already verified. A broken verifier stays broken: a betrayal ends only

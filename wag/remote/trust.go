@@ -127,6 +127,13 @@ func (c *streamCheck) check(p *robonetv1.Stamp, heartbeat bool) (keep bool, err 
 		c.t.CatchUp(c.peer, c.v)
 		o = c.v.Verify(st)
 	}
+	if o == trust.TooFar {
+		// Nothing known here is recent enough: the peer stamped more for
+		// others than the gap allows since this node last heard from it.
+		// Hashing forward all the way is bounded by its chain's length;
+		// refusing would refuse the peer until its next chain.
+		o = c.v.Jump(st)
+	}
 	switch o {
 	case trust.Accepted:
 		c.unverified = 0

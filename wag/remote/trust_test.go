@@ -26,7 +26,7 @@ type chainTrust struct {
 }
 
 func newChainTrust(t *testing.T) *chainTrust {
-	s, err := trust.NewSigner(rand.Reader, trust.Options{Length: 1024})
+	s, err := trust.NewSigner(rand.Reader, trust.Options{Length: 1 << 13})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,6 +125,30 @@ func TestStreamCheck(t *testing.T) {
 		t.Fatal(err)
 	} else if keep, err := chk.check(nil, false); !keep || err != nil {
 		t.Fatal("without a Trust every message must pass")
+	}
+}
+
+// A peer that stamped more than the gap for others since this node last
+// heard from it (a Waggler host the leader opens a Lead stream to after a
+// while) is accepted, not refused until its next chain: the stream hashes
+// forward the whole way, once. (It used to be refused for good, and the
+// leader never took that host's results: seen in a chaos run.)
+func TestStreamCheckCatchesUpFarAhead(t *testing.T) {
+	c := newChainTrust(t)
+	chk, err := newStreamCheck(c, "w1", "Lead stream from w1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for range trust.DefaultMaxGap + 10 { // stamped for other receivers
+		if _, err := c.Stamp(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if keep, err := chk.check(wire(t, c), false); !keep || err != nil {
+		t.Fatalf("a genuine stamp far ahead: keep %v, %v; want kept", keep, err)
+	}
+	if keep, err := chk.check(wire(t, c), false); !keep || err != nil {
+		t.Fatalf("the next one: keep %v, %v", keep, err)
 	}
 }
 
