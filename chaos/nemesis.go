@@ -245,6 +245,7 @@ func (n *Nemesis) rejoin(ctx context.Context, server string, healed time.Time) t
 	ctx, cancel := context.WithDeadline(ctx, healed.Add(RejoinWait))
 	defer cancel()
 	for {
+		n.Client.Redial(self)
 		if n.rejoined(ctx, self, server) {
 			return time.Since(healed)
 		}
