@@ -107,42 +107,66 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 			f.Statuses = append(f.Statuses, s)
 		}
 	}
-	page, err := q.cfg.Store.ListInstances(ctx, f)
-	if err != nil {
-		return ListResult{}, fmt.Errorf("list instances: %w", err)
+	// Rows a held instance's state drops (see below) leave a short page:
+	// the next rows of the Store fill it, so a page is short only at the
+	// end (clients stop at an empty page). Whole store pages are read, so
+	// the store's token continues after the last row looked at.
+	limit := req.Limit
+	if limit <= 0 {
+		limit = defaultListLimit
 	}
-	out := ListResult{NextPageToken: page.NextPageToken, Instances: make([]InstanceSummary, 0, len(page.Instances))}
-	for _, rec := range page.Instances {
-		sum := InstanceSummary{
-			ID:        rec.ID,
-			Workflow:  rec.WorkflowName,
-			Version:   rec.WorkflowVersion,
-			State:     statusState(rec.Status),
-			Error:     rec.Error,
-			CreatedAt: rec.CreatedAt,
+	f.Limit = limit
+	var out ListResult
+	for range maxListRefills {
+		page, err := q.cfg.Store.ListInstances(ctx, f)
+		if err != nil {
+			return ListResult{}, fmt.Errorf("list instances: %w", err)
 		}
-		if rec.FinishedAt != nil {
-			sum.FinishedAt = *rec.FinishedAt
-		}
-		if live != nil {
-			st, ok, err := live(ctx, rec.ID)
-			if err != nil {
-				return ListResult{}, fmt.Errorf("list instances: %w", err)
+		for _, rec := range page.Instances {
+			sum := InstanceSummary{
+				ID:        rec.ID,
+				Workflow:  rec.WorkflowName,
+				Version:   rec.WorkflowVersion,
+				State:     statusState(rec.Status),
+				Error:     rec.Error,
+				CreatedAt: rec.CreatedAt,
 			}
-			if ok {
-				sum.State = st
+			if rec.FinishedAt != nil {
+				sum.FinishedAt = *rec.FinishedAt
 			}
+			if live != nil {
+				st, ok, err := live(ctx, rec.ID)
+				if err != nil {
+					return ListResult{}, fmt.Errorf("list instances: %w", err)
+				}
+				if ok {
+					sum.State = st
+				}
+			}
+			if len(wanted) > 0 && !wanted[sum.State] {
+				// The Store's row matched the filter; the held instance
+				// has moved on (GATHERING where RUNNING was asked, or
+				// finished since the page was read): what a get says now
+				// wins.
+				continue
+			}
+			out.Instances = append(out.Instances, sum)
 		}
-		if len(wanted) > 0 && !wanted[sum.State] {
-			// The Store's row matched the filter; the held instance has
-			// moved on (GATHERING where RUNNING was asked, or finished
-			// since the page was read): what a get says now wins.
-			continue
+		out.NextPageToken = page.NextPageToken
+		if len(out.Instances) >= limit || page.NextPageToken == "" {
+			break
 		}
-		out.Instances = append(out.Instances, sum)
+		f.PageToken, f.Limit = page.NextPageToken, limit-len(out.Instances)
 	}
 	return out, nil
 }
+
+// defaultListLimit is ListRequest.Limit's default; maxListRefills bounds
+// the store pages one listing reads to fill a page rows were dropped from.
+const (
+	defaultListLimit = 50
+	maxListRefills   = 8
+)
 
 // GetInstance returns an instance with its tasks from the Store: the
 // snapshot restored, the recorded results replayed on top, timings from

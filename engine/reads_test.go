@@ -4,6 +4,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/robonet/robonet/engine"
 )
 
@@ -89,5 +91,40 @@ wait:
 		case <-time.After(waitLimit):
 			t.Fatal("a read still waits after the write returned")
 		}
+	}
+}
+
+// A listing filtered by state drops the rows whose held instance has moved
+// on, and fills the page from the next rows: a page is short (or empty)
+// only at the end, which is where clients stop.
+func TestListFillsPagesRowsWereDroppedFrom(t *testing.T) {
+	h := newHarness(t)
+	e := h.newEngine(1) // not started: submissions stay queued
+	var ids []uuid.UUID
+	for i := range 6 {
+		ids = append(ids, h.submit(e, singleSpec, map[string]any{"n": i}))
+	}
+	q, err := engine.NewQuery(h.config(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The three newest are held and finished (newest first in a listing).
+	finished := map[uuid.UUID]bool{ids[5]: true, ids[4]: true, ids[3]: true}
+	live := func(id uuid.UUID) (engine.InstanceState, bool) {
+		if finished[id] {
+			return engine.StateComplete, true
+		}
+		return "", false
+	}
+	res, err := q.ListInstancesLive(ctxOf(t), engine.ListRequest{States: []engine.InstanceState{engine.StatePending}, Limit: 2}, live)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(res.Instances) != 2 || res.Instances[0].ID != ids[2] || res.Instances[1].ID != ids[1] || res.NextPageToken == "" {
+		t.Fatalf("first page: %+v (token %q); want the two newest still queued and a token", res.Instances, res.NextPageToken)
+	}
+	res, err = q.ListInstancesLive(ctxOf(t), engine.ListRequest{States: []engine.InstanceState{engine.StatePending}, Limit: 2, PageToken: res.NextPageToken}, live)
+	if err != nil || len(res.Instances) != 1 || res.Instances[0].ID != ids[0] {
+		t.Fatalf("second page: %+v, %v; want the oldest", res.Instances, err)
 	}
 }
