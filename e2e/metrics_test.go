@@ -19,7 +19,8 @@ import (
 )
 
 // metricsSpec has a task that sleeps, so that a scrape sees it running,
-// and a three-wide spread that ends it.
+// a three-wide spread that ends it, and an exec task that writes a line to
+// its task log.
 var metricsSpec = testdataSpec("metrics.yaml")
 
 // /metrics shows what the node does while a workflow runs: the engine's
@@ -77,10 +78,12 @@ func TestMetricsEndpoint(t *testing.T) {
 		`robonet_heartbeats_received_total{capability="core"}`: -2, // some: the sleep beat at 100 ms
 		`robonet_engine_instances_held`:                        0,
 		`robonet_store_commit_rows_count`:                      -2,
-		`robonet_readiness_propagation_seconds_count`:          4,
+		`robonet_readiness_propagation_seconds_count`:          5, // a completion each
 		`go_goroutines`:                                        -2,
 		`robonet_process_cpu_seconds_total`:                    -2,
 		`robonet_trust_nodes{tier="trusted"}`:                  0,
+		`robonet_task_log_attempts`:                            1, // shout's
+		`robonet_task_log_bytes`:                               -2,
 	} {
 		got := value(text, series)
 		switch {

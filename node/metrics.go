@@ -104,11 +104,14 @@ var (
 	descPoolBusy  = prometheus.NewDesc("robonet_pool_busy", "Slots of a worker pool of this node running an attempt now.", poolLabels, nil)
 	descPoolDone  = prometheus.NewDesc("robonet_pool_attempts_total", "Attempts a worker pool of this node finished, by outcome (completed, failed).", append(poolLabels, "outcome"), nil)
 	descPoolRun   = prometheus.NewDesc("robonet_pool_run_seconds", "Run time of a worker pool's last (up to) 256 attempts, by quantile.", append(poolLabels, "quantile"), nil)
+
+	descLogBytes    = prometheus.NewDesc("robonet_task_log_bytes", "Bytes of the task logs this node keeps (bounded by the task-log-bytes limit).", nil, nil)
+	descLogAttempts = prometheus.NewDesc("robonet_task_log_attempts", "Attempts whose task log this node keeps.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld,
-		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun} {
+		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts} {
 		ch <- d
 	}
 }
@@ -171,6 +174,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descPoolRun, p.LatencyP50.Seconds(), p.Capability, p.Pool, "0.5")
 			gauge(descPoolRun, p.LatencyP99.Seconds(), p.Capability, p.Pool, "0.99")
 		}
+	}
+	if n.taskLogs != nil {
+		u := n.taskLogs.Usage()
+		gauge(descLogBytes, float64(u.Bytes))
+		gauge(descLogAttempts, float64(u.Attempts))
 	}
 	held := 0
 	if e := n.active.Load(); e != nil {
