@@ -204,12 +204,18 @@ func (r *router) localLogs(ctx context.Context, key tasklog.Key, follow bool, st
 	if r.logs == nil {
 		return status.Errorf(codes.NotFound, "node %s keeps no task logs", r.self)
 	}
-	header := &robonetv1.TaskLogsResponse{Task: key.Execution, Attempt: key.Attempt, Node: r.self}
-	err := r.logs.Read(ctx, key, tasklog.ReadOptions{Follow: follow}, func(lines []tasklog.Line) error {
-		resp := &robonetv1.TaskLogsResponse{Lines: make([]*robonetv1.LogLine, len(lines))}
-		if header != nil {
-			resp.Task, resp.Attempt, resp.Node, header = key.Execution, key.Attempt, r.self, nil
+	// The first message names the attempt and its node.
+	sent := false
+	first := func() *robonetv1.TaskLogsResponse {
+		if sent {
+			return &robonetv1.TaskLogsResponse{}
 		}
+		sent = true
+		return &robonetv1.TaskLogsResponse{Task: key.Execution, Attempt: key.Attempt, Node: r.self}
+	}
+	err := r.logs.Read(ctx, key, tasklog.ReadOptions{Follow: follow}, func(lines []tasklog.Line) error {
+		resp := first()
+		resp.Lines = make([]*robonetv1.LogLine, len(lines))
 		for i, l := range lines {
 			resp.Lines[i] = &robonetv1.LogLine{Stream: logStreamToProto(l.Stream), Time: timestamppb.New(l.Time), Text: l.Text}
 		}
@@ -220,8 +226,8 @@ func (r *router) localLogs(ctx context.Context, key tasklog.Key, follow bool, st
 		return status.Errorf(codes.NotFound, "node %s holds no log of attempt %d of task %s: only exec actions write logs, and a node keeps them within its limits (%s per attempt, %s in all, for %s; docs/limits.md)",
 			r.self, key.Attempt, key.Execution, byteSize(lim.AttemptBytes), byteSize(lim.TotalBytes), lim.Retention)
 	}
-	if err == nil && header != nil { // an empty log
-		err = stream.Send(header)
+	if err == nil && !sent { // an empty log
+		err = stream.Send(first())
 	}
 	return err
 }

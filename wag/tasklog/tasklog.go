@@ -636,20 +636,6 @@ func (lw *lineWriter) flushPartial() {
 	s.mu.Unlock()
 }
 
-// Attempts lists the attempts of an execution this node holds logs of.
-func (s *Store) Attempts(instance uuid.UUID, execution string) []uint32 {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	var out []uint32
-	for k := range s.attempts {
-		if k.Instance == instance && k.Execution == execution {
-			out = append(out, k.Attempt)
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // ReadOptions say what Read delivers.
 type ReadOptions struct {
 	// Follow keeps reading while the attempt writes, until it ends or ctx
