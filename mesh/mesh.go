@@ -625,7 +625,12 @@ func (m *Mesh) reconnectLoop() {
 		case <-t.C:
 		}
 		now := time.Now()
-		var servers, others []string // gossip addresses due for a retry
+		type due struct {
+			addr string
+			rt   *retry
+		}
+		var servers []string // gossip addresses due for a retry
+		var others []due
 		m.mu.Lock()
 		for name, r := range m.members {
 			switch {
@@ -643,22 +648,16 @@ func (m *Mesh) reconnectLoop() {
 					retries[name] = rt
 				}
 				if !now.Before(rt.next) {
-					others = append(others, r.GossipAddr)
+					others = append(others, due{r.GossipAddr, rt})
 				}
 			}
 		}
 		m.mu.Unlock()
 		if len(others) > 0 {
 			pick := others[rand.IntN(len(others))]
-			servers = append(servers, pick)
-			m.mu.Lock()
-			for name, r := range m.members {
-				if rt := retries[name]; rt != nil && r.GossipAddr == pick {
-					rt.next = now.Add(rt.backoff)
-					rt.backoff = min(2*rt.backoff, reconnectBackoffMax)
-				}
-			}
-			m.mu.Unlock()
+			servers = append(servers, pick.addr)
+			pick.rt.next = now.Add(pick.rt.backoff)
+			pick.rt.backoff = min(2*pick.rt.backoff, reconnectBackoffMax)
 		}
 		for _, addr := range servers {
 			mu.Lock()
