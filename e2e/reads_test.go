@@ -2,8 +2,7 @@ package e2e_test
 
 import (
 	"context"
-	"errors"
-	"io"
+	"fmt"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -49,7 +48,7 @@ func (s *shownStates) shown(id, how string, floor, rank int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if rank < floor && len(s.violations) < 10 {
-		s.violations = append(s.violations, how+" of "+id+" went back: rank "+string(rune('0'+rank))+" after "+string(rune('0'+floor)))
+		s.violations = append(s.violations, fmt.Sprintf("%s of %s went back: rank %d after %d", how, id, rank, floor))
 	}
 	if rank == 1 {
 		s.running[id] = true
@@ -178,10 +177,7 @@ func watchStates(ctx context.Context, api robonetv1.WorkflowServiceClient, id st
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
-			if !errors.Is(err, io.EOF) && ctx.Err() == nil {
-				return
-			}
-			return
+			return // the end of the instance, or of the short look
 		}
 		ev := resp.GetEvent()
 		switch {

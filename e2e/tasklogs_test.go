@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"slices"
 	"strings"
@@ -104,9 +105,9 @@ func TestTaskLogsFromWorkerNodes(t *testing.T) {
 	}
 	for n := uint32(1); n <= 3; n++ {
 		got := logOf(m.server.api, "flaky", n)
-		want := []string{"stderr: attempt " + string(rune('0'+n)) + " starting"}
+		want := []string{fmt.Sprintf("stderr: attempt %d starting", n)}
 		if n < 3 {
-			want = append(want, "stderr: attempt "+string(rune('0'+n))+" failed")
+			want = append(want, fmt.Sprintf("stderr: attempt %d failed", n))
 		}
 		if got.attempt != n || got.node != attempts[n-1].GetNode() || !slices.Equal(got.lines, want) {
 			t.Fatalf("flaky attempt %d: %+v, want %q from %s", n, got, want, attempts[n-1].GetNode())
