@@ -212,7 +212,7 @@ func numberFromString(s string) (any, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil {
+	if err != nil && !math.IsInf(f, 0) {
 		return nil, fmt.Errorf("invalid number %s", QuoteClipped(s, 32))
 	}
 	if math.IsInf(f, 0) {
@@ -242,22 +242,6 @@ func QuoteClipped(s string, n int) string {
 		return strconv.Quote(s)
 	}
 	return strconv.Quote(Clip(s, n)) + fmt.Sprintf(" (%d bytes)", len(s))
-}
-
-// Decode parses JSON into a canonical value.
-func Decode(data []byte) (any, error) {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var v any
-	if err := dec.Decode(&v); err != nil {
-		return nil, fmt.Errorf("invalid JSON: %w", err)
-	}
-	// Only white space may follow the value (Decoder.More does not see a
-	// stray ']' or '}').
-	if rest := data[dec.InputOffset():]; len(bytes.TrimLeft(rest, " \t\r\n")) > 0 {
-		return nil, errors.New("invalid JSON: unexpected data after the value")
-	}
-	return Normalize(v)
 }
 
 // Encode returns the canonical JSON encoding of a canonical value.

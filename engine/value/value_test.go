@@ -170,3 +170,48 @@ func BenchmarkEncodeResult(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkDecodeResult decodes a small task result and a richer value:
+// every input and output that crosses the mesh is decoded once on arrival.
+//
+//	go test -run '^$' -bench DecodeResult -count 3 ./engine/value/
+func BenchmarkDecodeResult(b *testing.B) {
+	for _, in := range []struct{ name, json string }{
+		{"echo", `{"i":42}`},
+		{"rich", `{"message":"hello from task echo-12345","index":42,"size":1234.5,"ok":true,"items":["a","b\u003cc\u003e","d"],"meta":{"k":"v\u00e9"}}`},
+	} {
+		b.Run(in.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := Decode([]byte(in.json)); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+// TestDecodeErrorsSayWhere: a syntax error names the offset it was found
+// at and what was wanted there.
+func TestDecodeErrorsSayWhere(t *testing.T) {
+	for _, tc := range []struct{ in, want string }{
+		{``, "invalid JSON: unexpected end of input (no value)"},
+		{`{"a" 1}`, `invalid JSON: invalid character '1' after an object key (want ':') at offset 5`},
+		{`[1,]`, `invalid JSON: invalid character ']' looking for a value at offset 3`},
+		{`[1 2]`, `invalid JSON: invalid character '2' after an array element (want ',' or ']') at offset 3`},
+		{`"a` + "\n" + `"`, `invalid JSON: invalid character '\n' in a string (control characters must be escaped) at offset 2`},
+		{`"\x"`, `invalid JSON: invalid character 'x' in a string escape at offset 2`},
+		{`tru`, `invalid JSON: unexpected end of input in literal true at offset 3`},
+		{`01`, `invalid JSON: unexpected data after the value at offset 1`},
+		{`1e999`, `number "1e999" is out of range`},
+		{`{"a":1}}`, `invalid JSON: unexpected data after the value at offset 7`},
+	} {
+		_, err := Decode([]byte(tc.in))
+		if err == nil || err.Error() != tc.want {
+			t.Errorf("Decode(%q) = %v, want %q", tc.in, err, tc.want)
+		}
+	}
+	if _, err := Decode([]byte(strings.Repeat("[", MaxDepth+2))); !errors.Is(err, ErrTooDeep) {
+		t.Errorf("Decode of %d open brackets = %v, want ErrTooDeep", MaxDepth+2, err)
+	}
+}
