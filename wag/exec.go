@@ -243,8 +243,8 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 	killer.wg.Wait()
 	// So do descendants that left the group (setsid, daemons); before the
 	// drain, as they may hold the pipes.
-	if err := box.release(); err != nil && call.Logger != nil {
-		call.Logger.Warn("exec: descendants of the attempt may have survived it", zap.Error(err))
+	if err := box.release(); err != nil {
+		call.Logger().Warn("exec: descendants of the attempt may have survived it", zap.Error(err))
 	}
 	deadline := time.Now().Add(drainGrace)
 	_ = stdoutR.SetReadDeadline(deadline)
@@ -254,8 +254,8 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 	}
 	pipes.Wait()
 	if taskLog != nil {
-		if err := taskLog.Close(); err != nil && call.Logger != nil {
-			call.Logger.Warn("exec: the attempt's log is incomplete", zap.Error(err))
+		if err := taskLog.Close(); err != nil {
+			call.Logger().Warn("exec: the attempt's log is incomplete", zap.Error(err))
 		}
 	}
 
@@ -295,9 +295,7 @@ func openTaskLog(call *Call, rt *runtimeEnv) *tasklog.Writer {
 	}
 	w, err := rt.logs.Create(tasklog.Key{Instance: call.Key.InstanceID, Execution: call.Key.ExecutionID, Attempt: call.Key.Attempt})
 	if err != nil {
-		if call.Logger != nil {
-			call.Logger.Warn("exec: the attempt runs without a log", zap.Error(err))
-		}
+		call.Logger().Warn("exec: the attempt runs without a log", zap.Error(err))
 		return nil
 	}
 	return w

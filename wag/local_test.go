@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+
 	"github.com/robonet/robonet/engine"
 )
 
@@ -398,7 +401,10 @@ func TestCallCarriesTheAttempt(t *testing.T) {
 	sink := newSink()
 	calls := make(chan *Call, 1)
 	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	core, logs := observer.New(zap.InfoLevel)
+	cfg.Logger = zap.New(core)
 	cfg.Registry = registryWith(t, map[string]Handler{"look": func(_ context.Context, c *Call) (any, error) {
+		c.Logger().Info("looking")
 		calls <- c
 		return nil, nil
 	}})
@@ -411,8 +417,16 @@ func TestCallCarriesTheAttempt(t *testing.T) {
 	}
 	c := recv(t, calls, "the call")
 	if c.Key != d.AttemptKey || c.Task != "t" || c.Index != 4 || c.Capability != "code.exec" || c.Action != "look" ||
-		c.Input.(map[string]any)["k"] != "v" || c.Logger == nil || c.Progress == nil || c.MaxOutputBytes != DefaultMaxOutputBytes {
+		c.Input.(map[string]any)["k"] != "v" || c.Progress == nil || c.MaxOutputBytes != DefaultMaxOutputBytes {
 		t.Fatalf("call %+v", c)
+	}
+	// The action's logger carries the attempt's fields.
+	looked := logs.FilterMessage("looking").AllUntimed()
+	if len(looked) != 1 {
+		t.Fatalf("%d log entries from the action, want 1", len(looked))
+	}
+	if f := looked[0].ContextMap(); f["instance"] != d.InstanceID.String() || f["task"] != "t" || fmt.Sprint(f["attempt"]) != "2" || f["worker"] != c.Worker {
+		t.Fatalf("the action's log fields %v", f)
 	}
 	if got, want := c.IdempotencyKey(), d.InstanceID.String()+"/t#2"; got != want {
 		t.Fatalf("idempotency key %q, want %q", got, want)

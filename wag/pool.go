@@ -265,10 +265,9 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		Timeout:    a.Timeout,
 		Input:      a.Input,
 		Progress:   func(pr Progress) { r.progress.Store(&pr) },
-		// Most actions never log: the fields are encoded on first use.
-		Logger:         p.log.WithLazy(attemptFields(a.AttemptKey, zap.String("worker", s.id))...),
 		MaxOutputBytes: p.maxOutput,
 		rt:             p.rt,
+		log:            p.log,
 	}
 
 	p.mu.Lock()
@@ -311,7 +310,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	p.mu.Unlock()
 
 	if abandoned {
-		r.call.Logger.Info("abandoned action returned at last: result discarded")
+		r.call.Logger().Info("abandoned action returned at last: result discarded")
 		return false
 	}
 	if stopping {
@@ -412,7 +411,7 @@ func (p *pool) abandon(r *run) {
 		why = fmt.Sprintf("timed out after %v", r.a.Timeout)
 	}
 	msg := fmt.Sprintf("attempt %s, and the action did not return within %v: it was abandoned (its result, if any, will be discarded)", why, p.grace)
-	r.call.Logger.Warn("action ignored cancellation: abandoned", zap.Duration("grace", p.grace))
+	r.call.Logger().Warn("action ignored cancellation: abandoned", zap.Duration("grace", p.grace))
 	p.report(Report{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: s.id, Error: msg, StartedAt: r.started, FinishedAt: p.clock.Now()})
 }
 

@@ -47,15 +47,31 @@ type Call struct {
 	// Progress reports how far the action has come; the latest report rides
 	// the attempt's next heartbeat. Safe to call from any goroutine; never nil.
 	Progress func(Progress)
-	// Logger carries the attempt's fields (instance, task, attempt,
-	// capability, worker).
-	Logger *zap.Logger
 	// MaxOutputBytes is the output limit of this node: handlers that read
 	// output from elsewhere should stop reading past it.
 	MaxOutputBytes int
 
 	rt  *runtimeEnv
 	pid atomic.Int64 // process whose CPU and memory heartbeats report, 0 if none
+
+	log     *zap.Logger // the pool's; nil: Logger returns a no-op logger
+	logOnce sync.Once
+	logger  *zap.Logger
+}
+
+// Logger returns a logger carrying the attempt's fields (instance, task,
+// attempt, worker). It is built on first use: most actions never log, and
+// a logger per attempt built in advance cost a node about a tenth of its
+// allocation at full speed. Safe to call from any goroutine.
+func (c *Call) Logger() *zap.Logger {
+	c.logOnce.Do(func() {
+		if c.log == nil {
+			c.logger = zap.NewNop()
+			return
+		}
+		c.logger = c.log.With(attemptFields(c.Key, zap.String("worker", c.Worker))...)
+	})
+	return c.logger
 }
 
 // IdempotencyKey is the key to deduplicate side effects with: dispatch is
