@@ -284,7 +284,8 @@ func (s *Session) Dispatch(hs []Handoff) []error {
 		g := groups[w]
 		if g == nil {
 			busy[w] = w.admit()
-			g = &group{}
+			// Most batches hold one capability: room for the rest of them.
+			g = &group{fresh: make([]engine.TaskDispatch, 0, len(hs)-i)}
 			groups[w] = g
 			order = append(order, w)
 		}
@@ -331,8 +332,11 @@ func (s *Session) Ack(seq uint64) {
 	for i < len(h.pending) && h.pending[i].Seq <= seq {
 		i++
 	}
-	clear(h.pending[:i])
-	h.pending = h.pending[i:]
+	// Move what awaits an ack to the front, keeping the array: trimming
+	// the front off instead made every append past it grow a new one.
+	n := copy(h.pending, h.pending[i:])
+	clear(h.pending[n:])
+	h.pending = h.pending[:n]
 }
 
 // snapshot returns the running Wagglers.

@@ -193,10 +193,8 @@ func (s *Server) sendEvidence(ctx context.Context, out *sender[*robonetv1.LeadRe
 
 func (s *Server) dispatch(sess *wag.Session, m *robonetv1.LeadDispatch) *robonetv1.LeadAnswer {
 	answer := &robonetv1.LeadAnswer{Id: m.GetId()}
-	var (
-		hs  []wag.Handoff
-		idx []int32 // position of hs[i] in the request
-	)
+	hs := make([]wag.Handoff, 0, len(m.GetHandoffs()))
+	idx := make([]int32, 0, len(m.GetHandoffs())) // position of hs[i] in the request
 	for i, h := range m.GetHandoffs() {
 		d, err := dispatchFromProto(h.GetDispatch())
 		if err != nil {
