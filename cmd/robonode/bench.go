@@ -46,6 +46,12 @@ fresh database, dropped afterwards):
   mesh-spread   spread with the tasks on three worker nodes (a server serving none)
   mesh-chains   chains with the tasks on three worker nodes
 
+With --placement split the server (and the single node a mesh scenario is
+compared with) runs on the first half of the CPUs and the worker nodes on
+the other half, as worker nodes on machines of their own would: the mesh
+scenarios then measure what crossing nodes costs the server, not what
+sharing its CPUs with three more processes does.
+
 It prints tasks and submissions per second, submission and dispatch
 latency, each process's CPU and peak RSS and, on Postgres, the bytes of
 write-ahead log per task beside a stored result row's size. With
@@ -133,6 +139,7 @@ when a ratio falls more than 20% below the baseline FILE holds (written by
 	f.DurationVar(&cfg.RateDuration, "rate-duration", 10*time.Second, "how long the latency scenario submits at each rate")
 	f.IntVar(&cfg.CopyRows, "copy-rows", 200_000, "rows the COPY reference writes")
 	f.IntVar(&cfg.Slots, "slots", 64, "core slots of each node")
+	f.StringVar(&cfg.Placement, "placement", bench.Shared, "where the processes run: shared (every process on every CPU) or split (the server and the single node on half the CPUs, the worker nodes on the other half, as on machines of their own; Linux)")
 	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write each node's CPU profile to, one file per scenario and node (go tool pprof FILE)")
 	f.BoolVar(&short, "short", false, "a short run for regression checks (sizes a tenth, latency at 500/s for 3s) unless sizes are given")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
@@ -175,7 +182,7 @@ func redactArgs(args []string) []string {
 }
 
 func printReport(w io.Writer, rep *bench.Report) {
-	fmt.Fprintf(w, "%s, %d CPUs, store %s\n", rep.Date.Format(time.RFC3339), rep.CPUs, rep.Store)
+	fmt.Fprintf(w, "%s, %d CPUs, store %s, placement %s\n", rep.Date.Format(time.RFC3339), rep.CPUs, rep.Store, rep.Placement)
 	if rep.CopyRowsPerSec > 0 {
 		fmt.Fprintf(w, "reference: COPY %.0f rows/s\n", rep.CopyRowsPerSec)
 	}

@@ -41,6 +41,12 @@ const (
 	MeshChains  = "mesh-chains"  // Chains with the tasks on three worker nodes
 )
 
+// Placements (Config.Placement).
+const (
+	Shared = "shared"
+	Split  = "split"
+)
+
 // AllScenarios is every scenario, in the order they run.
 var AllScenarios = []string{Spread, Chains, ChainsBatch, Diamonds, Latency, MeshSpread, MeshChains}
 
@@ -64,6 +70,13 @@ type Config struct {
 	RateDuration time.Duration // default 10 s
 	CopyRows     int           // the reference's rows; default 200,000
 	Slots        int           // each node's core slots; default 64
+
+	// Placement is where the processes run: Shared (or empty), every
+	// process on every CPU; Split, the server (and the single node the
+	// mesh is compared with) on the first half of the CPUs and the worker
+	// nodes on the other half, as if the workers had a machine of their
+	// own. A database server is not placed.
+	Placement string
 
 	// ProfileDir, when set, gets a CPU profile of every node of every
 	// scenario, SCENARIO-NODE.pprof; the nodes are then stopped cleanly
@@ -99,6 +112,9 @@ func (c *Config) defaults() {
 	if c.Progress == nil {
 		c.Progress = io.Discard
 	}
+	if c.Placement == "" {
+		c.Placement = Shared
+	}
 }
 
 // ErrConfig marks a configuration Run refuses before it starts anything.
@@ -118,6 +134,15 @@ func (c *Config) check() error {
 	case c.SpreadWidth < 1 || c.Chains < 1 || c.ChainClients < 1 || c.Diamonds < 1 || c.CopyRows < 1 || c.Slots < 1:
 		return fmt.Errorf("%w: every size must be at least 1", ErrConfig)
 	}
+	switch c.Placement {
+	case "", Shared:
+	case Split:
+		if _, _, err := c.split(); err != nil {
+			return fmt.Errorf("%w: placement %s: %w", ErrConfig, Split, err)
+		}
+	default:
+		return fmt.Errorf("%w: placement %q: want %s or %s", ErrConfig, c.Placement, Shared, Split)
+	}
 	if c.ProfileDir != "" {
 		if err := os.MkdirAll(c.ProfileDir, 0o755); err != nil {
 			return fmt.Errorf("%w: profile directory: %w", ErrConfig, err)
@@ -131,12 +156,27 @@ func (c *Config) check() error {
 	return nil
 }
 
+// split returns the CPUs of the server and of the worker nodes: the first
+// and the second half of this process's (Placement Split).
+func (c *Config) split() (server, workers []int, err error) {
+	cpus, err := allowedCPUs()
+	if err != nil {
+		return nil, nil, err
+	}
+	if len(cpus) < 2 {
+		return nil, nil, fmt.Errorf("this process may run on %d CPU, two halves need at least 2", len(cpus))
+	}
+	return cpus[:len(cpus)/2], cpus[len(cpus)/2:], nil
+}
+
 // Report is the outcome of a run.
 type Report struct {
-	Date    time.Time `json:"date"`
-	CPUs    int       `json:"cpus"`
-	Store   string    `json:"store"`
-	Command string    `json:"command,omitempty"`
+	Date  time.Time `json:"date"`
+	CPUs  int       `json:"cpus"`
+	Store string    `json:"store"`
+	// Placement is Config.Placement: shared or split.
+	Placement string `json:"placement"`
+	Command   string `json:"command,omitempty"`
 	// CopyRowsPerSec is the reference (Postgres only).
 	CopyRowsPerSec float64  `json:"copy_rows_per_sec,omitempty"`
 	Results        []Result `json:"results"`
@@ -195,7 +235,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), Store: "sqlite"}
+	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), Store: "sqlite", Placement: cfg.Placement}
 	if cfg.Postgres != "" {
 		rep.Store = "postgres"
 		fmt.Fprintf(cfg.Progress, "reference: COPY of %d result rows, %d a transaction on %d connections\n", cfg.CopyRows, copyBatch, copyConns)
@@ -255,6 +295,13 @@ type target struct {
 // three worker nodes serving core (mesh), and registers the workflows.
 func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, error) {
 	t := &target{profiled: cfg.ProfileDir != ""}
+	var serverCPUs, workerCPUs []int
+	if cfg.Placement == Split {
+		var err error
+		if serverCPUs, workerCPUs, err = cfg.split(); err != nil {
+			return nil, err
+		}
+	}
 	common := []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "127.0.0.1:0", "--raft", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "info"}
 	var store []string
@@ -283,7 +330,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	if mesh {
 		first[len(first)-1] = "none"
 	}
-	p, err := startProc(ctx, cfg.Robonode, cfg.Env, "server", withProfile(cfg, label, "server", first)...)
+	p, err := startProc(ctx, cfg.Robonode, cfg.Env, serverCPUs, "server", withProfile(cfg, label, "server", first)...)
 	if err != nil {
 		t.stop()
 		return nil, err
@@ -292,7 +339,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	if mesh {
 		for i := 1; i <= 3; i++ {
 			name := fmt.Sprintf("w%d", i)
-			w, err := startProc(ctx, cfg.Robonode, cfg.Env, name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
+			w, err := startProc(ctx, cfg.Robonode, cfg.Env, workerCPUs, name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
 				"--data-dir", dir+"/"+name, "--join", p.gossip, "--capability", core))...)
 			if err != nil {
 				t.stop()

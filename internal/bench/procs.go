@@ -28,9 +28,9 @@ type proc struct {
 	tail []string // the last lines of its log, for errors
 }
 
-// startProc starts robonode with args and waits until it logs that it
-// started (its addresses are in that line).
-func startProc(ctx context.Context, robonode []string, env []string, name string, args ...string) (*proc, error) {
+// startProc starts robonode with args, confined to cpus (none: anywhere),
+// and waits until it logs that it started (its addresses are in that line).
+func startProc(ctx context.Context, robonode []string, env []string, cpus []int, name string, args ...string) (*proc, error) {
 	argv := append(append([]string(nil), robonode[1:]...), args...)
 	p := &proc{name: name, cmd: exec.Command(robonode[0], argv...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
@@ -38,7 +38,7 @@ func startProc(ctx context.Context, robonode []string, env []string, name string
 	if err != nil {
 		return nil, err
 	}
-	if err := p.cmd.Start(); err != nil {
+	if err := startOn(p.cmd, cpus); err != nil {
 		return nil, fmt.Errorf("starting %s (%s): %w", name, robonode[0], err)
 	}
 	started := make(chan [2]string, 1)

@@ -1,0 +1,54 @@
+package bench
+
+import (
+	"fmt"
+	"os/exec"
+	"runtime"
+
+	"golang.org/x/sys/unix"
+)
+
+// allowedCPUs lists the CPUs this process may run on.
+func allowedCPUs() ([]int, error) {
+	var set unix.CPUSet
+	if err := unix.SchedGetaffinity(0, &set); err != nil {
+		return nil, fmt.Errorf("reading this process's CPU affinity: %w", err)
+	}
+	var cpus []int
+	for c := range 1024 { // unix.CPUSet holds 1,024
+		if set.IsSet(c) {
+			cpus = append(cpus, c)
+		}
+	}
+	return cpus, nil
+}
+
+// startOn starts cmd confined to cpus (all of this process's when empty).
+// A child inherits the CPU mask of the thread that forks it, and os/exec
+// forks on the calling goroutine's thread: so the thread is locked, given
+// the mask for the fork, and given its own back. Every thread of the child
+// has the mask from its first instruction (Go sizes GOMAXPROCS by it),
+// which setting it on a running process would not give.
+func startOn(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) == 0 {
+		return cmd.Start()
+	}
+	var want, old unix.CPUSet
+	for _, c := range cpus {
+		want.Set(c)
+	}
+	runtime.LockOSThread()
+	if err := unix.SchedGetaffinity(0, &old); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("reading the CPU affinity: %w", err)
+	}
+	if err := unix.SchedSetaffinity(0, &want); err != nil {
+		runtime.UnlockOSThread()
+		return fmt.Errorf("confining a process to CPUs %v: %w", cpus, err)
+	}
+	err := cmd.Start()
+	if unix.SchedSetaffinity(0, &old) == nil {
+		runtime.UnlockOSThread()
+	} // else the thread stays locked and ends with its goroutine, mask and all
+	return err
+}

@@ -1,0 +1,101 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+// TestSplitPlacement: with Placement Split the server runs on the first
+// half of the CPUs and each worker node on the second half — every
+// thread of each, from its start — and the bench's own thread is given
+// its mask back.
+func TestSplitPlacement(t *testing.T) {
+	all, err := allowedCPUs()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(all) < 2 {
+		t.Skipf("this process may run on %d CPU; a split needs 2", len(all))
+	}
+	cfg := Config{Robonode: []string{robonode(t)}, Placement: Split, Slots: 2}
+	cfg.defaults()
+	if err := cfg.check(); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	tg, err := start(ctx, &cfg, "placement", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tg.stop()
+	server, workers := cpuList(all[:len(all)/2]), cpuList(all[len(all)/2:])
+	for _, p := range tg.procs {
+		want := workers
+		if p.name == "server" {
+			want = server
+		}
+		threads, err := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/status", p.cmd.Process.Pid))
+		if err != nil || len(threads) < 2 {
+			t.Fatalf("%s: threads %v, %v", p.name, threads, err)
+		}
+		for _, th := range threads {
+			if got := allowedList(t, th); got != want {
+				t.Errorf("%s, %s: Cpus_allowed_list %s, want %s", p.name, th, got, want)
+			}
+		}
+	}
+	after, err := allowedCPUs()
+	if err != nil || cpuList(after) != cpuList(all) {
+		t.Errorf("the bench may run on %v after starting the nodes (%v), want %v", after, err, all)
+	}
+}
+
+// TestPlacementRefused: an unknown placement is a configuration error.
+func TestPlacementRefused(t *testing.T) {
+	cfg := Config{Robonode: []string{"robonode"}, Placement: "spread-out"}
+	cfg.defaults()
+	if err := cfg.check(); err == nil || !strings.Contains(err.Error(), `placement "spread-out": want shared or split`) {
+		t.Fatalf("check = %v", err)
+	}
+}
+
+// cpuList writes CPUs as the kernel's Cpus_allowed_list does for the
+// lists used here (each CPU on its own, comma-separated, ranges joined).
+func cpuList(cpus []int) string {
+	var parts []string
+	for i := 0; i < len(cpus); {
+		j := i
+		for j+1 < len(cpus) && cpus[j+1] == cpus[j]+1 {
+			j++
+		}
+		if j == i {
+			parts = append(parts, fmt.Sprint(cpus[i]))
+		} else {
+			parts = append(parts, fmt.Sprintf("%d-%d", cpus[i], cpus[j]))
+		}
+		i = j + 1
+	}
+	return strings.Join(parts, ",")
+}
+
+// allowedList reads Cpus_allowed_list from a /proc status file.
+func allowedList(t *testing.T, status string) string {
+	t.Helper()
+	b, err := os.ReadFile(status)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for line := range strings.SplitSeq(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "Cpus_allowed_list:"); ok {
+			return strings.TrimSpace(v)
+		}
+	}
+	t.Fatalf("%s: no Cpus_allowed_list", status)
+	return ""
+}

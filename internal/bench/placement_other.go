@@ -1,0 +1,19 @@
+//go:build !linux
+
+package bench
+
+import (
+	"errors"
+	"os/exec"
+)
+
+func allowedCPUs() ([]int, error) {
+	return nil, errors.New("confining processes to CPUs needs Linux")
+}
+
+func startOn(cmd *exec.Cmd, cpus []int) error {
+	if len(cpus) > 0 {
+		return errors.New("confining processes to CPUs needs Linux")
+	}
+	return cmd.Start()
+}
