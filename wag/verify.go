@@ -114,10 +114,11 @@ func runOf(d engine.TaskDispatch, i int, avoid []string) engine.TaskDispatch {
 // run refused (its other runs are then cancelled, so that the engine
 // offers the attempt again from scratch).
 func (v *Verifier) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
-	var (
-		out   []engine.TaskDispatch
-		owner []int // task index of each dispatch in out
-	)
+	if !slices.ContainsFunc(tasks, func(d engine.TaskDispatch) bool { return d.Verify >= 2 }) {
+		return v.next.Dispatch(ctx, tasks) // the common case: nothing to verify, nothing to copy
+	}
+	out := make([]engine.TaskDispatch, 0, len(tasks))
+	owner := make([]int, 0, len(tasks)) // task index of each dispatch in out
 	v.mu.Lock()
 	for i, d := range tasks {
 		if d.Verify < 2 {
