@@ -124,18 +124,8 @@ func (d *decoder) array(depth int) (any, error) {
 			return nil, err
 		}
 		out = append(out, v)
-		d.space()
-		if d.i >= len(d.data) {
-			return nil, d.unexpected("after an array element")
-		}
-		switch d.data[d.i] {
-		case ',':
-			d.i++
-		case ']':
-			d.i++
-			return out, nil
-		default:
-			return nil, d.unexpected("after an array element (want ',' or ']')")
+		if done, err := d.separator(']', "an array element"); done || err != nil {
+			return out, err
 		}
 	}
 }
@@ -168,20 +158,27 @@ func (d *decoder) object(depth int) (any, error) {
 			return nil, err
 		}
 		out[k.(string)] = v
-		d.space()
-		if d.i >= len(d.data) {
-			return nil, d.unexpected("after an object value")
+		if done, err := d.separator('}', "an object value"); done || err != nil {
+			return out, err
 		}
+	}
+}
+
+// separator consumes the ',' or the closing end that follows an element
+// of a list or map; done reports the end.
+func (d *decoder) separator(end byte, after string) (done bool, err error) {
+	d.space()
+	if d.i < len(d.data) {
 		switch d.data[d.i] {
 		case ',':
 			d.i++
-		case '}':
+			return false, nil
+		case end:
 			d.i++
-			return out, nil
-		default:
-			return nil, d.unexpected("after an object value (want ',' or '}')")
+			return true, nil
 		}
 	}
+	return false, d.unexpected(fmt.Sprintf("after %s (want ',' or '%c')", after, end))
 }
 
 // number parses a JSON number: int64 when written without a fraction or
