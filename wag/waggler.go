@@ -219,6 +219,7 @@ type Waggler struct {
 	capability string
 	epoch      uint64
 	name       string
+	node       string // this Waggler's node
 	sink       uplink
 	clock      clock.Clock
 	log        *zap.Logger
@@ -241,6 +242,9 @@ type Waggler struct {
 	// busy counts, per node, the workers executing an attempt (busyGen
 	// set), under mu.
 	busy map[string]int
+	// runs follows how long this capability's attempts run, under mu:
+	// short ones stay on this node when it has a worker free.
+	runs runTimes
 
 	cb       callbacks
 	stopTick func()
@@ -396,6 +400,7 @@ func newWaggler(cfg Config, capability string, epoch uint64, sink uplink, log *z
 		epoch:      epoch,
 		nextGen:    epoch << 32,
 		name:       name,
+		node:       cfg.NodeName,
 		sink:       sink,
 		clock:      cfg.Clock,
 		log:        log.With(zap.String("capability", capability), zap.String("waggler", name), zap.Uint64("epoch", epoch)),
@@ -448,10 +453,63 @@ func (w *Waggler) rankOf(node string) int {
 // topRank is the highest trust rank: a worker of it is taken at once.
 const topRank = int(trust.Trusted)
 
+// Locality. Attempts that run for less than localBelow (the recent mean,
+// once localAfter have finished here) go to an idle worker of the
+// Waggler's own node when it has one, as the most trusted: sending one to
+// another node (the attempt and its start and result each crossing a
+// stream, in two more processes) costs more than running it, and where so
+// short an attempt runs changes nothing for the load. Once this node's
+// workers are all busy they go to the others as before. Longer attempts
+// go to the most recently freed worker wherever it is, which spreads them
+// over the nodes.
+const (
+	localBelow = 5 * time.Millisecond
+	localAfter = 16
+)
+
+// runTimes is an exponentially weighted mean of attempts' run times.
+type runTimes struct {
+	mean time.Duration
+	n    int // samples, counted up to localAfter
+}
+
+func (rt *runTimes) observe(d time.Duration) {
+	d = max(d, 0)
+	if rt.n == 0 {
+		rt.mean = d
+	} else {
+		rt.mean += (d - rt.mean) / 16
+	}
+	rt.n = min(rt.n+1, localAfter)
+}
+
+// short reports whether recent attempts ran for less than localBelow.
+func (rt *runTimes) short() bool { return rt.n >= localAfter && rt.mean < localBelow }
+
+// pickLocal returns the index in w.idle of the most recently freed worker
+// of this Waggler's node that may run e, or -1.
+func (w *Waggler) pickLocal(e *entry) int {
+	if w.rankOf(w.node) < topRank {
+		return -1
+	}
+	for i := len(w.idle) - 1; i >= 0; i-- {
+		if ww := w.idle[i]; workerNode(ww.id) == w.node && w.allowed(e, ww) {
+			return i
+		}
+	}
+	return -1
+}
+
 // pickIdle returns the index in w.idle of the worker e goes to, or -1:
-// of the workers it may run on, one of the most trusted nodes, the most
+// for short attempts one of this node's (see localBelow); otherwise, of
+// the workers it may run on, one of the most trusted nodes, the most
 // recently freed among them.
 func (w *Waggler) pickIdle(e *entry) int {
+	if w.runs.short() {
+		if i := w.pickLocal(e); i >= 0 {
+			return i
+		}
+	}
 	best, bestRank := -1, -2
 	for i := len(w.idle) - 1; i >= 0; i-- {
 		ww := w.idle[i]
@@ -759,6 +817,7 @@ func (w *Waggler) Report(r Report) bool {
 	}
 	switch {
 	case current:
+		w.runs.observe(r.FinishedAt.Sub(r.StartedAt))
 		fx.observe(sentinel.Observation{Node: workerNode(r.WorkerID), Capability: w.capability, Kind: sentinel.Completed, At: w.clock.Now()})
 		w.setState(StateCollecting)
 		w.release(e)

@@ -846,3 +846,78 @@ func TestWagglerPrefersTrustedNodes(t *testing.T) {
 	top.idle(t)
 	high.idle(t)
 }
+
+// TestShortAttemptsStayOnTheWagglersNode: once attempts are known to run
+// for less than localBelow, an attempt goes to an idle worker of the
+// Waggler's own node even when another node's worker was freed more
+// recently; when this node's workers are busy it goes elsewhere; and once
+// attempts run long, the most recently freed worker takes it again.
+func TestShortAttemptsStayOnTheWagglersNode(t *testing.T) {
+	local, remote := newFakeWorker("n1/code.exec/1"), newFakeWorker("n2/code.exec/1")
+	h := newHarness(t, local, remote) // the Waggler runs on n1
+	// runOn dispatches one attempt and returns the worker that got it.
+	runOn := func() (*fakeWorker, Assignment) {
+		t.Helper()
+		h.dispatch("x")
+		select {
+		case a := <-local.runs:
+			return local, a
+		case a := <-remote.runs:
+			return remote, a
+		default:
+			t.Fatal("no worker got the attempt")
+			panic("unreachable")
+		}
+	}
+	finish := func(f *fakeWorker, a Assignment, took time.Duration) {
+		t.Helper()
+		start := h.clk.Now()
+		h.w.Report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: f.id, OK: true, StartedAt: start, FinishedAt: start.Add(took)})
+	}
+	// freeRemoteLast leaves both workers idle, the remote one freed last:
+	// the one picked when locality does not apply.
+	freeRemoteLast := func(took time.Duration) {
+		t.Helper()
+		f1, a1 := runOn()
+		f2, a2 := runOn()
+		if f1 == f2 {
+			t.Fatal("two attempts on one worker at once")
+		}
+		if f1 == remote {
+			f1, a1, f2, a2 = f2, a2, f1, a1
+		}
+		finish(f1, a1, took) // local first
+		finish(f2, a2, took) // then remote
+	}
+
+	// Nothing known yet about how long attempts run: the most recently
+	// freed worker, on the other node, takes the next.
+	freeRemoteLast(time.Millisecond)
+	if f, a := runOn(); f != remote {
+		t.Fatalf("with run times unknown the attempt went to %s, want the most recently freed %s", f.id, remote.id)
+	} else {
+		finish(f, a, time.Millisecond)
+	}
+	for range localAfter / 2 {
+		freeRemoteLast(time.Millisecond)
+	}
+
+	// Short attempts: this node's worker, though the other was freed last.
+	if f, a := runOn(); f != local {
+		t.Fatalf("a short attempt went to %s, want this node's %s", f.id, local.id)
+	} else {
+		// While it is busy, the next goes to the other node.
+		if f2, a2 := runOn(); f2 != remote {
+			t.Fatalf("with this node's worker busy the attempt went to %s", f2.id)
+		} else {
+			finish(f2, a2, time.Millisecond)
+		}
+		finish(f, a, time.Millisecond)
+	}
+
+	// Long attempts: the most recently freed worker again.
+	freeRemoteLast(time.Second)
+	if f, _ := runOn(); f != remote {
+		t.Fatalf("after long attempts the attempt went to %s, want the most recently freed %s", f.id, remote.id)
+	}
+}
