@@ -99,6 +99,10 @@ func resultToProto(r wag.SeqResult) (*robonetv1.WagResult, error) {
 		Seq: r.Seq, Key: keyToProto(r.AttemptKey), Ok: r.OK, Error: r.Error, WorkerId: r.WorkerID,
 		StartedUnixNs: nanos(r.StartedAt), FinishedUnixNs: nanos(r.FinishedAt),
 	}
+	if r.OK && r.OutputJSON != nil {
+		p.OutputJson = r.OutputJSON // encoded by this node's pool already
+		return p, nil
+	}
 	out, err := outputToJSON(r.OK, r.Output, r.AttemptKey)
 	p.OutputJson = out
 	return p, err
