@@ -317,6 +317,13 @@ func (d *doneResults) add(r engine.TaskResult, now time.Time) {
 	if _, ok := d.byKey[r.AttemptKey]; ok {
 		return
 	}
+	if r.OutputJSON != nil {
+		// Kept encoded only (decoded again by get, which is rare): bytes
+		// the collector need not scan, where the decoded value is a tree
+		// of pointers — remembered results are most of a busy Waggler
+		// host's heap.
+		r.Output = nil
+	}
 	size := 256 + len(r.Error) + value.Size(r.Output, rememberResultsBytes) + len(r.OutputJSON)
 	dr := &doneResult{r: r, at: now, size: size}
 	d.byKey[r.AttemptKey] = dr
@@ -390,7 +397,20 @@ func (d *doneResults) get(key engine.AttemptKey) (engine.TaskResult, bool) {
 	if !ok {
 		return engine.TaskResult{}, false
 	}
-	return dr.r, true
+	r := dr.r
+	if r.OK && r.OutputJSON != nil {
+		v, err := value.Decode(r.OutputJSON)
+		if err != nil { // it was encoded here: cannot happen
+			return engine.TaskResult{}, false
+		}
+		r.Output = v
+	}
+	return r, true
+}
+
+func (d *doneResults) has(key engine.AttemptKey) bool {
+	_, ok := d.byKey[key]
+	return ok
 }
 
 func newWaggler(cfg Config, capability string, epoch uint64, sink uplink, log *zap.Logger) *Waggler {
@@ -693,8 +713,7 @@ func (w *Waggler) enqueue(tasks []engine.TaskDispatch) {
 
 // finished reports whether this Waggler reported a result for key lately.
 func (w *Waggler) finished(key engine.AttemptKey) bool {
-	_, ok := w.done.get(key)
-	return ok
+	return w.done.has(key)
 }
 
 // finish records a result to report: in fx, and in done.

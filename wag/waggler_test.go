@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock/clocktest"
 	"github.com/robonet/robonet/sentinel"
 )
@@ -453,6 +454,18 @@ func TestWagglerFinishedAttemptNotRunAgain(t *testing.T) {
 	rs := h.sink.Results()
 	if len(rs) != 2 || rs[1].AttemptKey != d.AttemptKey || rs[1].Output != "out" {
 		t.Fatalf("results %+v: want the first result sent again", rs)
+	}
+	// A result a pool encoded (as a local pool does) is remembered encoded
+	// and sent again decoded, equal.
+	e := h.dispatch("e")[0]
+	b := w1.assigned(t)
+	out := map[string]any{"v": int64(7), "s": []any{"x", 1.5}}
+	h.w.Report(Report{Key: b.AttemptKey, Generation: b.Generation, WorkerID: w1.id, OK: true, Output: out, OutputJSON: value.MustEncode(out)})
+	h.w.enqueue([]engine.TaskDispatch{e})
+	w1.idle(t)
+	if rs = h.sink.Results(); len(rs) != 4 || rs[3].AttemptKey != e.AttemptKey || !value.Equal(rs[3].Output, out) ||
+		string(rs[3].OutputJSON) != string(value.MustEncode(out)) {
+		t.Fatalf("results %+v: want the encoded result sent again, decoded", rs)
 	}
 	h.clk.Advance(rememberResults + time.Second)
 	h.w.enqueue([]engine.TaskDispatch{d})
