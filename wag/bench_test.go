@@ -26,7 +26,7 @@ func (s *countingSink) TaskResult(context.Context, engine.TaskResult) {
 	}
 }
 func (s *countingSink) TaskProgress(context.Context, engine.TaskProgress) {}
-func (s *countingSink) TaskStarted(Started)                               {}
+func (s *countingSink) TaskStarted([]Started)                             {}
 
 // BenchmarkLocalEcho measures the Waggler layer alone: echo attempts
 // dispatched in batches of 1,000 through a pool, to their results.

@@ -439,9 +439,9 @@ func (u hostUplink) TaskProgress(_ context.Context, p engine.TaskProgress) {
 	}
 }
 
-func (u hostUplink) TaskStarted(st Started) {
+func (u hostUplink) TaskStarted(ss []Started) {
 	if s := u.h.current(); s != nil {
-		s.up.Started([]Started{st})
+		s.up.Started(ss)
 	}
 }
 

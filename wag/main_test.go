@@ -40,7 +40,7 @@ func (s *recordingSink) TaskResult(_ context.Context, r engine.TaskResult) {
 }
 
 // TaskStarted records nothing: the tests read starts off the workers.
-func (s *recordingSink) TaskStarted(Started) {}
+func (s *recordingSink) TaskStarted([]Started) {}
 
 func (s *recordingSink) TaskProgress(_ context.Context, p engine.TaskProgress) {
 	s.mu.Lock()
