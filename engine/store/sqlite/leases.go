@@ -23,7 +23,7 @@ func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (eng
 	}
 	term, _ := storeutil.Term(req.Term) // checked above
 	var st engine.LeaseStatus
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		rows, err := tx.QueryContext(ctx, `
 			UPDATE queued_instances SET lock_expires_at = ?
@@ -70,7 +70,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.U
 	if len(ids) == 0 {
 		return nil
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			UPDATE queued_instances SET lock_uuid = NULL, lock_expires_at = NULL
 			WHERE instance_id IN (SELECT value FROM json_each(?)) AND lock_uuid = ?`, idList(ids), owner)
@@ -88,7 +88,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) (int, error) {
 		return 0, fmt.Errorf("reclaim expired: limit must be positive, got %d", limit)
 	}
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			UPDATE queued_instances SET lock_uuid = NULL, lock_expires_at = NULL
 			WHERE instance_id IN (
@@ -114,7 +114,7 @@ func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 		live   bool
 		status sql.NullString // of an instance that is not live; NULL: unknown
 	)
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := micros(s.now())
 		res, err := tx.ExecContext(ctx, `
 			UPDATE queued_instances SET cancel_requested = 1, scheduled_at = min(scheduled_at, ?)
@@ -159,7 +159,7 @@ func (s *Store) Sweep(ctx context.Context, req engine.SweepRequest) (int, error)
 		limit = storeutil.DefaultSweepLimit
 	}
 	var n int64
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			DELETE FROM runner_instances
 			WHERE instance_id IN (

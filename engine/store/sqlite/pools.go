@@ -14,7 +14,7 @@ func (s *Store) RecordPoolStats(ctx context.Context, pools []engine.PoolStatus) 
 	if len(pools) == 0 {
 		return nil
 	}
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		for _, p := range pools {
 			if _, err := tx.ExecContext(ctx, `
 				INSERT INTO worker_status (pool_id, worker_id, capability, node, slots, in_flight, tasks_completed, tasks_failed,

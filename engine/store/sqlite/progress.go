@@ -80,7 +80,7 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 		return nil, fmt.Errorf("persist progress: %w", err)
 	}
 	outcomes := make([]error, len(merged.Items))
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		b, err := newBatchWriter(ctx, tx, now)
 		if err != nil {
@@ -131,7 +131,7 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 		return nil, fmt.Errorf("complete instances: %w", err)
 	}
 	outcomes := make([]error, len(batch))
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		b, err := newBatchWriter(ctx, tx, now)
 		if err != nil {

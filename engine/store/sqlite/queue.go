@@ -32,7 +32,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		return nil, err
 	}
 	out := make([]engine.Queued, len(insts))
-	err = s.write(ctx, func(tx *sql.Tx) error {
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		insRunner, err := tx.PrepareContext(ctx, `
 			INSERT INTO runner_instances
 			    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, updated_at)
@@ -114,7 +114,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 	expires := now.Add(req.Lease)
 
 	var out []engine.ClaimedInstance
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		// The due rows: scheduled, and not held under a live lease of the
 		// same or a newer term.
 		ids, err := queryIDs(ctx, tx, `

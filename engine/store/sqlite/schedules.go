@@ -24,7 +24,7 @@ func (s *Store) CreateSchedule(ctx context.Context, r engine.ScheduleRecord) err
 		interval = sql.NullInt64{Int64: int64(r.Interval / time.Second), Valid: true}
 	}
 	now := s.now().UnixMicro()
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `
 			INSERT INTO workflow_schedules (schedule_name, workflow_name, workflow_version, inputs, cron, interval_seconds, jitter_ms,
 			    allow_duplicate, status, next_run_at, created_at, updated_at)
@@ -93,7 +93,7 @@ func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool,
 		status, at = "paused", sql.NullInt64{}
 	}
 	var got engine.ScheduleRecord
-	err := s.write(ctx, func(tx *sql.Tx) error {
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_schedules SET status = ?, next_run_at = ?, updated_at = ? WHERE schedule_name = ?`,
 			status, at, s.now().UnixMicro(), name); err != nil {
 			return err
@@ -110,7 +110,7 @@ func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool,
 
 // DeleteSchedule implements engine.Store.
 func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM workflow_schedules WHERE schedule_name = ?`, name)
 		if err != nil {
 			return fmt.Errorf("delete schedule %s: %w", name, err)
@@ -128,7 +128,7 @@ func (s *Store) RecordScheduleRun(ctx context.Context, run engine.ScheduleRun) e
 	if run.InstanceID != uuid.Nil {
 		last = sql.NullString{String: run.InstanceID.String(), Valid: true}
 	}
-	return s.write(ctx, func(tx *sql.Tx) error {
+	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		_, err := tx.ExecContext(ctx, `
 			UPDATE workflow_schedules SET next_run_at = ?,
 			    last_run_at = CASE WHEN ? THEN ? ELSE last_run_at END,
