@@ -18,12 +18,33 @@ type eventLog struct {
 	ring   []Event // grows to size, then wraps
 	head   int     // index of the oldest event once the ring is full
 	next   uint64  // the number of the next event
+	// notify is closed at the next append or at close; made when a reader
+	// first needs it (most events have no watcher waiting).
 	notify chan struct{}
 	closed bool // no more events: the instance finished or left this engine
 }
 
 func newEventLog(size int, last uint64) *eventLog {
-	return &eventLog{size: size, next: last + 1, notify: make(chan struct{})}
+	return &eventLog{size: size, next: last + 1}
+}
+
+// closedChan is the wait channel of a closed log.
+var closedChan = func() chan struct{} {
+	c := make(chan struct{})
+	close(c)
+	return c
+}()
+
+// waitLocked returns the channel closed at the next append or at close;
+// l.mu held.
+func (l *eventLog) waitLocked() <-chan struct{} {
+	if l.closed {
+		return closedChan
+	}
+	if l.notify == nil {
+		l.notify = make(chan struct{})
+	}
+	return l.notify
 }
 
 // append numbers ev and adds it; it returns the number.
@@ -41,8 +62,10 @@ func (l *eventLog) append(ev Event) uint64 {
 		l.ring[l.head] = ev
 		l.head = (l.head + 1) % l.size
 	}
-	close(l.notify)
-	l.notify = make(chan struct{})
+	if l.notify != nil {
+		close(l.notify)
+		l.notify = nil
+	}
 	return ev.Seq
 }
 
@@ -60,7 +83,10 @@ func (l *eventLog) close() {
 	defer l.mu.Unlock()
 	if !l.closed {
 		l.closed = true
-		close(l.notify)
+		if l.notify != nil {
+			close(l.notify)
+			l.notify = nil
+		}
 	}
 }
 
@@ -73,11 +99,11 @@ func (l *eventLog) read(seq uint64, limit int, buf []Event) (evs []Event, ok boo
 	defer l.mu.Unlock()
 	first := l.next - uint64(len(l.ring)) // number of the oldest event held
 	if seq+1 < first || seq >= l.next {
-		return buf[:0], false, l.notify, l.closed
+		return buf[:0], false, l.waitLocked(), l.closed
 	}
 	evs = buf[:0]
 	for s := seq + 1; s < l.next && len(evs) < limit; s++ {
 		evs = append(evs, l.ring[(l.head+int(s-first))%len(l.ring)])
 	}
-	return evs, true, l.notify, l.closed
+	return evs, true, l.waitLocked(), l.closed
 }
