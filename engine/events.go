@@ -13,11 +13,11 @@ import "sync"
 // a shard that holds the same instance again under the same term continues
 // where its previous log ended.
 type eventLog struct {
-	mu     sync.Mutex
-	size   int
-	ring   []Event // grows to size, then wraps
-	head   int     // index of the oldest event once the ring is full
-	next   uint64  // the number of the next event
+	mu   sync.Mutex
+	size int
+	ring []Event // grows to size, then wraps
+	head int     // index of the oldest event once the ring is full
+	next uint64  // the number of the next event
 	// notify is closed at the next append or at close; made when a reader
 	// first needs it (most events have no watcher waiting).
 	notify chan struct{}
