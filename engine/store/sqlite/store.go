@@ -147,8 +147,8 @@ func (s *Store) Close() error {
 // goroutine per statement (4–6 % of a busy server's CPU, most of its
 // statements being one row each), and a cancelled ctx still ends the
 // transaction — database/sql rolls it back, and fn's next statement fails
-// — after the statement at hand, which on the single in-process writer
-// takes microseconds.
+// — after the statement at hand: on the single in-process writer a
+// statement is short, a sweep's bounded batch the longest.
 func (s *Store) write(ctx context.Context, fn func(ctx context.Context, tx *sql.Tx) error) error {
 	tx, err := s.w.BeginTx(ctx, nil)
 	if err != nil {
