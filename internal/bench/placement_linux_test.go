@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,4 +99,36 @@ func allowedList(t *testing.T, status string) string {
 	}
 	t.Fatalf("%s: no Cpus_allowed_list", status)
 	return ""
+}
+
+// TestUsageCountsLessThanATick: a process that ran for less than a clock
+// tick in all (a sleep) still reads a CPU time above zero; /proc's tick
+// counts alone read 0 for it, which made a small bench run report a
+// node's CPU as 0.
+func TestUsageCountsLessThanATick(t *testing.T) {
+	cmd := exec.Command("sleep", "30")
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	}()
+	var u usage
+	for range 50 { // until the process has run at all
+		var err error
+		if u, err = usageOf(cmd.Process.Pid); err != nil {
+			t.Fatal(err)
+		}
+		if u.CPU > 0 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if u.CPU <= 0 || u.CPU >= time.Second {
+		t.Fatalf("a sleeping process's CPU reads %v", u.CPU)
+	}
+	if u.PeakRSS <= 0 {
+		t.Fatalf("peak RSS %d", u.PeakRSS)
+	}
 }

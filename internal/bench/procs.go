@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,7 +139,11 @@ func usageOf(pid int) (usage, error) {
 	if err := errors.Join(err1, err2); err != nil {
 		return usage{}, fmt.Errorf("/proc/%d/stat: %w", pid, err)
 	}
-	u := usage{CPU: time.Duration(utime+stime) * clockTick}
+	// utime and stime count whole ticks and are sampled: a process that
+	// ran for less than a tick in all, or between ticks, reads 0. The
+	// scheduler's own count (schedstat, nanoseconds, per live thread) is
+	// exact; threads that ended are only in the ticks.
+	u := usage{CPU: max(time.Duration(utime+stime)*clockTick, threadsCPU(pid))}
 	status, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return usage{}, err
@@ -153,6 +158,26 @@ func usageOf(pid int) (usage, error) {
 		}
 	}
 	return u, nil
+}
+
+// threadsCPU sums the time the scheduler ran each live thread of pid
+// (/proc/PID/task/TID/schedstat, first field), 0 where the kernel keeps
+// no such count.
+func threadsCPU(pid int) time.Duration {
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/schedstat", pid))
+	var total time.Duration
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			continue // the thread ended meanwhile
+		}
+		if fs := strings.Fields(string(b)); len(fs) > 0 {
+			if ns, err := strconv.ParseInt(fs[0], 10, 64); err == nil {
+				total += time.Duration(ns)
+			}
+		}
+	}
+	return total
 }
 
 // selfCPU is the CPU time this process has used (user and system).
