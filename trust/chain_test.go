@@ -58,17 +58,24 @@ func signer(t *testing.T, length uint32) *Signer {
 	return s
 }
 
-func TestVerifierOutcomes(t *testing.T) {
-	s := signer(t, 256)
-	v := NewVerifier(s.Anchor(), 8)
-	var stamps []Stamp
-	for range 40 {
+// take returns the signer's next n stamps.
+func take(t *testing.T, s *Signer, n int) []Stamp {
+	t.Helper()
+	stamps := make([]Stamp, n)
+	for i := range stamps {
 		st, err := s.Next()
 		if err != nil {
 			t.Fatal(err)
 		}
-		stamps = append(stamps, st)
+		stamps[i] = st
 	}
+	return stamps
+}
+
+func TestVerifierOutcomes(t *testing.T) {
+	s := signer(t, 256)
+	v := NewVerifier(s.Anchor(), 8)
+	stamps := take(t, s, 40)
 	expect := func(st Stamp, want Outcome) {
 		t.Helper()
 		if got := v.Verify(st); got != want {
@@ -323,11 +330,7 @@ func BenchmarkVerifyGap64(b *testing.B)       { benchVerify(b, 64) }
 func TestJump(t *testing.T) {
 	s := signer(t, 1024)
 	behind := NewVerifier(s.Anchor(), 8)
-	var stamps []Stamp
-	for range 300 {
-		st, _ := s.Next()
-		stamps = append(stamps, st)
-	}
+	stamps := take(t, s, 300)
 	far := stamps[299]
 	if got := behind.Verify(far); got != TooFar {
 		t.Fatalf("300 tokens from the anchor: %s, want too far", got)

@@ -153,8 +153,10 @@ func (v *Verifier) Advance(p Position) {
 }
 
 // Verify checks s.
-func (v *Verifier) Verify(s Stamp) Outcome {
-	o := v.verify(s)
+func (v *Verifier) Verify(s Stamp) Outcome { return v.count(v.verify(s, v.maxGap)) }
+
+// count adds an outcome to the verifier's counts and returns it.
+func (v *Verifier) count(o Outcome) Outcome {
 	switch o {
 	case Accepted:
 		v.counts.Accepted++
@@ -170,7 +172,10 @@ func (v *Verifier) Verify(s Stamp) Outcome {
 	return o
 }
 
-func (v *Verifier) verify(s Stamp) Outcome {
+// verify checks s, hashing at most ahead tokens forward from the known
+// token (or from the next chain's anchor); a token behind the known one
+// is always within maxGap.
+func (v *Verifier) verify(s Stamp, ahead uint32) Outcome {
 	if v.broken {
 		return Forged
 	}
@@ -187,7 +192,7 @@ func (v *Verifier) verify(s Stamp) Outcome {
 		genuine := false
 		if t.Index >= v.knownIdx {
 			gap := t.Index - v.knownIdx
-			if gap > v.maxGap {
+			if gap > ahead {
 				return TooFar
 			}
 			genuine = hashN(t.Value, gap) == v.knownVal
@@ -218,7 +223,7 @@ func (v *Verifier) verify(s Stamp) Outcome {
 			v.broken = true
 			return Forged
 		}
-		if t.Index > v.maxGap {
+		if t.Index > ahead {
 			return TooFar
 		}
 		if hashN(t.Value, t.Index) != v.next.Value {
@@ -241,18 +246,7 @@ func (v *Verifier) verify(s Stamp) Outcome {
 // sender can cause on one chain is bounded by the chain's length. Tokens
 // earlier than the known one are still bounded by the maximum gap, as in
 // Verify: each of those costs its distance again.
-func (v *Verifier) Jump(s Stamp) Outcome {
-	t := s.Token
-	forward := t.ChainID == v.cur.ChainID && t.Index >= v.knownIdx ||
-		v.next != nil && t.ChainID == v.next.ChainID
-	if !forward {
-		return v.Verify(s)
-	}
-	saved := v.maxGap
-	v.maxGap = MaxLength
-	defer func() { v.maxGap = saved }()
-	return v.Verify(s)
-}
+func (v *Verifier) Jump(s Stamp) Outcome { return v.count(v.verify(s, MaxLength)) }
 
 // Learn moves to a sender's newly published anchor (it restarted, or
 // re-anchored while this receiver heard nothing); a no-op for the chain
