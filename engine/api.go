@@ -243,7 +243,7 @@ type ListRequest struct {
 	States       []InstanceState // empty: all
 	IDPrefix     string          // empty: all (see InstanceFilter.IDPrefix)
 	CreatedAfter time.Time       // zero: all
-	Limit        int             // 0: 50
+	Limit        int             // 0: DefaultInstanceLimit
 	PageToken    string
 }
 

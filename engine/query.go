@@ -113,7 +113,7 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 	// the store's token continues after the last row looked at.
 	limit := req.Limit
 	if limit <= 0 {
-		limit = defaultListLimit
+		limit = DefaultInstanceLimit
 	}
 	f.Limit = limit
 	var out ListResult
@@ -123,17 +123,7 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 			return ListResult{}, fmt.Errorf("list instances: %w", err)
 		}
 		for _, rec := range page.Instances {
-			sum := InstanceSummary{
-				ID:        rec.ID,
-				Workflow:  rec.WorkflowName,
-				Version:   rec.WorkflowVersion,
-				State:     statusState(rec.Status),
-				Error:     rec.Error,
-				CreatedAt: rec.CreatedAt,
-			}
-			if rec.FinishedAt != nil {
-				sum.FinishedAt = *rec.FinishedAt
-			}
+			sum := summaryOf(rec)
 			if live != nil {
 				st, ok, err := live(ctx, rec.ID)
 				if err != nil {
@@ -161,12 +151,25 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 	return out, nil
 }
 
-// defaultListLimit is ListRequest.Limit's default; maxListRefills bounds
-// the store pages one listing reads to fill a page rows were dropped from.
-const (
-	defaultListLimit = 50
-	maxListRefills   = 8
-)
+// summaryOf is a stored instance's summary.
+func summaryOf(rec InstanceRecord) InstanceSummary {
+	sum := InstanceSummary{
+		ID:        rec.ID,
+		Workflow:  rec.WorkflowName,
+		Version:   rec.WorkflowVersion,
+		State:     statusState(rec.Status),
+		Error:     rec.Error,
+		CreatedAt: rec.CreatedAt,
+	}
+	if rec.FinishedAt != nil {
+		sum.FinishedAt = *rec.FinishedAt
+	}
+	return sum
+}
+
+// maxListRefills bounds the store pages one listing reads to fill a page
+// rows were dropped from.
+const maxListRefills = 8
 
 // GetInstance returns an instance with its tasks from the Store: the
 // snapshot restored, the recorded results replayed on top, timings from

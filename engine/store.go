@@ -291,9 +291,13 @@ type InstanceFilter struct {
 	IDPrefix string
 	// CreatedAfter keeps the instances created at or after it; zero: all.
 	CreatedAfter time.Time
-	Limit        int    // 0: a default of 50
+	Limit        int    // 0: DefaultInstanceLimit
 	PageToken    string // from a previous InstancePage
 }
+
+// DefaultInstanceLimit is the page size of an InstanceFilter (and a
+// ListRequest) whose Limit is 0.
+const DefaultInstanceLimit = 50
 
 // InstancePage is one page of instances.
 type InstancePage struct {

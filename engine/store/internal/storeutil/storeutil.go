@@ -20,8 +20,8 @@ import (
 
 // Defaults for the limits the port leaves open.
 const (
-	DefaultWorkflowLimit = 100  // WorkflowFilter.Limit of 0
-	DefaultInstanceLimit = 50   // InstanceFilter.Limit of 0
+	DefaultWorkflowLimit = 100 // WorkflowFilter.Limit of 0
+	DefaultInstanceLimit = engine.DefaultInstanceLimit
 	DefaultSweepLimit    = 1000 // SweepRequest.Limit of 0
 	MaxListLimit         = 1000 // upper bound on any list limit
 )
