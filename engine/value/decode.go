@@ -96,7 +96,11 @@ func (d *decoder) value(depth int) (any, error) {
 	case c == '[':
 		return d.array(depth)
 	case c == '"':
-		return d.str()
+		s, err := d.str()
+		if err != nil {
+			return nil, err
+		}
+		return s, nil
 	case c == 't':
 		return d.literal("true", true)
 	case c == 'f':
@@ -124,8 +128,12 @@ func (d *decoder) array(depth int) (any, error) {
 			return nil, err
 		}
 		out = append(out, v)
-		if done, err := d.separator(']', "an array element"); done || err != nil {
-			return out, err
+		done, err := d.separator(']', "an array element")
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return out, nil
 		}
 	}
 }
@@ -157,9 +165,13 @@ func (d *decoder) object(depth int) (any, error) {
 		if err != nil {
 			return nil, err
 		}
-		out[k.(string)] = v
-		if done, err := d.separator('}', "an object value"); done || err != nil {
-			return out, err
+		out[k] = v
+		done, err := d.separator('}', "an object value")
+		if err != nil {
+			return nil, err
+		}
+		if done {
+			return out, nil
 		}
 	}
 }
@@ -253,10 +265,10 @@ func parseInt(text []byte) (int64, bool) {
 }
 
 // str parses a JSON string at d.i (the opening quote).
-func (d *decoder) str() (any, error) {
+func (d *decoder) str() (string, error) {
 	d.i++ // "
 	start := d.i
-	// The common case: no escapes, ASCII or valid UTF-8 — one allocation.
+	// The common case: ASCII without escapes — one allocation.
 	for d.i < len(d.data) {
 		c := d.data[d.i]
 		switch {
@@ -267,16 +279,16 @@ func (d *decoder) str() (any, error) {
 		case c == '\\' || c >= utf8.RuneSelf:
 			return d.strSlow(start)
 		case c < 0x20:
-			return nil, d.unexpected("in a string (control characters must be escaped)")
+			return "", d.unexpected("in a string (control characters must be escaped)")
 		}
 		d.i++
 	}
-	return nil, d.unexpected("in a string")
+	return "", d.unexpected("in a string")
 }
 
 // strSlow finishes a string that holds escapes or non-ASCII bytes, from
 // start (just after the opening quote); d.i is at the first such byte.
-func (d *decoder) strSlow(start int) (any, error) {
+func (d *decoder) strSlow(start int) (string, error) {
 	b := append(d.buf[:0], d.data[start:d.i]...)
 	for d.i < len(d.data) {
 		c := d.data[d.i]
@@ -286,7 +298,7 @@ func (d *decoder) strSlow(start int) (any, error) {
 			d.buf = b
 			return string(b), nil
 		case c < 0x20:
-			return nil, d.unexpected("in a string (control characters must be escaped)")
+			return "", d.unexpected("in a string (control characters must be escaped)")
 		case c >= utf8.RuneSelf:
 			r, size := utf8.DecodeRune(d.data[d.i:])
 			if r == utf8.RuneError && size == 1 {
@@ -301,7 +313,7 @@ func (d *decoder) strSlow(start int) (any, error) {
 		default:
 			d.i++
 			if d.i >= len(d.data) {
-				return nil, d.unexpected("in a string escape")
+				return "", d.unexpected("in a string escape")
 			}
 			e := d.data[d.i]
 			d.i++
@@ -321,7 +333,7 @@ func (d *decoder) strSlow(start int) (any, error) {
 			case 'u':
 				r, ok := d.hex4()
 				if !ok {
-					return nil, d.unexpected("in a \\u escape (want four hex digits)")
+					return "", d.unexpected("in a \\u escape (want four hex digits)")
 				}
 				if utf16.IsSurrogate(r) {
 					// A pair makes one rune; a lone half is U+FFFD, and what
@@ -342,11 +354,11 @@ func (d *decoder) strSlow(start int) (any, error) {
 				b = utf8.AppendRune(b, r)
 			default:
 				d.i--
-				return nil, d.unexpected("in a string escape")
+				return "", d.unexpected("in a string escape")
 			}
 		}
 	}
-	return nil, d.unexpected("in a string")
+	return "", d.unexpected("in a string")
 }
 
 // hex4 reads four hex digits at d.i.

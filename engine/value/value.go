@@ -212,11 +212,11 @@ func numberFromString(s string) (any, error) {
 		}
 	}
 	f, err := strconv.ParseFloat(s, 64)
-	if err != nil && !math.IsInf(f, 0) {
-		return nil, fmt.Errorf("invalid number %s", QuoteClipped(s, 32))
-	}
-	if math.IsInf(f, 0) {
+	switch {
+	case math.IsInf(f, 0): // ParseFloat's ErrRange for an overflow
 		return nil, fmt.Errorf("number %s is out of range", QuoteClipped(s, 32))
+	case err != nil:
+		return nil, fmt.Errorf("invalid number %s", QuoteClipped(s, 32))
 	}
 	return f, nil
 }
