@@ -78,6 +78,10 @@ type Config struct {
 	// own. A database server is not placed.
 	Placement string
 
+	// serverCPUs and workerCPUs are where Split puts the processes (set by
+	// check; none: anywhere).
+	serverCPUs, workerCPUs []int
+
 	// ProfileDir, when set, gets a CPU profile of every node of every
 	// scenario, SCENARIO-NODE.pprof; the nodes are then stopped cleanly
 	// (so the profile is written) rather than killed.
@@ -135,9 +139,10 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: every size must be at least 1", ErrConfig)
 	}
 	switch c.Placement {
-	case "", Shared:
+	case Shared:
 	case Split:
-		if _, _, err := c.split(); err != nil {
+		var err error
+		if c.serverCPUs, c.workerCPUs, err = c.split(); err != nil {
 			return fmt.Errorf("%w: placement %s: %w", ErrConfig, Split, err)
 		}
 	default:
@@ -295,13 +300,6 @@ type target struct {
 // three worker nodes serving core (mesh), and registers the workflows.
 func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, error) {
 	t := &target{profiled: cfg.ProfileDir != ""}
-	var serverCPUs, workerCPUs []int
-	if cfg.Placement == Split {
-		var err error
-		if serverCPUs, workerCPUs, err = cfg.split(); err != nil {
-			return nil, err
-		}
-	}
 	common := []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "127.0.0.1:0", "--raft", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "info"}
 	var store []string
@@ -330,7 +328,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	if mesh {
 		first[len(first)-1] = "none"
 	}
-	p, err := startProc(ctx, cfg.Robonode, cfg.Env, serverCPUs, "server", withProfile(cfg, label, "server", first)...)
+	p, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.serverCPUs, "server", withProfile(cfg, label, "server", first)...)
 	if err != nil {
 		t.stop()
 		return nil, err
@@ -339,7 +337,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	if mesh {
 		for i := 1; i <= 3; i++ {
 			name := fmt.Sprintf("w%d", i)
-			w, err := startProc(ctx, cfg.Robonode, cfg.Env, workerCPUs, name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
+			w, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.workerCPUs, name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
 				"--data-dir", dir+"/"+name, "--join", p.gossip, "--capability", core))...)
 			if err != nil {
 				t.stop()
