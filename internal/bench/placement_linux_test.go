@@ -115,7 +115,9 @@ func TestUsageCountsLessThanATick(t *testing.T) {
 		_ = cmd.Wait()
 	}()
 	var u usage
-	for range 50 { // until the process has run at all
+	// The scheduler brings a thread's count up to date when it switches
+	// it out: poll until the new process has been (it was running exec).
+	for range 50 {
 		var err error
 		if u, err = usageOf(cmd.Process.Pid); err != nil {
 			t.Fatal(err)
