@@ -334,17 +334,22 @@ func (m *Mesh) teardown(ctx context.Context, graceful bool) error {
 		errs = append(errs, m.leave(ctx))
 	}
 	close(m.stopCh)
-	// The loops end first, Raft after: a Raft apply of the reconciler in
-	// flight completes while Raft runs, where a future enqueued just before
-	// Raft's shutdown may never be answered (and its waiter never return).
+	// The loops and the calls admitted before stopping (Apply, Barrier,
+	// the leave's transfer) end first, Raft after. While Raft runs it
+	// answers every future it accepted: applied, not leader, or leadership
+	// lost once the lease runs out. A shutdown does not: hashicorp/raft's
+	// state machine loop can end with committed commands still queued for
+	// it, and their futures are never answered (log futures, unlike its
+	// other kinds, do not watch for the shutdown). No call is admitted
+	// after stopping is set, so none can be left waiting.
 	m.wg.Wait()
+	m.calls.Wait()
 	if m.raft != nil {
 		m.raft.DeregisterObserver(m.observer)
 		if err := m.raft.Shutdown().Error(); err != nil {
 			errs = append(errs, fmt.Errorf("raft shutdown: %w", err))
 		}
 	}
-	m.calls.Wait()
 	m.leadership.publish(Leadership{})
 	m.leadership.close()
 	m.closeSubscribers()
@@ -437,8 +442,9 @@ func (m *Mesh) otherVoters() int {
 }
 
 // await waits for a Raft future until it resolves or ctx ends. The waiting
-// goroutine is owned by the mesh (Stop waits for it); it ends at the latest
-// when Raft shuts down, which resolves every pending future.
+// goroutine is owned by the mesh: Stop waits for it before it shuts Raft
+// down, since a running Raft answers every future it accepted and a shut
+// down one may not (teardown).
 func (m *Mesh) await(ctx context.Context, f raft.Future) error {
 	done := make(chan error, 1)
 	m.calls.Add(1)

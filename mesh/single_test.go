@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/raft"
 	"go.uber.org/zap/zaptest"
 )
 
@@ -134,5 +135,52 @@ func TestSingleServerSnapshotAndRestart(t *testing.T) {
 	}
 	if conf := m2.RaftConfiguration(); len(conf) != 1 || conf[0].Name != "solo" || !conf[0].Voter {
 		t.Fatalf("configuration after restart: %+v", conf)
+	}
+}
+
+// futureFunc is a raft.Future answered by a function.
+type futureFunc func() error
+
+func (f futureFunc) Error() error { return f() }
+
+// TestHaltAnswersAdmittedCalls halts a leader while a call it admitted
+// still waits for its Raft future, as a caller whose context ended leaves
+// it. Raft answers a committed command from its state machine's loop,
+// which a shutdown can end with the command still queued (hashicorp/raft's
+// runFSM); the future here is answered the same way, only while Raft runs.
+// The halt must let the call finish before it shuts Raft down, or it
+// waits for the call for ever.
+func TestHaltAnswersAdmittedCalls(t *testing.T) {
+	t.Parallel()
+	m := startSingle(t, t.TempDir())
+	r, err := m.raftOrErr()
+	if err != nil {
+		t.Fatal(err)
+	}
+	answer := make(chan error, 1)
+	go func() {
+		time.Sleep(100 * time.Millisecond) // queued behind other work
+		if r.State() != raft.Shutdown {
+			answer <- nil
+		}
+	}()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the caller gives up at once; its command is still pending
+	err = m.await(ctx, futureFunc(func() error { return <-answer }))
+	m.calls.Done()
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("await with an ended context: %v", err)
+	}
+	halted := make(chan error, 1)
+	go func() { halted <- m.Halt() }()
+	select {
+	case err := <-halted:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(10 * time.Second):
+		answer <- errors.New("never answered") // let the waiter go
+		<-halted
+		t.Fatal("Halt shut Raft down before an admitted call's future was answered, and waited for it for ever")
 	}
 }
