@@ -60,10 +60,13 @@ shaped like runner_actions_done into the same server, as fast as it takes
 them, and reports each scenario's tasks/s as a share of it. Ratios hold on
 a busy machine where absolute figures do not: --check FILE fails (exit 1)
 when a ratio falls more than 20% below the baseline FILE holds (written by
---save-baseline FILE).`,
+--save-baseline FILE). On a noisy machine one run's ratio can be far off:
+--rounds N runs the scenarios N times in turn and reports each figure's
+median and range (the baseline and the check use the medians).`,
 		Example: `  robonode bench --scenarios spread,chains
   robonode bench --postgres postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable -o json
-  robonode bench --postgres $DSN --short --check docs/bench-baseline.json`,
+  robonode bench --postgres $DSN --short --check docs/bench-baseline.json
+  robonode bench --scenarios chains,mesh-chains --rounds 5`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -140,6 +143,7 @@ when a ratio falls more than 20% below the baseline FILE holds (written by
 	f.IntVar(&cfg.CopyRows, "copy-rows", 200_000, "rows the COPY reference writes")
 	f.IntVar(&cfg.Slots, "slots", 64, "core slots of each node")
 	f.StringVar(&cfg.Placement, "placement", bench.Shared, "where the processes run: shared (every process on every CPU) or split (the server and the single node on half the CPUs, the worker nodes on the other half, as on machines of their own; Linux)")
+	f.IntVar(&cfg.Rounds, "rounds", 1, "run every scenario this many times, in turn, and report the medians (a mesh scenario is compared with the single node of its own round)")
 	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write each node's CPU profile to, one file per scenario and node (go tool pprof FILE)")
 	f.BoolVar(&short, "short", false, "a short run for regression checks (sizes a tenth, latency at 500/s for 3s) unless sizes are given")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
@@ -190,11 +194,22 @@ func printReport(w io.Writer, rep *bench.Report) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tTASKS\tSECONDS\tTASKS/S\tSUBMITS/S\tOF COPY\tOF ONE NODE\tWAL B/TASK\tROW B")
 	for _, r := range rep.Results {
-		name := r.Label()
+		name := roundLabel(r)
 		fmt.Fprintf(tw, "%s\t%d\t%.2f\t%.0f\t%.0f\t%s\t%s\t%s\t%s\n", name, r.Tasks, r.Seconds, r.TasksPerS, r.SubmitsPerS,
 			ratio(r.OfCopy, false), ratio(r.OfSingle, true), num(r.WALBytesPerTask), num(r.ResultRowBytes))
 	}
 	_ = tw.Flush()
+
+	if len(rep.Medians) > 0 {
+		fmt.Fprintf(w, "\nmedians of %d rounds (least – greatest)\n", rep.Rounds)
+		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "SCENARIO\tTASKS/S\tOF COPY\tOF ONE NODE")
+		for _, m := range rep.Medians {
+			fmt.Fprintf(tw, "%s\t%.0f (%.0f – %.0f)\t%s\t%s\n", m.Label(), m.TasksPerS.Median, m.TasksPerS.Min, m.TasksPerS.Max,
+				ratioRange(m.OfCopy, false), ratioRange(m.OfSingle, true))
+		}
+		_ = tw.Flush()
+	}
 
 	var lat []bench.Result
 	for _, r := range rep.Results {
@@ -207,7 +222,7 @@ func printReport(w io.Writer, rep *bench.Report) {
 		tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "RATE/S\tSUBMIT P50/P95/P99 MS\tFIRST DISPATCH P50/P95/P99 MS\tSTART TO RECORDED P50/P95/P99 MS")
 		for _, r := range lat {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", r.Rate, pcts(r.Submit), pcts(r.Dispatch), pcts(r.Record))
+			fmt.Fprintf(tw, "%d%s\t%s\t%s\t%s\n", r.Rate, roundSuffix(r), pcts(r.Submit), pcts(r.Dispatch), pcts(r.Record))
 		}
 		_ = tw.Flush()
 	}
@@ -216,13 +231,31 @@ func printReport(w io.Writer, rep *bench.Report) {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SCENARIO\tPROCESS\tCPU S\tPEAK RSS MIB")
 	for _, r := range rep.Results {
-		name := r.Label()
+		name := roundLabel(r)
 		for _, n := range r.Nodes {
 			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\n", name, n.Node, n.CPUSeconds, n.PeakRSSMiB)
 		}
 		fmt.Fprintf(tw, "%s\t(the bench's clients)\t%.2f\t-\n", name, r.ClientCPUSeconds)
 	}
 	_ = tw.Flush()
+}
+
+// roundLabel is a run's label with its round, when there are several.
+func roundLabel(r bench.Result) string { return r.Label() + roundSuffix(r) }
+
+func roundSuffix(r bench.Result) string {
+	if r.Round > 0 {
+		return fmt.Sprintf(" #%d", r.Round)
+	}
+	return ""
+}
+
+// ratioRange prints a ratio's median and range over the rounds.
+func ratioRange(v bench.Range, percent bool) string {
+	if v.Median == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%s (%s – %s)", ratio(v.Median, percent), ratio(v.Min, percent), ratio(v.Max, percent))
 }
 
 func ratio(v float64, percent bool) string {

@@ -23,19 +23,24 @@ type Baseline struct {
 	Ratios  map[string]float64 `json:"ratios"`
 }
 
-// ratios are the run's ratios under their baseline keys.
+// ratios are the run's ratios under their baseline keys: over several
+// rounds, each ratio's median.
 func ratios(rep *Report) map[string]float64 {
-	out := map[string]float64{}
+	all := map[string][]float64{}
 	for _, r := range rep.Results {
 		if r.Rate > 0 {
 			continue // latency runs are paced: their throughput is the rate
 		}
 		if r.OfCopy > 0 {
-			out[r.Scenario+"/copy"] = r.OfCopy
+			all[r.Scenario+"/copy"] = append(all[r.Scenario+"/copy"], r.OfCopy)
 		}
 		if r.OfSingle > 0 {
-			out[r.Scenario+"/one-node"] = r.OfSingle
+			all[r.Scenario+"/one-node"] = append(all[r.Scenario+"/one-node"], r.OfSingle)
 		}
+	}
+	out := make(map[string]float64, len(all))
+	for k, vs := range all {
+		out[k] = rangeOf(vs).Median
 	}
 	return out
 }

@@ -87,6 +87,14 @@ type Config struct {
 	// (so the profile is written) rather than killed.
 	ProfileDir string
 
+	// Rounds is how many times every scenario runs (default 1). Round 1
+	// runs each scenario in turn, then round 2 does, and so on, so a mesh
+	// scenario and its single-node twin are measured side by side in
+	// every round; the report gives each round and the medians. On a
+	// noisy machine one round's ratio can be far off; a median of five
+	// holds.
+	Rounds int
+
 	// Progress gets a line as each step starts; nil: none.
 	Progress io.Writer
 }
@@ -104,6 +112,7 @@ func (c *Config) defaults() {
 	def(&c.Diamonds, 200)
 	def(&c.CopyRows, 200_000)
 	def(&c.Slots, 64)
+	def(&c.Rounds, 1)
 	if len(c.Rates) == 0 {
 		c.Rates = []int{100, 500, 1000}
 	}
@@ -135,7 +144,7 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: no robonode command to run", ErrConfig)
 	case c.BatchSize < 1 || c.BatchSize > 1000:
 		return fmt.Errorf("%w: batch size %d: want 1 to 1000", ErrConfig, c.BatchSize)
-	case c.SpreadWidth < 1 || c.Chains < 1 || c.ChainClients < 1 || c.Diamonds < 1 || c.CopyRows < 1 || c.Slots < 1:
+	case c.SpreadWidth < 1 || c.Chains < 1 || c.ChainClients < 1 || c.Diamonds < 1 || c.CopyRows < 1 || c.Slots < 1 || c.Rounds < 1:
 		return fmt.Errorf("%w: every size must be at least 1", ErrConfig)
 	}
 	switch c.Placement {
@@ -182,14 +191,84 @@ type Report struct {
 	// Placement is Config.Placement: shared or split.
 	Placement string `json:"placement"`
 	Command   string `json:"command,omitempty"`
+	Rounds    int    `json:"rounds"`
 	// CopyRowsPerSec is the reference (Postgres only).
 	CopyRowsPerSec float64  `json:"copy_rows_per_sec,omitempty"`
 	Results        []Result `json:"results"`
+	// Medians summarise every round of each scenario (Rounds > 1 only).
+	Medians []Summary `json:"medians,omitempty"`
+}
+
+// Summary is a scenario's figures over the rounds of a run.
+type Summary struct {
+	Scenario  string `json:"scenario"`
+	Rate      int    `json:"rate,omitempty"`
+	Rounds    int    `json:"rounds"`
+	TasksPerS Range  `json:"tasks_per_sec"`
+	OfCopy    Range  `json:"of_copy,omitzero"`
+	OfSingle  Range  `json:"of_single,omitzero"`
+}
+
+// Label names the summarised runs, as Result.Label does.
+func (s Summary) Label() string { return Result{Scenario: s.Scenario, Rate: s.Rate}.Label() }
+
+// Range is the median, the least and the greatest of one figure over the
+// rounds.
+type Range struct {
+	Median float64 `json:"median"`
+	Min    float64 `json:"min"`
+	Max    float64 `json:"max"`
+}
+
+// rangeOf returns the median and range of vs (sorted in place); zero
+// when vs is empty.
+func rangeOf(vs []float64) Range {
+	if len(vs) == 0 {
+		return Range{}
+	}
+	slices.Sort(vs)
+	mid := vs[len(vs)/2]
+	if len(vs)%2 == 0 {
+		mid = (vs[len(vs)/2-1] + mid) / 2
+	}
+	return Range{Median: mid, Min: vs[0], Max: vs[len(vs)-1]}
+}
+
+// summarise gives the medians of each scenario over the rounds of results,
+// in the order the scenarios first ran.
+func summarise(results []Result) []Summary {
+	type figures struct{ tasks, copy, single []float64 }
+	var order []Result
+	by := map[string]*figures{}
+	for _, r := range results {
+		f := by[r.Label()]
+		if f == nil {
+			f = &figures{}
+			by[r.Label()] = f
+			order = append(order, r)
+		}
+		f.tasks = append(f.tasks, r.TasksPerS)
+		if r.OfCopy > 0 {
+			f.copy = append(f.copy, r.OfCopy)
+		}
+		if r.OfSingle > 0 {
+			f.single = append(f.single, r.OfSingle)
+		}
+	}
+	out := make([]Summary, 0, len(order))
+	for _, r := range order {
+		f := by[r.Label()]
+		out = append(out, Summary{Scenario: r.Scenario, Rate: r.Rate, Rounds: len(f.tasks),
+			TasksPerS: rangeOf(f.tasks), OfCopy: rangeOf(f.copy), OfSingle: rangeOf(f.single)})
+	}
+	return out
 }
 
 // Result is one scenario's measurements.
 type Result struct {
-	Scenario  string  `json:"scenario"`
+	Scenario string `json:"scenario"`
+	// Round is the round of the run (Config.Rounds > 1 only).
+	Round     int     `json:"round,omitempty"`
 	Instances int     `json:"instances"`
 	Tasks     int     `json:"tasks"`
 	Seconds   float64 `json:"seconds"` // first submission to the last instance COMPLETE
@@ -257,30 +336,39 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		}
 		fmt.Fprintf(cfg.Progress, "  %.0f rows/s\n", rep.CopyRowsPerSec)
 	}
-	single := map[string]float64{}
-	for _, name := range cfg.Scenarios {
-		rates := []int{0} // not paced
-		if name == Latency {
-			rates = cfg.Rates
+	rep.Rounds = cfg.Rounds
+	for round := 1; round <= cfg.Rounds; round++ {
+		if cfg.Rounds > 1 {
+			fmt.Fprintf(cfg.Progress, "round %d of %d\n", round, cfg.Rounds)
 		}
-		for _, rate := range rates {
-			r, err := runScenario(ctx, &cfg, name, rate)
-			if err != nil {
-				return rep, fmt.Errorf("scenario %s: %w", name, err)
+		single := map[string]float64{} // this round's single-node figures
+		for _, name := range cfg.Scenarios {
+			rates := []int{0} // not paced
+			if name == Latency {
+				rates = cfg.Rates
 			}
-			if rep.CopyRowsPerSec > 0 && r.Rate == 0 { // a paced run's throughput is its rate
-				r.OfCopy = r.TasksPerS / rep.CopyRowsPerSec
-			}
-			if twin, ok := strings.CutPrefix(name, "mesh-"); ok {
-				if s := single[twin]; s > 0 {
-					r.OfSingle = r.TasksPerS / s
+			for _, rate := range rates {
+				r, err := runScenario(ctx, &cfg, name, rate, round)
+				if err != nil {
+					return rep, fmt.Errorf("scenario %s: %w", name, err)
 				}
-			} else {
-				single[name] = r.TasksPerS
+				if rep.CopyRowsPerSec > 0 && r.Rate == 0 { // a paced run's throughput is its rate
+					r.OfCopy = r.TasksPerS / rep.CopyRowsPerSec
+				}
+				if twin, ok := strings.CutPrefix(name, "mesh-"); ok {
+					if s := single[twin]; s > 0 {
+						r.OfSingle = r.TasksPerS / s
+					}
+				} else {
+					single[name] = r.TasksPerS
+				}
+				fmt.Fprintf(cfg.Progress, "  %s\n", r.summary())
+				rep.Results = append(rep.Results, r)
 			}
-			fmt.Fprintf(cfg.Progress, "  %s\n", r.summary())
-			rep.Results = append(rep.Results, r)
 		}
+	}
+	if cfg.Rounds > 1 {
+		rep.Medians = summarise(rep.Results)
 	}
 	return rep, nil
 }
@@ -409,8 +497,11 @@ func (t *target) usage() ([]usage, error) {
 }
 
 // runScenario runs one scenario on fresh processes.
-func runScenario(ctx context.Context, cfg *Config, name string, rate int) (Result, error) {
+func runScenario(ctx context.Context, cfg *Config, name string, rate, round int) (Result, error) {
 	label := Result{Scenario: name, Rate: rate}.Label()
+	if cfg.Rounds > 1 {
+		label = fmt.Sprintf("%s-r%d", label, round)
+	}
 	fmt.Fprintf(cfg.Progress, "%s: starting nodes\n", label)
 	t, err := start(ctx, cfg, label, strings.HasPrefix(name, "mesh-"))
 	if err != nil {
@@ -446,6 +537,9 @@ func runScenario(ctx context.Context, cfg *Config, name string, rate int) (Resul
 		return Result{}, fmt.Errorf("%w%s", err, t.errorLogs())
 	}
 	r.Scenario = name
+	if cfg.Rounds > 1 {
+		r.Round = round
+	}
 	r.ClientCPUSeconds = (selfCPU() - client0).Seconds()
 	after, err := t.usage()
 	if err != nil {

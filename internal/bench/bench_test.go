@@ -2,6 +2,9 @@ package bench
 
 import (
 	"context"
+	"fmt"
+	"maps"
+	"math"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -120,9 +123,79 @@ func TestConfigRefused(t *testing.T) {
 		{Robonode: []string{"robonode"}, BatchSize: 1001},
 		{Scenarios: []string{Spread}},
 		{Robonode: []string{"robonode"}, Rates: []int{0}},
+		{Robonode: []string{"robonode"}, Rounds: -1},
 	} {
 		if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), ErrConfig.Error()) {
 			t.Errorf("%+v: %v, want a configuration error", c, err)
 		}
+	}
+}
+
+// TestRounds runs a scenario and its mesh twin twice on real processes:
+// the scenarios alternate, each mesh run is compared with the single node
+// of its own round, and the report gives the medians.
+func TestRounds(t *testing.T) {
+	bin := robonode(t)
+	cfg := Config{Robonode: []string{bin}, Scenarios: []string{Spread, MeshSpread}, SpreadWidth: 100, Slots: 4, Rounds: 2}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, r := range rep.Results {
+		got = append(got, fmt.Sprintf("%s/%d", r.Scenario, r.Round))
+	}
+	if want := "spread/1 mesh-spread/1 spread/2 mesh-spread/2"; strings.Join(got, " ") != want {
+		t.Fatalf("runs %v, want %s", got, want)
+	}
+	for i := 1; i < len(rep.Results); i += 2 {
+		single, mesh := rep.Results[i-1], rep.Results[i]
+		if want := mesh.TasksPerS / single.TasksPerS; math.Abs(mesh.OfSingle-want) > 1e-9 {
+			t.Errorf("round %d: mesh at %.3f of one node, want %.3f (its own round's)", mesh.Round, mesh.OfSingle, want)
+		}
+	}
+	if rep.Rounds != 2 || len(rep.Medians) != 2 || rep.Medians[1].Scenario != MeshSpread || rep.Medians[1].Rounds != 2 {
+		t.Fatalf("rounds %d, medians %+v", rep.Rounds, rep.Medians)
+	}
+	m := rep.Medians[1].OfSingle
+	if lo, hi := min(rep.Results[1].OfSingle, rep.Results[3].OfSingle), max(rep.Results[1].OfSingle, rep.Results[3].OfSingle); m.Min != lo || m.Max != hi || math.Abs(m.Median-(lo+hi)/2) > 1e-9 {
+		t.Errorf("mesh's share of one node over the rounds: %+v, want %.3f to %.3f", m, lo, hi)
+	}
+}
+
+// TestMediansOverRounds: a figure's median and range over the rounds,
+// and the baseline's ratios are the medians.
+func TestMediansOverRounds(t *testing.T) {
+	for _, c := range []struct {
+		vs   []float64
+		want Range
+	}{
+		{nil, Range{}},
+		{[]float64{3}, Range{3, 3, 3}},
+		{[]float64{5, 1, 3}, Range{3, 1, 5}},
+		{[]float64{4, 1, 3, 10}, Range{3.5, 1, 10}},
+	} {
+		if got := rangeOf(c.vs); got != c.want {
+			t.Errorf("rangeOf(%v) = %+v, want %+v", c.vs, got, c.want)
+		}
+	}
+	rep := &Report{Results: []Result{
+		{Scenario: Chains, Round: 1, TasksPerS: 100, OfCopy: 0.5},
+		{Scenario: MeshChains, Round: 1, TasksPerS: 60, OfSingle: 0.6},
+		{Scenario: Chains, Round: 2, TasksPerS: 120, OfCopy: 0.7},
+		{Scenario: MeshChains, Round: 2, TasksPerS: 96, OfSingle: 0.8},
+		{Scenario: Chains, Round: 3, TasksPerS: 110, OfCopy: 0.6},
+		{Scenario: MeshChains, Round: 3, TasksPerS: 99, OfSingle: 0.9},
+	}}
+	got := ratios(rep)
+	if want := map[string]float64{"chains/copy": 0.6, "mesh-chains/one-node": 0.8}; !maps.Equal(got, want) {
+		t.Errorf("ratios %v, want the medians %v", got, want)
+	}
+	sum := summarise(rep.Results)
+	if len(sum) != 2 || sum[0].Scenario != Chains || sum[0].TasksPerS != (Range{110, 100, 120}) ||
+		sum[1].OfSingle != (Range{0.8, 0.6, 0.9}) || sum[1].Rounds != 3 {
+		t.Errorf("summary %+v", sum)
 	}
 }
