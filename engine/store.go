@@ -102,6 +102,8 @@ type Store interface {
 	// GetInstance returns one instance (queued, running or finished).
 	GetInstance(ctx context.Context, id uuid.UUID) (InstanceRecord, error)
 	// ListInstances lists instances, newest first, with keyset paging.
+	// The records leave Inputs, State and Output nil: a listing shows
+	// none of them, and a large instance's snapshot is megabytes.
 	ListInstances(ctx context.Context, f InstanceFilter) (InstancePage, error)
 	// TaskHistory returns every recorded action result of an instance, in
 	// the order they were recorded.

@@ -20,6 +20,13 @@ const instanceColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, 
 	r.inputs, r.state, r.output, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
 	r.finished_at, r.cancel_requested`
 
+// listColumns are instanceColumns without the instance's inputs, snapshot
+// and output (NULL in their place): a listing needs none of them, and a
+// large instance's snapshot is megabytes.
+const listColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
+	NULL, NULL, NULL, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
+	r.finished_at, r.cancel_requested`
+
 func scanInstance(row scanner) (engine.InstanceRecord, error) {
 	var (
 		rec               engine.InstanceRecord
@@ -95,7 +102,7 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 		where = append(where, "(r.created_at, r.instance_id) < (?, ?)")
 		args = append(args, micros(key.CreatedAt), key.ID)
 	}
-	q := `SELECT ` + instanceColumns + `
+	q := `SELECT ` + listColumns + `
 		FROM runner_instances r JOIN workflow_versions w ON w.id = r.workflow_version_id`
 	if len(where) > 0 {
 		q += "\nWHERE " + strings.Join(where, " AND ")
