@@ -32,18 +32,34 @@ func TestGroupCommit(t *testing.T) {
 	const n = 200
 	ids := make([]uuid.UUID, n)
 	for i := range ids {
-		ids[i] = h.submit(e, singleSpec, map[string]any{"n": i})
+		ids[i] = h.submit(e, chainSpec, map[string]any{"x": i})
 	}
 	ds := h.disp.take(t, n)
+	// Starting an instance writes nothing: what was stored at submission
+	// and the results replay it.
+	if rows := e.PendingRows(); rows != 0 {
+		t.Fatalf("%d rows pending after %d instances started, want none", rows, n)
+	}
 
-	// The first snapshot of every instance waits for the flush interval,
-	// then goes in one call.
-	waitUntil(t, "the first snapshots to be pending", func() bool { return e.PendingRows() == n })
+	// Each step's results wait for the flush interval, then go in one
+	// PersistProgress call: a's, then b's (c, the last task, runs; the
+	// change to GATHERING writes no snapshot either).
 	persist0, complete0, _ := h.store.counts()
-	h.clock.AdvanceToTimer(t, time.Minute)
-	waitUntil(t, "the first snapshots to be written", func() bool { return e.PendingRows() == 0 })
-	if persist, _, _ := h.store.counts(); persist != persist0+1 {
-		t.Fatalf("%d PersistProgress calls for %d first snapshots, want 1", persist-persist0, n)
+	for step := range 2 {
+		for _, d := range ds {
+			echo(e, d)
+		}
+		waitUntil(t, "the step's results to be pending", func() bool { return e.PendingRows() == n })
+		ds = h.disp.take(t, n) // the next tasks go out before the results are written
+		h.clock.AdvanceToTimer(t, time.Minute)
+		// in one call: taken from the queue (no row pending), the call made
+		waitUntil(t, "the step's results to be written", func() bool {
+			persist, _, _ := h.store.counts()
+			return e.PendingRows() == 0 && persist >= persist0+step+1
+		})
+		if persist, _, _ := h.store.counts(); persist != persist0+step+1 {
+			t.Fatalf("step %d: %d PersistProgress calls, want %d", step+1, persist-persist0, step+1)
+		}
 	}
 
 	// Every instance completes at once: results and completions go in one
@@ -59,12 +75,12 @@ func TestGroupCommit(t *testing.T) {
 		}
 	}
 	persist, complete, _ := h.store.counts()
-	if persist != persist0+1 || complete != complete0+1 {
+	if persist != persist0+2 || complete != complete0+1 {
 		t.Fatalf("%d PersistProgress and %d CompleteInstances calls for %d completions, want 0 and 1",
-			persist-persist0-1, complete-complete0, n)
+			persist-persist0-2, complete-complete0, n)
 	}
 	for _, id := range ids {
-		if hist := h.history(id); len(hist) != 1 || !hist[0].OK {
+		if hist := h.history(id); len(hist) != 3 || !hist[0].OK || !hist[1].OK || !hist[2].OK {
 			t.Fatalf("history of %s: %+v", id, hist)
 		}
 	}
@@ -76,21 +92,27 @@ func TestGroupCommitMaxRows(t *testing.T) {
 		c.FlushInterval = time.Hour // never reached: the row bound triggers
 		c.FlushMaxRows = 50
 	})
-	const n = 120
+	const n = 70
 	for i := range n {
-		h.submit(e, singleSpec, map[string]any{"n": i})
+		h.submit(e, chainSpec, map[string]any{"x": i})
 	}
-	h.disp.take(t, n)
-	// 120 first snapshots: two full batches go without waiting; the last 20
-	// wait for the interval.
-	waitUntil(t, "the full batches to be written", func() bool {
+	ds := h.disp.take(t, n)
+	// 50 results go without waiting for the interval; 20 more wait for it.
+	for _, d := range ds[:50] {
+		echo(e, d)
+	}
+	waitUntil(t, "the full batch to be written", func() bool {
 		persist, _, _ := h.store.counts()
-		return persist >= 2 && e.PendingRows() == n%50
+		return persist == 1 && e.PendingRows() == 0
 	})
+	for _, d := range ds[50:] {
+		echo(e, d)
+	}
+	waitUntil(t, "the others to be pending", func() bool { return e.PendingRows() == n-50 })
 	h.store.mu.Lock()
 	defer h.store.mu.Unlock()
-	if h.store.progressRows != n-n%50 {
-		t.Fatalf("%d rows written, want %d", h.store.progressRows, n-n%50)
+	if persist := h.store.persistCalls; persist != 1 || h.store.progressRows != 50 {
+		t.Fatalf("%d rows written in %d calls, want 50 in 1", h.store.progressRows, persist)
 	}
 }
 

@@ -359,7 +359,10 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			return
 		}
 		inst.st.startedAt = now
-		inst.structural = true
+		// No snapshot for the start: what was stored at submission plus
+		// the results recorded later replays it (hydration starts a fresh
+		// graph again and replays them), and an instance living past one
+		// group commit would otherwise write its row twice.
 		if inst.state = inst.g.State(); !inst.state.Terminal() {
 			inst.api = inst.clientState()
 			inst.h.state.Store(inst.api)
@@ -692,20 +695,20 @@ func (s *shard) emit(inst *instance, ev Event) {
 //
 // Snapshot amortisation: results are durable on their own (hydration
 // replays them), so a snapshot only bounds the replay. One is written when
-// the instance's structure changed (first claim, a spread expanded, a state
-// change), and otherwise once the results recorded since the last snapshot
-// weigh at least half of it (payload + 32 bytes per result). Snapshot sizes
-// then grow geometrically while results accumulate, so the bytes written
-// over an instance's life are a small multiple of its final snapshot — O(n)
-// for an n-wide spread, where a snapshot per completion would be O(n²).
+// a spread expanded (its width is not one result), and otherwise once at
+// least minSnapshotResults results were recorded since the last snapshot
+// and they weigh at least half of it (payload + 32 bytes per result).
+// Snapshot sizes then grow geometrically while results accumulate, so the
+// bytes written over an instance's life are a small multiple of its final
+// snapshot — O(n) for an n-wide spread, where a snapshot per completion
+// would be O(n²). Neither the start nor a change of state (RUNNING to
+// GATHERING) needs one: replay reproduces both, and an instance that lives
+// past a group commit would write its row again for each.
 func (s *shard) settle(inst *instance) {
 	if inst.finishing {
 		return
 	}
 	if st := inst.g.State(); !st.Terminal() && (st != inst.state || clientState(st, inst.resolvedAny) != inst.api) {
-		if st != inst.state {
-			inst.structural = true
-		}
 		inst.state = st
 		inst.api = inst.clientState()
 		inst.h.state.Store(inst.api)
@@ -943,6 +946,6 @@ func statusState(st InstanceStatus) InstanceState {
 }
 
 // minSnapshotResults is the fewest results recorded between two amortised
-// snapshots: a small instance replays a handful of results on hydration
-// rather than rewriting its snapshot after every completion.
-const minSnapshotResults = 8
+// snapshots: a small instance replays a few dozen results on hydration
+// (microseconds each) rather than rewriting its snapshot as it goes.
+const minSnapshotResults = 32
