@@ -1,6 +1,8 @@
 package remote
 
 import (
+	"slices"
+
 	"google.golang.org/protobuf/proto"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -158,4 +160,56 @@ func batchLen(m proto.Message) int {
 		}
 	}
 	return 0
+}
+
+// attemptID is an attempt key's fields, comparable.
+type attemptID struct {
+	instance, execution string
+	attempt             uint32
+}
+
+func attemptIDOf(k *robonetv1.AttemptKey) attemptID {
+	return attemptID{k.GetInstanceId(), k.GetExecutionId(), k.GetAttempt()}
+}
+
+// dropAnswered removes, from a queue of a host's messages to its leader,
+// the starts of attempts whose result is queued too. The result ends the
+// attempt at the leader, which keeps a start only to know the attempt's
+// worker while it runs, so such a start is work for both ends and nothing
+// more; short attempts (a start and a result a few microseconds apart)
+// lose most of theirs. A start always precedes its result in the queue,
+// so what remains keeps its order. Items someone waits for stay as they
+// are, and a start message left empty is dropped. Other queues are
+// returned as they are.
+func dropAnswered[T proto.Message](q []item[T]) []item[T] {
+	var results map[attemptID]bool
+	for _, it := range q {
+		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok {
+			for _, r := range m.GetResults().GetResults() {
+				if results == nil {
+					results = make(map[attemptID]bool, len(m.GetResults().GetResults()))
+				}
+				results[attemptIDOf(r.GetKey())] = true
+			}
+		}
+	}
+	if len(results) == 0 {
+		return q
+	}
+	out := q[:0]
+	for _, it := range q {
+		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok && it.done == nil {
+			if st := m.GetStarted(); st != nil {
+				st.Items = slices.DeleteFunc(st.Items, func(a *robonetv1.AttemptStarted) bool {
+					return results[attemptIDOf(a.GetKey())]
+				})
+				if len(st.Items) == 0 {
+					continue
+				}
+			}
+		}
+		out = append(out, it)
+	}
+	clear(q[len(out):]) // no reference kept to what was dropped
+	return out
 }

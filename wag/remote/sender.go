@@ -152,6 +152,10 @@ func coalesce[T proto.Message](q []item[T]) []item[T] {
 	if len(q) < 2 {
 		return q
 	}
+	q = dropAnswered(q)
+	if len(q) < 2 {
+		return q
+	}
 	out := q[:1]
 	sizes := []int{proto.Size(q[0].v)}
 	counts := []int{batchLen(q[0].v)} // items, within MaxBatchItems

@@ -104,12 +104,13 @@ func describeLead(m *robonetv1.LeadResponse) string {
 
 // Interleaved kinds still merge, as far as order allows: a start may be
 // delivered earlier than queued (past results and answers), a result never
-// earlier — so no result arrives before the start queued ahead of it.
+// earlier — so no result arrives before the start queued ahead of it. A
+// start whose result is queued too is not sent at all.
 func TestCoalesceOvertaking(t *testing.T) {
 	var q []item[*robonetv1.LeadResponse]
 	for _, m := range []*robonetv1.LeadResponse{
-		leadStarted("a"), leadResults("a"), leadStarted("b"), leadResults("b"), leadStarted("c"),
-		leadAnswer(1), leadStarted("d"), leadResults("c"), leadResults("d"),
+		leadStarted("a"), leadResults("a"), leadStarted("b", "x"), leadResults("b"), leadStarted("c"),
+		leadAnswer(1), leadStarted("d"), leadResults("e"),
 	} {
 		q = append(q, item[*robonetv1.LeadResponse]{v: m})
 	}
@@ -117,7 +118,7 @@ func TestCoalesceOvertaking(t *testing.T) {
 	for _, it := range coalesce(q) {
 		got = append(got, describeLead(it.v))
 	}
-	want := "started(a,b,c,d) results(a,b) answer(1) results(c,d)"
+	want := "results(a) started(x,c,d) results(b) answer(1) results(e)"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("coalesced\n got %s\nwant %s", strings.Join(got, " "), want)
 	}
@@ -149,6 +150,33 @@ func TestCoalesceOvertaking(t *testing.T) {
 	want = "heartbeats×1 register heartbeats×3 reports×2"
 	if strings.Join(got, " ") != want {
 		t.Fatalf("coalesced pool messages\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+}
+
+// A start whose result is queued behind it is dropped, whole messages of
+// them too; a start someone waits for, or of another attempt of the same
+// task, stays.
+func TestCoalesceDropsAnsweredStarts(t *testing.T) {
+	waited := item[*robonetv1.LeadResponse]{v: leadStarted("w"), done: make(chan struct{})}
+	retry := leadStarted("r")
+	retry.GetStarted().Items[0].Key.Attempt = 2
+	q := []item[*robonetv1.LeadResponse]{
+		{v: leadStarted("a", "b")}, {v: leadStarted("c")}, waited, {v: retry},
+		{v: leadResults("a", "c", "w", "r")}, {v: leadStarted("d")},
+	}
+	var got []string
+	for _, it := range coalesce(q) {
+		got = append(got, describeLead(it.v))
+	}
+	// b and the waited-for w are kept (w unmerged), r's attempt 2 has no
+	// result; d has none either.
+	if want := "started(b,r,d) started(w) results(a,c,w,r)"; strings.Join(got, " ") != want {
+		t.Fatalf("coalesced\n got %s\nwant %s", strings.Join(got, " "), want)
+	}
+	// Other streams' queues are left alone.
+	wq := []item[*robonetv1.WorkResponse]{{v: assign("a")}, {v: assign("b")}}
+	if out := dropAnswered(wq); len(out) != 2 {
+		t.Fatalf("a pool's queue lost messages: %d left", len(out))
 	}
 }
 
