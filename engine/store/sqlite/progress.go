@@ -3,7 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -12,48 +14,77 @@ import (
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// batchWriter holds the prepared statements of one progress or completion
+// batchWriter holds the prepared statement of one progress or completion
 // transaction. SQLite runs in-process: a prepared statement executed once
 // per row inside one transaction costs no round trip, and the transaction
 // commits (and fsyncs) once for the whole batch — the group commit.
 type batchWriter struct {
 	ctx    context.Context
+	tx     *sql.Tx
 	now    time.Time
-	owned  *sql.Stmt
 	result *sql.Stmt
 }
 
 func newBatchWriter(ctx context.Context, tx *sql.Tx, now time.Time) (*batchWriter, error) {
-	owned, err := tx.PrepareContext(ctx, `
-		SELECT EXISTS (SELECT 1 FROM queued_instances
-		               WHERE instance_id = ? AND lock_uuid = ? AND lock_expires_at > ?)`)
-	if err != nil {
-		return nil, err
-	}
 	result, err := tx.PrepareContext(ctx, `
 		INSERT INTO runner_actions_done
 		    (instance_id, execution_id, attempt, ok, output, error, worker_id, started_at, finished_at, recorded_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (instance_id, execution_id, attempt) DO NOTHING`)
 	if err != nil {
-		_ = owned.Close()
 		return nil, err
 	}
-	return &batchWriter{ctx: ctx, now: now, owned: owned, result: result}, nil
+	return &batchWriter{ctx: ctx, tx: tx, now: now, result: result}, nil
 }
 
-func (b *batchWriter) close() {
-	_ = b.owned.Close()
-	_ = b.result.Close()
-}
+func (b *batchWriter) close() { _ = b.result.Close() }
 
-// holds reports whether owner holds a live lease on id. The whole batch is
-// one write transaction on the only writer, so the answer cannot change
-// before the commit.
-func (b *batchWriter) holds(id, owner uuid.UUID) (bool, error) {
-	var ok bool
-	err := b.owned.QueryRowContext(b.ctx, id, owner, micros(b.now)).Scan(&ok)
-	return ok, err
+// lease is an instance and the owner a batch says holds it.
+type lease struct{ id, owner uuid.UUID }
+
+// held returns which of leases are live: one statement per owner (a batch
+// has one), however many instances. The whole batch is one write
+// transaction on the only writer, so the answer cannot change before the
+// commit.
+func (b *batchWriter) held(leases []lease) (map[lease]bool, error) {
+	ids := map[uuid.UUID]*strings.Builder{} // by owner: a JSON array of ids
+	for _, l := range leases {
+		w := ids[l.owner]
+		if w == nil {
+			w = &strings.Builder{}
+			w.Grow(39*len(leases) + 2)
+			w.WriteByte('[')
+			ids[l.owner] = w
+		} else {
+			w.WriteByte(',')
+		}
+		w.WriteByte('"')
+		w.WriteString(l.id.String())
+		w.WriteByte('"')
+	}
+	out := make(map[lease]bool, len(leases))
+	for owner, w := range ids {
+		w.WriteByte(']')
+		rows, err := b.tx.QueryContext(b.ctx, `
+			SELECT instance_id FROM queued_instances
+			WHERE instance_id IN (SELECT value FROM json_each(?)) AND lock_uuid = ? AND lock_expires_at > ?`,
+			w.String(), owner, micros(b.now))
+		if err != nil {
+			return nil, err
+		}
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				_ = rows.Close()
+				return nil, err
+			}
+			out[lease{id, owner}] = true
+		}
+		if err := errors.Join(rows.Err(), rows.Close()); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
 }
 
 // record appends results, ignoring a duplicate (execution, attempt).
@@ -87,12 +118,16 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 			return err
 		}
 		defer b.close()
+		leases := make([]lease, len(merged.Items))
 		for i, p := range merged.Items {
-			held, err := b.holds(p.InstanceID, p.Owner)
-			if err != nil {
-				return err
-			}
-			if !held {
+			leases[i] = lease{p.InstanceID, p.Owner}
+		}
+		held, err := b.held(leases)
+		if err != nil {
+			return err
+		}
+		for i, p := range merged.Items {
+			if !held[leases[i]] {
 				outcomes[i] = storeutil.ErrOwnershipLost(p.InstanceID)
 				continue
 			}
@@ -138,12 +173,16 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 			return err
 		}
 		defer b.close()
+		leases := make([]lease, len(batch))
 		for i, c := range batch {
-			held, err := b.holds(c.InstanceID, c.Owner)
-			if err != nil {
-				return err
-			}
-			if !held {
+			leases[i] = lease{c.InstanceID, c.Owner}
+		}
+		held, err := b.held(leases)
+		if err != nil {
+			return err
+		}
+		for i, c := range batch {
+			if !held[leases[i]] {
 				outcomes[i] = storeutil.ErrOwnershipLost(c.InstanceID)
 				continue
 			}

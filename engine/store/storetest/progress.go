@@ -146,6 +146,35 @@ func testProgressSameInstanceTwiceInBatch(t *testing.T, s engine.Store) {
 	checkResults(t, "history", history(t, s, id), []engine.ActionResult{result(id, "t1", 1, true), result(id, "t2", 1, true)})
 }
 
+// testProgressTwoOwners: one batch may carry instances of two owners, each
+// checked against its own lease.
+func testProgressTwoOwners(t *testing.T, s engine.Store) {
+	a, b := newOwner(1), newOwner(1)
+	first := queueN(t, s, 1)[0]
+	a.mustClaim(t, s, longLease, first)
+	second := queueN(t, s, 1)[0]
+	b.mustClaim(t, s, longLease, second)
+	out, err := s.PersistProgress(ctx(t), []engine.Progress{
+		{InstanceID: first, Owner: a.id, Results: []engine.ActionResult{result(first, "t", 1, true)}},
+		{InstanceID: second, Owner: b.id, Results: []engine.ActionResult{result(second, "t", 1, true)}},
+	})
+	if err != nil || len(out) != 2 || out[0] != nil || out[1] != nil {
+		t.Fatalf("PersistProgress of two owners' instances = %v, %v; want both written", out, err)
+	}
+	out, err = s.PersistProgress(ctx(t), []engine.Progress{
+		{InstanceID: first, Owner: b.id, Results: []engine.ActionResult{result(first, "t", 2, true)}},
+		{InstanceID: second, Owner: a.id, Results: []engine.ActionResult{result(second, "t", 2, true)}},
+	})
+	if err != nil || len(out) != 2 {
+		t.Fatalf("PersistProgress with the owners swapped = %v, %v", out, err)
+	}
+	wantErr(t, "progress of a's instance by b", out[0], engine.ErrOwnershipLost)
+	wantErr(t, "progress of b's instance by a", out[1], engine.ErrOwnershipLost)
+	if len(history(t, s, first)) != 1 || len(history(t, s, second)) != 1 {
+		t.Fatalf("histories %v and %v, want one result each", keys(history(t, s, first)), keys(history(t, s, second)))
+	}
+}
+
 // testProgressStaleOwnerRefused: after a takeover the old owner's progress
 // is refused, none of it (results, snapshot, schedule) is written, and the
 // rest of its batch is unaffected.

@@ -69,6 +69,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ProgressStateAndSchedule", testProgressStateAndSchedule},
 		{"ProgressSameInstanceTwiceInBatch", testProgressSameInstanceTwiceInBatch},
 		{"ProgressStaleOwnerRefused", testProgressStaleOwnerRefused},
+		{"ProgressTwoOwners", testProgressTwoOwners},
 		{"ProgressExpiredLeaseRefused", testProgressExpiredLeaseRefused},
 		{"Complete", testComplete},
 		{"CompleteStaleOwnerRefused", testCompleteStaleOwnerRefused},
