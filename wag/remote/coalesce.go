@@ -182,18 +182,32 @@ func attemptIDOf(k *robonetv1.AttemptKey) attemptID {
 // are, and a start message left empty is dropped. Other queues are
 // returned as they are.
 func dropAnswered[T proto.Message](q []item[T]) []item[T] {
-	var results map[attemptID]bool
+	// The starts queued (fewer than the results, as a rule) are the set;
+	// the results mark those they answer.
+	var starts map[attemptID]bool
 	for _, it := range q {
-		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok {
-			for _, r := range m.GetResults().GetResults() {
-				if results == nil {
-					results = make(map[attemptID]bool, len(m.GetResults().GetResults()))
+		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok && it.done == nil {
+			for _, a := range m.GetStarted().GetItems() {
+				if starts == nil {
+					starts = make(map[attemptID]bool, len(m.GetStarted().GetItems()))
 				}
-				results[attemptIDOf(r.GetKey())] = true
+				starts[attemptIDOf(a.GetKey())] = false
 			}
 		}
 	}
-	if len(results) == 0 {
+	answered := 0
+	for _, it := range q {
+		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok && starts != nil {
+			for _, r := range m.GetResults().GetResults() {
+				k := attemptIDOf(r.GetKey())
+				if marked, queued := starts[k]; queued && !marked {
+					starts[k] = true
+					answered++
+				}
+			}
+		}
+	}
+	if answered == 0 {
 		return q
 	}
 	out := q[:0]
@@ -201,7 +215,7 @@ func dropAnswered[T proto.Message](q []item[T]) []item[T] {
 		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok && it.done == nil {
 			if st := m.GetStarted(); st != nil {
 				st.Items = slices.DeleteFunc(st.Items, func(a *robonetv1.AttemptStarted) bool {
-					return results[attemptIDOf(a.GetKey())]
+					return starts[attemptIDOf(a.GetKey())]
 				})
 				if len(st.Items) == 0 {
 					continue
