@@ -34,7 +34,10 @@ func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, e
 	if err != nil {
 		return InstanceView{}, err
 	}
-	if !ok {
+	if !ok || v.State.Terminal() {
+		// Not held, or its completion committed between the check above
+		// and the live view (which then says finished but has no
+		// outputs): the Store has all of it.
 		return e.q.GetInstance(ctx, id)
 	}
 	if trimmed {
