@@ -1,0 +1,181 @@
+package engine
+
+import (
+	"container/heap"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine/graph"
+)
+
+// process applies the effects of one graph call (replaying recorded
+// attempts first during hydration).
+func (s *shard) process(inst *instance, fx []graph.Effect, now time.Time) {
+	if len(fx) == 0 {
+		return
+	}
+	var replayed int
+	s.work, replayed = drive(inst.g, inst.pe, inst.rec, fx, now, s.work, func(e graph.Effect) { s.effect(inst, e, now) })
+	inst.sinceBytes += replayed
+	if replayed > 0 {
+		inst.sinceCount++
+	}
+}
+
+// effect applies one effect.
+func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
+	pe := inst.pe
+	switch e.Kind {
+	case graph.Dispatch:
+		t := pe.task(e.Task.Node)
+		s.e.cfg.Metrics.Capability(t.GetCapability()).Dispatched.Inc()
+		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
+		s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
+			AttemptKey: key,
+			Term:       s.e.cfg.Term,
+			Workflow:   pe.info.Name,
+			Task:       t.GetName(),
+			Index:      e.Task.Index,
+			Capability: t.GetCapability(),
+			Action:     t.GetAction(),
+			Input:      e.Input,
+			Timeout:    t.GetTimeout().AsDuration(),
+			Verify:     int(t.GetVerify()),
+		}})
+		if inst.started[e.Task.Node] == 0 {
+			inst.started[e.Task.Node] = now.UnixNano()
+		}
+		inst.history.dispatched(e.Task, now)
+		if e.Task.Index == 0 && e.Attempt == 1 {
+			inst.structural = true // a spread expanded
+		}
+		s.emit(inst, Event{Kind: EventTaskStarted, Task: t.GetName(), Index: e.Task.Index, Attempt: e.Attempt})
+	case graph.Cancel:
+		s.cancelOp(inst, e.Task, e.Attempt)
+		delete(inst.progress, e.Task)
+		s.emit(inst, Event{Kind: EventTaskCancelled, Task: pe.task(e.Task.Node).GetName(), Index: e.Task.Index, Attempt: e.Attempt})
+	case graph.SetTimer:
+		heap.Push(&s.timers, timerEntry{at: e.Timer.At, inst: inst, t: e.Timer})
+		if e.Timer.Kind == graph.Retry {
+			s.e.cfg.Metrics.Capability(pe.task(e.Timer.Task.Node).GetCapability()).Retried.Inc()
+			s.emit(inst, Event{Kind: EventTaskRetrying, Task: pe.task(e.Timer.Task.Node).GetName(), Index: e.Timer.Task.Index,
+				Attempt: e.Timer.Attempt, RetryAt: e.Timer.At})
+		}
+	case graph.Finished:
+		s.finish(inst, e.State)
+	}
+}
+
+// resolvedTask announces what a completion or timeout of ref resolved: the
+// task itself (a plain task, or a spread whose barrier fired) and, through
+// the successor lists, tasks resolved without running (skipped, failed
+// guards, empty spreads). O(d) in the tasks it touches.
+func (s *shard) resolvedTask(inst *instance, ref graph.TaskRef, now time.Time) {
+	if ref.Index < 0 {
+		// The attempt's own event said it; mark the task if it resolved.
+		switch inst.g.Task(ref).Status {
+		case graph.TaskCompleted, graph.TaskFailed:
+			inst.announced[ref.Node] = true
+			inst.finished[ref.Node] = now.UnixNano()
+			s.announceFrom(inst, inst.pe.succ[ref.Node], now)
+		}
+		return
+	}
+	s.announceFrom(inst, []int32{ref.Node}, now)
+}
+
+// announceRoots announces the roots resolved by Start and what follows.
+func (s *shard) announceRoots(inst *instance, now time.Time) {
+	var roots []int32
+	for node := range inst.announced {
+		if len(inst.pe.task(int32(node)).GetNeeds()) == 0 {
+			roots = append(roots, int32(node))
+		}
+	}
+	s.announceFrom(inst, roots, now)
+}
+
+func (s *shard) announceFrom(inst *instance, nodes []int32, now time.Time) {
+	queue := append([]int32(nil), nodes...)
+	for len(queue) > 0 {
+		node := queue[0]
+		queue = queue[1:]
+		if inst.announced[node] {
+			continue
+		}
+		info := inst.g.Task(graph.Ref(node))
+		ev := Event{Task: inst.pe.task(node).GetName(), Index: -1, Attempt: info.Attempt}
+		switch info.Status {
+		case graph.TaskCompleted:
+			ev.Kind, ev.Output = EventTaskCompleted, info.Output
+		case graph.TaskFailed:
+			ev.Kind, ev.Error = EventTaskFailed, info.Error
+		case graph.TaskSkipped:
+			ev.Kind = EventTaskSkipped
+		default:
+			continue // not resolved: nothing to say, and nothing after it resolved
+		}
+		inst.announced[node] = true
+		inst.finished[node] = now.UnixNano()
+		s.emit(inst, ev)
+		queue = append(queue, inst.pe.succ[node]...)
+	}
+}
+
+// emit appends an event to the instance's log.
+func (s *shard) emit(inst *instance, ev Event) {
+	ev.Time = s.now()
+	if ev.Kind == EventState {
+		ev.Index = -1
+	}
+	if ev.State == "" {
+		ev.State = inst.api
+	}
+	inst.log.append(ev)
+}
+
+// settle runs after every event of an instance: it reports state changes
+// and decides whether to write a snapshot.
+//
+// Snapshot amortisation: results are durable on their own (hydration
+// replays them), so a snapshot only bounds the replay. One is written when
+// a spread expanded (its width is not one result), and otherwise once at
+// least minSnapshotResults results were recorded since the last snapshot
+// and they weigh at least half of it (payload + 32 bytes per result).
+// Snapshot sizes then grow geometrically while results accumulate, so the
+// bytes written over an instance's life are a small multiple of its final
+// snapshot — O(n) for an n-wide spread, where a snapshot per completion
+// would be O(n²). Neither the start nor a change of state (RUNNING to
+// GATHERING) needs one: replay reproduces both, and an instance that lives
+// past a group commit would write its row again for each.
+func (s *shard) settle(inst *instance) {
+	if inst.finishing {
+		return
+	}
+	if st := inst.g.State(); !st.Terminal() && (st != inst.state || clientState(st, inst.resolvedAny) != inst.api) {
+		inst.state = st
+		inst.api = inst.clientState()
+		inst.h.state.Store(inst.api)
+		s.emit(inst, Event{Kind: EventState})
+	}
+	if inst.structural || (inst.sinceCount >= minSnapshotResults && 2*inst.sinceBytes >= inst.snapBytes) {
+		s.snapshot(inst)
+	}
+}
+
+func (s *shard) snapshot(inst *instance) {
+	snap, err := inst.g.Snapshot()
+	if err != nil {
+		inst.lg.Error("cannot snapshot the instance", zap.Error(err))
+		return
+	}
+	b := inst.st.encode(snap)
+	s.fl = append(s.fl, flushItem{inst: inst, state: b})
+	inst.snapBytes, inst.sinceBytes, inst.sinceCount, inst.structural = len(b), 0, 0, false
+}
+
+// minSnapshotResults is the fewest results recorded between two amortised
+// snapshots: a small instance replays a few dozen results on hydration
+// (microseconds each) rather than rewriting its snapshot as it goes.
+const minSnapshotResults = 32

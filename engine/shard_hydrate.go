@@ -1,0 +1,164 @@
+package engine
+
+import (
+	"container/heap"
+	"fmt"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/value"
+)
+
+// hydrate takes a claimed instance into memory: restore (or start) its
+// graph, replay what was recorded, apply a pending cancel request and arm
+// its deadline.
+func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder) {
+	if old := s.insts[c.ID]; old != nil { // our lease lapsed and we claimed it again
+		s.evict(old, "claimed again after its lease lapsed")
+	}
+	now := s.now()
+	inst := &instance{
+		id:        c.ID,
+		h:         h,
+		pe:        pe,
+		createdAt: c.CreatedAt,
+		lg:        s.log.With(zap.Stringer("instance", c.ID)),
+		api:       StateRunning,
+		progress:  make(map[graph.TaskRef]*TaskProgress),
+	}
+	h.state.Store(StateRunning)
+	last, ok := s.lastSeq[c.ID]
+	if !ok {
+		last = s.e.cfg.Term << 32
+	}
+	delete(s.lastSeq, c.ID)
+	inst.log = newEventLog(s.e.cfg.EventLogSize, last)
+	s.insts[c.ID] = inst
+
+	if perr != nil {
+		s.failEarly(inst, fmt.Sprintf("cannot load its workflow version: %v", perr))
+		return
+	}
+	st, err := decodeState(c.State)
+	if err != nil {
+		s.failEarly(inst, fmt.Sprintf("cannot read its stored state: %v", err))
+		return
+	}
+	inst.st = st
+	inst.rec = newRecorded(c.Results)
+	inst.history.hydrated(pe, c.Results)
+	n := pe.plan.NumTasks()
+	inst.announced = make([]bool, n)
+	inst.started = make([]int64, n)
+	inst.finished = make([]int64, n)
+
+	var fx []graph.Effect
+	fresh := len(st.graph) == 0
+	switch {
+	case c.CancelRequested:
+		// Cancelled before it ran, or while its previous owner ran it:
+		// nothing new is dispatched, and attempts left in flight are
+		// cancelled.
+		if fresh {
+			inst.g = pe.plan.NewGraph(c.ID.String())
+		} else if inst.g, err = pe.plan.Restore(c.ID.String(), st.graph); err != nil {
+			s.failEarly(inst, fmt.Sprintf("cannot restore its snapshot: %v", err))
+			return
+		}
+		inst.state = inst.g.State()
+		inst.cancelReason = "cancelled by request"
+		if fx = inst.g.Cancel(now); fx == nil {
+			fx = inst.g.Resume(now) // already terminal: Finished again
+		}
+		fresh = false
+	case fresh:
+		inputs, err := value.Decode(c.Inputs)
+		in, isMap := inputs.(map[string]any)
+		if err != nil || (!isMap && inputs != nil) {
+			s.failEarly(inst, fmt.Sprintf("cannot read its stored inputs: %v", err))
+			return
+		}
+		inst.g = pe.plan.NewGraph(c.ID.String())
+		if fx, err = inst.g.Start(in, now); err != nil {
+			s.failEarly(inst, fmt.Sprintf("cannot start: %v", err))
+			return
+		}
+		inst.st.startedAt = now
+		// No snapshot for the start: what was stored at submission plus
+		// the results recorded later replays it (hydration starts a fresh
+		// graph again and replays them), and an instance living past one
+		// group commit would otherwise write its row twice.
+		if inst.state = inst.g.State(); !inst.state.Terminal() {
+			inst.api = inst.clientState()
+			inst.h.state.Store(inst.api)
+		}
+		s.emit(inst, Event{Kind: EventState})
+		inst.lg.Info("instance started", zap.String("workflow", pe.info.Name), zap.Uint32("version", pe.info.Version))
+	default:
+		if inst.g, err = pe.plan.Restore(c.ID.String(), st.graph); err != nil {
+			s.failEarly(inst, fmt.Sprintf("cannot restore its snapshot: %v", err))
+			return
+		}
+		inst.state = inst.g.State()
+		inst.resolvedAny = true // restored mid-run
+		inst.st.graph = nil     // every later snapshot is taken from the graph
+		fx = inst.g.Resume(now)
+		inst.lg.Info("instance resumed", zap.String("workflow", pe.info.Name), zap.Uint32("version", pe.info.Version),
+			zap.Int("recorded_results", len(c.Results)))
+	}
+	// The snapshot restored is st.graph; it counts as written.
+	inst.snapBytes = len(c.State)
+	if fresh {
+		s.announceRoots(inst, now)
+	}
+	s.process(inst, fx, now)
+	if !fresh {
+		s.markResolved(inst, c.Results)
+	}
+	inst.rec = nil // every recorded attempt still relevant was replayed above
+
+	if !inst.finishing && !st.deadlineAt.IsZero() {
+		if now.Before(st.deadlineAt) {
+			heap.Push(&s.timers, timerEntry{at: st.deadlineAt, inst: inst, deadline: true})
+		} else {
+			s.deadlineExceeded(inst, now)
+		}
+	}
+	s.settle(inst)
+}
+
+// markResolved marks the tasks a restored instance had resolved as
+// announced (watchers get them in a snapshot) and takes their times from
+// the recorded results.
+func (s *shard) markResolved(inst *instance, results []ActionResult) {
+	for node := range inst.announced {
+		switch inst.g.Task(graph.Ref(int32(node))).Status {
+		case graph.TaskCompleted, graph.TaskFailed, graph.TaskSkipped, graph.TaskCancelled:
+			inst.announced[node] = true
+		}
+	}
+	for _, r := range results {
+		ref, ok := inst.pe.parseExecution(r.ExecutionID)
+		if !ok {
+			continue
+		}
+		if st := unixNanos(r.StartedAt); st != 0 && (inst.started[ref.Node] == 0 || st < inst.started[ref.Node]) {
+			inst.started[ref.Node] = st
+		}
+		if inst.announced[ref.Node] {
+			inst.finished[ref.Node] = max(inst.finished[ref.Node], unixNanos(r.FinishedAt))
+		}
+	}
+}
+
+// failEarly fails an instance that cannot run at all (its workflow or state
+// cannot be read).
+func (s *shard) failEarly(inst *instance, reason string) {
+	inst.lg.Error("instance cannot run", zap.String("reason", reason))
+	inst.finishing = true
+	inst.failReason = reason
+	s.fl = append(s.fl, flushItem{inst: inst, completion: &Completion{
+		InstanceID: inst.id, Owner: s.e.cfg.Owner, Status: StatusFailed, Error: reason,
+	}})
+}

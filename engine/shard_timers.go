@@ -1,0 +1,90 @@
+package engine
+
+import (
+	"container/heap"
+	"time"
+
+	"github.com/robonet/robonet/engine/graph"
+)
+
+type timerEntry struct {
+	at       time.Time
+	inst     *instance
+	deadline bool        // the workflow deadline; else a graph timer
+	t        graph.Timer // graph timer
+}
+
+type timerHeap []timerEntry
+
+func (h timerHeap) Len() int           { return len(h) }
+func (h timerHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h timerHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *timerHeap) Push(x any)        { *h = append(*h, x.(timerEntry)) }
+func (h *timerHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = timerEntry{}
+	*h = old[:len(old)-1]
+	return x
+}
+
+// arm points the shard's timer at the earliest entry.
+func (s *shard) arm() {
+	if len(s.timers) == 0 {
+		if !s.armed.IsZero() {
+			s.timer.Stop()
+			s.armed = time.Time{}
+		}
+		return
+	}
+	at := s.timers[0].at
+	if s.armed.Equal(at) {
+		return
+	}
+	s.timer.Reset(at.Sub(s.now()))
+	s.armed = at
+}
+
+// fireDue handles every timer that is due. Timers of instances that left
+// are dropped here; the graph ignores timers that no longer apply.
+func (s *shard) fireDue() {
+	now := s.now()
+	for len(s.timers) > 0 && !s.timers[0].at.After(now) {
+		te := heap.Pop(&s.timers).(timerEntry)
+		inst := te.inst
+		if s.insts[inst.id] != inst || inst.finishing {
+			continue
+		}
+		if te.deadline {
+			s.deadlineExceeded(inst, now)
+			continue
+		}
+		s.fire(inst, te.t, now)
+	}
+}
+
+// fire hands a due graph timer to the graph. A timeout that fails an attempt
+// is recorded as that attempt's result, so a later hydration replays the
+// same failure.
+func (s *shard) fire(inst *instance, t graph.Timer, now time.Time) {
+	fx := inst.g.Fire(t, now)
+	if fx == nil {
+		return
+	}
+	if t.Kind == graph.Timeout {
+		info := inst.g.Task(t.Task)
+		ar := ActionResult{InstanceID: inst.id, ExecutionID: inst.pe.executionID(t.Task), Attempt: t.Attempt,
+			Error: info.Error, FinishedAt: now}
+		if p := inst.progress[t.Task]; p != nil && p.Attempt == t.Attempt {
+			ar.WorkerID = p.WorkerID // the worker it timed out on, as its last heartbeat said
+		}
+		s.record(inst, t.Task, ar)
+		delete(inst.progress, t.Task)
+		s.taskFailedLog(inst, t.Task, t.Attempt, info.Error)
+		s.emit(inst, Event{Kind: EventTaskFailed, Task: inst.pe.task(t.Task.Node).GetName(), Index: t.Task.Index,
+			Attempt: t.Attempt, Error: info.Error})
+		s.resolvedTask(inst, t.Task, now)
+	}
+	s.process(inst, fx, now)
+	s.settle(inst)
+}
