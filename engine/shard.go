@@ -96,14 +96,14 @@ type instance struct {
 	id        uuid.UUID
 	h         *holder
 	pe        *planEntry
-	g         *graph.Graph // nil when the instance could not be hydrated
-	st        instanceState
+	g         *graph.Graph  // nil when the instance could not be hydrated
+	envelope  instanceState // the stored facts around the snapshot (state.go)
 	createdAt time.Time
 	lg        *zap.Logger
 	rec       recorded // recorded results not yet replayed (hydration only)
 
-	state graph.State   // last state seen (events, structure changes)
-	api   InstanceState // state reported to clients
+	graphState graph.State   // the graph's state last seen
+	shown      InstanceState // the state clients see (clientState)
 	// resolvedAny: some attempt's result was applied (or the instance was
 	// restored mid-run). Until then a graph that is gathering — every task
 	// dispatched — is shown as RUNNING: nothing has been gathered yet.
@@ -196,7 +196,9 @@ func (s *shard) handOver() {
 
 // clientState is the state clients see of a live instance (see
 // resolvedAny).
-func (inst *instance) clientState() InstanceState { return clientState(inst.state, inst.resolvedAny) }
+func (inst *instance) clientState() InstanceState {
+	return clientState(inst.graphState, inst.resolvedAny)
+}
 
 func clientState(st graph.State, resolvedAny bool) InstanceState {
 	if st == graph.Gathering && !resolvedAny {

@@ -130,7 +130,7 @@ func (s *shard) emit(inst *instance, ev Event) {
 		ev.Index = -1
 	}
 	if ev.State == "" {
-		ev.State = inst.api
+		ev.State = inst.shown
 	}
 	inst.log.append(ev)
 }
@@ -153,10 +153,10 @@ func (s *shard) settle(inst *instance) {
 	if inst.finishing {
 		return
 	}
-	if st := inst.g.State(); !st.Terminal() && (st != inst.state || clientState(st, inst.resolvedAny) != inst.api) {
-		inst.state = st
-		inst.api = inst.clientState()
-		inst.h.state.Store(inst.api)
+	if st := inst.g.State(); !st.Terminal() && (st != inst.graphState || clientState(st, inst.resolvedAny) != inst.shown) {
+		inst.graphState = st
+		inst.shown = inst.clientState()
+		inst.h.state.Store(inst.shown)
 		s.emit(inst, Event{Kind: EventState})
 	}
 	if inst.structural || (inst.sinceCount >= minSnapshotResults && 2*inst.sinceBytes >= inst.snapBytes) {
@@ -170,7 +170,7 @@ func (s *shard) snapshot(inst *instance) {
 		inst.lg.Error("cannot snapshot the instance", zap.Error(err))
 		return
 	}
-	b := inst.st.encode(snap)
+	b := inst.envelope.encode(snap)
 	s.fl = append(s.fl, flushItem{inst: inst, state: b})
 	inst.snapBytes, inst.sinceBytes, inst.sinceCount, inst.structural = len(b), 0, 0, false
 }

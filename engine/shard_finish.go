@@ -35,7 +35,7 @@ func (s *shard) finish(inst *instance, st graph.State) {
 		}
 	}
 	if snap, err := inst.g.Snapshot(); err == nil {
-		c.State = inst.st.encode(snap)
+		c.State = inst.envelope.encode(snap)
 	} else {
 		inst.lg.Error("cannot snapshot the finished instance", zap.Error(err))
 	}
@@ -47,20 +47,20 @@ func (s *shard) completed(inst *instance, c *Completion) {
 	if s.insts[inst.id] != inst {
 		return
 	}
-	inst.api = statusState(c.Status)
-	inst.h.state.Store(inst.api)
+	inst.shown = statusState(c.Status)
+	inst.h.state.Store(inst.shown)
 	s.e.cfg.Metrics.InstanceFinished(string(c.Status))
 	ev := Event{Kind: EventState, Error: c.Error}
 	if c.Status == StatusComplete && inst.g != nil {
 		ev.Output = inst.g.Outputs()
 	}
 	s.emit(inst, ev)
-	fields := []zap.Field{zap.String("state", string(inst.api))}
+	fields := []zap.Field{zap.String("state", string(inst.shown))}
 	if c.Error != "" {
 		fields = append(fields, zap.String("error", c.Error))
 	}
-	if !inst.st.startedAt.IsZero() {
-		fields = append(fields, zap.Duration("duration", s.now().Sub(inst.st.startedAt)))
+	if !inst.envelope.startedAt.IsZero() {
+		fields = append(fields, zap.Duration("duration", s.now().Sub(inst.envelope.startedAt)))
 	}
 	inst.lg.Info("instance finished", fields...)
 	s.remove(inst)
@@ -82,8 +82,8 @@ func (s *shard) deadlineExceeded(inst *instance, now time.Time) {
 	if inst.finishing || inst.g == nil {
 		return
 	}
-	inst.failReason = fmt.Sprintf("deadline exceeded after %s", inst.st.deadline)
-	inst.lg.Warn("instance deadline exceeded", zap.Duration("deadline", inst.st.deadline))
+	inst.failReason = fmt.Sprintf("deadline exceeded after %s", inst.envelope.deadline)
+	inst.lg.Warn("instance deadline exceeded", zap.Duration("deadline", inst.envelope.deadline))
 	s.process(inst, inst.g.Cancel(now), now)
 	s.settle(inst)
 }

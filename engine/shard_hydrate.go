@@ -24,7 +24,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		pe:        pe,
 		createdAt: c.CreatedAt,
 		lg:        s.log.With(zap.Stringer("instance", c.ID)),
-		api:       StateRunning,
+		shown:     StateRunning,
 		progress:  make(map[graph.TaskRef]*TaskProgress),
 	}
 	h.state.Store(StateRunning)
@@ -45,7 +45,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		s.failEarly(inst, fmt.Sprintf("cannot read its stored state: %v", err))
 		return
 	}
-	inst.st = st
+	inst.envelope = st
 	inst.rec = newRecorded(c.Results)
 	inst.history.hydrated(pe, c.Results)
 	n := pe.plan.NumTasks()
@@ -66,7 +66,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			s.failEarly(inst, fmt.Sprintf("cannot restore its snapshot: %v", err))
 			return
 		}
-		inst.state = inst.g.State()
+		inst.graphState = inst.g.State()
 		inst.cancelReason = "cancelled by request"
 		if fx = inst.g.Cancel(now); fx == nil {
 			fx = inst.g.Resume(now) // already terminal: Finished again
@@ -84,14 +84,14 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			s.failEarly(inst, fmt.Sprintf("cannot start: %v", err))
 			return
 		}
-		inst.st.startedAt = now
+		inst.envelope.startedAt = now
 		// No snapshot for the start: what was stored at submission plus
 		// the results recorded later replays it (hydration starts a fresh
 		// graph again and replays them), and an instance living past one
 		// group commit would otherwise write its row twice.
-		if inst.state = inst.g.State(); !inst.state.Terminal() {
-			inst.api = inst.clientState()
-			inst.h.state.Store(inst.api)
+		if inst.graphState = inst.g.State(); !inst.graphState.Terminal() {
+			inst.shown = inst.clientState()
+			inst.h.state.Store(inst.shown)
 		}
 		s.emit(inst, Event{Kind: EventState})
 		inst.lg.Info("instance started", zap.String("workflow", pe.info.Name), zap.Uint32("version", pe.info.Version))
@@ -100,9 +100,9 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			s.failEarly(inst, fmt.Sprintf("cannot restore its snapshot: %v", err))
 			return
 		}
-		inst.state = inst.g.State()
-		inst.resolvedAny = true // restored mid-run
-		inst.st.graph = nil     // every later snapshot is taken from the graph
+		inst.graphState = inst.g.State()
+		inst.resolvedAny = true   // restored mid-run
+		inst.envelope.graph = nil // every later snapshot is taken from the graph
 		fx = inst.g.Resume(now)
 		inst.lg.Info("instance resumed", zap.String("workflow", pe.info.Name), zap.Uint32("version", pe.info.Version),
 			zap.Int("recorded_results", len(c.Results)))

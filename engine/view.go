@@ -102,10 +102,10 @@ func (inst *instance) fullView() InstanceView {
 		ID:        inst.id,
 		Workflow:  inst.pe.info.Name,
 		Version:   inst.pe.info.Version,
-		State:     inst.api,
+		State:     inst.shown,
 		Inputs:    inst.g.Inputs(),
 		CreatedAt: inst.createdAt,
-		StartedAt: inst.st.startedAt,
+		StartedAt: inst.envelope.startedAt,
 	}
 	// A finishing instance shows its last running state until its
 	// completion is durable, then its terminal state — from the commit on,
