@@ -17,20 +17,21 @@ var (
 	ErrJoin = errors.New("joining the mesh")
 )
 
-// NotLeaderError says that a call needs the Raft leader and where it is, if
-// known. Callers redirect to LeaderGRPC (and retry, bounded, while it is
-// empty during an election).
+// NotLeaderError says that a call needs the leader (of Raft, and so of the
+// engine) and where it is, if known. Callers redirect to LeaderGRPC (and
+// retry, bounded, while it is empty during an election); the node's API
+// edge maps it to UNAVAILABLE with the leader in an ErrorInfo detail.
 type NotLeaderError struct {
 	Leader     string // name of the current leader; empty while there is none
 	LeaderGRPC string // its gRPC address, from its gossip metadata
-	Term       uint64 // the term this node knows the leader in
+	Term       uint64 // the term this node knows the leader in; 0: none
 }
 
 func (e *NotLeaderError) Error() string {
 	if e.Leader == "" {
-		return "not the leader: no leader known (election in progress?)"
+		return "this node does not lead and knows no leader (an election is in progress)"
 	}
-	return fmt.Sprintf("not the leader: the leader is %s at %q (term %d)", e.Leader, e.LeaderGRPC, e.Term)
+	return fmt.Sprintf("this node does not lead; the leader is %s at %s (term %d)", e.Leader, e.LeaderGRPC, e.Term)
 }
 
 // Is makes errors.Is(err, ErrNotLeader) true.

@@ -54,7 +54,7 @@
 // otherwise forwarded to the leader's gRPC address (from gossip) over a
 // cached connection, marked with a header so that they make one hop at
 // most: a node that receives a forwarded call and does not lead answers a
-// typed NotLeaderError (UNAVAILABLE, ErrorInfo NOT_LEADER with the leader
+// typed mesh.NotLeaderError (UNAVAILABLE, ErrorInfo NOT_LEADER with the leader
 // it knows). While no leader is known, and when a forwarded call fails with
 // UNAVAILABLE, the router retries with backoff up to ForwardTimeout (10 s),
 // then answers UNAVAILABLE (ErrNoLeader). A forwarded submission without

@@ -14,6 +14,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/spec"
+	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -28,7 +29,7 @@ import (
 //	engine.ErrInvalidArgument    INVALID_ARGUMENT
 //	engine.ErrInstanceFinished   FAILED_PRECONDITION (cancelling a finished instance)
 //	engine.ErrStopped, shutdown  UNAVAILABLE
-//	*NotLeaderError              UNAVAILABLE + ErrorInfo (reason NOT_LEADER, the leader's name and gRPC address)
+//	*mesh.NotLeaderError         UNAVAILABLE + ErrorInfo (reason NOT_LEADER, the leader's name and gRPC address)
 //	ErrNoLeader                  UNAVAILABLE (no leader elected within the forwarding window)
 //	context errors               CANCELLED / DEADLINE_EXCEEDED
 //	a status already             as it is (request validation in the handlers)
@@ -42,7 +43,7 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 	}
 	var (
 		list      spec.ErrorList
-		notLeader *NotLeaderError
+		notLeader *mesh.NotLeaderError
 	)
 	switch {
 	case errors.As(err, &notLeader):

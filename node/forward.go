@@ -20,6 +20,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/pki"
+	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag/tasklog"
 )
@@ -36,22 +37,6 @@ const (
 	forwardBackoffMin = 20 * time.Millisecond
 	forwardBackoffMax = 500 * time.Millisecond
 )
-
-// NotLeaderError is the typed redirect of a node that does not lead the
-// engine: it names the leader the node knows (both fields empty while
-// there is none). The API edge maps it to UNAVAILABLE with an ErrorInfo
-// detail (reason NOT_LEADER) carrying the leader's name and gRPC address.
-type NotLeaderError struct {
-	Leader     string // the leader's name; empty: none known
-	LeaderGRPC string // its gRPC address
-}
-
-func (e *NotLeaderError) Error() string {
-	if e.Leader == "" {
-		return "this node does not lead the engine and knows no leader (an election is in progress)"
-	}
-	return fmt.Sprintf("this node does not lead the engine; the leader is %s at %s", e.Leader, e.LeaderGRPC)
-}
 
 // ErrNoLeader: no engine leader was elected within the forwarding window
 // (Config.ForwardTimeout). The servers may lack a quorum.
@@ -124,7 +109,7 @@ func (r *router) resolve(ctx context.Context, deadline time.Time) (target, error
 		case l.IsLeader:
 			// Elected, engine not running yet (Barrier): wait for it.
 		case forwarded:
-			return target{}, &NotLeaderError{Leader: l.Leader, LeaderGRPC: l.LeaderGRPC}
+			return target{}, &mesh.NotLeaderError{Leader: l.Leader, LeaderGRPC: l.LeaderGRPC, Term: l.Term}
 		case l.Leader != "" && l.LeaderGRPC != "" && l.Leader != r.self:
 			c, err := r.conns.get(l.Leader, l.LeaderGRPC)
 			if err != nil {

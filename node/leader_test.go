@@ -271,7 +271,7 @@ func TestRouterRedirectsForwardedCalls(t *testing.T) {
 
 	ctx := metadata.NewIncomingContext(context.Background(), metadata.Pairs(forwardedHeader, "s3"))
 	_, err := r.CancelInstance(ctx, &robonetv1.CancelInstanceRequest{InstanceId: "x"})
-	var nl *NotLeaderError
+	var nl *mesh.NotLeaderError
 	if !errors.As(err, &nl) || nl.Leader != "s2" || nl.LeaderGRPC != "127.0.0.1:1" {
 		t.Fatalf("forwarded call on a follower: %v, want a NotLeaderError naming s2", err)
 	}

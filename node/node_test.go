@@ -19,6 +19,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/spec"
+	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -179,7 +180,7 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("list instances: %w: bad base64", engine.ErrInvalidPageToken), codes.InvalidArgument, "page_token: not a token this server returned"},
 		{fmt.Errorf("submit x: %w", engine.ErrUnloadable), codes.FailedPrecondition, "cannot be loaded"},
 		{context.Canceled, codes.Canceled, "cancelled"},
-		{fmt.Errorf("x: %w", &NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}), codes.Unavailable, "the leader is s2 at 10.0.0.2:7233"},
+		{fmt.Errorf("x: %w", &mesh.NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}), codes.Unavailable, "the leader is s2 at 10.0.0.2:7233"},
 		{fmt.Errorf("%w within the forwarding window", ErrNoLeader), codes.Unavailable, "no engine leader"},
 		{status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "no"},
 		{errors.New("pq: connection refused at 10.1.2.3"), codes.Internal, "internal error"},
@@ -197,7 +198,7 @@ func TestErrorStatus(t *testing.T) {
 		t.Errorf("the internal error's cause is not logged: %v", logs.All())
 	}
 
-	st, _ := status.FromError(errorStatus(log, "/m", &NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}))
+	st, _ := status.FromError(errorStatus(log, "/m", &mesh.NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}))
 	if info, ok := st.Details()[0].(*errdetails.ErrorInfo); !ok || info.GetReason() != ReasonNotLeader ||
 		info.GetMetadata()["leader_grpc"] != "10.0.0.2:7233" {
 		t.Errorf("not-leader details: %v", st.Details())
