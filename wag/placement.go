@@ -1,0 +1,165 @@
+package wag
+
+import (
+	"slices"
+	"time"
+
+	"github.com/robonet/robonet/trust"
+)
+
+// rankOf is node's trust rank (cached until the next tick); every node
+// ranks the same without a Trust.
+func (w *Waggler) rankOf(node string) int {
+	if w.trust == nil {
+		return topRank
+	}
+	r, ok := w.rank[node]
+	if !ok {
+		r = w.trust.Rank(node)
+		w.rank[node] = r
+	}
+	return r
+}
+
+// topRank is the highest trust rank: a worker of it is taken at once.
+const topRank = int(trust.Trusted)
+
+// Locality. Attempts that run for less than localBelow (the recent mean,
+// once localAfter have finished here) go to an idle worker of the
+// Waggler's own node when it has one, as the most trusted: sending one to
+// another node (the attempt and its start and result each crossing a
+// stream, in two more processes) costs more than running it, and where so
+// short an attempt runs changes nothing for the load. Once this node's
+// workers are all busy they go to the others as before. Longer attempts
+// go to the most recently freed worker wherever it is, which spreads them
+// over the nodes.
+const (
+	localBelow = 5 * time.Millisecond
+	localAfter = 16
+)
+
+// runTimes is an exponentially weighted mean of attempts' run times.
+type runTimes struct {
+	mean time.Duration
+	n    int // samples, counted up to localAfter
+}
+
+func (rt *runTimes) observe(d time.Duration) {
+	d = max(d, 0)
+	if rt.n == 0 {
+		rt.mean = d
+	} else {
+		rt.mean += (d - rt.mean) / 16
+	}
+	rt.n = min(rt.n+1, localAfter)
+}
+
+// short reports whether recent attempts ran for less than localBelow.
+func (rt *runTimes) short() bool { return rt.n >= localAfter && rt.mean < localBelow }
+
+// pickLocal returns the index in w.idle of the most recently freed worker
+// of this Waggler's node that may run e, or -1.
+func (w *Waggler) pickLocal(e *entry) int {
+	if w.rankOf(w.node) < topRank {
+		return -1
+	}
+	for i := len(w.idle) - 1; i >= 0; i-- {
+		if ww := w.idle[i]; workerNode(ww.id) == w.node && w.allowed(e, ww) {
+			return i
+		}
+	}
+	return -1
+}
+
+// pickIdle returns the index in w.idle of the worker e goes to, or -1:
+// for short attempts one of this node's (see localBelow); otherwise, of
+// the workers it may run on, one of the most trusted nodes, the most
+// recently freed among them.
+func (w *Waggler) pickIdle(e *entry) int {
+	if w.runs.short() {
+		if i := w.pickLocal(e); i >= 0 {
+			return i
+		}
+	}
+	best, bestRank := -1, -2
+	for i := len(w.idle) - 1; i >= 0; i-- {
+		ww := w.idle[i]
+		if !w.allowed(e, ww) {
+			continue
+		}
+		r := w.rankOf(workerNode(ww.id))
+		if r >= topRank {
+			return i
+		}
+		if r > bestRank {
+			best, bestRank = i, r
+		}
+	}
+	return best
+}
+
+// withinAllowance reports whether node may run one more attempt here: its
+// busy workers are fewer than its trust allows.
+func (w *Waggler) withinAllowance(node string) bool {
+	if w.trust == nil {
+		return true
+	}
+	lim, ok := w.allowance[node]
+	if !ok {
+		lim = w.trust.Allowance(node)
+		w.allowance[node] = lim
+	}
+	return w.busy[node] < lim
+}
+
+// allowed reports whether ww may run e: not on a quarantined node nor on
+// one that runs all its trust allows; and a run of a verified attempt goes
+// neither to a node in its Avoid nor to a node that was given a run of its
+// group (running or finished), so the runs compare distinct nodes.
+func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
+	node := workerNode(ww.id)
+	if w.quarantined[node] || !w.withinAllowance(node) {
+		return false
+	}
+	if e.d.Group == "" {
+		return true
+	}
+	return !slices.Contains(e.d.Avoid, node) && !w.groupNodes[e.d.Group][node]
+}
+
+// ranOn records that a run of e's group went to node.
+func (w *Waggler) ranOn(e *entry, node string) {
+	if g := e.d.Group; g != "" {
+		if w.groupNodes[g] == nil {
+			w.groupNodes[g] = map[string]bool{}
+		}
+		w.groupNodes[g][node] = true
+	}
+}
+
+// placeable reports whether a live worker, busy or not, may run e.
+func (w *Waggler) placeable(e *entry) bool {
+	for _, ww := range w.workers {
+		if ww.w != nil && !ww.dead && w.allowed(e, ww) {
+			return true
+		}
+	}
+	return false
+}
+
+// takeIdle takes an idle worker e may move to: not its own, and allowed.
+func (w *Waggler) takeIdle(e *entry) *wagWorker {
+	for i := len(w.idle) - 1; i >= 0; i-- {
+		if ww := w.idle[i]; ww != e.worker && w.allowed(e, ww) {
+			w.idle = slices.Delete(w.idle, i, i+1)
+			return ww
+		}
+	}
+	return nil
+}
+
+func (w *Waggler) removeIdle(ww *wagWorker) {
+	if i := slices.Index(w.idle, ww); i >= 0 {
+		w.idle = slices.Delete(w.idle, i, i+1)
+	}
+}
