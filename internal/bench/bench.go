@@ -341,36 +341,45 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		if cfg.Rounds > 1 {
 			fmt.Fprintf(cfg.Progress, "round %d of %d\n", round, cfg.Rounds)
 		}
-		single := map[string]float64{} // this round's single-node figures
-		for _, name := range cfg.Scenarios {
-			rates := []int{0} // not paced
-			if name == Latency {
-				rates = cfg.Rates
-			}
-			for _, rate := range rates {
-				r, err := runScenario(ctx, &cfg, name, rate, round)
-				if err != nil {
-					return rep, fmt.Errorf("scenario %s: %w", name, err)
-				}
-				if rep.CopyRowsPerSec > 0 && r.Rate == 0 { // a paced run's throughput is its rate
-					r.OfCopy = r.TasksPerS / rep.CopyRowsPerSec
-				}
-				if twin, ok := strings.CutPrefix(name, "mesh-"); ok {
-					if s := single[twin]; s > 0 {
-						r.OfSingle = r.TasksPerS / s
-					}
-				} else {
-					single[name] = r.TasksPerS
-				}
-				fmt.Fprintf(cfg.Progress, "  %s\n", r.summary())
-				rep.Results = append(rep.Results, r)
-			}
+		if err := runRound(ctx, &cfg, rep, round); err != nil {
+			return rep, err
 		}
 	}
 	if cfg.Rounds > 1 {
 		rep.Medians = summarise(rep.Results)
 	}
 	return rep, nil
+}
+
+// runRound runs every scenario once and adds the results to rep, each
+// mesh scenario compared with the single node of this round.
+func runRound(ctx context.Context, cfg *Config, rep *Report, round int) error {
+	single := map[string]float64{}
+	for _, name := range cfg.Scenarios {
+		rates := []int{0} // not paced
+		if name == Latency {
+			rates = cfg.Rates
+		}
+		for _, rate := range rates {
+			r, err := runScenario(ctx, cfg, name, rate, round)
+			if err != nil {
+				return fmt.Errorf("scenario %s: %w", name, err)
+			}
+			if rep.CopyRowsPerSec > 0 && r.Rate == 0 { // a paced run's throughput is its rate
+				r.OfCopy = r.TasksPerS / rep.CopyRowsPerSec
+			}
+			if twin, ok := strings.CutPrefix(name, "mesh-"); ok {
+				if s := single[twin]; s > 0 {
+					r.OfSingle = r.TasksPerS / s
+				}
+			} else {
+				single[name] = r.TasksPerS
+			}
+			fmt.Fprintf(cfg.Progress, "  %s\n", r.summary())
+			rep.Results = append(rep.Results, r)
+		}
+	}
+	return nil
 }
 
 // target is the processes (and database) one scenario runs on.
