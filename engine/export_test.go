@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"sync"
 
 	"github.com/google/uuid"
 )
@@ -19,4 +20,24 @@ func (q *Query) ListInstancesLive(ctx context.Context, req ListRequest, live fun
 		st, ok := live(id)
 		return st, ok, nil
 	})
+}
+
+// HoldShard blocks the shard of a held instance until release runs (once
+// or more); queued counts the messages waiting in its mailbox meanwhile.
+func (e *Engine) HoldShard(id uuid.UUID) (queued func() int, release func()) {
+	v, ok := e.held.Load(id)
+	if !ok {
+		panic("HoldShard: instance not held")
+	}
+	sh := v.(*holder).shard
+	holding, gate := make(chan struct{}), make(chan struct{})
+	sh.send(func(*shard) { close(holding); <-gate })
+	<-holding
+	queued = func() int {
+		sh.inbox.mu.Lock()
+		defer sh.inbox.mu.Unlock()
+		return len(sh.inbox.items)
+	}
+	var once sync.Once
+	return queued, func() { once.Do(func() { close(gate) }) }
 }

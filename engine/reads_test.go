@@ -128,3 +128,37 @@ func TestListFillsPagesRowsWereDroppedFrom(t *testing.T) {
 		t.Fatalf("second page: %+v, %v; want the oldest", res.Instances, err)
 	}
 }
+
+// A get whose live view runs after the completion committed (the get saw
+// the instance live, its view was queued on the shard, the write went
+// through) answers from the Store: finished, with the outputs — not a
+// finished state with none.
+func TestGetWhileTheCompletionCommits(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1, func(c *engine.Config) { c.FlushInterval = time.Minute })
+	id := h.submit(e, singleSpec, map[string]any{"n": 7})
+	echo(e, h.disp.one(t, "only", 1))
+	waitUntil(t, "the result and the completion to be pending", func() bool { return e.PendingRows() == 2 })
+
+	queued, release := e.HoldShard(id)
+	t.Cleanup(release) // a failed wait must not leave the shard blocked
+	ctx := ctxOf(t)
+	type got struct {
+		v   engine.InstanceView
+		err error
+	}
+	done := make(chan got, 1)
+	go func() {
+		v, err := e.GetInstance(ctx, id)
+		done <- got{v, err}
+	}()
+	waitUntil(t, "the get's live view to be queued", func() bool { return queued() == 1 })
+	h.clock.AdvanceToTimer(t, time.Minute) // the flusher writes the completion
+	// Written, and the shard told (behind the get's view).
+	waitUntil(t, "the completion to be written", func() bool { return queued() >= 2 })
+	release()
+	r := <-done
+	if r.err != nil || r.v.State != engine.StateComplete || r.v.Outputs["n"] == nil {
+		t.Fatalf("get during the commit: %s with outputs %v (%v); want COMPLETE with n", r.v.State, r.v.Outputs, r.err)
+	}
+}
