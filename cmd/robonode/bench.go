@@ -57,7 +57,8 @@ latency, each process's CPU and peak RSS and, on Postgres, the bytes of
 write-ahead log per task beside a stored result row's size. With
 --postgres it first measures the reference in the same run: COPY of rows
 shaped like runner_actions_done into the same server, as fast as it takes
-them, and reports each scenario's tasks/s as a share of it. Ratios hold on
+them (three times, each on a fresh database; the median counts), and
+reports each scenario's tasks/s as a share of it. Ratios hold on
 a busy machine where absolute figures do not: --check FILE fails (exit 1)
 when a ratio falls more than 20% below the baseline FILE holds (written by
 --save-baseline FILE). On a noisy machine one run's ratio can be far off:
@@ -188,7 +189,11 @@ func redactArgs(args []string) []string {
 func printReport(w io.Writer, rep *bench.Report) {
 	fmt.Fprintf(w, "%s, %d CPUs, store %s, placement %s\n", rep.Date.Format(time.RFC3339), rep.CPUs, rep.Store, rep.Placement)
 	if rep.CopyRowsPerSec > 0 {
-		fmt.Fprintf(w, "reference: COPY %.0f rows/s\n", rep.CopyRowsPerSec)
+		runs := make([]string, len(rep.CopyRuns))
+		for i, r := range rep.CopyRuns {
+			runs[i] = fmt.Sprintf("%.0f", r)
+		}
+		fmt.Fprintf(w, "reference: COPY %.0f rows/s (the median of %s)\n", rep.CopyRowsPerSec, strings.Join(runs, ", "))
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
