@@ -24,23 +24,19 @@ type Baseline struct {
 }
 
 // ratios are the run's ratios under their baseline keys: over several
-// rounds, each ratio's median.
+// rounds, each ratio's median (summarise).
 func ratios(rep *Report) map[string]float64 {
-	all := map[string][]float64{}
-	for _, r := range rep.Results {
-		if r.Rate > 0 {
+	out := map[string]float64{}
+	for _, m := range summarise(rep.Results) {
+		if m.Rate > 0 {
 			continue // latency runs are paced: their throughput is the rate
 		}
-		if r.OfCopy > 0 {
-			all[r.Scenario+"/copy"] = append(all[r.Scenario+"/copy"], r.OfCopy)
+		if m.OfCopy.Median > 0 {
+			out[m.Scenario+"/copy"] = m.OfCopy.Median
 		}
-		if r.OfSingle > 0 {
-			all[r.Scenario+"/one-node"] = append(all[r.Scenario+"/one-node"], r.OfSingle)
+		if m.OfSingle.Median > 0 {
+			out[m.Scenario+"/one-node"] = m.OfSingle.Median
 		}
-	}
-	out := make(map[string]float64, len(all))
-	for k, vs := range all {
-		out[k] = rangeOf(vs).Median
 	}
 	return out
 }
