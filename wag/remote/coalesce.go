@@ -195,9 +195,12 @@ func dropAnswered[T proto.Message](q []item[T]) []item[T] {
 			}
 		}
 	}
+	if starts == nil {
+		return q
+	}
 	answered := 0
 	for _, it := range q {
-		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok && starts != nil {
+		if m, ok := any(it.v).(*robonetv1.LeadResponse); ok {
 			for _, r := range m.GetResults().GetResults() {
 				k := attemptIDOf(r.GetKey())
 				if marked, queued := starts[k]; queued && !marked {
