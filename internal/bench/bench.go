@@ -327,7 +327,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		fmt.Fprintf(cfg.Progress, "reference: COPY of %d result rows, %d a transaction on %d connections, %d times\n",
 			cfg.CopyRows, copyBatch, copyConns, referenceRuns)
 		var err error
-		if rep.CopyRuns, err = measureReference(ctx, cfg); err != nil {
+		if rep.CopyRuns, err = measureReference(ctx, &cfg); err != nil {
 			return nil, err
 		}
 		rep.CopyRowsPerSec = rangeOf(slices.Clone(rep.CopyRuns)).Median
@@ -354,7 +354,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 const referenceRuns = 3
 
 // measureReference measures the COPY reference referenceRuns times.
-func measureReference(ctx context.Context, cfg Config) ([]float64, error) {
+func measureReference(ctx context.Context, cfg *Config) ([]float64, error) {
 	var rates []float64
 	for range referenceRuns {
 		db, err := newDatabase(ctx, cfg.Postgres)
