@@ -146,6 +146,7 @@ median and range (the baseline and the check use the medians).`,
 	f.StringVar(&cfg.Placement, "placement", bench.Shared, "where the processes run: shared (every process on every CPU) or split (the server and the single node on half the CPUs, the worker nodes on the other half, as on machines of their own; Linux)")
 	f.IntVar(&cfg.Rounds, "rounds", 1, "run every scenario this many times, in turn, and report the medians (a mesh scenario is compared with the single node of its own round)")
 	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write each node's CPU profile to, one file per scenario and node (go tool pprof FILE)")
+	f.StringVar(&cfg.LogDir, "logs", "", "directory to write each node's log to, one file per scenario and node (to see afterwards why a run was slow)")
 	f.BoolVar(&short, "short", false, "a short run for regression checks (sizes a tenth, latency at 500/s for 3s) unless sizes are given")
 	f.StringVarP(&output, "output", "o", "table", "table or json")
 	f.StringVar(&check, "check", "", "compare the ratios to COPY with the baseline in this file; exit 1 if one fell more than 20%")

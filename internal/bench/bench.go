@@ -87,6 +87,10 @@ type Config struct {
 	// (so the profile is written) rather than killed.
 	ProfileDir string
 
+	// LogDir, when set, gets every node's log of every scenario,
+	// SCENARIO-NODE.log, to find out afterwards why a run was slow.
+	LogDir string
+
 	// Rounds is how many times every scenario runs (default 1). Round 1
 	// runs each scenario in turn, then round 2 does, and so on, so a mesh
 	// scenario and its single-node twin are measured side by side in
@@ -157,9 +161,12 @@ func (c *Config) check() error {
 	default:
 		return fmt.Errorf("%w: placement %q: want %s or %s", ErrConfig, c.Placement, Shared, Split)
 	}
-	if c.ProfileDir != "" {
-		if err := os.MkdirAll(c.ProfileDir, 0o755); err != nil {
-			return fmt.Errorf("%w: profile directory: %w", ErrConfig, err)
+	for _, d := range []struct{ what, dir string }{{"profile", c.ProfileDir}, {"log", c.LogDir}} {
+		if d.dir == "" {
+			continue
+		}
+		if err := os.MkdirAll(d.dir, 0o755); err != nil {
+			return fmt.Errorf("%w: %s directory: %w", ErrConfig, d.what, err)
 		}
 	}
 	for _, r := range c.Rates {
@@ -448,7 +455,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	if mesh {
 		first[len(first)-1] = "none"
 	}
-	p, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.serverCPUs, "server", withProfile(cfg, label, "server", first)...)
+	p, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.serverCPUs, nodeFile(cfg.LogDir, label, "server", ".log"), "server", withProfile(cfg, label, "server", first)...)
 	if err != nil {
 		t.stop()
 		return nil, err
@@ -457,7 +464,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	if mesh {
 		for i := 1; i <= 3; i++ {
 			name := fmt.Sprintf("w%d", i)
-			w, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.workerCPUs, name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
+			w, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.workerCPUs, nodeFile(cfg.LogDir, label, name, ".log"), name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
 				"--data-dir", dir+"/"+name, "--join", p.gossip, "--capability", core))...)
 			if err != nil {
 				t.stop()
@@ -634,6 +641,14 @@ func withProfile(cfg *Config, label, node string, args []string) []string {
 	if cfg.ProfileDir == "" {
 		return args
 	}
-	file := strings.NewReplacer("/", "-", " ", "-", "@", "-").Replace(label) + "-" + node + ".pprof"
-	return append(args, "--cpu-profile", filepath.Join(cfg.ProfileDir, file))
+	return append(args, "--cpu-profile", nodeFile(cfg.ProfileDir, label, node, ".pprof"))
+}
+
+// nodeFile is the file in dir for node's ext (".pprof", ".log") in the
+// scenario label; "" when dir is.
+func nodeFile(dir, label, node, ext string) string {
+	if dir == "" {
+		return ""
+	}
+	return filepath.Join(dir, strings.NewReplacer("/", "-", " ", "-", "@", "-").Replace(label)+"-"+node+ext)
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"maps"
@@ -102,21 +103,27 @@ func TestRunEveryScenario(t *testing.T) {
 	}
 }
 
-// TestProfiles: with a profile directory, every node of a scenario writes
-// its CPU profile there (a gzipped pprof file) when it is stopped.
-func TestProfiles(t *testing.T) {
+// TestProfilesAndLogs: with a profile directory, every node of a
+// scenario writes its CPU profile there (a gzipped pprof file) when it is
+// stopped; with a log directory, its whole log goes there.
+func TestProfilesAndLogs(t *testing.T) {
 	bin := robonode(t)
 	dir := filepath.Join(t.TempDir(), "profiles") // created by Run
-	cfg := Config{Robonode: []string{bin}, Scenarios: []string{Spread, MeshSpread}, SpreadWidth: 100, Slots: 4, ProfileDir: dir}
+	logs := filepath.Join(t.TempDir(), "logs")
+	cfg := Config{Robonode: []string{bin}, Scenarios: []string{Spread, MeshSpread}, SpreadWidth: 100, Slots: 4, ProfileDir: dir, LogDir: logs}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if _, err := Run(ctx, cfg); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"spread-server.pprof", "mesh-spread-server.pprof", "mesh-spread-w1.pprof", "mesh-spread-w2.pprof", "mesh-spread-w3.pprof"} {
-		b, err := os.ReadFile(filepath.Join(dir, f))
+	for _, node := range []string{"spread-server", "mesh-spread-server", "mesh-spread-w1", "mesh-spread-w2", "mesh-spread-w3"} {
+		b, err := os.ReadFile(filepath.Join(dir, node+".pprof"))
 		if err != nil || len(b) < 2 || b[0] != 0x1f || b[1] != 0x8b {
-			t.Errorf("%s: %d bytes, %v; want a gzipped profile", f, len(b), err)
+			t.Errorf("%s.pprof: %d bytes, %v; want a gzipped profile", node, len(b), err)
+		}
+		b, err = os.ReadFile(filepath.Join(logs, node+".log"))
+		if err != nil || !bytes.Contains(b, []byte(`"msg":"node started"`)) || !bytes.HasSuffix(b, []byte("\n")) {
+			t.Errorf("%s.log: %v; want its whole log, from its start:\n%s", node, err, b)
 		}
 	}
 }

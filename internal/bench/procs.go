@@ -31,7 +31,8 @@ type proc struct {
 
 // startProc starts robonode with args, confined to cpus (none: anywhere),
 // and waits until it logs that it started (its addresses are in that line).
-func startProc(ctx context.Context, robonode []string, env []string, cpus []int, name string, args ...string) (*proc, error) {
+// With logFile set, its whole log is written there too.
+func startProc(ctx context.Context, robonode []string, env []string, cpus []int, logFile, name string, args ...string) (*proc, error) {
 	argv := append(append([]string(nil), robonode[1:]...), args...)
 	p := &proc{name: name, cmd: exec.Command(robonode[0], argv...), done: make(chan struct{})}
 	p.cmd.Env = append(os.Environ(), env...)
@@ -39,16 +40,34 @@ func startProc(ctx context.Context, robonode []string, env []string, cpus []int,
 	if err != nil {
 		return nil, err
 	}
+	var logf *os.File
+	if logFile != "" {
+		if logf, err = os.Create(logFile); err != nil {
+			return nil, fmt.Errorf("%s's log: %w", name, err)
+		}
+	}
 	if err := startOn(p.cmd, cpus); err != nil {
+		if logf != nil {
+			_ = logf.Close()
+		}
 		return nil, fmt.Errorf("starting %s (%s): %w", name, robonode[0], err)
 	}
 	started := make(chan [2]string, 1)
 	go func() {
 		defer close(p.done)
+		var logw *bufio.Writer
+		if logf != nil {
+			logw = bufio.NewWriter(logf)
+			defer func() { _, _ = logw.Flush(), logf.Close() }()
+		}
 		sc := bufio.NewScanner(stderr)
 		sc.Buffer(make([]byte, 64<<10), 1<<20)
 		for sc.Scan() {
 			line := sc.Bytes()
+			if logw != nil {
+				_, _ = logw.Write(line)
+				_ = logw.WriteByte('\n')
+			}
 			p.keep(string(line))
 			var entry struct {
 				Msg    string `json:"msg"`
