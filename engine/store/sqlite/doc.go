@@ -23,7 +23,10 @@
 //   - Batches are one transaction with prepared statements executed per
 //     row: in-process calls cost no round trip, and the transaction commits
 //     once for the whole batch (the group commit). Id lists are passed as
-//     one JSON parameter and expanded with json_each.
+//     one JSON parameter and expanded with json_each. The statements that
+//     run for every task or instance are prepared once, at Open, on the
+//     writer's connection (stmts.go): SQLite parses a statement each time
+//     it is prepared.
 //   - Migrations are embedded (migrations/) and applied in one write
 //     transaction at Open; STRICT tables enforce the column types.
 package sqlite

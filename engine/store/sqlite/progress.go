@@ -14,30 +14,25 @@ import (
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// batchWriter holds the prepared statement of one progress or completion
+// batchWriter holds the statements of one progress or completion
 // transaction. SQLite runs in-process: a prepared statement executed once
 // per row inside one transaction costs no round trip, and the transaction
 // commits (and fsyncs) once for the whole batch — the group commit.
 type batchWriter struct {
-	ctx    context.Context
-	tx     *sql.Tx
-	now    time.Time
-	result *sql.Stmt
+	ctx context.Context
+	tx  *sql.Tx
+	now time.Time
+
+	// The writer's statements, in tx (which closes them when it ends).
+	insertResult, leased, setState, setScheduled, finish, dequeue *sql.Stmt
 }
 
-func newBatchWriter(ctx context.Context, tx *sql.Tx, now time.Time) (*batchWriter, error) {
-	result, err := tx.PrepareContext(ctx, `
-		INSERT INTO runner_actions_done
-		    (instance_id, execution_id, attempt, ok, output, error, worker_id, started_at, finished_at, recorded_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
-		ON CONFLICT (instance_id, execution_id, attempt) DO NOTHING`)
-	if err != nil {
-		return nil, err
-	}
-	return &batchWriter{ctx: ctx, tx: tx, now: now, result: result}, nil
+func newBatchWriter(ctx context.Context, tx *sql.Tx, ws *writerStmts, now time.Time) *batchWriter {
+	in := func(st *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, st) }
+	return &batchWriter{ctx: ctx, tx: tx, now: now,
+		insertResult: in(ws.insertResult), leased: in(ws.held), setState: in(ws.setState),
+		setScheduled: in(ws.setScheduled), finish: in(ws.finish), dequeue: in(ws.dequeue)}
 }
-
-func (b *batchWriter) close() { _ = b.result.Close() }
 
 // lease is an instance and the owner a batch says holds it.
 type lease struct{ id, owner uuid.UUID }
@@ -65,10 +60,7 @@ func (b *batchWriter) held(leases []lease) (map[lease]bool, error) {
 	out := make(map[lease]bool, len(leases))
 	for owner, w := range ids {
 		w.WriteByte(']')
-		rows, err := b.tx.QueryContext(b.ctx, `
-			SELECT instance_id FROM queued_instances
-			WHERE instance_id IN (SELECT value FROM json_each(?)) AND lock_uuid = ? AND lock_expires_at > ?`,
-			w.String(), owner, micros(b.now))
+		rows, err := b.leased.QueryContext(b.ctx, w.String(), owner, micros(b.now))
 		if err != nil {
 			return nil, err
 		}
@@ -90,7 +82,7 @@ func (b *batchWriter) held(leases []lease) (map[lease]bool, error) {
 // record appends results, ignoring a duplicate (execution, attempt).
 func (b *batchWriter) record(id uuid.UUID, results []engine.ActionResult) error {
 	for _, r := range results {
-		if _, err := b.result.ExecContext(b.ctx, id, r.ExecutionID, int64(r.Attempt), r.OK, r.Output, r.Error, r.WorkerID,
+		if _, err := b.insertResult.ExecContext(b.ctx, id, r.ExecutionID, int64(r.Attempt), r.OK, r.Output, r.Error, r.WorkerID,
 			nullMicros(r.StartedAt), nullMicros(r.FinishedAt), micros(b.now)); err != nil {
 			return fmt.Errorf("recording result %s#%d of %s: %w", r.ExecutionID, r.Attempt, id, err)
 		}
@@ -113,11 +105,7 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 	outcomes := make([]error, len(merged.Items))
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
-		b, err := newBatchWriter(ctx, tx, now)
-		if err != nil {
-			return err
-		}
-		defer b.close()
+		b := newBatchWriter(ctx, tx, s.ws, now)
 		leases := make([]lease, len(merged.Items))
 		for i, p := range merged.Items {
 			leases[i] = lease{p.InstanceID, p.Owner}
@@ -135,14 +123,12 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 				return err
 			}
 			if p.State != nil {
-				if _, err := tx.ExecContext(ctx, `UPDATE runner_instances SET state = ?, updated_at = ? WHERE instance_id = ?`,
-					p.State, micros(now), p.InstanceID); err != nil {
+				if _, err := b.setState.ExecContext(ctx, p.State, micros(now), p.InstanceID); err != nil {
 					return err
 				}
 			}
 			if p.ScheduledAt != nil {
-				if _, err := tx.ExecContext(ctx, `UPDATE queued_instances SET scheduled_at = ? WHERE instance_id = ?`,
-					micros(*p.ScheduledAt), p.InstanceID); err != nil {
+				if _, err := b.setScheduled.ExecContext(ctx, micros(*p.ScheduledAt), p.InstanceID); err != nil {
 					return err
 				}
 			}
@@ -168,11 +154,7 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 	outcomes := make([]error, len(batch))
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
-		b, err := newBatchWriter(ctx, tx, now)
-		if err != nil {
-			return err
-		}
-		defer b.close()
+		b := newBatchWriter(ctx, tx, s.ws, now)
 		leases := make([]lease, len(batch))
 		for i, c := range batch {
 			leases[i] = lease{c.InstanceID, c.Owner}
@@ -189,14 +171,10 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 			if err := b.record(c.InstanceID, c.Results); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `
-				UPDATE runner_instances
-				SET status = ?, output = ?, error = ?, state = coalesce(?, state), finished_at = ?, updated_at = ?
-				WHERE instance_id = ?`,
-				string(c.Status), c.Output, c.Error, c.State, micros(now), micros(now), c.InstanceID); err != nil {
+			if _, err := b.finish.ExecContext(ctx, string(c.Status), c.Output, c.Error, c.State, micros(now), micros(now), c.InstanceID); err != nil {
 				return err
 			}
-			if _, err := tx.ExecContext(ctx, `DELETE FROM queued_instances WHERE instance_id = ?`, c.InstanceID); err != nil {
+			if _, err := b.dequeue.ExecContext(ctx, c.InstanceID); err != nil {
 				return err
 			}
 		}

@@ -33,20 +33,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 	}
 	out := make([]engine.Queued, len(insts))
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		insRunner, err := tx.PrepareContext(ctx, `
-			INSERT INTO runner_instances
-			    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, updated_at)
-			VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = insRunner.Close() }()
-		insQueue, err := tx.PrepareContext(ctx, `
-			INSERT INTO queued_instances (instance_id, scheduled_at, created_at) VALUES (?, ?, ?)`)
-		if err != nil {
-			return err
-		}
-		defer func() { _ = insQueue.Close() }()
+		insRunner, insQueue := tx.StmtContext(ctx, s.ws.insertRunner), tx.StmtContext(ctx, s.ws.insertQueue)
 
 		known := make(map[int64]bool)
 		for i, inst := range insts {
@@ -115,35 +102,19 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 
 	var out []engine.ClaimedInstance
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		// The due rows: scheduled, and not held under a live lease of the
-		// same or a newer term.
-		ids, err := queryIDs(ctx, tx, `
-			SELECT instance_id FROM queued_instances
-			WHERE scheduled_at <= ?1
-			  AND (lock_uuid IS NULL OR lock_expires_at <= ?1 OR term < ?2)
-			ORDER BY scheduled_at, instance_id
-			LIMIT ?3`, micros(now), term, req.Limit)
+		ids, err := scanIDs(tx.StmtContext(ctx, s.ws.due).QueryContext(ctx, micros(now), term, req.Limit))
 		if err != nil || len(ids) == 0 {
 			return err
 		}
 		list := idList(ids)
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE queued_instances SET lock_uuid = ?, lock_expires_at = ?, term = ?
-			WHERE instance_id IN (SELECT value FROM json_each(?))`,
-			req.Owner, micros(expires), term, list); err != nil {
+		if _, err := tx.StmtContext(ctx, s.ws.lock).ExecContext(ctx, req.Owner, micros(expires), term, list); err != nil {
 			return err
 		}
-		if _, err := tx.ExecContext(ctx, `
-			UPDATE runner_instances SET status = 'running', started_at = coalesce(started_at, ?)
-			WHERE instance_id IN (SELECT value FROM json_each(?))`, micros(now), list); err != nil {
+		if _, err := tx.StmtContext(ctx, s.ws.start).ExecContext(ctx, micros(now), list); err != nil {
 			return err
 		}
 
-		rows, err := tx.QueryContext(ctx, `
-			SELECT q.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, q.lock_expires_at, q.cancel_requested
-			FROM queued_instances q JOIN runner_instances r ON r.instance_id = q.instance_id
-			WHERE q.instance_id IN (SELECT value FROM json_each(?))
-			ORDER BY q.scheduled_at, q.instance_id`, list)
+		rows, err := tx.StmtContext(ctx, s.ws.claimed).QueryContext(ctx, list)
 		if err != nil {
 			return err
 		}
@@ -165,17 +136,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 			return err
 		}
 
-		// Hydration: the latest attempt of every execution.
-		results, err := queryResults(ctx, tx, `
-			SELECT instance_id, execution_id, attempt, ok, output, error, worker_id, started_at, finished_at
-			FROM (
-			    SELECT d.*, row_number() OVER (
-			        PARTITION BY d.instance_id, d.execution_id ORDER BY d.attempt DESC, d.id DESC) AS rn
-			    FROM runner_actions_done d
-			    WHERE d.instance_id IN (SELECT value FROM json_each(?))
-			)
-			WHERE rn = 1
-			ORDER BY instance_id, execution_id`, list)
+		results, err := scanResults(tx.StmtContext(ctx, s.ws.latestResults).QueryContext(ctx, list))
 		if err != nil {
 			return err
 		}
@@ -191,14 +152,9 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 	return out, nil
 }
 
-// queryer is a *sql.DB or *sql.Tx.
-type queryer interface {
-	QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error)
-}
-
-// queryIDs runs a query returning one column of instance ids.
-func queryIDs(ctx context.Context, q queryer, query string, args ...any) ([]uuid.UUID, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+// scanIDs reads the rows of a query returning one column of instance ids
+// (and closes them): scanIDs(stmt.QueryContext(ctx, args...)).
+func scanIDs(rows *sql.Rows, err error) ([]uuid.UUID, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -214,10 +170,10 @@ func queryIDs(ctx context.Context, q queryer, query string, args ...any) ([]uuid
 	return ids, rows.Err()
 }
 
-// queryResults runs a query returning runner_actions_done rows (instance,
-// execution, attempt, ok, output, error, worker, started, finished).
-func queryResults(ctx context.Context, q queryer, query string, args ...any) ([]engine.ActionResult, error) {
-	rows, err := q.QueryContext(ctx, query, args...)
+// scanResults reads the rows of a query returning runner_actions_done rows
+// (instance, execution, attempt, ok, output, error, worker, started,
+// finished) and closes them.
+func scanResults(rows *sql.Rows, err error) ([]engine.ActionResult, error) {
 	if err != nil {
 		return nil, err
 	}

@@ -151,9 +151,9 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 	if !exists {
 		return nil, fmt.Errorf("task history of %s: %w", id, engine.ErrNotFound)
 	}
-	out, err := queryResults(ctx, tx, `
+	out, err := scanResults(tx.QueryContext(ctx, `
 		SELECT instance_id, execution_id, attempt, ok, output, error, worker_id, started_at, finished_at
-		FROM runner_actions_done WHERE instance_id = ? ORDER BY id`, id)
+		FROM runner_actions_done WHERE instance_id = ? ORDER BY id`, id))
 	if err != nil {
 		return nil, fmt.Errorf("task history of %s: %w", id, err)
 	}

@@ -71,8 +71,9 @@ func (c Config) validate() error {
 // Store is the SQLite adapter of engine.Store, for a mesh with a single
 // server. It is safe for concurrent use.
 type Store struct {
-	w   *sql.DB // the single writer connection: every write goes through it
-	r   *sql.DB // read-only connections (WAL lets them read while a write runs)
+	w   *sql.DB      // the single writer connection: every write goes through it
+	ws  *writerStmts // its hot statements, prepared once
+	r   *sql.DB      // read-only connections (WAL lets them read while a write runs)
 	now func() time.Time
 	log *zap.Logger
 
@@ -119,21 +120,27 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite store: migrating %s: %w", cfg.Path, err)
 	}
 
-	r, err := sql.Open("sqlite", cfg.Path+"?_pragma=busy_timeout("+busy+")&_pragma=query_only(1)")
+	ws, err := prepareWriter(ctx, w)
 	if err != nil {
 		_ = w.Close()
+		return nil, fmt.Errorf("sqlite store: %s: %w", cfg.Path, err)
+	}
+
+	r, err := sql.Open("sqlite", cfg.Path+"?_pragma=busy_timeout("+busy+")&_pragma=query_only(1)")
+	if err != nil {
+		_ = errors.Join(ws.close(), w.Close())
 		return nil, fmt.Errorf("sqlite store: opening %s for reading: %w", cfg.Path, err)
 	}
 	r.SetMaxOpenConns(cfg.MaxReaders)
 	r.SetMaxIdleConns(cfg.MaxReaders)
 
-	return &Store{w: w, r: r, now: cfg.Now, log: log}, nil
+	return &Store{w: w, ws: ws, r: r, now: cfg.Now, log: log}, nil
 }
 
 // Close closes both connection pools. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
-		s.closeErr = errors.Join(s.r.Close(), s.w.Close())
+		s.closeErr = errors.Join(s.r.Close(), s.ws.close(), s.w.Close())
 		if s.closeErr != nil {
 			s.closeErr = fmt.Errorf("sqlite store: closing: %w", s.closeErr)
 		}
