@@ -242,8 +242,10 @@ type Waggler struct {
 	// set), under mu.
 	busy map[string]int
 	// runs follows how long this capability's attempts run, under mu:
-	// short ones stay on this node when it has a worker free.
-	runs runTimes
+	// short ones stay on this node (see waitLocal). localFreed is when one
+	// of this node's workers last finished an attempt.
+	runs       runTimes
+	localFreed time.Time
 
 	cb       callbacks
 	stopTick func()
@@ -613,8 +615,12 @@ func (w *Waggler) Report(r Report) bool {
 	}
 	switch {
 	case current:
+		now := w.clock.Now()
 		w.runs.observe(r.FinishedAt.Sub(r.StartedAt))
-		fx.observe(sentinel.Observation{Node: workerNode(r.WorkerID), Capability: w.capability, Kind: sentinel.Completed, At: w.clock.Now()})
+		if workerNode(r.WorkerID) == w.node {
+			w.localFreed = now
+		}
+		fx.observe(sentinel.Observation{Node: workerNode(r.WorkerID), Capability: w.capability, Kind: sentinel.Completed, At: now})
 		w.setState(StateCollecting)
 		w.release(e)
 		w.mon.stop(r.Key, e.gen)
@@ -735,8 +741,10 @@ func (w *Waggler) tick() {
 	if requeued {
 		w.pump(&fx)
 	}
-	if w.trust != nil && w.queued > 0 && len(w.idle) > 0 {
-		w.pump(&fx) // allowances may have grown
+	if w.queued > 0 && len(w.idle) > 0 {
+		// Allowances may have grown, and short attempts waiting for this
+		// node's workers may have to go to others now (see waitLocal).
+		w.pump(&fx)
 	}
 	if w.queued > 0 {
 		alive := w.anyAlive()

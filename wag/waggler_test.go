@@ -888,9 +888,12 @@ func TestShortAttemptsStayOnTheWagglersNode(t *testing.T) {
 		h.w.Report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: f.id, OK: true, StartedAt: start, FinishedAt: start.Add(took)})
 	}
 	// freeRemoteLast leaves both workers idle, the remote one freed last:
-	// the one picked when locality does not apply.
+	// the one picked when locality does not apply. This node's workers
+	// finished nothing lately (the clock moves past localBelow), so no
+	// attempt waits for them.
 	freeRemoteLast := func(took time.Duration) {
 		t.Helper()
+		h.clk.Advance(localBelow)
 		f1, a1 := runOn()
 		f2, a2 := runOn()
 		if f1 == f2 {
@@ -916,16 +919,50 @@ func TestShortAttemptsStayOnTheWagglersNode(t *testing.T) {
 	}
 
 	// Short attempts: this node's worker, though the other was freed last.
-	if f, a := runOn(); f != local {
+	f, a := runOn()
+	if f != local {
 		t.Fatalf("a short attempt went to %s, want this node's %s", f.id, local.id)
+	}
+	// While it is busy, the next waits for it (it finished one within
+	// localBelow, and one attempt of 1 ms ahead drains in under that)...
+	h.dispatch("waits")
+	remote.idle(t)
+	finish(f, a, time.Millisecond)
+	if a2 := local.assigned(t); a2.ExecutionID != "waits" {
+		t.Fatalf("this node's worker, freed, got %s; want the attempt that waited for it", a2.ExecutionID)
 	} else {
-		// While it is busy, the next goes to the other node.
-		if f2, a2 := runOn(); f2 != remote {
-			t.Fatalf("with this node's worker busy the attempt went to %s", f2.id)
+		// ... but not once this node's workers finish nothing for
+		// localBelow: at the next tick it goes to the other node.
+		h.dispatch("moves")
+		remote.idle(t)
+		h.clk.Advance(time.Second) // the tick, HeartbeatInterval
+		if a3 := remote.assigned(t); a3.ExecutionID != "moves" {
+			t.Fatalf("the other node's worker got %s, want the attempt that waited", a3.ExecutionID)
 		} else {
-			finish(f2, a2, time.Millisecond)
+			finish(remote, a3, time.Millisecond)
 		}
-		finish(f, a, time.Millisecond)
+		finish(local, a2, time.Millisecond)
+	}
+
+	// A long queue does not wait: ten 1 ms attempts for one busy worker of
+	// this node take longer than localBelow to drain, so the first goes to
+	// the other node (though this node's worker finished one just now).
+	f, a = runOn() // this node's
+	h.clk.Advance(time.Millisecond)
+	h.dispatch("q0", "q1", "q2", "q3", "q4", "q5", "q6", "q7", "q8", "q9")
+	if a4 := remote.assigned(t); a4.ExecutionID != "q0" {
+		t.Fatalf("the other node's worker got %s, want q0", a4.ExecutionID)
+	} else {
+		finish(remote, a4, time.Millisecond)
+	}
+	finish(f, a, time.Millisecond)
+	for range 9 { // q1 to q9, each to whichever worker is free
+		select {
+		case a := <-local.runs:
+			finish(local, a, time.Millisecond)
+		case a := <-remote.runs:
+			finish(remote, a, time.Millisecond)
+		}
 	}
 
 	// Long attempts: the most recently freed worker again.
