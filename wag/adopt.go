@@ -74,7 +74,7 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 	for _, r := range running {
 		ww := w.workers[r.WorkerID]
 		if ww == nil {
-			ww = &wagWorker{id: r.WorkerID}
+			ww = &wagWorker{id: r.WorkerID, node: workerNode(r.WorkerID)}
 			w.workers[r.WorkerID] = ww
 		}
 		key := r.AttemptKey
@@ -98,7 +98,7 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 		}
 		e := &entry{d: r.TaskDispatch, gen: r.Generation, worker: ww}
 		w.hold(e)
-		w.ranOn(e, workerNode(ww.id))
+		w.ranOn(e, ww.node)
 		w.removeIdle(ww)
 		w.setBusy(ww, r.Generation)
 		ww.entry = e
@@ -144,8 +144,8 @@ func (w *Waggler) requeue(e *entry) {
 	if g := e.d.Group; g != "" {
 		// The run did not run there: its node may take it (unless
 		// another run of the group is there).
-		node := workerNode(ww.id)
-		if !slices.ContainsFunc(w.groups[g], func(o *entry) bool { return o.worker != nil && workerNode(o.worker.id) == node }) {
+		node := ww.node
+		if !slices.ContainsFunc(w.groups[g], func(o *entry) bool { return o.worker != nil && o.worker.node == node }) {
 			delete(w.groupNodes[g], node)
 		}
 	}
@@ -203,7 +203,7 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 			continue
 		}
 		if ww == nil {
-			ww = &wagWorker{id: h.WorkerID}
+			ww = &wagWorker{id: h.WorkerID, node: workerNode(h.WorkerID)}
 			w.workers[h.WorkerID] = ww
 		}
 		w.removeIdle(ww)
@@ -211,7 +211,7 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 		w.setBusy(ww, h.Generation)
 		ww.entry = e
 		w.running++
-		w.ranOn(e, workerNode(ww.id))
+		w.ranOn(e, ww.node)
 		// Judged as if last heard a grace from now: the worker has to
 		// learn of this Waggler and register first.
 		w.mon.start(h.AttemptKey, h.Generation, ww.id, now.Add(w.grace))

@@ -66,7 +66,7 @@ func (w *Waggler) pickLocal(e *entry) int {
 		return -1
 	}
 	for i := len(w.idle) - 1; i >= 0; i-- {
-		if ww := w.idle[i]; workerNode(ww.id) == w.node && w.allowed(e, ww) {
+		if ww := w.idle[i]; ww.node == w.node && w.allowed(e, ww) {
 			return i
 		}
 	}
@@ -117,7 +117,7 @@ func (w *Waggler) pickIdle(e *entry) int {
 		if !w.allowed(e, ww) {
 			continue
 		}
-		r := w.rankOf(workerNode(ww.id))
+		r := w.rankOf(ww.node)
 		if r >= topRank {
 			return i
 		}
@@ -147,7 +147,7 @@ func (w *Waggler) withinAllowance(node string) bool {
 // neither to a node in its Avoid nor to a node that was given a run of its
 // group (running or finished), so the runs compare distinct nodes.
 func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
-	node := workerNode(ww.id)
+	node := ww.node
 	if w.quarantined[node] || !w.withinAllowance(node) {
 		return false
 	}

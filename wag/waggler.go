@@ -148,6 +148,7 @@ var (
 type wagWorker struct {
 	w        Worker
 	id       string
+	node     string // workerNode(id)
 	dead     bool
 	busyGen  uint64 // generation the worker is executing, 0 when free
 	entry    *entry // live attempt it runs (nil when free, cancelled or failed over)
@@ -321,7 +322,7 @@ func newWaggler(cfg Config, capability string, epoch uint64, sink uplink, log *z
 // setBusy sets the generation ww executes (0: free), counting the busy
 // workers of its node.
 func (w *Waggler) setBusy(ww *wagWorker, gen uint64) {
-	node := workerNode(ww.id)
+	node := ww.node
 	switch {
 	case ww.busyGen == 0 && gen != 0:
 		w.busy[node]++
@@ -430,7 +431,7 @@ func (w *Waggler) addWorkerLocked(wk Worker) error {
 		w.free(ww)
 		return nil
 	}
-	ww := &wagWorker{w: wk, id: id}
+	ww := &wagWorker{w: wk, id: id, node: workerNode(id)}
 	w.workers[id] = ww
 	w.idle = append(w.idle, ww)
 	return nil
@@ -807,7 +808,7 @@ func (w *Waggler) failover(e *entry, fields []zap.Field, fx *effects) {
 	if !old.dead {
 		w.markDead(old)
 	}
-	fx.observe(sentinel.Observation{Node: workerNode(old.id), Capability: w.capability, Kind: sentinel.Lost, At: w.clock.Now()})
+	fx.observe(sentinel.Observation{Node: old.node, Capability: w.capability, Kind: sentinel.Lost, At: w.clock.Now()})
 	fx.cancels = append(fx.cancels, cancelEffect{w: old.w, key: e.d.AttemptKey, gen: e.gen})
 	old.entry = nil // busyGen stays: a late report frees (and revives) it
 	e.worker = nil
@@ -910,9 +911,9 @@ func (w *Waggler) assign(e *entry, ww *wagWorker, fx *effects) {
 	w.setBusy(ww, e.gen)
 	ww.entry = e
 	w.running++
-	w.ranOn(e, workerNode(ww.id))
+	w.ranOn(e, ww.node)
 	now := w.clock.Now()
-	fx.observe(sentinel.Observation{Node: workerNode(ww.id), Capability: w.capability, Kind: sentinel.Accepted, At: now})
+	fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Accepted, At: now})
 	w.mon.start(e.d.AttemptKey, e.gen, ww.id, now)
 	fx.runs = append(fx.runs, runEffect{w: ww.w, a: Assignment{TaskDispatch: e.d, Generation: e.gen}})
 	fx.started = append(fx.started, w.startedOf(e, now))
@@ -996,7 +997,7 @@ func (w *Waggler) Quarantine(nodes map[string]bool) {
 	}
 	w.quarantined = nodes
 	for key, e := range w.byKey {
-		if e.worker == nil || !nodes[workerNode(e.worker.id)] {
+		if e.worker == nil || !nodes[e.worker.node] {
 			continue
 		}
 		old := e.worker
