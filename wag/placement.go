@@ -78,9 +78,10 @@ func (w *Waggler) pickLocal(e *entry) int {
 // queue ahead of it, at the recent mean run time over this node's busy
 // workers, drains in under localBelow. With 64 workers and echo-like
 // attempts of 20 µs that is thousands of attempts; with 4 ms attempts, a
-// few dozen. Chains of echo tasks on three worker nodes ran at 62 % of one
+// few dozen. Chains of echo tasks on three worker nodes ran at 65 % of one
 // node when a third of their attempts crossed to the Waggler's peers, and
-// at 74 % when they waited for its own workers (docs/benchmarks.md).
+// at 82 % when they waited for its own workers (on tmpfs, medians of five
+// rounds: docs/benchmarks.md, fourth pass).
 //
 // It waits only while this node's workers keep finishing (one did within
 // localBelow): should they all hang on attempts that run far longer than
