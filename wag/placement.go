@@ -75,13 +75,15 @@ func (w *Waggler) pickLocal(e *entry) int {
 
 // waitLocal reports whether short attempt e, finding none of this node's
 // workers idle, had better wait for one than go to another node: the
-// queue ahead of it, at the recent mean run time over this node's busy
-// workers, drains in under localBelow. With 64 workers and echo-like
-// attempts of 20 µs that is thousands of attempts; with 4 ms attempts, a
-// few dozen. Chains of echo tasks on three worker nodes ran at 65 % of one
-// node when a third of their attempts crossed to the Waggler's peers, and
-// at 82 % when they waited for its own workers (on tmpfs, medians of five
-// rounds: docs/benchmarks.md, fourth pass).
+// queue ahead of it drains in under localBelow, at the recent mean time
+// this node's workers take from an assignment to its report (the run
+// time alone would not see a node whose CPUs are saturated) over its busy
+// workers. With 64 workers turning echoes around in 50 µs that is
+// thousands of attempts; with 4 ms attempts, a few dozen. Chains of echo
+// tasks on three worker nodes ran at 65 % of one node when a third of
+// their attempts crossed to the Waggler's peers, and at 82 % when they
+// waited for its own workers (on tmpfs, medians of five rounds:
+// docs/benchmarks.md, fourth pass).
 //
 // It waits only while this node's workers keep finishing (one did within
 // localBelow): should they all hang on attempts that run far longer than
@@ -90,13 +92,13 @@ func (w *Waggler) pickLocal(e *entry) int {
 // distinct nodes.
 func (w *Waggler) waitLocal(e *entry) bool {
 	busy := w.busy[w.node]
-	if busy == 0 || e.d.Group != "" || w.rankOf(w.node) < topRank {
+	if busy == 0 || w.localTurn.n == 0 || e.d.Group != "" || w.rankOf(w.node) < topRank {
 		return false
 	}
 	if w.clock.Now().Sub(w.localFreed) >= localBelow {
 		return false
 	}
-	return w.runs.mean*time.Duration(w.queued+1)/time.Duration(busy) < localBelow
+	return w.localTurn.mean*time.Duration(w.queued+1)/time.Duration(busy) < localBelow
 }
 
 // pickIdle returns the index in w.idle of the worker e goes to, or -1:

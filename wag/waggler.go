@@ -166,7 +166,10 @@ type entry struct {
 	worker    *wagWorker // nil while queued
 	backup    *wagWorker // pre-selected on the alert rung
 	cancelled bool       // removed while queued; skipped by the queue
-	noticed   bool       // "waiting: no worker" progress sent
+	// assignedAt is when the current assignment was made here (zero for
+	// one adopted or inherited from a predecessor).
+	assignedAt time.Time
+	noticed    bool // "waiting: no worker" progress sent
 	// prevGen is the generation of an assignment that ended without a
 	// report while the attempt is queued again: one inherited from a
 	// predecessor that its worker, registered here, does not run, or one
@@ -243,9 +246,12 @@ type Waggler struct {
 	// set), under mu.
 	busy map[string]int
 	// runs follows how long this capability's attempts run, under mu:
-	// short ones stay on this node (see waitLocal). localFreed is when one
-	// of this node's workers last finished an attempt.
+	// short ones stay on this node (see waitLocal). localTurn follows the
+	// time from assigning an attempt to one of this node's workers to its
+	// report (the run, and the queueing and reporting around it), and
+	// localFreed is when one of them last reported.
 	runs       runTimes
+	localTurn  runTimes
 	localFreed time.Time
 
 	cb       callbacks
@@ -618,8 +624,11 @@ func (w *Waggler) Report(r Report) bool {
 	case current:
 		now := w.clock.Now()
 		w.runs.observe(r.FinishedAt.Sub(r.StartedAt))
-		if workerNode(r.WorkerID) == w.node {
+		if ww.node == w.node {
 			w.localFreed = now
+			if !e.assignedAt.IsZero() {
+				w.localTurn.observe(now.Sub(e.assignedAt))
+			}
 		}
 		fx.observe(sentinel.Observation{Node: workerNode(r.WorkerID), Capability: w.capability, Kind: sentinel.Completed, At: now})
 		w.setState(StateCollecting)
@@ -913,6 +922,7 @@ func (w *Waggler) assign(e *entry, ww *wagWorker, fx *effects) {
 	w.running++
 	w.ranOn(e, ww.node)
 	now := w.clock.Now()
+	e.assignedAt = now
 	fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Accepted, At: now})
 	w.mon.start(e.d.AttemptKey, e.gen, ww.id, now)
 	fx.runs = append(fx.runs, runEffect{w: ww.w, a: Assignment{TaskDispatch: e.d, Generation: e.gen}})
