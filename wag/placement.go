@@ -80,9 +80,9 @@ func (w *Waggler) pickLocal(e *entry) int {
 // time alone would not see a node whose CPUs are saturated) over its busy
 // workers. With 64 workers turning echoes around in 50 µs that is
 // thousands of attempts; with 4 ms attempts, a few dozen. Chains of echo
-// tasks on three worker nodes ran at 65 % of one node when a third of
-// their attempts crossed to the Waggler's peers, and at 82 % when they
-// waited for its own workers (on tmpfs, medians of five rounds:
+// tasks on three worker nodes ran at 61–66 % of one node when a third of
+// their attempts crossed to the Waggler's peers, and at 66–76 % when they
+// waited for its own workers (four runs of each, interleaved on one host:
 // docs/benchmarks.md, fourth pass).
 //
 // It waits only while this node's workers keep finishing (one did within
