@@ -21,17 +21,26 @@ import (
 type batchWriter struct {
 	ctx context.Context
 	tx  *sql.Tx
+	ws  *writerStmts
 	now time.Time
 
-	// The writer's statements, in tx (which closes them when it ends).
-	insertResult, leased, setState, setScheduled, finish, dequeue *sql.Stmt
+	inTx map[*sql.Stmt]*sql.Stmt // the writer's statements taken into tx so far
 }
 
 func newBatchWriter(ctx context.Context, tx *sql.Tx, ws *writerStmts, now time.Time) *batchWriter {
-	in := func(st *sql.Stmt) *sql.Stmt { return tx.StmtContext(ctx, st) }
-	return &batchWriter{ctx: ctx, tx: tx, now: now,
-		insertResult: in(ws.insertResult), leased: in(ws.held), setState: in(ws.setState),
-		setScheduled: in(ws.setScheduled), finish: in(ws.finish), dequeue: in(ws.dequeue)}
+	return &batchWriter{ctx: ctx, tx: tx, ws: ws, now: now, inTx: make(map[*sql.Stmt]*sql.Stmt, 4)}
+}
+
+// stmt is one of the writer's statements in this transaction (which
+// closes it when it ends), taken in on first use: a progress batch never
+// finishes an instance, a completion never sets a schedule.
+func (b *batchWriter) stmt(st *sql.Stmt) *sql.Stmt {
+	in, ok := b.inTx[st]
+	if !ok {
+		in = b.tx.StmtContext(b.ctx, st)
+		b.inTx[st] = in
+	}
+	return in
 }
 
 // lease is an instance and the owner a batch says holds it.
@@ -60,7 +69,7 @@ func (b *batchWriter) held(leases []lease) (map[lease]bool, error) {
 	out := make(map[lease]bool, len(leases))
 	for owner, w := range ids {
 		w.WriteByte(']')
-		rows, err := b.leased.QueryContext(b.ctx, w.String(), owner, micros(b.now))
+		rows, err := b.stmt(b.ws.held).QueryContext(b.ctx, w.String(), owner, micros(b.now))
 		if err != nil {
 			return nil, err
 		}
@@ -82,7 +91,7 @@ func (b *batchWriter) held(leases []lease) (map[lease]bool, error) {
 // record appends results, ignoring a duplicate (execution, attempt).
 func (b *batchWriter) record(id uuid.UUID, results []engine.ActionResult) error {
 	for _, r := range results {
-		if _, err := b.insertResult.ExecContext(b.ctx, id, r.ExecutionID, int64(r.Attempt), r.OK, r.Output, r.Error, r.WorkerID,
+		if _, err := b.stmt(b.ws.insertResult).ExecContext(b.ctx, id, r.ExecutionID, int64(r.Attempt), r.OK, r.Output, r.Error, r.WorkerID,
 			nullMicros(r.StartedAt), nullMicros(r.FinishedAt), micros(b.now)); err != nil {
 			return fmt.Errorf("recording result %s#%d of %s: %w", r.ExecutionID, r.Attempt, id, err)
 		}
@@ -123,12 +132,12 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 				return err
 			}
 			if p.State != nil {
-				if _, err := b.setState.ExecContext(ctx, p.State, micros(now), p.InstanceID); err != nil {
+				if _, err := b.stmt(s.ws.setState).ExecContext(ctx, p.State, micros(now), p.InstanceID); err != nil {
 					return err
 				}
 			}
 			if p.ScheduledAt != nil {
-				if _, err := b.setScheduled.ExecContext(ctx, micros(*p.ScheduledAt), p.InstanceID); err != nil {
+				if _, err := b.stmt(s.ws.setScheduled).ExecContext(ctx, micros(*p.ScheduledAt), p.InstanceID); err != nil {
 					return err
 				}
 			}
@@ -171,10 +180,10 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 			if err := b.record(c.InstanceID, c.Results); err != nil {
 				return err
 			}
-			if _, err := b.finish.ExecContext(ctx, string(c.Status), c.Output, c.Error, c.State, micros(now), micros(now), c.InstanceID); err != nil {
+			if _, err := b.stmt(s.ws.finish).ExecContext(ctx, string(c.Status), c.Output, c.Error, c.State, micros(now), micros(now), c.InstanceID); err != nil {
 				return err
 			}
-			if _, err := b.dequeue.ExecContext(ctx, c.InstanceID); err != nil {
+			if _, err := b.stmt(s.ws.dequeue).ExecContext(ctx, c.InstanceID); err != nil {
 				return err
 			}
 		}
