@@ -13,12 +13,18 @@ func (w *Waggler) rankOf(node string) int {
 	if w.trust == nil {
 		return topRank
 	}
-	r, ok := w.rank[node]
+	return askOnce(w.rank, node, w.trust.Rank)
+}
+
+// askOnce returns cache[node], asking ask on a miss and keeping its answer
+// (the tick clears the caches: trust moves).
+func askOnce(cache map[string]int, node string, ask func(string) int) int {
+	v, ok := cache[node]
 	if !ok {
-		r = w.trust.Rank(node)
-		w.rank[node] = r
+		v = ask(node)
+		cache[node] = v
 	}
-	return r
+	return v
 }
 
 // topRank is the highest trust rank: a worker of it is taken at once.
@@ -137,12 +143,7 @@ func (w *Waggler) withinAllowance(node string) bool {
 	if w.trust == nil {
 		return true
 	}
-	lim, ok := w.allowance[node]
-	if !ok {
-		lim = w.trust.Allowance(node)
-		w.allowance[node] = lim
-	}
-	return w.busy[node] < lim
+	return w.busy[node] < askOnce(w.allowance, node, w.trust.Allowance)
 }
 
 // allowed reports whether ww may run e: not on a quarantined node nor on
