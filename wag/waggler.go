@@ -630,7 +630,7 @@ func (w *Waggler) Report(r Report) bool {
 				w.localTurn.observe(now.Sub(e.assignedAt))
 			}
 		}
-		fx.observe(sentinel.Observation{Node: workerNode(r.WorkerID), Capability: w.capability, Kind: sentinel.Completed, At: now})
+		fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Completed, At: now})
 		w.setState(StateCollecting)
 		w.release(e)
 		w.mon.stop(r.Key, e.gen)
