@@ -301,7 +301,7 @@ func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, d
 		st.deadlineAt = e.cfg.Clock.Now().Add(deadline)
 	}
 	return NewInstance{
-		ID:                uuid.New(),
+		ID:                NewInstanceID(),
 		WorkflowVersionID: pe.id,
 		Inputs:            enc,
 		State:             st.encode(nil),
