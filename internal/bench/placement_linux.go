@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
+	"syscall"
 
 	"golang.org/x/sys/unix"
 )
@@ -23,13 +24,23 @@ func allowedCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// startOn starts cmd confined to cpus (all of this process's when empty).
+// startOn starts cmd confined to cpus (all of this process's when empty),
+// to die with this process: a bench killed in the middle of a run (by a
+// signal, or by a closed pipe on its output) leaves no nodes behind. The
+// kernel sends a child its death signal when the thread that forked it
+// ends, and Go ends a thread only when a goroutine that locked it returns
+// without unlocking it, which a start here never does.
+//
 // A child inherits the CPU mask of the thread that forks it, and os/exec
 // forks on the calling goroutine's thread: so the thread is locked, given
 // the mask for the fork, and given its own back. Every thread of the child
 // has the mask from its first instruction (Go sizes GOMAXPROCS by it),
 // which setting it on a running process would not give.
 func startOn(cmd *exec.Cmd, cpus []int) error {
+	if cmd.SysProcAttr == nil {
+		cmd.SysProcAttr = &syscall.SysProcAttr{}
+	}
+	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
 	if len(cpus) == 0 {
 		return cmd.Start()
 	}
@@ -46,9 +57,20 @@ func startOn(cmd *exec.Cmd, cpus []int) error {
 		runtime.UnlockOSThread()
 		return fmt.Errorf("confining a process to CPUs %v: %w", cpus, err)
 	}
-	err := cmd.Start()
-	if unix.SchedSetaffinity(0, &old) == nil {
-		runtime.UnlockOSThread()
-	} // else the thread stays locked and ends with its goroutine, mask and all
-	return err
+	if err := cmd.Start(); err != nil {
+		if unix.SchedSetaffinity(0, &old) == nil {
+			runtime.UnlockOSThread()
+		} // else the thread stays locked and ends with its goroutine, mask and all
+		return err
+	}
+	if err := unix.SchedSetaffinity(0, &old); err != nil {
+		// The thread keeps the wrong mask, so it must end with its
+		// goroutine (it stays locked), and the child dies with it: stop
+		// the child now rather than at some later moment.
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		return fmt.Errorf("restoring the CPU affinity after starting a process: %w", err)
+	}
+	runtime.UnlockOSThread()
+	return nil
 }

@@ -1,12 +1,14 @@
 package bench
 
 import (
+	"bufio"
 	"context"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -132,5 +134,72 @@ func TestUsageCountsLessThanATick(t *testing.T) {
 	}
 	if u.PeakRSS <= 0 {
 		t.Fatalf("peak RSS %d", u.PeakRSS)
+	}
+}
+
+// benchParentEnv makes the test binary play a bench that starts a child
+// (startOn, on the CPUs the variable names, "" for all), prints its pid
+// and waits to be killed.
+const benchParentEnv = "ROBONET_BENCH_TEST_PARENT"
+
+// TestChildrenDieWithTheBench: a bench killed mid-run (SIGKILL here; a
+// closed pipe on its output did it in practice) takes the nodes it started
+// with it, whether or not it confined them to CPUs.
+func TestChildrenDieWithTheBench(t *testing.T) {
+	if cpus, ok := os.LookupEnv(benchParentEnv); ok {
+		var mask []int
+		if cpus != "" {
+			mask = []int{0}
+		}
+		child := exec.Command("sleep", "60")
+		if err := startOn(child, mask); err != nil {
+			fmt.Println("error:", err)
+			os.Exit(1)
+		}
+		fmt.Println("child", child.Process.Pid)
+		time.Sleep(time.Minute) // until the test kills this process
+		os.Exit(1)
+	}
+	for _, cpus := range []string{"", "0"} {
+		t.Run("cpus="+cpus, func(t *testing.T) {
+			parent := exec.Command(os.Args[0], "-test.run=^TestChildrenDieWithTheBench$")
+			parent.Env = append(os.Environ(), benchParentEnv+"="+cpus)
+			out, err := parent.StdoutPipe()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := parent.Start(); err != nil {
+				t.Fatal(err)
+			}
+			var pid int
+			line, err := bufio.NewReader(out).ReadString('\n')
+			if _, scanErr := fmt.Sscanf(line, "child %d", &pid); err != nil || scanErr != nil {
+				_ = parent.Process.Kill()
+				_ = parent.Wait()
+				t.Fatalf("the parent printed %q (%v)", line, err)
+			}
+			alive := func() bool {
+				b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+				// Reaped, or a zombie waiting for its new parent to reap it.
+				return err == nil && !strings.Contains(string(b), ") Z ")
+			}
+			defer func() {
+				if alive() {
+					_ = syscall.Kill(pid, syscall.SIGKILL)
+				}
+			}()
+			if !alive() {
+				t.Fatalf("child %d is not running while its parent is", pid)
+			}
+			_ = parent.Process.Kill()
+			_ = parent.Wait()
+			deadline := time.Now().Add(10 * time.Second)
+			for alive() {
+				if time.Now().After(deadline) {
+					t.Fatalf("child %d still runs 10 s after its parent was killed", pid)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		})
 	}
 }
