@@ -41,6 +41,7 @@ type child struct {
 func startChild(t testing.TB, bin string, args ...string) *child {
 	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	dieWithTest(c.cmd)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

@@ -86,6 +86,7 @@ func TestExampleWorker(t *testing.T) {
 
 	var logs bytes.Buffer
 	w := exec.Command(workerBin, "--node", n.addr, "--slots", "2")
+	dieWithTest(w)
 	w.Stdout, w.Stderr = &logs, &logs
 	if err := w.Start(); err != nil {
 		t.Fatal(err)
