@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
@@ -750,5 +751,44 @@ func TestPoolMeter(t *testing.T) {
 	m.read(&s, t0.Add(time.Hour))
 	if s.PerMinute != 0 {
 		t.Fatalf("an hour later %d finishes in the last minute, want 0", s.PerMinute)
+	}
+}
+
+// An action's error and progress text reach the Waggler as UTF-8 within
+// the bounds a stream carries, however the action wrote them.
+func TestActionTextIsFitted(t *testing.T) {
+	sink := newSink()
+	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	cfg.Registry = registryWith(t, map[string]Handler{
+		"unruly": func(ctx context.Context, call *Call) (any, error) {
+			call.Progress(Progress{Message: "\xff" + strings.Repeat("p", 2*MaxProgressTextBytes)})
+			select { // 200ms at one heartbeat per 50ms
+			case <-time.After(200 * time.Millisecond):
+			case <-ctx.Done():
+			}
+			return nil, errors.New("\xfe" + strings.Repeat("e", 2*MaxErrorBytes))
+		},
+	})
+	l := startLocal(t, cfg)
+	d := task("unruly", nil)
+	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+		t.Fatal(err)
+	}
+	r := sink.result(t, d.AttemptKey)
+	if r.OK || len(r.Error) > MaxErrorBytes || !utf8.ValidString(r.Error) || !strings.HasPrefix(r.Error, "\uFFFDeee") || !strings.HasSuffix(r.Error, " bytes clipped)") {
+		t.Fatalf("error of %d bytes, valid UTF-8: %v: %.40q…", len(r.Error), utf8.ValidString(r.Error), r.Error)
+	}
+	n := 0
+	for _, p := range sink.Progress() {
+		if p.AttemptKey != d.AttemptKey {
+			continue
+		}
+		n++
+		if len(p.Message) > MaxProgressTextBytes || !utf8.ValidString(p.Message) || !strings.HasPrefix(p.Message, "\uFFFDppp") {
+			t.Fatalf("progress message of %d bytes, valid UTF-8: %v: %.40q…", len(p.Message), utf8.ValidString(p.Message), p.Message)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no heartbeat carried the progress")
 	}
 }

@@ -120,6 +120,13 @@ type run struct {
 	lastAt    time.Time
 }
 
+// setProgress is the action's Call.Progress: the latest report, its text
+// fitted to what a heartbeat carries, for the next heartbeat.
+func (r *run) setProgress(pr Progress) {
+	pr.Message = fitText(pr.Message, MaxProgressTextBytes)
+	r.progress.Store(&pr)
+}
+
 // slotPrefix names the slots of an external pool apart from the node's
 // own: "node/capability/name-1".
 func slotPrefix(cfg Config) string {
@@ -264,7 +271,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		Slot:           s.num,
 		Timeout:        a.Timeout,
 		Input:          a.Input,
-		Progress:       func(pr Progress) { r.progress.Store(&pr) },
+		Progress:       r.setProgress,
 		MaxOutputBytes: p.maxOutput,
 		rt:             p.rt,
 		log:            p.log,
@@ -322,9 +329,9 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		if timedOut && !errors.Is(err, errTimedOut) {
 			msg = fmt.Sprintf("attempt timed out after %v: %s", a.Timeout, msg)
 		}
-		rep.Error = msg
+		rep.Error = fitText(msg, MaxErrorBytes)
 	} else if v, enc, err := p.checkOutput(out); err != nil {
-		rep.Error = err.Error()
+		rep.Error = fitText(err.Error(), MaxErrorBytes)
 	} else {
 		rep.OK, rep.Output, rep.OutputJSON = true, v, enc
 	}

@@ -11,6 +11,7 @@ import (
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/trust"
+	"github.com/robonet/robonet/wag"
 )
 
 // What one node may send another on a Waggler stream is bounded, as what
@@ -32,10 +33,11 @@ const (
 	maxNameBytes = 256
 	// maxExecIDBytes bounds an execution id ("task[index]" and nesting).
 	maxExecIDBytes = 1024
-	// maxErrorBytes bounds the error text of one attempt or answer.
-	maxErrorBytes = 64 << 10
-	// maxProgressTextBytes bounds a progress message.
-	maxProgressTextBytes = 4 << 10
+	// maxErrorBytes bounds the error text of one attempt or answer (a
+	// pool fits its actions' text to it before it reports).
+	maxErrorBytes = wag.MaxErrorBytes
+	// maxProgressTextBytes bounds a progress message (likewise).
+	maxProgressTextBytes = wag.MaxProgressTextBytes
 	// MaxWorkStreamsPerNode bounds the Work streams one node holds open
 	// to this node at once: one per pool (capability, or worker program)
 	// it runs.
