@@ -78,7 +78,7 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 	defer cancel(errors.New("stream ended"))
 	c := &extConn{
 		name:  hello.GetName(),
-		out:   newSender(stream.Send),
+		out:   newSender(stream.Send, s.log.With(zap.String("stream", "Serve to "+hello.GetName()))),
 		calls: map[string]*extCall{},
 		ctx:   ctx,
 		log:   s.log.With(zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability())),

@@ -73,7 +73,7 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 	}
 	l := &LeadLink{stream: stream, cancel: cancel, up: up, log: log, peer: peer, opts: opts, check: check,
 		pending: map[uint64]chan *robonetv1.LeadAnswer{}, done: make(chan struct{})}
-	l.out = newSender(stream.Send)
+	l.out = newSender(stream.Send, log.With(zap.String("stream", "Lead to "+peer)))
 	go l.recv()
 	if err := l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Open{Open: &robonetv1.LeadOpen{Term: term, Leader: leader}}}); err != nil {
 		l.Close()

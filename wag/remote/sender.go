@@ -5,6 +5,9 @@ import (
 	"errors"
 	"sync"
 
+	"go.uber.org/zap"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 )
 
@@ -21,6 +24,7 @@ var errClosed = errors.New("remote: stream closed")
 // messages.
 type sender[T proto.Message] struct {
 	send func(T) error
+	log  *zap.Logger // names the stream
 
 	mu     sync.Mutex
 	q      []item[T]
@@ -41,8 +45,10 @@ type item[T proto.Message] struct {
 // limit of any node.
 const maxCoalesced = 1 << 20
 
-func newSender[T proto.Message](send func(T) error) *sender[T] {
-	s := &sender[T]{send: send, wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{})}
+// newSender starts a sender of send's stream; log (with the stream's
+// name) hears of a message that cannot be encoded.
+func newSender[T proto.Message](send func(T) error, log *zap.Logger) *sender[T] {
+	s := &sender[T]{send: send, log: log, wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
 	return s
 }
@@ -106,6 +112,15 @@ func (s *sender[T]) run() {
 					close(it.done)
 				}
 				if err != nil {
+					if status.Code(err) == codes.Internal {
+						// gRPC could not encode it (a string that is
+						// not UTF-8, say). The stream ends as on any
+						// send error, is opened again and the message
+						// sent again, to fail again: a bug, said once
+						// per stream rather than passed over as the
+						// network's weather.
+						s.log.Error("a message cannot be encoded: the stream is closed, and will be again when the message is sent again", zap.Error(err))
+					}
 					s.mu.Lock()
 					if s.err == nil {
 						s.err = err

@@ -2,10 +2,16 @@ package remote
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync"
 	"testing"
+
+	"go.uber.org/zap"
+	"go.uber.org/zap/zaptest/observer"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -203,7 +209,7 @@ func TestSenderOrderAndWait(t *testing.T) {
 		defer mu.Unlock()
 		sent = append(sent, describe(m))
 		return nil
-	})
+	}, zap.NewNop())
 	defer s.close()
 	for _, id := range []string{"a", "b", "c"} {
 		if err := s.push(assign(id)); err != nil {
@@ -227,5 +233,31 @@ func TestSenderOrderAndWait(t *testing.T) {
 	}
 	if ids != "abc" {
 		t.Fatalf("assignments sent as %q, want in order abc", ids)
+	}
+}
+
+// A message gRPC cannot encode ends the stream like any send error, but is
+// logged as the bug it is; a broken stream is not.
+func TestSenderSaysWhenAMessageCannotBeEncoded(t *testing.T) {
+	for _, c := range []struct {
+		err    error
+		logged bool
+	}{
+		{status.Error(codes.Internal, "grpc: error while marshaling: string field contains invalid UTF-8"), true},
+		{status.Error(codes.Unavailable, "transport is closing"), false},
+	} {
+		core, logs := observer.New(zap.ErrorLevel)
+		s := newSender(func(*robonetv1.WorkResponse) error { return c.err }, zap.New(core))
+		if err := s.pushAndWait(context.Background(), ack(1)); !errors.Is(err, c.err) {
+			t.Errorf("%v: pushAndWait returned %v", c.err, err)
+		}
+		<-s.done // the goroutine stops at the error
+		if err := s.push(ack(2)); !errors.Is(err, c.err) {
+			t.Errorf("%v: a push after the error returned %v", c.err, err)
+		}
+		if got := logs.FilterMessageSnippet("cannot be encoded").Len(); (got == 1) != c.logged {
+			t.Errorf("%v: %d errors logged, want logged: %v", c.err, got, c.logged)
+		}
+		s.close()
 	}
 }

@@ -108,7 +108,7 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	if err := s.opts.Caller(stream.Context(), open.GetLeader(), true); err != nil {
 		return err
 	}
-	out := newSender(stamped(s.opts.Trust, stream.Send, setLeadStamp))
+	out := newSender(stamped(s.opts.Trust, stream.Send, setLeadStamp), s.log.With(zap.String("stream", "Lead from "+open.GetLeader())))
 	defer out.close()
 	sess, err := s.host.Open(open.GetTerm(), leadUplink{out: out, log: s.log})
 	if err != nil {
@@ -295,7 +295,7 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 		return status.Errorf(codes.FailedPrecondition, "%s: this node is not the waggler of %s at epoch %d",
 			wag.ErrNotWaggler, reg.GetCapability(), reg.GetEpoch())
 	}
-	out := newSender(stream.Send)
+	out := newSender(stream.Send, s.log.With(zap.String("stream", "Work from "+reg.GetNode())))
 	defer out.close()
 	workers := make([]wag.Worker, len(reg.GetWorkers()))
 	for i, id := range reg.GetWorkers() {

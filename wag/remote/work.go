@@ -204,7 +204,7 @@ func (t *WorkTarget) session() error {
 	if err != nil {
 		return fmt.Errorf("opening a work stream: %w", err)
 	}
-	out := newSender(stamped(t.opts.Trust, stream.Send, setWorkStamp))
+	out := newSender(stamped(t.opts.Trust, stream.Send, setWorkStamp), t.log.With(zap.String("stream", "Work to the waggler of "+t.capability)))
 	defer out.close()
 	reg := &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch}
 	t.mu.Lock()
