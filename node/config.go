@@ -1,6 +1,7 @@
 package node
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net"
@@ -22,6 +23,11 @@ import (
 	"github.com/robonet/robonet/wag"
 	"github.com/robonet/robonet/wag/tasklog"
 )
+
+// resultRoom is what a result message holds besides a task's output: its
+// key, worker and stamp, in far less than the error text a failed result
+// may carry instead (wag.MaxErrorBytes).
+const resultRoom = wag.MaxErrorBytes
 
 // Defaults of Config.
 const (
@@ -291,6 +297,12 @@ func (c Config) validate() error {
 	}
 	if c.MaxInputBytes < 1 || c.MaxInputBytes > c.MaxMessageBytes {
 		errs = append(errs, fmt.Errorf("MaxInputBytes %d must be between 1 and MaxMessageBytes (%d)", c.MaxInputBytes, c.MaxMessageBytes))
+	}
+	// A task's output crosses to the leader in one message, beside its
+	// key and worker; an output that cannot would be sent again and again.
+	if out := cmp.Or(c.Wag.MaxOutputBytes, wag.DefaultMaxOutputBytes); out > c.MaxMessageBytes-resultRoom {
+		errs = append(errs, fmt.Errorf("the output limit (output-bytes, %d) must leave %d bytes of the message limit (message-bytes, %d) for the rest of a result: lower output-bytes to at most %d or raise message-bytes",
+			out, resultRoom, c.MaxMessageBytes, c.MaxMessageBytes-resultRoom))
 	}
 	if c.MaxStreams < 1 {
 		errs = append(errs, fmt.Errorf("MaxStreams %d must be at least 1", c.MaxStreams))

@@ -21,6 +21,7 @@ import (
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
 )
 
 func TestMain(m *testing.M) {
@@ -46,6 +47,7 @@ func TestConfig(t *testing.T) {
 		{HTTPAddr: "nowhere"},
 		{MaxMessageBytes: 10},
 		{MaxSpecBytes: 64 << 20},
+		{Wag: wag.Config{MaxOutputBytes: DefaultMaxMessageBytes}}, // no room for the rest of a result
 		{Capabilities: map[string]int{"core": 0}},
 		{GossipAddr: "nowhere"},
 		{GossipKey: []byte("short")},
