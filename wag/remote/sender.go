@@ -112,14 +112,16 @@ func (s *sender[T]) run() {
 					close(it.done)
 				}
 				if err != nil {
-					if status.Code(err) == codes.Internal {
+					if c := status.Code(err); c == codes.Internal || c == codes.ResourceExhausted {
 						// gRPC could not encode it (a string that is
-						// not UTF-8, say). The stream ends as on any
+						// not UTF-8, say), or it is larger than a
+						// message may be. The stream ends as on any
 						// send error, is opened again and the message
-						// sent again, to fail again: a bug, said once
-						// per stream rather than passed over as the
-						// network's weather.
-						s.log.Error("a message cannot be encoded: the stream is closed, and will be again when the message is sent again", zap.Error(err))
+						// sent again, to fail again: a bug or a
+						// misconfiguration, said once per stream
+						// rather than passed over as the network's
+						// weather.
+						s.log.Error("a message cannot be sent (it cannot be encoded, or it is too large): the stream is closed, and will be again when the message is sent again", zap.Error(err))
 					}
 					s.mu.Lock()
 					if s.err == nil {

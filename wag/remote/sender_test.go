@@ -236,14 +236,16 @@ func TestSenderOrderAndWait(t *testing.T) {
 	}
 }
 
-// A message gRPC cannot encode ends the stream like any send error, but is
-// logged as the bug it is; a broken stream is not.
+// A message gRPC cannot encode, or too large to send, ends the stream like
+// any send error, but is logged as the bug or misconfiguration it is; a
+// broken stream is not.
 func TestSenderSaysWhenAMessageCannotBeEncoded(t *testing.T) {
 	for _, c := range []struct {
 		err    error
 		logged bool
 	}{
 		{status.Error(codes.Internal, "grpc: error while marshaling: string field contains invalid UTF-8"), true},
+		{status.Error(codes.ResourceExhausted, "trying to send message larger than max (17825792 vs. 16777216)"), true},
 		{status.Error(codes.Unavailable, "transport is closing"), false},
 	} {
 		core, logs := observer.New(zap.ErrorLevel)
@@ -255,7 +257,7 @@ func TestSenderSaysWhenAMessageCannotBeEncoded(t *testing.T) {
 		if err := s.push(ack(2)); !errors.Is(err, c.err) {
 			t.Errorf("%v: a push after the error returned %v", c.err, err)
 		}
-		if got := logs.FilterMessageSnippet("cannot be encoded").Len(); (got == 1) != c.logged {
+		if got := logs.FilterMessageSnippet("cannot be sent").Len(); (got == 1) != c.logged {
 			t.Errorf("%v: %d errors logged, want logged: %v", c.err, got, c.logged)
 		}
 		s.close()
