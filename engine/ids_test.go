@@ -36,9 +36,8 @@ func TestNewInstanceIDsSortByCreationAndSpreadOverShards(t *testing.T) {
 		for _, id := range ids {
 			count[engine.ShardIndex(id, shards)]++
 		}
-		// A binomial count's standard deviation is below √(n/shards);
-		// off by 5 of them, one of the 33 counts of a fair spread is,
-		// about once in 50,000 runs.
+		// A binomial count's standard deviation is below √(n/shards):
+		// 5 of them is a bound a fair spread fails about once in 10⁶ runs.
 		mean := n / shards
 		for s, c := range count {
 			if d := c - mean; d*d > 25*mean {
