@@ -247,12 +247,9 @@ func (e *Engine) stop(ctx context.Context, graceful bool) error {
 }
 
 // shardFor returns the shard that owns an instance.
-func (e *Engine) shardFor(id uuid.UUID) *shard { return e.shards[shardIndex(id, len(e.shards))] }
-
-// shardIndex picks one of n shards by the id's bytes 8–15, which are
-// random in every id NewInstanceID makes (its time is in bytes 0–5) and in
-// a random (version 4) id alike.
-func shardIndex(id uuid.UUID, n int) int { return int(binary.BigEndian.Uint64(id[8:]) % uint64(n)) }
+func (e *Engine) shardFor(id uuid.UUID) *shard {
+	return e.shards[binary.BigEndian.Uint64(id[8:])%uint64(len(e.shards))]
+}
 
 // wakeClaimer asks the claimer to look for due instances now.
 func (e *Engine) wakeClaimer() {

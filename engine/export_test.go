@@ -7,9 +7,6 @@ import (
 	"github.com/google/uuid"
 )
 
-// ShardIndex is the shard of n that owns instance id.
-func ShardIndex(id uuid.UUID, n int) int { return shardIndex(id, n) }
-
 // PendingRows returns the rows waiting for the next group commit.
 func (e *Engine) PendingRows() int64 { return e.flusher.rows.Load() }
 

@@ -301,7 +301,7 @@ func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, d
 		st.deadlineAt = e.cfg.Clock.Now().Add(deadline)
 	}
 	return NewInstance{
-		ID:                NewInstanceID(),
+		ID:                uuid.New(),
 		WorkflowVersionID: pe.id,
 		Inputs:            enc,
 		State:             st.encode(nil),

@@ -173,20 +173,9 @@ func (s InstanceStatus) Terminal() bool {
 	return s == StatusComplete || s == StatusFailed || s == StatusCancelled
 }
 
-// NewInstanceID returns a new instance id: a version 7 UUID, whose first
-// 48 bits are the Unix time in milliseconds and whose rest is random
-// (and, within one process, increasing within a millisecond). Every table
-// and index of instances and their results is keyed by the id, so ids of
-// instances created together sort together: a write transaction touches a
-// few neighbouring pages at the right edge of each B-tree instead of one
-// random page per instance. With random (version 4) ids SQLite wrote 1.7
-// times the WAL pages for the same chains; the 62 random bits of
-// bytes 8–15 still spread instances evenly over shards (see shardFor).
-func NewInstanceID() uuid.UUID { return uuid.Must(uuid.NewV7()) }
-
 // NewInstance is an instance to queue.
 type NewInstance struct {
-	ID                uuid.UUID // uuid.Nil: the store assigns one (NewInstanceID)
+	ID                uuid.UUID // uuid.Nil: the store assigns a random one
 	WorkflowVersionID int64
 	Inputs            []byte    // canonical JSON of the bound inputs
 	State             []byte    // initial snapshot; may be empty

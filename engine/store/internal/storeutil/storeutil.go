@@ -82,7 +82,7 @@ func PrepareInstances(in []engine.NewInstance, now time.Time) ([]engine.NewInsta
 	seen := make(map[uuid.UUID]bool, len(in))
 	for i, inst := range in {
 		if inst.ID == uuid.Nil {
-			inst.ID = engine.NewInstanceID()
+			inst.ID = uuid.New()
 		}
 		if seen[inst.ID] {
 			return nil, fmt.Errorf("queue instances: instance %s appears twice in the batch", inst.ID)

@@ -88,7 +88,7 @@ func TestPrepareInstances(t *testing.T) {
 	now := time.Unix(50, 0)
 	in := []engine.NewInstance{{WorkflowVersionID: 1}}
 	out, err := PrepareInstances(in, now)
-	if err != nil || out[0].ID.Version() != 7 || !out[0].ScheduledAt.Equal(now) || out[0].Inputs == nil || out[0].State == nil {
+	if err != nil || out[0].ID == uuid.Nil || !out[0].ScheduledAt.Equal(now) || out[0].Inputs == nil || out[0].State == nil {
 		t.Fatalf("PrepareInstances = %+v, %v", out, err)
 	}
 	if in[0].ID != uuid.Nil {
