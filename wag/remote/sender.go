@@ -108,31 +108,34 @@ func (s *sender[T]) run() {
 			q = coalesce(q)
 			for i, it := range q {
 				err := s.send(it.v)
-				if it.done != nil {
-					close(it.done)
-				}
-				if err != nil {
-					if c := status.Code(err); c == codes.Internal || c == codes.ResourceExhausted {
-						// gRPC could not encode it (a string that is
-						// not UTF-8, say), or it is larger than a
-						// message may be. The stream ends as on any
-						// send error, is opened again and the message
-						// sent again, to fail again: a bug or a
-						// misconfiguration, said once per stream
-						// rather than passed over as the network's
-						// weather.
-						s.log.Error("a message cannot be sent (it cannot be encoded, or it is too large): the stream is closed, and will be again when the message is sent again", zap.Error(err))
+				if err == nil {
+					if it.done != nil {
+						close(it.done)
 					}
-					s.mu.Lock()
-					if s.err == nil {
-						s.err = err
-					}
-					dropped := append(q[i+1:], s.q...)
-					s.q = nil
-					s.mu.Unlock()
-					release(dropped)
-					return
+					continue
 				}
+				if c := status.Code(err); c == codes.Internal || c == codes.ResourceExhausted {
+					// gRPC could not encode it (a string that is not
+					// UTF-8, say), or it is larger than a message may
+					// be. The stream ends as on any send error, is
+					// opened again and the message sent again, to fail
+					// again: a bug or a misconfiguration, said once per
+					// stream rather than passed over as the network's
+					// weather.
+					s.log.Error("a message cannot be sent (it cannot be encoded, or it is too large): the stream is closed, and will be again when the message is sent again", zap.Error(err))
+				}
+				// The error first, then the waiters (this message's
+				// included): pushAndWait reads it once its message is
+				// done.
+				s.mu.Lock()
+				if s.err == nil {
+					s.err = err
+				}
+				dropped := append(q[i:], s.q...)
+				s.q = nil
+				s.mu.Unlock()
+				release(dropped)
+				return
 			}
 		}
 	}
