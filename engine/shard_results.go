@@ -44,7 +44,7 @@ func (s *shard) onResult(r *TaskResult) {
 	}
 	delete(inst.lost, ref)
 	inst.resolvedAny = true
-	ar := ActionResult{InstanceID: inst.id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: r.WorkerID,
+	ar := ActionResult{InstanceID: inst.id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: StorableText(r.WorkerID),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	var res graph.Result
 	if r.OK {
@@ -62,12 +62,12 @@ func (s *shard) onResult(r *TaskResult) {
 			}
 		}
 		if err != nil {
-			ar.Error = "invalid output: " + err.Error()
+			ar.Error = StorableText("invalid output: " + err.Error())
 		} else {
 			ar.OK, ar.Output, res.Output = true, enc, out
 		}
 	} else {
-		ar.Error = r.Error
+		ar.Error = StorableText(r.Error)
 		if ar.Error == "" {
 			ar.Error = "failed"
 		}
