@@ -2,8 +2,9 @@ package wag
 
 import (
 	"fmt"
-	"strings"
 	"unicode/utf8"
+
+	"github.com/robonet/robonet/engine"
 )
 
 // Bounds on the text an action gives its attempt. They are the bounds the
@@ -17,17 +18,13 @@ const (
 	MaxProgressTextBytes = 4 << 10
 )
 
-// fitText returns s as UTF-8 (each invalid byte becomes U+FFFD, as
-// strings.ToValidUTF8 does for a run of them) of at most max bytes: a
-// longer text keeps its head, cut at a rune, and says how much was cut.
-// Stores and the API carry text only as UTF-8 (Postgres refuses anything
-// else; protobuf refuses to encode it), so an action's error that is not
-// would otherwise never reach the leader.
+// fitText returns s as storable text (engine.StorableText: UTF-8, no NUL
+// byte) of at most max bytes: a longer text keeps its head, cut at a
+// rune, and says how much was cut. Protobuf refuses to encode a string
+// that is not UTF-8 and the streams refuse longer text, so an action's
+// error that is either would otherwise never reach the leader.
 func fitText(s string, max int) string {
-	if len(s) <= max && utf8.ValidString(s) {
-		return s
-	}
-	s = strings.ToValidUTF8(s, "\uFFFD")
+	s = engine.StorableText(s)
 	if len(s) <= max {
 		return s
 	}
