@@ -44,6 +44,11 @@ func TestConfig(t *testing.T) {
 	}
 	for _, bad := range []Config{
 		{GRPCAddr: "nowhere"},
+		{Name: "a/b"}, // a worker id "a/b/core/1" would name node a
+		{Name: "bad name"},
+		{Name: "-flag"},
+		{Name: "nul\x00"},
+		{Name: strings.Repeat("n", 129)},
 		{HTTPAddr: "nowhere"},
 		{MaxMessageBytes: 10},
 		{MaxSpecBytes: 64 << 20},

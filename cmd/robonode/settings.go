@@ -113,7 +113,7 @@ var optionalFlags = []string{"server"}
 // addServerFlags declares the flags of a server; their defaults are the
 // settings' defaults.
 func addServerFlags(fs *pflag.FlagSet) {
-	fs.String("name", "", "node name in logs and worker ids (default: the host name)")
+	fs.String("name", "", "node name in logs and worker ids: letters, digits, '.', '_', '-' (default: the host name)")
 	fs.String("data-dir", node.DefaultDataDir, "directory of the node's durable files: SQLite database, term counter")
 	fs.String("bind", "127.0.0.1", "IP address the listeners bind to when --grpc or --http give only a port")
 	fs.String("grpc", "7233", "gRPC API listen address: host:port, or a port on --bind")
