@@ -7,7 +7,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"regexp"
 	"runtime"
 	"slices"
 	"sort"
@@ -17,7 +16,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
-	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/connect"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
@@ -281,15 +279,10 @@ var ErrMeshNeedsPostgres = errors.New("a mesh with more than one server needs a 
 
 // validate checks a config that went through WithDefaults. The engine and
 // wag validate their own parts in their constructors.
-// nodeNameRE is what a node's name may be: it begins the ids of the
-// node's workers ("node/capability/slot", split at the slashes), travels
-// in their results to the store, and names the node's certificate.
-var nodeNameRE = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$`)
-
 func (c Config) validate() error {
 	var errs []error
-	if !nodeNameRE.MatchString(c.Name) {
-		errs = append(errs, fmt.Errorf("node name %s: use 1..128 letters, digits, '.', '_' or '-', starting with a letter or digit (--name)", value.QuoteClipped(c.Name, 64)))
+	if err := pki.CheckNodeName(c.Name); err != nil {
+		errs = append(errs, fmt.Errorf("%w (--name)", err))
 	}
 	if _, _, err := net.SplitHostPort(c.GRPCAddr); err != nil {
 		errs = append(errs, fmt.Errorf("gRPC address %q: want host:port", c.GRPCAddr))

@@ -109,8 +109,8 @@ type NodeCert struct {
 // the CA in caDir (CAFile, CAKeyFile). It refuses to overwrite existing
 // files.
 func CreateNodeCert(caDir, dir string, c NodeCert, now time.Time) (certFile, keyFile string, err error) {
-	if err := checkName(c.Name); err != nil {
-		return "", "", err
+	if err := CheckNodeName(c.Name); err != nil {
+		return "", "", fmt.Errorf("pki: %w", err)
 	}
 	caCert, caKey, err := loadCA(caDir)
 	if err != nil {
@@ -157,19 +157,24 @@ func CreateNodeCert(caDir, dir string, c NodeCert, now time.Time) (certFile, key
 	return certFile, keyFile, nil
 }
 
-// checkName accepts node names that can stand as a DNS name in a
-// certificate.
-func checkName(name string) error {
-	if name == "" || len(name) > 253 {
-		return fmt.Errorf("pki: node name %q: 1 to 253 characters", name)
-	}
+// CheckNodeName accepts the names a node may have: 1..128 letters,
+// digits, '.', '_' and '-', starting with a letter or digit. Such a name
+// stands as a DNS name in the node's certificate, and begins the ids of
+// its workers ("node/capability/slot", split at the slashes) well within
+// the 256 bytes a name may take on the mesh's streams.
+func CheckNodeName(name string) error {
+	ok := name != "" && len(name) <= 128 && isAlnum(rune(name[0]))
 	for _, r := range name {
-		ok := r == '-' || r == '.' || r == '_' || (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
-		if !ok {
-			return fmt.Errorf("pki: node name %q: only letters, digits, '-', '_' and '.' can name a node in a certificate", name)
-		}
+		ok = ok && (isAlnum(r) || r == '-' || r == '.' || r == '_')
+	}
+	if !ok {
+		return fmt.Errorf("node name %q: use 1..128 letters, digits, '.', '_' or '-', starting with a letter or digit", name[:min(len(name), 64)])
 	}
 	return nil
+}
+
+func isAlnum(r rune) bool {
+	return (r >= 'a' && r <= 'z') || (r >= 'A' && r <= 'Z') || (r >= '0' && r <= '9')
 }
 
 func serial() *big.Int {
