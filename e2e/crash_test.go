@@ -22,6 +22,7 @@ import (
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/sqlite"
+	"github.com/robonet/robonet/internal/childproc"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -41,7 +42,7 @@ type child struct {
 func startChild(t testing.TB, bin string, args ...string) *child {
 	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
-	dieWithTest(c.cmd)
+	childproc.DieWithParent(c.cmd)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)

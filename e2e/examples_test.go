@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robonet/robonet/internal/childproc"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -86,7 +87,7 @@ func TestExampleWorker(t *testing.T) {
 
 	var logs bytes.Buffer
 	w := exec.Command(workerBin, "--node", n.addr, "--slots", "2")
-	dieWithTest(w)
+	childproc.DieWithParent(w)
 	w.Stdout, w.Stderr = &logs, &logs
 	if err := w.Start(); err != nil {
 		t.Fatal(err)

@@ -4,9 +4,10 @@ import (
 	"fmt"
 	"os/exec"
 	"runtime"
-	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/robonet/robonet/internal/childproc"
 )
 
 // allowedCPUs lists the CPUs this process may run on.
@@ -25,11 +26,9 @@ func allowedCPUs() ([]int, error) {
 }
 
 // startOn starts cmd confined to cpus (all of this process's when empty),
-// to die with this process: a bench killed in the middle of a run (by a
-// signal, or by a closed pipe on its output) leaves no nodes behind. The
-// kernel sends a child its death signal when the thread that forked it
-// ends, and Go ends a thread only when a goroutine that locked it returns
-// without unlocking it, which a start here never does.
+// to die with this process (childproc): a bench killed in the middle of a
+// run (by a signal, or by a closed pipe on its output) leaves no nodes
+// behind. The thread that starts it is unlocked again, and so lives on.
 //
 // A child inherits the CPU mask of the thread that forks it, and os/exec
 // forks on the calling goroutine's thread: so the thread is locked, given
@@ -37,10 +36,7 @@ func allowedCPUs() ([]int, error) {
 // has the mask from its first instruction (Go sizes GOMAXPROCS by it),
 // which setting it on a running process would not give.
 func startOn(cmd *exec.Cmd, cpus []int) error {
-	if cmd.SysProcAttr == nil {
-		cmd.SysProcAttr = &syscall.SysProcAttr{}
-	}
-	cmd.SysProcAttr.Pdeathsig = syscall.SIGKILL
+	childproc.DieWithParent(cmd)
 	if len(cpus) == 0 {
 		return cmd.Start()
 	}

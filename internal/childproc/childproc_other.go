@@ -1,0 +1,12 @@
+//go:build !linux
+
+// Package childproc makes the processes a program starts die with it: the
+// nodes of a bench, the nodes and workers of a test run, when the program
+// is killed, panics, or dies on a closed pipe before it can stop them.
+package childproc
+
+import "os/exec"
+
+// DieWithParent does nothing: only Linux has a parent-death signal, and
+// elsewhere a child outlives a parent killed before it stops it.
+func DieWithParent(*exec.Cmd) {}
