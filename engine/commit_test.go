@@ -310,20 +310,17 @@ func TestResultWithItsEncoding(t *testing.T) {
 // on the way in: stored raw, it failed every commit of its batch, and the
 // group commit retried it for ever, holding every instance's progress.
 func TestErrorTextIsStorable(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			h := newHarnessOn(t, st.open(t))
-			e := h.start(1)
-			id := h.submit(e, singleSpec, map[string]any{"n": 1})
-			failWith(e, h.disp.take(t, 1)[0], "exit status 1: bad \x00 byte, \xff\xfe not UTF-8")
-			v := h.wait(e, id)
-			want := "exit status 1: bad \uFFFD byte, \uFFFD not UTF-8"
-			if got := task(t, v, "only").Error; got != want {
-				t.Fatalf("the task's error is %q, want %q", got, want)
-			}
-			if hist := h.history(id); len(hist) != 1 || hist[0].Error != want {
-				t.Fatalf("history %+v, want the error stored as %q", hist, want)
-			}
-		})
-	}
+	onEachStore(t, func(t *testing.T, h *harness) {
+		e := h.start(1)
+		id := h.submit(e, singleSpec, map[string]any{"n": 1})
+		failWith(e, h.disp.take(t, 1)[0], "exit status 1: bad \x00 byte, \xff\xfe not UTF-8")
+		v := h.wait(e, id)
+		want := "exit status 1: bad \uFFFD byte, \uFFFD not UTF-8"
+		if got := task(t, v, "only").Error; got != want {
+			t.Fatalf("the task's error is %q, want %q", got, want)
+		}
+		if hist := h.history(id); len(hist) != 1 || hist[0].Error != want {
+			t.Fatalf("history %+v, want the error stored as %q", hist, want)
+		}
+	})
 }

@@ -55,6 +55,14 @@ var stores = []struct {
 	{"postgres", openPostgres},
 }
 
+// onEachStore runs test once per store adapter, each time with a harness
+// of its own.
+func onEachStore(t *testing.T, test func(t *testing.T, h *harness)) {
+	for _, st := range stores {
+		t.Run(st.name, func(t *testing.T) { test(t, newHarnessOn(t, st.open(t))) })
+	}
+}
+
 // harness is one store, one fake clock and one fake dispatcher, shared by
 // the engines a test starts (a restart is a second engine on the same
 // store).

@@ -47,36 +47,33 @@ func (h *harness) takeOver(term uint64) []engine.ClaimedInstance {
 }
 
 func TestOwnershipLostOnWrite(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			h := newHarnessOn(t, st.open(t))
-			e := h.start(1)
-			id := h.submit(e, pairSpec, nil)
-			ds := h.disp.take(t, 2)
-			if got := h.takeOver(2); len(got) != 1 || got[0].ID != id {
-				t.Fatalf("the newer term claimed %d instances", len(got))
-			}
-			// The next write for the instance is refused: it is evicted and
-			// its other attempt cancelled.
-			echo(e, ds[0])
-			h.disp.waitCancelled(t, ds[1].AttemptKey)
-			waitUntil(t, "the eviction", func() bool { return e.Stats().Evictions == 1 && e.Stats().Held == 0 })
-			// Its results are ignored from now on, and nothing more is
-			// dispatched for it. (ds[0]'s result may have been ignored
-			// already: on a loaded machine a write still pending from
-			// the dispatch can be the one refused, evicting the instance
-			// before ds[0]'s result arrives.)
-			before := e.Stats().ResultsIgnored
-			echo(e, ds[1])
-			waitUntil(t, "the result to be ignored", func() bool { return e.Stats().ResultsIgnored == before+1 })
-			if n := h.disp.pending(); n != 0 {
-				t.Fatalf("%d dispatches after the eviction", n)
-			}
-			if hist := h.history(id); len(hist) != 0 {
-				t.Fatalf("a deposed owner recorded %d results", len(hist))
-			}
-		})
-	}
+	onEachStore(t, func(t *testing.T, h *harness) {
+		e := h.start(1)
+		id := h.submit(e, pairSpec, nil)
+		ds := h.disp.take(t, 2)
+		if got := h.takeOver(2); len(got) != 1 || got[0].ID != id {
+			t.Fatalf("the newer term claimed %d instances", len(got))
+		}
+		// The next write for the instance is refused: it is evicted and
+		// its other attempt cancelled.
+		echo(e, ds[0])
+		h.disp.waitCancelled(t, ds[1].AttemptKey)
+		waitUntil(t, "the eviction", func() bool { return e.Stats().Evictions == 1 && e.Stats().Held == 0 })
+		// Its results are ignored from now on, and nothing more is
+		// dispatched for it. (ds[0]'s result may have been ignored
+		// already: on a loaded machine a write still pending from
+		// the dispatch can be the one refused, evicting the instance
+		// before ds[0]'s result arrives.)
+		before := e.Stats().ResultsIgnored
+		echo(e, ds[1])
+		waitUntil(t, "the result to be ignored", func() bool { return e.Stats().ResultsIgnored == before+1 })
+		if n := h.disp.pending(); n != 0 {
+			t.Fatalf("%d dispatches after the eviction", n)
+		}
+		if hist := h.history(id); len(hist) != 0 {
+			t.Fatalf("a deposed owner recorded %d results", len(hist))
+		}
+	})
 }
 
 func TestOwnershipLostOnRefresh(t *testing.T) {
@@ -111,37 +108,34 @@ func TestCancelRequestAppliedOnRefresh(t *testing.T) {
 }
 
 func TestStopReleasesForTheNextEngine(t *testing.T) {
-	for _, st := range stores {
-		t.Run(st.name, func(t *testing.T) {
-			h := newHarnessOn(t, st.open(t))
-			first := h.start(1)
-			id := h.submit(first, chainSpec, map[string]any{"x": 1})
-			echo(first, h.disp.one(t, "a", 1))
-			b := h.disp.one(t, "b", 1)
-			if err := first.Stop(ctxOf(t)); err != nil {
-				t.Fatalf("Stop: %v", err)
-			}
-			if !slices.Contains(h.disp.cancelledKeys(), b.AttemptKey) {
-				t.Fatalf("Stop did not cancel the attempt in flight")
-			}
-			// The lease was released: a second engine claims it at once,
-			// without running a again.
-			second := h.start(2)
-			echo(second, h.disp.one(t, "b", 1))
-			echo(second, h.disp.one(t, "c", 1))
-			v := h.wait(second, id)
-			if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
-				t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
-			}
-			var got []string
-			for _, r := range h.history(id) {
-				got = append(got, fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt))
-			}
-			if strings.Join(got, " ") != "a#1 b#1 c#1" {
-				t.Fatalf("history %v, want each task once", got)
-			}
-		})
-	}
+	onEachStore(t, func(t *testing.T, h *harness) {
+		first := h.start(1)
+		id := h.submit(first, chainSpec, map[string]any{"x": 1})
+		echo(first, h.disp.one(t, "a", 1))
+		b := h.disp.one(t, "b", 1)
+		if err := first.Stop(ctxOf(t)); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if !slices.Contains(h.disp.cancelledKeys(), b.AttemptKey) {
+			t.Fatalf("Stop did not cancel the attempt in flight")
+		}
+		// The lease was released: a second engine claims it at once,
+		// without running a again.
+		second := h.start(2)
+		echo(second, h.disp.one(t, "b", 1))
+		echo(second, h.disp.one(t, "c", 1))
+		v := h.wait(second, id)
+		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
+			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
+		}
+		var got []string
+		for _, r := range h.history(id) {
+			got = append(got, fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt))
+		}
+		if strings.Join(got, " ") != "a#1 b#1 c#1" {
+			t.Fatalf("history %v, want each task once", got)
+		}
+	})
 }
 
 // restartSpec fans out with retries: odd spread instances fail their first
