@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -759,11 +760,12 @@ func TestPoolMeter(t *testing.T) {
 func TestActionTextIsFitted(t *testing.T) {
 	sink := newSink()
 	cfg := testConfig(t, sink, map[string]int{"code.exec": 1})
+	release := make(chan struct{}) // closed once a heartbeat carried the progress
 	cfg.Registry = registryWith(t, map[string]Handler{
 		"unruly": func(ctx context.Context, call *Call) (any, error) {
 			call.Progress(Progress{Message: "\xff" + strings.Repeat("p", 2*MaxProgressTextBytes)})
-			select { // 200ms at one heartbeat per 50ms
-			case <-time.After(200 * time.Millisecond):
+			select {
+			case <-release:
 			case <-ctx.Done():
 			}
 			return nil, errors.New("\xfe" + strings.Repeat("e", 2*MaxErrorBytes))
@@ -774,6 +776,10 @@ func TestActionTextIsFitted(t *testing.T) {
 	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
 		t.Fatal(err)
 	}
+	sink.waitFor(t, "a heartbeat carrying the progress", func() bool {
+		return slices.ContainsFunc(sink.Progress(), func(p engine.TaskProgress) bool { return p.AttemptKey == d.AttemptKey && p.Message != "" })
+	})
+	close(release)
 	r := sink.result(t, d.AttemptKey)
 	if r.OK || len(r.Error) > MaxErrorBytes || !utf8.ValidString(r.Error) || !strings.HasPrefix(r.Error, "\uFFFDeee") || !strings.HasSuffix(r.Error, " bytes clipped)") {
 		t.Fatalf("error of %d bytes, valid UTF-8: %v: %.40q…", len(r.Error), utf8.ValidString(r.Error), r.Error)
