@@ -37,7 +37,7 @@ func FuzzFitText(f *testing.F) {
 	f.Add("disk full", 64)
 	f.Add("\xff€€€€€€€€€€€€€€€€€€€€€€", 40)
 	f.Fuzz(func(t *testing.T, s string, max int) {
-		max = 32 + abs(max)%1024 // the note needs room; real bounds are KiB
+		max = 32 + int(uint(max)%1024) // the note needs room; real bounds are KiB
 		got := fitText(s, max)
 		if !utf8.ValidString(got) || strings.Contains(got, "\x00") || len(got) > max {
 			t.Fatalf("fitText(%q, %d) = %q: %d bytes, valid UTF-8: %v", s, max, got, len(got), utf8.ValidString(got))
@@ -46,11 +46,4 @@ func FuzzFitText(f *testing.F) {
 			t.Fatalf("fitText(%q, %d) = %q: a text that fits changed", s, max, got)
 		}
 	})
-}
-
-func abs(n int) int {
-	if n < 0 {
-		return -n
-	}
-	return n
 }

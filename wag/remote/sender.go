@@ -46,7 +46,8 @@ type item[T proto.Message] struct {
 const maxCoalesced = 1 << 20
 
 // newSender starts a sender of send's stream; log (with the stream's
-// name) hears of a message that cannot be encoded.
+// name) hears of a message that can never be sent (not encodable, or too
+// large).
 func newSender[T proto.Message](send func(T) error, log *zap.Logger) *sender[T] {
 	s := &sender[T]{send: send, log: log, wake: make(chan struct{}, 1), closed: make(chan struct{}), done: make(chan struct{})}
 	go s.run()
