@@ -125,7 +125,7 @@ func TestCancelBeforeStart(t *testing.T) {
 	w.Cancel(a.AttemptKey, 7)
 	p.start()
 	r := recv(t, rep.reports, "the report")
-	if r.OK || r.Generation != 7 || r.Error != errCancelled.Error() {
+	if r.OK || r.Generation != 7 || r.Error != errCancelled.Error() || !r.Cancelled {
 		t.Fatalf("report %+v", r)
 	}
 	b := Assignment{TaskDispatch: task("mark", nil), Generation: 8}
@@ -138,6 +138,58 @@ func TestCancelBeforeStart(t *testing.T) {
 	}
 	if err := p.stop(context.Background()); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestCancelledReportsSaySo: the report on an assignment the Waggler
+// cancelled says so, whether the action returned on the cancel or was
+// abandoned; a timed-out attempt's report is a failure, not a cancel.
+func TestCancelledReportsSaySo(t *testing.T) {
+	rep := &recordingReporter{reports: make(chan Report, 4)}
+	release, started := make(chan struct{}), make(chan struct{}, 4)
+	cfg := Config{Logger: zaptest.NewLogger(t), CancelGrace: 20 * time.Millisecond, Registry: registryWith(t, map[string]Handler{
+		"wait": func(ctx context.Context, _ *Call) (any, error) {
+			started <- struct{}{}
+			<-ctx.Done()
+			return nil, context.Cause(ctx)
+		},
+		"hang": func(context.Context, *Call) (any, error) {
+			started <- struct{}{}
+			<-release // ignores cancellation
+			return "too late", nil
+		},
+	})}.WithDefaults()
+	p := newPool(cfg, "code.exec", 1, &runtimeEnv{clock: cfg.Clock}, cfg.Logger)
+	p.attach(rep)
+	p.start()
+	defer func() {
+		close(release)
+		if err := p.stop(context.Background()); err != nil {
+			t.Error(err)
+		}
+	}()
+	w := p.workers()[0]
+	run := func(action string, gen uint64, timeout time.Duration) Assignment {
+		a := Assignment{TaskDispatch: task(action, nil), Generation: gen}
+		a.Timeout = timeout
+		w.Run(a)
+		recv(t, started, "the start of "+action)
+		return a
+	}
+
+	a := run("wait", 1, 0)
+	w.Cancel(a.AttemptKey, a.Generation)
+	if r := recv(t, rep.reports, "the cancelled report"); !r.Cancelled || r.OK || !strings.Contains(r.Error, errCancelled.Error()) {
+		t.Fatalf("report %+v: want a cancelled report", r)
+	}
+	b := run("hang", 2, 0)
+	w.Cancel(b.AttemptKey, b.Generation)
+	if r := recv(t, rep.reports, "the abandoned report"); !r.Cancelled || !strings.Contains(r.Error, "abandoned") {
+		t.Fatalf("report %+v: want a cancelled report on the abandoned run", r)
+	}
+	run("wait", 3, 10*time.Millisecond)
+	if r := recv(t, rep.reports, "the timed-out report"); r.Cancelled || r.OK || !strings.Contains(r.Error, "timed out") {
+		t.Fatalf("report %+v: a timeout is the attempt's failure, not a cancel", r)
 	}
 }
 

@@ -41,4 +41,9 @@ type Report struct {
 	Error      string // why, when !OK
 	StartedAt  time.Time
 	FinishedAt time.Time
+	// Cancelled says the worker stopped the assignment because a Waggler
+	// (or the engine, through one) cancelled it. Such a report only frees
+	// the worker: it is never the attempt's result, which is the business
+	// of the generation the attempt moved to, if any.
+	Cancelled bool
 }

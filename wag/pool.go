@@ -287,7 +287,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		s.cancelGen = 0
 		p.mu.Unlock()
 		now := p.clock.Now()
-		p.report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, Error: errCancelled.Error(), StartedAt: now, FinishedAt: now})
+		p.report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, Error: errCancelled.Error(), StartedAt: now, FinishedAt: now, Cancelled: true})
 		return true
 	}
 	s.cur = r
@@ -308,7 +308,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	finished := p.clock.Now()
 
 	p.mu.Lock()
-	abandoned, timedOut, stopping := r.abandoned, r.timedOut, p.stopping
+	abandoned, timedOut, cancelled, stopping := r.abandoned, r.timedOut, r.cancelled, p.stopping
 	if s.cur == r {
 		s.cur = nil
 	}
@@ -323,7 +323,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	if stopping {
 		return false // the Waggler is closed: nobody waits for this result
 	}
-	rep := Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, StartedAt: r.started, FinishedAt: finished}
+	rep := Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, StartedAt: r.started, FinishedAt: finished, Cancelled: cancelled}
 	if err != nil {
 		msg := err.Error()
 		if timedOut && !errors.Is(err, errTimedOut) {
@@ -410,16 +410,16 @@ func (p *pool) abandon(r *run) {
 	s.incarnation++
 	s.assign = make(chan Assignment, 1)
 	p.spawn(s)
-	timedOut := r.timedOut
+	timedOut, cancelled := r.timedOut, r.cancelled
 	p.mu.Unlock()
 
 	why := "cancelled"
-	if timedOut {
+	if timedOut && !cancelled {
 		why = fmt.Sprintf("timed out after %v", r.a.Timeout)
 	}
 	msg := fmt.Sprintf("attempt %s, and the action did not return within %v: it was abandoned (its result, if any, will be discarded)", why, p.grace)
 	r.call.Logger().Warn("action ignored cancellation: abandoned", zap.Duration("grace", p.grace))
-	p.report(Report{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: s.id, Error: msg, StartedAt: r.started, FinishedAt: p.clock.Now()})
+	p.report(Report{Key: r.a.AttemptKey, Generation: r.a.Generation, WorkerID: s.id, Error: msg, StartedAt: r.started, FinishedAt: p.clock.Now(), Cancelled: cancelled})
 }
 
 // beat sends a heartbeat for every running attempt. Heartbeats say the

@@ -621,6 +621,18 @@ func (w *Waggler) Report(r Report) bool {
 		WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	}
 	switch {
+	case current && r.Cancelled:
+		// Stopped by a cancel this Waggler did not send (a predecessor's,
+		// reaching a run adopted here): the attempt is not done, so it
+		// runs again under a new generation.
+		w.log.Warn("current assignment stopped by a cancel not sent here: queued again", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
+		w.requeue(e)
+	case r.Cancelled:
+		// The answer to a cancel: it frees the worker (below) and is never
+		// the attempt's result. The attempt was cancelled by the engine,
+		// or moved to another generation whose report is the one awaited.
+		w.stale++
+		w.log.Debug("report on a cancelled assignment: the worker is free", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
 	case current:
 		now := w.clock.Now()
 		w.runs.observe(r.FinishedAt.Sub(r.StartedAt))

@@ -503,6 +503,62 @@ func TestWagglerPredecessorReportBeforeHandoff(t *testing.T) {
 	}
 }
 
+// A report that answers a cancel is never an attempt's result: the
+// cancel came from a Waggler that moved the attempt elsewhere (failover,
+// quarantine) or from the engine. Seen in the chaos run: a worker paused
+// past its heartbeats had its attempt failed over and cancelled; it
+// reported the cancel after its Waggler moved, and the successor took the
+// report for the attempt's failure ("sleep: attempt cancelled"), which
+// failed the instance while the attempt ran on under its new generation.
+func TestWagglerCancelledReportIsNeverAResult(t *testing.T) {
+	w1 := newFakeWorker("w1")
+	h := newHarness(t, w1) // epoch 1
+	d := task("echo", "moved")
+	d.AttemptKey = testKey("moved")
+	// A predecessor's assignment (generation 5), cancelled there: its
+	// report reaches this Waggler before the handoff.
+	h.w.Report(Report{Key: d.AttemptKey, Generation: 5, WorkerID: "w1", Error: "sleep: attempt cancelled", Cancelled: true})
+	if rs := h.sink.Results(); len(rs) != 0 {
+		t.Fatalf("a predecessor's cancelled assignment was taken as the attempt's result: %+v", rs)
+	}
+	// The handoff of its new generation on another worker waits for that
+	// worker, as any handoff does.
+	h.w.Inherit([]Handoff{{TaskDispatch: d, WorkerID: "w2", Generation: 6}})
+	if st := h.w.Status(); st.Running != 1 || len(h.sink.Results()) != 0 {
+		t.Fatalf("status %+v, results %+v: the handoff must wait for its worker", st, h.sink.Results())
+	}
+
+	// Queued again (its worker registered without it), then a cancelled
+	// report of the generation it ran under: not a completion either.
+	q := task("echo", "requeued")
+	q.AttemptKey = testKey("requeued")
+	h.w.Inherit([]Handoff{{TaskDispatch: q, WorkerID: "w1", Generation: 7}})
+	a := w1.assigned(t)
+	if a.AttemptKey != q.AttemptKey {
+		t.Fatalf("w1 got %+v, want the requeued attempt", a)
+	}
+	h.w.Report(Report{Key: q.AttemptKey, Generation: 7, WorkerID: "w1", Error: "attempt cancelled", Cancelled: true})
+	if rs := h.sink.Results(); len(rs) != 0 {
+		t.Fatalf("a cancelled report of the generation before was taken: %+v", rs)
+	}
+
+	// A cancel this Waggler did not send stopped its current assignment
+	// (a predecessor's cancel reaching an adopted run): the attempt is
+	// not done, it runs again.
+	h.w.Report(Report{Key: q.AttemptKey, Generation: a.Generation, WorkerID: "w1", Error: "attempt cancelled", Cancelled: true})
+	if rs := h.sink.Results(); len(rs) != 0 {
+		t.Fatalf("a cancelled report was taken as the attempt's result: %+v", rs)
+	}
+	b := w1.assigned(t)
+	if b.AttemptKey != q.AttemptKey || b.Generation == a.Generation {
+		t.Fatalf("w1 got %+v, want the attempt again under a new generation", b)
+	}
+	w1.report(h.w, b, "done")
+	if rs := h.sink.Results(); len(rs) != 1 || !rs[0].OK || rs[0].Output != "done" {
+		t.Fatalf("results %+v, want the run after the cancel", rs)
+	}
+}
+
 // A worker registering with what it runs is never handed an attempt
 // meanwhile (the registration and the adoption are one step), and a copy
 // of an attempt cancelled before the worker registered is stopped, not

@@ -176,7 +176,7 @@ func heartbeatFromProto(p *robonetv1.Heartbeat) (wag.Heartbeat, error) {
 func reportToProto(seq uint64, r wag.Report) (*robonetv1.Report, error) {
 	p := &robonetv1.Report{
 		Seq: seq, Key: keyToProto(r.Key), Generation: r.Generation, WorkerId: r.WorkerID, Ok: r.OK, Error: r.Error,
-		StartedUnixNs: nanos(r.StartedAt), FinishedUnixNs: nanos(r.FinishedAt),
+		StartedUnixNs: nanos(r.StartedAt), FinishedUnixNs: nanos(r.FinishedAt), Cancelled: r.Cancelled,
 	}
 	out, err := outputToJSON(r.OK, r.Output, r.Key)
 	p.OutputJson = out
@@ -189,7 +189,7 @@ func reportFromProto(p *robonetv1.Report) (wag.Report, error) {
 		return wag.Report{}, err
 	}
 	r := wag.Report{Key: k, Generation: p.GetGeneration(), WorkerID: p.GetWorkerId(), OK: p.GetOk(), Error: p.GetError(),
-		StartedAt: fromNanos(p.GetStartedUnixNs()), FinishedAt: fromNanos(p.GetFinishedUnixNs())}
+		StartedAt: fromNanos(p.GetStartedUnixNs()), FinishedAt: fromNanos(p.GetFinishedUnixNs()), Cancelled: p.GetCancelled()}
 	r.OK, r.Output, r.Error = outputFromJSON(r.OK, p.GetOutputJson(), r.Error, "to the waggler")
 	return r, nil
 }

@@ -2242,8 +2242,11 @@ type Report struct {
 	Error          string                 `protobuf:"bytes,7,opt,name=error,proto3" json:"error,omitempty"`
 	StartedUnixNs  int64                  `protobuf:"varint,8,opt,name=started_unix_ns,json=startedUnixNs,proto3" json:"started_unix_ns,omitempty"`
 	FinishedUnixNs int64                  `protobuf:"varint,9,opt,name=finished_unix_ns,json=finishedUnixNs,proto3" json:"finished_unix_ns,omitempty"`
-	unknownFields  protoimpl.UnknownFields
-	sizeCache      protoimpl.SizeCache
+	// The worker stopped the assignment on a cancel: the report frees the
+	// worker and is never the attempt's result.
+	Cancelled     bool `protobuf:"varint,10,opt,name=cancelled,proto3" json:"cancelled,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Report) Reset() {
@@ -2337,6 +2340,13 @@ func (x *Report) GetFinishedUnixNs() int64 {
 		return x.FinishedUnixNs
 	}
 	return 0
+}
+
+func (x *Report) GetCancelled() bool {
+	if x != nil {
+		return x.Cancelled
+	}
+	return false
 }
 
 type WorkReports struct {
@@ -2922,7 +2932,7 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\fsent_unix_ns\x18\f \x01(\x03R\n" +
 	"sentUnixNsJ\x04\b\x05\x10\x06\"=\n" +
 	"\x0eWorkHeartbeats\x12+\n" +
-	"\x05items\x18\x01 \x03(\v2\x15.robonet.v1.HeartbeatR\x05items\"\x9a\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x15.robonet.v1.HeartbeatR\x05items\"\xb8\x02\n" +
 	"\x06Report\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12(\n" +
 	"\x03key\x18\x02 \x01(\v2\x16.robonet.v1.AttemptKeyR\x03key\x12\x1e\n" +
@@ -2935,7 +2945,9 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"outputJson\x12\x14\n" +
 	"\x05error\x18\a \x01(\tR\x05error\x12&\n" +
 	"\x0fstarted_unix_ns\x18\b \x01(\x03R\rstartedUnixNs\x12(\n" +
-	"\x10finished_unix_ns\x18\t \x01(\x03R\x0efinishedUnixNs\"7\n" +
+	"\x10finished_unix_ns\x18\t \x01(\x03R\x0efinishedUnixNs\x12\x1c\n" +
+	"\tcancelled\x18\n" +
+	" \x01(\bR\tcancelled\"7\n" +
 	"\vWorkReports\x12(\n" +
 	"\x05items\x18\x01 \x03(\v2\x12.robonet.v1.ReportR\x05items\"\xa2\x01\n" +
 	"\fWorkResponse\x120\n" +
