@@ -131,7 +131,7 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
-	q, err := e.submits.queue(ctx, e.cfg.Store, in)
+	q, err := e.submits.queue(e.cfg.Store, in)
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}

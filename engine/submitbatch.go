@@ -18,81 +18,78 @@ const submitBatchTimeout = 30 * time.Second
 // submitBatcher group-commits concurrent submissions: one QueueInstances
 // call (one transaction, one fsync) for every submission waiting when the
 // store is free, instead of one each — the store's writer is shared with
-// the engine's own commits, and on SQLite there is one writer. Whoever
-// submits while no batch is being written writes the next one; the others
-// wait for their answer or to be promoted to write the next batch. No
-// goroutine of its own: it works before the engine starts and needs no
-// stopping.
+// the engine's own commits, and on SQLite there is one writer. A goroutine
+// lives while submissions are pending: the first submission to find none
+// being written starts it, and it writes batch after batch until none is
+// left, then exits. It does not hand the next batch to a waiting
+// submitter, which would first have to be scheduled (a millisecond or
+// more on a busy node, with the store's turn lost meanwhile). No stopping
+// needed: it works before the engine starts, and every batch it takes has
+// callers waiting for it.
 type submitBatcher struct {
 	mu      sync.Mutex
-	busy    bool
+	busy    bool // the goroutine runs
 	pending []*submitCall
 }
 
 type submitCall struct {
-	in      NewInstance
-	q       Queued
-	err     error
-	done    chan struct{} // closed when q, err are set
-	promote chan struct{} // closed when this call writes the next batch
+	in   NewInstance
+	q    Queued
+	err  error
+	done chan struct{} // closed when q, err are set
 }
 
 // queue queues one instance, batched with whatever else is being
-// submitted.
-func (b *submitBatcher) queue(ctx context.Context, store Store, in NewInstance) (Queued, error) {
-	c := &submitCall{in: in, done: make(chan struct{}), promote: make(chan struct{})}
+// submitted, and waits for its commit. It takes no context: the batch
+// serves several callers and runs on a context of its own (bounded by
+// submitBatchTimeout), and an instance that was queued is reported so.
+func (b *submitBatcher) queue(store Store, in NewInstance) (Queued, error) {
+	c := &submitCall{in: in, done: make(chan struct{})}
 	b.mu.Lock()
 	b.pending = append(b.pending, c)
-	lead := !b.busy
+	start := !b.busy
 	b.busy = true
 	b.mu.Unlock()
-	if !lead {
-		select {
-		case <-c.done:
-			return c.q, c.err
-		case <-c.promote:
-		}
+	if start {
+		go b.drain(store)
 	}
-	b.write(ctx, store)
-	<-c.done // the batch it wrote included it: it heads pending
+	<-c.done
 	return c.q, c.err
 }
 
-// write takes a batch from the head of pending, writes it and answers its
-// calls; then promotes the next pending call, or marks the batcher idle.
-func (b *submitBatcher) write(ctx context.Context, store Store) {
-	b.mu.Lock()
-	var batch, rest []*submitCall
-	keys := map[string]bool{}
-	for _, c := range b.pending {
-		// Two submissions with one idempotency key go in separate
-		// batches, so that the second finds the first.
-		if k := c.in.IdempotencyKey; len(batch) == maxSubmitBatch || (k != "" && keys[k]) {
-			rest = append(rest, c)
-			continue
+// drain writes batches from the head of pending until none is left.
+func (b *submitBatcher) drain(store Store) {
+	for {
+		b.mu.Lock()
+		if len(b.pending) == 0 {
+			b.busy = false
+			b.mu.Unlock()
+			return
 		}
-		if k := c.in.IdempotencyKey; k != "" {
-			keys[k] = true
+		var batch, rest []*submitCall
+		keys := map[string]bool{}
+		for _, c := range b.pending {
+			// Two submissions with one idempotency key go in separate
+			// batches, so that the second finds the first.
+			if k := c.in.IdempotencyKey; len(batch) == maxSubmitBatch || (k != "" && keys[k]) {
+				rest = append(rest, c)
+				continue
+			}
+			if k := c.in.IdempotencyKey; k != "" {
+				keys[k] = true
+			}
+			batch = append(batch, c)
 		}
-		batch = append(batch, c)
-	}
-	b.pending = rest
-	b.mu.Unlock()
+		b.pending = rest
+		b.mu.Unlock()
 
-	wctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), submitBatchTimeout)
-	defer cancel()
-	queueBatch(wctx, store, batch)
-	for _, c := range batch {
-		close(c.done)
+		ctx, cancel := context.WithTimeout(context.Background(), submitBatchTimeout)
+		queueBatch(ctx, store, batch)
+		cancel()
+		for _, c := range batch {
+			close(c.done)
+		}
 	}
-
-	b.mu.Lock()
-	if len(b.pending) > 0 {
-		close(b.pending[0].promote)
-	} else {
-		b.busy = false
-	}
-	b.mu.Unlock()
 }
 
 // queueBatch writes calls in one QueueInstances call. An idempotency
