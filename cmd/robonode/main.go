@@ -40,6 +40,7 @@ import (
 	"go.uber.org/zap/zapgrpc"
 	"google.golang.org/grpc/grpclog"
 
+	"github.com/robonet/robonet/internal/gctune"
 	"github.com/robonet/robonet/internal/version"
 	"github.com/robonet/robonet/node"
 )
@@ -130,7 +131,7 @@ Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration error.`,
 			if err != nil {
 				return err
 			}
-			return serve(s, stderr)
+			return serve(s, stderr, getenv)
 		},
 	}
 	root.SetOut(stdout)
@@ -142,7 +143,7 @@ Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration error.`,
 }
 
 // serve runs a node until SIGINT or SIGTERM, or until it fails.
-func serve(s settings, stderr io.Writer) error {
+func serve(s settings, stderr io.Writer, getenv func(string) string) error {
 	log, err := newLogger(s.LogFormat, s.LogLevel, stderr)
 	if err != nil {
 		return usageError{err}
@@ -151,6 +152,8 @@ func serve(s settings, stderr io.Writer) error {
 	// gRPC's own warnings and errors go to the node's log, not to stderr
 	// in a format of their own; its info chatter is dropped.
 	grpclog.SetLoggerV2(zapgrpc.NewLogger(log.Named("grpc").WithOptions(zap.IncreaseLevel(zapcore.WarnLevel))))
+	// A node's collector settings, unless GOGC and GOMEMLIMIT set them.
+	log.Info("garbage collector", zap.Stringer("settings", gctune.Apply(getenv)))
 	if s.CPUProfile != "" {
 		stop, err := startCPUProfile(s.CPUProfile)
 		if err != nil {
