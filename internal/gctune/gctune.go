@@ -11,9 +11,9 @@
 // therefore runs with DefaultPercent, which lets the heap grow to five
 // times what is live before a collection. So that a node whose live heap
 // is large does not grow five-fold into swap or its container's limit, a
-// soft memory limit of MemoryShare of the memory available to the process
-// (its cgroup's limit, else the machine's) makes the collector work harder
-// as the heap nears it.
+// soft memory limit of three quarters of the memory available to the
+// process (its cgroup's limit, else the machine's; MemoryShareNum and
+// MemoryShareDen) makes the collector work harder as the heap nears it.
 package gctune
 
 import (
@@ -28,9 +28,12 @@ import (
 // DefaultPercent is the GOGC a node runs with unless GOGC is set.
 const DefaultPercent = 400
 
-// MemoryShare is the share of the available memory that the default soft
-// memory limit is set to, unless GOMEMLIMIT is set.
-const MemoryShare = 0.75
+// The default soft memory limit, unless GOMEMLIMIT is set, is
+// MemoryShareNum/MemoryShareDen of the available memory.
+const (
+	MemoryShareNum = 3
+	MemoryShareDen = 4
+)
 
 // Applied is what a process runs with, and where each value came from.
 type Applied struct {
@@ -79,15 +82,17 @@ func choose(getenv func(string) string, available func() (uint64, bool)) Applied
 	if getenv("GOGC") != "" {
 		a.PercentFrom = "GOGC"
 	}
-	switch total, ok := available(); {
-	case getenv("GOMEMLIMIT") != "":
+	if getenv("GOMEMLIMIT") != "" {
 		a.LimitFrom = "GOMEMLIMIT"
-	case !ok || total == 0:
-		a.LimitFrom = "none: available memory unknown"
-	default:
-		a.Limit = int64(min(float64(total)*MemoryShare, math.MaxInt64))
-		a.LimitFrom = fmt.Sprintf("3/4 of %d MiB available", total>>20)
+		return a
 	}
+	total, ok := available()
+	if !ok || total == 0 {
+		a.LimitFrom = "none: available memory unknown"
+		return a
+	}
+	a.Limit = int64(min(total/MemoryShareDen*MemoryShareNum, math.MaxInt64))
+	a.LimitFrom = fmt.Sprintf("%d/%d of %d MiB available", MemoryShareNum, MemoryShareDen, total>>20)
 	return a
 }
 
