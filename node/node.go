@@ -406,7 +406,7 @@ func (n *Node) startGRPC() {
 	robonetv1.RegisterMeshServiceServer(n.grpcSrv, n.meshAPI)
 	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log, remote.ServerOptions{
 		Caller: checkCaller, OnViolation: n.peerViolation, HeartbeatInterval: n.cfg.Wag.WithDefaults().HeartbeatInterval,
-		Trust: n.trust, Evidence: n.trust,
+		Trust: n.trust, Evidence: n.trust, MaxMessageBytes: n.cfg.MaxMessageBytes,
 	}))
 	wcfg := n.cfg.Wag.WithDefaults()
 	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log))

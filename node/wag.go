@@ -459,7 +459,7 @@ func (n *Node) openRemoteWaggler(ctx context.Context, node string, term uint64, 
 		return nil, err
 	}
 	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), term, n.cfg.Name, node, up, n.log,
-		remote.LeadOptions{OnViolation: n.peerViolation, Trust: n.trust, OnObservations: n.trust.observedBy})
+		remote.LeadOptions{OnViolation: n.peerViolation, Trust: n.trust, OnObservations: n.trust.observedBy, MaxMessageBytes: n.cfg.MaxMessageBytes})
 }
 
 // remoteWorkTarget is the Waggler of capability on node, for this node's
@@ -478,7 +478,7 @@ func (n *Node) remoteWorkTarget(_ context.Context, node, capability string, epoc
 		Key: wag.TargetKey(node, capability, epoch),
 		New: func(running func() []wag.Running) wag.Target {
 			return remote.NewWorkTarget(client, n.cfg.Name, capability, epoch, running, n.log, node,
-				remote.WorkOptions{OnViolation: n.peerViolation, Trust: n.trust})
+				remote.WorkOptions{OnViolation: n.peerViolation, Trust: n.trust, MaxMessageBytes: n.cfg.MaxMessageBytes})
 		},
 	}, nil
 }

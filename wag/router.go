@@ -688,8 +688,9 @@ func (n *nodeLink) step() error {
 	}
 	errs := l.Dispatch(hs)
 	var (
-		retry bool
-		first error
+		retry  bool
+		first  error
+		failed []engine.TaskResult
 	)
 	r.mu.Lock()
 	for i, a := range batch {
@@ -707,6 +708,12 @@ func (n *nodeLink) step() error {
 		case errors.Is(err, engine.ErrStaleTerm):
 			// A newer leader spoke to this host: this router is deposed.
 			delete(n.queued, a.d.AttemptKey)
+		case errors.Is(err, ErrTooLarge):
+			// It would fail the same way every time: the attempt fails.
+			delete(r.atts, a.d.AttemptKey)
+			n.forget(a)
+			now := r.cfg.Clock.Now()
+			failed = append(failed, engine.TaskResult{AttemptKey: a.d.AttemptKey, Error: err.Error(), StartedAt: now, FinishedAt: now})
 		default: // not the Waggler (yet), busy, or the stream broke
 			retry = true
 			if first == nil {
@@ -715,6 +722,11 @@ func (n *nodeLink) step() error {
 		}
 	}
 	r.mu.Unlock()
+	for _, res := range failed {
+		r.log.Warn("an attempt cannot be handed to its waggler's node: it fails", zap.String("waggler_node", n.name),
+			zap.String("instance", res.InstanceID.String()), zap.String("execution", res.ExecutionID), zap.String("error", res.Error))
+		r.cfg.Sink.TaskResult(context.Background(), res)
+	}
 	if retry {
 		if isBroken(first) {
 			return n.broken(first)

@@ -139,6 +139,10 @@ var (
 	ErrBusy = errors.New("wag: queue full")
 	// ErrNotRunning means the Waggler layer is not started or has stopped.
 	ErrNotRunning = errors.New("wag: not running")
+	// ErrTooLarge means an attempt cannot cross to the node it must reach:
+	// its message would be larger than that node (or this one) takes. It
+	// fails the attempt; sending it again would fail again.
+	ErrTooLarge = errors.New("wag: too large for a message")
 )
 
 // wagWorker is the Waggler's book-keeping for one worker. w is nil while

@@ -5,9 +5,11 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -32,6 +34,9 @@ type LeadLink struct {
 	opts   LeadOptions
 	check  *streamCheck
 
+	ready     chan struct{} // closed when the host's LeadReady arrived
+	peerLimit atomic.Uint64 // the host's message-bytes, from LeadReady
+
 	mu      sync.Mutex
 	nextID  uint64
 	pending map[uint64]chan *robonetv1.LeadAnswer
@@ -51,12 +56,16 @@ type LeadOptions struct {
 	// OnObservations, when set, takes what the host observed other nodes
 	// do (the Sentinel's evidence), host naming the observer.
 	OnObservations func(host string, obs []sentinel.Observation)
+	// MaxMessageBytes is the largest message this node takes and sends
+	// (its gRPC limit), told to the host; 0: not said (see fit.go).
+	MaxMessageBytes int
 }
 
 // OpenLead opens a session of term with the Waggler host behind client;
-// what it reports arrives on up. The session lives until Close or until
-// the stream breaks (then every call fails and the Router opens another).
-// peer names the host's node.
+// what it reports arrives on up. It returns once the host took the session
+// (LeadReady), or with the reason it did not. The session lives until
+// Close or until the stream breaks (then every call fails and the Router
+// opens another). peer names the host's node.
 func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint64, leader, peer string, up wag.Uplink, log *zap.Logger, opts LeadOptions) (*LeadLink, error) {
 	if log == nil {
 		log = zap.NewNop()
@@ -72,14 +81,30 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 		return nil, fmt.Errorf("opening a lead stream: %w", err)
 	}
 	l := &LeadLink{stream: stream, cancel: cancel, up: up, log: log, peer: peer, opts: opts, check: check,
-		pending: map[uint64]chan *robonetv1.LeadAnswer{}, done: make(chan struct{})}
+		pending: map[uint64]chan *robonetv1.LeadAnswer{}, ready: make(chan struct{}), done: make(chan struct{})}
 	l.out = newSender(stream.Send, log.With(zap.String("stream", "Lead to "+peer)))
 	go l.recv()
-	if err := l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Open{Open: &robonetv1.LeadOpen{Term: term, Leader: leader}}}); err != nil {
+	open := &robonetv1.LeadOpen{Term: term, Leader: leader, MaxMessageBytes: uint64(max(opts.MaxMessageBytes, 0))}
+	if err := l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Open{Open: open}}); err != nil {
 		l.Close()
 		return nil, err
 	}
-	return l, nil
+	t := time.NewTimer(requestTimeout)
+	defer t.Stop()
+	select {
+	case <-l.ready:
+		return l, nil
+	case <-l.done:
+		l.mu.Lock()
+		err = l.err
+		l.mu.Unlock()
+	case <-t.C:
+		err = fmt.Errorf("the waggler host on %s did not take the session within %s", peer, requestTimeout)
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	l.Close()
+	return nil, err
 }
 
 // recv delivers answers to their requests and reports to the uplink.
@@ -105,9 +130,10 @@ func (l *LeadLink) recv() {
 			return
 		} else if !keep {
 			switch resp.GetMsg().(type) {
-			case *robonetv1.LeadResponse_Results, *robonetv1.LeadResponse_Answer:
+			case *robonetv1.LeadResponse_Results, *robonetv1.LeadResponse_Answer, *robonetv1.LeadResponse_Ready:
 				// Results are acknowledged cumulatively, and a request
-				// waits for its answer: passing over either would lose it.
+				// (the session itself, for LeadReady) waits for its
+				// answer: passing over any would lose it.
 				// The session ends instead; the host sends its results
 				// not acknowledged again on the next one.
 				l.log.Warn("results or an answer whose stamp could not be verified: the session is closed for the host to send them again", zap.String("peer", l.peer))
@@ -118,6 +144,13 @@ func (l *LeadLink) recv() {
 			continue
 		}
 		switch m := resp.GetMsg().(type) {
+		case *robonetv1.LeadResponse_Ready:
+			select {
+			case <-l.ready: // said once; a repetition changes nothing
+			default:
+				l.peerLimit.Store(m.Ready.GetMaxMessageBytes())
+				close(l.ready)
+			}
 		case *robonetv1.LeadResponse_Answer:
 			l.mu.Lock()
 			ch := l.pending[m.Answer.GetId()]
@@ -224,31 +257,11 @@ func (l *LeadLink) SetRoles(roles map[string]uint64, quarantined []string) error
 	return errFromProto(a.GetError())
 }
 
-// Dispatch implements wag.Link: one answer per handoff.
-// Handoffs go in requests of at most maxPerRequest, which a host accepts
-// (MaxBatchItems).
+// Dispatch implements wag.Link: one answer per handoff. Handoffs go in
+// requests of at most maxPerRequest (a host accepts MaxBatchItems) and
+// maxCoalesced bytes, or alone when one is larger; one larger than a
+// message to the host may be fails with wag.ErrTooLarge (fit.go).
 func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
-	var errs []error
-	for start := 0; start < len(hs); start += maxPerRequest {
-		end := min(start+maxPerRequest, len(hs))
-		for i, err := range l.dispatch(hs[start:end]) {
-			if err != nil {
-				if errs == nil {
-					errs = make([]error, len(hs))
-				}
-				errs[start+i] = err
-			}
-		}
-	}
-	return errs
-}
-
-// maxPerRequest bounds the handoffs or cancels of one Lead request, well
-// under what a host accepts.
-const maxPerRequest = MaxBatchItems / 4
-
-// dispatch sends one request of handoffs.
-func (l *LeadLink) dispatch(hs []wag.Handoff) []error {
 	var errs []error
 	set := func(i int, err error) {
 		if errs == nil {
@@ -256,39 +269,62 @@ func (l *LeadLink) dispatch(hs []wag.Handoff) []error {
 		}
 		errs[i] = err
 	}
-	m := &robonetv1.LeadDispatch{}
-	var idx []int // m.Handoffs[j] is hs[idx[j]]
+	lim := limit(uint64(max(l.opts.MaxMessageBytes, 0)), l.peerLimit.Load())
+	var (
+		ps    []*robonetv1.Handoff
+		idx   []int // ps[j] is hs[idx[j]]
+		sizes []int
+	)
 	for i, h := range hs {
 		d, err := dispatchToProto(h.TaskDispatch)
 		if err != nil {
 			set(i, err)
 			continue
 		}
-		m.Handoffs = append(m.Handoffs, &robonetv1.Handoff{Dispatch: d, Epoch: h.Epoch, WorkerId: h.WorkerID, Generation: h.Generation})
-		idx = append(idx, i)
+		p := &robonetv1.Handoff{Dispatch: d, Epoch: h.Epoch, WorkerId: h.WorkerID, Generation: h.Generation}
+		n := proto.Size(p)
+		if size, ok := fits(n, lim); !ok {
+			set(i, tooLarge("input", size, lim, "node "+l.peer))
+			continue
+		}
+		ps, idx, sizes = append(ps, p), append(idx, i), append(sizes, n)
 	}
-	if len(m.Handoffs) == 0 {
-		return errs
+	for _, run := range runs(sizes) {
+		for j, err := range l.dispatch(ps[run[0]:run[1]]) {
+			if err != nil {
+				set(idx[run[0]+j], err)
+			}
+		}
 	}
+	return errs
+}
+
+// maxPerRequest bounds the items of one message a node sends (handoffs or
+// cancels of a Lead request, results, reports), well under what a peer
+// accepts (MaxBatchItems).
+const maxPerRequest = MaxBatchItems / 4
+
+// dispatch sends one request of handoffs; the answer has one entry per
+// handoff.
+func (l *LeadLink) dispatch(hs []*robonetv1.Handoff) []error {
+	errs := make([]error, len(hs))
+	m := &robonetv1.LeadDispatch{Handoffs: hs}
 	a, err := l.request(func(id uint64) *robonetv1.LeadRequest {
 		m.Id = id
 		return &robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Dispatch{Dispatch: m}}
 	})
-	if err != nil {
-		for _, i := range idx {
-			set(i, err)
-		}
-		return errs
+	if err == nil {
+		err = errFromProto(a.GetError())
 	}
-	if err := errFromProto(a.GetError()); err != nil {
-		for _, i := range idx {
-			set(i, err)
+	if err != nil {
+		for i := range errs {
+			errs[i] = err
 		}
 		return errs
 	}
 	for j, e := range a.GetAttemptErrors() {
-		if int(j) >= 0 && int(j) < len(idx) {
-			set(idx[j], errFromProto(e))
+		if int(j) >= 0 && int(j) < len(errs) {
+			errs[j] = errFromProto(e)
 		}
 	}
 	return errs

@@ -82,10 +82,10 @@ func TestLeadDispatchLargerThanOneMessage(t *testing.T) {
 			t.Fatalf("handoff %d: %v (the session broke?)", i, err)
 		}
 	}
-	// The host admits a request while its queue has room: the first one,
-	// whole; the rest are busy until its workers drain it.
-	if taken != maxPerRequest {
-		t.Fatalf("%d handoffs taken, want the first request's %d", taken, maxPerRequest)
+	// The host admits a request while its queue has room; the rest are
+	// busy until its workers drain it.
+	if taken == 0 || taken == n {
+		t.Fatalf("%d of %d handoffs taken, want some but not all (the host's queue is smaller)", taken, n)
 	}
 	keys := make([]engine.AttemptKey, n)
 	for i := range hs {

@@ -278,6 +278,7 @@ func checkLeadResponse(m *robonetv1.LeadResponse) error {
 				return err
 			}
 		}
+	case *robonetv1.LeadResponse_Ready:
 	case *robonetv1.LeadResponse_Started:
 		if err := checkBatch("LeadStarted", len(x.Started.GetItems())); err != nil {
 			return err
@@ -414,7 +415,7 @@ func checkWorkResponse(m *robonetv1.WorkResponse) error {
 				return err
 			}
 		}
-	case *robonetv1.WorkResponse_Ack:
+	case *robonetv1.WorkResponse_Ack, *robonetv1.WorkResponse_Ready:
 	default:
 		return invalid("an empty or unknown Work response")
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -48,6 +49,9 @@ type ServerOptions struct {
 	// Evidence, when set, is what this node's Wagglers and streams saw
 	// other nodes do: a leader's session takes it to the leader.
 	Evidence Evidence
+	// MaxMessageBytes is the largest message this node takes and sends
+	// (its gRPC limit), told to every peer; 0: not said (see fit.go).
+	MaxMessageBytes int
 }
 
 // Evidence is the observations a node keeps for its leader.
@@ -110,7 +114,8 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	}
 	out := newSender(stamped(s.opts.Trust, stream.Send, setLeadStamp), s.log.With(zap.String("stream", "Lead from "+open.GetLeader())))
 	defer out.close()
-	sess, err := s.host.Open(open.GetTerm(), leadUplink{out: out, log: s.log})
+	up := leadUplink{out: out, log: s.log, leader: open.GetLeader(), limit: limit(uint64(s.opts.MaxMessageBytes), open.GetMaxMessageBytes())}
+	sess, err := s.host.Open(open.GetTerm(), up)
 	if err != nil {
 		if errors.Is(err, engine.ErrStaleTerm) {
 			return status.Error(codes.FailedPrecondition, err.Error())
@@ -118,6 +123,9 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer sess.Close()
+	if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: uint64(s.opts.MaxMessageBytes)}}}); err != nil {
+		return err
+	}
 	s.log.Debug("leader session opened", zap.String("leader", open.GetLeader()), zap.Uint64("term", open.GetTerm()))
 	if s.opts.Evidence != nil {
 		ctx, cancel := context.WithCancel(stream.Context())
@@ -220,22 +228,27 @@ func (s *Server) dispatch(sess *wag.Session, m *robonetv1.LeadDispatch) *robonet
 
 // leadUplink streams what the host reports to the leader.
 type leadUplink struct {
-	out *sender[*robonetv1.LeadResponse]
-	log *zap.Logger
+	out    *sender[*robonetv1.LeadResponse]
+	log    *zap.Logger
+	leader string
+	limit  int // the largest message to the leader (fit.go); 0: none known
 }
 
+// Results sends rs in as many messages as runs (fit.go) makes of them;
+// a result too large for the leader goes as a failure.
 func (u leadUplink) Results(rs []wag.SeqResult) error {
-	m := &robonetv1.LeadResults{Results: make([]*robonetv1.WagResult, 0, len(rs))}
-	for _, r := range rs {
-		p, err := resultToProto(r)
-		if err != nil {
-			u.log.Warn("a result cannot be sent; it is sent as a failure", zap.Error(err))
-			r.OK, r.Output, r.Error = false, nil, err.Error()
-			p, _ = resultToProto(r)
+	ps, sizes := outcomesWithin(rs, u.limit, "the leader "+u.leader, u.log, resultToProto, func(r wag.SeqResult, err error) *robonetv1.WagResult {
+		r.OK, r.Output, r.OutputJSON, r.Error = false, nil, nil, err.Error()
+		p, _ := resultToProto(r)
+		return p
+	})
+	for _, run := range runs(sizes) {
+		m := &robonetv1.LeadResults{Results: ps[run[0]:run[1]]}
+		if err := u.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Results{Results: m}}); err != nil {
+			return err
 		}
-		m.Results = append(m.Results, p)
 	}
-	return u.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Results{Results: m}})
+	return nil
 }
 
 func (u leadUplink) Progress(ps []engine.TaskProgress) {
@@ -298,8 +311,9 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 	out := newSender(stream.Send, s.log.With(zap.String("stream", "Work from "+reg.GetNode())))
 	defer out.close()
 	workers := make([]wag.Worker, len(reg.GetWorkers()))
+	lim := limit(uint64(s.opts.MaxMessageBytes), reg.GetMaxMessageBytes())
 	for i, id := range reg.GetWorkers() {
-		workers[i] = &remoteWorker{id: id, out: out, log: s.log}
+		workers[i] = &remoteWorker{id: id, node: reg.GetNode(), out: out, log: s.log, limit: lim, waggler: w}
 	}
 	var running []wag.Running
 	for _, r := range reg.GetRunning() {
@@ -309,6 +323,9 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 			continue
 		}
 		running = append(running, wag.Running{Assignment: a, WorkerID: r.GetWorkerId(), StartedAt: fromNanos(r.GetStartedUnixNs())})
+	}
+	if err := out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ready{Ready: &robonetv1.WorkReady{MaxMessageBytes: uint64(s.opts.MaxMessageBytes)}}}); err != nil {
+		return err
 	}
 	w.Register(workers, running)
 	defer w.Detach(reg.GetWorkers())
@@ -434,9 +451,12 @@ func (w *beatWindow) add(hbs []*robonetv1.Heartbeat, now time.Time) error {
 
 // remoteWorker is a Waggler's handle on a slot of a pool on another node.
 type remoteWorker struct {
-	id  string
-	out *sender[*robonetv1.WorkResponse]
-	log *zap.Logger
+	id      string
+	node    string // the pool's
+	out     *sender[*robonetv1.WorkResponse]
+	log     *zap.Logger
+	limit   int // the largest message to the pool (fit.go); 0: none known
+	waggler *wag.Waggler
 }
 
 func (w *remoteWorker) ID() string { return w.id }
@@ -447,8 +467,19 @@ func (w *remoteWorker) Run(a wag.Assignment) {
 		w.log.Error("an assignment cannot be sent", zap.Error(err))
 		return // the ladder fails it over
 	}
-	_ = w.out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{
-		Items: []*robonetv1.SlotAssignment{{WorkerId: w.id, Assignment: p}}}}})
+	m := &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{
+		Items: []*robonetv1.SlotAssignment{{WorkerId: w.id, Assignment: p}}}}}
+	if size, ok := fits(proto.Size(p), w.limit); !ok {
+		// Sent, it would end the stream, and be sent again on the next:
+		// the slot reports the attempt failed instead (after this call,
+		// which the Waggler makes outside its lock).
+		err := tooLarge("input", size, w.limit, "node "+w.node)
+		w.log.Warn("an assignment is too large for the pool's node; it fails", zap.String("worker", w.id), zap.Error(err))
+		now := time.Now()
+		go w.waggler.Report(wag.Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: w.id, Error: err.Error(), StartedAt: now, FinishedAt: now})
+		return
+	}
+	_ = w.out.push(m)
 }
 
 func (w *remoteWorker) Cancel(key engine.AttemptKey, gen uint64) {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
@@ -44,6 +45,7 @@ type WorkTarget struct {
 	mu      sync.Mutex
 	workers map[string]wag.Worker
 	out     *sender[*robonetv1.WorkRequest] // of the current stream; nil while none
+	limit   int                             // the largest message on it (fit.go)
 	seq     uint64
 	unacked []seqReport
 	started bool
@@ -63,6 +65,9 @@ type WorkOptions struct {
 	OnViolation ViolationFunc
 	// Trust, when set, stamps every message the pool sends.
 	Trust Trust
+	// MaxMessageBytes is the largest message this node takes and sends
+	// (its gRPC limit), told to the Waggler; 0: not said (see fit.go).
+	MaxMessageBytes int
 }
 
 // NewWorkTarget returns the target for the pool of capability on node
@@ -118,10 +123,10 @@ func (t *WorkTarget) Report(r wag.Report) bool {
 	t.seq++
 	sr := seqReport{seq: t.seq, r: r}
 	t.unacked = append(t.unacked, sr)
-	out := t.out
+	out, lim := t.out, t.limit
 	t.mu.Unlock()
 	if out != nil {
-		t.sendReports(out, []seqReport{sr})
+		t.sendReports(out, lim, []seqReport{sr})
 	}
 	return true
 }
@@ -158,18 +163,21 @@ func (t *WorkTarget) Release() []wag.Report {
 	return out
 }
 
-func (t *WorkTarget) sendReports(out *sender[*robonetv1.WorkRequest], rs []seqReport) {
-	m := &robonetv1.WorkReports{}
-	for _, sr := range rs {
-		p, err := reportToProto(sr.seq, sr.r)
-		if err != nil {
-			t.log.Warn("a report cannot be sent; it is sent as a failure", zap.Error(err))
-			sr.r.OK, sr.r.Output, sr.r.Error = false, nil, err.Error()
-			p, _ = reportToProto(sr.seq, sr.r)
+// sendReports sends rs in as many messages as runs (fit.go) makes of
+// them; a report too large for lim goes as a failure.
+func (t *WorkTarget) sendReports(out *sender[*robonetv1.WorkRequest], lim int, rs []seqReport) {
+	encode := func(sr seqReport) (*robonetv1.Report, error) { return reportToProto(sr.seq, sr.r) }
+	ps, sizes := outcomesWithin(rs, lim, "the waggler's node "+t.peer, t.log, encode, func(sr seqReport, err error) *robonetv1.Report {
+		sr.r.OK, sr.r.Output, sr.r.OutputJSON, sr.r.Error = false, nil, nil, err.Error()
+		p, _ := encode(sr)
+		return p
+	})
+	for _, run := range runs(sizes) {
+		m := &robonetv1.WorkReports{Items: ps[run[0]:run[1]]}
+		if out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Reports{Reports: m}}) != nil {
+			return
 		}
-		m.Items = append(m.Items, p)
 	}
-	_ = out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Reports{Reports: m}})
 }
 
 // run keeps a stream up until Release.
@@ -195,6 +203,44 @@ func (t *WorkTarget) run() {
 	}
 }
 
+// registration is the first message of a stream: the pool's slots and
+// what they run, for the Waggler to adopt. It is one message, whatever the
+// Waggler's node takes, so what the slots run is listed within
+// maxCoalesced: a slot whose attempt is left out (inputs that large are
+// rare) registers with the next stream instead, and the Waggler fails its
+// attempt over to another slot (at least once; the engine records one
+// result).
+func (t *WorkTarget) registration() *robonetv1.WorkRegister {
+	reg := &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch, MaxMessageBytes: uint64(max(t.opts.MaxMessageBytes, 0))}
+	bytes, left := 0, map[string]bool{}
+	for _, r := range t.running() {
+		a, err := assignmentToProto(r.Assignment)
+		if err != nil {
+			continue
+		}
+		ra := &robonetv1.RunningAttempt{Assignment: a, WorkerId: r.WorkerID, StartedUnixNs: nanos(r.StartedAt)}
+		if n := proto.Size(ra); bytes+n > maxCoalesced {
+			left[r.WorkerID] = true
+			continue
+		} else {
+			bytes += n
+		}
+		reg.Running = append(reg.Running, ra)
+	}
+	t.mu.Lock()
+	for id := range t.workers {
+		if !left[id] {
+			reg.Workers = append(reg.Workers, id)
+		}
+	}
+	t.mu.Unlock()
+	if len(left) > 0 {
+		t.log.Warn("some slots run attempts too large to list in one registration: they register with the next stream, and their attempts run again elsewhere",
+			zap.Int("slots_left_out", len(left)), zap.Int("attempts_listed", len(reg.Running)))
+	}
+	return reg
+}
+
 // session runs one stream: register, send what is unacknowledged, then
 // take assignments, cancels and acknowledgements until it breaks.
 func (t *WorkTarget) session() error {
@@ -206,24 +252,25 @@ func (t *WorkTarget) session() error {
 	}
 	out := newSender(stamped(t.opts.Trust, stream.Send, setWorkStamp), t.log.With(zap.String("stream", "Work to the waggler of "+t.capability)))
 	defer out.close()
-	reg := &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch}
-	t.mu.Lock()
-	for id := range t.workers {
-		reg.Workers = append(reg.Workers, id)
-	}
-	t.mu.Unlock()
-	for _, r := range t.running() {
-		a, err := assignmentToProto(r.Assignment)
-		if err != nil {
-			continue
-		}
-		reg.Running = append(reg.Running, &robonetv1.RunningAttempt{Assignment: a, WorkerId: r.WorkerID, StartedUnixNs: nanos(r.StartedAt)})
-	}
+	reg := t.registration()
 	if err := out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Register{Register: reg}}); err != nil {
 		return err
 	}
+	// The Waggler says it took the registration, and what its node takes,
+	// before any report goes out.
+	first, err := stream.Recv()
+	if err != nil {
+		return err
+	}
+	ready := first.GetReady()
+	if ready == nil {
+		err := invalid("a Work stream's first answer is WorkReady")
+		t.opts.OnViolation.report(t.peer, err)
+		return err
+	}
+	lim := limit(uint64(max(t.opts.MaxMessageBytes, 0)), ready.GetMaxMessageBytes())
 	t.mu.Lock()
-	t.out = out
+	t.out, t.limit = out, lim
 	unacked := append([]seqReport(nil), t.unacked...)
 	t.mu.Unlock()
 	defer func() {
@@ -234,7 +281,7 @@ func (t *WorkTarget) session() error {
 		t.mu.Unlock()
 	}()
 	if len(unacked) > 0 {
-		t.sendReports(out, unacked)
+		t.sendReports(out, lim, unacked)
 	}
 	for {
 		resp, err := stream.Recv()

@@ -550,11 +550,14 @@ func (*LeadRequest_Ack) isLeadRequest_Msg() {}
 
 // LeadOpen is the first message of a session.
 type LeadOpen struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Term          uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
-	Leader        string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state  protoimpl.MessageState `protogen:"open.v1"`
+	Term   uint64                 `protobuf:"varint,1,opt,name=term,proto3" json:"term,omitempty"`
+	Leader string                 `protobuf:"bytes,2,opt,name=leader,proto3" json:"leader,omitempty"`
+	// The largest message the leader takes (its message-bytes); 0: not
+	// said. The host fails a result that would not fit instead of sending it.
+	MaxMessageBytes uint64 `protobuf:"varint,3,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *LeadOpen) Reset() {
@@ -601,6 +604,61 @@ func (x *LeadOpen) GetLeader() string {
 	return ""
 }
 
+func (x *LeadOpen) GetMaxMessageBytes() uint64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+// LeadReady is the host's first message of a session: the host took the
+// session, and the largest message it takes (its message-bytes; 0: not
+// said). The leader fails a handoff that would not fit instead of sending
+// it.
+type LeadReady struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MaxMessageBytes uint64                 `protobuf:"varint,1,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *LeadReady) Reset() {
+	*x = LeadReady{}
+	mi := &file_robonet_v1_wag_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LeadReady) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LeadReady) ProtoMessage() {}
+
+func (x *LeadReady) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_wag_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LeadReady.ProtoReflect.Descriptor instead.
+func (*LeadReady) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *LeadReady) GetMaxMessageBytes() uint64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
 type LeadRoles struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	Id    uint64                 `protobuf:"varint,1,opt,name=id,proto3" json:"id,omitempty"`
@@ -614,7 +672,7 @@ type LeadRoles struct {
 
 func (x *LeadRoles) Reset() {
 	*x = LeadRoles{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[5]
+	mi := &file_robonet_v1_wag_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +684,7 @@ func (x *LeadRoles) String() string {
 func (*LeadRoles) ProtoMessage() {}
 
 func (x *LeadRoles) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[5]
+	mi := &file_robonet_v1_wag_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +697,7 @@ func (x *LeadRoles) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadRoles.ProtoReflect.Descriptor instead.
 func (*LeadRoles) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *LeadRoles) GetId() uint64 {
@@ -673,7 +731,7 @@ type LeadDispatch struct {
 
 func (x *LeadDispatch) Reset() {
 	*x = LeadDispatch{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[6]
+	mi := &file_robonet_v1_wag_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -685,7 +743,7 @@ func (x *LeadDispatch) String() string {
 func (*LeadDispatch) ProtoMessage() {}
 
 func (x *LeadDispatch) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[6]
+	mi := &file_robonet_v1_wag_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -698,7 +756,7 @@ func (x *LeadDispatch) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadDispatch.ProtoReflect.Descriptor instead.
 func (*LeadDispatch) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *LeadDispatch) GetId() uint64 {
@@ -725,7 +783,7 @@ type LeadCancel struct {
 
 func (x *LeadCancel) Reset() {
 	*x = LeadCancel{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[7]
+	mi := &file_robonet_v1_wag_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -737,7 +795,7 @@ func (x *LeadCancel) String() string {
 func (*LeadCancel) ProtoMessage() {}
 
 func (x *LeadCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[7]
+	mi := &file_robonet_v1_wag_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -750,7 +808,7 @@ func (x *LeadCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadCancel.ProtoReflect.Descriptor instead.
 func (*LeadCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *LeadCancel) GetId() uint64 {
@@ -777,7 +835,7 @@ type LeadAck struct {
 
 func (x *LeadAck) Reset() {
 	*x = LeadAck{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[8]
+	mi := &file_robonet_v1_wag_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -789,7 +847,7 @@ func (x *LeadAck) String() string {
 func (*LeadAck) ProtoMessage() {}
 
 func (x *LeadAck) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[8]
+	mi := &file_robonet_v1_wag_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -802,7 +860,7 @@ func (x *LeadAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadAck.ProtoReflect.Descriptor instead.
 func (*LeadAck) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *LeadAck) GetSeq() uint64 {
@@ -821,6 +879,7 @@ type LeadResponse struct {
 	//	*LeadResponse_Progress
 	//	*LeadResponse_Started
 	//	*LeadResponse_Observations
+	//	*LeadResponse_Ready
 	Msg isLeadResponse_Msg `protobuf_oneof:"msg"`
 	// The host's hash-chain stamp: every message a host sends its leader
 	// carries the next token of the host's chain.
@@ -831,7 +890,7 @@ type LeadResponse struct {
 
 func (x *LeadResponse) Reset() {
 	*x = LeadResponse{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[9]
+	mi := &file_robonet_v1_wag_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -843,7 +902,7 @@ func (x *LeadResponse) String() string {
 func (*LeadResponse) ProtoMessage() {}
 
 func (x *LeadResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[9]
+	mi := &file_robonet_v1_wag_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -856,7 +915,7 @@ func (x *LeadResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadResponse.ProtoReflect.Descriptor instead.
 func (*LeadResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *LeadResponse) GetMsg() isLeadResponse_Msg {
@@ -911,6 +970,15 @@ func (x *LeadResponse) GetObservations() *LeadObservations {
 	return nil
 }
 
+func (x *LeadResponse) GetReady() *LeadReady {
+	if x != nil {
+		if x, ok := x.Msg.(*LeadResponse_Ready); ok {
+			return x.Ready
+		}
+	}
+	return nil
+}
+
 func (x *LeadResponse) GetStamp() *Stamp {
 	if x != nil {
 		return x.Stamp
@@ -942,6 +1010,10 @@ type LeadResponse_Observations struct {
 	Observations *LeadObservations `protobuf:"bytes,5,opt,name=observations,proto3,oneof"`
 }
 
+type LeadResponse_Ready struct {
+	Ready *LeadReady `protobuf:"bytes,6,opt,name=ready,proto3,oneof"`
+}
+
 func (*LeadResponse_Answer) isLeadResponse_Msg() {}
 
 func (*LeadResponse_Results) isLeadResponse_Msg() {}
@@ -951,6 +1023,8 @@ func (*LeadResponse_Progress) isLeadResponse_Msg() {}
 func (*LeadResponse_Started) isLeadResponse_Msg() {}
 
 func (*LeadResponse_Observations) isLeadResponse_Msg() {}
+
+func (*LeadResponse_Ready) isLeadResponse_Msg() {}
 
 // Stamp is a message's HCTH token: the index-th token of the sender's
 // chain chain_id, H^(N-index)(seed), and, while the sender re-anchors, its
@@ -967,7 +1041,7 @@ type Stamp struct {
 
 func (x *Stamp) Reset() {
 	*x = Stamp{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[10]
+	mi := &file_robonet_v1_wag_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -979,7 +1053,7 @@ func (x *Stamp) String() string {
 func (*Stamp) ProtoMessage() {}
 
 func (x *Stamp) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[10]
+	mi := &file_robonet_v1_wag_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -992,7 +1066,7 @@ func (x *Stamp) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Stamp.ProtoReflect.Descriptor instead.
 func (*Stamp) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Stamp) GetChainId() uint64 {
@@ -1039,7 +1113,7 @@ type Observation struct {
 
 func (x *Observation) Reset() {
 	*x = Observation{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[11]
+	mi := &file_robonet_v1_wag_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1051,7 +1125,7 @@ func (x *Observation) String() string {
 func (*Observation) ProtoMessage() {}
 
 func (x *Observation) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[11]
+	mi := &file_robonet_v1_wag_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1064,7 +1138,7 @@ func (x *Observation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Observation.ProtoReflect.Descriptor instead.
 func (*Observation) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Observation) GetNode() string {
@@ -1119,7 +1193,7 @@ type LeadObservations struct {
 
 func (x *LeadObservations) Reset() {
 	*x = LeadObservations{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[12]
+	mi := &file_robonet_v1_wag_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1131,7 +1205,7 @@ func (x *LeadObservations) String() string {
 func (*LeadObservations) ProtoMessage() {}
 
 func (x *LeadObservations) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[12]
+	mi := &file_robonet_v1_wag_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1144,7 +1218,7 @@ func (x *LeadObservations) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadObservations.ProtoReflect.Descriptor instead.
 func (*LeadObservations) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *LeadObservations) GetItems() []*Observation {
@@ -1164,7 +1238,7 @@ type WagError struct {
 
 func (x *WagError) Reset() {
 	*x = WagError{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[13]
+	mi := &file_robonet_v1_wag_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1176,7 +1250,7 @@ func (x *WagError) String() string {
 func (*WagError) ProtoMessage() {}
 
 func (x *WagError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[13]
+	mi := &file_robonet_v1_wag_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1189,7 +1263,7 @@ func (x *WagError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagError.ProtoReflect.Descriptor instead.
 func (*WagError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *WagError) GetKind() ErrorKind {
@@ -1219,7 +1293,7 @@ type LeadAnswer struct {
 
 func (x *LeadAnswer) Reset() {
 	*x = LeadAnswer{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[14]
+	mi := &file_robonet_v1_wag_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1231,7 +1305,7 @@ func (x *LeadAnswer) String() string {
 func (*LeadAnswer) ProtoMessage() {}
 
 func (x *LeadAnswer) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[14]
+	mi := &file_robonet_v1_wag_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1244,7 +1318,7 @@ func (x *LeadAnswer) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadAnswer.ProtoReflect.Descriptor instead.
 func (*LeadAnswer) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *LeadAnswer) GetId() uint64 {
@@ -1284,7 +1358,7 @@ type WagResult struct {
 
 func (x *WagResult) Reset() {
 	*x = WagResult{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[15]
+	mi := &file_robonet_v1_wag_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1370,7 @@ func (x *WagResult) String() string {
 func (*WagResult) ProtoMessage() {}
 
 func (x *WagResult) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[15]
+	mi := &file_robonet_v1_wag_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1383,7 @@ func (x *WagResult) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagResult.ProtoReflect.Descriptor instead.
 func (*WagResult) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{15}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *WagResult) GetSeq() uint64 {
@@ -1377,7 +1451,7 @@ type LeadResults struct {
 
 func (x *LeadResults) Reset() {
 	*x = LeadResults{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[16]
+	mi := &file_robonet_v1_wag_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1389,7 +1463,7 @@ func (x *LeadResults) String() string {
 func (*LeadResults) ProtoMessage() {}
 
 func (x *LeadResults) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[16]
+	mi := &file_robonet_v1_wag_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1402,7 +1476,7 @@ func (x *LeadResults) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadResults.ProtoReflect.Descriptor instead.
 func (*LeadResults) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{16}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *LeadResults) GetResults() []*WagResult {
@@ -1430,7 +1504,7 @@ type WagProgress struct {
 
 func (x *WagProgress) Reset() {
 	*x = WagProgress{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[17]
+	mi := &file_robonet_v1_wag_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1516,7 @@ func (x *WagProgress) String() string {
 func (*WagProgress) ProtoMessage() {}
 
 func (x *WagProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[17]
+	mi := &file_robonet_v1_wag_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1529,7 @@ func (x *WagProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagProgress.ProtoReflect.Descriptor instead.
 func (*WagProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{17}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *WagProgress) GetKey() *AttemptKey {
@@ -1537,7 +1611,7 @@ type LeadProgress struct {
 
 func (x *LeadProgress) Reset() {
 	*x = LeadProgress{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[18]
+	mi := &file_robonet_v1_wag_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1549,7 +1623,7 @@ func (x *LeadProgress) String() string {
 func (*LeadProgress) ProtoMessage() {}
 
 func (x *LeadProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[18]
+	mi := &file_robonet_v1_wag_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1562,7 +1636,7 @@ func (x *LeadProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadProgress.ProtoReflect.Descriptor instead.
 func (*LeadProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{18}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *LeadProgress) GetItems() []*WagProgress {
@@ -1586,7 +1660,7 @@ type AttemptStarted struct {
 
 func (x *AttemptStarted) Reset() {
 	*x = AttemptStarted{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[19]
+	mi := &file_robonet_v1_wag_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1598,7 +1672,7 @@ func (x *AttemptStarted) String() string {
 func (*AttemptStarted) ProtoMessage() {}
 
 func (x *AttemptStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[19]
+	mi := &file_robonet_v1_wag_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1611,7 +1685,7 @@ func (x *AttemptStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttemptStarted.ProtoReflect.Descriptor instead.
 func (*AttemptStarted) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{19}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *AttemptStarted) GetKey() *AttemptKey {
@@ -1665,7 +1739,7 @@ type LeadStarted struct {
 
 func (x *LeadStarted) Reset() {
 	*x = LeadStarted{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[20]
+	mi := &file_robonet_v1_wag_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1677,7 +1751,7 @@ func (x *LeadStarted) String() string {
 func (*LeadStarted) ProtoMessage() {}
 
 func (x *LeadStarted) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[20]
+	mi := &file_robonet_v1_wag_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1690,7 +1764,7 @@ func (x *LeadStarted) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LeadStarted.ProtoReflect.Descriptor instead.
 func (*LeadStarted) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{20}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *LeadStarted) GetItems() []*AttemptStarted {
@@ -1718,7 +1792,7 @@ type WorkRequest struct {
 
 func (x *WorkRequest) Reset() {
 	*x = WorkRequest{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[21]
+	mi := &file_robonet_v1_wag_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1730,7 +1804,7 @@ func (x *WorkRequest) String() string {
 func (*WorkRequest) ProtoMessage() {}
 
 func (x *WorkRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[21]
+	mi := &file_robonet_v1_wag_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1743,7 +1817,7 @@ func (x *WorkRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRequest.ProtoReflect.Descriptor instead.
 func (*WorkRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{21}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *WorkRequest) GetMsg() isWorkRequest_Msg {
@@ -1836,7 +1910,7 @@ type WorkLeave struct {
 
 func (x *WorkLeave) Reset() {
 	*x = WorkLeave{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[22]
+	mi := &file_robonet_v1_wag_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1848,7 +1922,7 @@ func (x *WorkLeave) String() string {
 func (*WorkLeave) ProtoMessage() {}
 
 func (x *WorkLeave) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[22]
+	mi := &file_robonet_v1_wag_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1861,7 +1935,7 @@ func (x *WorkLeave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkLeave.ProtoReflect.Descriptor instead.
 func (*WorkLeave) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{22}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *WorkLeave) GetWorkers() []string {
@@ -1873,19 +1947,23 @@ func (x *WorkLeave) GetWorkers() []string {
 
 // WorkRegister is the first message of a Work stream.
 type WorkRegister struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Node          string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
-	Capability    string                 `protobuf:"bytes,2,opt,name=capability,proto3" json:"capability,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	Workers       []string               `protobuf:"bytes,4,rep,name=workers,proto3" json:"workers,omitempty"`
-	Running       []*RunningAttempt      `protobuf:"bytes,5,rep,name=running,proto3" json:"running,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Node       string                 `protobuf:"bytes,1,opt,name=node,proto3" json:"node,omitempty"`
+	Capability string                 `protobuf:"bytes,2,opt,name=capability,proto3" json:"capability,omitempty"`
+	Epoch      uint64                 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	Workers    []string               `protobuf:"bytes,4,rep,name=workers,proto3" json:"workers,omitempty"`
+	Running    []*RunningAttempt      `protobuf:"bytes,5,rep,name=running,proto3" json:"running,omitempty"`
+	// The largest message the pool's node takes (its message-bytes); 0: not
+	// said. The Waggler fails an assignment that would not fit instead of
+	// sending it.
+	MaxMessageBytes uint64 `protobuf:"varint,6,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *WorkRegister) Reset() {
 	*x = WorkRegister{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	mi := &file_robonet_v1_wag_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1897,7 +1975,7 @@ func (x *WorkRegister) String() string {
 func (*WorkRegister) ProtoMessage() {}
 
 func (x *WorkRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	mi := &file_robonet_v1_wag_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1910,7 +1988,7 @@ func (x *WorkRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRegister.ProtoReflect.Descriptor instead.
 func (*WorkRegister) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WorkRegister) GetNode() string {
@@ -1948,6 +2026,60 @@ func (x *WorkRegister) GetRunning() []*RunningAttempt {
 	return nil
 }
 
+func (x *WorkRegister) GetMaxMessageBytes() uint64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
+// WorkReady is the Waggler's first message on a Work stream: it took the
+// registration, and the largest message its node takes (0: not said). The
+// pool fails a report that would not fit instead of sending it.
+type WorkReady struct {
+	state           protoimpl.MessageState `protogen:"open.v1"`
+	MaxMessageBytes uint64                 `protobuf:"varint,1,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
+}
+
+func (x *WorkReady) Reset() {
+	*x = WorkReady{}
+	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkReady) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkReady) ProtoMessage() {}
+
+func (x *WorkReady) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkReady.ProtoReflect.Descriptor instead.
+func (*WorkReady) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{25}
+}
+
+func (x *WorkReady) GetMaxMessageBytes() uint64 {
+	if x != nil {
+		return x.MaxMessageBytes
+	}
+	return 0
+}
+
 type Assignment struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	Dispatch      *Dispatch              `protobuf:"bytes,1,opt,name=dispatch,proto3" json:"dispatch,omitempty"`
@@ -1958,7 +2090,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	mi := &file_robonet_v1_wag_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1970,7 +2102,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	mi := &file_robonet_v1_wag_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1983,7 +2115,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Assignment) GetDispatch() *Dispatch {
@@ -2011,7 +2143,7 @@ type RunningAttempt struct {
 
 func (x *RunningAttempt) Reset() {
 	*x = RunningAttempt{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	mi := &file_robonet_v1_wag_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2023,7 +2155,7 @@ func (x *RunningAttempt) String() string {
 func (*RunningAttempt) ProtoMessage() {}
 
 func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	mi := &file_robonet_v1_wag_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2036,7 +2168,7 @@ func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningAttempt.ProtoReflect.Descriptor instead.
 func (*RunningAttempt) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *RunningAttempt) GetAssignment() *Assignment {
@@ -2079,7 +2211,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[26]
+	mi := &file_robonet_v1_wag_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2091,7 +2223,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[26]
+	mi := &file_robonet_v1_wag_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2104,7 +2236,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Heartbeat) GetKey() *AttemptKey {
@@ -2193,7 +2325,7 @@ type WorkHeartbeats struct {
 
 func (x *WorkHeartbeats) Reset() {
 	*x = WorkHeartbeats{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[27]
+	mi := &file_robonet_v1_wag_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2205,7 +2337,7 @@ func (x *WorkHeartbeats) String() string {
 func (*WorkHeartbeats) ProtoMessage() {}
 
 func (x *WorkHeartbeats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[27]
+	mi := &file_robonet_v1_wag_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2218,7 +2350,7 @@ func (x *WorkHeartbeats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkHeartbeats.ProtoReflect.Descriptor instead.
 func (*WorkHeartbeats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WorkHeartbeats) GetItems() []*Heartbeat {
@@ -2251,7 +2383,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[28]
+	mi := &file_robonet_v1_wag_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2263,7 +2395,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[28]
+	mi := &file_robonet_v1_wag_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2276,7 +2408,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Report) GetSeq() uint64 {
@@ -2358,7 +2490,7 @@ type WorkReports struct {
 
 func (x *WorkReports) Reset() {
 	*x = WorkReports{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[29]
+	mi := &file_robonet_v1_wag_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2370,7 +2502,7 @@ func (x *WorkReports) String() string {
 func (*WorkReports) ProtoMessage() {}
 
 func (x *WorkReports) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[29]
+	mi := &file_robonet_v1_wag_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2383,7 +2515,7 @@ func (x *WorkReports) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkReports.ProtoReflect.Descriptor instead.
 func (*WorkReports) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkReports) GetItems() []*Report {
@@ -2400,6 +2532,7 @@ type WorkResponse struct {
 	//	*WorkResponse_Assign
 	//	*WorkResponse_Cancel
 	//	*WorkResponse_Ack
+	//	*WorkResponse_Ready
 	Msg           isWorkResponse_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -2407,7 +2540,7 @@ type WorkResponse struct {
 
 func (x *WorkResponse) Reset() {
 	*x = WorkResponse{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[30]
+	mi := &file_robonet_v1_wag_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2419,7 +2552,7 @@ func (x *WorkResponse) String() string {
 func (*WorkResponse) ProtoMessage() {}
 
 func (x *WorkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[30]
+	mi := &file_robonet_v1_wag_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2432,7 +2565,7 @@ func (x *WorkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse.ProtoReflect.Descriptor instead.
 func (*WorkResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WorkResponse) GetMsg() isWorkResponse_Msg {
@@ -2469,6 +2602,15 @@ func (x *WorkResponse) GetAck() *WorkAck {
 	return nil
 }
 
+func (x *WorkResponse) GetReady() *WorkReady {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkResponse_Ready); ok {
+			return x.Ready
+		}
+	}
+	return nil
+}
+
 type isWorkResponse_Msg interface {
 	isWorkResponse_Msg()
 }
@@ -2485,11 +2627,17 @@ type WorkResponse_Ack struct {
 	Ack *WorkAck `protobuf:"bytes,3,opt,name=ack,proto3,oneof"`
 }
 
+type WorkResponse_Ready struct {
+	Ready *WorkReady `protobuf:"bytes,4,opt,name=ready,proto3,oneof"`
+}
+
 func (*WorkResponse_Assign) isWorkResponse_Msg() {}
 
 func (*WorkResponse_Cancel) isWorkResponse_Msg() {}
 
 func (*WorkResponse_Ack) isWorkResponse_Msg() {}
+
+func (*WorkResponse_Ready) isWorkResponse_Msg() {}
 
 type SlotAssignment struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -2501,7 +2649,7 @@ type SlotAssignment struct {
 
 func (x *SlotAssignment) Reset() {
 	*x = SlotAssignment{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[31]
+	mi := &file_robonet_v1_wag_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2513,7 +2661,7 @@ func (x *SlotAssignment) String() string {
 func (*SlotAssignment) ProtoMessage() {}
 
 func (x *SlotAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[31]
+	mi := &file_robonet_v1_wag_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2526,7 +2674,7 @@ func (x *SlotAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotAssignment.ProtoReflect.Descriptor instead.
 func (*SlotAssignment) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SlotAssignment) GetWorkerId() string {
@@ -2552,7 +2700,7 @@ type WorkAssign struct {
 
 func (x *WorkAssign) Reset() {
 	*x = WorkAssign{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[32]
+	mi := &file_robonet_v1_wag_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2564,7 +2712,7 @@ func (x *WorkAssign) String() string {
 func (*WorkAssign) ProtoMessage() {}
 
 func (x *WorkAssign) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[32]
+	mi := &file_robonet_v1_wag_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2577,7 +2725,7 @@ func (x *WorkAssign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAssign.ProtoReflect.Descriptor instead.
 func (*WorkAssign) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WorkAssign) GetItems() []*SlotAssignment {
@@ -2598,7 +2746,7 @@ type SlotCancel struct {
 
 func (x *SlotCancel) Reset() {
 	*x = SlotCancel{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[33]
+	mi := &file_robonet_v1_wag_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2610,7 +2758,7 @@ func (x *SlotCancel) String() string {
 func (*SlotCancel) ProtoMessage() {}
 
 func (x *SlotCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[33]
+	mi := &file_robonet_v1_wag_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2623,7 +2771,7 @@ func (x *SlotCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotCancel.ProtoReflect.Descriptor instead.
 func (*SlotCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SlotCancel) GetWorkerId() string {
@@ -2656,7 +2804,7 @@ type WorkCancel struct {
 
 func (x *WorkCancel) Reset() {
 	*x = WorkCancel{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[34]
+	mi := &file_robonet_v1_wag_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2668,7 +2816,7 @@ func (x *WorkCancel) String() string {
 func (*WorkCancel) ProtoMessage() {}
 
 func (x *WorkCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[34]
+	mi := &file_robonet_v1_wag_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2681,7 +2829,7 @@ func (x *WorkCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkCancel.ProtoReflect.Descriptor instead.
 func (*WorkCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkCancel) GetItems() []*SlotCancel {
@@ -2701,7 +2849,7 @@ type WorkAck struct {
 
 func (x *WorkAck) Reset() {
 	*x = WorkAck{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[35]
+	mi := &file_robonet_v1_wag_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2713,7 +2861,7 @@ func (x *WorkAck) String() string {
 func (*WorkAck) ProtoMessage() {}
 
 func (x *WorkAck) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[35]
+	mi := &file_robonet_v1_wag_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2726,7 +2874,7 @@ func (x *WorkAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAck.ProtoReflect.Descriptor instead.
 func (*WorkAck) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *WorkAck) GetSeq() uint64 {
@@ -2779,10 +2927,13 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\bdispatch\x18\x03 \x01(\v2\x18.robonet.v1.LeadDispatchH\x00R\bdispatch\x120\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x16.robonet.v1.LeadCancelH\x00R\x06cancel\x12'\n" +
 	"\x03ack\x18\x05 \x01(\v2\x13.robonet.v1.LeadAckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"6\n" +
+	"\x03msg\"b\n" +
 	"\bLeadOpen\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x16\n" +
-	"\x06leader\x18\x02 \x01(\tR\x06leader\"\xaf\x01\n" +
+	"\x06leader\x18\x02 \x01(\tR\x06leader\x12*\n" +
+	"\x11max_message_bytes\x18\x03 \x01(\x04R\x0fmaxMessageBytes\"7\n" +
+	"\tLeadReady\x12*\n" +
+	"\x11max_message_bytes\x18\x01 \x01(\x04R\x0fmaxMessageBytes\"\xaf\x01\n" +
 	"\tLeadRoles\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x126\n" +
 	"\x05roles\x18\x02 \x03(\v2 .robonet.v1.LeadRoles.RolesEntryR\x05roles\x12 \n" +
@@ -2799,13 +2950,14 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\x02id\x18\x01 \x01(\x04R\x02id\x12*\n" +
 	"\x04keys\x18\x02 \x03(\v2\x16.robonet.v1.AttemptKeyR\x04keys\"\x1b\n" +
 	"\aLeadAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\xd6\x02\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq\"\x85\x03\n" +
 	"\fLeadResponse\x120\n" +
 	"\x06answer\x18\x01 \x01(\v2\x16.robonet.v1.LeadAnswerH\x00R\x06answer\x123\n" +
 	"\aresults\x18\x02 \x01(\v2\x17.robonet.v1.LeadResultsH\x00R\aresults\x126\n" +
 	"\bprogress\x18\x03 \x01(\v2\x18.robonet.v1.LeadProgressH\x00R\bprogress\x123\n" +
 	"\astarted\x18\x04 \x01(\v2\x17.robonet.v1.LeadStartedH\x00R\astarted\x12B\n" +
-	"\fobservations\x18\x05 \x01(\v2\x1c.robonet.v1.LeadObservationsH\x00R\fobservations\x12'\n" +
+	"\fobservations\x18\x05 \x01(\v2\x1c.robonet.v1.LeadObservationsH\x00R\fobservations\x12-\n" +
+	"\x05ready\x18\x06 \x01(\v2\x15.robonet.v1.LeadReadyH\x00R\x05ready\x12'\n" +
 	"\x05stamp\x18\x0f \x01(\v2\x11.robonet.v1.StampR\x05stampB\x05\n" +
 	"\x03msg\"o\n" +
 	"\x05Stamp\x12\x19\n" +
@@ -2891,7 +3043,7 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\x05stamp\x18\x0f \x01(\v2\x11.robonet.v1.StampR\x05stampB\x05\n" +
 	"\x03msg\"%\n" +
 	"\tWorkLeave\x12\x18\n" +
-	"\aworkers\x18\x01 \x03(\tR\aworkers\"\xa8\x01\n" +
+	"\aworkers\x18\x01 \x03(\tR\aworkers\"\xd4\x01\n" +
 	"\fWorkRegister\x12\x12\n" +
 	"\x04node\x18\x01 \x01(\tR\x04node\x12\x1e\n" +
 	"\n" +
@@ -2899,7 +3051,10 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"capability\x12\x14\n" +
 	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x18\n" +
 	"\aworkers\x18\x04 \x03(\tR\aworkers\x124\n" +
-	"\arunning\x18\x05 \x03(\v2\x1a.robonet.v1.RunningAttemptR\arunning\"^\n" +
+	"\arunning\x18\x05 \x03(\v2\x1a.robonet.v1.RunningAttemptR\arunning\x12*\n" +
+	"\x11max_message_bytes\x18\x06 \x01(\x04R\x0fmaxMessageBytes\"7\n" +
+	"\tWorkReady\x12*\n" +
+	"\x11max_message_bytes\x18\x01 \x01(\x04R\x0fmaxMessageBytes\"^\n" +
 	"\n" +
 	"Assignment\x120\n" +
 	"\bdispatch\x18\x01 \x01(\v2\x14.robonet.v1.DispatchR\bdispatch\x12\x1e\n" +
@@ -2949,11 +3104,12 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\tcancelled\x18\n" +
 	" \x01(\bR\tcancelled\"7\n" +
 	"\vWorkReports\x12(\n" +
-	"\x05items\x18\x01 \x03(\v2\x12.robonet.v1.ReportR\x05items\"\xa2\x01\n" +
+	"\x05items\x18\x01 \x03(\v2\x12.robonet.v1.ReportR\x05items\"\xd1\x01\n" +
 	"\fWorkResponse\x120\n" +
 	"\x06assign\x18\x01 \x01(\v2\x16.robonet.v1.WorkAssignH\x00R\x06assign\x120\n" +
 	"\x06cancel\x18\x02 \x01(\v2\x16.robonet.v1.WorkCancelH\x00R\x06cancel\x12'\n" +
-	"\x03ack\x18\x03 \x01(\v2\x13.robonet.v1.WorkAckH\x00R\x03ackB\x05\n" +
+	"\x03ack\x18\x03 \x01(\v2\x13.robonet.v1.WorkAckH\x00R\x03ack\x12-\n" +
+	"\x05ready\x18\x04 \x01(\v2\x15.robonet.v1.WorkReadyH\x00R\x05readyB\x05\n" +
 	"\x03msg\"e\n" +
 	"\x0eSlotAssignment\x12\x1b\n" +
 	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x126\n" +
@@ -3012,7 +3168,7 @@ func file_robonet_v1_wag_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_wag_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 38)
+var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
 var file_robonet_v1_wag_proto_goTypes = []any{
 	(ObservationKind)(0),     // 0: robonet.v1.ObservationKind
 	(ErrorKind)(0),           // 1: robonet.v1.ErrorKind
@@ -3021,97 +3177,101 @@ var file_robonet_v1_wag_proto_goTypes = []any{
 	(*Handoff)(nil),          // 4: robonet.v1.Handoff
 	(*LeadRequest)(nil),      // 5: robonet.v1.LeadRequest
 	(*LeadOpen)(nil),         // 6: robonet.v1.LeadOpen
-	(*LeadRoles)(nil),        // 7: robonet.v1.LeadRoles
-	(*LeadDispatch)(nil),     // 8: robonet.v1.LeadDispatch
-	(*LeadCancel)(nil),       // 9: robonet.v1.LeadCancel
-	(*LeadAck)(nil),          // 10: robonet.v1.LeadAck
-	(*LeadResponse)(nil),     // 11: robonet.v1.LeadResponse
-	(*Stamp)(nil),            // 12: robonet.v1.Stamp
-	(*Observation)(nil),      // 13: robonet.v1.Observation
-	(*LeadObservations)(nil), // 14: robonet.v1.LeadObservations
-	(*WagError)(nil),         // 15: robonet.v1.WagError
-	(*LeadAnswer)(nil),       // 16: robonet.v1.LeadAnswer
-	(*WagResult)(nil),        // 17: robonet.v1.WagResult
-	(*LeadResults)(nil),      // 18: robonet.v1.LeadResults
-	(*WagProgress)(nil),      // 19: robonet.v1.WagProgress
-	(*LeadProgress)(nil),     // 20: robonet.v1.LeadProgress
-	(*AttemptStarted)(nil),   // 21: robonet.v1.AttemptStarted
-	(*LeadStarted)(nil),      // 22: robonet.v1.LeadStarted
-	(*WorkRequest)(nil),      // 23: robonet.v1.WorkRequest
-	(*WorkLeave)(nil),        // 24: robonet.v1.WorkLeave
-	(*WorkRegister)(nil),     // 25: robonet.v1.WorkRegister
-	(*Assignment)(nil),       // 26: robonet.v1.Assignment
-	(*RunningAttempt)(nil),   // 27: robonet.v1.RunningAttempt
-	(*Heartbeat)(nil),        // 28: robonet.v1.Heartbeat
-	(*WorkHeartbeats)(nil),   // 29: robonet.v1.WorkHeartbeats
-	(*Report)(nil),           // 30: robonet.v1.Report
-	(*WorkReports)(nil),      // 31: robonet.v1.WorkReports
-	(*WorkResponse)(nil),     // 32: robonet.v1.WorkResponse
-	(*SlotAssignment)(nil),   // 33: robonet.v1.SlotAssignment
-	(*WorkAssign)(nil),       // 34: robonet.v1.WorkAssign
-	(*SlotCancel)(nil),       // 35: robonet.v1.SlotCancel
-	(*WorkCancel)(nil),       // 36: robonet.v1.WorkCancel
-	(*WorkAck)(nil),          // 37: robonet.v1.WorkAck
-	nil,                      // 38: robonet.v1.LeadRoles.RolesEntry
-	nil,                      // 39: robonet.v1.LeadAnswer.AttemptErrorsEntry
+	(*LeadReady)(nil),        // 7: robonet.v1.LeadReady
+	(*LeadRoles)(nil),        // 8: robonet.v1.LeadRoles
+	(*LeadDispatch)(nil),     // 9: robonet.v1.LeadDispatch
+	(*LeadCancel)(nil),       // 10: robonet.v1.LeadCancel
+	(*LeadAck)(nil),          // 11: robonet.v1.LeadAck
+	(*LeadResponse)(nil),     // 12: robonet.v1.LeadResponse
+	(*Stamp)(nil),            // 13: robonet.v1.Stamp
+	(*Observation)(nil),      // 14: robonet.v1.Observation
+	(*LeadObservations)(nil), // 15: robonet.v1.LeadObservations
+	(*WagError)(nil),         // 16: robonet.v1.WagError
+	(*LeadAnswer)(nil),       // 17: robonet.v1.LeadAnswer
+	(*WagResult)(nil),        // 18: robonet.v1.WagResult
+	(*LeadResults)(nil),      // 19: robonet.v1.LeadResults
+	(*WagProgress)(nil),      // 20: robonet.v1.WagProgress
+	(*LeadProgress)(nil),     // 21: robonet.v1.LeadProgress
+	(*AttemptStarted)(nil),   // 22: robonet.v1.AttemptStarted
+	(*LeadStarted)(nil),      // 23: robonet.v1.LeadStarted
+	(*WorkRequest)(nil),      // 24: robonet.v1.WorkRequest
+	(*WorkLeave)(nil),        // 25: robonet.v1.WorkLeave
+	(*WorkRegister)(nil),     // 26: robonet.v1.WorkRegister
+	(*WorkReady)(nil),        // 27: robonet.v1.WorkReady
+	(*Assignment)(nil),       // 28: robonet.v1.Assignment
+	(*RunningAttempt)(nil),   // 29: robonet.v1.RunningAttempt
+	(*Heartbeat)(nil),        // 30: robonet.v1.Heartbeat
+	(*WorkHeartbeats)(nil),   // 31: robonet.v1.WorkHeartbeats
+	(*Report)(nil),           // 32: robonet.v1.Report
+	(*WorkReports)(nil),      // 33: robonet.v1.WorkReports
+	(*WorkResponse)(nil),     // 34: robonet.v1.WorkResponse
+	(*SlotAssignment)(nil),   // 35: robonet.v1.SlotAssignment
+	(*WorkAssign)(nil),       // 36: robonet.v1.WorkAssign
+	(*SlotCancel)(nil),       // 37: robonet.v1.SlotCancel
+	(*WorkCancel)(nil),       // 38: robonet.v1.WorkCancel
+	(*WorkAck)(nil),          // 39: robonet.v1.WorkAck
+	nil,                      // 40: robonet.v1.LeadRoles.RolesEntry
+	nil,                      // 41: robonet.v1.LeadAnswer.AttemptErrorsEntry
 }
 var file_robonet_v1_wag_proto_depIdxs = []int32{
 	2,  // 0: robonet.v1.Dispatch.key:type_name -> robonet.v1.AttemptKey
 	3,  // 1: robonet.v1.Handoff.dispatch:type_name -> robonet.v1.Dispatch
 	6,  // 2: robonet.v1.LeadRequest.open:type_name -> robonet.v1.LeadOpen
-	7,  // 3: robonet.v1.LeadRequest.roles:type_name -> robonet.v1.LeadRoles
-	8,  // 4: robonet.v1.LeadRequest.dispatch:type_name -> robonet.v1.LeadDispatch
-	9,  // 5: robonet.v1.LeadRequest.cancel:type_name -> robonet.v1.LeadCancel
-	10, // 6: robonet.v1.LeadRequest.ack:type_name -> robonet.v1.LeadAck
-	38, // 7: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
+	8,  // 3: robonet.v1.LeadRequest.roles:type_name -> robonet.v1.LeadRoles
+	9,  // 4: robonet.v1.LeadRequest.dispatch:type_name -> robonet.v1.LeadDispatch
+	10, // 5: robonet.v1.LeadRequest.cancel:type_name -> robonet.v1.LeadCancel
+	11, // 6: robonet.v1.LeadRequest.ack:type_name -> robonet.v1.LeadAck
+	40, // 7: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
 	4,  // 8: robonet.v1.LeadDispatch.handoffs:type_name -> robonet.v1.Handoff
 	2,  // 9: robonet.v1.LeadCancel.keys:type_name -> robonet.v1.AttemptKey
-	16, // 10: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
-	18, // 11: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
-	20, // 12: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
-	22, // 13: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
-	14, // 14: robonet.v1.LeadResponse.observations:type_name -> robonet.v1.LeadObservations
-	12, // 15: robonet.v1.LeadResponse.stamp:type_name -> robonet.v1.Stamp
-	0,  // 16: robonet.v1.Observation.kind:type_name -> robonet.v1.ObservationKind
-	13, // 17: robonet.v1.LeadObservations.items:type_name -> robonet.v1.Observation
-	1,  // 18: robonet.v1.WagError.kind:type_name -> robonet.v1.ErrorKind
-	15, // 19: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
-	39, // 20: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
-	2,  // 21: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
-	17, // 22: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
-	2,  // 23: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
-	19, // 24: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
-	2,  // 25: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
-	21, // 26: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
-	25, // 27: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
-	29, // 28: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
-	31, // 29: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
-	24, // 30: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
-	12, // 31: robonet.v1.WorkRequest.stamp:type_name -> robonet.v1.Stamp
-	27, // 32: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
-	3,  // 33: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
-	26, // 34: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
-	2,  // 35: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
-	28, // 36: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
-	2,  // 37: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
-	30, // 38: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
-	34, // 39: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
-	36, // 40: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
-	37, // 41: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
-	26, // 42: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
-	33, // 43: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
-	2,  // 44: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
-	35, // 45: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
-	15, // 46: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
-	5,  // 47: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
-	23, // 48: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
-	11, // 49: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
-	32, // 50: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
-	49, // [49:51] is the sub-list for method output_type
-	47, // [47:49] is the sub-list for method input_type
-	47, // [47:47] is the sub-list for extension type_name
-	47, // [47:47] is the sub-list for extension extendee
-	0,  // [0:47] is the sub-list for field type_name
+	17, // 10: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
+	19, // 11: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
+	21, // 12: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
+	23, // 13: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
+	15, // 14: robonet.v1.LeadResponse.observations:type_name -> robonet.v1.LeadObservations
+	7,  // 15: robonet.v1.LeadResponse.ready:type_name -> robonet.v1.LeadReady
+	13, // 16: robonet.v1.LeadResponse.stamp:type_name -> robonet.v1.Stamp
+	0,  // 17: robonet.v1.Observation.kind:type_name -> robonet.v1.ObservationKind
+	14, // 18: robonet.v1.LeadObservations.items:type_name -> robonet.v1.Observation
+	1,  // 19: robonet.v1.WagError.kind:type_name -> robonet.v1.ErrorKind
+	16, // 20: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
+	41, // 21: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
+	2,  // 22: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
+	18, // 23: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
+	2,  // 24: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
+	20, // 25: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
+	2,  // 26: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
+	22, // 27: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
+	26, // 28: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
+	31, // 29: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
+	33, // 30: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
+	25, // 31: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
+	13, // 32: robonet.v1.WorkRequest.stamp:type_name -> robonet.v1.Stamp
+	29, // 33: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
+	3,  // 34: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
+	28, // 35: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
+	2,  // 36: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
+	30, // 37: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
+	2,  // 38: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
+	32, // 39: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
+	36, // 40: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
+	38, // 41: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
+	39, // 42: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
+	27, // 43: robonet.v1.WorkResponse.ready:type_name -> robonet.v1.WorkReady
+	28, // 44: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
+	35, // 45: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
+	2,  // 46: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
+	37, // 47: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
+	16, // 48: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
+	5,  // 49: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
+	24, // 50: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
+	12, // 51: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
+	34, // 52: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
+	51, // [51:53] is the sub-list for method output_type
+	49, // [49:51] is the sub-list for method input_type
+	49, // [49:49] is the sub-list for extension type_name
+	49, // [49:49] is the sub-list for extension extendee
+	0,  // [0:49] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_wag_proto_init() }
@@ -3126,23 +3286,25 @@ func file_robonet_v1_wag_proto_init() {
 		(*LeadRequest_Cancel)(nil),
 		(*LeadRequest_Ack)(nil),
 	}
-	file_robonet_v1_wag_proto_msgTypes[9].OneofWrappers = []any{
+	file_robonet_v1_wag_proto_msgTypes[10].OneofWrappers = []any{
 		(*LeadResponse_Answer)(nil),
 		(*LeadResponse_Results)(nil),
 		(*LeadResponse_Progress)(nil),
 		(*LeadResponse_Started)(nil),
 		(*LeadResponse_Observations)(nil),
+		(*LeadResponse_Ready)(nil),
 	}
-	file_robonet_v1_wag_proto_msgTypes[21].OneofWrappers = []any{
+	file_robonet_v1_wag_proto_msgTypes[22].OneofWrappers = []any{
 		(*WorkRequest_Register)(nil),
 		(*WorkRequest_Heartbeats)(nil),
 		(*WorkRequest_Reports)(nil),
 		(*WorkRequest_Leave)(nil),
 	}
-	file_robonet_v1_wag_proto_msgTypes[30].OneofWrappers = []any{
+	file_robonet_v1_wag_proto_msgTypes[32].OneofWrappers = []any{
 		(*WorkResponse_Assign)(nil),
 		(*WorkResponse_Cancel)(nil),
 		(*WorkResponse_Ack)(nil),
+		(*WorkResponse_Ready)(nil),
 	}
 	type x struct{}
 	out := protoimpl.TypeBuilder{
@@ -3150,7 +3312,7 @@ func file_robonet_v1_wag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_wag_proto_rawDesc), len(file_robonet_v1_wag_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   38,
+			NumMessages:   40,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

@@ -1,0 +1,106 @@
+package remote
+
+import (
+	"fmt"
+
+	"go.uber.org/zap"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/robonet/robonet/wag"
+)
+
+// Message limits between nodes. Each end of a Waggler stream says the
+// largest message its node takes, its message-bytes (LeadOpen and
+// LeadReady, WorkRegister and WorkReady), and a sender never sends one
+// larger than the smaller of that and its own. What a sender merges stays
+// far below either (maxCoalesced, maxRequestBytes); what cannot fit alone
+// — a result or report whose output, a handoff or assignment whose input,
+// is larger than a node with a smaller message-bytes takes — fails its
+// attempt with an error that names the setting. Sent anyway, the receiver
+// would refuse it and end the stream, and the sender would send it again
+// on the next one, for ever, with everything queued behind it.
+
+// envelopeRoom is what a message adds to the one item it carries: the
+// tags and lengths of the messages around it (a few bytes each), the
+// hash-chain stamp (about 100 bytes) and gRPC's framing.
+const envelopeRoom = 256
+
+// limit is the largest message one end may send the other: the smaller of
+// the two ends' limits, either 0 when it was not said (no limit known).
+func limit(own, peer uint64) int {
+	switch {
+	case own == 0:
+		return clampInt(peer)
+	case peer == 0:
+		return clampInt(own)
+	default:
+		return clampInt(min(own, peer))
+	}
+}
+
+func clampInt(v uint64) int { return int(min(v, 1<<40)) }
+
+// fits reports whether a message carrying one item of itemSize bytes (a
+// result, report, handoff or assignment: proto.Size) is within limit
+// bytes (0: no limit), and the message's size.
+func fits(itemSize, limit int) (size int, ok bool) {
+	size = itemSize + envelopeRoom
+	return size, limit == 0 || size <= limit
+}
+
+// tooLarge is the error of an attempt whose message of size bytes, for
+// its what (output, input), is over limit on its way to to (a node, "the
+// leader x").
+func tooLarge(what string, size, limit int, to string) error {
+	return fmt.Errorf("%w: the attempt's %s makes a message of %d bytes, and messages to %s are at most %d bytes (the smaller message-bytes of the two nodes): "+
+		"give every node the same message-bytes, larger than output-bytes and eval-result-bytes", wag.ErrTooLarge, what, size, to, limit)
+}
+
+// runs splits items of the given sizes into runs [start, end) of at most
+// maxPerRequest items and maxCoalesced bytes — one larger item makes a run
+// alone — so that what a node queued up (results or reports sent again
+// to a new session, thousands of handoffs at once) crosses in messages a
+// peer takes.
+func runs(sizes []int) [][2]int {
+	var out [][2]int
+	start, bytes := 0, 0
+	for i, n := range sizes {
+		if i > start && (i-start == maxPerRequest || bytes+n > maxCoalesced) {
+			out = append(out, [2]int{start, i})
+			start, bytes = i, 0
+		}
+		bytes += n
+	}
+	if start < len(sizes) {
+		out = append(out, [2]int{start, len(sizes)})
+	}
+	return out
+}
+
+// outcomesWithin encodes attempts' outcomes (results, reports) for a peer,
+// to, that takes messages of up to lim bytes. One that cannot be encoded,
+// or whose message would be larger, is sent as the failure failed makes of
+// it: the attempt fails rather than the stream. It returns the encodings
+// and their sizes (for runs).
+func outcomesWithin[I any, P proto.Message](items []I, lim int, to string, log *zap.Logger,
+	encode func(I) (P, error), failed func(I, error) P) ([]P, []int) {
+	ps := make([]P, len(items))
+	sizes := make([]int, len(items))
+	for i, it := range items {
+		p, err := encode(it)
+		n := 0
+		if err == nil {
+			n = proto.Size(p)
+			if size, ok := fits(n, lim); !ok {
+				err = tooLarge("output", size, lim, to)
+			}
+		}
+		if err != nil {
+			log.Warn("an attempt's outcome cannot be sent; it is sent as a failure", zap.Error(err))
+			p = failed(it, err)
+			n = proto.Size(p)
+		}
+		ps[i], sizes[i] = p, n
+	}
+	return ps, sizes
+}

@@ -1,0 +1,198 @@
+package remote
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/protobuf/proto"
+
+	"github.com/robonet/robonet/engine"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+)
+
+func TestRuns(t *testing.T) {
+	big := maxCoalesced
+	for _, tc := range []struct {
+		sizes []int
+		want  [][2]int
+	}{
+		{nil, nil},
+		{[]int{10, 10, 10}, [][2]int{{0, 3}}},
+		{[]int{10, big, 10}, [][2]int{{0, 1}, {1, 2}, {2, 3}}},                                           // a large one alone
+		{[]int{big / 2, big / 2, 1}, [][2]int{{0, 2}, {2, 3}}},                                           // bytes
+		{make([]int, maxPerRequest+1), [][2]int{{0, maxPerRequest}, {maxPerRequest, maxPerRequest + 1}}}, // items
+	} {
+		got := runs(tc.sizes)
+		if len(got) != len(tc.want) {
+			t.Fatalf("runs(%d sizes) = %v, want %v", len(tc.sizes), got, tc.want)
+		}
+		for i := range got {
+			if got[i] != tc.want[i] {
+				t.Fatalf("runs(%d sizes) = %v, want %v", len(tc.sizes), got, tc.want)
+			}
+		}
+	}
+}
+
+// resultLog is an Uplink that keeps results.
+type resultLog struct {
+	mu  sync.Mutex
+	got []wag.SeqResult
+}
+
+func (u *resultLog) Results(rs []wag.SeqResult) error {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.got = append(u.got, rs...)
+	return nil
+}
+func (*resultLog) Progress([]engine.TaskProgress) {}
+func (*resultLog) Started([]wag.Started)          {}
+
+func (u *resultLog) wait(t *testing.T) wag.SeqResult {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		u.mu.Lock()
+		if len(u.got) > 0 {
+			r := u.got[0]
+			u.mu.Unlock()
+			return r
+		}
+		u.mu.Unlock()
+		time.Sleep(5 * time.Millisecond)
+	}
+	t.Fatal("no result reached the leader within 10s")
+	return wag.SeqResult{}
+}
+
+// slot is a pool's worker whose Run calls run.
+type slot struct {
+	id  string
+	run func(a wag.Assignment)
+}
+
+func (s *slot) ID() string                       { return s.id }
+func (s *slot) Run(a wag.Assignment)             { s.run(a) }
+func (s *slot) Cancel(engine.AttemptKey, uint64) {}
+
+// workStreamMesh is a leader's session with a Waggler host whose node
+// takes messages of hostLimit bytes, and a pool on a node that takes
+// poolLimit working for its Waggler of "c" through a Work stream.
+func workStreamMesh(t *testing.T, hostLimit, poolLimit int, run func(target *WorkTarget, a wag.Assignment)) (*LeadLink, *resultLog) {
+	t.Helper()
+	log := zaptest.NewLogger(t)
+	host, err := wag.NewWagglerHost(wag.Config{NodeName: "h", Logger: log})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Stop(context.Background()) })
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer(grpc.MaxRecvMsgSize(hostLimit), grpc.MaxSendMsgSize(hostLimit))
+	robonetv1.RegisterWagServiceServer(gs, NewServer(host, log, ServerOptions{MaxMessageBytes: hostLimit}))
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	dialWith := func(limit int) robonetv1.WagServiceClient {
+		cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()),
+			grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(limit), grpc.MaxCallSendMsgSize(limit)))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = cc.Close() })
+		return robonetv1.NewWagServiceClient(cc)
+	}
+	up := &resultLog{}
+	l, err := OpenLead(t.Context(), dialWith(16<<20), 1, "leader", "h", up, log, LeadOptions{MaxMessageBytes: 16 << 20})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Close)
+	if err := l.SetRoles(map[string]uint64{"c": 1}, nil); err != nil {
+		t.Fatal(err)
+	}
+	target := NewWorkTarget(dialWith(poolLimit), "p", "c", 1, func() []wag.Running { return nil }, log, "h", WorkOptions{MaxMessageBytes: poolLimit})
+	target.Register([]wag.Worker{&slot{id: "p/c/0", run: func(a wag.Assignment) { run(target, a) }}}, nil)
+	t.Cleanup(func() { target.Release() })
+	return l, up
+}
+
+// The Waggler's node takes large messages, the pool's node small ones:
+// an assignment the pool's node would refuse is never sent, and its
+// attempt fails with an error that names the setting.
+func TestAssignmentTooLargeForThePoolsNode(t *testing.T) {
+	l, up := workStreamMesh(t, 16<<20, 64<<10, func(*WorkTarget, wag.Assignment) {
+		t.Error("an assignment too large for the pool's node reached the pool")
+	})
+	d := engine.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo", Input: strings.Repeat("x", 100<<10)}
+	if errs := l.Dispatch([]wag.Handoff{{TaskDispatch: d, Epoch: 1}}); errs != nil && errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	r := up.wait(t)
+	if r.OK || !strings.Contains(r.Error, "input makes a message of") || !strings.Contains(r.Error, "messages to node p are at most 65536 bytes") {
+		t.Fatalf("result ok=%v error %q, want a failure naming the pool's node and its limit", r.OK, r.Error)
+	}
+}
+
+// The pool's node takes large messages, the Waggler's node small ones: a
+// report the Waggler's node would refuse goes as a failure instead.
+func TestReportTooLargeForTheWagglersNode(t *testing.T) {
+	l, up := workStreamMesh(t, 64<<10, 16<<20, func(target *WorkTarget, a wag.Assignment) {
+		now := time.Now()
+		go target.Report(wag.Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: "p/c/0", OK: true,
+			Output: strings.Repeat("x", 100<<10), StartedAt: now, FinishedAt: now})
+	})
+	d := engine.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo", Input: "small"}
+	if errs := l.Dispatch([]wag.Handoff{{TaskDispatch: d, Epoch: 1}}); errs != nil && errs[0] != nil {
+		t.Fatal(errs[0])
+	}
+	r := up.wait(t)
+	if r.OK || !strings.Contains(r.Error, "output makes a message of") || !strings.Contains(r.Error, "messages to the waggler's node h are at most 65536 bytes") {
+		t.Fatalf("result ok=%v error %q, want a failure naming the Waggler's node and its limit", r.OK, r.Error)
+	}
+}
+
+// A pool whose slots run attempts with large inputs lists what fits in one
+// registration; a slot whose attempt does not fit is left out with it, so
+// the Waggler neither adopts half of it nor gives the busy slot more work.
+func TestRegistrationWithinOneMessage(t *testing.T) {
+	var running []wag.Running
+	for i := range 4 {
+		k := testKey
+		k.ExecutionID = fmt.Sprintf("s[%d]", i)
+		running = append(running, wag.Running{Assignment: wag.Assignment{TaskDispatch: engine.TaskDispatch{AttemptKey: k, Term: 1, Capability: "c",
+			Action: "echo", Input: strings.Repeat("x", maxCoalesced/3)}, Generation: 1<<32 + uint64(i)}, WorkerID: fmt.Sprintf("p/c/%d", i)})
+	}
+	target := NewWorkTarget(nil, "p", "c", 1, func() []wag.Running { return running }, zaptest.NewLogger(t), "h", WorkOptions{})
+	t.Cleanup(func() { target.Release() })
+	for i := range 5 {
+		target.workers[fmt.Sprintf("p/c/%d", i)] = &slot{id: fmt.Sprintf("p/c/%d", i)}
+	}
+	reg := target.registration()
+	if size := proto.Size(reg); size > maxCoalesced+1024 {
+		t.Fatalf("registration of %d bytes", size)
+	}
+	listed := map[string]bool{}
+	for _, r := range reg.GetRunning() {
+		listed[r.GetWorkerId()] = true
+	}
+	slices.Sort(reg.Workers)
+	if len(listed) != 2 || !slices.Equal(reg.GetWorkers(), []string{"p/c/0", "p/c/1", "p/c/4"}) {
+		t.Fatalf("running listed %v, workers %v; want the first two attempts, and the slots of the others left out", listed, reg.GetWorkers())
+	}
+}
