@@ -148,7 +148,7 @@ func workRequests(tb testing.TB) []*robonetv1.WorkRequest {
 	d := honestDispatch(tb)
 	rep, _ := reportToProto(1, wag.Report{Key: testKey, WorkerID: "w1/c/1", OK: true, Output: map[string]any{"a": "b"}})
 	return []*robonetv1.WorkRequest{
-		{Msg: &robonetv1.WorkRequest_Register{Register: &robonetv1.WorkRegister{Node: "w1", Capability: "c", Epoch: 2, Workers: []string{"w1/c/1"},
+		{Msg: &robonetv1.WorkRequest_Register{Register: &robonetv1.WorkRegister{Node: "w1", Capability: "c", Epoch: 2, Workers: []string{"w1/c/1"}, MaxMessageBytes: 16 << 20,
 			Running: []*robonetv1.RunningAttempt{{Assignment: &robonetv1.Assignment{Dispatch: d, Generation: 3}, WorkerId: "w1/c/1"}}}}},
 		{Msg: &robonetv1.WorkRequest_Heartbeats{Heartbeats: &robonetv1.WorkHeartbeats{Items: []*robonetv1.Heartbeat{
 			heartbeatToProto(wag.Heartbeat{Key: testKey, WorkerID: "w1/c/1", Seq: 2})}}},
@@ -164,13 +164,14 @@ func workResponses(tb testing.TB) []*robonetv1.WorkResponse {
 		{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{Items: []*robonetv1.SlotAssignment{{WorkerId: "w1/c/1", Assignment: a}}}}},
 		{Msg: &robonetv1.WorkResponse_Cancel{Cancel: &robonetv1.WorkCancel{Items: []*robonetv1.SlotCancel{{WorkerId: "w1/c/1", Key: keyToProto(testKey), Generation: 2}}}}},
 		{Msg: &robonetv1.WorkResponse_Ack{Ack: &robonetv1.WorkAck{Seq: 9}}},
+		{Msg: &robonetv1.WorkResponse_Ready{Ready: &robonetv1.WorkReady{MaxMessageBytes: 16 << 20}}},
 	}
 }
 
 func leadRequests(tb testing.TB) []*robonetv1.LeadRequest {
 	d, _ := dispatchToProto(engine.TaskDispatch{AttemptKey: testKey, Capability: "c", Action: "echo", Input: []any{"x"}})
 	return []*robonetv1.LeadRequest{
-		{Msg: &robonetv1.LeadRequest_Open{Open: &robonetv1.LeadOpen{Term: 4, Leader: "s1"}}},
+		{Msg: &robonetv1.LeadRequest_Open{Open: &robonetv1.LeadOpen{Term: 4, Leader: "s1", MaxMessageBytes: 16 << 20}}},
 		{Msg: &robonetv1.LeadRequest_Roles{Roles: &robonetv1.LeadRoles{Id: 1, Roles: map[string]uint64{"c": 2}}}},
 		{Msg: &robonetv1.LeadRequest_Dispatch{Dispatch: &robonetv1.LeadDispatch{Id: 2, Handoffs: []*robonetv1.Handoff{{Dispatch: d, Epoch: 2, WorkerId: "w1/c/1"}}}}},
 		{Msg: &robonetv1.LeadRequest_Cancel{Cancel: &robonetv1.LeadCancel{Id: 3, Keys: []*robonetv1.AttemptKey{keyToProto(testKey)}}}},
@@ -181,6 +182,7 @@ func leadRequests(tb testing.TB) []*robonetv1.LeadRequest {
 func leadResponses(tb testing.TB) []*robonetv1.LeadResponse {
 	r, _ := resultToProto(wag.SeqResult{Seq: 1, TaskResult: engine.TaskResult{AttemptKey: testKey, OK: true, Output: "x"}})
 	return []*robonetv1.LeadResponse{
+		{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: 16 << 20}}},
 		{Msg: &robonetv1.LeadResponse_Answer{Answer: &robonetv1.LeadAnswer{Id: 2, AttemptErrors: map[int32]*robonetv1.WagError{0: {Message: "busy"}}}}},
 		{Msg: &robonetv1.LeadResponse_Results{Results: &robonetv1.LeadResults{Results: []*robonetv1.WagResult{r}}}},
 		{Msg: &robonetv1.LeadResponse_Progress{Progress: &robonetv1.LeadProgress{Items: []*robonetv1.WagProgress{progressToProto(engine.TaskProgress{AttemptKey: testKey, Seq: 3})}}}},
