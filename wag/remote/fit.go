@@ -104,3 +104,14 @@ func outcomesWithin[I any, P proto.Message](items []I, lim int, to string, log *
 	}
 	return ps, sizes
 }
+
+// warnIfLimitsDiffer tells the operator, once per stream, that the two
+// nodes of a stream take messages of different sizes: an attempt whose
+// input or output fits one but not the other will fail.
+func warnIfLimitsDiffer(log *zap.Logger, own, peer uint64, peerNode string) {
+	if own == 0 || peer == 0 || own == peer {
+		return
+	}
+	log.Warn("this node and its peer take messages of different sizes: attempts whose input or output is larger than the smaller will fail; give every node the same message-bytes",
+		zap.String("peer", peerNode), zap.Uint64("message_bytes", own), zap.Uint64("peer_message_bytes", peer))
+}

@@ -93,6 +93,7 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 	defer t.Stop()
 	select {
 	case <-l.ready:
+		warnIfLimitsDiffer(log, open.GetMaxMessageBytes(), l.peerLimit.Load(), peer)
 		return l, nil
 	case <-l.done:
 		l.mu.Lock()

@@ -269,6 +269,7 @@ func (t *WorkTarget) session() error {
 		return err
 	}
 	lim := limit(uint64(max(t.opts.MaxMessageBytes, 0)), ready.GetMaxMessageBytes())
+	warnIfLimitsDiffer(t.log, reg.GetMaxMessageBytes(), ready.GetMaxMessageBytes(), t.peer)
 	t.mu.Lock()
 	t.out, t.limit = out, lim
 	unacked := append([]seqReport(nil), t.unacked...)
