@@ -13,7 +13,7 @@ import (
 // largest message its node takes, its message-bytes (LeadOpen and
 // LeadReady, WorkRegister and WorkReady), and a sender never sends one
 // larger than the smaller of that and its own. What a sender merges stays
-// far below either (maxCoalesced, maxRequestBytes); what cannot fit alone
+// far below either (maxCoalesced, runs); what cannot fit alone
 // — a result or report whose output, a handoff or assignment whose input,
 // is larger than a node with a smaller message-bytes takes — fails its
 // attempt with an error that names the setting. Sent anyway, the receiver

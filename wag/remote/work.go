@@ -219,12 +219,12 @@ func (t *WorkTarget) registration() *robonetv1.WorkRegister {
 			continue
 		}
 		ra := &robonetv1.RunningAttempt{Assignment: a, WorkerId: r.WorkerID, StartedUnixNs: nanos(r.StartedAt)}
-		if n := proto.Size(ra); bytes+n > maxCoalesced {
+		n := proto.Size(ra)
+		if bytes+n > maxCoalesced {
 			left[r.WorkerID] = true
 			continue
-		} else {
-			bytes += n
 		}
+		bytes += n
 		reg.Running = append(reg.Running, ra)
 	}
 	t.mu.Lock()
