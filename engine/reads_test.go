@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -160,5 +162,38 @@ func TestGetWhileTheCompletionCommits(t *testing.T) {
 	r := <-done
 	if r.err != nil || r.v.State != engine.StateComplete || r.v.Outputs["n"] == nil {
 		t.Fatalf("get during the commit: %s with outputs %v (%v); want COMPLETE with n", r.v.State, r.v.Outputs, r.err)
+	}
+}
+
+// A get whose caller gives up while the instance's shard is busy returns
+// the caller's error, and the view the shard builds afterwards goes
+// nowhere: under -race, a shard that wrote the abandoned call's result
+// (as it did) is a data race with that call's return.
+func TestGetGivenUpWhileTheShardIsBusy(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1)
+	id := h.submit(e, singleSpec, map[string]any{"n": 7})
+	h.disp.one(t, "only", 1) // running: the instance stays held
+
+	queued, release := e.HoldShard(id)
+	t.Cleanup(release)
+	ctx, cancel := context.WithCancel(ctxOf(t))
+	done := make(chan error, 1)
+	go func() {
+		_, err := e.GetInstance(ctx, id)
+		done <- err
+	}()
+	waitUntil(t, "the get's live view to be queued", func() bool { return queued() == 1 })
+	cancel()
+	release() // not after the get returned: the shard builds the view as it gives up
+	// As a rule the get has given up by then; should the shard have been
+	// quicker, it has the view.
+	if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("get given up: %v, want context.Canceled", err)
+	}
+	// A later get still works.
+	v, err := e.GetInstance(ctxOf(t), id)
+	if err != nil || v.State != engine.StateRunning {
+		t.Fatalf("get after: %s, %v; want RUNNING", v.State, err)
 	}
 }

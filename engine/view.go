@@ -52,7 +52,10 @@ func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, e
 }
 
 // onShard runs fn on the shard of a held instance and waits for it. ok is
-// false when the instance is not held here (or left before fn ran).
+// false when the instance is not held here (or left before fn ran). When
+// ctx ends first, onShard returns its error while fn may still run later:
+// fn must then not write anything the caller reads after onShard returns
+// (hand results over a buffered channel, read once ok is true).
 func (e *Engine) onShard(ctx context.Context, id uuid.UUID, fn func(s *shard, inst *instance)) (ok bool, err error) {
 	v, found := e.held.Load(id)
 	if !found || !e.running.Load() {
@@ -81,11 +84,24 @@ func (e *Engine) onShard(ctx context.Context, id uuid.UUID, fn func(s *shard, in
 
 // liveView is the view of a held instance, with every attempt it keeps
 // (not bounded yet); trimmed reports that it lacks some recorded ones.
+// The shard hands the view over a channel: when ctx ends first, onShard
+// returns while the shard may still build it, and must not write what
+// this call returns.
 func (e *Engine) liveView(ctx context.Context, id uuid.UUID) (v InstanceView, pe *planEntry, trimmed, ok bool, err error) {
+	type built struct {
+		v       InstanceView
+		pe      *planEntry
+		trimmed bool
+	}
+	out := make(chan built, 1)
 	ok, err = e.onShard(ctx, id, func(_ *shard, inst *instance) {
-		v, pe, trimmed = inst.fullView(), inst.pe, inst.history.trimmed
+		out <- built{inst.fullView(), inst.pe, inst.history.trimmed}
 	})
-	return v, pe, trimmed, ok, err
+	if err != nil || !ok {
+		return InstanceView{}, nil, false, ok, err
+	}
+	b := <-out // sent before onShard heard that fn ran
+	return b.v, b.pe, b.trimmed, true, nil
 }
 
 // view is the live view of a held instance (on its shard), its attempts

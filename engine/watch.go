@@ -69,9 +69,10 @@ func (e *Engine) watchLive(ctx context.Context, id uuid.UUID, cursor *uint64, sn
 			log  *eventLog
 			snap *Event
 		)
+		at := *cursor // fn may run after onShard gave up (ctx): it reads a copy
 		ok, err := e.onShard(ctx, id, func(s *shard, inst *instance) {
 			log = inst.log
-			if _, covered, _, _ := log.read(*cursor, 0, nil); snapshot || !covered {
+			if _, covered, _, _ := log.read(at, 0, nil); snapshot || !covered {
 				v := inst.view()
 				snap = &Event{Seq: log.last(), Time: s.now(), Kind: EventSnapshot, State: v.State, Index: -1, Instance: &v}
 			}
