@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -40,9 +41,52 @@ func limit(own, peer uint64) int {
 
 func clampInt(v uint64) int { return int(min(v, 1<<40)) }
 
+// fieldRoom bounds what one field of a message takes besides its
+// contents: a tag (one byte for our field numbers) and a length or a
+// varint value (at most ten).
+const fieldRoom = 11
+
+// keyBound bounds proto.Size of an attempt key.
+func keyBound(k *robonetv1.AttemptKey) int {
+	return len(k.GetInstanceId()) + len(k.GetExecutionId()) + 3*fieldRoom
+}
+
+// dispatchBound bounds proto.Size of a Dispatch, computed from its
+// variable-length fields (proto.Size walks the whole message, a cost
+// every attempt would pay on the leader and the Waggler's node; a bound
+// within a few hundred bytes is as good for a limit of megabytes).
+func dispatchBound(d *robonetv1.Dispatch) int {
+	n := keyBound(d.GetKey()) + len(d.GetWorkflow()) + len(d.GetTask()) + len(d.GetCapability()) + len(d.GetAction()) +
+		len(d.GetInputJson()) + len(d.GetGroup()) + 12*fieldRoom
+	for _, a := range d.GetAvoid() {
+		n += len(a) + fieldRoom
+	}
+	return n
+}
+
+// handoffBound bounds proto.Size of a Handoff.
+func handoffBound(h *robonetv1.Handoff) int {
+	return dispatchBound(h.GetDispatch()) + len(h.GetWorkerId()) + 4*fieldRoom
+}
+
+// slotAssignmentBound bounds proto.Size of a SlotAssignment.
+func slotAssignmentBound(sa *robonetv1.SlotAssignment) int {
+	return dispatchBound(sa.GetAssignment().GetDispatch()) + len(sa.GetWorkerId()) + 4*fieldRoom
+}
+
+// resultBound bounds proto.Size of a WagResult.
+func resultBound(r *robonetv1.WagResult) int {
+	return keyBound(r.GetKey()) + len(r.GetOutputJson()) + len(r.GetError()) + len(r.GetWorkerId()) + 8*fieldRoom
+}
+
+// reportBound bounds proto.Size of a Report.
+func reportBound(r *robonetv1.Report) int {
+	return keyBound(r.GetKey()) + len(r.GetOutputJson()) + len(r.GetError()) + len(r.GetWorkerId()) + 10*fieldRoom
+}
+
 // fits reports whether a message carrying one item of itemSize bytes (a
-// result, report, handoff or assignment: proto.Size) is within limit
-// bytes (0: no limit), and the message's size.
+// result, report, handoff or assignment: its bound) is within limit bytes
+// (0: no limit), and the message's size.
 func fits(itemSize, limit int) (size int, ok bool) {
 	size = itemSize + envelopeRoom
 	return size, limit == 0 || size <= limit
@@ -83,14 +127,14 @@ func runs(sizes []int) [][2]int {
 // it: the attempt fails rather than the stream. It returns the encodings
 // and their sizes (for runs).
 func outcomesWithin[I any, P proto.Message](items []I, lim int, to string, log *zap.Logger,
-	encode func(I) (P, error), failed func(I, error) P) ([]P, []int) {
+	encode func(I) (P, error), bound func(P) int, failed func(I, error) P) ([]P, []int) {
 	ps := make([]P, len(items))
 	sizes := make([]int, len(items))
 	for i, it := range items {
 		p, err := encode(it)
 		n := 0
 		if err == nil {
-			n = proto.Size(p)
+			n = bound(p)
 			if size, ok := fits(n, lim); !ok {
 				err = tooLarge("output", size, lim, to)
 			}
@@ -98,7 +142,7 @@ func outcomesWithin[I any, P proto.Message](items []I, lim int, to string, log *
 		if err != nil {
 			log.Warn("an attempt's outcome cannot be sent; it is sent as a failure", zap.Error(err))
 			p = failed(it, err)
-			n = proto.Size(p)
+			n = bound(p)
 		}
 		ps[i], sizes[i] = p, n
 	}

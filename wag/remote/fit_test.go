@@ -3,6 +3,7 @@ package remote
 import (
 	"context"
 	"fmt"
+	"math"
 	"net"
 	"slices"
 	"strings"
@@ -194,5 +195,35 @@ func TestRegistrationWithinOneMessage(t *testing.T) {
 	slices.Sort(reg.Workers)
 	if len(listed) != 2 || !slices.Equal(reg.GetWorkers(), []string{"p/c/0", "p/c/1", "p/c/4"}) {
 		t.Fatalf("running listed %v, workers %v; want the first two attempts, and the slots of the others left out", listed, reg.GetWorkers())
+	}
+}
+
+// The size bounds are never below the encoded size, also with every
+// number at its largest, and within a few hundred bytes of it.
+func TestSizeBounds(t *testing.T) {
+	key := &robonetv1.AttemptKey{InstanceId: "0190b5c6-6e0a-7c4e-9d6a-3f1e2d4c5b6a", ExecutionId: strings.Repeat("e", 300), Attempt: math.MaxUint32}
+	d := &robonetv1.Dispatch{Key: key, Term: math.MaxUint64, Workflow: "wf", Task: "t", Index: math.MinInt32, Capability: "c", Action: "a",
+		InputJson: []byte(strings.Repeat("x", 5000)), TimeoutNs: math.MinInt64, Verify: math.MaxUint32, Group: "g", Avoid: []string{"n1", "n2", "n3"}}
+	h := &robonetv1.Handoff{Dispatch: d, Epoch: math.MaxUint64, WorkerId: "w/c/1", Generation: math.MaxUint64}
+	sa := &robonetv1.SlotAssignment{WorkerId: "w/c/1", Assignment: &robonetv1.Assignment{Dispatch: d, Generation: math.MaxUint64}}
+	r := &robonetv1.WagResult{Seq: math.MaxUint64, Key: key, Ok: true, OutputJson: []byte("[1,2]"), Error: "e", WorkerId: "w/c/1",
+		StartedUnixNs: math.MinInt64, FinishedUnixNs: math.MinInt64}
+	rep := &robonetv1.Report{Seq: math.MaxUint64, Key: key, Generation: math.MaxUint64, WorkerId: "w/c/1", Ok: true, OutputJson: []byte("{}"),
+		Error: "e", StartedUnixNs: math.MinInt64, FinishedUnixNs: math.MinInt64, Cancelled: true}
+	for _, c := range []struct {
+		what  string
+		bound int
+		m     proto.Message
+	}{
+		{"dispatch", dispatchBound(d), d},
+		{"handoff", handoffBound(h), h},
+		{"slot assignment", slotAssignmentBound(sa), sa},
+		{"result", resultBound(r), r},
+		{"report", reportBound(rep), rep},
+	} {
+		size := proto.Size(c.m)
+		if c.bound < size || c.bound > size+300 {
+			t.Errorf("%s: bound %d, size %d", c.what, c.bound, size)
+		}
 	}
 }

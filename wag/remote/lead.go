@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"go.uber.org/zap"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -283,7 +282,7 @@ func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
 			continue
 		}
 		p := &robonetv1.Handoff{Dispatch: d, Epoch: h.Epoch, WorkerId: h.WorkerID, Generation: h.Generation}
-		n := proto.Size(p)
+		n := handoffBound(p)
 		if size, ok := fits(n, lim); !ok {
 			set(i, tooLarge("input", size, lim, "node "+l.peer))
 			continue

@@ -11,7 +11,6 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
-	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -237,7 +236,7 @@ type leadUplink struct {
 // Results sends rs in as many messages as runs (fit.go) makes of them;
 // a result too large for the leader goes as a failure.
 func (u leadUplink) Results(rs []wag.SeqResult) error {
-	ps, sizes := outcomesWithin(rs, u.limit, "the leader "+u.leader, u.log, resultToProto, func(r wag.SeqResult, err error) *robonetv1.WagResult {
+	ps, sizes := outcomesWithin(rs, u.limit, "the leader "+u.leader, u.log, resultToProto, resultBound, func(r wag.SeqResult, err error) *robonetv1.WagResult {
 		r.OK, r.Output, r.OutputJSON, r.Error = false, nil, nil, err.Error()
 		p, _ := resultToProto(r)
 		return p
@@ -467,9 +466,9 @@ func (w *remoteWorker) Run(a wag.Assignment) {
 		w.log.Error("an assignment cannot be sent", zap.Error(err))
 		return // the ladder fails it over
 	}
-	m := &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{
-		Items: []*robonetv1.SlotAssignment{{WorkerId: w.id, Assignment: p}}}}}
-	if size, ok := fits(proto.Size(p), w.limit); !ok {
+	sa := &robonetv1.SlotAssignment{WorkerId: w.id, Assignment: p}
+	m := &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{Items: []*robonetv1.SlotAssignment{sa}}}}
+	if size, ok := fits(slotAssignmentBound(sa), w.limit); !ok {
 		// Sent, it would end the stream, and be sent again on the next:
 		// the slot reports the attempt failed instead (after this call,
 		// which the Waggler makes outside its lock).

@@ -167,7 +167,7 @@ func (t *WorkTarget) Release() []wag.Report {
 // them; a report too large for lim goes as a failure.
 func (t *WorkTarget) sendReports(out *sender[*robonetv1.WorkRequest], lim int, rs []seqReport) {
 	encode := func(sr seqReport) (*robonetv1.Report, error) { return reportToProto(sr.seq, sr.r) }
-	ps, sizes := outcomesWithin(rs, lim, "the waggler's node "+t.peer, t.log, encode, func(sr seqReport, err error) *robonetv1.Report {
+	ps, sizes := outcomesWithin(rs, lim, "the waggler's node "+t.peer, t.log, encode, reportBound, func(sr seqReport, err error) *robonetv1.Report {
 		sr.r.OK, sr.r.Output, sr.r.OutputJSON, sr.r.Error = false, nil, nil, err.Error()
 		p, _ := encode(sr)
 		return p
