@@ -184,7 +184,7 @@ func TestRegistrationWithinOneMessage(t *testing.T) {
 	for i := range 5 {
 		target.workers[fmt.Sprintf("p/c/%d", i)] = &slot{id: fmt.Sprintf("p/c/%d", i)}
 	}
-	reg := target.registration()
+	reg, left := target.registration()
 	if size := proto.Size(reg); size > maxCoalesced+1024 {
 		t.Fatalf("registration of %d bytes", size)
 	}
@@ -193,8 +193,23 @@ func TestRegistrationWithinOneMessage(t *testing.T) {
 		listed[r.GetWorkerId()] = true
 	}
 	slices.Sort(reg.Workers)
-	if len(listed) != 2 || !slices.Equal(reg.GetWorkers(), []string{"p/c/0", "p/c/1", "p/c/4"}) {
-		t.Fatalf("running listed %v, workers %v; want the first two attempts, and the slots of the others left out", listed, reg.GetWorkers())
+	if len(listed) != 2 || !slices.Equal(reg.GetWorkers(), []string{"p/c/0", "p/c/1", "p/c/4"}) || len(left) != 2 || !left["p/c/2"] || !left["p/c/3"] {
+		t.Fatalf("running listed %v, workers %v, left out %v; want the first two attempts, and the slots of the others left out", listed, reg.GetWorkers(), left)
+	}
+
+	// When the last slot left out reports, the stream ends, for the next
+	// to register every slot.
+	ended := 0
+	target.mu.Lock()
+	target.leftOut, target.endStream = left, func() { ended++ }
+	target.mu.Unlock()
+	target.Report(wag.Report{Key: running[2].AttemptKey, Generation: running[2].Generation, WorkerID: "p/c/2", OK: true, Output: "done"})
+	if ended != 0 {
+		t.Fatal("the stream ended while a slot left out still runs")
+	}
+	target.Report(wag.Report{Key: running[3].AttemptKey, Generation: running[3].Generation, WorkerID: "p/c/3", OK: true, Output: "done"})
+	if ended != 1 {
+		t.Fatalf("the stream ended %d times once every slot left out reported, want once", ended)
 	}
 }
 

@@ -46,9 +46,14 @@ type WorkTarget struct {
 	workers map[string]wag.Worker
 	out     *sender[*robonetv1.WorkRequest] // of the current stream; nil while none
 	limit   int                             // the largest message on it (fit.go)
-	seq     uint64
-	unacked []seqReport
-	started bool
+	// leftOut are the slots this stream's registration left out, still
+	// running what kept them out; when the last of them reports, the
+	// stream ends (endStream) so that the next registers every slot.
+	leftOut   map[string]bool
+	endStream context.CancelFunc
+	seq       uint64
+	unacked   []seqReport
+	started   bool
 }
 
 type seqReport struct {
@@ -124,9 +129,20 @@ func (t *WorkTarget) Report(r wag.Report) bool {
 	sr := seqReport{seq: t.seq, r: r}
 	t.unacked = append(t.unacked, sr)
 	out, lim := t.out, t.limit
+	var end context.CancelFunc
+	if t.leftOut[r.WorkerID] {
+		delete(t.leftOut, r.WorkerID)
+		if len(t.leftOut) == 0 {
+			end = t.endStream
+		}
+	}
 	t.mu.Unlock()
 	if out != nil {
 		t.sendReports(out, lim, []seqReport{sr})
+	}
+	if end != nil {
+		t.log.Info("the slots left out of the registration are free: registering them with a new stream")
+		end()
 	}
 	return true
 }
@@ -207,12 +223,14 @@ func (t *WorkTarget) run() {
 // what they run, for the Waggler to adopt. It is one message, whatever the
 // Waggler's node takes, so what the slots run is listed within
 // maxCoalesced: a slot whose attempt is left out (inputs that large are
-// rare) registers with the next stream instead, and the Waggler fails its
-// attempt over to another slot (at least once; the engine records one
-// result).
-func (t *WorkTarget) registration() *robonetv1.WorkRegister {
-	reg := &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch, MaxMessageBytes: uint64(max(t.opts.MaxMessageBytes, 0))}
-	bytes, left := 0, map[string]bool{}
+// rare) is left out too, and the Waggler fails its attempt over to
+// another slot (at least once; the engine records one result). left names
+// those slots: once they have all reported, the stream ends and the next
+// registers them.
+func (t *WorkTarget) registration() (reg *robonetv1.WorkRegister, left map[string]bool) {
+	reg = &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch, MaxMessageBytes: uint64(max(t.opts.MaxMessageBytes, 0))}
+	left = map[string]bool{}
+	bytes := 0
 	for _, r := range t.running() {
 		a, err := assignmentToProto(r.Assignment)
 		if err != nil {
@@ -235,10 +253,10 @@ func (t *WorkTarget) registration() *robonetv1.WorkRegister {
 	}
 	t.mu.Unlock()
 	if len(left) > 0 {
-		t.log.Warn("some slots run attempts too large to list in one registration: they register with the next stream, and their attempts run again elsewhere",
+		t.log.Warn("some slots run attempts too large to list in one registration: they register once those end, and the attempts run again elsewhere",
 			zap.Int("slots_left_out", len(left)), zap.Int("attempts_listed", len(reg.Running)))
 	}
-	return reg
+	return reg, left
 }
 
 // session runs one stream: register, send what is unacknowledged, then
@@ -252,7 +270,10 @@ func (t *WorkTarget) session() error {
 	}
 	out := newSender(stamped(t.opts.Trust, stream.Send, setWorkStamp), t.log.With(zap.String("stream", "Work to the waggler of "+t.capability)))
 	defer out.close()
-	reg := t.registration()
+	t.mu.Lock()
+	regSeq := t.seq // reports after it were made after the registration's list
+	t.mu.Unlock()
+	reg, left := t.registration()
 	if err := out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Register{Register: reg}}); err != nil {
 		return err
 	}
@@ -270,17 +291,39 @@ func (t *WorkTarget) session() error {
 	}
 	lim := limit(uint64(max(t.opts.MaxMessageBytes, 0)), ready.GetMaxMessageBytes())
 	warnIfLimitsDiffer(t.log, reg.GetMaxMessageBytes(), ready.GetMaxMessageBytes(), t.peer)
+	// A slot left out that finished meanwhile (it reported, or runs
+	// nothing now) is free already.
+	hadLeft := len(left) > 0
+	running := map[string]bool{}
+	for _, r := range t.running() {
+		running[r.WorkerID] = true
+	}
 	t.mu.Lock()
+	for _, sr := range t.unacked {
+		if sr.seq > regSeq {
+			delete(left, sr.r.WorkerID)
+		}
+	}
+	for id := range left {
+		if !running[id] {
+			delete(left, id)
+		}
+	}
 	t.out, t.limit = out, lim
+	t.leftOut, t.endStream = left, cancel
 	unacked := append([]seqReport(nil), t.unacked...)
 	t.mu.Unlock()
 	defer func() {
 		t.mu.Lock()
 		if t.out == out {
-			t.out = nil
+			t.out, t.leftOut, t.endStream = nil, nil, nil
 		}
 		t.mu.Unlock()
 	}()
+	if hadLeft && len(left) == 0 {
+		t.log.Info("the slots left out of the registration are free: registering them with a new stream")
+		return nil
+	}
 	if len(unacked) > 0 {
 		t.sendReports(out, lim, unacked)
 	}
