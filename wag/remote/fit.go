@@ -26,20 +26,23 @@ import (
 // hash-chain stamp (about 100 bytes) and gRPC's framing.
 const envelopeRoom = 256
 
+// said is a node's own limit (an option, 0: not said) as it tells a peer.
+func said(own int) uint64 { return uint64(max(own, 0)) }
+
 // limit is the largest message one end may send the other: the smaller of
-// the two ends' limits, either 0 when it was not said (no limit known).
-func limit(own, peer uint64) int {
+// this node's (own) and the peer's, either 0 when it was not said (no
+// limit known).
+func limit(own int, peer uint64) int {
+	p := int(min(peer, 1<<40))
 	switch {
-	case own == 0:
-		return clampInt(peer)
-	case peer == 0:
-		return clampInt(own)
+	case own <= 0:
+		return p
+	case p == 0:
+		return own
 	default:
-		return clampInt(min(own, peer))
+		return min(own, p)
 	}
 }
-
-func clampInt(v uint64) int { return int(min(v, 1<<40)) }
 
 // fieldRoom bounds what one field of a message takes besides its
 // contents: a tag (one byte for our field numbers) and a length or a
@@ -152,10 +155,10 @@ func outcomesWithin[I any, P proto.Message](items []I, lim int, to string, log *
 // warnIfLimitsDiffer tells the operator, once per stream, that the two
 // nodes of a stream take messages of different sizes: an attempt whose
 // input or output fits one but not the other will fail.
-func warnIfLimitsDiffer(log *zap.Logger, own, peer uint64, peerNode string) {
-	if own == 0 || peer == 0 || own == peer {
+func warnIfLimitsDiffer(log *zap.Logger, own int, peer uint64, peerNode string) {
+	if own <= 0 || peer == 0 || uint64(own) == peer {
 		return
 	}
 	log.Warn("this node and its peer take messages of different sizes: attempts whose input or output is larger than the smaller will fail; give every node the same message-bytes",
-		zap.String("peer", peerNode), zap.Uint64("message_bytes", own), zap.Uint64("peer_message_bytes", peer))
+		zap.String("peer", peerNode), zap.Int("message_bytes", own), zap.Uint64("peer_message_bytes", peer))
 }

@@ -83,7 +83,7 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 		pending: map[uint64]chan *robonetv1.LeadAnswer{}, ready: make(chan struct{}), done: make(chan struct{})}
 	l.out = newSender(stream.Send, log.With(zap.String("stream", "Lead to "+peer)))
 	go l.recv()
-	open := &robonetv1.LeadOpen{Term: term, Leader: leader, MaxMessageBytes: uint64(max(opts.MaxMessageBytes, 0))}
+	open := &robonetv1.LeadOpen{Term: term, Leader: leader, MaxMessageBytes: said(opts.MaxMessageBytes)}
 	if err := l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Open{Open: open}}); err != nil {
 		l.Close()
 		return nil, err
@@ -92,7 +92,7 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 	defer t.Stop()
 	select {
 	case <-l.ready:
-		warnIfLimitsDiffer(log, open.GetMaxMessageBytes(), l.peerLimit.Load(), peer)
+		warnIfLimitsDiffer(log, opts.MaxMessageBytes, l.peerLimit.Load(), peer)
 		return l, nil
 	case <-l.done:
 		l.mu.Lock()
@@ -269,7 +269,7 @@ func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
 		}
 		errs[i] = err
 	}
-	lim := limit(uint64(max(l.opts.MaxMessageBytes, 0)), l.peerLimit.Load())
+	lim := limit(l.opts.MaxMessageBytes, l.peerLimit.Load())
 	var (
 		ps    []*robonetv1.Handoff
 		idx   []int // ps[j] is hs[idx[j]]

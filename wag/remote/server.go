@@ -113,7 +113,7 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	}
 	out := newSender(stamped(s.opts.Trust, stream.Send, setLeadStamp), s.log.With(zap.String("stream", "Lead from "+open.GetLeader())))
 	defer out.close()
-	up := leadUplink{out: out, log: s.log, leader: open.GetLeader(), limit: limit(uint64(s.opts.MaxMessageBytes), open.GetMaxMessageBytes())}
+	up := leadUplink{out: out, log: s.log, leader: open.GetLeader(), limit: limit(s.opts.MaxMessageBytes, open.GetMaxMessageBytes())}
 	sess, err := s.host.Open(open.GetTerm(), up)
 	if err != nil {
 		if errors.Is(err, engine.ErrStaleTerm) {
@@ -122,7 +122,7 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 		return status.Error(codes.Unavailable, err.Error())
 	}
 	defer sess.Close()
-	if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: uint64(s.opts.MaxMessageBytes)}}}); err != nil {
+	if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}); err != nil {
 		return err
 	}
 	s.log.Debug("leader session opened", zap.String("leader", open.GetLeader()), zap.Uint64("term", open.GetTerm()))
@@ -310,7 +310,7 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 	out := newSender(stream.Send, s.log.With(zap.String("stream", "Work from "+reg.GetNode())))
 	defer out.close()
 	workers := make([]wag.Worker, len(reg.GetWorkers()))
-	lim := limit(uint64(s.opts.MaxMessageBytes), reg.GetMaxMessageBytes())
+	lim := limit(s.opts.MaxMessageBytes, reg.GetMaxMessageBytes())
 	for i, id := range reg.GetWorkers() {
 		workers[i] = &remoteWorker{id: id, node: reg.GetNode(), out: out, log: s.log, limit: lim, waggler: w}
 	}
@@ -323,7 +323,7 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 		}
 		running = append(running, wag.Running{Assignment: a, WorkerID: r.GetWorkerId(), StartedAt: fromNanos(r.GetStartedUnixNs())})
 	}
-	if err := out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ready{Ready: &robonetv1.WorkReady{MaxMessageBytes: uint64(s.opts.MaxMessageBytes)}}}); err != nil {
+	if err := out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ready{Ready: &robonetv1.WorkReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}); err != nil {
 		return err
 	}
 	w.Register(workers, running)

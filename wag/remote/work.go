@@ -228,7 +228,7 @@ func (t *WorkTarget) run() {
 // those slots: once they have all reported, the stream ends and the next
 // registers them.
 func (t *WorkTarget) registration() (reg *robonetv1.WorkRegister, left map[string]bool) {
-	reg = &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch, MaxMessageBytes: uint64(max(t.opts.MaxMessageBytes, 0))}
+	reg = &robonetv1.WorkRegister{Node: t.node, Capability: t.capability, Epoch: t.epoch, MaxMessageBytes: said(t.opts.MaxMessageBytes)}
 	left = map[string]bool{}
 	bytes := 0
 	for _, r := range t.running() {
@@ -289,8 +289,8 @@ func (t *WorkTarget) session() error {
 		t.opts.OnViolation.report(t.peer, err)
 		return err
 	}
-	lim := limit(uint64(max(t.opts.MaxMessageBytes, 0)), ready.GetMaxMessageBytes())
-	warnIfLimitsDiffer(t.log, reg.GetMaxMessageBytes(), ready.GetMaxMessageBytes(), t.peer)
+	lim := limit(t.opts.MaxMessageBytes, ready.GetMaxMessageBytes())
+	warnIfLimitsDiffer(t.log, t.opts.MaxMessageBytes, ready.GetMaxMessageBytes(), t.peer)
 	// A slot left out that finished meanwhile (it reported, or runs
 	// nothing now) is free already.
 	hadLeft := len(left) > 0
