@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -45,36 +44,33 @@ func TestRuns(t *testing.T) {
 	}
 }
 
-// resultLog is an Uplink that keeps results.
-type resultLog struct {
-	mu  sync.Mutex
-	got []wag.SeqResult
-}
+// resultLog is an Uplink that hands the results it receives to got.
+type resultLog struct{ got chan wag.SeqResult }
 
 func (u *resultLog) Results(rs []wag.SeqResult) error {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	u.got = append(u.got, rs...)
+	for _, r := range rs {
+		u.got <- r
+	}
 	return nil
 }
 func (*resultLog) Progress([]engine.TaskProgress) {}
 func (*resultLog) Started([]wag.Started)          {}
 
-func (u *resultLog) wait(t *testing.T) wag.SeqResult {
+// dispatchOne hands the host one attempt of capability "c" with input and
+// returns its result.
+func dispatchOne(t *testing.T, l *LeadLink, up *resultLog, input any) wag.SeqResult {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		u.mu.Lock()
-		if len(u.got) > 0 {
-			r := u.got[0]
-			u.mu.Unlock()
-			return r
-		}
-		u.mu.Unlock()
-		time.Sleep(5 * time.Millisecond)
+	d := engine.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo", Input: input}
+	if errs := l.Dispatch([]wag.Handoff{{TaskDispatch: d, Epoch: 1}}); errs != nil && errs[0] != nil {
+		t.Fatal(errs[0])
 	}
-	t.Fatal("no result reached the leader within 10s")
-	return wag.SeqResult{}
+	select {
+	case r := <-up.got:
+		return r
+	case <-time.After(10 * time.Second):
+		t.Fatal("no result reached the leader within 10s")
+		return wag.SeqResult{}
+	}
 }
 
 // slot is a pool's worker whose Run calls run.
@@ -118,7 +114,7 @@ func workStreamMesh(t *testing.T, hostLimit, poolLimit int, run func(target *Wor
 		t.Cleanup(func() { _ = cc.Close() })
 		return robonetv1.NewWagServiceClient(cc)
 	}
-	up := &resultLog{}
+	up := &resultLog{got: make(chan wag.SeqResult, 16)}
 	l, err := OpenLead(t.Context(), dialWith(16<<20), 1, "leader", "h", up, log, LeadOptions{MaxMessageBytes: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
@@ -140,11 +136,7 @@ func TestAssignmentTooLargeForThePoolsNode(t *testing.T) {
 	l, up := workStreamMesh(t, 16<<20, 64<<10, func(*WorkTarget, wag.Assignment) {
 		t.Error("an assignment too large for the pool's node reached the pool")
 	})
-	d := engine.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo", Input: strings.Repeat("x", 100<<10)}
-	if errs := l.Dispatch([]wag.Handoff{{TaskDispatch: d, Epoch: 1}}); errs != nil && errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	r := up.wait(t)
+	r := dispatchOne(t, l, up, strings.Repeat("x", 100<<10))
 	if r.OK || !strings.Contains(r.Error, "input makes a message of") || !strings.Contains(r.Error, "messages to node p are at most 65536 bytes") {
 		t.Fatalf("result ok=%v error %q, want a failure naming the pool's node and its limit", r.OK, r.Error)
 	}
@@ -158,11 +150,7 @@ func TestReportTooLargeForTheWagglersNode(t *testing.T) {
 		go target.Report(wag.Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: "p/c/0", OK: true,
 			Output: strings.Repeat("x", 100<<10), StartedAt: now, FinishedAt: now})
 	})
-	d := engine.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo", Input: "small"}
-	if errs := l.Dispatch([]wag.Handoff{{TaskDispatch: d, Epoch: 1}}); errs != nil && errs[0] != nil {
-		t.Fatal(errs[0])
-	}
-	r := up.wait(t)
+	r := dispatchOne(t, l, up, "small")
 	if r.OK || !strings.Contains(r.Error, "output makes a message of") || !strings.Contains(r.Error, "messages to the waggler's node h are at most 65536 bytes") {
 		t.Fatalf("result ok=%v error %q, want a failure naming the Waggler's node and its limit", r.OK, r.Error)
 	}
