@@ -2,6 +2,7 @@ package remote
 
 import (
 	"fmt"
+	"iter"
 
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
@@ -103,25 +104,28 @@ func tooLarge(what string, size, limit int, to string) error {
 		"give every node the same message-bytes, larger than output-bytes and eval-result-bytes", wag.ErrTooLarge, what, size, to, limit)
 }
 
-// runs splits items of the given sizes into runs [start, end) of at most
-// maxPerRequest items and maxCoalesced bytes — one larger item makes a run
-// alone — so that what a node queued up (results or reports sent again
-// to a new session, thousands of handoffs at once) crosses in messages a
-// peer takes.
-func runs(sizes []int) [][2]int {
-	var out [][2]int
-	start, bytes := 0, 0
-	for i, n := range sizes {
-		if i > start && (i-start == maxPerRequest || bytes+n > maxCoalesced) {
-			out = append(out, [2]int{start, i})
-			start, bytes = i, 0
+// runs yields the runs [start, end) that items of the given sizes split
+// into: at most maxPerRequest items and maxCoalesced bytes each — one
+// larger item makes a run alone — so that what a node queued up (results
+// or reports sent again to a new session, thousands of handoffs at once)
+// crosses in messages a peer takes. It allocates nothing: it runs for
+// every result a host sends.
+func runs(sizes []int) iter.Seq2[int, int] {
+	return func(yield func(start, end int) bool) {
+		start, bytes := 0, 0
+		for i, n := range sizes {
+			if i > start && (i-start == maxPerRequest || bytes+n > maxCoalesced) {
+				if !yield(start, i) {
+					return
+				}
+				start, bytes = i, 0
+			}
+			bytes += n
 		}
-		bytes += n
+		if start < len(sizes) {
+			yield(start, len(sizes))
+		}
 	}
-	if start < len(sizes) {
-		out = append(out, [2]int{start, len(sizes)})
-	}
-	return out
 }
 
 // outcomesWithin encodes attempts' outcomes (results, reports) for a peer,

@@ -32,7 +32,10 @@ func TestRuns(t *testing.T) {
 		{[]int{big / 2, big / 2, 1}, [][2]int{{0, 2}, {2, 3}}},                                           // bytes
 		{make([]int, maxPerRequest+1), [][2]int{{0, maxPerRequest}, {maxPerRequest, maxPerRequest + 1}}}, // items
 	} {
-		got := runs(tc.sizes)
+		var got [][2]int
+		for start, end := range runs(tc.sizes) {
+			got = append(got, [2]int{start, end})
+		}
 		if len(got) != len(tc.want) {
 			t.Fatalf("runs(%d sizes) = %v, want %v", len(tc.sizes), got, tc.want)
 		}

@@ -289,10 +289,10 @@ func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
 		}
 		ps, idx, sizes = append(ps, p), append(idx, i), append(sizes, n)
 	}
-	for _, run := range runs(sizes) {
-		for j, err := range l.dispatch(ps[run[0]:run[1]]) {
+	for start, end := range runs(sizes) {
+		for j, err := range l.dispatch(ps[start:end]) {
 			if err != nil {
-				set(idx[run[0]+j], err)
+				set(idx[start+j], err)
 			}
 		}
 	}

@@ -241,8 +241,8 @@ func (u leadUplink) Results(rs []wag.SeqResult) error {
 		p, _ := resultToProto(r)
 		return p
 	})
-	for _, run := range runs(sizes) {
-		m := &robonetv1.LeadResults{Results: ps[run[0]:run[1]]}
+	for start, end := range runs(sizes) {
+		m := &robonetv1.LeadResults{Results: ps[start:end]}
 		if err := u.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Results{Results: m}}); err != nil {
 			return err
 		}

@@ -188,8 +188,8 @@ func (t *WorkTarget) sendReports(out *sender[*robonetv1.WorkRequest], lim int, r
 		p, _ := encode(sr)
 		return p
 	})
-	for _, run := range runs(sizes) {
-		m := &robonetv1.WorkReports{Items: ps[run[0]:run[1]]}
+	for start, end := range runs(sizes) {
+		m := &robonetv1.WorkReports{Items: ps[start:end]}
 		if out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Reports{Reports: m}}) != nil {
 			return
 		}
