@@ -467,7 +467,6 @@ func (w *remoteWorker) Run(a wag.Assignment) {
 		return // the ladder fails it over
 	}
 	sa := &robonetv1.SlotAssignment{WorkerId: w.id, Assignment: p}
-	m := &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{Items: []*robonetv1.SlotAssignment{sa}}}}
 	if size, ok := fits(slotAssignmentBound(sa), w.limit); !ok {
 		// Sent, it would end the stream, and be sent again on the next:
 		// the slot reports the attempt failed instead (after this call,
@@ -478,7 +477,7 @@ func (w *remoteWorker) Run(a wag.Assignment) {
 		go w.waggler.Report(wag.Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: w.id, Error: err.Error(), StartedAt: now, FinishedAt: now})
 		return
 	}
-	_ = w.out.push(m)
+	_ = w.out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{Items: []*robonetv1.SlotAssignment{sa}}}})
 }
 
 func (w *remoteWorker) Cancel(key engine.AttemptKey, gen uint64) {
