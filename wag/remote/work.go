@@ -141,7 +141,7 @@ func (t *WorkTarget) Report(r wag.Report) bool {
 		t.sendReports(out, lim, []seqReport{sr})
 	}
 	if end != nil {
-		t.log.Info("the slots left out of the registration are free: registering them with a new stream")
+		t.log.Info(msgReregister)
 		end()
 	}
 	return true
@@ -218,6 +218,10 @@ func (t *WorkTarget) run() {
 		}
 	}
 }
+
+// msgReregister is logged when a stream ends so that the next registers
+// the slots its registration left out.
+const msgReregister = "the slots left out of the registration are free: registering them with a new stream"
 
 // registration is the first message of a stream: the pool's slots and
 // what they run, for the Waggler to adopt. It is one message, whatever the
@@ -321,7 +325,7 @@ func (t *WorkTarget) session() error {
 		t.mu.Unlock()
 	}()
 	if hadLeft && len(left) == 0 {
-		t.log.Info("the slots left out of the registration are free: registering them with a new stream")
+		t.log.Info(msgReregister)
 		return nil
 	}
 	if len(unacked) > 0 {
