@@ -62,6 +62,11 @@ func TestMetricsEndpoint(t *testing.T) {
 	})
 	in := waitDone(t, tn.api, id, 30*time.Second)
 	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	// The instance reads COMPLETE once its completion is durable; the
+	// engine lets go of it just after, when its shard hears of the commit.
+	eventually(t, 10*time.Second, "the engine to let go of the finished instance", func() bool {
+		return value(scrape(), `robonet_engine_instances_held`) == 0
+	})
 
 	text := scrape()
 	for series, want := range map[string]float64{
