@@ -273,6 +273,24 @@ func TestWagglerKilledAttemptsInherited(t *testing.T) {
 	// Eight tasks fill every slot, two of them on the Waggler's node.
 	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
 	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
+	// In flight as the leader sees it: each attempt with its worker (the
+	// view names it from the heartbeats, which the Waggler relays after
+	// the attempt's start). An attempt whose start had not reached the
+	// leader when the Waggler's node died goes to the successor without
+	// its worker and runs again (docs/architecture.md, the failure table).
+	eventually(t, 30*time.Second, "the leader to know the worker of every attempt", func() bool {
+		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := resp.GetInstance().GetTasks()[0].GetAttempts()
+		for _, a := range as {
+			if !a.GetRunning() || a.GetNode() == "" {
+				return false
+			}
+		}
+		return len(as) == 8
+	})
 	m.workers[holder].halted = true
 	m.workers[holder].node.Halt()
 	successor := m.waggler(holder)
@@ -347,6 +365,24 @@ func TestWorkerFollowsTheControlStateWithoutGossip(t *testing.T) {
 	waitFollow(holder)
 	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
 	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
+	// In flight as the leader sees it: each attempt with its worker (the
+	// view names it from the heartbeats, which the Waggler relays after
+	// the attempt's start). An attempt whose start had not reached the
+	// leader when the Waggler's node died goes to the successor without
+	// its worker and runs again (docs/architecture.md, the failure table).
+	eventually(t, 30*time.Second, "the leader to know the worker of every attempt", func() bool {
+		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := resp.GetInstance().GetTasks()[0].GetAttempts()
+		for _, a := range as {
+			if !a.GetRunning() || a.GetNode() == "" {
+				return false
+			}
+		}
+		return len(as) == 8
+	})
 	m.workers[holder].halted = true
 	m.workers[holder].node.Halt()
 	successor := m.waggler(holder)
