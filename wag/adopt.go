@@ -2,6 +2,7 @@ package wag
 
 import (
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -91,9 +92,11 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 			case e.worker != nil:
 				w.stopCopy(ww, key, r.Generation, fx)
 				continue
-			default: // queued here: the worker's copy wins
+			default: // queued or held back here: the worker's copy wins
 				e.cancelled = true
-				w.queued--
+				if !e.unsure {
+					w.queued--
+				}
 			}
 		}
 		e := &entry{d: r.TaskDispatch, gen: r.Generation, worker: ww}
@@ -163,6 +166,7 @@ func (w *Waggler) requeue(e *entry) {
 // held are ignored.
 func (w *Waggler) Inherit(handoffs []Handoff) {
 	var fx effects
+	sv := w.serving(slices.ContainsFunc(handoffs, func(h Handoff) bool { return h.MayRun }))
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -183,6 +187,12 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 		if h.WorkerID != "" && w.nodeDead != nil && w.nodeDead(workerNode(h.WorkerID)) {
 			w.log.Info("inherited attempt ran on a failed node: queued", append(attemptFields(h.AttemptKey), zap.String("worker", h.WorkerID))...)
 			h.WorkerID = ""
+		}
+		if h.WorkerID == "" && h.MayRun {
+			e.unsure = true
+			w.unsure = append(w.unsure, unsureEntry{e: e, until: now.Add(w.grace)})
+			w.holding.Store(int32(len(w.unsure)))
+			continue
 		}
 		if h.WorkerID == "" {
 			w.queue = append(w.queue, e)
@@ -216,13 +226,103 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 		// learn of this Waggler and register first.
 		w.mon.start(h.AttemptKey, h.Generation, ww.id, now.Add(w.grace))
 	}
-	if queued {
+	if w.releaseUnsure(now, sv) || queued {
 		w.setState(StateDispatching)
 	}
 	w.pump(&fx)
 	w.settle()
 	w.mu.Unlock()
 	w.apply(fx)
+}
+
+// servingView is which nodes serve a Waggler's capability, as the mesh
+// tells it (Config.ServingNodes); known is false when it cannot tell.
+type servingView struct {
+	nodes []string
+	known bool
+}
+
+// serving asks for the nodes serving the capability when need is true.
+// It is called before w.mu is taken: membership has locks of its own.
+func (w *Waggler) serving(need bool) servingView {
+	if !need || w.servingNodes == nil {
+		return servingView{}
+	}
+	nodes, known := w.servingNodes(w.capability)
+	return servingView{nodes: nodes, known: known}
+}
+
+// releaseUnsure queues the attempts held back as maybe running (see
+// Waggler.unsure) whose deadline passed, and all of them once every node
+// serving the capability (sv) has a worker registered here, the last at
+// least half an interval ago: a worker running one would have listed it,
+// and one that finished it would have sent its report (a pool sends the
+// reports it kept right after registering).
+func (w *Waggler) releaseUnsure(now time.Time, sv servingView) bool {
+	if len(w.unsure) == 0 {
+		return false
+	}
+	all := sv.known && now.Sub(w.registeredAt) >= w.interval/2 && w.registeredFrom(sv.nodes)
+	kept := w.unsure[:0]
+	released := 0
+	for _, u := range w.unsure {
+		switch {
+		case u.e.cancelled:
+			// Cancelled, adopted from a worker that runs it, or completed
+			// by the report of a predecessor's worker.
+		case all || !now.Before(u.until):
+			u.e.unsure = false
+			w.queue = append(w.queue, u.e)
+			w.queued++
+			released++
+		default:
+			kept = append(kept, u)
+		}
+	}
+	clear(w.unsure[len(kept):])
+	w.unsure = kept
+	w.holding.Store(int32(len(kept)))
+	if released == 0 {
+		return false
+	}
+	why := "every node serving the capability registered without them"
+	if !all {
+		why = "their grace passed before every node serving the capability registered"
+	}
+	w.log.Info("attempts a predecessor may have started queued", zap.Int("attempts", released), zap.String("why", why))
+	w.setState(StateDispatching)
+	return true
+}
+
+// registeredFrom reports whether every one of nodes has a worker
+// registered here (one the Waggler can reach, not declared dead).
+func (w *Waggler) registeredFrom(nodes []string) bool {
+	if len(nodes) == 0 {
+		return true
+	}
+	reg := make(map[string]bool, len(nodes))
+	for _, ww := range w.workers {
+		if ww.w != nil && !ww.dead {
+			reg[ww.node] = true
+		}
+	}
+	for _, n := range nodes {
+		if !reg[n] {
+			return false
+		}
+	}
+	return true
+}
+
+// unsureHeld counts the attempts held back as maybe running.
+func (w *Waggler) unsureHeld() int {
+	n := 0
+	for _, u := range w.unsure {
+		if !u.e.cancelled {
+			n++
+		}
+	}
+	return n
 }
 
 // Detach takes workers whose stream went away out of the pool of free

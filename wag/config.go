@@ -72,6 +72,12 @@ type Config struct {
 	// dead fails over at once regardless. Default: six heartbeat intervals,
 	// at least 5 s.
 	InheritGrace time.Duration
+	// ServingNodes, when set, names the nodes the mesh has up that serve
+	// a capability (known is false while membership is not known). A
+	// successor Waggler holds back an attempt that may run on a worker no
+	// one named (Handoff.MayRun) until a worker of each of these nodes
+	// has registered with it; without it, for the whole InheritGrace.
+	ServingNodes func(capability string) (nodes []string, known bool)
 
 	// TaskLogs, when set, keeps each exec attempt's stderr and stdout on
 	// this node (package tasklog); nil: only the end of stderr is kept, in

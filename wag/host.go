@@ -27,6 +27,13 @@ type Handoff struct {
 	Epoch      uint64
 	WorkerID   string // "" unless the attempt runs on a worker already
 	Generation uint64
+	// MayRun, on a handoff without a worker, says that a predecessor
+	// Waggler held the attempt and the leader did not hear which worker,
+	// if any, it gave it to. The successor holds it back until every node
+	// serving the capability has registered its workers (a worker that
+	// runs it keeps it) or InheritGrace has passed, instead of running it
+	// a second time at once.
+	MayRun bool
 }
 
 // Uplink is where a node's Wagglers report, through their host: the
@@ -222,6 +229,7 @@ func (s *Session) SetRoles(roles map[string]uint64, quarantined []string) error 
 		}
 		w := newWaggler(h.cfg, capability, epoch, hostUplink{h}, h.log)
 		w.nodeDead = h.nodeDead
+		w.servingNodes = h.cfg.ServingNodes
 		w.quarantined = maps.Clone(h.quarantined)
 		h.wagglers[capability] = w
 		if h.state.Running() {
@@ -254,7 +262,8 @@ func (s *Session) SetRoles(roles map[string]uint64, quarantined []string) error 
 // Dispatch hands attempts to the Wagglers of their capabilities, answering
 // per attempt: ErrNotWaggler when this node does not hold the role at the
 // attempt's epoch, ErrBusy when the capability's queue is full. Handoffs
-// that name a worker are inherited (see Waggler.Inherit).
+// that name a worker or may run on one are inherited (see
+// Waggler.Inherit).
 func (s *Session) Dispatch(hs []Handoff) []error {
 	if err := s.current(); err != nil {
 		return allErr(len(hs), err)
@@ -289,7 +298,7 @@ func (s *Session) Dispatch(hs []Handoff) []error {
 			groups[w] = g
 			order = append(order, w)
 		}
-		if d.WorkerID != "" {
+		if d.WorkerID != "" || d.MayRun {
 			g.inherit = append(g.inherit, d)
 			continue
 		}

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -174,6 +175,8 @@ type entry struct {
 	// one adopted or inherited from a predecessor).
 	assignedAt time.Time
 	noticed    bool // "waiting: no worker" progress sent
+	// unsure: held back in Waggler.unsure, not queued (see there).
+	unsure bool
 	// prevGen is the generation of an assignment that ended without a
 	// report while the attempt is queued again: one inherited from a
 	// predecessor that its worker, registered here, does not run, or one
@@ -181,6 +184,13 @@ type entry struct {
 	// the report (a pool keeps reports while it has no Waggler); when it
 	// arrives it completes the attempt instead of being discarded.
 	prevGen uint64
+}
+
+// unsureEntry is an attempt held back because it may run on a worker,
+// and when it is queued at the latest.
+type unsureEntry struct {
+	e     *entry
+	until time.Time
 }
 
 // unlisted is an attempt's assignment that its worker did not list when it
@@ -237,6 +247,9 @@ type Waggler struct {
 	// (the host's view): an inherited attempt whose worker ran there is
 	// queued at once.
 	nodeDead func(node string) bool
+	// servingNodes is Config.ServingNodes: which nodes must register
+	// before attempts held back as maybe running are queued.
+	servingNodes func(capability string) (nodes []string, known bool)
 	// quarantined are the nodes whose workers get nothing (under mu).
 	quarantined map[string]bool
 	// trust, when set, bounds the attempts each node's workers run at
@@ -279,7 +292,19 @@ type Waggler struct {
 	// registration) or lost them. One not reported by the next tick at
 	// least half an interval later is queued again.
 	unlisted map[*entry]unlisted
-	groups   map[string][]*entry // runs of one verified attempt (TaskDispatch.Group) held here
+	// unsure are inherited attempts that may run on a worker the leader
+	// did not hear of (Handoff.MayRun), each with the time it is queued
+	// at the latest. They are neither queued nor running: a worker that
+	// registers with one keeps it (adoptLocked), and the rest are queued
+	// once every node serving the capability has registered a worker
+	// here, or at their deadline (releaseUnsure).
+	unsure []unsureEntry
+	// holding is len(unsure), read without mu: whether a step has to ask
+	// for the serving nodes (before it locks; see serving).
+	holding atomic.Int32
+	// registeredAt is when a worker last registered (or was added).
+	registeredAt time.Time
+	groups       map[string][]*entry // runs of one verified attempt (TaskDispatch.Group) held here
 	// groupNodes are the nodes each group's runs were given to, while the
 	// group is held: no node takes two runs of a group, even after the
 	// first finished.
@@ -371,6 +396,8 @@ func (w *Waggler) close() {
 	}
 	w.closed = true
 	w.queue, w.head, w.queued, w.running = nil, 0, 0, 0
+	w.unsure = nil
+	w.holding.Store(0)
 	clear(w.byKey)
 	clear(w.unlisted)
 	clear(w.groups)
@@ -398,7 +425,7 @@ func (w *Waggler) Status() WagglerStatus {
 		Capability:     w.capability,
 		Epoch:          w.epoch,
 		State:          w.state,
-		Queued:         w.queued,
+		Queued:         w.queued + w.unsureHeld(),
 		Running:        w.running,
 		Workers:        alive,
 		Failovers:      w.failovers,
@@ -425,6 +452,7 @@ func (w *Waggler) AddWorker(wk Worker) error {
 // addWorkerLocked adds or revives a worker; w.mu held.
 func (w *Waggler) addWorkerLocked(wk Worker) error {
 	id := wk.ID()
+	w.registeredAt = w.clock.Now()
 	if ww, ok := w.workers[id]; ok {
 		switch {
 		case ww.w == nil && !ww.dead:
@@ -533,7 +561,9 @@ func (w *Waggler) cancel(keys []engine.AttemptKey) {
 		e.cancelled = true
 		w.dropBackup(e)
 		if e.worker == nil {
-			w.queued--
+			if !e.unsure {
+				w.queued--
+			}
 			continue
 		}
 		w.mon.stop(key, e.gen)
@@ -672,6 +702,14 @@ func (w *Waggler) Report(r Report) bool {
 		}
 		w.release(e)
 		w.finish(res, &fx)
+	case e != nil && e.unsure && !e.cancelled && r.Generation>>32 < w.epoch:
+		// Held back because a predecessor's worker might run it, and
+		// one did: its report (kept while the pool had no Waggler)
+		// completes the attempt.
+		w.log.Info("result of a predecessor's assignment of an attempt held back taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
+		e.cancelled = true
+		w.release(e)
+		w.finish(res, &fx)
 	case e == nil && r.Generation>>32 < w.epoch && !w.cancelled.has(r.Key) && !w.finished(r.Key):
 		// An assignment of a predecessor Waggler that finished before the
 		// leader handed the attempt over (the pool kept the report while
@@ -738,6 +776,7 @@ func (w *Waggler) workersOfNodeDead(node string) {
 // capability no worker offers.
 func (w *Waggler) tick() {
 	var fx effects
+	sv := w.serving(w.holding.Load() > 0)
 	w.mu.Lock()
 	if w.closed {
 		w.mu.Unlock()
@@ -751,7 +790,7 @@ func (w *Waggler) tick() {
 	for _, a := range w.mon.tick(now) {
 		w.alarm(a, &fx)
 	}
-	requeued := false
+	requeued := w.releaseUnsure(now, sv)
 	for e, u := range w.unlisted {
 		switch {
 		case e.gen != u.gen || e.worker == nil || w.byKey[e.d.AttemptKey] != e:

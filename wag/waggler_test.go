@@ -1040,3 +1040,128 @@ func TestShortAttemptsStayOnTheWagglersNode(t *testing.T) {
 		t.Fatalf("after long attempts the attempt went to %s, want the most recently freed %s", f.id, remote.id)
 	}
 }
+
+// mayRun is a handoff of a fresh attempt named exec that a predecessor held
+// without the leader hearing of a worker (Handoff.MayRun).
+func mayRun(exec string) Handoff {
+	d := task("echo", exec)
+	d.AttemptKey = testKey(exec)
+	return Handoff{TaskDispatch: d, MayRun: true}
+}
+
+// servedBy makes the Waggler see nodes as the ones serving its capability.
+func servedBy(nodes ...string) func(string) ([]string, bool) {
+	return func(string) ([]string, bool) { return nodes, true }
+}
+
+// An attempt a predecessor held without the leader hearing of its worker
+// may run on a worker already: the successor holds it back until each
+// node serving the capability has registered. A worker that runs it lists
+// it and keeps it (it does not run twice); the others are queued at the
+// first tick half an interval after the last registration (a report a
+// worker kept follows its registration).
+func TestWagglerHoldsBackAttemptsThatMayRun(t *testing.T) {
+	w1 := newFakeWorker("n1/c/1")
+	h := newHarness(t, w1)
+	h.w.servingNodes = servedBy("n1", "n2")
+	a, b := mayRun("a"), mayRun("b")
+	h.w.Inherit([]Handoff{a, b})
+	w1.idle(t) // free, but n2 may run them
+	if st := h.w.Status(); st.Queued != 2 || st.Running != 0 {
+		t.Fatalf("status %+v: want both held back (counted queued)", st)
+	}
+	h.clk.Advance(time.Second) // n1 registered long ago; n2 has not
+	w1.idle(t)
+
+	w2 := newFakeWorker("n2/c/1")
+	h.w.Register([]Worker{w2}, []Running{{Assignment: Assignment{TaskDispatch: a.TaskDispatch, Generation: 5}, WorkerID: w2.id}})
+	w1.idle(t) // a is w2's; b waits for a report that may follow
+	if st := h.w.Status(); st.Queued != 1 || st.Running != 1 {
+		t.Fatalf("status %+v: want a adopted from n2 and b still held back", st)
+	}
+	h.clk.Advance(500 * time.Millisecond)
+	if got := w1.assigned(t); got.AttemptKey != b.AttemptKey {
+		t.Fatalf("w1 got %s, want b", got.ExecutionID)
+	}
+	w2.idle(t)
+	h.w.Report(Report{Key: a.AttemptKey, Generation: 5, WorkerID: w2.id, OK: true, Output: "a"})
+	h.w.Report(Report{Key: b.AttemptKey, Generation: h.w.nextGen, WorkerID: w1.id, OK: true, Output: "b"})
+	if rs := h.sink.Results(); len(rs) != 2 || rs[0].Output != "a" || rs[1].Output != "b" {
+		t.Fatalf("results %+v: want a from n2 and b from n1, once each", rs)
+	}
+	if st := h.w.Status(); st.Queued != 0 || st.Running != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// A held-back attempt that a predecessor's worker finished is completed by
+// the report that worker kept, and not run again.
+func TestWagglerHeldBackAttemptCompletedByItsReport(t *testing.T) {
+	w1 := newFakeWorker("n1/c/1")
+	h := newHarness(t, w1) // epoch 1: a predecessor's generations are < 1<<32
+	h.w.servingNodes = servedBy("n1", "n2")
+	a := mayRun("a")
+	h.w.Inherit([]Handoff{a})
+	w2 := newFakeWorker("n2/c/1")
+	h.w.Register([]Worker{w2}, nil) // it finished a: not listed; the report follows
+	h.w.Report(Report{Key: a.AttemptKey, Generation: 5, WorkerID: w2.id, OK: true, Output: "kept"})
+	h.clk.Advance(time.Second)
+	w1.idle(t)
+	w2.idle(t)
+	if rs := h.sink.Results(); len(rs) != 1 || rs[0].Output != "kept" {
+		t.Fatalf("results %+v: want the kept report, once", rs)
+	}
+	if st := h.w.Status(); st.Queued != 0 || st.Running != 0 {
+		t.Fatalf("status %+v", st)
+	}
+}
+
+// A node serving the capability that never registers (it lags, or dies
+// without the mesh saying so yet) holds a held-back attempt for
+// InheritGrace at most; without a view of the mesh, the Waggler waits that
+// long too. A cancel drops a held-back attempt.
+func TestWagglerHeldBackAttemptsWaitTheGraceAtMost(t *testing.T) {
+	for _, c := range []struct {
+		name    string
+		serving func(string) ([]string, bool)
+	}{
+		{"a serving node never registers", servedBy("n1", "n3")},
+		{"membership not known", func(string) ([]string, bool) { return nil, false }},
+		{"no view of the mesh", nil},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w1 := newFakeWorker("n1/c/1")
+			h := newHarness(t, w1)
+			h.w.servingNodes = c.serving
+			a, gone := mayRun("a"), mayRun("gone")
+			h.w.Inherit([]Handoff{a, gone})
+			h.w.cancel([]engine.AttemptKey{gone.AttemptKey})
+			if st := h.w.Status(); st.Queued != 1 {
+				t.Fatalf("status %+v: want a held back, the cancelled one gone", st)
+			}
+			h.clk.Advance(h.w.grace - 500*time.Millisecond)
+			w1.idle(t)
+			h.clk.Advance(500 * time.Millisecond)
+			if got := w1.assigned(t); got.AttemptKey != a.AttemptKey {
+				t.Fatalf("w1 got %s, want a at the end of the grace", got.ExecutionID)
+			}
+			h.clk.Advance(time.Second)
+			w1.idle(t)
+		})
+	}
+}
+
+// Once every serving node registered, a held-back attempt handed over
+// later (a session with the successor opened again) is queued at once: no
+// worker listed it.
+func TestWagglerHeldBackAttemptQueuedWhenAllRegistered(t *testing.T) {
+	w1 := newFakeWorker("n1/c/1")
+	h := newHarness(t, w1)
+	h.w.servingNodes = servedBy("n1")
+	h.clk.Advance(time.Second)
+	a := mayRun("a")
+	h.w.Inherit([]Handoff{a})
+	if got := w1.assigned(t); got.AttemptKey != a.AttemptKey {
+		t.Fatalf("w1 got %s, want a at once", got.ExecutionID)
+	}
+}

@@ -70,7 +70,7 @@ func dispatchBound(d *robonetv1.Dispatch) int {
 
 // handoffBound bounds proto.Size of a Handoff.
 func handoffBound(h *robonetv1.Handoff) int {
-	return dispatchBound(h.GetDispatch()) + len(h.GetWorkerId()) + 4*fieldRoom
+	return dispatchBound(h.GetDispatch()) + len(h.GetWorkerId()) + 5*fieldRoom
 }
 
 // slotAssignmentBound bounds proto.Size of a SlotAssignment.

@@ -281,7 +281,7 @@ func (l *LeadLink) Dispatch(hs []wag.Handoff) []error {
 			set(i, err)
 			continue
 		}
-		p := &robonetv1.Handoff{Dispatch: d, Epoch: h.Epoch, WorkerId: h.WorkerID, Generation: h.Generation}
+		p := &robonetv1.Handoff{Dispatch: d, Epoch: h.Epoch, WorkerId: h.WorkerID, Generation: h.Generation, MayRun: h.MayRun}
 		n := handoffBound(p)
 		if size, ok := fits(n, lim); !ok {
 			set(i, tooLarge("input", size, lim, "node "+l.peer))

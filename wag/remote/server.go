@@ -211,7 +211,7 @@ func (s *Server) dispatch(sess *wag.Session, m *robonetv1.LeadDispatch) *robonet
 			answer.AttemptErrors[int32(i)] = errToProto(err)
 			continue
 		}
-		hs = append(hs, wag.Handoff{TaskDispatch: d, Epoch: h.GetEpoch(), WorkerID: h.GetWorkerId(), Generation: h.GetGeneration()})
+		hs = append(hs, wag.Handoff{TaskDispatch: d, Epoch: h.GetEpoch(), WorkerID: h.GetWorkerId(), Generation: h.GetGeneration(), MayRun: h.GetMayRun()})
 		idx = append(idx, int32(i))
 	}
 	for i, err := range sess.Dispatch(hs) {

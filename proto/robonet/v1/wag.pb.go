@@ -351,11 +351,16 @@ func (x *Dispatch) GetAvoid() []string {
 // Handoff is an attempt for the Waggler of its capability at epoch; with a
 // worker, it was handed over from a predecessor and runs there already.
 type Handoff struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Dispatch      *Dispatch              `protobuf:"bytes,1,opt,name=dispatch,proto3" json:"dispatch,omitempty"`
-	Epoch         uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
-	WorkerId      string                 `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
-	Generation    uint64                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Dispatch   *Dispatch              `protobuf:"bytes,1,opt,name=dispatch,proto3" json:"dispatch,omitempty"`
+	Epoch      uint64                 `protobuf:"varint,2,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	WorkerId   string                 `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Generation uint64                 `protobuf:"varint,4,opt,name=generation,proto3" json:"generation,omitempty"`
+	// Without a worker: the attempt was handed to another Waggler before, and
+	// the leader did not hear which worker (if any) it gave it to. The
+	// successor waits for the workers of its capability to register (a
+	// registering worker that runs it keeps it) before it runs the attempt.
+	MayRun        bool `protobuf:"varint,5,opt,name=may_run,json=mayRun,proto3" json:"may_run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -416,6 +421,13 @@ func (x *Handoff) GetGeneration() uint64 {
 		return x.Generation
 	}
 	return 0
+}
+
+func (x *Handoff) GetMayRun() bool {
+	if x != nil {
+		return x.MayRun
+	}
+	return false
 }
 
 type LeadRequest struct {
@@ -2913,14 +2925,15 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\x06verify\x18\n" +
 	" \x01(\rR\x06verify\x12\x14\n" +
 	"\x05group\x18\v \x01(\tR\x05group\x12\x14\n" +
-	"\x05avoid\x18\f \x03(\tR\x05avoid\"\x8e\x01\n" +
+	"\x05avoid\x18\f \x03(\tR\x05avoid\"\xa7\x01\n" +
 	"\aHandoff\x120\n" +
 	"\bdispatch\x18\x01 \x01(\v2\x14.robonet.v1.DispatchR\bdispatch\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +
 	"\tworker_id\x18\x03 \x01(\tR\bworkerId\x12\x1e\n" +
 	"\n" +
 	"generation\x18\x04 \x01(\x04R\n" +
-	"generation\"\x82\x02\n" +
+	"generation\x12\x17\n" +
+	"\amay_run\x18\x05 \x01(\bR\x06mayRun\"\x82\x02\n" +
 	"\vLeadRequest\x12*\n" +
 	"\x04open\x18\x01 \x01(\v2\x14.robonet.v1.LeadOpenH\x00R\x04open\x12-\n" +
 	"\x05roles\x18\x02 \x01(\v2\x15.robonet.v1.LeadRolesH\x00R\x05roles\x126\n" +
