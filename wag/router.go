@@ -142,11 +142,17 @@ const (
 
 // att is one attempt the Router accepted and has no result for.
 type att struct {
-	seq      uint64 // order of acceptance: attempts are handed over in it
-	d        engine.TaskDispatch
-	node     string // the node it is queued for or was handed to; "" while waiting
-	epoch    uint64
-	sent     bool   // the node's Waggler accepted it
+	seq   uint64 // order of acceptance: attempts are handed over in it
+	d     engine.TaskDispatch
+	node  string // the node it is queued for or was handed to; "" while waiting
+	epoch uint64
+	sent  bool // the node's Waggler accepted it
+	// handed: it went out to a Waggler at least once. Whether that one
+	// took it may be unknown (the answer lost with a broken stream, or the
+	// attempt moved while the handoff was on its way), so handed to
+	// another one without a known worker, it may run already
+	// (Handoff.MayRun).
+	handed   bool
 	worker   string // the worker that runs it, when a Waggler said so
 	gen      uint64
 	announce bool // "waiting" progress sent
@@ -662,8 +668,10 @@ func (n *nodeLink) step() error {
 	}
 	slices.SortFunc(batch, func(x, y *att) int { return cmp.Compare(x.seq, y.seq) })
 	hs := make([]Handoff, len(batch))
+	handed := make([]bool, len(batch)) // before this step
 	for i, a := range batch {
-		hs[i] = Handoff{TaskDispatch: a.d, Epoch: a.epoch, WorkerID: a.worker, Generation: a.gen}
+		hs[i] = Handoff{TaskDispatch: a.d, Epoch: a.epoch, WorkerID: a.worker, Generation: a.gen, MayRun: a.handed && a.worker == ""}
+		handed[i], a.handed = a.handed, true // from now on, unless the Waggler refuses it
 	}
 	r.mu.Unlock()
 
@@ -697,6 +705,9 @@ func (n *nodeLink) step() error {
 		var err error
 		if errs != nil {
 			err = errs[i]
+		}
+		if errors.Is(err, ErrNotWaggler) || errors.Is(err, ErrBusy) {
+			a.handed = handed[i] // it did not take it
 		}
 		if r.atts[a.d.AttemptKey] != a || a.node != n.name {
 			continue // cancelled or moved meanwhile

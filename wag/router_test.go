@@ -24,6 +24,9 @@ type fakeDir struct {
 	opens   map[string]int
 	// holdRoles, when set, makes the links' SetRoles wait for it to close.
 	holdRoles chan struct{}
+	// refuse, when set, is what the links answer every handoff of these
+	// attempts.
+	refuse map[engine.AttemptKey]error
 }
 
 func newFakeDir() *fakeDir {
@@ -52,10 +55,10 @@ func (d *fakeDir) Changed() <-chan struct{} {
 	return d.changed
 }
 
-func (d *fakeDir) Open(_ context.Context, node string, _ uint64, _ Uplink) (Link, error) {
+func (d *fakeDir) Open(_ context.Context, node string, _ uint64, up Uplink) (Link, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	l := &fakeLink{done: make(chan struct{}), hold: d.holdRoles}
+	l := &fakeLink{done: make(chan struct{}), hold: d.holdRoles, up: up, refuse: d.refuse}
 	d.links[node] = l
 	d.opens[node]++
 	return l, nil
@@ -71,7 +74,10 @@ type fakeLink struct {
 	done       chan struct{} // closed when the "stream" ends
 	endOnce    sync.Once
 	hold       chan struct{} // SetRoles waits for it to close, if set
+	up         Uplink        // the Router's side of the session
+	refuse     map[engine.AttemptKey]error
 	mu         sync.Mutex
+	handoffs   []Handoff
 	dispatched []engine.AttemptKey
 	cancelled  []engine.AttemptKey
 	roleSets   []map[string]uint64 // every SetRoles, as it began
@@ -102,10 +108,13 @@ func (l *fakeLink) lastRoles() (map[string]uint64, int) {
 func (l *fakeLink) Dispatch(hs []Handoff) []error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for _, h := range hs {
+	errs := make([]error, len(hs))
+	for i, h := range hs {
 		l.dispatched = append(l.dispatched, h.AttemptKey)
+		l.handoffs = append(l.handoffs, h)
+		errs[i] = l.refuse[h.AttemptKey]
 	}
-	return make([]error, len(hs))
+	return errs
 }
 func (l *fakeLink) Cancel(keys []engine.AttemptKey) error {
 	l.mu.Lock()
@@ -129,6 +138,21 @@ func (l *fakeLink) has(cancelled bool, key engine.AttemptKey) bool {
 		return slices.Contains(l.cancelled, key)
 	}
 	return slices.Contains(l.dispatched, key)
+}
+
+// handoff returns the last handoff of key on the link, if any.
+func (l *fakeLink) handoff(key engine.AttemptKey) (Handoff, bool) {
+	if l == nil {
+		return Handoff{}, false
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i := len(l.handoffs) - 1; i >= 0; i-- {
+		if l.handoffs[i].AttemptKey == key {
+			return l.handoffs[i], true
+		}
+	}
+	return Handoff{}, false
 }
 
 // startRouter starts a Router of term 1 on dir, stopped when the test ends.
@@ -220,4 +244,68 @@ func TestRouterRoleChangeDuringSetRoles(t *testing.T) {
 		roles, _ := dir.link("a").lastRoles()
 		return maps.Equal(roles, map[string]uint64{"code.exec": 1, "core": 1})
 	})
+}
+
+// When a capability's Waggler moves, the successor is told, for each
+// attempt, what the Router knows of it: the worker that runs it when the
+// predecessor said so; otherwise whether the predecessor held it, so that
+// it may run on a worker no one named (MayRun). An attempt dispatched
+// after the move, or one the predecessor always refused, was never taken
+// by anyone: it may not run anywhere.
+func TestRouterMarksHandoffsThatMayRun(t *testing.T) {
+	dir := newFakeDir()
+	dir.set("code.exec", "a", 1)
+	running, unsure, later, refused := task("sleep", "1s"), task("sleep", "1s"), task("sleep", "1s"), task("sleep", "1s")
+	for _, d := range []*engine.TaskDispatch{&running, &unsure, &later, &refused} {
+		d.Term = 1
+	}
+	dir.refuse = map[engine.AttemptKey]error{refused.AttemptKey: ErrBusy}
+	r := startRouter(t, dir)
+	r.Dispatch(t.Context(), []engine.TaskDispatch{running, unsure, refused})
+	waitUntil(t, "the attempts on a", func() bool {
+		for _, d := range []engine.TaskDispatch{running, unsure, refused} {
+			if !dir.link("a").has(false, d.AttemptKey) {
+				return false
+			}
+		}
+		return true
+	})
+	// a's Waggler gave one of them to a worker of node w and said so.
+	dir.link("a").up.Started([]Started{{Key: running.AttemptKey, Capability: "code.exec", Epoch: 1, WorkerID: "w/code.exec/0", Generation: 1<<32 | 1}})
+
+	dir.set("code.exec", "b", 2) // a fails; b succeeds it
+	waitUntil(t, "the Router to take the new role", func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.roles["code.exec"].Node == "b"
+	})
+	r.Dispatch(t.Context(), []engine.TaskDispatch{later})
+	waitUntil(t, "the four attempts on b", func() bool {
+		for _, d := range []engine.TaskDispatch{running, unsure, later, refused} {
+			if !dir.link("b").has(false, d.AttemptKey) {
+				return false
+			}
+		}
+		return true
+	})
+	for _, c := range []struct {
+		name   string
+		key    engine.AttemptKey
+		worker string
+		mayRun bool
+	}{
+		{"the attempt whose worker a named", running.AttemptKey, "w/code.exec/0", false},
+		{"the attempt a held without naming a worker", unsure.AttemptKey, "", true},
+		{"the attempt dispatched after the move", later.AttemptKey, "", false},
+		{"the attempt a refused (busy)", refused.AttemptKey, "", false},
+	} {
+		h, _ := dir.link("b").handoff(c.key)
+		if h.WorkerID != c.worker || h.MayRun != c.mayRun || h.Epoch != 2 {
+			t.Errorf("%s: handed to b as worker %q, may run %v, epoch %d; want worker %q, may run %v, epoch 2",
+				c.name, h.WorkerID, h.MayRun, h.Epoch, c.worker, c.mayRun)
+		}
+	}
+	if h, _ := dir.link("a").handoff(unsure.AttemptKey); h.MayRun {
+		t.Error("the first handoff of an attempt says it may run already")
+	}
 }
