@@ -275,9 +275,8 @@ func TestWagglerKilledAttemptsInherited(t *testing.T) {
 	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
 	// In flight as the leader sees it: each attempt with its worker (the
 	// view names it from the heartbeats, which the Waggler relays after
-	// the attempt's start). An attempt whose start had not reached the
-	// leader when the Waggler's node died goes to the successor without
-	// its worker and runs again (docs/architecture.md, the failure table).
+	// the attempt's start), so that each goes to the successor with it.
+	// TestWagglerKilledBeforeTheLeaderHeardOfItsWorkers is the other case.
 	eventually(t, 30*time.Second, "the leader to know the worker of every attempt", func() bool {
 		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
 		if err != nil {
@@ -291,6 +290,34 @@ func TestWagglerKilledAttemptsInherited(t *testing.T) {
 		}
 		return len(as) == 8
 	})
+	m.killWagglerAndFinish(id, holder, before)
+}
+
+// The node of the Waggler killed before the leader heard which worker runs
+// each attempt (its reports of the starts are lost): every attempt goes to
+// the successor without a worker, as one that may run already. The
+// successor holds them back until the live nodes serving the capability
+// have registered, so that the workers running them keep them: nothing
+// that runs on a live worker runs twice.
+func TestWagglerKilledBeforeTheLeaderHeardOfItsWorkers(t *testing.T) {
+	m := startWagMeshWith(t, func(name string, cfg *node.Config) {
+		if name == "server" {
+			cfg.Faults = &node.Faults{LoseWagglerStarts: true}
+		}
+	}, "w1", "w2", "w3", "w4") // eight slots
+	holder := m.waggler("")
+	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
+	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
+	m.killWagglerAndFinish(id, holder, before)
+}
+
+// killWagglerAndFinish kills the node of the Waggler (holder) while the
+// runs before are in flight, lets everything finish and checks that each
+// run on a live worker was inherited — it ran once — and each run on the
+// dead node ran once more, elsewhere.
+func (m *wagMesh) killWagglerAndFinish(id, holder string, before []markRun) {
+	t := m.t
+	t.Helper()
 	m.workers[holder].halted = true
 	m.workers[holder].node.Halt()
 	successor := m.waggler(holder)

@@ -196,6 +196,7 @@ func (n *Node) Start(ctx context.Context) (err error) {
 	// their own log lines.
 	wcfg.NodeName, wcfg.Capabilities, wcfg.Logger = n.cfg.Name, n.cfg.Capabilities, n.cfg.Logger
 	wcfg.Metrics = n.metrics.wag
+	wcfg.ServingNodes = n.servingNodes
 	tier, _ := trust.ParseTier(n.cfg.DispatchTier) // validated
 	if n.trust, err = newTrustCenter(n.cfg.Name, n.log, tier, n.cfg.TrustPeers, n.cfg.Faults); err != nil {
 		return err

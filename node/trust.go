@@ -30,6 +30,11 @@ type Faults struct {
 	// other nodes advertise in gossip, as if every such broadcast were
 	// lost: they follow the control state alone.
 	DeafToWagglerGossip bool
+	// LoseWagglerStarts, on a leader, drops every Waggler's report of
+	// which worker runs an attempt, as if each were lost with the
+	// Waggler's node: the Router hands attempts to a successor without
+	// their workers.
+	LoseWagglerStarts bool
 }
 
 // Trust timing.

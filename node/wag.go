@@ -52,11 +52,19 @@ func (d meshDirectory) Quarantined() []string {
 func (d meshDirectory) Changed() <-chan struct{} { return d.n.mesh.StateChanged() }
 
 func (d meshDirectory) Open(ctx context.Context, node string, term uint64, up wag.Uplink) (wag.Link, error) {
+	if f := d.n.cfg.Faults; f != nil && f.LoseWagglerStarts {
+		up = startsLost{up}
+	}
 	if node == d.n.cfg.Name {
 		return d.n.wagglers.Open(term, up)
 	}
 	return d.n.openRemoteWaggler(ctx, node, term, up)
 }
+
+// startsLost is an uplink that loses the starts (Faults.LoseWagglerStarts).
+type startsLost struct{ wag.Uplink }
+
+func (startsLost) Started([]wag.Started) {}
 
 // termEngine is what runs while this node leads one term: the engine and
 // the Router that is its Dispatcher.
@@ -179,6 +187,24 @@ type wagFollower struct {
 type wagHolder struct {
 	node  string
 	epoch uint64
+}
+
+// servingNodes names the members up now whose gossip metadata lists a
+// pool of capability (wag.Config.ServingNodes): a successor Waggler waits
+// for their workers to register before it runs an attempt one of them may
+// run already. Not known until the mesh runs.
+func (n *Node) servingNodes(capability string) ([]string, bool) {
+	m := n.mesh
+	if m == nil {
+		return nil, false
+	}
+	var nodes []string
+	for _, mem := range m.Members() {
+		if memberUp(mem) && mem.Capabilities[capability] > 0 {
+			nodes = append(nodes, mem.Name)
+		}
+	}
+	return nodes, true
 }
 
 // controlRefreshTicks is how many heartbeat intervals a worker-only node
