@@ -871,25 +871,40 @@ func TestWagglerInheritedAttemptNotRunByItsWorker(t *testing.T) {
 // A pool registers with a successor and sends the report it kept for an
 // attempt it finished meanwhile right after: the attempt completes with
 // that report and is not run a second time (regression: it was queued at
-// the registration and handed out again before the report arrived).
+// the registration and handed out again before the report arrived) —
+// whether the handoff named the worker, or came without one as an attempt
+// the predecessor may have started.
 func TestWagglerReportFollowingRegistration(t *testing.T) {
-	w1 := newFakeWorker("n1/c/1")
-	h := newHarness(t, w1)
-	a := task("echo", "a")
-	a.AttemptKey = testKey("a")
-	h.w.Inherit([]Handoff{{TaskDispatch: a, WorkerID: "n2/c/1", Generation: 7}})
-	w2 := newFakeWorker("n2/c/1")
-	h.w.Register([]Worker{w2}, nil) // it finished a: not listed
-	h.w.Report(Report{Key: a.AttemptKey, Generation: 7, WorkerID: "n2/c/1", OK: true, Output: "once"})
-	h.clk.Advance(time.Second)
-	h.clk.Advance(time.Second)
-	w1.idle(t)
-	w2.idle(t)
-	if rs := h.sink.Results(); len(rs) != 1 || rs[0].Output != "once" {
-		t.Fatalf("results %+v: want the kept report, once", rs)
-	}
-	if st := h.w.Status(); st.Running != 0 || st.Queued != 0 {
-		t.Fatalf("status %+v", st)
+	for _, c := range []struct {
+		name    string
+		handoff func(d engine.TaskDispatch) Handoff
+	}{
+		{"bound to its worker", func(d engine.TaskDispatch) Handoff {
+			return Handoff{TaskDispatch: d, WorkerID: "n2/c/1", Generation: 7}
+		}},
+		{"held back as it may run", func(d engine.TaskDispatch) Handoff { return Handoff{TaskDispatch: d, MayRun: true} }},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			w1 := newFakeWorker("n1/c/1")
+			h := newHarness(t, w1) // epoch 1: a predecessor's generations are < 1<<32
+			h.w.servingNodes = servedBy("n1", "n2")
+			a := task("echo", "a")
+			a.AttemptKey = testKey("a")
+			h.w.Inherit([]Handoff{c.handoff(a)})
+			w2 := newFakeWorker("n2/c/1")
+			h.w.Register([]Worker{w2}, nil) // it finished a: not listed
+			h.w.Report(Report{Key: a.AttemptKey, Generation: 7, WorkerID: "n2/c/1", OK: true, Output: "once"})
+			h.clk.Advance(time.Second)
+			h.clk.Advance(time.Second)
+			w1.idle(t)
+			w2.idle(t)
+			if rs := h.sink.Results(); len(rs) != 1 || rs[0].Output != "once" {
+				t.Fatalf("results %+v: want the kept report, once", rs)
+			}
+			if st := h.w.Status(); st.Running != 0 || st.Queued != 0 {
+				t.Fatalf("status %+v", st)
+			}
+		})
 	}
 }
 
@@ -1088,28 +1103,6 @@ func TestWagglerHoldsBackAttemptsThatMayRun(t *testing.T) {
 	h.w.Report(Report{Key: b.AttemptKey, Generation: h.w.nextGen, WorkerID: w1.id, OK: true, Output: "b"})
 	if rs := h.sink.Results(); len(rs) != 2 || rs[0].Output != "a" || rs[1].Output != "b" {
 		t.Fatalf("results %+v: want a from n2 and b from n1, once each", rs)
-	}
-	if st := h.w.Status(); st.Queued != 0 || st.Running != 0 {
-		t.Fatalf("status %+v", st)
-	}
-}
-
-// A held-back attempt that a predecessor's worker finished is completed by
-// the report that worker kept, and not run again.
-func TestWagglerHeldBackAttemptCompletedByItsReport(t *testing.T) {
-	w1 := newFakeWorker("n1/c/1")
-	h := newHarness(t, w1) // epoch 1: a predecessor's generations are < 1<<32
-	h.w.servingNodes = servedBy("n1", "n2")
-	a := mayRun("a")
-	h.w.Inherit([]Handoff{a})
-	w2 := newFakeWorker("n2/c/1")
-	h.w.Register([]Worker{w2}, nil) // it finished a: not listed; the report follows
-	h.w.Report(Report{Key: a.AttemptKey, Generation: 5, WorkerID: w2.id, OK: true, Output: "kept"})
-	h.clk.Advance(time.Second)
-	w1.idle(t)
-	w2.idle(t)
-	if rs := h.sink.Results(); len(rs) != 1 || rs[0].Output != "kept" {
-		t.Fatalf("results %+v: want the kept report, once", rs)
 	}
 	if st := h.w.Status(); st.Queued != 0 || st.Running != 0 {
 		t.Fatalf("status %+v", st)
