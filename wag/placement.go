@@ -185,15 +185,26 @@ func (w *Waggler) placeable(e *entry) bool {
 func (w *Waggler) takeIdle(e *entry) *wagWorker {
 	for i := len(w.idle) - 1; i >= 0; i-- {
 		if ww := w.idle[i]; ww != e.worker && w.allowed(e, ww) {
-			w.idle = slices.Delete(w.idle, i, i+1)
-			return ww
+			return w.takeIdleAt(i)
 		}
 	}
 	return nil
 }
 
+// removeIdle takes ww out of the idle workers if it is one.
 func (w *Waggler) removeIdle(ww *wagWorker) {
-	if i := slices.Index(w.idle, ww); i >= 0 {
-		w.idle = slices.Delete(w.idle, i, i+1)
+	if !ww.idle {
+		return
 	}
+	if i := slices.Index(w.idle, ww); i >= 0 {
+		w.takeIdleAt(i)
+	}
+}
+
+// takeIdleAt takes the idle worker at index i out of the idle workers.
+func (w *Waggler) takeIdleAt(i int) *wagWorker {
+	ww := w.idle[i]
+	w.idle = slices.Delete(w.idle, i, i+1)
+	ww.idle = false
+	return ww
 }

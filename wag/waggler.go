@@ -158,6 +158,7 @@ type wagWorker struct {
 	busyGen  uint64 // generation the worker is executing, 0 when free
 	entry    *entry // live attempt it runs (nil when free, cancelled or failed over)
 	reserved *entry // attempt it stands by for as a pre-selected backup
+	idle     bool   // in Waggler.idle: freeing a worker after each report need not scan it
 }
 
 func (ww *wagWorker) available() bool {
@@ -471,7 +472,7 @@ func (w *Waggler) addWorkerLocked(wk Worker) error {
 	}
 	ww := &wagWorker{w: wk, id: id, node: workerNode(id)}
 	w.workers[id] = ww
-	w.idle = append(w.idle, ww)
+	w.free(ww)
 	return nil
 }
 
@@ -938,8 +939,7 @@ func (w *Waggler) pump(fx *effects) {
 			held = append(held, e)
 			continue
 		}
-		ww := w.idle[i]
-		w.idle = slices.Delete(w.idle, i, i+1)
+		ww := w.takeIdleAt(i)
 		w.setState(StateDispatching)
 		w.assign(e, ww, fx)
 	}
@@ -1032,8 +1032,9 @@ func (w *Waggler) setState(s WagglerState) {
 
 // free puts a worker back in the available set if it is.
 func (w *Waggler) free(ww *wagWorker) {
-	if ww.available() && !slices.Contains(w.idle, ww) {
+	if ww.available() && !ww.idle {
 		w.idle = append(w.idle, ww)
+		ww.idle = true
 	}
 }
 
