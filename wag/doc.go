@@ -23,8 +23,10 @@
 //     routes each attempt to the Waggler of its capability (Directory:
 //     the Raft control state in a mesh), hands attempts over again when a
 //     Waggler moves (with the worker each runs on, so the successor adopts
-//     instead of running again), and keeps attempts of a capability no
-//     node serves, visibly waiting.
+//     instead of running again, or, with no worker known, marked as one
+//     that may run, which the successor holds back until the workers of
+//     its capability have registered), and keeps attempts of a capability
+//     no node serves, visibly waiting.
 //
 //     engine ──Dispatch/Cancel──▶ Router ──Session (in-process or Lead stream)──▶ WagglerHost ──▶ Waggler(capability)
 //     Waggler ──Worker.Run/Cancel (in-process or Work stream)──▶ pool slot
