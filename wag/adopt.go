@@ -254,10 +254,10 @@ func (w *Waggler) serving(need bool) servingView {
 
 // releaseUnsure queues the attempts held back as maybe running (see
 // Waggler.unsure) whose deadline passed, and all of them once every node
-// serving the capability (sv) has a worker registered here, the last at
-// least half an interval ago: a worker running one would have listed it,
-// and one that finished it would have sent its report (a pool sends the
-// reports it kept right after registering).
+// serving the capability (sv) has a worker registered here, another
+// node's last at least half an interval ago: a worker running one would
+// have listed it, and one that finished it would have sent its report (a
+// pool sends the reports it kept right after registering).
 func (w *Waggler) releaseUnsure(now time.Time, sv servingView) bool {
 	if len(w.unsure) == 0 {
 		return false

@@ -303,7 +303,9 @@ type Waggler struct {
 	// holding is len(unsure), read without mu: whether a step has to ask
 	// for the serving nodes (before it locks; see serving).
 	holding atomic.Int32
-	// registeredAt is when a worker last registered (or was added).
+	// registeredAt is when a worker of another node last registered (or
+	// was added): the reports such a pool kept follow its registration on
+	// its stream. This node's pools hand theirs over in the same call.
 	registeredAt time.Time
 	groups       map[string][]*entry // runs of one verified attempt (TaskDispatch.Group) held here
 	// groupNodes are the nodes each group's runs were given to, while the
@@ -453,7 +455,9 @@ func (w *Waggler) AddWorker(wk Worker) error {
 // addWorkerLocked adds or revives a worker; w.mu held.
 func (w *Waggler) addWorkerLocked(wk Worker) error {
 	id := wk.ID()
-	w.registeredAt = w.clock.Now()
+	if workerNode(id) != w.node {
+		w.registeredAt = w.clock.Now()
+	}
 	if ww, ok := w.workers[id]; ok {
 		switch {
 		case ww.w == nil && !ww.dead:
