@@ -121,9 +121,16 @@ func TestStopReleasesForTheNextEngine(t *testing.T) {
 		}
 		// The lease was released: a second engine claims it at once,
 		// without running a again.
+		// b, in flight under the first engine, is dispatched again marked
+		// as such (a worker may run it already); c is new.
 		second := h.start(2)
-		echo(second, h.disp.one(t, "b", 1))
-		echo(second, h.disp.one(t, "c", 1))
+		again := h.disp.one(t, "b", 1)
+		echo(second, again)
+		c := h.disp.one(t, "c", 1)
+		echo(second, c)
+		if !again.Resumed || c.Resumed {
+			t.Fatalf("resumed: b %v, c %v; want b only", again.Resumed, c.Resumed)
+		}
 		v := h.wait(second, id)
 		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
 			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)

@@ -57,6 +57,12 @@ type TaskDispatch struct {
 	// that many distinct worker nodes and report the majority's output
 	// (the task's verify); 0 or 1: once.
 	Verify int
+	// Resumed says an engine of an earlier term may have dispatched the
+	// attempt: it is dispatched while the engine takes over an instance
+	// that ran before (restored from a snapshot, or with results
+	// recorded). A worker may run it already, so the Waggler layer treats
+	// it as handed out before (wag.Handoff.MayRun), not as new.
+	Resumed bool
 	// Group and Avoid are set by the Waggler layer, never by the engine:
 	// on one run (a replica) of a verified attempt, Group names the
 	// attempt and the Waggler places the runs of one group on distinct

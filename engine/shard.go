@@ -120,6 +120,10 @@ type instance struct {
 	snapBytes, sinceBytes, sinceCount int
 	structural                        bool
 
+	// resuming is set while the instance's hydration dispatches what an
+	// earlier engine may have in flight (TaskDispatch.Resumed).
+	resuming bool
+
 	finishing    bool   // Finished seen; the completion is being written
 	failReason   string // overrides the terminal state: FAILED with this error
 	cancelReason string

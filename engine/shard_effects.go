@@ -42,6 +42,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			Input:      e.Input,
 			Timeout:    t.GetTimeout().AsDuration(),
 			Verify:     int(t.GetVerify()),
+			Resumed:    inst.resuming,
 		}})
 		if inst.started[e.Task.Node] == 0 {
 			inst.started[e.Task.Node] = now.UnixNano()

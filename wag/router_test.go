@@ -309,3 +309,25 @@ func TestRouterMarksHandoffsThatMayRun(t *testing.T) {
 		t.Error("the first handoff of an attempt says it may run already")
 	}
 }
+
+// An attempt an earlier term had in flight (the engine resumed it) may run
+// on a worker already: its first handoff says so, so that a Waggler that
+// succeeded the one holding it waits for the workers to register.
+func TestRouterHandsResumedAttemptsAsMayRun(t *testing.T) {
+	dir := newFakeDir()
+	dir.set("code.exec", "a", 1)
+	r := startRouter(t, dir)
+	resumed, fresh := task("sleep", "1s"), task("sleep", "1s")
+	resumed.Term, fresh.Term = 1, 1
+	resumed.Resumed = true
+	r.Dispatch(t.Context(), []engine.TaskDispatch{resumed, fresh})
+	waitUntil(t, "both attempts on a", func() bool {
+		return dir.link("a").has(false, resumed.AttemptKey) && dir.link("a").has(false, fresh.AttemptKey)
+	})
+	if h, _ := dir.link("a").handoff(resumed.AttemptKey); !h.MayRun {
+		t.Error("the resumed attempt was handed over as new")
+	}
+	if h, _ := dir.link("a").handoff(fresh.AttemptKey); h.MayRun {
+		t.Error("a new attempt was handed over as one that may run")
+	}
+}
