@@ -27,8 +27,18 @@ func (m *Mesh) startRaft(host string) error {
 	if err != nil {
 		return err
 	}
+	// MaxRPCsInFlight 1 turns hashicorp/raft's pipeline replication off.
+	// With it on, a pipeline whose responses nobody read any more (its
+	// reader returns when a follower answers Success=false, or when
+	// replication stops) parked one goroutine sending and the other
+	// handing over a response; only closing the pipeline frees them, and
+	// that is deferred in the goroutine they block, so Shutdown waited for
+	// ever (seen once in
+	// CI: TestRestartEveryServer/stop hung ten minutes in Raft's
+	// shutdown). The control state is small and rare: synchronous
+	// replication costs it nothing that matters.
 	m.raftTr = raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl,
+		Stream: stream, MaxPool: 3, Timeout: 10 * time.Second, Logger: hl, MaxRPCsInFlight: 1,
 	})
 	m.mu.Lock()
 	m.meta.RaftAddr = stream.Addr().String()
