@@ -273,23 +273,9 @@ func TestWagglerKilledAttemptsInherited(t *testing.T) {
 	// Eight tasks fill every slot, two of them on the Waggler's node.
 	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
 	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
-	// In flight as the leader sees it: each attempt with its worker (the
-	// view names it from the heartbeats, which the Waggler relays after
-	// the attempt's start), so that each goes to the successor with it.
+	// Each goes to the successor with its worker.
 	// TestWagglerKilledBeforeTheLeaderHeardOfItsWorkers is the other case.
-	eventually(t, 30*time.Second, "the leader to know the worker of every attempt", func() bool {
-		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		as := resp.GetInstance().GetTasks()[0].GetAttempts()
-		for _, a := range as {
-			if !a.GetRunning() || a.GetNode() == "" {
-				return false
-			}
-		}
-		return len(as) == 8
-	})
+	m.waitWorkersKnown(id, 8)
 	m.killWagglerAndFinish(id, holder, before)
 }
 
@@ -309,6 +295,29 @@ func TestWagglerKilledBeforeTheLeaderHeardOfItsWorkers(t *testing.T) {
 	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
 	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
 	m.killWagglerAndFinish(id, holder, before)
+}
+
+// waitWorkersKnown waits until the leader's view of instance id (its
+// first task) shows n attempts running, each with its worker's node: the
+// view names it from the heartbeats, which the Waggler relays after the
+// attempt's start, so the leader would hand each to a successor with its
+// worker.
+func (m *wagMesh) waitWorkersKnown(id string, n int) {
+	t := m.t
+	t.Helper()
+	eventually(t, 30*time.Second, "the leader to know the worker of every attempt", func() bool {
+		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		as := resp.GetInstance().GetTasks()[0].GetAttempts()
+		for _, a := range as {
+			if !a.GetRunning() || a.GetNode() == "" {
+				return false
+			}
+		}
+		return len(as) == n
+	})
 }
 
 // killWagglerAndFinish kills the node of the Waggler (holder) while the
@@ -392,24 +401,7 @@ func TestWorkerFollowsTheControlStateWithoutGossip(t *testing.T) {
 	waitFollow(holder)
 	id := submitSpec(t, m.server.api, markSpec, `{"n": 8}`)
 	before := m.marks.waitRuns(t, "eight runs", func(r []markRun) bool { return len(r) == 8 })
-	// In flight as the leader sees it: each attempt with its worker (the
-	// view names it from the heartbeats, which the Waggler relays after
-	// the attempt's start). An attempt whose start had not reached the
-	// leader when the Waggler's node died goes to the successor without
-	// its worker and runs again (docs/architecture.md, the failure table).
-	eventually(t, 30*time.Second, "the leader to know the worker of every attempt", func() bool {
-		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
-		if err != nil {
-			t.Fatal(err)
-		}
-		as := resp.GetInstance().GetTasks()[0].GetAttempts()
-		for _, a := range as {
-			if !a.GetRunning() || a.GetNode() == "" {
-				return false
-			}
-		}
-		return len(as) == 8
-	})
+	m.waitWorkersKnown(id, 8)
 	m.workers[holder].halted = true
 	m.workers[holder].node.Halt()
 	successor := m.waggler(holder)
