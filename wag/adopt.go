@@ -93,10 +93,7 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 				w.stopCopy(ww, key, r.Generation, fx)
 				continue
 			default: // queued or held back here: the worker's copy wins
-				e.cancelled = true
-				if !e.unsure {
-					w.queued--
-				}
+				w.dropWaiting(e)
 			}
 		}
 		e := &entry{d: r.TaskDispatch, gen: r.Generation, worker: ww}

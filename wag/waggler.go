@@ -534,6 +534,22 @@ func (w *Waggler) enqueue(tasks []engine.TaskDispatch) {
 	w.apply(fx)
 }
 
+// dropWaiting takes an entry that waits for a worker — queued, or held
+// back as maybe running — out of the count; both skip it from now on.
+func (w *Waggler) dropWaiting(e *entry) {
+	e.cancelled = true
+	if !e.unsure {
+		w.queued--
+	}
+}
+
+// completesEarlier reports whether a report on generation gen, not e's
+// current one, completes e: it is the assignment e was queued again after
+// (prevGen), or, while e is held back as maybe running, a predecessor's.
+func (w *Waggler) completesEarlier(e *entry, gen uint64) bool {
+	return e.prevGen != 0 && e.prevGen == gen || e.unsure && gen>>32 < w.epoch
+}
+
 // finished reports whether this Waggler reported a result for key lately.
 func (w *Waggler) finished(key engine.AttemptKey) bool {
 	return w.done.has(key)
@@ -566,9 +582,7 @@ func (w *Waggler) cancel(keys []engine.AttemptKey) {
 		e.cancelled = true
 		w.dropBackup(e)
 		if e.worker == nil {
-			if !e.unsure {
-				w.queued--
-			}
+			w.dropWaiting(e)
 			continue
 		}
 		w.mon.stop(key, e.gen)
@@ -689,11 +703,12 @@ func (w *Waggler) Report(r Report) bool {
 		e.worker = nil
 		w.running--
 		w.finish(res, &fx)
-	case e != nil && !e.cancelled && e.prevGen != 0 && e.prevGen == r.Generation:
-		// Queued again because its worker registered without it, the
-		// report was on its way all the same: it completes the attempt,
-		// and a new assignment of it, if one went out, is stopped.
-		w.log.Info("result of an assignment queued again taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
+	case e != nil && !e.cancelled && w.completesEarlier(e, r.Generation):
+		// Queued again because its worker registered without it, or held
+		// back because a predecessor's worker might run it: the report
+		// was on its way all the same. It completes the attempt, and a
+		// new assignment of it, if one went out, is stopped.
+		w.log.Info("result of an earlier assignment taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
 		if nw := e.worker; nw != nil {
 			w.mon.stop(r.Key, e.gen)
 			w.dropBackup(e)
@@ -702,17 +717,8 @@ func (w *Waggler) Report(r Report) bool {
 			e.worker = nil
 			w.running--
 		} else {
-			e.cancelled = true
-			w.queued--
+			w.dropWaiting(e)
 		}
-		w.release(e)
-		w.finish(res, &fx)
-	case e != nil && e.unsure && !e.cancelled && r.Generation>>32 < w.epoch:
-		// Held back because a predecessor's worker might run it, and
-		// one did: its report (kept while the pool had no Waggler)
-		// completes the attempt.
-		w.log.Info("result of a predecessor's assignment of an attempt held back taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
-		e.cancelled = true
 		w.release(e)
 		w.finish(res, &fx)
 	case e == nil && r.Generation>>32 < w.epoch && !w.cancelled.has(r.Key) && !w.finished(r.Key):
