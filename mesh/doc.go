@@ -45,8 +45,9 @@
 //
 // The leader reconciles the Raft configuration with membership on every
 // membership change and every ReconcileInterval: alive servers not in the
-// configuration join as non-voters and are promoted after
-// ServerStabilization; servers that leave are removed at once; failed
+// configuration join as non-voters and are promoted once alive and a
+// non-voter of this leader's configuration for ServerStabilization each;
+// servers that leave are removed at once; failed
 // non-voters are removed after DeadServerGrace; a failed voter stays
 // through ordinary partitions — removed after DeadServerGrace only when a
 // replacement server waits for its place, else after DeadServerTimeout —

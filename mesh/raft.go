@@ -326,11 +326,18 @@ func (r *raftReach) unreachable(term uint64) map[string]bool {
 	return out
 }
 
-// reconciler is the leader's memory between reconciliation passes: when it
-// first noticed servers of the configuration that gossip does not know.
+// reconciler is the leader's memory between reconciliation passes, within
+// one term: when it first noticed servers of the configuration that gossip
+// does not know, and when it first saw each non-voter (at its address).
 type reconciler struct {
-	term    uint64
-	missing map[string]time.Time
+	term     uint64
+	missing  map[string]time.Time
+	nonvoter map[string]nonvoterSeen
+}
+
+type nonvoterSeen struct {
+	addr  raft.ServerAddress
+	since time.Time
 }
 
 // run reconciles once (see planReconcile) in term.
@@ -338,6 +345,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	if r.term != term { // a new term: forget the previous leadership's memory
 		r.term = term
 		clear(r.missing)
+		clear(r.nonvoter)
 	}
 	now := time.Now()
 	m.mu.Lock()
@@ -365,6 +373,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	m.reach.retain(inConf)
 	changes := planReconcile(reconcileInput{
 		Self: m.name, Config: conf, Servers: servers, Missing: r.missing, Now: now,
+		NonvoterSince: r.nonvotersSince(conf, now),
 		Unreachable:   m.reach.unreachable(term),
 		Stabilization: m.cfg.ServerStabilization, Grace: m.cfg.DeadServerGrace, Timeout: m.cfg.DeadServerTimeout,
 	})
@@ -398,6 +407,34 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 		r.placeWagglers(m, term)
 	}
 	r.registerAnchors(m)
+}
+
+// nonvotersSince updates when each non-voter of conf was first seen at its
+// address, forgets the servers that are not non-voters any more, and
+// returns the times by name.
+func (r *reconciler) nonvotersSince(conf []raft.Server, now time.Time) map[string]time.Time {
+	if r.nonvoter == nil {
+		r.nonvoter = map[string]nonvoterSeen{}
+	}
+	out := make(map[string]time.Time)
+	for _, s := range conf {
+		if s.Suffrage == raft.Voter {
+			continue
+		}
+		id := string(s.ID)
+		seen, ok := r.nonvoter[id]
+		if !ok || seen.addr != s.Address { // new, or re-added at a new address: its replication starts afresh
+			seen = nonvoterSeen{addr: s.Address, since: now}
+			r.nonvoter[id] = seen
+		}
+		out[id] = seen.since
+	}
+	for id := range r.nonvoter {
+		if _, ok := out[id]; !ok {
+			delete(r.nonvoter, id)
+		}
+	}
+	return out
 }
 
 // registerAnchors records in the control state the hash-chain anchor each

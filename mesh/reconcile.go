@@ -57,6 +57,13 @@ func planBootstrap(self string, expect int, servers []serverView) (raft.Configur
 	return cfg, true
 }
 
+// stableNonvoter reports whether name has been a non-voter, as this leader
+// saw it, for at least d.
+func stableNonvoter(since map[string]time.Time, name string, now time.Time, d time.Duration) bool {
+	t, ok := since[name]
+	return ok && now.Sub(t) >= d
+}
+
 // changeKind is one kind of configuration change.
 type changeKind int
 
@@ -94,6 +101,10 @@ type reconcileInput struct {
 	// Missing holds, for servers in Config that gossip does not know, when
 	// this leader first noticed: they count as failed since then.
 	Missing map[string]time.Time
+	// NonvoterSince holds, for the non-voters of Config, when this leader
+	// first saw each one as a non-voter at its current address in its
+	// term: its heartbeats have had that long to fail.
+	NonvoterSince map[string]time.Time
 	// Unreachable holds the servers the leader's Raft heartbeats fail to
 	// reach in its term (a bad certificate, a firewall): never promoted.
 	Unreachable   map[string]bool
@@ -110,10 +121,13 @@ type reconcileInput struct {
 //
 //   - alive servers not in the configuration are added as non-voters (and
 //     re-added when their Raft address changed);
-//   - non-voters alive for at least Stabilization are promoted, unless
-//     Raft cannot reach them: a voter that never replicates could cost
-//     the quorum (a node with the gossip key but no valid certificate must
-//     not be able to stall the cluster);
+//   - non-voters alive for at least Stabilization, and non-voters of this
+//     leader's configuration for as long, are promoted unless Raft cannot
+//     reach them: a voter that never replicates could cost the quorum (a
+//     node with the gossip key but no valid certificate must not be able
+//     to stall the cluster). A server long alive in gossip is still a
+//     non-voter for Stabilization first, so that the leader's heartbeats
+//     have had the time to fail;
 //   - servers that left gracefully are removed at once;
 //   - failed non-voters (or ones gossip no longer knows) are removed once
 //     failed for Grace;
@@ -164,7 +178,8 @@ func planReconcile(in reconcileInput) []change {
 			} else {
 				out = append(out, change{Kind: addNonvoter, ID: name, Address: v.RaftAddr, Reason: "non-voter moved to a new address"})
 			}
-		case cur.Suffrage != raft.Voter && in.Now.Sub(v.Since) >= in.Stabilization && !in.Unreachable[name]:
+		case cur.Suffrage != raft.Voter && in.Now.Sub(v.Since) >= in.Stabilization &&
+			stableNonvoter(in.NonvoterSince, name, in.Now, in.Stabilization) && !in.Unreachable[name]:
 			out = append(out, change{Kind: promote, ID: name, Address: v.RaftAddr, Reason: "stable for " + in.Stabilization.String()})
 		}
 	}

@@ -91,6 +91,9 @@ func TestPlanReconcile(t *testing.T) {
 		servers     map[string]serverView
 		missing     map[string]time.Time
 		unreachable map[string]bool
+		// nonvoterFor is how long the leader has seen a non-voter as one;
+		// non-voters not named here: for the stabilization exactly.
+		nonvoterFor map[string]time.Duration
 		want        []change
 	}{
 		{
@@ -114,6 +117,18 @@ func TestPlanReconcile(t *testing.T) {
 			config:  []raft.Server{voter("a"), nonvoter("b")},
 			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, stab)),
 			want:    []change{{Kind: promote, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:        "a server long alive in gossip is a non-voter for the stabilization first",
+			config:      []raft.Server{voter("a"), nonvoter("b")},
+			servers:     views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, time.Hour)),
+			nonvoterFor: map[string]time.Duration{"b": stab - time.Millisecond},
+		},
+		{
+			name:        "a non-voter the leader has not seen yet (a new term) is not promoted",
+			config:      []raft.Server{voter("a"), nonvoter("b")},
+			servers:     views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, time.Hour)),
+			nonvoterFor: map[string]time.Duration{"b": -1},
 		},
 		{
 			name:        "a stable non-voter Raft cannot reach is not promoted",
@@ -207,9 +222,23 @@ func TestPlanReconcile(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
+			since := map[string]time.Time{}
+			for _, s := range tt.config {
+				if s.Suffrage == raft.Voter {
+					continue
+				}
+				d, ok := tt.nonvoterFor[string(s.ID)]
+				if !ok {
+					d = stab
+				}
+				if d >= 0 {
+					since[string(s.ID)] = now.Add(-d)
+				}
+			}
 			got := planReconcile(reconcileInput{
 				Self: "a", Config: tt.config, Servers: tt.servers, Missing: tt.missing, Now: now,
-				Unreachable: tt.unreachable, Stabilization: stab, Grace: grace, Timeout: timeout,
+				NonvoterSince: since,
+				Unreachable:   tt.unreachable, Stabilization: stab, Grace: grace, Timeout: timeout,
 			})
 			for i := range got {
 				got[i].Reason = "" // prose, not behaviour
@@ -221,5 +250,36 @@ func TestPlanReconcile(t *testing.T) {
 				t.Fatalf("changes:\n got %+v\nwant %+v", got, tt.want)
 			}
 		})
+	}
+}
+
+func TestReconcilerNonvotersSince(t *testing.T) {
+	t.Parallel()
+	t0 := time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
+	srv := func(id, addr string, s raft.ServerSuffrage) raft.Server {
+		return raft.Server{ID: raft.ServerID(id), Address: raft.ServerAddress(addr), Suffrage: s}
+	}
+	var r reconciler
+	got := r.nonvotersSince([]raft.Server{srv("a", "a:1", raft.Voter), srv("b", "b:1", raft.Nonvoter)}, t0)
+	if !reflect.DeepEqual(got, map[string]time.Time{"b": t0}) {
+		t.Fatalf("first pass: %v", got)
+	}
+	// Later passes keep the first sighting.
+	got = r.nonvotersSince([]raft.Server{srv("a", "a:1", raft.Voter), srv("b", "b:1", raft.Nonvoter)}, t0.Add(time.Second))
+	if !got["b"].Equal(t0) {
+		t.Fatalf("second pass: %v, want the first sighting %v", got["b"], t0)
+	}
+	// Re-added at a new address: its replication starts afresh.
+	t2 := t0.Add(2 * time.Second)
+	got = r.nonvotersSince([]raft.Server{srv("a", "a:1", raft.Voter), srv("b", "b:2", raft.Nonvoter)}, t2)
+	if !got["b"].Equal(t2) {
+		t.Fatalf("after a move: %v, want %v", got["b"], t2)
+	}
+	// Promoted, then a non-voter again: counted from the new sighting.
+	r.nonvotersSince([]raft.Server{srv("a", "a:1", raft.Voter), srv("b", "b:2", raft.Voter)}, t0.Add(3*time.Second))
+	t4 := t0.Add(4 * time.Second)
+	got = r.nonvotersSince([]raft.Server{srv("a", "a:1", raft.Voter), srv("b", "b:2", raft.Nonvoter)}, t4)
+	if !got["b"].Equal(t4) {
+		t.Fatalf("after promotion and demotion: %v, want %v", got["b"], t4)
 	}
 }
