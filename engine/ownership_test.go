@@ -145,6 +145,37 @@ func TestStopReleasesForTheNextEngine(t *testing.T) {
 	})
 }
 
+// TestFirstTasksOfAnInstanceTakenOverAreResumed: an instance taken over
+// before anything of it was recorded (no result, no snapshot) may still
+// have had its first tasks dispatched by the engine before: they are
+// dispatched again marked as resumed.
+func TestFirstTasksOfAnInstanceTakenOverAreResumed(t *testing.T) {
+	onEachStore(t, func(t *testing.T, h *harness) {
+		first := h.start(1)
+		fresh := h.submit(first, chainSpec, map[string]any{"x": 1})
+		if a := h.disp.one(t, "a", 1); a.Resumed {
+			t.Fatalf("the first dispatch of a new instance is marked resumed")
+		}
+		if err := first.Stop(ctxOf(t)); err != nil {
+			t.Fatalf("Stop: %v", err)
+		}
+		if rs := h.history(fresh); len(rs) != 0 {
+			t.Fatalf("results recorded before the takeover: %v", rs)
+		}
+		second := h.start(2)
+		again := h.disp.one(t, "a", 1)
+		if !again.Resumed {
+			t.Fatalf("a, dispatched under the first engine, is dispatched again as new")
+		}
+		echo(second, again)
+		echo(second, h.disp.one(t, "b", 1))
+		echo(second, h.disp.one(t, "c", 1))
+		if v := h.wait(second, fresh); v.State != engine.StateComplete {
+			t.Fatalf("ended %s (%s)", v.State, v.Error)
+		}
+	})
+}
+
 // restartSpec fans out with retries: odd spread instances fail their first
 // attempt.
 const restartSpec = `

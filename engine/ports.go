@@ -59,8 +59,8 @@ type TaskDispatch struct {
 	Verify int
 	// Resumed says an engine of an earlier term may have dispatched the
 	// attempt: it is dispatched while the engine takes over an instance
-	// that ran before (restored from a snapshot, or with results
-	// recorded). A worker may run it already, so the Waggler layer treats
+	// an earlier engine held (ClaimedInstance.HeldBefore, a snapshot, or
+	// results recorded). A worker may run it already, so the Waggler layer treats
 	// it as handed out before (wag.Handoff.MayRun), not as new.
 	Resumed bool
 	// Group and Avoid are set by the Waggler layer, never by the engine:

@@ -112,12 +112,11 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 	if fresh {
 		s.announceRoots(inst, now)
 	}
-	// An instance restored from a snapshot, or with results recorded, ran
-	// under an earlier engine: what it dispatches now may be in flight
-	// already (resumed, or ready when that engine stopped). One with
-	// neither may have had its first tasks dispatched too; nothing here
-	// tells, so they go as new.
-	inst.resuming = len(st.graph) > 0 || len(c.Results) > 0
+	// An instance an earlier engine held (a snapshot or results say so, and
+	// the store does when nothing was recorded yet) may have what it
+	// dispatches now in flight already: resumed, or ready when that engine
+	// stopped, its first tasks included.
+	inst.resuming = c.HeldBefore || len(st.graph) > 0 || len(c.Results) > 0
 	s.process(inst, fx, now)
 	inst.resuming = false
 	if !fresh {

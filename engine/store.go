@@ -209,6 +209,10 @@ type ClaimedInstance struct {
 	LeaseExpiresAt  time.Time
 	CancelRequested bool
 	CreatedAt       time.Time
+	// HeldBefore says an engine claimed the instance before this claim (a
+	// deposed leader, or one that stopped): it may have dispatched tasks
+	// of it, even when nothing of it was recorded.
+	HeldBefore bool
 }
 
 // ActionResult is one finished attempt of one execution (a task or a spread

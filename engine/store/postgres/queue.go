@@ -173,7 +173,9 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 //   - claimed: stamp owner, lease end and term on them.
 //   - the final UPDATE marks the instances running and returns inputs and
 //     snapshot. An UPDATE always acts on (and returns) the latest committed
-//     version of a row, so the snapshot is the last one written.
+//     version of a row, so the snapshot is the last one written. Only a
+//     claim sets started_at, at its transaction's now(): a value other
+//     than this one's is an earlier claim's (HeldBefore).
 const claimSQL = `-- name: claim_instances
 WITH due AS (
     SELECT instance_id
@@ -198,7 +200,7 @@ SET status = 'running', started_at = coalesce(r.started_at, now())
 FROM claimed c
 WHERE r.instance_id = c.instance_id
 RETURNING r.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, c.lock_expires_at, c.cancel_requested,
-          c.scheduled_at`
+          c.scheduled_at, r.started_at <> now()`
 
 // hydrateSQL returns the latest result of every execution of the instances
 // claimSQL just leased: DISTINCT ON over the (instance, execution, attempt
@@ -245,7 +247,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 			scheduled time.Time
 		)
 		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &c.CreatedAt,
-			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled}, func() error {
+			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled, &c.HeldBefore}, func() error {
 			got := c
 			due[got.ID] = scheduled
 			got.CreatedAt, got.LeaseExpiresAt = got.CreatedAt.UTC(), got.LeaseExpiresAt.UTC()

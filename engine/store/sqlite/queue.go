@@ -110,29 +110,11 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 		if _, err := tx.StmtContext(ctx, s.ws.lock).ExecContext(ctx, req.Owner, micros(expires), term, list); err != nil {
 			return err
 		}
-		if _, err := tx.StmtContext(ctx, s.ws.start).ExecContext(ctx, micros(now), list); err != nil {
-			return err
-		}
-
-		rows, err := tx.StmtContext(ctx, s.ws.claimed).QueryContext(ctx, list)
+		index, err := s.readClaimed(ctx, tx, list, &out)
 		if err != nil {
 			return err
 		}
-		defer func() { _ = rows.Close() }()
-		index := make(map[uuid.UUID]int, len(ids))
-		for rows.Next() {
-			var (
-				c                engine.ClaimedInstance
-				created, expires int64
-			)
-			if err := rows.Scan(&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &created, &expires, &c.CancelRequested); err != nil {
-				return err
-			}
-			c.CreatedAt, c.LeaseExpiresAt = fromMicros(created), fromMicros(expires)
-			index[c.ID] = len(out)
-			out = append(out, c)
-		}
-		if err := rows.Err(); err != nil {
+		if _, err := tx.StmtContext(ctx, s.ws.start).ExecContext(ctx, micros(now), list); err != nil {
 			return err
 		}
 
@@ -150,6 +132,30 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 		return nil, fmt.Errorf("claim instances: %w", err)
 	}
 	return out, nil
+}
+
+// readClaimed appends the instances of list (a JSON array of ids) to out,
+// before startSQL marks them started, and returns each one's position.
+func (s *Store) readClaimed(ctx context.Context, tx *sql.Tx, list string, out *[]engine.ClaimedInstance) (map[uuid.UUID]int, error) {
+	rows, err := tx.StmtContext(ctx, s.ws.claimed).QueryContext(ctx, list)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	index := make(map[uuid.UUID]int)
+	for rows.Next() {
+		var (
+			c                engine.ClaimedInstance
+			created, expires int64
+		)
+		if err := rows.Scan(&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &created, &expires, &c.CancelRequested, &c.HeldBefore); err != nil {
+			return nil, err
+		}
+		c.CreatedAt, c.LeaseExpiresAt = fromMicros(created), fromMicros(expires)
+		index[c.ID] = len(*out)
+		*out = append(*out, c)
+	}
+	return index, rows.Err()
 }
 
 // scanIDs reads the rows of a query returning one column of instance ids

@@ -56,8 +56,11 @@ const (
 	startSQL = `
 		UPDATE runner_instances SET status = 'running', started_at = coalesce(started_at, ?)
 		WHERE instance_id IN (SELECT value FROM json_each(?))`
+	// claimedSQL runs before startSQL: started_at is set at an instance's
+	// first claim, so a value here means an earlier one.
 	claimedSQL = `
-		SELECT q.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, q.lock_expires_at, q.cancel_requested
+		SELECT q.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, q.lock_expires_at, q.cancel_requested,
+		       r.started_at IS NOT NULL
 		FROM queued_instances q JOIN runner_instances r ON r.instance_id = q.instance_id
 		WHERE q.instance_id IN (SELECT value FROM json_each(?))
 		ORDER BY q.scheduled_at, q.instance_id`

@@ -103,7 +103,9 @@ func testRelease(t *testing.T, s engine.Store) {
 		t.Fatalf("ReleaseLeases: %v", err)
 	}
 	b := newOwner(1)
-	b.mustClaim(t, s, longLease, ids[0])
+	if got := b.mustClaim(t, s, longLease, ids[0]); !got[0].HeldBefore {
+		t.Fatalf("a released instance claimed again does not say it was held before")
+	}
 	if rec := get(t, s, ids[0]); rec.Status != engine.StatusRunning {
 		t.Fatalf("released and reclaimed instance has status %s, want running", rec.Status)
 	}

@@ -180,8 +180,13 @@ func testClaimAfterLeaseExpiry(t *testing.T, s engine.Store) {
 func testClaimNewerTermTakesOver(t *testing.T, s engine.Store) {
 	id := queueN(t, s, 1)[0]
 	old, next := newOwner(3), newOwner(4)
-	old.mustClaim(t, s, longLease, id)
+	if first := old.mustClaim(t, s, longLease, id); first[0].HeldBefore {
+		t.Fatalf("the first claim of an instance says it was held before")
+	}
 	got := next.mustClaim(t, s, longLease, id)
+	if !got[0].HeldBefore {
+		t.Fatalf("the claim that took the instance over does not say it was held before")
+	}
 	if got[0].LeaseExpiresAt.Before(time.Now().Add(longLease / 2)) {
 		t.Fatalf("lease of the new owner ends at %v, want about an hour from now", got[0].LeaseExpiresAt)
 	}
