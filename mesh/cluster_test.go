@@ -437,6 +437,34 @@ func TestBootstrapExpect(t *testing.T) {
 	})
 }
 
+// TestLeavingServerKeepsTheQuorum: of two servers, the follower stops
+// gracefully. It waits for the leader to take it out of the configuration
+// before it goes, so the removal commits with its vote and the other
+// server keeps leading, alone, able to commit.
+func TestLeavingServerKeepsTheQuorum(t *testing.T) {
+	t.Parallel()
+	c := meshtest.NewTestCluster(t, 2, 0)
+	leader, _ := c.WaitForLeader(wait)
+	meshtest.Eventually(t, wait, "both servers voters", func() bool {
+		lm := currentLeader(c)
+		return lm != nil && len(voters(lm)) == 2
+	})
+	follower := "s0"
+	if follower == leader {
+		follower = "s1"
+	}
+	c.Stop(follower)
+	meshtest.Eventually(t, wait, follower+" out of the configuration", func() bool {
+		in, _ := inConfig(c.Mesh(leader), follower)
+		return !in
+	})
+	// A write needs a quorum: with the follower still a voter it could
+	// not commit, and the leader would step down.
+	if err := c.Apply(ctxT(t), mesh.SetSetting("after", "leave")); err != nil {
+		t.Fatalf("the remaining server cannot commit: %v", err)
+	}
+}
+
 func TestReconciliation(t *testing.T) {
 	t.Parallel()
 	c := meshtest.NewTestCluster(t, 3, 0)

@@ -47,7 +47,10 @@
 // membership change and every ReconcileInterval: alive servers not in the
 // configuration join as non-voters and are promoted once alive and a
 // non-voter of this leader's configuration for ServerStabilization each;
-// servers that leave are removed at once; failed
+// servers that leave are removed at once (a stopping server says it is
+// leaving and waits, up to half of LeaveTimeout, to be out of the
+// configuration before it leaves gossip, so its vote counts for the
+// removal); failed
 // non-voters are removed after DeadServerGrace; a failed voter stays
 // through ordinary partitions — removed after DeadServerGrace only when a
 // replacement server waits for its place, else after DeadServerTimeout —

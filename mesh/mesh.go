@@ -421,10 +421,49 @@ func (m *Mesh) leave(ctx context.Context) error {
 	if err := m.ml.UpdateNode(budget(m.cfg.LeaveTimeout / 4)); err != nil {
 		m.log.Debug("leaving flag broadcast not confirmed", zap.Error(err))
 	}
+	m.awaitRemoval(ctx, budget(m.cfg.LeaveTimeout/2))
 	if err := m.ml.Leave(budget(m.cfg.LeaveTimeout)); err != nil {
 		return fmt.Errorf("leave: %w", err)
 	}
 	return nil
+}
+
+// awaitRemoval waits, up to d, until this server is out of the Raft
+// configuration: the leader removes a server as soon as it sees the
+// leaving flag, and waiting for it (as Consul's servers do) lets the
+// removal commit with this server's vote still counted — the last but one
+// server of a mesh can leave without taking the quorum with it — and means
+// a leader that missed the leave broadcast does not take the server for
+// failed instead. A server that leads (it had no other voter to hand over
+// to, or the transfer failed) does not wait: a leader never removes
+// itself. Not removed in time, it leaves anyway; the leader then removes
+// it once gossip reports it gone.
+func (m *Mesh) awaitRemoval(ctx context.Context, d time.Duration) {
+	if m.raft == nil || m.raft.State() == raft.Leader {
+		return
+	}
+	deadline := time.NewTimer(d)
+	defer deadline.Stop()
+	poll := time.NewTicker(20 * time.Millisecond)
+	defer poll.Stop()
+	for {
+		f := m.raft.GetConfiguration()
+		if f.Error() != nil {
+			return
+		}
+		if !slices.ContainsFunc(f.Configuration().Servers, func(s raft.Server) bool { return string(s.ID) == m.name }) {
+			m.log.Info("out of the raft configuration: leaving")
+			return // removed, or never in a configuration
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-deadline.C:
+			m.log.Info("still in the raft configuration when leaving: the leader removes this server once gossip reports it gone", zap.Duration("waited", d))
+			return
+		case <-poll.C:
+		}
+	}
 }
 
 // otherVoters counts the voters of the last seen configuration other than

@@ -265,11 +265,11 @@ func (m *Mesh) serverViewsLocked() map[string]serverView {
 		if !r.HasRole(RoleServer) {
 			continue
 		}
-		out[name] = serverView{Name: name, RaftAddr: r.RaftAddr, Status: r.Status, Since: r.since, HasState: r.status.HasState}
+		out[name] = serverView{Name: name, RaftAddr: r.RaftAddr, Status: r.Status, Since: r.since, HasState: r.status.HasState, Leaving: r.status.Leaving}
 	}
 	// The local node is always alive to itself, with its own status.
 	if self, ok := out[m.name]; ok {
-		self.HasState = m.status.HasState
+		self.HasState, self.Leaving = m.status.HasState, m.status.Leaving
 		out[m.name] = self
 	}
 	return out

@@ -20,6 +20,7 @@ type serverView struct {
 	Status   MemberStatus
 	Since    time.Time // when it entered Status (as observed here)
 	HasState bool      // advertises Raft state: already in a cluster
+	Leaving  bool      // stopping gracefully (its last metadata says so)
 }
 
 // planBootstrap decides whether self bootstraps the first configuration:
@@ -128,7 +129,10 @@ type reconcileInput struct {
 //     to stall the cluster). A server long alive in gossip is still a
 //     non-voter for Stabilization first, so that the leader's heartbeats
 //     have had the time to fail;
-//   - servers that left gracefully are removed at once;
+//   - servers that left gracefully, or say they are leaving, are removed at
+//     once (a leaving server waits for it, so that its vote still counts
+//     for the removal), and a leaving server is neither added nor
+//     promoted;
 //   - failed non-voters (or ones gossip no longer knows) are removed once
 //     failed for Grace;
 //   - failed voters stay through ordinary partitions, so that a healed
@@ -160,7 +164,7 @@ func planReconcile(in reconcileInput) []change {
 	replacements := 0 // alive servers waiting to be voters
 	for _, name := range names {
 		v := in.Servers[name]
-		if v.Status != StatusAlive || v.RaftAddr == "" || name == in.Self {
+		if v.Status != StatusAlive || v.Leaving || v.RaftAddr == "" || name == in.Self {
 			continue
 		}
 		cur, ok := inConfig[name]
@@ -196,8 +200,12 @@ func planReconcile(in reconcileInput) []change {
 		v, known := in.Servers[name]
 		var failedSince time.Time
 		switch {
-		case known && v.Status == StatusLeft:
-			out = append(out, change{Kind: remove, ID: name, Address: string(s.Address), Reason: "left"})
+		case known && (v.Status == StatusLeft || v.Leaving):
+			reason := "left"
+			if v.Status != StatusLeft {
+				reason = "leaving"
+			}
+			out = append(out, change{Kind: remove, ID: name, Address: string(s.Address), Reason: reason})
 			if s.Suffrage == raft.Voter {
 				voters--
 			}

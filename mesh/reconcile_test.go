@@ -82,6 +82,10 @@ func TestPlanReconcile(t *testing.T) {
 		}
 		return m
 	}
+	leaving := func(v serverView) serverView {
+		v.Leaving = true
+		return v
+	}
 	moved := view("b", StatusAlive, time.Hour)
 	moved.RaftAddr = "b:2"
 
@@ -146,6 +150,19 @@ func TestPlanReconcile(t *testing.T) {
 			config:  []raft.Server{voter("a"), voter("b")},
 			servers: views(view("a", StatusAlive, time.Hour), moved),
 			want:    []change{{Kind: promote, ID: "b", Address: "b:2"}},
+		},
+		{
+			name:    "a server that says it is leaving is removed at once, while alive",
+			config:  []raft.Server{voter("a"), voter("b"), voter("c")},
+			servers: views(view("a", StatusAlive, time.Hour), leaving(view("b", StatusAlive, time.Hour)), view("c", StatusAlive, time.Hour)),
+			want:    []change{{Kind: remove, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:   "a leaving server is neither added nor promoted, nor a replacement",
+			config: []raft.Server{voter("a"), voter("b"), voter("c"), nonvoter("d")},
+			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusFailed, grace), view("c", StatusAlive, time.Hour),
+				leaving(view("d", StatusAlive, time.Hour)), leaving(view("e", StatusAlive, time.Hour))),
+			want: []change{{Kind: remove, ID: "d", Address: "d:1"}},
 		},
 		{
 			name:    "a server that left is removed at once",
