@@ -415,11 +415,15 @@ func (h *WagglerHost) WorkerNodeDead(node string) {
 	}
 }
 
-// WorkerNodeAlive says node is a member again (it joined, or came back).
+// WorkerNodeAlive says node is a member again (it joined, or came back):
+// its workers declared dead while idle take work again.
 func (h *WagglerHost) WorkerNodeAlive(node string) {
 	h.deadMu.Lock()
 	delete(h.dead, node)
 	h.deadMu.Unlock()
+	for _, w := range h.snapshot() {
+		w.workersOfNodeAlive(node)
+	}
 }
 
 func (h *WagglerHost) nodeDead(node string) bool {

@@ -752,35 +752,69 @@ func (w *Waggler) Report(r Report) bool {
 // WorkerDead declares a worker dead at once (a memberlist dead event for
 // its node), short-cutting the heartbeat ladder: its attempt fails over.
 func (w *Waggler) WorkerDead(workerID string) {
+	w.declareDead(func(ww *wagWorker) bool { return ww.id == workerID })
+}
+
+// workersOfNodeDead declares the workers of node dead (see WorkerDead).
+func (w *Waggler) workersOfNodeDead(node string) {
+	w.declareDead(func(ww *wagWorker) bool { return ww.node == node })
+}
+
+// declareDead takes the live workers that match out of service, all of
+// them first, then fails over what they ran: an attempt never fails over
+// to another worker declared dead with its own (one of the same node).
+func (w *Waggler) declareDead(match func(*wagWorker) bool) {
 	var fx effects
 	w.mu.Lock()
-	ww, ok := w.workers[workerID]
-	if !ok || w.closed || ww.dead {
+	if w.closed {
 		w.mu.Unlock()
 		return
 	}
-	w.markDead(ww)
-	for _, a := range w.mon.workerDead(workerID, w.clock.Now()) {
-		w.alarm(a, &fx)
+	var ids []string
+	for id, ww := range w.workers {
+		if !ww.dead && match(ww) {
+			w.markDead(ww)
+			ids = append(ids, id)
+		}
+	}
+	slices.Sort(ids) // failovers in a stable order
+	now := w.clock.Now()
+	for _, id := range ids {
+		for _, a := range w.mon.workerDead(id, now) {
+			w.alarm(a, &fx)
+		}
 	}
 	w.settle()
 	w.mu.Unlock()
 	w.apply(fx)
 }
 
-// workersOfNodeDead declares the workers of node dead (see WorkerDead).
-func (w *Waggler) workersOfNodeDead(node string) {
+// workersOfNodeAlive puts back into service the workers of node declared
+// dead while idle: memberlist declared the node failed, and it is a member
+// again. A node that was only slow refutes the failure, and its pool's
+// stream to this Waggler never broke, so it does not register again: its
+// idle workers would otherwise stay out of service for as long as the
+// stream lives. A worker declared dead while it ran an attempt comes back
+// when it reports on it (its slot is free only then), and one whose stream
+// went away comes back when its pool registers again.
+func (w *Waggler) workersOfNodeAlive(node string) {
+	var fx effects
 	w.mu.Lock()
-	var ids []string
-	for id := range w.workers {
-		if workerNode(id) == node {
-			ids = append(ids, id)
+	if w.closed {
+		w.mu.Unlock()
+		return
+	}
+	for _, ww := range w.workers {
+		if ww.node == node && ww.dead && ww.busyGen == 0 && ww.w != nil {
+			ww.dead = false
+			w.log.Info("the node of a worker declared dead is a member again: the worker takes work again", zap.String("worker", ww.id))
+			w.free(ww)
 		}
 	}
+	w.pump(&fx)
+	w.settle()
 	w.mu.Unlock()
-	for _, id := range ids {
-		w.WorkerDead(id)
-	}
+	w.apply(fx)
 }
 
 // tick runs the ladder and tells the engine about attempts that wait for a

@@ -313,6 +313,41 @@ func TestWagglerWorkerDeadShortCut(t *testing.T) {
 	}
 }
 
+// TestWagglerWorkersOfANodeBackAlive: memberlist declared a node failed
+// while it was only slow; it is a member again, and its pool's stream never
+// broke (so it does not register again). Its idle workers take work again
+// at once; one declared dead mid-attempt still waits for its report.
+func TestWagglerWorkersOfANodeBackAlive(t *testing.T) {
+	busy, idle := newFakeWorker("b/work/1"), newFakeWorker("b/work/2")
+	h := newHarness(t, busy)
+	d := h.dispatch("a")[0]
+	a := busy.assigned(t)
+	if err := h.w.AddWorker(idle); err != nil {
+		t.Fatal(err)
+	}
+	h.w.workersOfNodeDead("b")
+	if st := h.w.Status(); st.Workers != 0 || st.Queued != 1 {
+		t.Fatalf("after the node's death: %+v", st)
+	}
+	h.w.workersOfNodeAlive("b")
+	a2 := idle.assigned(t)
+	if a2.AttemptKey != d.AttemptKey || a2.Generation == a.Generation {
+		t.Fatalf("the idle worker got %+v", a2)
+	}
+	h.dispatch("b")
+	busy.idle(t) // still out of service: its slot runs the old generation
+	if st := h.w.Status(); st.Queued != 1 {
+		t.Fatalf("status %+v", st)
+	}
+	busy.report(h.w, a, "late") // stale, but its slot is free now
+	if b := busy.assigned(t); b.ExecutionID != "b" {
+		t.Fatalf("the worker that reported got %+v", b)
+	}
+	// A node that was declared dead and comes back with no worker of this
+	// Waggler changes nothing.
+	h.w.workersOfNodeAlive("c")
+}
+
 func TestWagglerHeartbeats(t *testing.T) {
 	w1 := newFakeWorker("w1")
 	h := newHarness(t, w1)
