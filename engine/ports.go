@@ -59,9 +59,9 @@ type TaskDispatch struct {
 	Verify int
 	// Resumed says an engine of an earlier term may have dispatched the
 	// attempt: it is dispatched while the engine takes over an instance
-	// an earlier engine held (ClaimedInstance.HeldBefore, a snapshot, or
-	// results recorded). A worker may run it already, so the Waggler layer treats
-	// it as handed out before (wag.Handoff.MayRun), not as new.
+	// an earlier engine held (ClaimedInstance.HeldBefore). A worker may
+	// run it already, so the Waggler layer treats it as handed out before
+	// (wag.Handoff.MayRun), not as new.
 	Resumed bool
 	// Group and Avoid are set by the Waggler layer, never by the engine:
 	// on one run (a replica) of a verified attempt, Group names the

@@ -112,11 +112,11 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 	if fresh {
 		s.announceRoots(inst, now)
 	}
-	// An instance an earlier engine held (a snapshot or results say so, and
-	// the store does when nothing was recorded yet) may have what it
-	// dispatches now in flight already: resumed, or ready when that engine
-	// stopped, its first tasks included.
-	inst.resuming = c.HeldBefore || len(st.graph) > 0 || len(c.Results) > 0
+	// An instance an earlier engine held may have what it dispatches now in
+	// flight already: resumed, or ready when that engine stopped, its
+	// first tasks included. (Only an engine that claimed it writes its
+	// snapshot or results, so those imply HeldBefore.)
+	inst.resuming = c.HeldBefore
 	s.process(inst, fx, now)
 	inst.resuming = false
 	if !fresh {
