@@ -329,6 +329,13 @@ func TestWagglerWorkersOfANodeBackAlive(t *testing.T) {
 	if st := h.w.Status(); st.Workers != 0 || st.Queued != 1 {
 		t.Fatalf("after the node's death: %+v", st)
 	}
+	// Another node back changes nothing for b's workers.
+	before := h.w.Status()
+	h.w.workersOfNodeAlive("c")
+	idle.idle(t)
+	if st := h.w.Status(); st != before {
+		t.Fatalf("another node back changed %+v into %+v", before, st)
+	}
 	h.w.workersOfNodeAlive("b")
 	a2 := idle.assigned(t)
 	if a2.AttemptKey != d.AttemptKey || a2.Generation == a.Generation {
@@ -343,9 +350,6 @@ func TestWagglerWorkersOfANodeBackAlive(t *testing.T) {
 	if b := busy.assigned(t); b.ExecutionID != "b" {
 		t.Fatalf("the worker that reported got %+v", b)
 	}
-	// A node that was declared dead and comes back with no worker of this
-	// Waggler changes nothing.
-	h.w.workersOfNodeAlive("c")
 }
 
 func TestWagglerHeartbeats(t *testing.T) {
