@@ -14,6 +14,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"time"
 )
 
 // Containment of what an exec attempt leaves behind once its process group
@@ -33,6 +34,13 @@ import (
 // with 75 processes (half of them kernel threads, which cost little),
 // 1.3 ms with 425 (≈3 µs a user process); several times that on a machine
 // busy with other work.
+//
+// A process in the middle of an execve shows an empty environment for a
+// moment (the new program's is not set up yet), so a descendant caught
+// there would be missed: processes with an empty environment that started
+// after the attempt's first process and are neither zombies nor kernel
+// threads are read again, a few times over at most 127 ms, until their
+// environment appears (see tokenSweep.recheck).
 
 const (
 	// maxScanRounds bounds the /proc scans of one attempt: a scan is
@@ -43,7 +51,16 @@ const (
 	cgroupPrefix = "robonet-exec-"
 	// accessW is W_OK for access(2).
 	accessW = 0x2
+	// pfKthread is PF_KTHREAD, the flag of kernel threads in
+	// /proc/PID/stat.
+	pfKthread = 0x00200000
 )
+
+// recheckPauses are the waits before each new read of the environments
+// that were empty, possibly caught mid-execve: 127 ms in all, paid only
+// when such a process exists (one that cleared its environment, say).
+var recheckPauses = []time.Duration{1 * time.Millisecond, 2 * time.Millisecond, 4 * time.Millisecond,
+	8 * time.Millisecond, 16 * time.Millisecond, 32 * time.Millisecond, 64 * time.Millisecond}
 
 // cgroupsFailed is set when a child could not be started in a cgroup but
 // could without one (a seccomp filter refusing clone3, say): later attempts
@@ -148,6 +165,7 @@ func unescapeMountinfo(s string) string {
 // containment is what kills the escaped descendants of one attempt.
 type containment struct {
 	entry  []byte         // the attempt's "ROBONET_EXEC_TOKEN=..." environment entry
+	since  uint64         // start time of the attempt's first process, in clock ticks since boot (0: unknown)
 	cgroup *attemptCgroup // nil: the /proc scan
 }
 
@@ -171,6 +189,7 @@ func startContained(newCmd func() *exec.Cmd, token string, cgroupParent func() s
 			g.closeFD()
 			if err == nil {
 				c.cgroup = g
+				c.since = startTimeOf(cmd.Process.Pid)
 				return cmd, c, nil
 			}
 			g.remove()
@@ -179,13 +198,25 @@ func startContained(newCmd func() *exec.Cmd, token string, cgroupParent func() s
 				return nil, nil, err
 			}
 			cgroupsFailed.Store(true) // the cgroup was the trouble
+			c.since = startTimeOf(cmd.Process.Pid)
 			return cmd, c, nil
 		}
 	}
 	if err := cmd.Start(); err != nil {
 		return nil, nil, err
 	}
+	c.since = startTimeOf(cmd.Process.Pid)
 	return cmd, c, nil
+}
+
+// startTimeOf is the start time of a child not yet waited for (so its
+// /proc entry is there, a zombie at worst), or 0 when it cannot be read.
+func startTimeOf(pid int) uint64 {
+	st, ok := readStat("/proc/"+strconv.Itoa(pid)+"/stat", nil)
+	if !ok {
+		return 0
+	}
+	return st.start
 }
 
 // release kills whatever of the attempt is still running once its process
@@ -202,40 +233,111 @@ func (c *containment) release() error {
 		}
 		// Without cgroup.kill, the token still finds them.
 	}
-	return killTokenHolders(c.entry)
+	return killTokenHolders(c.entry, c.since)
 }
 
 // killTokenHolders kills every process whose environment holds entry (but
 // never this process or init), scanning /proc until a scan finds no
 // process it has not signalled yet: one scan when nothing escaped, usually
-// two otherwise.
-func killTokenHolders(entry []byte) error {
-	self := os.Getpid()
-	killed := make(map[int]bool)
-	var buf []byte
+// two otherwise. since is the start time of the attempt's first process.
+func killTokenHolders(entry []byte, since uint64) error {
+	s := tokenSweep{
+		proc: "/proc", entry: entry, since: since, self: os.Getpid(),
+		kill:  func(pid int) { _ = syscall.Kill(pid, syscall.SIGKILL) }, // gone already, or not ours
+		pause: time.Sleep,
+	}
+	return s.run()
+}
+
+// tokenSweep is one attempt's killTokenHolders, with the proc filesystem,
+// the signal and the clock replaceable by tests.
+type tokenSweep struct {
+	proc  string // "/proc"
+	entry []byte
+	since uint64
+	self  int
+	kill  func(pid int)
+	pause func(time.Duration)
+
+	killed map[int]bool
+	fresh  int // processes signalled by the current round
+	buf    []byte
+}
+
+func (s *tokenSweep) run() error {
+	s.killed = make(map[int]bool)
 	for range maxScanRounds {
-		fresh := 0
+		s.fresh = 0
+		var unsure []int
 		var err error
-		buf, err = scanEnvirons("/proc", entry, buf, func(pid int) {
-			if pid == self || pid == 1 || killed[pid] {
-				return
-			}
-			killed[pid] = true
-			fresh++
-			_ = syscall.Kill(pid, syscall.SIGKILL) // gone already, or not ours
-		})
-		if err != nil || fresh == 0 {
+		s.buf, err = scanEnvirons(s.proc, s.entry, s.buf, s.found, func(pid int) { unsure = append(unsure, pid) })
+		if err != nil {
 			return err
+		}
+		s.recheck(unsure)
+		if s.fresh == 0 {
+			return nil
 		}
 	}
 	return fmt.Errorf("processes holding the attempt's token were still appearing after %d scans of /proc", maxScanRounds)
 }
 
+// found signals a process holding the token, once.
+func (s *tokenSweep) found(pid int) {
+	if pid == s.self || pid == 1 || s.killed[pid] {
+		return
+	}
+	s.killed[pid] = true
+	s.fresh++
+	s.kill(pid)
+}
+
+// recheck reads again the environments a scan found empty, of processes
+// that may be descendants caught in the middle of an execve: not zombies,
+// not kernel threads (whose environments are always empty), started no
+// earlier than the attempt. It waits a little longer before each read
+// (recheckPauses) and stops as soon as every one of them has an
+// environment or is gone; a process whose environment stays empty (one
+// that cleared it) is given up on.
+func (s *tokenSweep) recheck(unsure []int) {
+	suspects := unsure[:0]
+	for _, pid := range unsure {
+		st, ok := readStat(s.pidFile(pid, "stat"), s.buf)
+		if ok && st.state != 'Z' && st.state != 'X' && st.flags&pfKthread == 0 && st.start >= s.since {
+			suspects = append(suspects, pid)
+		}
+	}
+	for _, d := range recheckPauses {
+		if len(suspects) == 0 {
+			return
+		}
+		s.pause(d)
+		still := suspects[:0]
+		for _, pid := range suspects {
+			var ok bool
+			s.buf, ok = readProcFile(s.pidFile(pid, "environ"), s.buf)
+			switch {
+			case !ok: // gone
+			case len(s.buf) == 0:
+				still = append(still, pid)
+			case environHas(s.buf, s.entry):
+				s.found(pid)
+			}
+		}
+		suspects = still
+	}
+}
+
+func (s *tokenSweep) pidFile(pid int, name string) string {
+	return s.proc + "/" + strconv.Itoa(pid) + "/" + name
+}
+
 // scanEnvirons calls found with the pid of every process under procDir
-// whose environ holds entry as a whole NUL-separated entry. Processes that
-// vanish or whose environ cannot be read are skipped. buf is reused for
-// reading and returned for the next scan.
-func scanEnvirons(procDir string, entry, buf []byte, found func(pid int)) ([]byte, error) {
+// whose environ holds entry as a whole NUL-separated entry, and empty with
+// the pid of every process whose environ is empty. Processes that vanish
+// or whose environ cannot be read are skipped. buf is reused for reading
+// and returned for the next scan.
+func scanEnvirons(procDir string, entry, buf []byte, found, empty func(pid int)) ([]byte, error) {
 	d, err := os.Open(procDir)
 	if err != nil {
 		return buf, fmt.Errorf("listing processes: %w", err)
@@ -251,18 +353,22 @@ func scanEnvirons(procDir string, entry, buf []byte, found func(pid int)) ([]byt
 			continue
 		}
 		var ok bool
-		buf, ok = readEnviron(procDir+"/"+name+"/environ", buf)
-		if ok && environHas(buf, entry) {
+		buf, ok = readProcFile(procDir+"/"+name+"/environ", buf)
+		switch {
+		case !ok:
+		case len(buf) == 0:
+			empty(pid)
+		case environHas(buf, entry):
 			found(pid)
 		}
 	}
 	return buf, nil
 }
 
-// readEnviron reads a /proc/PID/environ file into buf with plain system
-// calls (os.File would try to register it with the poller). ok is false
-// when it cannot be read: the process is gone, or is not ours to see.
-func readEnviron(path string, buf []byte) (_ []byte, ok bool) {
+// readProcFile reads a /proc/PID file into buf with plain system calls
+// (os.File would try to register it with the poller). ok is false when it
+// cannot be read: the process is gone, or is not ours to see.
+func readProcFile(path string, buf []byte) (_ []byte, ok bool) {
 	fd, err := syscall.Open(path, syscall.O_RDONLY|syscall.O_CLOEXEC, 0)
 	if err != nil {
 		return buf, false
@@ -287,6 +393,38 @@ func readEnviron(path string, buf []byte) (_ []byte, ok bool) {
 		}
 		buf = buf[:len(buf)+n]
 	}
+}
+
+// procStat is what a sweep reads of /proc/PID/stat.
+type procStat struct {
+	state byte   // R, S, D, Z (zombie), X (dead)...
+	flags uint64 // PF_* flags
+	start uint64 // start time, in clock ticks since boot
+}
+
+// readStat reads and parses a /proc/PID/stat file; ok is false when it
+// cannot be read or parsed. The command name, second field, is in
+// parentheses and may hold anything, parentheses and spaces included: the
+// fields after it start after the last ')'.
+func readStat(path string, buf []byte) (procStat, bool) {
+	buf, ok := readProcFile(path, buf)
+	if !ok {
+		return procStat{}, false
+	}
+	i := bytes.LastIndexByte(buf, ')')
+	if i < 0 {
+		return procStat{}, false
+	}
+	f := bytes.Fields(buf[i+1:]) // f[0] is field 3, the state
+	if len(f) < 20 || len(f[0]) != 1 {
+		return procStat{}, false
+	}
+	flags, err1 := strconv.ParseUint(string(f[6]), 10, 64)  // field 9
+	start, err2 := strconv.ParseUint(string(f[19]), 10, 64) // field 22
+	if err1 != nil || err2 != nil {
+		return procStat{}, false
+	}
+	return procStat{state: f[0][0], flags: flags, start: start}, true
 }
 
 // environHas reports whether the NUL-separated environ holds entry as one

@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -60,6 +61,7 @@ func TestScanEnvirons(t *testing.T) {
 	write("11", "ROBONET_EXEC_TOKEN=tok")
 	write("12", "ROBONET_EXEC_TOKEN=tokX\x00XROBONET_EXEC_TOKEN=tok\x00")
 	write("15", strings.Repeat("FILLER=0123456789\x00", 1000)+"ROBONET_EXEC_TOKEN=tok\x00")
+	write("16", "")
 	write("0", "ROBONET_EXEC_TOKEN=tok\x00")
 	write("self", "ROBONET_EXEC_TOKEN=tok\x00")
 	for _, dir := range []string{"13", "14/environ"} { // gone; unreadable (reading a directory fails)
@@ -67,8 +69,9 @@ func TestScanEnvirons(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	var found []int
-	buf, err := scanEnvirons(proc, []byte("ROBONET_EXEC_TOKEN=tok"), nil, func(pid int) { found = append(found, pid) })
+	var found, empty []int
+	buf, err := scanEnvirons(proc, []byte("ROBONET_EXEC_TOKEN=tok"), nil,
+		func(pid int) { found = append(found, pid) }, func(pid int) { empty = append(empty, pid) })
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -76,11 +79,130 @@ func TestScanEnvirons(t *testing.T) {
 	if !slices.Equal(found, []int{10, 11, 15}) {
 		t.Fatalf("found %v, want [10 11 15]", found)
 	}
+	if !slices.Equal(empty, []int{16}) {
+		t.Errorf("empty environments %v, want [16]", empty)
+	}
 	if cap(buf) < 18000 {
 		t.Errorf("the buffer (cap %d) did not grow to the largest environment", cap(buf))
 	}
-	if _, err := scanEnvirons(filepath.Join(proc, "missing"), []byte("X=1"), nil, func(int) {}); !errors.Is(err, os.ErrNotExist) {
+	if _, err := scanEnvirons(filepath.Join(proc, "missing"), []byte("X=1"), nil, func(int) {}, func(int) {}); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("error %v, want one wrapping ErrNotExist", err)
+	}
+}
+
+// fakeStat is a /proc/PID/stat line with the given command name, state,
+// flags and start time.
+func fakeStat(pid int, comm string, state byte, flags, start uint64) string {
+	return fmt.Sprintf("%d (%s) %c 1 %d %d 0 -1 %d 0 0 0 0 1 2 0 0 20 0 1 0 %d 1000 200 18446744073709551615\n",
+		pid, comm, state, pid, pid, flags, start)
+}
+
+func TestReadStat(t *testing.T) {
+	dir := t.TempDir()
+	cases := []struct {
+		name, content string
+		want          procStat
+		ok            bool
+	}{
+		{"plain", fakeStat(7, "sleep", 'S', 0x400100, 12345), procStat{'S', 0x400100, 12345}, true},
+		{"name with spaces and parentheses", fakeStat(8, "a) (b c) Z 9", 'R', 0, 99), procStat{'R', 0, 99}, true},
+		{"kernel thread", fakeStat(2, "kthreadd", 'S', pfKthread|0x40, 0), procStat{'S', pfKthread | 0x40, 0}, true},
+		{"zombie", fakeStat(9, "sh", 'Z', 0x40000c, 7), procStat{'Z', 0x40000c, 7}, true},
+		{"truncated", "10 (sh) S 1 10 10", procStat{}, false},
+		{"no name", "10 sh S 1 10 10 0 -1 0 0 0 0 0 1 2 0 0 20 0 1 0 5 1 2 3", procStat{}, false},
+		{"bad start time", strings.Replace(fakeStat(11, "sh", 'S', 0, 5), " 5 1000 ", " x 1000 ", 1), procStat{}, false},
+	}
+	for i, tc := range cases {
+		path := filepath.Join(dir, strconv.Itoa(i))
+		if err := os.WriteFile(path, []byte(tc.content), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		got, ok := readStat(path, nil)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("%s: readStat = %+v, %v; want %+v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+	if _, ok := readStat(filepath.Join(dir, "missing"), nil); ok {
+		t.Error("a missing file was read")
+	}
+	// This process's own line: running, not a kernel thread, started.
+	st, ok := readStat("/proc/self/stat", nil)
+	if !ok || st.flags&pfKthread != 0 || st.start == 0 || st.state == 'Z' {
+		t.Errorf("/proc/self/stat: %+v, %v", st, ok)
+	}
+}
+
+// TestTokenSweepRechecksEmptyEnvironments runs a sweep over a made-up
+// /proc in which a descendant is caught mid-execve (its environment empty
+// until the sweep has waited twice): it is found and killed. Processes
+// that are zombies, kernel threads or older than the attempt are not
+// waited for, and one whose environment stays empty costs the bounded
+// waits once, not a failure.
+func TestTokenSweepRechecksEmptyEnvironments(t *testing.T) {
+	const since = 500
+	entry := []byte(execTokenVar + "=tok")
+	proc := t.TempDir()
+	write := func(pid int, environ, stat string) {
+		t.Helper()
+		dir := filepath.Join(proc, strconv.Itoa(pid))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "environ"), []byte(environ), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, "stat"), []byte(stat), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write(20, "A=1\x00"+string(entry)+"\x00", fakeStat(20, "sh", 'S', 0, since)) // holds the token
+	write(21, "", fakeStat(21, "sh", 'R', 0, since+3))                           // mid-execve
+	write(22, "", fakeStat(22, "kworker/0:1", 'I', pfKthread, since+5))          // a kernel thread
+	write(23, "", fakeStat(23, "sh", 'Z', 0, since+5))                           // a zombie
+	write(24, "", fakeStat(24, "old", 'S', 0, since-1))                          // older than the attempt
+	write(25, "", fakeStat(25, "env-cleared", 'S', 0, since+9))                  // empty for good
+
+	var killed []int
+	var paused []time.Duration
+	s := tokenSweep{
+		proc: proc, entry: entry, since: since, self: 99,
+		kill: func(pid int) { killed = append(killed, pid) },
+		pause: func(d time.Duration) {
+			paused = append(paused, d)
+			if len(paused) == 2 { // pid 21's new program has its environment now
+				write(21, string(entry)+"\x00", fakeStat(21, "sleep", 'S', 0, since+3))
+			}
+		},
+	}
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(killed)
+	if !slices.Equal(killed, []int{20, 21}) {
+		t.Fatalf("killed %v, want [20 21]", killed)
+	}
+	// Round one waits through every pause for pid 25 (21 is found at the
+	// second); round two, which finds nothing new, waits for 25 again.
+	want := append(slices.Clone(recheckPauses), recheckPauses...)
+	if !slices.Equal(paused, want) {
+		t.Errorf("paused %v, want %v", paused, want)
+	}
+
+	// Without an empty environment that may be a descendant, no waiting.
+	if err := os.RemoveAll(filepath.Join(proc, "25")); err != nil {
+		t.Fatal(err)
+	}
+	killed, paused = nil, nil
+	s.proc = proc
+	if err := s.run(); err != nil {
+		t.Fatal(err)
+	}
+	if len(paused) != 0 {
+		t.Errorf("paused %v with no process worth waiting for", paused)
+	}
+	slices.Sort(killed)
+	if !slices.Equal(killed, []int{20, 21}) {
+		t.Errorf("second sweep killed %v, want [20 21]", killed)
 	}
 }
 
@@ -173,7 +295,7 @@ func TestKillTokenHolders(t *testing.T) {
 	holder := startDetached(t, "A=1", execTokenVar+"="+token, "B=2")
 	longer := startDetached(t, execTokenVar+"="+token+"X")
 	other := startDetached(t, execTokenVar+"=someone-else")
-	if err := killTokenHolders([]byte(execTokenVar + "=" + token)); err != nil {
+	if err := killTokenHolders([]byte(execTokenVar+"="+token), 0); err != nil {
 		t.Fatal(err)
 	}
 	err := recv(t, holder.exited, "the holder of the token to die") // our child: Wait tells when it died
@@ -304,7 +426,7 @@ func BenchmarkTokenScan(b *testing.B) {
 	var buf []byte
 	for b.Loop() {
 		var err error
-		buf, err = scanEnvirons("/proc", entry, buf, func(int) {})
+		buf, err = scanEnvirons("/proc", entry, buf, func(int) {}, func(int) {})
 		if err != nil {
 			b.Fatal(err)
 		}
