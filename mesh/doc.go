@@ -46,7 +46,9 @@
 // The leader reconciles the Raft configuration with membership on every
 // membership change and every ReconcileInterval: alive servers not in the
 // configuration join as non-voters and are promoted once alive and a
-// non-voter of this leader's configuration for ServerStabilization each;
+// non-voter of this leader's configuration for ServerStabilization each,
+// and once they advertise the index of the leader's latest configuration
+// (they have the log up to it);
 // servers that leave are removed at once (a stopping server says it is
 // leaving and waits, up to half of LeaveTimeout, to be out of the
 // configuration before it leaves gossip, so its vote counts for the

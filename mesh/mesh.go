@@ -41,8 +41,10 @@ type Mesh struct {
 	members  map[string]*memberRecord
 	subs     map[*subscriber]struct{}
 	raftConf []raft.Server // last configuration seen (servers)
-	started  bool
-	stopping bool
+	// raftConfIndex is the log index of raftConf.
+	raftConfIndex uint64
+	started       bool
+	stopping      bool
 
 	// Set by Start, read-only afterwards.
 	ml         *memberlist.Memberlist

@@ -18,8 +18,13 @@ const MetaLimit = memberlist.MetaMaxSize
 
 // metaEncodingVersion is the version of the gossip metadata encoding. A
 // decoder accepts any version: unknown JSON fields are ignored, so newer
-// nodes may add fields without breaking older ones.
-const metaEncodingVersion = 1
+// nodes may add fields without breaking older ones. Version 2 servers
+// advertise the index of their latest Raft configuration (raftStatus.Conf);
+// a leader does not wait for it from a server of version 1.
+const (
+	metaEncodingVersion = 2
+	metaConfIndexSince  = 2
+)
 
 // ErrMetaTooLarge is returned when node metadata does not fit in memberlist's
 // metadata limit.
@@ -55,12 +60,20 @@ type raftStatus struct {
 	// leave callback does not say whether a node left or died, so peers
 	// tell the two apart by this flag in the node's last metadata.
 	Leaving bool `json:"q,omitempty"`
+	// Conf is the index of the latest Raft configuration the server holds.
+	// Configurations are log entries and a log is replicated in order, so
+	// a non-voter advertising its leader's index has the log up to it: the
+	// leader promotes only such a non-voter (see planReconcile).
+	Conf uint64 `json:"i,omitempty"`
+	// confKnown is set on decoding when the advertiser's encoding has Conf
+	// (metaConfIndexSince); a server's own status always has it.
+	confKnown bool
 }
 
 // worstStatus is the largest raftStatus: the size check of metadata reserves
 // room for it, so a later status change can never push metadata over the
 // limit (memberlist panics on oversized metadata).
-var worstStatus = raftStatus{HasState: true, Leader: true, Term: math.MaxUint64, Voter: true, Leaving: true}
+var worstStatus = raftStatus{HasState: true, Leader: true, Term: math.MaxUint64, Voter: true, Leaving: true, Conf: math.MaxUint64}
 
 func (n NodeMeta) wire(st *raftStatus) wireMeta {
 	return wireMeta{
@@ -121,6 +134,7 @@ func decodeWire(b []byte) (NodeMeta, raftStatus, error) {
 	var st raftStatus
 	if w.St != nil {
 		st = *w.St
+		st.confKnown = w.V >= metaConfIndexSince
 	}
 	return n, st, nil
 }

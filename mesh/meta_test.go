@@ -34,10 +34,21 @@ func TestMetaRoundTrip(t *testing.T) {
 		t.Fatalf("decoding metadata with an unknown field: %v", err)
 	}
 	// The mesh's Raft status rides along without disturbing NodeMeta.
-	st := raftStatus{HasState: true, Leader: true, Term: 7, Voter: true}
+	st := raftStatus{HasState: true, Leader: true, Term: 7, Voter: true, Conf: 12, confKnown: true}
 	n, gotSt, err := decodeWire(mustMarshal(in.wire(&st)))
 	if err != nil || !reflect.DeepEqual(n, in) || gotSt != st {
 		t.Fatalf("with status: %+v %+v %v", n, gotSt, err)
+	}
+	// A node of encoding version 1 advertises no configuration index: the
+	// status says it is not known (rather than 0, no configuration yet).
+	w := in.wire(&raftStatus{HasState: true, Term: 7})
+	w.V = 1
+	if _, gotSt, err := decodeWire(mustMarshal(w)); err != nil || gotSt.confKnown || gotSt.Conf != 0 {
+		t.Fatalf("version 1 status: %+v %v, want the configuration index unknown", gotSt, err)
+	}
+	w.V = metaEncodingVersion
+	if _, gotSt, err := decodeWire(mustMarshal(w)); err != nil || !gotSt.confKnown || gotSt.Conf != 0 {
+		t.Fatalf("version %d status with no configuration: %+v %v, want index 0, known", metaEncodingVersion, gotSt, err)
 	}
 	if _, err := DecodeNodeMeta(nil); err == nil {
 		t.Fatal("decoding empty metadata succeeded")

@@ -163,14 +163,16 @@ func (m *Mesh) raftLoop() {
 // updates the advertised Raft status.
 func (m *Mesh) refreshLeadership() Leadership {
 	var conf []raft.Server
+	var confIndex uint64
 	if f := m.raft.GetConfiguration(); f.Error() == nil {
-		conf = f.Configuration().Servers
+		conf, confIndex = f.Configuration().Servers, f.Index()
 	}
 	l := m.raftLeadership()
 
 	m.mu.Lock()
-	m.raftConf = conf
-	st := raftStatus{HasState: m.status.HasState || len(conf) > 0, Leader: l.IsLeader, Term: l.Term, Leaving: m.status.Leaving}
+	m.raftConf, m.raftConfIndex = conf, confIndex
+	st := raftStatus{HasState: m.status.HasState || len(conf) > 0, Leader: l.IsLeader, Term: l.Term, Leaving: m.status.Leaving,
+		Conf: confIndex, confKnown: true}
 	for _, s := range conf {
 		if string(s.ID) == m.name {
 			st.Voter = s.Suffrage == raft.Voter
@@ -265,7 +267,8 @@ func (m *Mesh) serverViewsLocked() map[string]serverView {
 		if !r.HasRole(RoleServer) {
 			continue
 		}
-		out[name] = serverView{Name: name, RaftAddr: r.RaftAddr, Status: r.Status, Since: r.since, HasState: r.status.HasState, Leaving: r.status.Leaving}
+		out[name] = serverView{Name: name, RaftAddr: r.RaftAddr, Status: r.Status, Since: r.since, HasState: r.status.HasState,
+			Leaving: r.status.Leaving, ConfIndex: r.status.Conf, ConfKnown: r.status.confKnown}
 	}
 	// The local node is always alive to itself, with its own status.
 	if self, ok := out[m.name]; ok {
@@ -350,6 +353,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	now := time.Now()
 	m.mu.Lock()
 	conf := append([]raft.Server(nil), m.raftConf...)
+	confIndex := m.raftConfIndex
 	servers := m.serverViewsLocked()
 	m.mu.Unlock()
 	if len(conf) == 0 {
@@ -372,7 +376,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	}
 	m.reach.retain(inConf)
 	changes := planReconcile(reconcileInput{
-		Self: m.name, Config: conf, Servers: servers, Missing: r.missing, Now: now,
+		Self: m.name, Config: conf, ConfigIndex: confIndex, Servers: servers, Missing: r.missing, Now: now,
 		NonvoterSince: r.nonvotersSince(conf, now),
 		Unreachable:   m.reach.unreachable(term),
 		Stabilization: m.cfg.ServerStabilization, Grace: m.cfg.DeadServerGrace, Timeout: m.cfg.DeadServerTimeout,

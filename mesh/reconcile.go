@@ -21,6 +21,19 @@ type serverView struct {
 	Since    time.Time // when it entered Status (as observed here)
 	HasState bool      // advertises Raft state: already in a cluster
 	Leaving  bool      // stopping gracefully (its last metadata says so)
+	// ConfIndex is the index of the latest Raft configuration it
+	// advertises; ConfKnown says whether it advertises one at all (servers
+	// of an older encoding do not).
+	ConfIndex uint64
+	ConfKnown bool
+}
+
+// caughtUp reports whether v has replicated the log up to the leader's
+// configuration at index confIndex (the entry that made it a non-voter, or
+// a later one). A server that does not advertise its index is taken as
+// caught up, as before this check existed.
+func caughtUp(v serverView, confIndex uint64) bool {
+	return !v.ConfKnown || v.ConfIndex >= confIndex
 }
 
 // planBootstrap decides whether self bootstraps the first configuration:
@@ -96,9 +109,11 @@ type change struct {
 
 // reconcileInput is what the leader knows when it reconciles.
 type reconcileInput struct {
-	Self    string
-	Config  []raft.Server
-	Servers map[string]serverView // by name; servers in Config that gossip does not know are absent
+	Self   string
+	Config []raft.Server
+	// ConfigIndex is the log index of Config.
+	ConfigIndex uint64
+	Servers     map[string]serverView // by name; servers in Config that gossip does not know are absent
 	// Missing holds, for servers in Config that gossip does not know, when
 	// this leader first noticed: they count as failed since then.
 	Missing map[string]time.Time
@@ -128,7 +143,11 @@ type reconcileInput struct {
 //     node with the gossip key but no valid certificate must not be able
 //     to stall the cluster). A server long alive in gossip is still a
 //     non-voter for Stabilization first, so that the leader's heartbeats
-//     have had the time to fail;
+//     have had the time to fail. And only once it has the log up to the
+//     configuration that made it a non-voter (it advertises the index of
+//     its latest configuration, ConfIndex): a voter still installing a
+//     snapshot or far behind counts in the quorum but cannot vote for a
+//     commit, so one more failure would stall the cluster;
 //   - servers that left gracefully, or say they are leaving, are removed at
 //     once (a leaving server waits for it, so that its vote still counts
 //     for the removal), and a leaving server is neither added nor
@@ -183,7 +202,8 @@ func planReconcile(in reconcileInput) []change {
 				out = append(out, change{Kind: addNonvoter, ID: name, Address: v.RaftAddr, Reason: "non-voter moved to a new address"})
 			}
 		case cur.Suffrage != raft.Voter && in.Now.Sub(v.Since) >= in.Stabilization &&
-			stableNonvoter(in.NonvoterSince, name, in.Now, in.Stabilization) && !in.Unreachable[name]:
+			stableNonvoter(in.NonvoterSince, name, in.Now, in.Stabilization) && !in.Unreachable[name] &&
+			caughtUp(v, in.ConfigIndex):
 			out = append(out, change{Kind: promote, ID: name, Address: v.RaftAddr, Reason: "stable for " + in.Stabilization.String()})
 		}
 	}

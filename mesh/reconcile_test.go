@@ -88,6 +88,11 @@ func TestPlanReconcile(t *testing.T) {
 	}
 	moved := view("b", StatusAlive, time.Hour)
 	moved.RaftAddr = "b:2"
+	const confIndex = 40 // the configuration's index in every case
+	atConf := func(v serverView, index uint64) serverView {
+		v.ConfIndex, v.ConfKnown = index, true
+		return v
+	}
 
 	tests := []struct {
 		name        string
@@ -118,6 +123,22 @@ func TestPlanReconcile(t *testing.T) {
 		},
 		{
 			name:    "a stable non-voter is promoted",
+			config:  []raft.Server{voter("a"), nonvoter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), atConf(view("b", StatusAlive, stab), confIndex)),
+			want:    []change{{Kind: promote, ID: "b", Address: "b:1"}},
+		},
+		{
+			name:    "a stable non-voter that has not replicated the configuration yet is not promoted",
+			config:  []raft.Server{voter("a"), nonvoter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), atConf(view("b", StatusAlive, time.Hour), confIndex-1)),
+		},
+		{
+			name:    "a stable non-voter with no configuration yet (installing a snapshot) is not promoted",
+			config:  []raft.Server{voter("a"), nonvoter("b")},
+			servers: views(view("a", StatusAlive, time.Hour), atConf(view("b", StatusAlive, time.Hour), 0)),
+		},
+		{
+			name:    "a stable non-voter that advertises no configuration index (an older node) is promoted",
 			config:  []raft.Server{voter("a"), nonvoter("b")},
 			servers: views(view("a", StatusAlive, time.Hour), view("b", StatusAlive, stab)),
 			want:    []change{{Kind: promote, ID: "b", Address: "b:1"}},
@@ -253,7 +274,7 @@ func TestPlanReconcile(t *testing.T) {
 				}
 			}
 			got := planReconcile(reconcileInput{
-				Self: "a", Config: tt.config, Servers: tt.servers, Missing: tt.missing, Now: now,
+				Self: "a", Config: tt.config, ConfigIndex: confIndex, Servers: tt.servers, Missing: tt.missing, Now: now,
 				NonvoterSince: since,
 				Unreachable:   tt.unreachable, Stabilization: stab, Grace: grace, Timeout: timeout,
 			})
