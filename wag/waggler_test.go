@@ -7,10 +7,9 @@ import (
 	"strings"
 	"sync"
 	"testing"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
