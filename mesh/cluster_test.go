@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/zap/zapcore"
 
+	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/mesh/meshtest"
@@ -702,8 +703,35 @@ func TestStopIsIdempotentAndClosesChannels(t *testing.T) {
 	if last.IsLeader {
 		t.Fatalf("last leadership value after Stop %+v, want not leader", last)
 	}
-	if err := m.Start(ctxT(t)); err == nil {
-		t.Fatal("Start after Stop succeeded")
+	if err := m.Start(ctxT(t)); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+}
+
+// TestLifecycleOfAMesh: a mesh starts once; one stopped before it started
+// closes its subscriptions and never starts.
+func TestLifecycleOfAMesh(t *testing.T) {
+	t.Parallel()
+	c := meshtest.NewTestCluster(t, 1, 0)
+	if err := c.Mesh("s0").Start(ctxT(t)); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Fatalf("second Start: %v, want ErrStarted", err)
+	}
+	m, err := mesh.New(mesh.TestConfig("never-started"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	events, _ := m.Subscribe()
+	if err := m.Stop(ctxT(t)); err != nil {
+		t.Fatalf("Stop before Start: %v", err)
+	}
+	if _, open := <-events; open {
+		t.Fatal("a subscription outlived the mesh")
+	}
+	if err := m.Start(ctxT(t)); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Fatalf("Start after Stop: %v, want ErrStopped", err)
+	}
+	if err := m.Halt(); err != nil {
+		t.Fatalf("Halt after Stop: %v", err)
 	}
 }
 

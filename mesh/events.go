@@ -147,7 +147,7 @@ type subscriber struct {
 func (m *Mesh) Subscribe() (<-chan Event, func()) {
 	s := &subscriber{ch: make(chan Event, m.cfg.EventBuffer)}
 	m.mu.Lock()
-	if m.stopping {
+	if m.state.Stopped() {
 		s.closed = true
 		close(s.ch)
 	} else {

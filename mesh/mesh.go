@@ -16,6 +16,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"github.com/hashicorp/raft"
 	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/internal/lifecycle"
 )
 
 // Mesh is one node's membership in the mesh and, on servers, its Raft
@@ -43,8 +45,9 @@ type Mesh struct {
 	raftConf []raft.Server // last configuration seen (servers)
 	// raftConfIndex is the log index of raftConf.
 	raftConfIndex uint64
-	started       bool
-	stopping      bool
+	// state is the mesh's life: New, Running from Start, Stopped from the
+	// first Stop or Halt (a Start that fails stops it too).
+	state lifecycle.State
 
 	// Set by Start, read-only afterwards.
 	ml         *memberlist.Memberlist
@@ -74,9 +77,8 @@ type Mesh struct {
 	stopCh   chan struct{}
 	wg       sync.WaitGroup // the mesh's loops
 	calls    sync.WaitGroup // waiters of Raft futures started by Apply/Barrier
-	stopOnce sync.Once
-	stopDone chan struct{}
-	stopErr  error
+	stopDone chan struct{}  // closed when the first Stop or Halt is over
+	stopErr  error          // its outcome, read after stopDone
 }
 
 // memberRecord is what the mesh knows about one member.
@@ -132,12 +134,11 @@ func (m *Mesh) GossipAddr() string {
 // background. It does not wait for a leader. On error nothing keeps running.
 func (m *Mesh) Start(ctx context.Context) error {
 	m.mu.Lock()
-	if m.started || m.stopping {
-		m.mu.Unlock()
-		return errors.New("mesh: Start called twice (or after Stop)")
-	}
-	m.started = true
+	err := m.state.Start("mesh")
 	m.mu.Unlock()
+	if err != nil {
+		return err
+	}
 
 	if err := m.startLocked(); err != nil {
 		return errors.Join(err, m.shutdown(context.Background(), false))
@@ -307,18 +308,18 @@ func (m *Mesh) Stop(ctx context.Context) error { return m.shutdown(ctx, true) }
 func (m *Mesh) Halt() error { return m.shutdown(context.Background(), false) }
 
 func (m *Mesh) shutdown(ctx context.Context, graceful bool) error {
-	m.stopOnce.Do(func() {
-		defer close(m.stopDone)
-		m.mu.Lock()
-		started := m.started
-		m.stopping = true
-		m.mu.Unlock()
-		if !started {
-			m.closeSubscribers()
-			return
-		}
+	m.mu.Lock()
+	was := m.state.Stop()
+	m.mu.Unlock()
+	switch was {
+	case lifecycle.New:
+		m.closeSubscribers()
+		close(m.stopDone)
+	case lifecycle.Running:
 		m.stopErr = m.teardown(ctx, graceful)
-	})
+		close(m.stopDone)
+	}
+	// A later call waits for the first.
 	select {
 	case <-m.stopDone:
 		return m.stopErr

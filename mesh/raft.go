@@ -498,7 +498,7 @@ func (r *reconciler) placeWagglers(m *Mesh, term uint64) {
 func (m *Mesh) isStopping() bool {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.stopping
+	return m.state.Stopped()
 }
 
 // raftOrErr returns the running Raft or why there is none.
@@ -508,7 +508,7 @@ func (m *Mesh) raftOrErr() (*raft.Raft, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.started || m.stopping || m.raft == nil {
+	if !m.state.Running() || m.raft == nil {
 		return nil, ErrNotRunning
 	}
 	m.calls.Add(1) // released by the caller's done

@@ -23,6 +23,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/sqlite"
+	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -54,10 +55,11 @@ type Node struct {
 	violMu     sync.Mutex
 	violations map[string]int // by peer: messages that broke the limits of the Waggler streams
 
-	mu      sync.Mutex
-	started bool
-	stopped bool
-	stopErr error
+	mu sync.Mutex
+	// state is the node's life: New, Running from Start, Stopped from the
+	// first Stop or Halt (a Start that fails stops it too).
+	state   lifecycle.State
+	stopErr error // the first Stop's or Halt's outcome
 
 	// stopping is cancelled when Stop begins: long-lived API streams end
 	// with UNAVAILABLE so that clients reconnect elsewhere or later.
@@ -165,14 +167,13 @@ func loadIdentity(cfg Config) (*pki.Identity, error) {
 func (n *Node) Start(ctx context.Context) (err error) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.started || n.stopped {
-		return errors.New("node: Start called twice, or after Stop")
+	if err := n.state.Start("node"); err != nil {
+		return err
 	}
-	n.started = true
 	defer func() {
 		if err != nil {
 			err = errors.Join(err, n.shutdown(context.WithoutCancel(ctx)))
-			n.stopped = true
+			n.state.Stop()
 		}
 	}()
 
@@ -561,14 +562,14 @@ func (n *Node) Failed() <-chan error { return n.fatal }
 func (n *Node) Stop(ctx context.Context) error {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.stopped {
+	was := n.state.Stop()
+	if was == lifecycle.Stopped {
 		return n.stopErr
 	}
-	n.stopped = true
 	n.stopErr = n.shutdown(ctx)
 	if n.stopErr != nil {
 		n.log.Warn("node stopped with errors", zap.Error(n.stopErr))
-	} else if n.started {
+	} else if was == lifecycle.Running {
 		n.log.Info("node stopped")
 	}
 	return n.stopErr
@@ -594,10 +595,9 @@ func (n *Node) shutdown(ctx context.Context) error {
 func (n *Node) Halt() {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	if n.stopped {
+	if n.state.Stop() == lifecycle.Stopped {
 		return
 	}
-	n.stopped = true
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
 	defer cancel()
 	n.stopErr = n.teardown(ctx, false)

@@ -19,6 +19,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/spec"
+	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
@@ -109,6 +110,9 @@ func TestStartFailsCleanly(t *testing.T) {
 	if err := first.Stop(context.Background()); err != nil {
 		t.Errorf("Stop after a failed Start: %v", err)
 	}
+	if err := first.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Errorf("Start after a failed Start: %v, want ErrStopped", err)
+	}
 
 	second, err := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled, GossipAddr: "127.0.0.1:0",
 		RaftAddr: "127.0.0.1:0", Logger: zaptest.NewLogger(t)})
@@ -117,6 +121,9 @@ func TestStartFailsCleanly(t *testing.T) {
 	}
 	if err := second.Start(context.Background()); err != nil {
 		t.Fatalf("Start on the released directory: %v", err)
+	}
+	if err := second.Start(context.Background()); !errors.Is(err, lifecycle.ErrStarted) {
+		t.Errorf("a second Start: %v, want ErrStarted", err)
 	}
 	// The directory is locked while the node runs.
 	third, _ := New(Config{DataDir: dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled, GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0"})
@@ -129,6 +136,9 @@ func TestStartFailsCleanly(t *testing.T) {
 	}
 	if err := second.Stop(context.Background()); err != nil {
 		t.Errorf("a second Stop: %v", err)
+	}
+	if err := second.Start(context.Background()); !errors.Is(err, lifecycle.ErrStopped) {
+		t.Errorf("Start after Stop: %v, want ErrStopped", err)
 	}
 }
 
