@@ -17,7 +17,7 @@ import (
 func (w *Waggler) Register(workers []Worker, running []Running) {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}
@@ -58,7 +58,7 @@ func (w *Waggler) Register(workers []Worker, running []Running) {
 func (w *Waggler) Adopt(running []Running) {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}
@@ -165,7 +165,7 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 	var fx effects
 	sv := w.serving(slices.ContainsFunc(handoffs, func(h Handoff) bool { return h.MayRun }))
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/internal/lifecycle"
 )
 
 // Target is the Waggler a pool works for, as the pool sees it: a *Waggler
@@ -74,8 +75,7 @@ type pool struct {
 	wg       sync.WaitGroup // worker goroutines, abandoned ones included
 
 	mu        sync.Mutex
-	started   bool
-	stopping  bool
+	state     lifecycle.State
 	slots     []*slot
 	target    Target   // the Waggler reports go to; nil while there is none
 	targetKey string   // the TargetSource it came from
@@ -191,10 +191,9 @@ func (p *pool) workers() []Worker {
 func (p *pool) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.started {
-		return
+	if p.state.Start("wag: pool") != nil {
+		return // running already, or stopped: nothing to start
 	}
-	p.started = true
 	for _, s := range p.slots {
 		p.spawn(s)
 	}
@@ -228,7 +227,7 @@ func (w localWorker) ID() string { return w.s.id }
 func (w localWorker) Run(a Assignment) {
 	p := w.s.p
 	p.mu.Lock()
-	ch, stopping := w.s.assign, p.stopping
+	ch, stopping := w.s.assign, p.state.Stopped()
 	p.mu.Unlock()
 	if stopping {
 		return
@@ -278,7 +277,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	}
 
 	p.mu.Lock()
-	if p.stopping || s.incarnation != inc {
+	if p.state.Stopped() || s.incarnation != inc {
 		p.mu.Unlock()
 		return false
 	}
@@ -308,7 +307,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	finished := p.clock.Now()
 
 	p.mu.Lock()
-	abandoned, timedOut, cancelled, stopping := r.abandoned, r.timedOut, r.cancelled, p.stopping
+	abandoned, timedOut, cancelled, stopping := r.abandoned, r.timedOut, r.cancelled, p.state.Stopped()
 	if s.cur == r {
 		s.cur = nil
 	}
@@ -389,7 +388,7 @@ func (p *pool) stopRun(r *run, cause error) {
 	}
 	r.stopped = true
 	r.cancel(cause)
-	if p.stopping {
+	if p.state.Stopped() {
 		return // stop waits for the actions itself
 	}
 	r.grace = p.cb.afterFunc(p.clock, p.grace, func() { p.abandon(r) })
@@ -401,7 +400,7 @@ func (p *pool) stopRun(r *run, cause error) {
 func (p *pool) abandon(r *run) {
 	s := r.slot
 	p.mu.Lock()
-	if s.cur != r || p.stopping {
+	if s.cur != r || p.state.Stopped() {
 		p.mu.Unlock()
 		return
 	}
@@ -525,7 +524,7 @@ func (p *pool) attach(t Target) {
 		}
 	}
 	p.mu.Lock()
-	if t == nil || p.stopping {
+	if t == nil || p.state.Stopped() {
 		p.mu.Unlock()
 		return
 	}
@@ -565,11 +564,11 @@ func (r *run) sample(now time.Time) (cpu float64, mem uint64) {
 // every worker goroutine — abandoned ones included — to return.
 func (p *pool) stop(ctx context.Context) error {
 	p.mu.Lock()
-	if p.stopping {
+	was := p.state.Stop()
+	if was == lifecycle.Stopped {
 		p.mu.Unlock()
 		return nil
 	}
-	p.stopping = true
 	for _, s := range p.slots {
 		if r := s.cur; r != nil {
 			stopTimer(r.timeout)
@@ -577,11 +576,10 @@ func (p *pool) stop(ctx context.Context) error {
 			r.stopped = true
 		}
 	}
-	started := p.started
 	p.mu.Unlock()
 	p.stopBase(errStopping)
 	close(p.quit)
-	if started {
+	if was == lifecycle.Running {
 		p.stopBeat()
 	}
 	p.cb.close()

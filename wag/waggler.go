@@ -13,6 +13,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/internal/metrics"
 	"github.com/robonet/robonet/sentinel"
 )
@@ -282,8 +283,7 @@ type Waggler struct {
 	onTransition func(from, to WagglerState)
 
 	mu      sync.Mutex
-	started bool
-	closed  bool
+	life    lifecycle.State // New, Running from start, Stopped from close
 	state   WagglerState
 	mon     *monitor
 	m       *metrics.WagCapability // this capability's series
@@ -371,10 +371,9 @@ func (w *Waggler) Epoch() uint64 { return w.epoch }
 func (w *Waggler) start() {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.started || w.closed {
-		return
+	if w.life.Start("wag: waggler") != nil {
+		return // running already, or closed: nothing to start
 	}
-	w.started = true
 	w.stopTick = w.cb.every(w.clock, w.interval/2, w.tick)
 }
 
@@ -382,11 +381,10 @@ func (w *Waggler) start() {
 // after a restart), ignores workers from now on, and waits for the ticker.
 func (w *Waggler) close() {
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stop() == lifecycle.Stopped {
 		w.mu.Unlock()
 		return
 	}
-	w.closed = true
 	w.queue, w.head, w.queued, w.running = nil, 0, 0, 0
 	w.unsure = nil
 	w.holding.Store(0)

@@ -13,7 +13,7 @@ import (
 func (w *Waggler) admit() error {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	if w.closed {
+	if w.life.Stopped() {
 		return ErrNotRunning
 	}
 	if w.queued >= w.queueSize {
@@ -27,7 +27,7 @@ func (w *Waggler) admit() error {
 func (w *Waggler) enqueue(tasks []engine.TaskDispatch) {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}

@@ -13,7 +13,7 @@ func (w *Waggler) tick() {
 	var fx effects
 	sv := w.serving(w.holding.Load() > 0)
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}

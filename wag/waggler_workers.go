@@ -75,7 +75,7 @@ func (w *Waggler) addWorkerLocked(wk Worker) error {
 func (w *Waggler) Heartbeat(hb Heartbeat) {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}
@@ -133,7 +133,7 @@ func (w *Waggler) Heartbeat(hb Heartbeat) {
 func (w *Waggler) Report(r Report) bool {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return false
 	}
@@ -237,7 +237,7 @@ func (w *Waggler) workersOfNodeDead(node string) {
 func (w *Waggler) declareDead(match func(*wagWorker) bool) {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}
@@ -271,7 +271,7 @@ func (w *Waggler) declareDead(match func(*wagWorker) bool) {
 func (w *Waggler) workersOfNodeAlive(node string) {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}
@@ -326,7 +326,7 @@ func (w *Waggler) free(ww *wagWorker) {
 func (w *Waggler) Quarantine(nodes map[string]bool) {
 	var fx effects
 	w.mu.Lock()
-	if w.closed {
+	if w.life.Stopped() {
 		w.mu.Unlock()
 		return
 	}

@@ -1,9 +1,9 @@
 // Package lifecycle is the one Start/Stop shape of roboNet's long-running
-// components (the node, the mesh, the engine, the Router, the Waggler and
-// worker hosts): each goes New → Running → Stopped, once. Starting a
-// running or stopped component is an error; Stop is idempotent and may come
-// without Start; nothing is restarted — a stopped component is replaced by
-// a new one.
+// components (the node, the mesh, the engine, the Router, the Waggler
+// hosts and their Wagglers, the worker hosts and their pools): each goes
+// New → Running → Stopped, once. Starting a running or stopped component is
+// an error; Stop is idempotent and may come without Start; nothing is
+// restarted — a stopped component is replaced by a new one.
 //
 // A component keeps its State under its own mutex, beside what the state
 // guards, so that checking the state and acting on it are one step:
