@@ -40,7 +40,11 @@ import (
 // there would be missed: processes with an empty environment that started
 // after the attempt's first process and are neither zombies nor kernel
 // threads are read again, a few times over at most 127 ms, until their
-// environment appears (see tokenSweep.recheck).
+// environment appears (see tokenSweep.recheck). Telling those apart reads
+// /proc/PID/stat of every process with an empty environment, kernel
+// threads included: BenchmarkTokenSweep, the whole sweep, took 0.42 ms
+// where BenchmarkTokenScan took 0.35–0.41 ms (68 processes, 59 of them
+// kernel threads; the same VM on another day).
 
 const (
 	// maxScanRounds bounds the /proc scans of one attempt: a scan is

@@ -436,3 +436,25 @@ func BenchmarkTokenScan(b *testing.B) {
 	b.ReportMetric(float64(procs), "procs")
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(max(procs, 1)), "ns/proc")
 }
+
+// BenchmarkTokenSweep measures a whole sweep that finds nothing: the scan,
+// and the reads of /proc/PID/stat for the processes with an empty
+// environment (kernel threads, mostly) that decide whether to read again.
+func BenchmarkTokenSweep(b *testing.B) {
+	entry := []byte(execTokenVar + "=no-such-attempt")
+	self, ok := readStat("/proc/self/stat", nil)
+	if !ok {
+		b.Fatal("cannot read /proc/self/stat")
+	}
+	var pauses int
+	for b.Loop() {
+		s := tokenSweep{proc: "/proc", entry: entry, since: self.start + 1<<40, self: os.Getpid(),
+			kill: func(int) { b.Fatal("killed a process") }, pause: func(time.Duration) { pauses++ }}
+		if err := s.run(); err != nil {
+			b.Fatal(err)
+		}
+	}
+	if pauses > 0 {
+		b.Fatalf("%d pauses with no process started after the attempt", pauses)
+	}
+}
