@@ -341,6 +341,8 @@ type reconciler struct {
 type nonvoterSeen struct {
 	addr  raft.ServerAddress
 	since time.Time
+	// lagging: logged as held back for its log (see logLagging).
+	lagging bool
 }
 
 // run reconciles once (see planReconcile) in term.
@@ -375,12 +377,14 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 		}
 	}
 	m.reach.retain(inConf)
-	changes := planReconcile(reconcileInput{
+	in := reconcileInput{
 		Self: m.name, Config: conf, ConfigIndex: confIndex, Servers: servers, Missing: r.missing, Now: now,
 		NonvoterSince: r.nonvotersSince(conf, now),
 		Unreachable:   m.reach.unreachable(term),
 		Stabilization: m.cfg.ServerStabilization, Grace: m.cfg.DeadServerGrace, Timeout: m.cfg.DeadServerTimeout,
-	})
+	}
+	r.logLagging(m.log, in)
+	changes := planReconcile(in)
 	for _, c := range changes {
 		var f raft.IndexFuture
 		id, addr := raft.ServerID(c.ID), raft.ServerAddress(c.Address)
@@ -439,6 +443,24 @@ func (r *reconciler) nonvotersSince(conf []raft.Server, now time.Time) map[strin
 		}
 	}
 	return out
+}
+
+// logLagging says, once per server and term, that a non-voter otherwise
+// ready for promotion waits for its log (see laggingNonvoters), so that a
+// server that stays a non-voter is never a silent mystery.
+func (r *reconciler) logLagging(log *zap.Logger, in reconcileInput) {
+	lagging := laggingNonvoters(in)
+	for id, seen := range r.nonvoter {
+		_, now := lagging[id]
+		if now && !seen.lagging {
+			v := in.Servers[id]
+			log.Info("non-voter not promoted yet: its log is behind the latest configuration",
+				zap.String("server", id), zap.Uint64("its_configuration_index", v.ConfIndex),
+				zap.Uint64("configuration_index", in.ConfigIndex))
+		}
+		seen.lagging = now
+		r.nonvoter[id] = seen
+	}
 }
 
 // registerAnchors records in the control state the hash-chain anchor each

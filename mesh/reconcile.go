@@ -36,6 +36,26 @@ func caughtUp(v serverView, confIndex uint64) bool {
 	return !v.ConfKnown || v.ConfIndex >= confIndex
 }
 
+// laggingNonvoters returns the alive non-voters of in.Config that have
+// been non-voters for the stabilization time but have not replicated the
+// log up to the configuration (caughtUp), the one condition of promotion
+// they miss for a reason of their own.
+func laggingNonvoters(in reconcileInput) map[string]bool {
+	out := map[string]bool{}
+	for _, s := range in.Config {
+		id := string(s.ID)
+		v, known := in.Servers[id]
+		if s.Suffrage == raft.Voter || !known || v.Status != StatusAlive ||
+			!stableNonvoter(in.NonvoterSince, id, in.Now, in.Stabilization) {
+			continue
+		}
+		if !caughtUp(v, in.ConfigIndex) {
+			out[id] = true
+		}
+	}
+	return out
+}
+
 // planBootstrap decides whether self bootstraps the first configuration:
 // only when at least expect alive servers (self included) see each other,
 // none of them advertises Raft state, and self has the lowest name among

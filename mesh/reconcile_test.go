@@ -321,3 +321,51 @@ func TestReconcilerNonvotersSince(t *testing.T) {
 		t.Fatalf("after promotion and demotion: %v, want %v", got["b"], t4)
 	}
 }
+
+func TestLaggingNonvoters(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 27, 16, 0, 0, 0, time.UTC)
+	const stab = 10 * time.Second
+	at := func(name string, st MemberStatus, index uint64) serverView {
+		v := alive(name)
+		v.Status, v.ConfIndex, v.ConfKnown = st, index, true
+		return v
+	}
+	old := alive("f") // an older node: advertises no index
+	in := reconcileInput{
+		Self: "a",
+		Config: []raft.Server{
+			{ID: "a", Address: "a:1", Suffrage: raft.Voter}, {ID: "b", Address: "b:1", Suffrage: raft.Nonvoter},
+			{ID: "c", Address: "c:1", Suffrage: raft.Nonvoter}, {ID: "d", Address: "d:1", Suffrage: raft.Nonvoter},
+			{ID: "e", Address: "e:1", Suffrage: raft.Nonvoter}, {ID: "f", Address: "f:1", Suffrage: raft.Nonvoter},
+			{ID: "g", Address: "g:1", Suffrage: raft.Nonvoter},
+		},
+		ConfigIndex: 40,
+		Servers: map[string]serverView{
+			"a": at("a", StatusAlive, 40),
+			"b": at("b", StatusAlive, 39),  // behind: lagging
+			"c": at("c", StatusAlive, 40),  // caught up
+			"d": at("d", StatusAlive, 0),   // not a non-voter for long enough yet
+			"e": at("e", StatusFailed, 12), // failed: its removal is another matter
+			"f": old,
+			"g": at("g", StatusAlive, 0), // no configuration at all yet: lagging
+		},
+		NonvoterSince: map[string]time.Time{"b": now.Add(-stab), "c": now.Add(-stab), "d": now.Add(-stab + time.Millisecond),
+			"e": now.Add(-time.Hour), "f": now.Add(-time.Hour), "g": now.Add(-time.Hour)},
+		Now: now, Stabilization: stab,
+	}
+	got := laggingNonvoters(in)
+	if want := map[string]bool{"b": true, "g": true}; !reflect.DeepEqual(got, want) {
+		t.Fatalf("lagging %v, want %v", got, want)
+	}
+	// The planner agrees: it promotes the others that are ready, not them.
+	promoted := map[string]bool{}
+	for _, c := range planReconcile(in) {
+		if c.Kind == promote {
+			promoted[c.ID] = true
+		}
+	}
+	if want := map[string]bool{"c": true, "f": true}; !reflect.DeepEqual(promoted, want) {
+		t.Errorf("promoted %v, want %v", promoted, want)
+	}
+}
