@@ -451,14 +451,14 @@ func (r *reconciler) nonvotersSince(conf []raft.Server, now time.Time) map[strin
 func (r *reconciler) logLagging(log *zap.Logger, in reconcileInput) {
 	lagging := laggingNonvoters(in)
 	for id, seen := range r.nonvoter {
-		_, now := lagging[id]
-		if now && !seen.lagging {
+		behind := lagging[id]
+		if behind && !seen.lagging {
 			v := in.Servers[id]
 			log.Info("non-voter not promoted yet: its log is behind the latest configuration",
 				zap.String("server", id), zap.Uint64("its_configuration_index", v.ConfIndex),
 				zap.Uint64("configuration_index", in.ConfigIndex))
 		}
-		seen.lagging = now
+		seen.lagging = behind
 		r.nonvoter[id] = seen
 	}
 }
