@@ -74,6 +74,7 @@ func startChild(t testing.TB, bin string, args ...string) *child {
 	t.Cleanup(func() {
 		if c.cmd.ProcessState == nil { // still running: the test failed midway
 			_ = c.cmd.Process.Kill()
+			<-c.done
 			_ = c.cmd.Wait()
 		}
 		<-c.done
@@ -104,8 +105,8 @@ func (c *child) kill9(t testing.TB) {
 	if err := c.cmd.Process.Signal(syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
+	<-c.done // all of its log read first: Wait closes the pipe
 	_ = c.cmd.Wait()
-	<-c.done
 }
 
 // stop asks for a clean shutdown with SIGTERM and returns the exit code.
@@ -114,16 +115,17 @@ func (c *child) stop(t *testing.T) int {
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
 	}
-	waited := make(chan error, 1)
-	go func() { waited <- c.cmd.Wait() }()
+	// Its log is read to the end before Wait, which closes the pipe: a
+	// Wait racing the reader loses the last lines (seen: "node stopped").
 	select {
-	case <-waited:
+	case <-c.done:
 	case <-time.After(60 * time.Second):
 		_ = c.cmd.Process.Kill()
-		<-waited
+		<-c.done
+		_ = c.cmd.Wait()
 		t.Fatalf("robonode did not stop within 60s of SIGTERM")
 	}
-	<-c.done
+	_ = c.cmd.Wait()
 	return c.cmd.ProcessState.ExitCode()
 }
 
