@@ -137,6 +137,17 @@ func TestReplayedStampIgnoredAndCounted(t *testing.T) {
 	if holder == replayer {
 		replayer = "w2"
 	}
+	// Its heartbeats verified and counted by the leader first, so that its
+	// pool's stream to the Waggler and the Waggler's Lead session to the
+	// leader both carry messages: replays sent during start-up can go
+	// uncounted (the replayed stamp's own message never arrived, so the
+	// first "replay" is that token's first sight; or observations are lost
+	// with a Lead session that is opened again, as they are sent at most
+	// once), and the count below is exact.
+	eventually(t, 30*time.Second, "the replayer's heartbeats to be verified", func() bool {
+		nt := nodeTrust(t, m.server.mesh, replayer)
+		return nt != nil && nt.GetEvidence()["heartbeat_ok"] > 0
+	})
 	// Idle, the node's pool sends only its empty heartbeat batches (its
 	// liveness): three of them go out with the previous batch's stamp.
 	const replays = 3
