@@ -36,21 +36,27 @@ func caughtUp(v serverView, confIndex uint64) bool {
 	return !v.ConfKnown || v.ConfIndex >= confIndex
 }
 
-// laggingNonvoters returns the alive non-voters of in.Config that have
-// been non-voters for the stabilization time but have not replicated the
-// log up to the configuration (caughtUp), the one condition of promotion
-// they miss for a reason of their own.
+// laggingNonvoters returns the non-voters planReconcile would promote if
+// they had the log up to the configuration (caughtUp), and does not: the
+// one condition of promotion they miss. It asks the planner twice rather
+// than repeating its conditions.
 func laggingNonvoters(in reconcileInput) map[string]bool {
-	out := map[string]bool{}
-	for _, s := range in.Config {
-		id := string(s.ID)
-		v, known := in.Servers[id]
-		if s.Suffrage == raft.Voter || !known || v.Status != StatusAlive ||
-			!stableNonvoter(in.NonvoterSince, id, in.Now, in.Stabilization) {
-			continue
+	promoted := map[string]bool{}
+	for _, c := range planReconcile(in) {
+		if c.Kind == promote {
+			promoted[c.ID] = true
 		}
-		if !caughtUp(v, in.ConfigIndex) {
-			out[id] = true
+	}
+	caught := in
+	caught.Servers = make(map[string]serverView, len(in.Servers))
+	for name, v := range in.Servers {
+		v.ConfKnown = false // taken as caught up
+		caught.Servers[name] = v
+	}
+	out := map[string]bool{}
+	for _, c := range planReconcile(caught) {
+		if c.Kind == promote && !promoted[c.ID] {
+			out[c.ID] = true
 		}
 	}
 	return out
