@@ -178,6 +178,17 @@ type containment struct {
 // detect one), else marked by its token alone.
 func startContained(newCmd func() *exec.Cmd, token string, cgroupParent func() string) (*exec.Cmd, *containment, error) {
 	c := &containment{entry: []byte(execTokenVar + "=" + token)}
+	cmd, err := c.start(newCmd, token, cgroupParent)
+	if err != nil {
+		return nil, nil, err
+	}
+	c.since = startTimeOf(cmd.Process.Pid)
+	return cmd, c, nil
+}
+
+// start starts the command, in a sub-cgroup of its own (c.cgroup) when it
+// can.
+func (c *containment) start(newCmd func() *exec.Cmd, token string, cgroupParent func() string) (*exec.Cmd, error) {
 	if cgroupParent == nil {
 		cgroupParent = delegatedCgroup
 	}
@@ -193,24 +204,21 @@ func startContained(newCmd func() *exec.Cmd, token string, cgroupParent func() s
 			g.closeFD()
 			if err == nil {
 				c.cgroup = g
-				c.since = startTimeOf(cmd.Process.Pid)
-				return cmd, c, nil
+				return cmd, nil
 			}
 			g.remove()
 			cmd = newCmd()
 			if err := cmd.Start(); err != nil {
-				return nil, nil, err
+				return nil, err
 			}
 			cgroupsFailed.Store(true) // the cgroup was the trouble
-			c.since = startTimeOf(cmd.Process.Pid)
-			return cmd, c, nil
+			return cmd, nil
 		}
 	}
 	if err := cmd.Start(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
-	c.since = startTimeOf(cmd.Process.Pid)
-	return cmd, c, nil
+	return cmd, nil
 }
 
 // startTimeOf is the start time of a child not yet waited for (so its
