@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -262,4 +264,51 @@ func TestSenderSaysWhenAMessageCannotBeEncoded(t *testing.T) {
 		}
 		s.close()
 	}
+}
+
+// BenchmarkSenderProducers has many goroutines report results into one
+// stream, as a busy Waggler host's slots do: each takes a task from a
+// channel, encodes its result and pushes it; the stream's send encodes the
+// message, as gRPC does. It reports the messages sent per result: what
+// coalescing saves the stream, its peer and the syscalls between them.
+func BenchmarkSenderProducers(b *testing.B) {
+	const (
+		producers = 32
+		work      = 10 // encodings a result costs its producer
+	)
+	var msgs atomic.Int64
+	s := newSender(func(m *robonetv1.LeadResponse) error {
+		msgs.Add(1)
+		_, err := proto.Marshal(m)
+		return err
+	}, zap.NewNop())
+	defer s.close()
+	tasks := make(chan int, producers)
+	var wg sync.WaitGroup
+	for range producers {
+		wg.Go(func() {
+			for i := range tasks {
+				m := leadResults(fmt.Sprintf("execution-%d", i))
+				for range work {
+					if _, err := proto.Marshal(m); err != nil {
+						b.Error(err)
+					}
+				}
+				if err := s.push(m); err != nil {
+					b.Error(err)
+				}
+			}
+		})
+	}
+	b.ResetTimer()
+	for i := range b.N {
+		tasks <- i
+	}
+	close(tasks)
+	wg.Wait()
+	if err := s.pushAndWait(context.Background(), leadAnswer(1)); err != nil {
+		b.Fatal(err)
+	}
+	b.StopTimer()
+	b.ReportMetric(float64(msgs.Load()-1)/float64(b.N), "msgs/result")
 }
