@@ -449,6 +449,9 @@ func (r *reconciler) nonvotersSince(conf []raft.Server, now time.Time) map[strin
 // ready for promotion waits for its log (see laggingNonvoters), so that a
 // server that stays a non-voter is never a silent mystery.
 func (r *reconciler) logLagging(log *zap.Logger, in reconcileInput) {
+	if len(r.nonvoter) == 0 {
+		return // nothing to promote: no need to plan twice more
+	}
 	lagging := laggingNonvoters(in)
 	for id, seen := range r.nonvoter {
 		behind := lagging[id]
