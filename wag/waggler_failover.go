@@ -147,6 +147,13 @@ func (w *Waggler) markDead(ww *wagWorker) {
 	}
 }
 
+// markAlive undoes markDead, saying why; the caller frees the worker once
+// its slot is free.
+func (w *Waggler) markAlive(ww *wagWorker, why string) {
+	ww.dead = false
+	w.log.Info(why, zap.String("worker", ww.id))
+}
+
 // dropBackup releases an attempt's pre-selected backup.
 func (w *Waggler) dropBackup(e *entry) {
 	if b := e.backup; b != nil {

@@ -208,8 +208,7 @@ func (w *Waggler) Report(r Report) bool {
 		ww.entry = nil
 		w.setBusy(ww, 0)
 		if ww.dead {
-			ww.dead = false
-			w.log.Info("worker declared dead reported back: it takes work again", zap.String("worker", ww.id))
+			w.markAlive(ww, "worker declared dead reported back: it takes work again")
 		}
 		w.free(ww)
 	}
@@ -277,8 +276,7 @@ func (w *Waggler) workersOfNodeAlive(node string) {
 	}
 	for _, ww := range w.workers {
 		if ww.node == node && ww.dead && ww.busyGen == 0 && ww.w != nil {
-			ww.dead = false
-			w.log.Info("the node of a worker declared dead is a member again: the worker takes work again", zap.String("worker", ww.id))
+			w.markAlive(ww, "the node of a worker declared dead is a member again: the worker takes work again")
 			w.free(ww)
 		}
 	}
