@@ -1,6 +1,8 @@
 package wag
 
 import (
+	"encoding/binary"
+	"hash/maphash"
 	"time"
 
 	"github.com/robonet/robonet/engine"
@@ -13,60 +15,302 @@ const (
 	rememberResultsBytes = 64 << 20
 )
 
-// doneResults is a FIFO of finished attempts' results, bounded in age and
-// bytes.
+// Remembered results are appended to chunks of bytes that grow from
+// chunkMin to chunkMax as a Waggler finishes more: one that finishes few
+// holds a few KiB, a busy one forgets 256 KiB at a time.
+const (
+	chunkMin = 4 << 10
+	chunkMax = 256 << 10
+	// indexEntryBytes is what an entry of the index costs with its share
+	// of the map's slack, counted against rememberResultsBytes.
+	indexEntryBytes = 32
+)
+
+// doneResults remembers finished attempts' results, bounded in age and
+// bytes. A busy Waggler host finishes tens of thousands of attempts a
+// second and remembers each for two minutes, so the memory is laid out for
+// the collector: a result is one record appended to a chunk of bytes, and
+// the index maps a 64-bit hash of its attempt key to where the record is.
+// Neither holds a pointer, so the collector never scans them, and a result
+// of an echo costs about 100 bytes in one place where a struct of strings
+// and times in a map of pointers cost 366 in six (what a busy Waggler host
+// then spent allocating, collecting and touching fresh pages was a third of
+// its CPU). It forgets a chunk at a time, once the newest result in it is
+// rememberResults old or the budget is spent: a result is remembered for at
+// least rememberResults unless the budget runs out first.
 type doneResults struct {
-	byKey map[engine.AttemptKey]*doneResult
-	fifo  []*doneResult
-	head  int
-	bytes int
+	seed   maphash.Seed
+	hash   func(engine.AttemptKey) uint64 // nil: maphash with seed; tests force collisions
+	index  map[uint64]uint64              // hash of an attempt key → its record's place
+	chunks []doneChunk                    // oldest first
+	first  uint64                         // the number of chunks[0]; numbers only grow
+	bytes  int                            // chunks' capacity and index entries
+	// scratch encodes an output that came decoded (from another node's
+	// pool) before it is copied into a record.
+	scratch []byte
 }
 
-type doneResult struct {
-	r    engine.TaskResult
-	at   time.Time
-	size int
+type doneChunk struct {
+	buf  []byte    // records, back to back; never grows past its capacity
+	last time.Time // when its newest record was added
 }
+
+// A record's place packs its chunk's number (the high 40 bits: at one
+// chunk a millisecond they last 34 years) and its offset in the chunk
+// (below chunkMax: a record that does not fit starts a chunk of its own).
+const offsetBits = 24
+
+func placeOf(chunk uint64, offset int) uint64 { return chunk<<offsetBits | uint64(offset) }
+
+// A record: its length (4 bytes, little-endian, the length included), the
+// hash of its key (8 bytes), the instance id (16 bytes), flags (1 byte),
+// then the execution id, the attempt, the start and finish times (Unix
+// nanoseconds), the output's JSON (when OK), the error and the worker,
+// each a varint or a varint-prefixed string.
+const (
+	recordHead = 4 + 8 + 16 + 1
+	// recordRoom bounds the varints a record adds to its strings.
+	recordRoom = recordHead + 7*binary.MaxVarintLen64
+)
+
+const (
+	flagOK = 1 << iota
+	flagLost
+	flagNoStart // StartedAt is the zero time
+	flagNoFinish
+)
 
 func (d *doneResults) add(r engine.TaskResult, now time.Time) {
-	if d.byKey == nil {
-		d.byKey = map[engine.AttemptKey]*doneResult{}
+	if d.index == nil {
+		d.index = map[uint64]uint64{}
+		d.seed = maphash.MakeSeed()
 	}
-	if _, ok := d.byKey[r.AttemptKey]; ok {
+	h := d.hashOf(r.AttemptKey)
+	if _, ok := d.index[h]; ok {
+		// Remembered already — or, about once in 2^64, another attempt
+		// with the same hash is: this one is then not remembered, and a
+		// dispatch of it again runs it again, which dispatch allows.
 		return
 	}
-	if r.OutputJSON != nil {
-		// Kept encoded only (decoded again by get, which is rare): bytes
-		// the collector need not scan, where the decoded value is a tree
-		// of pointers — remembered results are most of a busy Waggler
-		// host's heap.
-		r.Output = nil
+	var out []byte
+	if r.OK {
+		out = r.OutputJSON
+		if out == nil {
+			var err error
+			if d.scratch, err = value.AppendEncode(d.scratch[:0], r.Output); err != nil {
+				return // not a canonical value: the engine fails the attempt, nothing to send again
+			}
+			out = d.scratch
+		}
 	}
-	size := 256 + len(r.Error) + value.Size(r.Output, rememberResultsBytes) + len(r.OutputJSON)
-	dr := &doneResult{r: r, at: now, size: size}
-	d.byKey[r.AttemptKey] = dr
-	d.fifo = append(d.fifo, dr)
-	d.bytes += size
+	need := recordRoom + len(r.ExecutionID) + len(out) + len(r.Error) + len(r.WorkerID)
+	c := d.room(need)
+	b := c.buf
+	start := len(b)
+	b = binary.LittleEndian.AppendUint32(b, 0) // the length, below
+	b = binary.LittleEndian.AppendUint64(b, h)
+	b = append(b, r.InstanceID[:]...)
+	var flags byte
+	if r.OK {
+		flags |= flagOK
+	}
+	if r.Lost {
+		flags |= flagLost
+	}
+	if r.StartedAt.IsZero() {
+		flags |= flagNoStart
+	}
+	if r.FinishedAt.IsZero() {
+		flags |= flagNoFinish
+	}
+	b = append(b, flags)
+	b = appendString(b, r.ExecutionID)
+	b = binary.AppendUvarint(b, uint64(r.Attempt))
+	b = binary.AppendVarint(b, unixNanos(r.StartedAt))
+	b = binary.AppendVarint(b, unixNanos(r.FinishedAt))
+	if r.OK {
+		b = appendString(b, out)
+	}
+	b = appendString(b, r.Error)
+	b = appendString(b, r.WorkerID)
+	binary.LittleEndian.PutUint32(b[start:], uint32(len(b)-start))
+	c.buf, c.last = b, now
+	if cap(d.scratch) > chunkMax {
+		d.scratch = nil // a large output's buffer is not kept for the next
+	}
+	d.index[h] = placeOf(d.first+uint64(len(d.chunks)-1), start)
+	d.bytes += indexEntryBytes
 	d.prune(now)
 }
 
-// prune forgets results older than rememberResults or past the budget.
-func (d *doneResults) prune(now time.Time) {
-	for d.head < len(d.fifo) {
-		dr := d.fifo[d.head]
-		if now.Sub(dr.at) < rememberResults && d.bytes <= rememberResultsBytes {
-			break
+// room returns the newest chunk, or a new one when it has less than need
+// bytes free.
+func (d *doneResults) room(need int) *doneChunk {
+	if n := len(d.chunks); n > 0 {
+		if c := &d.chunks[n-1]; cap(c.buf)-len(c.buf) >= need {
+			return c
 		}
-		d.fifo[d.head] = nil
-		d.head++
-		d.bytes -= dr.size
-		delete(d.byKey, dr.r.AttemptKey)
 	}
-	if d.head > 1024 && d.head*2 > len(d.fifo) {
-		d.fifo = append([]*doneResult(nil), d.fifo[d.head:]...)
-		d.head = 0
+	size := chunkMin
+	if n := len(d.chunks); n > 0 {
+		size = min(2*cap(d.chunks[n-1].buf), chunkMax)
+	}
+	size = max(size, need)
+	d.chunks = append(d.chunks, doneChunk{buf: make([]byte, 0, size)})
+	d.bytes += size
+	return &d.chunks[len(d.chunks)-1]
+}
+
+// prune forgets the oldest chunks while their newest result is
+// rememberResults old or the budget is spent.
+func (d *doneResults) prune(now time.Time) {
+	for len(d.chunks) > 0 {
+		c := &d.chunks[0]
+		if now.Sub(c.last) < rememberResults && d.bytes <= rememberResultsBytes {
+			return
+		}
+		for off := 0; off < len(c.buf); {
+			n := int(binary.LittleEndian.Uint32(c.buf[off:]))
+			h := binary.LittleEndian.Uint64(c.buf[off+4:])
+			if d.index[h] == placeOf(d.first, off) {
+				delete(d.index, h)
+				d.bytes -= indexEntryBytes
+			}
+			off += n
+		}
+		d.bytes -= cap(c.buf)
+		d.chunks[0] = doneChunk{}
+		d.chunks = d.chunks[1:]
+		d.first++
 	}
 }
+
+// record returns key's record, if it is remembered.
+func (d *doneResults) record(key engine.AttemptKey) ([]byte, bool) {
+	if len(d.index) == 0 {
+		return nil, false
+	}
+	place, ok := d.index[d.hashOf(key)]
+	if !ok {
+		return nil, false
+	}
+	c := d.chunks[place>>offsetBits-d.first]
+	off := int(place & (1<<offsetBits - 1))
+	rec := c.buf[off : off+int(binary.LittleEndian.Uint32(c.buf[off:]))]
+	if string(rec[12:28]) != string(key.InstanceID[:]) {
+		return nil, false // another attempt with the same hash
+	}
+	rd := recordReader{b: rec[recordHead:]}
+	if string(rd.bytes()) != key.ExecutionID || uint32(rd.uvarint()) != key.Attempt || rd.bad {
+		return nil, false
+	}
+	return rec, true
+}
+
+func (d *doneResults) get(key engine.AttemptKey) (engine.TaskResult, bool) {
+	rec, ok := d.record(key)
+	if !ok {
+		return engine.TaskResult{}, false
+	}
+	flags := rec[recordHead-1]
+	rd := recordReader{b: rec[recordHead:]}
+	rd.bytes() // the execution id and the attempt: record compared them
+	rd.uvarint()
+	r := engine.TaskResult{AttemptKey: key, OK: flags&flagOK != 0, Lost: flags&flagLost != 0}
+	started, finished := rd.varint(), rd.varint()
+	if flags&flagNoStart == 0 {
+		r.StartedAt = time.Unix(0, started)
+	}
+	if flags&flagNoFinish == 0 {
+		r.FinishedAt = time.Unix(0, finished)
+	}
+	if r.OK {
+		r.OutputJSON = append([]byte(nil), rd.bytes()...) // not the chunk's memory: the engine may keep it
+	}
+	r.Error, r.WorkerID = rd.string(), rd.string()
+	if rd.bad {
+		return engine.TaskResult{}, false // written here: cannot happen
+	}
+	if r.OK {
+		v, err := value.Decode(r.OutputJSON)
+		if err != nil { // encoded canonically here: cannot happen
+			return engine.TaskResult{}, false
+		}
+		r.Output = v
+	}
+	return r, true
+}
+
+func (d *doneResults) has(key engine.AttemptKey) bool {
+	_, ok := d.record(key)
+	return ok
+}
+
+func (d *doneResults) hashOf(key engine.AttemptKey) uint64 {
+	if d.hash != nil {
+		return d.hash(key)
+	}
+	var h maphash.Hash
+	h.SetSeed(d.seed)
+	_, _ = h.Write(key.InstanceID[:])
+	_, _ = h.WriteString(key.ExecutionID)
+	var a [4]byte
+	binary.LittleEndian.PutUint32(a[:], key.Attempt)
+	_, _ = h.Write(a[:])
+	return h.Sum64()
+}
+
+func appendString[S string | []byte](b []byte, s S) []byte {
+	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
+}
+
+func unixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// recordReader reads a record's varints and strings; bad is set, and
+// zero values returned, past its end.
+type recordReader struct {
+	b   []byte
+	bad bool
+}
+
+func (r *recordReader) uvarint() uint64 {
+	v, n := binary.Uvarint(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *recordReader) varint() int64 {
+	v, n := binary.Varint(r.b)
+	if n <= 0 {
+		r.bad, r.b = true, nil
+		return 0
+	}
+	r.b = r.b[n:]
+	return v
+}
+
+// bytes returns the next string, in the record's memory.
+func (r *recordReader) bytes() []byte {
+	n := r.uvarint()
+	if n > uint64(len(r.b)) {
+		r.bad, r.b = true, nil
+		return nil
+	}
+	s := r.b[:n:n]
+	r.b = r.b[n:]
+	return s
+}
+
+func (r *recordReader) string() string { return string(r.bytes()) }
 
 // tombstones is a FIFO of attempt keys, bounded in age and count.
 type tombstones struct {
@@ -108,25 +352,4 @@ func (t *tombstones) prune(now time.Time) {
 		t.fifo = append([]engine.AttemptKey(nil), t.fifo[t.head:]...)
 		t.head = 0
 	}
-}
-
-func (d *doneResults) get(key engine.AttemptKey) (engine.TaskResult, bool) {
-	dr, ok := d.byKey[key]
-	if !ok {
-		return engine.TaskResult{}, false
-	}
-	r := dr.r
-	if r.OK && r.OutputJSON != nil {
-		v, err := value.Decode(r.OutputJSON)
-		if err != nil { // it was encoded here: cannot happen
-			return engine.TaskResult{}, false
-		}
-		r.Output = v
-	}
-	return r, true
-}
-
-func (d *doneResults) has(key engine.AttemptKey) bool {
-	_, ok := d.byKey[key]
-	return ok
 }
