@@ -98,6 +98,15 @@ func checkString(field, s string, limit int) error {
 	return nil
 }
 
+// checkField is checkString for a field of what; the two are joined only
+// for an error, since every dispatch and result is checked.
+func checkField(what, field, s string, limit int) error {
+	if len(s) <= limit && utf8.ValidString(s) {
+		return nil
+	}
+	return checkString(what+": "+field, s, limit)
+}
+
 func checkKey(what string, k *robonetv1.AttemptKey) error {
 	if k == nil {
 		return invalid("%s: no attempt key", what)
@@ -108,12 +117,12 @@ func checkKey(what string, k *robonetv1.AttemptKey) error {
 	if k.GetExecutionId() == "" {
 		return invalid("%s: no execution id", what)
 	}
-	return checkString(what+": execution id", k.GetExecutionId(), maxExecIDBytes)
+	return checkField(what, "execution id", k.GetExecutionId(), maxExecIDBytes)
 }
 
-func checkNonNegative(field string, n int64) error {
+func checkNonNegative(what, field string, n int64) error {
 	if n < 0 {
-		return invalid("%s is negative", field)
+		return invalid("%s: %s is negative", what, field)
 	}
 	return nil
 }
@@ -157,24 +166,24 @@ func checkDispatch(what string, d *robonetv1.Dispatch) error {
 	}
 	return firstErr(
 		func() error { return checkKey(what, d.GetKey()) },
-		func() error { return checkString(what+": workflow", d.GetWorkflow(), maxNameBytes) },
-		func() error { return checkString(what+": task", d.GetTask(), maxNameBytes) },
-		func() error { return checkString(what+": capability", d.GetCapability(), maxNameBytes) },
-		func() error { return checkString(what+": action", d.GetAction(), maxNameBytes) },
-		func() error { return checkNonNegative(what+": timeout", d.GetTimeoutNs()) },
+		func() error { return checkField(what, "workflow", d.GetWorkflow(), maxNameBytes) },
+		func() error { return checkField(what, "task", d.GetTask(), maxNameBytes) },
+		func() error { return checkField(what, "capability", d.GetCapability(), maxNameBytes) },
+		func() error { return checkField(what, "action", d.GetAction(), maxNameBytes) },
+		func() error { return checkNonNegative(what, "timeout", d.GetTimeoutNs()) },
 		func() error {
 			if d.GetVerify() > 3 {
 				return invalid("%s: verify %d, at most 3", what, d.GetVerify())
 			}
 			return nil
 		},
-		func() error { return checkString(what+": group", d.GetGroup(), 2*maxExecIDBytes) },
+		func() error { return checkField(what, "group", d.GetGroup(), 2*maxExecIDBytes) },
 		func() error {
 			if len(d.GetAvoid()) > 3 {
 				return invalid("%s: %d nodes to avoid, at most 3", what, len(d.GetAvoid()))
 			}
 			for _, n := range d.GetAvoid() {
-				if err := checkString(what+": avoid", n, maxNameBytes); err != nil {
+				if err := checkField(what, "avoid", n, maxNameBytes); err != nil {
 					return err
 				}
 			}
@@ -273,7 +282,7 @@ func checkLeadResponse(m *robonetv1.LeadResponse) error {
 					return checkString("LeadProgress: message", p.GetMessage(), maxProgressTextBytes)
 				},
 				func() error { return checkFinite("LeadProgress: cpu percent", p.GetCpuPercent()) },
-				func() error { return checkNonNegative("LeadProgress: eta", p.GetEtaNs()) },
+				func() error { return checkNonNegative("LeadProgress", "eta", p.GetEtaNs()) },
 			); err != nil {
 				return err
 			}
@@ -355,7 +364,7 @@ func checkWorkRequest(m *robonetv1.WorkRequest) error {
 					return checkString("WorkHeartbeats: message", hb.GetMessage(), maxProgressTextBytes)
 				},
 				func() error { return checkFinite("WorkHeartbeats: cpu percent", hb.GetCpuPercent()) },
-				func() error { return checkNonNegative("WorkHeartbeats: eta", hb.GetEtaNs()) },
+				func() error { return checkNonNegative("WorkHeartbeats", "eta", hb.GetEtaNs()) },
 			); err != nil {
 				return err
 			}

@@ -192,3 +192,19 @@ func leadResponses(tb testing.TB) []*robonetv1.LeadResponse {
 			Stamp: &robonetv1.Stamp{ChainId: 7, Index: 3, Token: make([]byte, 32)}},
 	}
 }
+
+// BenchmarkCheckLeadRequest checks a dispatch request of 35 handoffs, the
+// size the Router sends under load; every request a host receives pays it.
+func BenchmarkCheckLeadRequest(b *testing.B) {
+	handoffs := make([]*robonetv1.Handoff, 35)
+	for i := range handoffs {
+		handoffs[i] = &robonetv1.Handoff{Dispatch: honestDispatch(b)}
+	}
+	m := &robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Dispatch{Dispatch: &robonetv1.LeadDispatch{Handoffs: handoffs}}}
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := checkLeadRequest(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
