@@ -31,11 +31,11 @@ const (
 // second and remembers each for two minutes, so the memory is laid out for
 // the collector: a result is one record appended to a chunk of bytes, and
 // the index maps a 64-bit hash of its attempt key to where the record is.
-// Neither holds a pointer, so the collector never scans them, and a result
-// of an echo costs about 100 bytes in one place where a struct of strings
-// and times in a map of pointers cost 366 in six (what a busy Waggler host
-// then spent allocating, collecting and touching fresh pages was a third of
-// its CPU). It forgets a chunk at a time, once the newest result in it is
+// Neither holds a pointer, so the collector never scans them, and an
+// echo's result costs about 90 bytes in one place where a struct of strings
+// and times behind a map of pointers cost about 300 in several objects
+// (remembered that way, results cost a busy Waggler host about a third of
+// its CPU, in allocation, collection and fresh pages). It forgets a chunk at a time, once the newest result in it is
 // rememberResults old or the budget is spent: a result is remembered for at
 // least rememberResults unless the budget runs out first.
 type doneResults struct {
@@ -147,7 +147,9 @@ func (d *doneResults) add(r engine.TaskResult, now time.Time) {
 // bytes free.
 func (d *doneResults) room(need int) *doneChunk {
 	if n := len(d.chunks); n > 0 {
-		if c := &d.chunks[n-1]; cap(c.buf)-len(c.buf) >= need {
+		// A chunk of a record larger than chunkMax may have room left
+		// past what offsetBits can say.
+		if c := &d.chunks[n-1]; cap(c.buf)-len(c.buf) >= need && len(c.buf) < 1<<offsetBits {
 			return c
 		}
 	}

@@ -98,7 +98,7 @@ func TestDoneResultsBudget(t *testing.T) {
 	var d doneResults
 	big := strings.Repeat("e", 100<<10)
 	var keys []engine.AttemptKey
-	for i := range 2000 { // 200 MiB of errors
+	for i := range 800 { // 80 MiB of errors
 		k := testKey(fmt.Sprint(i))
 		keys = append(keys, k)
 		d.add(engine.TaskResult{AttemptKey: k, Error: big}, t0)
