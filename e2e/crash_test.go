@@ -41,7 +41,16 @@ type child struct {
 // that it started, returning its gRPC address.
 func startChild(t testing.TB, bin string, args ...string) *child {
 	t.Helper()
+	return startChildEnv(t, nil, bin, args...)
+}
+
+// startChildEnv is startChild with env added to the child's environment.
+func startChildEnv(t testing.TB, env []string, bin string, args ...string) *child {
+	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
+	if env != nil {
+		c.cmd.Env = append(os.Environ(), env...)
+	}
 	childproc.DieWithParent(c.cmd)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {

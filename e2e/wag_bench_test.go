@@ -169,7 +169,7 @@ func BenchmarkMeshEcho(b *testing.B) {
 				server := startChild(b, bin, append(common, "--name", "server", "--data-dir", b.TempDir(), "--capability", "none")...)
 				var ws []*child
 				for i := 1; i <= 3; i++ {
-					ws = append(ws, startChild(b, bin, append(common, "--name", fmt.Sprintf("w%d", i), "--data-dir", b.TempDir(),
+					ws = append(ws, startChildEnv(b, workerEnv(), bin, append(common, "--name", fmt.Sprintf("w%d", i), "--data-dir", b.TempDir(),
 						"--join", server.gossip, "--capability", "core=32")...))
 				}
 				mesh = mesh.add(echoRun(b, server.addr, w.spec, w.instances))
@@ -289,4 +289,15 @@ func echoClients() int {
 		return n
 	}
 	return 8
+}
+
+// workerEnv is what the worker nodes of the mesh get in their environment:
+// GOMAXPROCS when ROBONET_BENCH_WORKER_GOMAXPROCS is a positive number, as
+// a container CPU limit would set it (docs/operations.md, "Several nodes
+// on one machine"); nothing by default.
+func workerEnv() []string {
+	if n, err := strconv.Atoi(os.Getenv("ROBONET_BENCH_WORKER_GOMAXPROCS")); err == nil && n > 0 {
+		return []string{"GOMAXPROCS=" + strconv.Itoa(n)}
+	}
+	return nil
 }

@@ -50,7 +50,9 @@ With --placement split the server (and the single node a mesh scenario is
 compared with) runs on the first half of the CPUs and the worker nodes on
 the other half, as worker nodes on machines of their own would: the mesh
 scenarios then measure what crossing nodes costs the server, not what
-sharing its CPUs with three more processes does.
+sharing its CPUs with three more processes does. --worker-gomaxprocs 1
+gives each worker node one scheduler thread, as a container limit of one
+CPU would.
 
 It prints tasks and submissions per second, submission and dispatch
 latency, each process's CPU and peak RSS and, on Postgres, the bytes of
@@ -143,6 +145,7 @@ median and range (the baseline and the check use the medians).`,
 	f.DurationVar(&cfg.RateDuration, "rate-duration", 10*time.Second, "how long the latency scenario submits at each rate")
 	f.IntVar(&cfg.CopyRows, "copy-rows", 200_000, "rows the COPY reference writes")
 	f.IntVar(&cfg.Slots, "slots", 64, "core slots of each node")
+	f.IntVar(&cfg.WorkerProcs, "worker-gomaxprocs", 0, "GOMAXPROCS of each worker node of the mesh scenarios, as a container CPU limit sets it (0: Go's default, every CPU)")
 	f.StringVar(&cfg.Placement, "placement", bench.Shared, "where the processes run: shared (every process on every CPU) or split (the server and the single node on half the CPUs, the worker nodes on the other half, as on machines of their own; Linux)")
 	f.IntVar(&cfg.Rounds, "rounds", 1, "run every scenario this many times, in turn, and report the medians (a mesh scenario is compared with the single node of its own round)")
 	f.StringVar(&cfg.ProfileDir, "profile", "", "directory to write each node's CPU profile to, one file per scenario and node (go tool pprof FILE)")
@@ -188,7 +191,11 @@ func redactArgs(args []string) []string {
 }
 
 func printReport(w io.Writer, rep *bench.Report) {
-	fmt.Fprintf(w, "%s, %d CPUs, store %s, placement %s\n", rep.Date.Format(time.RFC3339), rep.CPUs, rep.Store, rep.Placement)
+	fmt.Fprintf(w, "%s, %d CPUs, store %s, placement %s", rep.Date.Format(time.RFC3339), rep.CPUs, rep.Store, rep.Placement)
+	if rep.WorkerProcs > 0 {
+		fmt.Fprintf(w, ", worker nodes at GOMAXPROCS=%d", rep.WorkerProcs)
+	}
+	fmt.Fprintln(w)
 	if rep.CopyRowsPerSec > 0 {
 		runs := make([]string, len(rep.CopyRuns))
 		for i, r := range rep.CopyRuns {

@@ -77,6 +77,11 @@ type Config struct {
 	// nodes on the other half, as if the workers had a machine of their
 	// own. A database server is not placed.
 	Placement string
+	// WorkerProcs, when above 0, is the GOMAXPROCS of each worker node of
+	// the mesh scenarios, as a container CPU limit of that many CPUs
+	// would set it (docs/operations.md, "Several nodes on one machine");
+	// 0: Go's default, every CPU.
+	WorkerProcs int
 
 	// serverCPUs and workerCPUs are where Split puts the processes (set by
 	// check; none: anywhere).
@@ -134,6 +139,14 @@ func (c *Config) defaults() {
 	}
 }
 
+// workerEnv is the environment added to a worker node's.
+func (c *Config) workerEnv() []string {
+	if c.WorkerProcs == 0 {
+		return c.Env
+	}
+	return append(slices.Clone(c.Env), fmt.Sprintf("GOMAXPROCS=%d", c.WorkerProcs))
+}
+
 // ErrConfig marks a configuration Run refuses before it starts anything.
 var ErrConfig = errors.New("bench configuration")
 
@@ -150,6 +163,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: batch size %d: want 1 to 1000", ErrConfig, c.BatchSize)
 	case c.SpreadWidth < 1 || c.Chains < 1 || c.ChainClients < 1 || c.Diamonds < 1 || c.CopyRows < 1 || c.Slots < 1 || c.Rounds < 1:
 		return fmt.Errorf("%w: every size must be at least 1", ErrConfig)
+	case c.WorkerProcs < 0:
+		return fmt.Errorf("%w: worker GOMAXPROCS %d: want 0 (Go's default) or more", ErrConfig, c.WorkerProcs)
 	}
 	switch c.Placement {
 	case Shared:
@@ -197,8 +212,10 @@ type Report struct {
 	Store string    `json:"store"`
 	// Placement is Config.Placement: shared or split.
 	Placement string `json:"placement"`
-	Command   string `json:"command,omitempty"`
-	Rounds    int    `json:"rounds"`
+	// WorkerProcs is Config.WorkerProcs (0: Go's default).
+	WorkerProcs int    `json:"worker_gomaxprocs,omitempty"`
+	Command     string `json:"command,omitempty"`
+	Rounds      int    `json:"rounds"`
 	// CopyRowsPerSec is the reference (Postgres only): the median of
 	// CopyRuns, its measurements.
 	CopyRowsPerSec float64   `json:"copy_rows_per_sec,omitempty"`
@@ -328,7 +345,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.check(); err != nil {
 		return nil, err
 	}
-	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), Store: "sqlite", Placement: cfg.Placement}
+	rep := &Report{Date: time.Now().UTC(), CPUs: runtime.NumCPU(), Store: "sqlite", Placement: cfg.Placement, WorkerProcs: cfg.WorkerProcs}
 	if cfg.Postgres != "" {
 		rep.Store = "postgres"
 		fmt.Fprintf(cfg.Progress, "reference: COPY of %d result rows, %d a transaction on %d connections, %d times\n",
@@ -464,7 +481,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	if mesh {
 		for i := 1; i <= 3; i++ {
 			name := fmt.Sprintf("w%d", i)
-			w, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.workerCPUs, nodeFile(cfg.LogDir, label, name, ".log"), name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
+			w, err := startProc(ctx, cfg.Robonode, cfg.workerEnv(), cfg.workerCPUs, nodeFile(cfg.LogDir, label, name, ".log"), name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
 				"--data-dir", dir+"/"+name, "--join", p.gossip, "--capability", core))...)
 			if err != nil {
 				t.stop()

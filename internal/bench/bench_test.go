@@ -136,6 +136,7 @@ func TestConfigRefused(t *testing.T) {
 		{Scenarios: []string{Spread}},
 		{Robonode: []string{"robonode"}, Rates: []int{0}},
 		{Robonode: []string{"robonode"}, Rounds: -1},
+		{Robonode: []string{"robonode"}, WorkerProcs: -1},
 	} {
 		if _, err := Run(context.Background(), c); err == nil || !strings.Contains(err.Error(), ErrConfig.Error()) {
 			t.Errorf("%+v: %v, want a configuration error", c, err)
@@ -209,5 +210,18 @@ func TestMediansOverRounds(t *testing.T) {
 	if len(sum) != 2 || sum[0].Scenario != Chains || sum[0].TasksPerS != (Range{110, 100, 120}) ||
 		sum[1].OfSingle != (Range{0.8, 0.6, 0.9}) || sum[1].Rounds != 3 {
 		t.Errorf("summary %+v", sum)
+	}
+}
+
+// Worker nodes get GOMAXPROCS when it is set, on top of the common
+// environment, which stays as it was.
+func TestWorkerEnv(t *testing.T) {
+	c := Config{Env: []string{"A=1"}}
+	if got := c.workerEnv(); !slices.Equal(got, []string{"A=1"}) {
+		t.Fatalf("default: %q", got)
+	}
+	c.WorkerProcs = 1
+	if got := c.workerEnv(); !slices.Equal(got, []string{"A=1", "GOMAXPROCS=1"}) || !slices.Equal(c.Env, []string{"A=1"}) {
+		t.Fatalf("GOMAXPROCS 1: %q (common %q)", got, c.Env)
 	}
 }
