@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // This file keeps the attempts of each task for the instance views
@@ -69,7 +70,7 @@ func (b *attemptBook) finished(ref graph.TaskRef, ar ActionResult) {
 	}
 	ea.done = append(ea.done, attemptRecord{
 		attempt: ar.Attempt, ok: ar.OK, worker: ar.WorkerID, err: ar.Error,
-		started: unixNanos(ar.StartedAt), finished: unixNanos(ar.FinishedAt),
+		started: clock.UnixNanos(ar.StartedAt), finished: clock.UnixNanos(ar.FinishedAt),
 	})
 	ea.dispatched = 0
 	b.byRef[ref] = ea
@@ -101,11 +102,11 @@ func (inst *instance) appendAttempts(out []AttemptView, ref graph.TaskRef, info 
 	for _, r := range ea.done {
 		out = append(out, AttemptView{
 			Index: ref.Index, Attempt: r.attempt, WorkerID: r.worker, OK: r.ok, Error: r.err,
-			StartedAt: fromUnixNanos(r.started), FinishedAt: fromUnixNanos(r.finished),
+			StartedAt: clock.FromUnixNanos(r.started), FinishedAt: clock.FromUnixNanos(r.finished),
 		})
 		last = r.attempt
 	}
-	cur := AttemptView{StartedAt: fromUnixNanos(ea.dispatched)}
+	cur := AttemptView{StartedAt: clock.FromUnixNanos(ea.dispatched)}
 	if p := inst.progress[ref]; p != nil && p.Attempt == info.Attempt {
 		cur.WorkerID = p.WorkerID
 	}

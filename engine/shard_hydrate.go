@@ -8,6 +8,7 @@ import (
 
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // hydrate takes a claimed instance into memory: restore (or start) its
@@ -149,11 +150,11 @@ func (s *shard) markResolved(inst *instance, results []ActionResult) {
 		if !ok {
 			continue
 		}
-		if st := unixNanos(r.StartedAt); st != 0 && (inst.started[ref.Node] == 0 || st < inst.started[ref.Node]) {
+		if st := clock.UnixNanos(r.StartedAt); st != 0 && (inst.started[ref.Node] == 0 || st < inst.started[ref.Node]) {
 			inst.started[ref.Node] = st
 		}
 		if inst.announced[ref.Node] {
-			inst.finished[ref.Node] = max(inst.finished[ref.Node], unixNanos(r.FinishedAt))
+			inst.finished[ref.Node] = max(inst.finished[ref.Node], clock.UnixNanos(r.FinishedAt))
 		}
 	}
 }

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // instanceState is what the engine keeps in runner_instances.state: a small
@@ -31,28 +33,14 @@ const (
 	stateVersion = 1
 )
 
-func unixNanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromUnixNanos(ns int64) time.Time {
-	if ns == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, ns).UTC()
-}
-
 // encode appends the envelope and snap (the graph snapshot to store, which
 // replaces s.graph) to a new buffer.
 func (s instanceState) encode(snap []byte) []byte {
 	b := make([]byte, 0, 2+3*binary.MaxVarintLen64+len(snap))
 	b = append(b, stateTag, stateVersion)
 	b = binary.AppendVarint(b, int64(s.deadline))
-	b = binary.AppendVarint(b, unixNanos(s.deadlineAt))
-	b = binary.AppendVarint(b, unixNanos(s.startedAt))
+	b = binary.AppendVarint(b, clock.UnixNanos(s.deadlineAt))
+	b = binary.AppendVarint(b, clock.UnixNanos(s.startedAt))
 	return append(b, snap...)
 }
 
@@ -80,8 +68,8 @@ func decodeState(b []byte) (instanceState, error) {
 	}
 	return instanceState{
 		deadline:   time.Duration(v[0]),
-		deadlineAt: fromUnixNanos(v[1]),
-		startedAt:  fromUnixNanos(v[2]),
+		deadlineAt: clock.FromUnixNanos(v[1]),
+		startedAt:  clock.FromUnixNanos(v[2]),
 		graph:      b,
 	}, nil
 }

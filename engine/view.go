@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // GetInstance returns an instance with its tasks: live from the graph when
@@ -133,7 +134,7 @@ func (inst *instance) fullView() InstanceView {
 	v.CancelRequested = inst.cancelReason != ""
 	v.Tasks = taskViews(inst.pe, inst.g, viewSource{
 		times: func(node int32) (time.Time, time.Time) {
-			return fromUnixNanos(inst.started[node]), fromUnixNanos(inst.finished[node])
+			return clock.FromUnixNanos(inst.started[node]), clock.FromUnixNanos(inst.finished[node])
 		},
 		progress: func(ref graph.TaskRef) *TaskProgress {
 			if p := inst.progress[ref]; p != nil {

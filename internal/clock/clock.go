@@ -56,3 +56,20 @@ func Idle(c Clock) Timer {
 	t.Stop()
 	return t
 }
+
+// UnixNanos is t in Unix nanoseconds, 0 for the zero time: the form a time
+// takes on the wire, in stored state and in a Waggler's remembered results.
+func UnixNanos(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.UnixNano()
+}
+
+// FromUnixNanos undoes UnixNanos, in UTC.
+func FromUnixNanos(ns int64) time.Time {
+	if ns == 0 {
+		return time.Time{}
+	}
+	return time.Unix(0, ns).UTC()
+}

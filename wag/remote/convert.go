@@ -17,6 +17,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
@@ -32,20 +33,6 @@ func keyFromProto(k *robonetv1.AttemptKey) (engine.AttemptKey, error) {
 		return engine.AttemptKey{}, fmt.Errorf("attempt key: instance id %q: %w", k.GetInstanceId(), err)
 	}
 	return engine.AttemptKey{InstanceID: id, ExecutionID: k.GetExecutionId(), Attempt: k.GetAttempt()}, nil
-}
-
-func nanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
-}
-
-func fromNanos(n int64) time.Time {
-	if n == 0 {
-		return time.Time{}
-	}
-	return time.Unix(0, n).UTC()
 }
 
 func dispatchToProto(d engine.TaskDispatch) (*robonetv1.Dispatch, error) {
@@ -97,7 +84,7 @@ func assignmentFromProto(p *robonetv1.Assignment) (wag.Assignment, error) {
 func resultToProto(r wag.SeqResult) (*robonetv1.WagResult, error) {
 	p := &robonetv1.WagResult{
 		Seq: r.Seq, Key: keyToProto(r.AttemptKey), Ok: r.OK, Error: r.Error, WorkerId: r.WorkerID,
-		StartedUnixNs: nanos(r.StartedAt), FinishedUnixNs: nanos(r.FinishedAt),
+		StartedUnixNs: clock.UnixNanos(r.StartedAt), FinishedUnixNs: clock.UnixNanos(r.FinishedAt),
 	}
 	if r.OK && r.OutputJSON != nil {
 		p.OutputJson = r.OutputJSON // encoded by this node's pool already
@@ -114,7 +101,7 @@ func resultFromProto(p *robonetv1.WagResult) (wag.SeqResult, error) {
 		return wag.SeqResult{}, err
 	}
 	r := engine.TaskResult{AttemptKey: k, OK: p.GetOk(), Error: p.GetError(), WorkerID: p.GetWorkerId(),
-		StartedAt: fromNanos(p.GetStartedUnixNs()), FinishedAt: fromNanos(p.GetFinishedUnixNs())}
+		StartedAt: clock.FromUnixNanos(p.GetStartedUnixNs()), FinishedAt: clock.FromUnixNanos(p.GetFinishedUnixNs())}
 	r.OK, r.Output, r.Error = outputFromJSON(r.OK, p.GetOutputJson(), r.Error, "from the waggler")
 	return wag.SeqResult{Seq: p.GetSeq(), TaskResult: r}, nil
 }
@@ -122,7 +109,7 @@ func resultFromProto(p *robonetv1.WagResult) (wag.SeqResult, error) {
 func progressToProto(p engine.TaskProgress) *robonetv1.WagProgress {
 	return &robonetv1.WagProgress{
 		Key: keyToProto(p.AttemptKey), WorkerId: p.WorkerID, Seq: p.Seq, StepsDone: p.StepsDone, StepsTotal: p.StepsTotal,
-		EtaNs: int64(p.ETA), CpuPercent: p.CPUPercent, MemBytes: p.MemBytes, Message: p.Message, AtUnixNs: nanos(p.At),
+		EtaNs: int64(p.ETA), CpuPercent: p.CPUPercent, MemBytes: p.MemBytes, Message: p.Message, AtUnixNs: clock.UnixNanos(p.At),
 	}
 }
 
@@ -134,13 +121,13 @@ func progressFromProto(p *robonetv1.WagProgress) (engine.TaskProgress, error) {
 	return engine.TaskProgress{
 		AttemptKey: k, WorkerID: p.GetWorkerId(), Seq: p.GetSeq(), StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(),
 		ETA: time.Duration(p.GetEtaNs()), CPUPercent: p.GetCpuPercent(), MemBytes: p.GetMemBytes(), Message: p.GetMessage(),
-		At: fromNanos(p.GetAtUnixNs()),
+		At: clock.FromUnixNanos(p.GetAtUnixNs()),
 	}, nil
 }
 
 func startedToProto(s wag.Started) *robonetv1.AttemptStarted {
 	return &robonetv1.AttemptStarted{Key: keyToProto(s.Key), Capability: s.Capability, Epoch: s.Epoch, WorkerId: s.WorkerID,
-		Generation: s.Generation, AtUnixNs: nanos(s.At)}
+		Generation: s.Generation, AtUnixNs: clock.UnixNanos(s.At)}
 }
 
 func startedFromProto(p *robonetv1.AttemptStarted) (wag.Started, error) {
@@ -149,14 +136,14 @@ func startedFromProto(p *robonetv1.AttemptStarted) (wag.Started, error) {
 		return wag.Started{}, err
 	}
 	return wag.Started{Key: k, Capability: p.GetCapability(), Epoch: p.GetEpoch(), WorkerID: p.GetWorkerId(),
-		Generation: p.GetGeneration(), At: fromNanos(p.GetAtUnixNs())}, nil
+		Generation: p.GetGeneration(), At: clock.FromUnixNanos(p.GetAtUnixNs())}, nil
 }
 
 func heartbeatToProto(hb wag.Heartbeat) *robonetv1.Heartbeat {
 	return &robonetv1.Heartbeat{
 		Key: keyToProto(hb.Key), Generation: hb.Generation, WorkerId: hb.WorkerID, Seq: hb.Seq,
 		StepsDone: hb.Progress.StepsDone, StepsTotal: hb.Progress.StepsTotal, EtaNs: int64(hb.Progress.ETA),
-		Message: hb.Progress.Message, CpuPercent: hb.CPUPercent, MemBytes: hb.MemBytes, SentUnixNs: nanos(hb.SentAt),
+		Message: hb.Progress.Message, CpuPercent: hb.CPUPercent, MemBytes: hb.MemBytes, SentUnixNs: clock.UnixNanos(hb.SentAt),
 	}
 }
 
@@ -169,14 +156,14 @@ func heartbeatFromProto(p *robonetv1.Heartbeat) (wag.Heartbeat, error) {
 		Key: k, Generation: p.GetGeneration(), WorkerID: p.GetWorkerId(), Seq: p.GetSeq(),
 		Progress: wag.Progress{StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(), ETA: time.Duration(p.GetEtaNs()),
 			Message: p.GetMessage()},
-		CPUPercent: p.GetCpuPercent(), MemBytes: p.GetMemBytes(), SentAt: fromNanos(p.GetSentUnixNs()),
+		CPUPercent: p.GetCpuPercent(), MemBytes: p.GetMemBytes(), SentAt: clock.FromUnixNanos(p.GetSentUnixNs()),
 	}, nil
 }
 
 func reportToProto(seq uint64, r wag.Report) (*robonetv1.Report, error) {
 	p := &robonetv1.Report{
 		Seq: seq, Key: keyToProto(r.Key), Generation: r.Generation, WorkerId: r.WorkerID, Ok: r.OK, Error: r.Error,
-		StartedUnixNs: nanos(r.StartedAt), FinishedUnixNs: nanos(r.FinishedAt), Cancelled: r.Cancelled,
+		StartedUnixNs: clock.UnixNanos(r.StartedAt), FinishedUnixNs: clock.UnixNanos(r.FinishedAt), Cancelled: r.Cancelled,
 	}
 	out, err := outputToJSON(r.OK, r.Output, r.Key)
 	p.OutputJson = out
@@ -189,7 +176,7 @@ func reportFromProto(p *robonetv1.Report) (wag.Report, error) {
 		return wag.Report{}, err
 	}
 	r := wag.Report{Key: k, Generation: p.GetGeneration(), WorkerID: p.GetWorkerId(), OK: p.GetOk(), Error: p.GetError(),
-		StartedAt: fromNanos(p.GetStartedUnixNs()), FinishedAt: fromNanos(p.GetFinishedUnixNs()), Cancelled: p.GetCancelled()}
+		StartedAt: clock.FromUnixNanos(p.GetStartedUnixNs()), FinishedAt: clock.FromUnixNanos(p.GetFinishedUnixNs()), Cancelled: p.GetCancelled()}
 	r.OK, r.Output, r.Error = outputFromJSON(r.OK, p.GetOutputJson(), r.Error, "to the waggler")
 	return r, nil
 }
@@ -289,7 +276,7 @@ const maxObservationCount = 100_000
 
 func observationToProto(o sentinel.Observation) *robonetv1.Observation {
 	return &robonetv1.Observation{Node: o.Node, Kind: observationKinds[o.Kind], Capability: o.Capability, Value: o.Value,
-		Count: uint32(min(max(o.Count, 1), maxObservationCount)), AtUnixNs: nanos(o.At)}
+		Count: uint32(min(max(o.Count, 1), maxObservationCount)), AtUnixNs: clock.UnixNanos(o.At)}
 }
 
 // observationsFromProto reads observations, each count at most
@@ -308,7 +295,7 @@ func observationsFromProto(ps []*robonetv1.Observation) []sentinel.Observation {
 			continue
 		}
 		out = append(out, sentinel.Observation{Node: p.GetNode(), Capability: p.GetCapability(), Kind: kind, Value: p.GetValue(),
-			Count: int(min(max(p.GetCount(), 1), maxObservationCount)), At: fromNanos(p.GetAtUnixNs())})
+			Count: int(min(max(p.GetCount(), 1), maxObservationCount)), At: clock.FromUnixNanos(p.GetAtUnixNs())})
 	}
 	return out
 }

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
@@ -321,7 +322,7 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 			s.log.Warn("a running attempt cannot be adopted", zap.Error(err))
 			continue
 		}
-		running = append(running, wag.Running{Assignment: a, WorkerID: r.GetWorkerId(), StartedAt: fromNanos(r.GetStartedUnixNs())})
+		running = append(running, wag.Running{Assignment: a, WorkerID: r.GetWorkerId(), StartedAt: clock.FromUnixNanos(r.GetStartedUnixNs())})
 	}
 	if err := out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ready{Ready: &robonetv1.WorkReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}); err != nil {
 		return err

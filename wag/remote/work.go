@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 )
@@ -240,7 +241,7 @@ func (t *WorkTarget) registration() (reg *robonetv1.WorkRegister, left map[strin
 		if err != nil {
 			continue
 		}
-		ra := &robonetv1.RunningAttempt{Assignment: a, WorkerId: r.WorkerID, StartedUnixNs: nanos(r.StartedAt)}
+		ra := &robonetv1.RunningAttempt{Assignment: a, WorkerId: r.WorkerID, StartedUnixNs: clock.UnixNanos(r.StartedAt)}
 		n := proto.Size(ra)
 		if bytes+n > maxCoalesced {
 			left[r.WorkerID] = true
