@@ -7,6 +7,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // How long, and within what budget, a Waggler remembers its results.
@@ -57,16 +58,16 @@ type doneChunk struct {
 
 // A record's place packs its chunk's number (the high 40 bits: at one
 // chunk a millisecond they last 34 years) and its offset in the chunk
-// (below chunkMax: a record that does not fit starts a chunk of its own).
+// (below chunkMax, see room).
 const offsetBits = 24
 
 func placeOf(chunk uint64, offset int) uint64 { return chunk<<offsetBits | uint64(offset) }
 
 // A record: its length (4 bytes, little-endian, the length included), the
 // hash of its key (8 bytes), the instance id (16 bytes), flags (1 byte),
-// then the execution id, the attempt, the start and finish times (Unix
-// nanoseconds), the output's JSON (when OK), the error and the worker,
-// each a varint or a varint-prefixed string.
+// then the execution id, the attempt, the start and finish times
+// (clock.UnixNanos), the output's JSON (when OK), the error and the
+// worker, each a varint or a varint-prefixed string.
 const (
 	recordHead = 4 + 8 + 16 + 1
 	// recordRoom bounds the varints a record adds to its strings.
@@ -76,8 +77,6 @@ const (
 const (
 	flagOK = 1 << iota
 	flagLost
-	flagNoStart // StartedAt is the zero time
-	flagNoFinish
 )
 
 func (d *doneResults) add(r engine.TaskResult, now time.Time) {
@@ -117,17 +116,11 @@ func (d *doneResults) add(r engine.TaskResult, now time.Time) {
 	if r.Lost {
 		flags |= flagLost
 	}
-	if r.StartedAt.IsZero() {
-		flags |= flagNoStart
-	}
-	if r.FinishedAt.IsZero() {
-		flags |= flagNoFinish
-	}
 	b = append(b, flags)
 	b = appendString(b, r.ExecutionID)
 	b = binary.AppendUvarint(b, uint64(r.Attempt))
-	b = binary.AppendVarint(b, unixNanos(r.StartedAt))
-	b = binary.AppendVarint(b, unixNanos(r.FinishedAt))
+	b = binary.AppendVarint(b, clock.UnixNanos(r.StartedAt))
+	b = binary.AppendVarint(b, clock.UnixNanos(r.FinishedAt))
 	if r.OK {
 		b = appendString(b, out)
 	}
@@ -147,9 +140,9 @@ func (d *doneResults) add(r engine.TaskResult, now time.Time) {
 // bytes free.
 func (d *doneResults) room(need int) *doneChunk {
 	if n := len(d.chunks); n > 0 {
-		// A chunk of a record larger than chunkMax may have room left
-		// past what offsetBits can say.
-		if c := &d.chunks[n-1]; cap(c.buf)-len(c.buf) >= need && len(c.buf) < 1<<offsetBits {
+		// A chunk sized to one record larger than chunkMax takes no
+		// other, so every offset stays below chunkMax.
+		if c := &d.chunks[n-1]; cap(c.buf) <= chunkMax && cap(c.buf)-len(c.buf) >= need {
 			return c
 		}
 	}
@@ -174,10 +167,8 @@ func (d *doneResults) prune(now time.Time) {
 		for off := 0; off < len(c.buf); {
 			n := int(binary.LittleEndian.Uint32(c.buf[off:]))
 			h := binary.LittleEndian.Uint64(c.buf[off+4:])
-			if d.index[h] == placeOf(d.first, off) {
-				delete(d.index, h)
-				d.bytes -= indexEntryBytes
-			}
+			delete(d.index, h) // add indexes every record it writes, and only it
+			d.bytes -= indexEntryBytes
 			off += n
 		}
 		d.bytes -= cap(c.buf)
@@ -219,13 +210,7 @@ func (d *doneResults) get(key engine.AttemptKey) (engine.TaskResult, bool) {
 	rd.bytes() // the execution id and the attempt: record compared them
 	rd.uvarint()
 	r := engine.TaskResult{AttemptKey: key, OK: flags&flagOK != 0, Lost: flags&flagLost != 0}
-	started, finished := rd.varint(), rd.varint()
-	if flags&flagNoStart == 0 {
-		r.StartedAt = time.Unix(0, started)
-	}
-	if flags&flagNoFinish == 0 {
-		r.FinishedAt = time.Unix(0, finished)
-	}
+	r.StartedAt, r.FinishedAt = clock.FromUnixNanos(rd.varint()), clock.FromUnixNanos(rd.varint())
 	if r.OK {
 		r.OutputJSON = append([]byte(nil), rd.bytes()...) // not the chunk's memory: the engine may keep it
 	}
@@ -264,13 +249,6 @@ func (d *doneResults) hashOf(key engine.AttemptKey) uint64 {
 
 func appendString[S string | []byte](b []byte, s S) []byte {
 	return append(binary.AppendUvarint(b, uint64(len(s))), s...)
-}
-
-func unixNanos(t time.Time) int64 {
-	if t.IsZero() {
-		return 0
-	}
-	return t.UnixNano()
 }
 
 // recordReader reads a record's varints and strings; bad is set, and
