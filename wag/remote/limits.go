@@ -88,23 +88,25 @@ func checkBatch(what string, n int) error {
 
 // checkString bounds a string field and requires UTF-8; it never quotes
 // the value (it may be huge or hostile).
-func checkString(field, s string, limit int) error {
+func checkString(field, s string, limit int) error { return checkField(field, "", s, limit) }
+
+// checkField is checkString for a field of what ("what: field"); the two
+// are joined only for an error, since every dispatch and result is
+// checked.
+func checkField(what, field, s string, limit int) error {
+	name := func() string {
+		if field == "" {
+			return what
+		}
+		return what + ": " + field
+	}
 	if len(s) > limit {
-		return exhausted("%s is %d bytes, the limit is %d", field, len(s), limit)
+		return exhausted("%s is %d bytes, the limit is %d", name(), len(s), limit)
 	}
 	if !utf8.ValidString(s) {
-		return invalid("%s is not valid UTF-8", field)
+		return invalid("%s is not valid UTF-8", name())
 	}
 	return nil
-}
-
-// checkField is checkString for a field of what; the two are joined only
-// for an error, since every dispatch and result is checked.
-func checkField(what, field, s string, limit int) error {
-	if len(s) <= limit && utf8.ValidString(s) {
-		return nil
-	}
-	return checkString(what+": "+field, s, limit)
 }
 
 func checkKey(what string, k *robonetv1.AttemptKey) error {
