@@ -64,7 +64,8 @@ type Store interface {
 	// idempotency key already exists is not queued again: the existing
 	// instance's id is returned with Existing set. A key already used for a
 	// different workflow version fails the whole call with
-	// ErrIdempotencyConflict, and nothing of the batch is queued.
+	// ErrIdempotencyConflict, and nothing of the batch is queued. A new
+	// instance due at once with a Claim is stored claimed (Claimed set).
 	QueueInstances(ctx context.Context, in []NewInstance) ([]Queued, error)
 	// ClaimInstances leases up to Limit due instances to Owner under Term:
 	// rows that are unlocked, whose lease expired, or whose lease is held
@@ -181,12 +182,33 @@ type NewInstance struct {
 	State             []byte    // initial snapshot; may be empty
 	ScheduledAt       time.Time // zero: due at once
 	IdempotencyKey    string    // optional
+	// Claim, when set, stores the instance already claimed by the
+	// runloop it names if the instance is new and due at once: running,
+	// leased to Claim.Owner under Claim.Term until the commit's time plus
+	// Claim.Lease, as ClaimInstances would leave it (Queued.Claimed). The
+	// running engine claims its own submissions so, instead of a claim
+	// transaction after each submission's. An instance scheduled later,
+	// or one an existing idempotency key answers, is queued as without it.
+	Claim *SubmitClaim
+}
+
+// SubmitClaim is the runloop a new instance is stored claimed by (see
+// NewInstance.Claim): the fields of ClaimRequest but the limit.
+type SubmitClaim struct {
+	Owner uuid.UUID     // lock id of the runloop
+	Term  uint64        // its fencing token
+	Lease time.Duration // lease length
 }
 
 // Queued reports the outcome of queueing one instance.
 type Queued struct {
 	ID       uuid.UUID // the instance that exists now (the earlier one if Existing)
 	Existing bool      // the idempotency key matched an existing instance
+	// Claimed says the instance was stored claimed as NewInstance.Claim
+	// asked; CreatedAt is then its stored creation time (for hydrating
+	// it without reading it back).
+	Claimed   bool
+	CreatedAt time.Time
 }
 
 // ClaimRequest asks for due instances.

@@ -18,27 +18,36 @@ import (
 // queueSQL inserts the runner rows and the queue rows of a batch in one
 // statement. An instance whose idempotency key is taken gets neither row
 // (ON CONFLICT … DO NOTHING drops it from `runner`, and only instances in
-// `runner` get a queue row). It returns the ids it inserted.
+// `runner` get a queue row). An instance with a claim (an owner) that is
+// due at once is stored claimed: running, started now, leased to the owner
+// under its term, as claimSQL would leave it. It returns the ids it
+// inserted, their creation times and whether each was claimed.
 const queueSQL = `-- name: queue_instances
 WITH input AS (
-    SELECT *
-    FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[])
-         WITH ORDINALITY AS t(instance_id, workflow_version_id, inputs, state, scheduled_at, idempotency_key, ord)
+    SELECT *, owner IS NOT NULL AND coalesce(scheduled_at, now()) <= now() AS claim
+    FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[],
+                $7::uuid[], $8::bigint[], $9::bigint[])
+         WITH ORDINALITY AS t(instance_id, workflow_version_id, inputs, state, scheduled_at, idempotency_key,
+                              owner, term, lease, ord)
 ),
 runner AS (
-    INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, idempotency_key)
-    SELECT instance_id, workflow_version_id, 'queued', inputs, state, idempotency_key
+    INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, idempotency_key, started_at)
+    SELECT instance_id, workflow_version_id, CASE WHEN claim THEN 'running' ELSE 'queued' END, inputs, state,
+           idempotency_key, CASE WHEN claim THEN now() END
     FROM input
     ORDER BY ord
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
-    RETURNING instance_id
+    RETURNING instance_id, created_at, status = 'running' AS claimed
 ),
 queue AS (
-    INSERT INTO queued_instances (instance_id, scheduled_at)
-    SELECT i.instance_id, coalesce(i.scheduled_at, now())
+    INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term)
+    SELECT i.instance_id, coalesce(i.scheduled_at, now()),
+           CASE WHEN i.claim THEN i.owner END,
+           CASE WHEN i.claim THEN now() + i.lease * interval '1 microsecond' END,
+           CASE WHEN i.claim THEN i.term ELSE 0 END
     FROM input i JOIN runner r ON r.instance_id = i.instance_id
 )
-SELECT instance_id FROM runner`
+SELECT instance_id, created_at, claimed FROM runner`
 
 // existingKeysSQL finds the instances that hold idempotency keys.
 const existingKeysSQL = `-- name: existing_idempotency_keys
@@ -76,6 +85,9 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		states    [][]byte
 		scheduled []pgtype.Timestamptz
 		keys      []pgtype.Text
+		owners    []pgtype.UUID // NULL: no claim
+		terms     []int64
+		leases    []int64 // microseconds
 	)
 	for i, inst := range insts {
 		if dup[i] >= 0 {
@@ -87,30 +99,46 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		states = append(states, inst.State)
 		scheduled = append(scheduled, timestamptz(inst.ScheduledAt))
 		keys = append(keys, pgtype.Text{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""})
+		var (
+			owner       pgtype.UUID
+			term, lease int64
+		)
+		if c := inst.Claim; c != nil {
+			owner = pgtype.UUID{Bytes: c.Owner, Valid: true}
+			term, _ = storeutil.Term(c.Term) // checked by PrepareInstances
+			lease = micros(c.Lease)
+		}
+		owners, terms, leases = append(owners, owner), append(terms, term), append(leases, lease)
 	}
 
 	out := make([]engine.Queued, len(insts))
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys)
+		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases)
 		if err != nil {
 			return err
 		}
-		inserted, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		fresh := make(map[uuid.UUID]engine.Queued, len(ids))
+		var q engine.Queued
+		_, err = pgx.ForEachRow(rows, []any{&q.ID, &q.CreatedAt, &q.Claimed}, func() error {
+			if q.Claimed {
+				q.CreatedAt = q.CreatedAt.UTC()
+			} else {
+				q.CreatedAt = time.Time{} // said only of a claimed instance
+			}
+			fresh[q.ID] = q
+			return nil
+		})
 		if err != nil {
 			if isForeignKeyViolation(err, "runner_instances_workflow_version_id_fkey") {
 				return fmt.Errorf("unknown workflow version: %w", engine.ErrNotFound)
 			}
 			return err
 		}
-		fresh := make(map[uuid.UUID]bool, len(inserted))
-		for _, id := range inserted {
-			fresh[id] = true
-		}
 
 		// Instances that were not inserted lost to an existing key.
 		var taken []string
 		for i, inst := range insts {
-			if dup[i] < 0 && !fresh[inst.ID] {
+			if _, ok := fresh[inst.ID]; dup[i] < 0 && !ok {
 				taken = append(taken, inst.IdempotencyKey)
 			}
 		}
@@ -138,24 +166,25 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		}
 
 		for i, inst := range insts {
-			switch {
-			case dup[i] >= 0:
+			if dup[i] >= 0 {
 				out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
-			case fresh[inst.ID]:
-				out[i] = engine.Queued{ID: inst.ID}
-			default:
-				h, ok := holders[inst.IdempotencyKey]
-				if !ok {
-					// Inserted by nobody and held by nobody: the key's holder was
-					// swept between the two statements. Let the caller retry.
-					return fmt.Errorf("instance %s: idempotency key %q vanished while queueing; retry", inst.ID, inst.IdempotencyKey)
-				}
-				if h.version != inst.WorkflowVersionID {
-					return fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
-						inst.IdempotencyKey, h.id, h.version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
-				}
-				out[i] = engine.Queued{ID: h.id, Existing: true}
+				continue
 			}
+			if q, ok := fresh[inst.ID]; ok {
+				out[i] = q
+				continue
+			}
+			h, ok := holders[inst.IdempotencyKey]
+			if !ok {
+				// Inserted by nobody and held by nobody: the key's holder was
+				// swept between the two statements. Let the caller retry.
+				return fmt.Errorf("instance %s: idempotency key %q vanished while queueing; retry", inst.ID, inst.IdempotencyKey)
+			}
+			if h.version != inst.WorkflowVersionID {
+				return fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
+					inst.IdempotencyKey, h.id, h.version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+			}
+			out[i] = engine.Queued{ID: h.id, Existing: true}
 		}
 		return nil
 	})

@@ -17,7 +17,9 @@ import (
 // on disk). A zero ScheduledAt means due now; a nil ID gets a random one.
 // Idempotency keys behave as in the Postgres adapter: an existing key of the
 // same workflow version returns that instance (Existing), a key of another
-// version fails the whole call with engine.ErrIdempotencyConflict.
+// version fails the whole call with engine.ErrIdempotencyConflict. A new
+// instance due at once with a Claim is stored leased, as ClaimInstances
+// would leave it.
 func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
 	if len(in) == 0 {
 		return nil, nil
@@ -71,14 +73,30 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 				known[inst.WorkflowVersionID] = true
 			}
 			key := sql.NullString{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""}
-			if _, err := insRunner.ExecContext(ctx, inst.ID, inst.WorkflowVersionID, inst.Inputs, inst.State, key,
-				micros(now), micros(now)); err != nil {
+			var (
+				status           = "queued"
+				started, expires sql.NullInt64 // NULL unless claimed
+				owner            any           // NULL unless claimed
+				term             int64
+			)
+			claimed := inst.Claim != nil && !inst.ScheduledAt.After(now)
+			if claimed {
+				status, owner = "running", inst.Claim.Owner
+				started = sql.NullInt64{Int64: micros(now), Valid: true}
+				expires = sql.NullInt64{Int64: micros(now.Add(inst.Claim.Lease)), Valid: true}
+				term, _ = storeutil.Term(inst.Claim.Term) // checked by PrepareInstances
+			}
+			if _, err := insRunner.ExecContext(ctx, inst.ID, inst.WorkflowVersionID, status, inst.Inputs, inst.State, key,
+				micros(now), started, micros(now)); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
-			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), micros(now)); err != nil {
+			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, micros(now)); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
-			out[i] = engine.Queued{ID: inst.ID}
+			out[i] = engine.Queued{ID: inst.ID, Claimed: claimed}
+			if claimed {
+				out[i].CreatedAt = fromMicros(micros(now))
+			}
 		}
 		return nil
 	})

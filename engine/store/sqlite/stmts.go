@@ -36,11 +36,16 @@ const (
 		WHERE instance_id = ?`
 	dequeueSQL = `DELETE FROM queued_instances WHERE instance_id = ?`
 
+	// insertRunnerSQL and insertQueueSQL queue an instance, or store it
+	// claimed (status 'running' and started_at; lock_uuid, lock_expires_at
+	// and term) as a claim would leave it.
 	insertRunnerSQL = `
 		INSERT INTO runner_instances
-		    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, updated_at)
-		VALUES (?, ?, 'queued', ?, ?, ?, ?, ?)`
-	insertQueueSQL = `INSERT INTO queued_instances (instance_id, scheduled_at, created_at) VALUES (?, ?, ?)`
+		    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, started_at, updated_at)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+	insertQueueSQL = `
+		INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, created_at)
+		VALUES (?, ?, ?, ?, ?, ?)`
 
 	// dueSQL: the due rows, scheduled and not held under a live lease of
 	// the same or a newer term.

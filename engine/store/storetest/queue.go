@@ -215,3 +215,77 @@ func indexOf(ids []uuid.UUID, id uuid.UUID) int {
 	}
 	return -1
 }
+
+// testQueueClaimed: a new instance due at once with a Claim is stored
+// claimed — running, started, leased to the claim's owner under its term,
+// as a claim would leave it — while a later one, one without a Claim and
+// one an idempotency key answers are queued as usual. An invalid Claim is
+// refused with nothing queued.
+func testQueueClaimed(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	o := newOwner(5)
+	claim := &engine.SubmitClaim{Owner: o.id, Term: o.term, Lease: longLease}
+	now, later, plain, keyed := newInstance(wf), newInstance(wf), newInstance(wf), newInstance(wf)
+	now.Claim, later.Claim = claim, claim
+	later.ScheduledAt = time.Now().Add(time.Hour)
+	keyed.IdempotencyKey = "once"
+
+	before := time.Now()
+	got, err := s.QueueInstances(ctx(t), []engine.NewInstance{now, later, plain, keyed})
+	if err != nil {
+		t.Fatalf("QueueInstances: %v", err)
+	}
+	if !got[0].Claimed || got[0].ID != now.ID || got[0].Existing ||
+		got[0].CreatedAt.Before(before.Add(-time.Minute)) || got[0].CreatedAt.After(time.Now().Add(time.Minute)) {
+		t.Fatalf("the due instance with a claim: %+v, want it claimed with its creation time (about %v)", got[0], before)
+	}
+	for i, q := range got[1:] {
+		if q.Claimed || !q.CreatedAt.IsZero() || q.Existing {
+			t.Fatalf("QueueInstances[%d] = %+v, want queued unclaimed", i+1, q)
+		}
+	}
+	rec := get(t, s, now.ID)
+	if rec.Status != engine.StatusRunning || rec.StartedAt == nil || !rec.CreatedAt.Equal(got[0].CreatedAt) {
+		t.Fatalf("the instance stored claimed: status %s, started %v, created %v; want running, started, created %v",
+			rec.Status, rec.StartedAt, rec.CreatedAt, got[0].CreatedAt)
+	}
+
+	// Its lease is live and the owner's: another claimer of the term
+	// takes only the plain and keyed instances, the owner's progress is
+	// written, another's is refused.
+	newOwner(5).mustClaim(t, s, longLease, plain.ID, keyed.ID)
+	o.mustPersist(t, s, engine.Progress{InstanceID: now.ID, State: []byte("mine")})
+	err = newOwner(5).persist(t, s, engine.Progress{InstanceID: now.ID, State: []byte("theirs")})
+	wantErr(t, "progress of an owner that did not claim it", err, engine.ErrOwnershipLost)
+
+	// The key answers later submissions with its instance, claimed or not.
+	again := newInstance(wf)
+	again.IdempotencyKey, again.Claim = "once", claim
+	got, err = s.QueueInstances(ctx(t), []engine.NewInstance{again})
+	if err != nil || got[0] != (engine.Queued{ID: keyed.ID, Existing: true}) {
+		t.Fatalf("a claimed submission under a used key = %+v, %v; want the existing instance, unclaimed", got, err)
+	}
+
+	// A newer term takes it over, as after any claim.
+	for _, c := range newOwner(6).mustClaim(t, s, longLease, now.ID, plain.ID, keyed.ID) {
+		if c.ID == now.ID && (!c.HeldBefore || string(c.State) != "mine") {
+			t.Fatalf("taken over: held before %v, state %q; want held before, the owner's state", c.HeldBefore, c.State)
+		}
+	}
+
+	// The lease is as long as the claim says: a short one lapses.
+	short := newInstance(wf)
+	short.Claim = &engine.SubmitClaim{Owner: o.id, Term: o.term, Lease: shortLease}
+	queue(t, s, short)
+	newOwner(5).claimEventually(t, s, short.ID)
+
+	for _, bad := range []engine.SubmitClaim{{Term: 1, Lease: longLease}, {Owner: o.id, Term: 1}} {
+		in := newInstance(wf)
+		in.Claim = &bad
+		if _, err := s.QueueInstances(ctx(t), []engine.NewInstance{in}); err == nil {
+			t.Fatalf("a claim %+v was accepted", bad)
+		}
+		_, err := s.GetInstance(ctx(t), in.ID)
+		wantErr(t, "the instance of a refused claim", err, engine.ErrNotFound)
+	}
+}

@@ -57,6 +57,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"QueueUnknownWorkflow", testQueueUnknownWorkflow},
 		{"QueueIdempotencyKey", testQueueIdempotencyKey},
 		{"QueueIdempotencyConflict", testQueueIdempotencyConflict},
+		{"QueueClaimed", testQueueClaimed},
 		{"ClaimDueOnly", testClaimDueOnly},
 		{"ClaimLimit", testClaimLimit},
 		{"ClaimExclusiveWhileLeaseLives", testClaimExclusiveWhileLeaseLives},

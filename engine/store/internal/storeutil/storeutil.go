@@ -94,6 +94,11 @@ func PrepareInstances(in []engine.NewInstance, now time.Time) ([]engine.NewInsta
 		if inst.ScheduledAt.IsZero() {
 			inst.ScheduledAt = now
 		}
+		if c := inst.Claim; c != nil {
+			if err := CheckClaim(engine.ClaimRequest{Owner: c.Owner, Term: c.Term, Lease: c.Lease, Limit: 1}); err != nil {
+				return nil, fmt.Errorf("queue instances: instance %s: %w", inst.ID, err)
+			}
+		}
 		inst.Inputs = NonNil(inst.Inputs)
 		inst.State = NonNil(inst.State)
 		out[i] = inst
