@@ -17,7 +17,7 @@ import (
 // The runloop, in one page.
 //
 //	Submit ──QueueInstances──▶ Store ◀──ClaimInstances── claimer ──hydrate──▶ shard[id % Shards]
-//	                                                                           │  graph.Start / Restore+Resume
+//	   └──── stored claimed, when there is room (reserve) ─────────hydrate──▶ │  graph.Start / Restore+Resume
 //	Waggler ◀──Dispatch/Cancel── outbox ◀──────── effects ────────────────────┤  (recorded attempts replayed)
 //	Waggler ──TaskResult──▶ shard: graph.Complete (O(d)) ──rows──▶ flusher ──PersistProgress / CompleteInstances──▶ Store
 //	heartbeat ──RefreshLeases──▶ Store: lost → evict, cancel requested → graph.Cancel
@@ -63,6 +63,11 @@ type Engine struct {
 	heldCount atomic.Int64
 	wake      chan struct{} // wakes the claimer
 	running   atomic.Bool
+	// dueLeft says the Store may hold due instances this engine has not
+	// claimed: the last claim took a full batch, or a submission found
+	// no room in memory. While it is set, submissions are queued for the
+	// claimer instead of claimed at once (see reserve).
+	dueLeft atomic.Bool
 
 	ignored   atomic.Uint64
 	evictions atomic.Uint64
@@ -108,6 +113,7 @@ func New(cfg Config) (*Engine, error) {
 		scheduleWake: make(chan struct{}, 1),
 		claimed:      make(chan struct{}),
 	}
+	e.dueLeft.Store(true) // until the first claim looks
 	e.flusher = newFlusher(e)
 	e.outbox = newOutbox(e)
 	e.shards = make([]*shard, cfg.Shards)

@@ -179,6 +179,63 @@ type countingStore struct {
 	// commit (announced on completeCommitted) until the test closes it.
 	completeGate      chan struct{}
 	completeCommitted chan struct{}
+	// claimCalls and claimedInstances count ClaimInstances calls and the
+	// instances they returned; claimSig is signalled after each call.
+	claimCalls, claimedInstances int
+	claimSig                     chan struct{}
+	// queueGate, when set, holds QueueInstances calls after their commit
+	// (announced on queueCommitted) until the test closes it.
+	queueGate      chan struct{}
+	queueCommitted chan struct{}
+}
+
+func (s *countingStore) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
+	got, err := s.Store.ClaimInstances(ctx, req)
+	s.mu.Lock()
+	s.claimCalls++
+	s.claimedInstances += len(got)
+	s.mu.Unlock()
+	select {
+	case s.claimSig <- struct{}{}:
+	default:
+	}
+	return got, err
+}
+
+// claims returns how many ClaimInstances calls returned and how many
+// instances they claimed.
+func (s *countingStore) claims() (calls, instances int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.claimCalls, s.claimedInstances
+}
+
+// waitClaims waits until at least n ClaimInstances calls returned.
+func (s *countingStore) waitClaims(t testing.TB, n int) {
+	t.Helper()
+	timeout := time.After(waitLimit)
+	for {
+		if calls, _ := s.claims(); calls >= n {
+			return
+		}
+		select {
+		case <-s.claimSig:
+		case <-timeout:
+			t.Fatalf("waited %s for %d claims", waitLimit, n)
+		}
+	}
+}
+
+func (s *countingStore) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
+	s.mu.Lock()
+	gate := s.queueGate
+	s.mu.Unlock()
+	out, err := s.Store.QueueInstances(ctx, in)
+	if gate != nil && err == nil {
+		s.queueCommitted <- struct{}{}
+		<-gate
+	}
+	return out, err
 }
 
 func (s *countingStore) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {

@@ -76,7 +76,7 @@ type harness struct {
 func newHarness(t *testing.T) *harness { return newHarnessOn(t, openSQLite(t)) }
 
 func newHarnessOn(t *testing.T, s engine.Store) *harness {
-	return &harness{t: t, store: &countingStore{Store: s}, clock: clocktest.New(), disp: newFakeDispatcher()}
+	return &harness{t: t, store: &countingStore{Store: s, claimSig: make(chan struct{}, 1)}, clock: clocktest.New(), disp: newFakeDispatcher()}
 }
 
 // config is the test configuration: every periodic loop far apart (tests

@@ -43,20 +43,105 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 		}
 		return false
 	}
+	e.heldCount.Add(int64(len(claimed)))
 	for _, c := range claimed {
 		pe, perr := e.q.plans.get(ctx, c.WorkflowVersionID)
-		s := e.shardFor(c.ID)
-		h := &holder{id: c.ID, shard: s}
-		h.state.Store(StateRunning)
-		e.held.Store(c.ID, h)
-		e.heldCount.Add(1)
-		s.send(func(s *shard) { s.hydrate(c, pe, perr, h) })
+		e.take(c, pe, perr)
 	}
 	if len(claimed) > 0 {
 		e.signalClaimed()
 		e.log.Debug("claimed instances", zap.Int("count", len(claimed)))
 	}
+	e.dueLeft.Store(len(claimed) == limit)
 	return len(claimed) == limit
+}
+
+// take hands a claimed instance to its shard, which hydrates it. Its place
+// in heldCount is already counted.
+func (e *Engine) take(c ClaimedInstance, pe *planEntry, perr error) {
+	s := e.shardFor(c.ID)
+	h := &holder{id: c.ID, shard: s}
+	h.state.Store(StateRunning)
+	e.held.Store(c.ID, h)
+	s.send(func(s *shard) { s.hydrate(c, pe, perr, h) })
+}
+
+// reserve takes up to n places in memory for submissions the store is
+// to store claimed by this engine (NewInstance.Claim), and returns how
+// many it took: none unless the runloop runs with room to spare, and none
+// while instances queued earlier may wait to be claimed (dueLeft), so
+// that new submissions do not overtake them. adopt gives back the places
+// it does not fill.
+//
+// Claiming at submission saves the claim transaction that would follow
+// each submission's (claims were the store's most frequent write), and
+// the instance's first tasks are dispatched as Submit returns rather
+// than a claim later.
+func (e *Engine) reserve(n int) int {
+	if n <= 0 || !e.running.Load() || e.dueLeft.Load() {
+		return 0
+	}
+	for {
+		held := e.heldCount.Load()
+		room := int64(e.cfg.MaxInstances) - held
+		if room <= 0 {
+			// Submissions queue unclaimed from now on: the claimer takes
+			// them in their turn.
+			e.dueLeft.Store(true)
+			return 0
+		}
+		k := min(room, int64(n))
+		if e.heldCount.CompareAndSwap(held, held+k) {
+			return int(k)
+		}
+	}
+}
+
+// submitClaim is the claim reserve's places are stored under.
+func (e *Engine) submitClaim() *SubmitClaim {
+	return &SubmitClaim{Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease}
+}
+
+// adopt takes into memory the instances of ins that the store stored
+// claimed (qs[i].Claimed; qs is nil when queueing failed) and gives back
+// the places of the reserved ones it did not take. An engine that stopped
+// meanwhile takes none and releases their leases, so the next engine
+// claims them at once; if that fails they wait for their lease to lapse.
+// Under e.mu, so that Stop finds every instance taken before it began
+// (and releases its lease) and none after.
+func (e *Engine) adopt(pe *planEntry, ins []NewInstance, qs []Queued, reserved int) {
+	var (
+		taken   int
+		orphans []uuid.UUID
+	)
+	e.mu.Lock()
+	running := e.state.Running()
+	for i, q := range qs {
+		switch {
+		case !q.Claimed:
+		case !running:
+			orphans = append(orphans, q.ID)
+		default:
+			e.take(ClaimedInstance{ID: q.ID, WorkflowVersionID: ins[i].WorkflowVersionID, Inputs: ins[i].Inputs,
+				State: ins[i].State, CreatedAt: q.CreatedAt}, pe, nil)
+			taken++
+		}
+	}
+	e.mu.Unlock()
+	if unused := reserved - taken; unused != 0 {
+		e.heldCount.Add(-int64(unused))
+	}
+	if taken > 0 {
+		e.signalClaimed()
+	}
+	if len(orphans) > 0 {
+		ctx, cancel := context.WithTimeout(context.Background(), submitBatchTimeout)
+		defer cancel()
+		if err := e.cfg.Store.ReleaseLeases(ctx, e.cfg.Owner, orphans); err != nil {
+			e.log.Warn("the engine stopped while instances were being submitted to it; their leases could not be released, so they start when the leases lapse",
+				zap.Int("instances", len(orphans)), zap.Duration("lease", e.cfg.Lease), zap.Error(err))
+		}
+	}
 }
 
 // leaseLoop refreshes the leases of held instances every LeaseRefresh.

@@ -101,9 +101,10 @@ func (e *Engine) conflict(wf *robonetv1.Workflow, stored, submitted string) erro
 // latest) or an inline spec, registered on the way. The inputs are bound
 // before anything is queued, so bad input leaves nothing behind (the error
 // wraps graph.ErrInvalidInput). Submit returns once the instance is
-// committed; a running engine is woken to claim it at once. With an
-// idempotency key already used for the same version, the earlier instance
-// is returned with Existing set.
+// committed; a running engine with room stores it claimed and starts it at
+// once (see reserve), or is woken to claim it. With an idempotency key
+// already used for the same version, the earlier instance is returned with
+// Existing set.
 func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, error) {
 	if err := checkDeadline(req.Deadline); err != nil {
 		return SubmitResult{}, fmt.Errorf("submit: %w", err)
@@ -131,13 +132,26 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
+	reserved := e.reserve(1)
+	if reserved > 0 {
+		in.Claim = e.submitClaim()
+	}
 	q, err := e.submits.queue(e.cfg.Store, in)
+	if reserved > 0 {
+		var qs []Queued
+		if err == nil {
+			qs = []Queued{q}
+		}
+		e.adopt(pe, []NewInstance{in}, qs, reserved)
+	}
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if !q.Existing {
 		e.cfg.Metrics.InstancesSubmitted.Inc()
-		e.wakeClaimer()
+		if !q.Claimed {
+			e.wakeClaimer()
+		}
 		e.log.Debug("instance submitted", zap.Stringer("instance", q.ID), zap.String("workflow", pe.info.Name))
 	}
 	return SubmitResult{InstanceID: q.ID, Workflow: pe.info, Existing: q.Existing, DevVersion: moved}, nil
@@ -173,19 +187,31 @@ func (e *Engine) SubmitBatch(ctx context.Context, req SubmitBatchRequest) (Submi
 			return SubmitBatchResult{}, fmt.Errorf("%s: item %d: %w", what, i, err)
 		}
 	}
-	q, err := e.cfg.Store.QueueInstances(ctx, ins)
-	switch {
-	case err != nil:
-		return SubmitBatchResult{}, fmt.Errorf("%s: %w", what, err)
-	case len(q) != len(ins):
-		return SubmitBatchResult{}, fmt.Errorf("%s: the store answered %d instances for %d", what, len(q), len(ins))
+	reserved := e.reserve(len(ins))
+	for i := range reserved {
+		ins[i].Claim = e.submitClaim()
 	}
+	q, err := e.cfg.Store.QueueInstances(ctx, ins)
+	if err == nil && len(q) != len(ins) {
+		err = fmt.Errorf("the store answered %d instances for %d", len(q), len(ins))
+		q = nil // nothing of it can be trusted
+	}
+	if reserved > 0 {
+		e.adopt(pe, ins, q, reserved)
+	}
+	if err != nil {
+		return SubmitBatchResult{}, fmt.Errorf("%s: %w", what, err)
+	}
+	queued := false
 	for _, qi := range q {
 		if !qi.Existing {
 			e.cfg.Metrics.InstancesSubmitted.Inc()
 		}
+		queued = queued || (!qi.Existing && !qi.Claimed)
 	}
-	e.wakeClaimer()
+	if queued {
+		e.wakeClaimer()
+	}
 	e.log.Debug("instances submitted", zap.Int("count", len(q)), zap.String("workflow", pe.info.Name))
 	return SubmitBatchResult{Workflow: pe.info, Instances: q}, nil
 }

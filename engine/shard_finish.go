@@ -116,7 +116,9 @@ func (s *shard) remove(inst *instance) {
 	inst.log.close()
 	s.e.held.CompareAndDelete(inst.id, inst.h)
 	s.e.heldCount.Add(-1)
-	s.e.wakeClaimer()
+	if s.e.dueLeft.Load() { // the room freed may take one of them
+		s.e.wakeClaimer()
+	}
 }
 
 // cancelOp queues the cancellation of attempt of ref.
