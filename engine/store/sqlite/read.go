@@ -136,7 +136,8 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 }
 
 // TaskHistory implements engine.Store: every recorded attempt in recording
-// order (the AUTOINCREMENT id). Unknown instance: ErrNotFound.
+// order (the id: a new row's is larger than any in the table). Unknown
+// instance: ErrNotFound.
 func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionResult, error) {
 	// One read transaction, so the existence check and the history agree.
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
