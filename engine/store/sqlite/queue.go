@@ -34,6 +34,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		return nil, err
 	}
 	out := make([]engine.Queued, len(insts))
+	at := micros(now) // every row's creation and update time, and a claimed one's start
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		insRunner, insQueue := tx.StmtContext(ctx, s.ws.insertRunner), tx.StmtContext(ctx, s.ws.insertQueue)
 
@@ -82,20 +83,20 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 			claimed := inst.Claim != nil && !inst.ScheduledAt.After(now)
 			if claimed {
 				status, owner = "running", inst.Claim.Owner
-				started = sql.NullInt64{Int64: micros(now), Valid: true}
+				started = sql.NullInt64{Int64: at, Valid: true}
 				expires = sql.NullInt64{Int64: micros(now.Add(inst.Claim.Lease)), Valid: true}
 				term, _ = storeutil.Term(inst.Claim.Term) // checked by PrepareInstances
 			}
 			if _, err := insRunner.ExecContext(ctx, inst.ID, inst.WorkflowVersionID, status, inst.Inputs, inst.State, key,
-				micros(now), started, micros(now)); err != nil {
+				at, started, at); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
-			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, micros(now)); err != nil {
+			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, at); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
 			out[i] = engine.Queued{ID: inst.ID, Claimed: claimed}
 			if claimed {
-				out[i].CreatedAt = fromMicros(micros(now))
+				out[i].CreatedAt = fromMicros(at)
 			}
 		}
 		return nil
