@@ -52,8 +52,9 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 		e.signalClaimed()
 		e.log.Debug("claimed instances", zap.Int("count", len(claimed)))
 	}
-	e.dueLeft.Store(len(claimed) == limit)
-	return len(claimed) == limit
+	full := len(claimed) == limit
+	e.dueLeft.Store(full)
+	return full
 }
 
 // take hands a claimed instance to its shard, which hydrates it. Its place

@@ -188,8 +188,11 @@ func (e *Engine) SubmitBatch(ctx context.Context, req SubmitBatchRequest) (Submi
 		}
 	}
 	reserved := e.reserve(len(ins))
-	for i := range reserved {
-		ins[i].Claim = e.submitClaim()
+	if reserved > 0 {
+		claim := e.submitClaim()
+		for i := range reserved {
+			ins[i].Claim = claim
+		}
 	}
 	q, err := e.cfg.Store.QueueInstances(ctx, ins)
 	if err == nil && len(q) != len(ins) {
