@@ -47,16 +47,22 @@ func startChild(t testing.TB, bin string, args ...string) *child {
 // startChildEnv is startChild with env added to the child's environment.
 func startChildEnv(t testing.TB, env []string, bin string, args ...string) *child {
 	t.Helper()
+	return startChildOn(t, env, nil, bin, args...)
+}
+
+// startChildOn is startChildEnv with the child confined to cpus (nil:
+// anywhere).
+func startChildOn(t testing.TB, env []string, cpus []int, bin string, args ...string) *child {
+	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
 	if env != nil {
 		c.cmd.Env = append(os.Environ(), env...)
 	}
-	childproc.DieWithParent(c.cmd)
 	stderr, err := c.cmd.StderrPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := c.cmd.Start(); err != nil {
+	if err := childproc.StartOn(c.cmd, cpus); err != nil {
 		t.Fatal(err)
 	}
 	addrCh := make(chan [2]string, 1)

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robonet/robonet/internal/childproc"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -142,7 +143,13 @@ var meshEchoSpread = testdataSpec("mesh_echo_spread.yaml")
 // the single node's figure, submissions answered per second, and the CPU
 // all processes used per 1,000 tasks.
 //
+// Every process shares every CPU unless ROBONET_BENCH_PLACEMENT=split: then
+// the single node and the mesh's server run on the first half of the CPUs
+// and the worker nodes on the other half, as worker nodes on machines of
+// their own would (robonode bench's --placement split; Linux).
+//
 //	go test -run '^$' -bench MeshEcho -benchtime 3x ./e2e/
+//	ROBONET_BENCH_PLACEMENT=split go test -run '^$' -bench MeshEcho -benchtime 3x ./e2e/
 func BenchmarkMeshEcho(b *testing.B) {
 	for _, w := range []struct {
 		name                 string
@@ -154,22 +161,23 @@ func BenchmarkMeshEcho(b *testing.B) {
 	} {
 		b.Run(w.name, func(b *testing.B) {
 			bin := buildRobonode(b)
+			serverCPUs, workerCPUs := echoPlacement(b)
 			common := []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0", "--log-format", "json"}
 			var single, mesh echoTimes
 			var singleCPU, meshCPU time.Duration
 			cpu := func(c *child) time.Duration { return c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime() }
 			for b.Loop() {
 				// The reference: one node, its own pools.
-				one := startChild(b, bin, append(common, "--data-dir", b.TempDir(), "--capability", "core=32")...)
+				one := startChildOn(b, nil, serverCPUs, bin, append(common, "--data-dir", b.TempDir(), "--capability", "core=32")...)
 				single = single.add(echoRun(b, one.addr, w.spec, w.instances))
 				one.kill9(b)
 				singleCPU += cpu(one)
 
 				// The mesh: a server with no capability and three worker nodes.
-				server := startChild(b, bin, append(common, "--name", "server", "--data-dir", b.TempDir(), "--capability", "none")...)
+				server := startChildOn(b, nil, serverCPUs, bin, append(common, "--name", "server", "--data-dir", b.TempDir(), "--capability", "none")...)
 				var ws []*child
 				for i := 1; i <= 3; i++ {
-					ws = append(ws, startChildEnv(b, workerEnv(), bin, append(common, "--name", fmt.Sprintf("w%d", i), "--data-dir", b.TempDir(),
+					ws = append(ws, startChildOn(b, workerEnv(), workerCPUs, bin, append(common, "--name", fmt.Sprintf("w%d", i), "--data-dir", b.TempDir(),
 						"--join", server.gossip, "--capability", "core=32")...))
 				}
 				mesh = mesh.add(echoRun(b, server.addr, w.spec, w.instances))
@@ -289,6 +297,26 @@ func echoClients() int {
 		return n
 	}
 	return 8
+}
+
+// echoPlacement returns the CPUs of the node measured (the single node, the
+// mesh's server) and of the worker nodes, from ROBONET_BENCH_PLACEMENT:
+// "shared" or unset, every CPU for every process (nil, nil); "split", the
+// first and the second half of this process's CPUs.
+func echoPlacement(b *testing.B) (server, workers []int) {
+	switch p := os.Getenv("ROBONET_BENCH_PLACEMENT"); p {
+	case "", "shared":
+		return nil, nil
+	case "split":
+		server, workers, err := childproc.Halves()
+		if err != nil {
+			b.Fatalf("ROBONET_BENCH_PLACEMENT=split: %v", err)
+		}
+		return server, workers
+	default:
+		b.Fatalf("ROBONET_BENCH_PLACEMENT=%q: want shared (the default) or split", p)
+		return nil, nil
+	}
 }
 
 // workerEnv is what the worker nodes of the mesh get in their environment:

@@ -26,6 +26,7 @@ import (
 
 	"google.golang.org/grpc"
 
+	"github.com/robonet/robonet/internal/childproc"
 	"github.com/robonet/robonet/internal/connect"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -170,7 +171,9 @@ func (c *Config) check() error {
 	case Shared:
 	case Split:
 		var err error
-		if c.serverCPUs, c.workerCPUs, err = c.split(); err != nil {
+		// The server (or the single node) on the first half of the CPUs,
+		// the worker nodes on the second.
+		if c.serverCPUs, c.workerCPUs, err = childproc.Halves(); err != nil {
 			return fmt.Errorf("%w: placement %s: %w", ErrConfig, Split, err)
 		}
 	default:
@@ -190,19 +193,6 @@ func (c *Config) check() error {
 		}
 	}
 	return nil
-}
-
-// split returns the CPUs of the server and of the worker nodes: the first
-// and the second half of this process's (Placement Split).
-func (c *Config) split() (server, workers []int, err error) {
-	cpus, err := allowedCPUs()
-	if err != nil {
-		return nil, nil, err
-	}
-	if len(cpus) < 2 {
-		return nil, nil, fmt.Errorf("this process may run on %d CPU, two halves need at least 2", len(cpus))
-	}
-	return cpus[:len(cpus)/2], cpus[len(cpus)/2:], nil
 }
 
 // Report is the outcome of a run.

@@ -11,6 +11,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/robonet/robonet/internal/childproc"
 )
 
 // TestSplitPlacement: with Placement Split the server runs on the first
@@ -18,7 +20,7 @@ import (
 // thread of each, from its start — and the bench's own thread is given
 // its mask back.
 func TestSplitPlacement(t *testing.T) {
-	all, err := allowedCPUs()
+	all, err := childproc.AllowedCPUs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -53,7 +55,7 @@ func TestSplitPlacement(t *testing.T) {
 			}
 		}
 	}
-	after, err := allowedCPUs()
+	after, err := childproc.AllowedCPUs()
 	if err != nil || cpuList(after) != cpuList(all) {
 		t.Errorf("the bench may run on %v after starting the nodes (%v), want %v", after, err, all)
 	}
@@ -138,7 +140,7 @@ func TestUsageCountsLessThanATick(t *testing.T) {
 }
 
 // benchParentEnv makes the test binary play a bench that starts a child
-// (startOn, on the CPUs the variable names, "" for all), prints its pid
+// (childproc.StartOn, on the CPUs the variable names, "" for all), prints its pid
 // and waits to be killed.
 const benchParentEnv = "ROBONET_BENCH_TEST_PARENT"
 
@@ -152,7 +154,7 @@ func TestChildrenDieWithTheBench(t *testing.T) {
 			mask = []int{0}
 		}
 		child := exec.Command("sleep", "60")
-		if err := startOn(child, mask); err != nil {
+		if err := childproc.StartOn(child, mask); err != nil {
 			fmt.Println("error:", err)
 			os.Exit(1)
 		}

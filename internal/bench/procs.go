@@ -15,6 +15,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"github.com/robonet/robonet/internal/childproc"
 )
 
 // proc is one robonode process the bench started.
@@ -46,7 +48,7 @@ func startProc(ctx context.Context, robonode []string, env []string, cpus []int,
 			return nil, fmt.Errorf("%s's log: %w", name, err)
 		}
 	}
-	if err := startOn(p.cmd, cpus); err != nil {
+	if err := childproc.StartOn(p.cmd, cpus); err != nil {
 		if logf != nil {
 			_ = logf.Close()
 		}

@@ -1,4 +1,4 @@
-package bench
+package childproc
 
 import (
 	"fmt"
@@ -6,12 +6,10 @@ import (
 	"runtime"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/robonet/robonet/internal/childproc"
 )
 
-// allowedCPUs lists the CPUs this process may run on.
-func allowedCPUs() ([]int, error) {
+// AllowedCPUs lists the CPUs this process may run on.
+func AllowedCPUs() ([]int, error) {
 	var set unix.CPUSet
 	if err := unix.SchedGetaffinity(0, &set); err != nil {
 		return nil, fmt.Errorf("reading this process's CPU affinity: %w", err)
@@ -25,18 +23,19 @@ func allowedCPUs() ([]int, error) {
 	return cpus, nil
 }
 
-// startOn starts cmd confined to cpus (all of this process's when empty),
-// to die with this process (childproc): a bench killed in the middle of a
-// run (by a signal, or by a closed pipe on its output) leaves no nodes
-// behind. The thread that starts it is unlocked again, and so lives on.
+// StartOn starts cmd confined to cpus (all of this process's when empty),
+// to die with this process (DieWithParent): a bench or test killed in the
+// middle of a run (by a signal, or by a closed pipe on its output) leaves
+// no nodes behind. The thread that starts it is unlocked again, and so
+// lives on.
 //
 // A child inherits the CPU mask of the thread that forks it, and os/exec
 // forks on the calling goroutine's thread: so the thread is locked, given
 // the mask for the fork, and given its own back. Every thread of the child
 // has the mask from its first instruction (Go sizes GOMAXPROCS by it),
 // which setting it on a running process would not give.
-func startOn(cmd *exec.Cmd, cpus []int) error {
-	childproc.DieWithParent(cmd)
+func StartOn(cmd *exec.Cmd, cpus []int) error {
+	DieWithParent(cmd)
 	if len(cpus) == 0 {
 		return cmd.Start()
 	}
