@@ -140,8 +140,8 @@ func TestUsageCountsLessThanATick(t *testing.T) {
 }
 
 // benchParentEnv makes the test binary play a bench that starts a child
-// (childproc.StartOn, on the CPUs the variable names, "" for all), prints its pid
-// and waits to be killed.
+// (childproc.StartOn, on the CPUs the variable names, "" for all), prints
+// its pid and waits to be killed.
 const benchParentEnv = "ROBONET_BENCH_TEST_PARENT"
 
 // TestChildrenDieWithTheBench: a bench killed mid-run (SIGKILL here; a
