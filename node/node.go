@@ -392,6 +392,7 @@ func (n *Node) startGRPC() {
 	n.grpcSrv = grpc.NewServer(append(opts,
 		grpc.MaxRecvMsgSize(n.cfg.MaxMessageBytes),
 		grpc.MaxSendMsgSize(n.cfg.MaxMessageBytes),
+		grpc.InitialWindowSize(streamWindow), grpc.InitialConnWindowSize(connWindow),
 		grpc.MaxConcurrentStreams(uint32(n.cfg.MaxStreams)),
 		// A connection that has not finished its handshake in this time
 		// (garbage, or a client that connects and says nothing) is closed.
