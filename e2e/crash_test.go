@@ -41,17 +41,11 @@ type child struct {
 // that it started, returning its gRPC address.
 func startChild(t testing.TB, bin string, args ...string) *child {
 	t.Helper()
-	return startChildEnv(t, nil, bin, args...)
+	return startChildOn(t, nil, nil, bin, args...)
 }
 
-// startChildEnv is startChild with env added to the child's environment.
-func startChildEnv(t testing.TB, env []string, bin string, args ...string) *child {
-	t.Helper()
-	return startChildOn(t, env, nil, bin, args...)
-}
-
-// startChildOn is startChildEnv with the child confined to cpus (nil:
-// anywhere).
+// startChildOn is startChild with env added to the child's environment
+// and the child confined to cpus (nil: anywhere).
 func startChildOn(t testing.TB, env []string, cpus []int, bin string, args ...string) *child {
 	t.Helper()
 	c := &child{cmd: exec.Command(bin, args...), done: make(chan struct{})}
