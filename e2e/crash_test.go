@@ -119,7 +119,7 @@ func (c *child) kill9(t testing.TB) {
 }
 
 // stop asks for a clean shutdown with SIGTERM and returns the exit code.
-func (c *child) stop(t *testing.T) int {
+func (c *child) stop(t testing.TB) int {
 	t.Helper()
 	if err := c.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"fmt"
 	"os"
+	"path/filepath"
 	"slices"
 	"strconv"
 	"testing"
@@ -141,12 +142,20 @@ var meshEchoSpread = testdataSpec("mesh_echo_spread.yaml")
 // results recorded). The clock runs from the first submission until every
 // instance is COMPLETE. Reports tasks/s for each and the mesh's share of
 // the single node's figure, submissions answered per second, and the CPU
-// all processes used per 1,000 tasks.
+// used per 1,000 tasks by all processes and by the mesh's server alone
+// (with split placement below, the server is the process on the single
+// node's CPUs: its figure against the single node's is the cost of
+// crossing nodes).
 //
 // Every process shares every CPU unless ROBONET_BENCH_PLACEMENT=split: then
 // the single node and the mesh's server run on the first half of the CPUs
 // and the worker nodes on the other half, as worker nodes on machines of
 // their own would (robonode bench's --placement split; Linux).
+//
+// ROBONET_BENCH_PROFILE=DIR writes a CPU profile of every process to DIR
+// (go tool pprof FILE), one file per workload, iteration and node; the
+// processes are then stopped cleanly rather than killed, so that the
+// profiles are written (their CPU figures include the shutdown).
 //
 //	go test -run '^$' -bench MeshEcho -benchtime 3x ./e2e/
 //	ROBONET_BENCH_PLACEMENT=split go test -run '^$' -bench MeshEcho -benchtime 3x ./e2e/
@@ -164,27 +173,51 @@ func BenchmarkMeshEcho(b *testing.B) {
 			serverCPUs, workerCPUs := echoPlacement(b)
 			common := []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0", "--log-format", "json"}
 			var single, mesh echoTimes
-			var singleCPU, meshCPU time.Duration
+			var singleCPU, meshCPU, serverCPU time.Duration
 			cpu := func(c *child) time.Duration { return c.cmd.ProcessState.UserTime() + c.cmd.ProcessState.SystemTime() }
+			profiles := echoProfiles(b)
+			iteration := 0
+			// args are a node's arguments: common, its own, and a CPU
+			// profile when asked for.
+			args := func(node string, own ...string) []string {
+				a := append(slices.Clone(common), own...)
+				if profiles != "" {
+					a = append(a, "--cpu-profile", filepath.Join(profiles, fmt.Sprintf("%s-%d-%s.pprof", w.name, iteration, node)))
+				}
+				return a
+			}
+			end := func(c *child) time.Duration {
+				if profiles != "" {
+					if code := c.stop(b); code != 0 {
+						b.Fatalf("a node exited with %d at a clean stop:\n%s", code, c.logText())
+					}
+				} else {
+					c.kill9(b)
+				}
+				return cpu(c)
+			}
 			for b.Loop() {
+				iteration++
 				// The reference: one node, its own pools.
-				one := startChildOn(b, nil, serverCPUs, bin, append(common, "--data-dir", b.TempDir(), "--capability", "core=32")...)
+				one := startChildOn(b, nil, serverCPUs, bin, args("single", "--data-dir", b.TempDir(), "--capability", "core=32")...)
 				single = single.add(echoRun(b, one.addr, w.spec, w.instances))
-				one.kill9(b)
-				singleCPU += cpu(one)
+				singleCPU += end(one)
 
 				// The mesh: a server with no capability and three worker nodes.
-				server := startChildOn(b, nil, serverCPUs, bin, append(common, "--name", "server", "--data-dir", b.TempDir(), "--capability", "none")...)
+				server := startChildOn(b, nil, serverCPUs, bin, args("server", "--name", "server", "--data-dir", b.TempDir(), "--capability", "none")...)
 				var ws []*child
 				for i := 1; i <= 3; i++ {
-					ws = append(ws, startChildOn(b, workerEnv(), workerCPUs, bin, append(common, "--name", fmt.Sprintf("w%d", i), "--data-dir", b.TempDir(),
+					name := fmt.Sprintf("w%d", i)
+					ws = append(ws, startChildOn(b, workerEnv(), workerCPUs, bin, args(name, "--name", name, "--data-dir", b.TempDir(),
 						"--join", server.gossip, "--capability", "core=32")...))
 				}
 				mesh = mesh.add(echoRun(b, server.addr, w.spec, w.instances))
-				for _, c := range append(ws, server) {
-					c.kill9(b)
-					meshCPU += cpu(c)
+				for _, c := range ws {
+					meshCPU += end(c)
 				}
+				s := end(server)
+				meshCPU += s
+				serverCPU += s
 			}
 			n := float64(b.N * w.instances * w.tasksEach)
 			b.ReportMetric(n/single.done.Seconds(), "single-tasks/s")
@@ -199,6 +232,7 @@ func BenchmarkMeshEcho(b *testing.B) {
 			// warm-up instance included), per 1,000 tasks.
 			b.ReportMetric(1000*singleCPU.Seconds()*1000/n, "single-cpu-ms/ktask")
 			b.ReportMetric(1000*meshCPU.Seconds()*1000/n, "mesh-cpu-ms/ktask")
+			b.ReportMetric(1000*serverCPU.Seconds()*1000/n, "mesh-server-cpu-ms/ktask")
 		})
 	}
 }
@@ -317,6 +351,19 @@ func echoPlacement(b *testing.B) (server, workers []int) {
 		b.Fatalf("ROBONET_BENCH_PLACEMENT=%q: want shared (the default) or split", p)
 		return nil, nil
 	}
+}
+
+// echoProfiles returns the directory ROBONET_BENCH_PROFILE names, made if
+// it does not exist, or "" when it is unset.
+func echoProfiles(b *testing.B) string {
+	dir := os.Getenv("ROBONET_BENCH_PROFILE")
+	if dir == "" {
+		return ""
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatalf("ROBONET_BENCH_PROFILE=%q: %v", dir, err)
+	}
+	return dir
 }
 
 // workerEnv is what the worker nodes of the mesh get in their environment:
