@@ -167,20 +167,35 @@ var failoverSpec = testdataSpec("failover.yaml")
 // on the worker-only node (no store) both run, and both nodes read them.
 func TestMeshElectsAndAnswersAnywhere(t *testing.T) {
 	m := startMesh(t, 3, 1)
-	l := m.leader()
 
-	for _, n := range m.nodes {
-		resp, err := n.mesh.GetLeader(ctxFor(t, 10*time.Second), &robonetv1.GetLeaderRequest{})
-		if err != nil {
-			t.Fatalf("%s: GetLeader: %v", n.name, err)
+	// Every node names the leader, its address and its term. On a loaded
+	// machine (the whole suite under -race on two cores) a missed
+	// heartbeat can move the leadership after the mesh first agreed: the
+	// check is made against the leader of the moment, until every node
+	// names it at once.
+	eventually(t, 30*time.Second, "every node to name the leader of the moment", func() bool {
+		l := m.waitLeader("", 30*time.Second)
+		for _, n := range m.nodes {
+			resp, err := n.mesh.GetLeader(ctxFor(t, 10*time.Second), &robonetv1.GetLeaderRequest{})
+			if err != nil {
+				t.Logf("%s: GetLeader: %v (the leadership may be moving)", n.name, err)
+				return false
+			}
+			if resp.GetName() != l.name || resp.GetGrpcAddr() != l.node.GRPCAddr() || resp.GetTerm() != l.node.Term() {
+				t.Logf("%s: leader %s at %s term %d; want %s at %s term %d (the leadership may be moving)", n.name, resp.GetName(),
+					resp.GetGrpcAddr(), resp.GetTerm(), l.name, l.node.GRPCAddr(), l.node.Term())
+				return false
+			}
 		}
-		if resp.GetName() != l.name || resp.GetGrpcAddr() != l.node.GRPCAddr() || resp.GetTerm() != l.node.Term() {
-			t.Errorf("%s: leader %s at %s term %d; want %s at %s term %d", n.name, resp.GetName(), resp.GetGrpcAddr(),
-				resp.GetTerm(), l.name, l.node.GRPCAddr(), l.node.Term())
-		}
-	}
+		return true
+	})
 	w := m.worker()
-	eventually(t, 10*time.Second, "the worker-only node to list every member alive", func() bool {
+	eventually(t, 10*time.Second, "the worker-only node to list every member alive and the leader it names", func() bool {
+		named, err := w.mesh.GetLeader(ctxFor(t, 10*time.Second), &robonetv1.GetLeaderRequest{})
+		if err != nil {
+			t.Logf("GetLeader: %v (the leadership may be moving)", err)
+			return false
+		}
 		resp, err := w.mesh.ListMembers(ctxFor(t, 10*time.Second), &robonetv1.ListMembersRequest{})
 		if err != nil {
 			t.Fatalf("ListMembers: %v", err)
@@ -192,8 +207,9 @@ func TestMeshElectsAndAnswersAnywhere(t *testing.T) {
 			}
 			if mem.GetLeader() {
 				leaders++
-				if mem.GetName() != l.name {
-					t.Fatalf("member %s marked leader, want %s", mem.GetName(), l.name)
+				if mem.GetName() != named.GetName() {
+					t.Logf("member %s marked leader, the node names %q (the leadership may be moving)", mem.GetName(), named.GetName())
+					return false
 				}
 			}
 			if mem.GetName() == "w1" && (len(mem.GetRoles()) != 1 || mem.GetRoles()[0] != "worker" || mem.GetCapabilities()["code.exec"] != 8) {
