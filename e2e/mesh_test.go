@@ -59,7 +59,13 @@ func meshNodeConfig(t *testing.T, name, dsn, schema string, server bool, join []
 			Lease:             5 * time.Second,
 			WatchPollInterval: 50 * time.Millisecond,
 		},
-		Wag: wag.Config{HeartbeatInterval: 100 * time.Millisecond, CancelGrace: 2 * time.Second},
+		// A worker is declared dead after three silent intervals. 250 ms
+		// keeps that under a second, while a node starved for a few hundred
+		// milliseconds by the whole suite under -race on two cores (seen:
+		// 390 ms) is not declared dead and its attempts not run again —
+		// which the tests of inheritance and leader change forbid. A
+		// halted node is noticed sooner, by memberlist (about 0.5 s).
+		Wag: wag.Config{HeartbeatInterval: 250 * time.Millisecond, CancelGrace: 2 * time.Second},
 	}
 	if server {
 		cfg.BootstrapExpect = expect

@@ -114,7 +114,7 @@ type wagMesh struct {
 }
 
 // wagNodeConfig is a node of a wagMesh: tight gossip and heartbeat
-// timings, so failures are seen in a few hundred milliseconds.
+// timings, so failures are seen in under a second.
 func wagNodeConfig(t *testing.T, name string, server bool, join []string, caps map[string]int, reg *wag.Registry) node.Config {
 	cfg := meshNodeConfig(t, name, "", "", server, join, 1) // no DSN: SQLite
 	cfg.Capabilities = caps
