@@ -25,6 +25,11 @@ type Config struct {
 	Query *Query
 	// Dispatcher hands attempts to the Waggler layer. Required.
 	Dispatcher Dispatcher
+	// Admission, when set, holds back new instances whose first tasks
+	// need only saturated capabilities, until those drain (see
+	// Admission; the Waggler layer calls CapacityFreed). nil: every
+	// instance claimed starts at once.
+	Admission Admission
 	// Logger is named "engine" by New. nil: no logging.
 	Logger *zap.Logger
 	// Clock is the source of time. nil: the wall clock.

@@ -68,6 +68,9 @@ type Engine struct {
 	// no room in memory. While it is set, submissions are queued for the
 	// claimer instead of claimed at once (see reserve).
 	dueLeft atomic.Bool
+	// admit holds back claimed instances whose capabilities are
+	// saturated (admission.go).
+	admit admission
 
 	ignored   atomic.Uint64
 	evictions atomic.Uint64
@@ -112,6 +115,7 @@ func New(cfg Config) (*Engine, error) {
 		wake:         make(chan struct{}, 1),
 		scheduleWake: make(chan struct{}, 1),
 		claimed:      make(chan struct{}),
+		admit:        newAdmission(),
 	}
 	e.dueLeft.Store(true) // until the first claim looks
 	e.flusher = newFlusher(e)
@@ -154,7 +158,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, s := range e.shards {
 		e.goAll(func() { s.run(runCtx) })
 	}
-	for _, loop := range []func(context.Context){e.claimLoop, e.leaseLoop, e.sweepLoop, e.scheduleLoop} {
+	for _, loop := range []func(context.Context){e.claimLoop, e.admitLoop, e.leaseLoop, e.sweepLoop, e.scheduleLoop} {
 		e.loops.Add(1)
 		e.goAll(func() {
 			defer e.loops.Done()
@@ -209,6 +213,7 @@ func (e *Engine) stop(ctx context.Context, graceful bool) error {
 	if !graceful {
 		e.cancelRun()
 		e.all.Wait()
+		e.clearHeldBack()
 		e.log.Info("engine abandoned its instances", zap.Int64("held", e.heldCount.Load()))
 		return nil
 	}
@@ -216,6 +221,8 @@ func (e *Engine) stop(ctx context.Context, graceful bool) error {
 	var errs []error
 	e.cancelLoops()
 	e.loops.Wait()
+	e.clearHeldBack() // their leases are released below, with the others'
+
 	e.outbox.stopDispatch.Store(true)
 	for _, s := range e.shards {
 		s.send(func(s *shard) { s.shutdown() })
@@ -307,8 +314,11 @@ func (e *Engine) ignoreResult(r *TaskResult, why string) {
 
 // Stats are counters of the runloop, for metrics and tests.
 type Stats struct {
-	// Held is the number of instances in memory.
+	// Held is the number of instances in memory, HeldBack included.
 	Held int
+	// HeldBack is the number of instances claimed and not started yet:
+	// their capabilities are saturated (see Admission).
+	HeldBack int
 	// ResultsIgnored counts results for instances not held here or
 	// attempts no longer in flight.
 	ResultsIgnored uint64
@@ -318,5 +328,5 @@ type Stats struct {
 
 // Stats returns the current counters.
 func (e *Engine) Stats() Stats {
-	return Stats{Held: int(e.heldCount.Load()), ResultsIgnored: e.ignored.Load(), Evictions: e.evictions.Load()}
+	return Stats{Held: int(e.heldCount.Load()), HeldBack: e.heldBackCount(), ResultsIgnored: e.ignored.Load(), Evictions: e.evictions.Load()}
 }

@@ -64,6 +64,9 @@ func (e *Engine) take(c ClaimedInstance, pe *planEntry, perr error) {
 	h := &holder{id: c.ID, shard: s}
 	h.state.Store(StateRunning)
 	e.held.Store(c.ID, h)
+	if e.holdBack(c, pe, perr, h) {
+		return
+	}
 	s.send(func(s *shard) { s.hydrate(c, pe, perr, h) })
 }
 
@@ -201,6 +204,9 @@ func (e *Engine) refreshOnce(ctx context.Context) bool {
 			}
 		}
 		for _, id := range st.CancelRequested {
+			if e.cancelHeldBack(id) {
+				continue
+			}
 			if h, found := e.held.Load(id); found {
 				h := h.(*holder)
 				h.shard.send(func(s *shard) {
@@ -216,6 +222,9 @@ func (e *Engine) refreshOnce(ctx context.Context) bool {
 
 // evictHolder evicts the instance h names, if it is still held.
 func (e *Engine) evictHolder(h *holder, reason string) {
+	if e.dropHeldBack(h.id, reason) {
+		return
+	}
 	h.shard.send(func(s *shard) {
 		if inst := s.insts[h.id]; inst != nil && inst.h == h {
 			s.evict(inst, reason)

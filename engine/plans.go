@@ -29,6 +29,11 @@ type planEntry struct {
 	succ [][]int32
 	// maxAttempts per task: retry.max_attempts (at least 1), 1 under abort.
 	maxAttempts []uint32
+	// rootCaps are the capabilities of the tasks that need none, sorted:
+	// what a new instance dispatches first (see admission.go); rootKey
+	// joins them.
+	rootCaps []string
+	rootKey  string
 }
 
 // executionID names a task or spread instance within an instance, as the
@@ -168,8 +173,13 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 	for i := range n {
 		if indeg[i] == 0 {
 			level = append(level, int32(i))
+			if c := wf.GetTasks()[i].GetCapability(); !slices.Contains(pe.rootCaps, c) {
+				pe.rootCaps = append(pe.rootCaps, c)
+			}
 		}
 	}
+	slices.Sort(pe.rootCaps)
+	pe.rootKey = strings.Join(pe.rootCaps, ",")
 	for len(level) > 0 {
 		pe.order = append(pe.order, level...)
 		var next []int32

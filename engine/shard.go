@@ -55,6 +55,8 @@ type holder struct {
 	id    uuid.UUID
 	shard *shard
 	gone  atomic.Bool
+	// heldBack: claimed and not started yet (admission.go).
+	heldBack atomic.Bool
 	// state is the instance's client-facing state: set by its shard while
 	// it runs, and to its terminal state by the flusher as soon as the
 	// completion is durable — before the shard hears of it — so that from

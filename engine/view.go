@@ -22,6 +22,9 @@ import (
 func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, error) {
 	if v, held := e.held.Load(id); held {
 		h := v.(*holder)
+		if h.heldBack.Load() {
+			return e.heldBackView(ctx, id)
+		}
 		if err := h.settled(ctx); err != nil {
 			return InstanceView{}, err
 		}
@@ -266,6 +269,9 @@ func (e *Engine) CancelInstance(ctx context.Context, id uuid.UUID) error {
 			return fmt.Errorf("cancel instance %s: no such instance: %w", id, ErrNotFound)
 		}
 		return err // the store's error names the instance and the operation
+	}
+	if e.cancelHeldBack(id) {
+		return nil
 	}
 	if _, err := e.onShard(ctx, id, func(s *shard, inst *instance) { s.cancel(inst, "cancelled by request", s.now()) }); err != nil {
 		return err

@@ -120,8 +120,9 @@ func (e *Engine) watchLive(ctx context.Context, id uuid.UUID, cursor *uint64, sn
 }
 
 // Holds reports whether this engine, running, holds instance id: results
-// of its attempts are taken now.
+// of its attempts are taken now. An instance held back (admission.go) is
+// not held yet: it has no attempts, and watchers read it from the Store.
 func (e *Engine) Holds(id uuid.UUID) bool {
 	h, ok := e.held.Load(id)
-	return ok && e.running.Load() && !h.(*holder).gone.Load()
+	return ok && e.running.Load() && !h.(*holder).gone.Load() && !h.(*holder).heldBack.Load()
 }
