@@ -81,6 +81,21 @@ type RouterConfig struct {
 	// Metrics count the Waggler roles that move; nil: series registered
 	// nowhere.
 	Metrics *metrics.Wag
+
+	// Slots, when set, returns the slots of the nodes serving a
+	// capability: with BacklogPerSlot, the backlog that saturates it
+	// (Saturated). Nil: MinBacklog alone.
+	Slots func(capability string) int
+	// BacklogPerSlot, MinBacklog and BacklogStall set when a capability
+	// is saturated (see Saturated). Defaults DefaultBacklogPerSlot,
+	// DefaultMinBacklog, DefaultBacklogStall.
+	BacklogPerSlot int
+	MinBacklog     int
+	BacklogStall   time.Duration
+	// OnDrain, when set, is called (without the Router's lock) when a
+	// capability Saturated said was saturated has drained to half its
+	// limit: the engine starts the instances it kept waiting for it.
+	OnDrain func(capability string)
 }
 
 // DefaultResultHold is the default of RouterConfig.ResultHold.
@@ -122,6 +137,8 @@ type Router struct {
 	cancelledQ []engine.AttemptKey // in the order cancelled
 	// announce is "waiting" progress to send once the lock is released.
 	announce []engine.TaskProgress
+	// bl counts the attempts in flight per capability (backlog.go).
+	bl backlog
 
 	wg     sync.WaitGroup
 	ctx    context.Context
@@ -177,6 +194,15 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.Metrics == nil {
 		cfg.Metrics = metrics.NewWag(nil)
 	}
+	if cfg.BacklogPerSlot <= 0 {
+		cfg.BacklogPerSlot = DefaultBacklogPerSlot
+	}
+	if cfg.MinBacklog <= 0 {
+		cfg.MinBacklog = DefaultMinBacklog
+	}
+	if cfg.BacklogStall <= 0 {
+		cfg.BacklogStall = DefaultBacklogStall
+	}
 	return &Router{
 		cfg:     cfg,
 		log:     cfg.Logger.Named("router").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
@@ -184,6 +210,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		waiting: make(map[string][]*att),
 		nodes:   make(map[string]*nodeLink),
 		roles:   map[string]Role{},
+		bl:      newBacklog(),
 	}, nil
 }
 
@@ -393,6 +420,7 @@ func (r *Router) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []erro
 		// already: as if this Router had handed it out (Handoff.MayRun).
 		a := &att{seq: r.seq, d: d, handed: d.Resumed}
 		r.atts[d.AttemptKey] = a
+		r.addLocked(a)
 		if ro, ok := r.roles[d.Capability]; ok {
 			r.routeLocked(a, ro)
 		} else {
@@ -411,7 +439,7 @@ func (r *Router) Cancel(_ context.Context, term uint64, keys []engine.AttemptKey
 		return fmt.Errorf("%w: term %d, this router serves %d", engine.ErrStaleTerm, term, r.cfg.Term)
 	}
 	r.mu.Lock()
-	defer r.mu.Unlock()
+	defer r.unlock() // reports what the cancels drained
 	now := r.cfg.Clock.Now()
 	r.pruneCancelledLocked(now)
 	for _, k := range keys {
@@ -419,7 +447,7 @@ func (r *Router) Cancel(_ context.Context, term uint64, keys []engine.AttemptKey
 		if !ok {
 			continue
 		}
-		delete(r.atts, k)
+		r.dropLocked(a, false)
 		if r.cancelled == nil {
 			r.cancelled = map[engine.AttemptKey]cancelledAtt{}
 		}
@@ -460,10 +488,12 @@ func (r *Router) waitLocked(a *att) {
 func (r *Router) unlock() {
 	ps := r.announce
 	r.announce = nil
+	drained := r.takeDrainedLocked()
 	r.mu.Unlock()
 	for _, p := range ps {
 		r.cfg.Sink.TaskProgress(context.Background(), p)
 	}
+	r.reportDrained(drained)
 }
 
 func (r *Router) removeWaitingLocked(a *att) {
@@ -723,7 +753,7 @@ func (n *nodeLink) step() error {
 			delete(n.queued, a.d.AttemptKey)
 		case errors.Is(err, ErrTooLarge):
 			// It would fail the same way every time: the attempt fails.
-			delete(r.atts, a.d.AttemptKey)
+			r.dropLocked(a, true)
 			n.forget(a)
 			now := r.cfg.Clock.Now()
 			failed = append(failed, engine.TaskResult{AttemptKey: a.d.AttemptKey, Error: err.Error(), StartedAt: now, FinishedAt: now})
@@ -734,7 +764,9 @@ func (n *nodeLink) step() error {
 			}
 		}
 	}
+	drained := r.takeDrainedLocked()
 	r.mu.Unlock()
+	r.reportDrained(drained)
 	for _, res := range failed {
 		r.log.Warn("an attempt cannot be handed to its waggler's node: it fails", zap.String("waggler_node", n.name),
 			zap.String("instance", res.InstanceID.String()), zap.String("execution", res.ExecutionID), zap.String("error", res.Error))
@@ -770,7 +802,7 @@ func (u *routerUplink) Results(rs []SeqResult) error {
 	for _, res := range rs {
 		r.mu.Lock()
 		if a := r.atts[res.AttemptKey]; a != nil {
-			delete(r.atts, res.AttemptKey)
+			r.dropLocked(a, true)
 			if a.node != "" {
 				if n := r.nodes[a.node]; n != nil {
 					n.forget(a)
@@ -783,10 +815,12 @@ func (u *routerUplink) Results(rs []SeqResult) error {
 		if park {
 			r.parked = append(r.parked, parkedResult{res: res.TaskResult, since: r.cfg.Clock.Now()})
 		}
+		drained := r.takeDrainedLocked()
 		r.mu.Unlock()
 		if !park {
 			r.cfg.Sink.TaskResult(ctx, res.TaskResult)
 		}
+		r.reportDrained(drained)
 		last = res.Seq
 	}
 	r.mu.Lock()

@@ -1,0 +1,151 @@
+package wag
+
+import (
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// The Router counts, per capability, the attempts it accepted and has no
+// result for: those running on workers and those queued behind them. When
+// that backlog is far larger than the capability's slots can start soon,
+// a new instance needing the capability would only add attempts to the
+// queue while the engine holds it in memory, writes its progress and
+// scans its heap. The engine asks Saturated before it starts a new
+// instance, keeps those whose first tasks all need a saturated capability
+// waiting (engine.Admission), and starts them when the Router reports the
+// backlog drained (RouterConfig.OnDrain).
+
+// Defaults of the backlog at which a capability is saturated.
+const (
+	// DefaultBacklogPerSlot is attempts in flight per slot serving the
+	// capability.
+	DefaultBacklogPerSlot = 32
+	// DefaultMinBacklog is the least backlog that saturates a capability,
+	// whatever its slots: enough for a chain-like load to keep every slot
+	// busy across a round trip, and for slots the Router does not know of
+	// (external workers).
+	DefaultMinBacklog = 1024
+	// DefaultBacklogStall: a capability with no result for this long is
+	// never saturated — its tasks are long, or a count went wrong — so that
+	// holding instances back can only delay them while results flow.
+	DefaultBacklogStall = 10 * time.Second
+)
+
+// slotsTTL is how long the Router keeps a capability's slot count.
+const slotsTTL = time.Second
+
+// backlog is the Router's per-capability account; guarded by Router.mu.
+type backlog struct {
+	inflight map[string]int       // attempts in r.atts
+	active   map[string]time.Time // the last result, or when the backlog began
+	gated    map[string]int       // saturated capabilities → the limit they reached
+	slots    map[string]slotCount // cached RouterConfig.Slots answers
+	drained  []string             // to report through OnDrain once r.mu is released
+}
+
+type slotCount struct {
+	n  int
+	at time.Time
+}
+
+func newBacklog() backlog {
+	return backlog{inflight: map[string]int{}, active: map[string]time.Time{}, gated: map[string]int{}, slots: map[string]slotCount{}}
+}
+
+// addLocked records a accepted; r.mu held.
+func (r *Router) addLocked(a *att) {
+	c := a.d.Capability
+	if r.bl.inflight[c] == 0 {
+		r.bl.active[c] = r.cfg.Clock.Now()
+	}
+	r.bl.inflight[c]++
+}
+
+// dropLocked forgets a, accepted before and in r.atts until now; r.mu
+// held. done: its result came (the capability makes progress).
+func (r *Router) dropLocked(a *att, done bool) {
+	delete(r.atts, a.d.AttemptKey)
+	c := a.d.Capability
+	n := r.bl.inflight[c] - 1
+	if n <= 0 {
+		delete(r.bl.inflight, c)
+		delete(r.bl.active, c)
+	} else {
+		r.bl.inflight[c] = n
+		if done {
+			r.bl.active[c] = r.cfg.Clock.Now()
+		}
+	}
+	if limit, gated := r.bl.gated[c]; gated && n <= limit/2 {
+		delete(r.bl.gated, c)
+		r.bl.drained = append(r.bl.drained, c)
+	}
+}
+
+// Saturated reports whether capability has so many attempts in flight —
+// at least BacklogPerSlot per slot serving it, and MinBacklog — that a
+// new instance needing it would only queue behind them, while results
+// still arrive (a capability silent for BacklogStall is not saturated).
+// Once it answered true, OnDrain is called when the backlog falls to
+// half of that limit. It implements engine.Admission.
+func (r *Router) Saturated(capability string) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := r.bl.inflight[capability]
+	if n < r.cfg.MinBacklog {
+		return false
+	}
+	now := r.cfg.Clock.Now()
+	limit := r.cfg.MinBacklog
+	if r.cfg.Slots != nil {
+		sc, ok := r.bl.slots[capability]
+		if !ok || now.Sub(sc.at) >= slotsTTL {
+			sc = slotCount{n: r.cfg.Slots(capability), at: now}
+			r.bl.slots[capability] = sc
+		}
+		limit = max(limit, sc.n*r.cfg.BacklogPerSlot)
+	}
+	if n < limit || now.Sub(r.bl.active[capability]) >= r.cfg.BacklogStall {
+		return false
+	}
+	if _, was := r.bl.gated[capability]; !was {
+		r.log.Debug("capability saturated: new instances needing it wait for its backlog to drain",
+			zap.String("capability", capability), zap.Int("in_flight", n), zap.Int("limit", limit))
+	}
+	r.bl.gated[capability] = limit
+	return true
+}
+
+// InFlight returns the attempts the Router accepted and has no result
+// for, by capability.
+func (r *Router) InFlight() map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make(map[string]int, len(r.bl.inflight))
+	for c, n := range r.bl.inflight {
+		out[c] = n
+	}
+	return out
+}
+
+// takeDrainedLocked returns the capabilities to report drained; r.mu held.
+func (r *Router) takeDrainedLocked() []string {
+	d := r.bl.drained
+	r.bl.drained = nil
+	return d
+}
+
+// reportDrained calls OnDrain for each capability; r.mu not held.
+func (r *Router) reportDrained(cs []string) {
+	if r.cfg.OnDrain == nil {
+		return
+	}
+	for _, c := range cs {
+		r.cfg.OnDrain(c)
+	}
+}
+
+var _ engine.Admission = (*Router)(nil)
