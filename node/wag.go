@@ -128,6 +128,12 @@ func (n *Node) newTerm(term uint64) (*termEngine, error) {
 		Term: term, Sink: verifier, Directory: meshDirectory{n}, Logger: n.cfg.Logger, NodeName: n.cfg.Name,
 		Holds:   func(id uuid.UUID) bool { return t.Engine != nil && t.Holds(id) },
 		Metrics: n.metrics.wag,
+		Slots:   n.slotsServing,
+		OnDrain: func(c string) {
+			if t.Engine != nil {
+				t.CapacityFreed(c)
+			}
+		},
 	})
 	if err != nil {
 		return nil, err
@@ -135,6 +141,7 @@ func (n *Node) newTerm(term uint64) (*termEngine, error) {
 	verifier.SetNext(t.router)
 	ecfg := n.cfg.Engine
 	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, verifier, n.cfg.Logger, n.cfg.Name, term
+	ecfg.Admission = t.router
 	ecfg.Query = n.reader
 	ecfg.Metrics = n.metrics.engine
 	if t.Engine, err = engine.New(ecfg); err != nil {
@@ -205,6 +212,22 @@ func (n *Node) servingNodes(capability string) ([]string, bool) {
 		}
 	}
 	return nodes, true
+}
+
+// slotsServing is the pool slots of capability on the members up now (the
+// Router's measure of a saturated capability; wag.RouterConfig.Slots).
+func (n *Node) slotsServing(capability string) int {
+	m := n.mesh
+	if m == nil {
+		return n.cfg.Capabilities[capability]
+	}
+	slots := 0
+	for _, mem := range m.Members() {
+		if memberUp(mem) {
+			slots += mem.Capabilities[capability]
+		}
+	}
+	return slots
 }
 
 // controlRefreshTicks is how many heartbeat intervals a worker-only node
