@@ -82,6 +82,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`robonet_waggler_running{capability="core"}`:           0,
 		`robonet_heartbeats_received_total{capability="core"}`: -2, // some: the sleep beat at 100 ms
 		`robonet_engine_instances_held`:                        0,
+		`robonet_engine_instances_held_back`:                   0,
 		`robonet_store_commit_rows_count`:                      -2,
 		`robonet_readiness_propagation_seconds_count`:          5, // a completion each
 		`go_goroutines`:                                        -2,

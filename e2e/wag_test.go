@@ -439,6 +439,52 @@ func TestCapabilityWaitsForANode(t *testing.T) {
 	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
 }
 
+// Admission by backlog through the public API: with two slots serving
+// "work", once more than 1,024 of its attempts are in flight a new
+// instance is held back — RUNNING with its first task saying why, nothing
+// of it dispatched — and it starts and completes as the backlog drains.
+func TestBacklogHoldsBackNewInstances(t *testing.T) {
+	m := startWagMesh(t, "w1")
+	m.waggler("")
+	heldBack := func(id string) bool {
+		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, tk := range resp.GetInstance().GetTasks() {
+			if strings.Contains(tk.GetProgress().GetMessage(), "capability work has a full backlog") {
+				if len(tk.GetAttempts()) != 0 || resp.GetInstance().GetState() != robonetv1.InstanceState_INSTANCE_STATE_RUNNING {
+					t.Fatalf("an instance held back is %s with attempts %v", resp.GetInstance().GetState(), tk.GetAttempts())
+				}
+				return true
+			}
+		}
+		return false
+	}
+	// Each instance adds 600 attempts; the Router counts them once the
+	// engine's shard dispatched them, so the one held back is the third
+	// or a later one.
+	var ids []string
+	held := ""
+	for len(ids) < 6 && held == "" {
+		id := submitSpec(t, m.server.api, markSpec, `{"n": 600}`)
+		ids = append(ids, id)
+		if len(ids) >= 3 && heldBack(id) {
+			held = id
+		}
+		time.Sleep(50 * time.Millisecond) // the shard dispatches what it started
+	}
+	if held == "" {
+		t.Fatalf("none of %d instances of 600 tasks was held back with 2 slots serving their capability", len(ids))
+	}
+	close(m.marks.release)
+	for _, id := range ids {
+		in := waitDone(t, m.server.api, id, 60*time.Second)
+		wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	}
+	checkOncePerExecution(t, held, m.history(held), 600)
+}
+
 // The engine leader halted while attempts run on worker-only nodes: a new
 // leader takes over (new term), the workers keep running what they run —
 // nothing runs again — and their results reach the new leader's engine;

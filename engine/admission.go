@@ -89,7 +89,6 @@ func (e *Engine) holdBack(c ClaimedInstance, pe *planEntry, perr error, h *holde
 	w := &heldBack{c: c, pe: pe, h: h}
 	a.queues[pe.rootKey] = append(a.queues[pe.rootKey], w)
 	a.byID[c.ID] = w
-	e.cfg.Metrics.InstancesHeldBack.Inc()
 	return true
 }
 
@@ -189,7 +188,6 @@ func (e *Engine) takeHeldBack(id uuid.UUID) *heldBack {
 // it as it would have at its claim; cancel: a cancel was requested
 // meanwhile.
 func (e *Engine) startHeldBack(w *heldBack) {
-	e.cfg.Metrics.InstancesHeldBack.Dec()
 	w.h.heldBack.Store(false)
 	w.h.shard.send(func(s *shard) { s.hydrate(w.c, w.pe, nil, w.h) })
 	e.signalClaimed() // watchers polling the Store switch to the live log
@@ -216,7 +214,6 @@ func (e *Engine) dropHeldBack(id uuid.UUID, reason string) bool {
 	if w == nil {
 		return false
 	}
-	e.cfg.Metrics.InstancesHeldBack.Dec()
 	e.evictions.Add(1)
 	e.log.Warn("instance evicted before it started", zap.Stringer("instance", id), zap.String("reason", reason))
 	w.h.gone.Store(true)
@@ -262,7 +259,6 @@ func (e *Engine) clearHeldBack() {
 	a := &e.admit
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	e.cfg.Metrics.InstancesHeldBack.Sub(float64(len(a.byID)))
 	clear(a.byID)
 	clear(a.queues)
 }

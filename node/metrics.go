@@ -98,6 +98,7 @@ var (
 	descTrust  = prometheus.NewDesc("robonet_trust_nodes", "Nodes by the trust tier this node gives them.", []string{"tier"}, nil)
 	descQuar   = prometheus.NewDesc("robonet_quarantined_nodes", "Nodes in quarantine (servers: the control state's list).", nil, nil)
 	descHeld   = prometheus.NewDesc("robonet_engine_instances_held", "Workflow instances the engine on this node holds in memory (0 off the leader).", nil, nil)
+	descHeldB  = prometheus.NewDesc("robonet_engine_instances_held_back", "Of those, the instances claimed and not started yet: the capabilities their first tasks need have a full backlog.", nil, nil)
 
 	poolLabels    = []string{"capability", "pool"}
 	descPoolSlots = prometheus.NewDesc("robonet_pool_slots", "Slots (workers) of a worker pool of this node.", poolLabels, nil)
@@ -110,7 +111,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld,
+	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld, descHeldB,
 		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts} {
 		ch <- d
 	}
@@ -180,11 +181,12 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(descLogBytes, float64(u.Bytes))
 		gauge(descLogAttempts, float64(u.Attempts))
 	}
-	held := 0
+	var st engine.Stats
 	if e := n.active.Load(); e != nil {
-		held = e.Stats().Held
+		st = e.Stats()
 	}
-	gauge(descHeld, float64(held))
+	gauge(descHeld, float64(st.Held))
+	gauge(descHeldB, float64(st.HeldBack))
 }
 
 // runPoolStats collects, while this server's engine leads, every member's

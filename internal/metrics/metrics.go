@@ -47,9 +47,6 @@ type Engine struct {
 	// and snapshots) per store call and the call's latency.
 	CommitRows    prometheus.Histogram
 	CommitSeconds prometheus.Histogram
-	// InstancesHeldBack is the claimed instances not started yet because
-	// the capabilities their first tasks need are saturated.
-	InstancesHeldBack prometheus.Gauge
 
 	caps sync.Map // capability → *Capability
 }
@@ -84,12 +81,10 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 			Help: "Rows (results and snapshots) per group commit to the store.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "store_commit_seconds",
 			Help: "Latency of one group commit to the store.", Buckets: fastBuckets}),
-		InstancesHeldBack: prometheus.NewGauge(prometheus.GaugeOpts{Namespace: namespace, Name: "instances_held_back",
-			Help: "Claimed instances not started yet: the capabilities their first tasks need have a full backlog."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.dispatched, m.retried, m.completed, m.failed, m.duration, m.InstancesSubmitted, m.instancesFinished,
-			m.Propagation, m.CommitRows, m.CommitSeconds, m.InstancesHeldBack)
+			m.Propagation, m.CommitRows, m.CommitSeconds)
 	}
 	return m
 }
