@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 	"sync"
@@ -76,6 +78,21 @@ func TestAdmissionHoldsBackInstancesOfSaturatedCapabilities(t *testing.T) {
 	if ta := task(t, v, "a"); v.State != engine.StateRunning || len(ta.Attempts) != 0 || ta.Progress == nil ||
 		!strings.Contains(ta.Progress.Message, "capability core has a full backlog") {
 		t.Fatalf("an instance held back shows %s, its first task with attempts %+v and progress %+v", v.State, ta.Attempts, ta.Progress)
+	}
+
+	// A watcher's first snapshot says the same.
+	ctx, cancel := context.WithCancel(ctxOf(t))
+	var first engine.Event
+	err = e.WatchInstance(ctx, a1, 0, func(ev engine.Event) error {
+		first = ev
+		cancel()
+		return nil
+	})
+	if err != nil && !errors.Is(err, context.Canceled) {
+		t.Fatalf("WatchInstance: %v", err)
+	}
+	if first.Kind != engine.EventSnapshot || first.Instance == nil || len(task(t, *first.Instance, "a").Attempts) != 0 {
+		t.Fatalf("a watcher of an instance held back first got %+v", first)
 	}
 
 	if err := e.CancelInstance(ctxOf(t), a2); err != nil {

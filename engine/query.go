@@ -285,16 +285,20 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 // status change, polled every WatchPollInterval, until it is terminal.
 func (q *Query) WatchInstance(ctx context.Context, id uuid.UUID, afterSeq uint64, send func(Event) error) error {
 	cursor := afterSeq
-	_, err := q.watchStore(ctx, id, &cursor, send, nil, nil)
+	_, err := q.watchStore(ctx, id, &cursor, send, nil, nil, nil)
 	return err
 }
 
 // watchStore follows an instance through the Store until it finishes
 // (done) or held reports that the caller holds it (not done). claimed,
 // when set, returns a channel closed at the caller's next claim, which
-// is worth checking held at once.
+// is worth checking held at once. view, when set, builds the snapshots
+// (nil: the Store's view, GetInstance).
 func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, send func(Event) error,
-	held func(uuid.UUID) bool, claimed func() <-chan struct{}) (done bool, err error) {
+	held func(uuid.UUID) bool, claimed func() <-chan struct{}, view func(context.Context, uuid.UUID) (InstanceView, error)) (done bool, err error) {
+	if view == nil {
+		view = q.GetInstance
+	}
 	next := func(ev Event) error {
 		*cursor++
 		ev.Seq = *cursor
@@ -321,7 +325,7 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 		terminal := rec.Status.Terminal()
 		switch {
 		case first || (terminal && rec.Status != last):
-			v, err := q.GetInstance(ctx, id)
+			v, err := view(ctx, id)
 			if err != nil {
 				return false, fmt.Errorf("watch instance %s: %w", id, err)
 			}

@@ -43,7 +43,7 @@ func (e *Engine) WatchInstance(ctx context.Context, id uuid.UUID, afterSeq uint6
 			return err
 		}
 		// Not held here (or no longer): the store tells the rest.
-		if done, err = e.q.watchStore(ctx, id, &cursor, send, e.Holds, e.claimSignal); err != nil || done {
+		if done, err = e.q.watchStore(ctx, id, &cursor, send, e.Holds, e.claimSignal, e.GetInstance); err != nil || done {
 			return err
 		}
 		snapshot = true // it came to this engine: continue with a snapshot
