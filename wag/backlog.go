@@ -38,12 +38,23 @@ const (
 const slotsTTL = time.Second
 
 // backlog is the Router's per-capability account; guarded by Router.mu.
+// The result path only counts (done); Saturated reads the clock, and
+// dates the last progress it saw (seen), so that no result pays for a
+// clock read.
 type backlog struct {
 	inflight map[string]int       // attempts in r.atts
-	active   map[string]time.Time // the last result, or when the backlog began
+	done     map[string]uint64    // results since the backlog began
+	seen     map[string]progress  // the progress Saturated last saw
 	gated    map[string]int       // saturated capabilities → the limit they reached
 	slots    map[string]slotCount // cached RouterConfig.Slots answers
-	drained  []string             // to report through OnDrain once r.mu is released
+	drained  []string             // to report through OnDrain once r.mu is released (unlock)
+}
+
+// progress is a capability's result count and when it was first seen at
+// that count (or when its backlog began).
+type progress struct {
+	done uint64
+	at   time.Time
 }
 
 type slotCount struct {
@@ -52,14 +63,14 @@ type slotCount struct {
 }
 
 func newBacklog() backlog {
-	return backlog{inflight: map[string]int{}, active: map[string]time.Time{}, gated: map[string]int{}, slots: map[string]slotCount{}}
+	return backlog{inflight: map[string]int{}, done: map[string]uint64{}, seen: map[string]progress{}, gated: map[string]int{}, slots: map[string]slotCount{}}
 }
 
 // addLocked records a accepted; r.mu held.
 func (r *Router) addLocked(a *att) {
 	c := a.d.Capability
 	if r.bl.inflight[c] == 0 {
-		r.bl.active[c] = r.cfg.Clock.Now()
+		r.bl.seen[c] = progress{at: r.cfg.Clock.Now()}
 	}
 	r.bl.inflight[c]++
 }
@@ -72,11 +83,12 @@ func (r *Router) dropLocked(a *att, done bool) {
 	n := r.bl.inflight[c] - 1
 	if n <= 0 {
 		delete(r.bl.inflight, c)
-		delete(r.bl.active, c)
+		delete(r.bl.done, c)
+		delete(r.bl.seen, c)
 	} else {
 		r.bl.inflight[c] = n
 		if done {
-			r.bl.active[c] = r.cfg.Clock.Now()
+			r.bl.done[c]++
 		}
 	}
 	if limit, gated := r.bl.gated[c]; gated && n <= limit/2 {
@@ -88,7 +100,8 @@ func (r *Router) dropLocked(a *att, done bool) {
 // Saturated reports whether capability has so many attempts in flight —
 // at least BacklogPerSlot per slot serving it, and MinBacklog — that a
 // new instance needing it would only queue behind them, while results
-// still arrive (a capability silent for BacklogStall is not saturated).
+// still arrive (a capability silent for BacklogStall is not saturated;
+// a result is dated when Saturated first sees it counted).
 // Once it answered true, OnDrain is called when the backlog falls to
 // half of that limit. It implements engine.Admission.
 func (r *Router) Saturated(capability string) bool {
@@ -108,7 +121,12 @@ func (r *Router) Saturated(capability string) bool {
 		}
 		limit = max(limit, sc.n*r.cfg.BacklogPerSlot)
 	}
-	if n < limit || now.Sub(r.bl.active[capability]) >= r.cfg.BacklogStall {
+	if n < limit {
+		return false
+	}
+	if p := r.bl.seen[capability]; p.done != r.bl.done[capability] {
+		r.bl.seen[capability] = progress{done: r.bl.done[capability], at: now}
+	} else if now.Sub(p.at) >= r.cfg.BacklogStall {
 		return false
 	}
 	if _, was := r.bl.gated[capability]; !was {
@@ -117,35 +135,6 @@ func (r *Router) Saturated(capability string) bool {
 	}
 	r.bl.gated[capability] = limit
 	return true
-}
-
-// InFlight returns the attempts the Router accepted and has no result
-// for, by capability.
-func (r *Router) InFlight() map[string]int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	out := make(map[string]int, len(r.bl.inflight))
-	for c, n := range r.bl.inflight {
-		out[c] = n
-	}
-	return out
-}
-
-// takeDrainedLocked returns the capabilities to report drained; r.mu held.
-func (r *Router) takeDrainedLocked() []string {
-	d := r.bl.drained
-	r.bl.drained = nil
-	return d
-}
-
-// reportDrained calls OnDrain for each capability; r.mu not held.
-func (r *Router) reportDrained(cs []string) {
-	if r.cfg.OnDrain == nil {
-		return
-	}
-	for _, c := range cs {
-		r.cfg.OnDrain(c)
-	}
 }
 
 var _ engine.Admission = (*Router)(nil)

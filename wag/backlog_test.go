@@ -67,7 +67,10 @@ func TestRouterBacklogSaturatesAndDrains(t *testing.T) {
 	}
 	wantInFlight := func(want int) {
 		t.Helper()
-		if got := r.InFlight()["code.exec"]; got != want {
+		r.mu.Lock()
+		got := r.bl.inflight["code.exec"]
+		r.mu.Unlock()
+		if got != want {
 			t.Fatalf("in flight: %d, want %d", got, want)
 		}
 	}

@@ -484,16 +484,22 @@ func (r *Router) waitLocked(a *att) {
 }
 
 // unlock releases r.mu and then sends the "waiting" progress queued under
-// it: the engine is never called with the lock held.
+// it and reports the capabilities drained under it (OnDrain): the engine
+// is never called with the lock held.
 func (r *Router) unlock() {
 	ps := r.announce
 	r.announce = nil
-	drained := r.takeDrainedLocked()
+	drained := r.bl.drained
+	r.bl.drained = nil
 	r.mu.Unlock()
 	for _, p := range ps {
 		r.cfg.Sink.TaskProgress(context.Background(), p)
 	}
-	r.reportDrained(drained)
+	if r.cfg.OnDrain != nil {
+		for _, c := range drained {
+			r.cfg.OnDrain(c)
+		}
+	}
 }
 
 func (r *Router) removeWaitingLocked(a *att) {
@@ -764,9 +770,7 @@ func (n *nodeLink) step() error {
 			}
 		}
 	}
-	drained := r.takeDrainedLocked()
-	r.mu.Unlock()
-	r.reportDrained(drained)
+	r.unlock()
 	for _, res := range failed {
 		r.log.Warn("an attempt cannot be handed to its waggler's node: it fails", zap.String("waggler_node", n.name),
 			zap.String("instance", res.InstanceID.String()), zap.String("execution", res.ExecutionID), zap.String("error", res.Error))
@@ -815,12 +819,10 @@ func (u *routerUplink) Results(rs []SeqResult) error {
 		if park {
 			r.parked = append(r.parked, parkedResult{res: res.TaskResult, since: r.cfg.Clock.Now()})
 		}
-		drained := r.takeDrainedLocked()
-		r.mu.Unlock()
+		r.unlock()
 		if !park {
 			r.cfg.Sink.TaskResult(ctx, res.TaskResult)
 		}
-		r.reportDrained(drained)
 		last = res.Seq
 	}
 	r.mu.Lock()
