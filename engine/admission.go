@@ -76,7 +76,9 @@ func (e *Engine) CapacityFreed(string) {
 // with the same capabilities wait already (they go first). It reports
 // whether it did.
 func (e *Engine) holdBack(c ClaimedInstance, pe *planEntry, perr error, h *holder) bool {
-	if e.cfg.Admission == nil || perr != nil || c.CancelRequested || c.HeldBefore || len(c.Results) > 0 || len(pe.rootCaps) == 0 {
+	// HeldBefore covers recorded results too: only an engine that claimed
+	// an instance records them.
+	if e.cfg.Admission == nil || perr != nil || c.CancelRequested || c.HeldBefore || len(pe.rootCaps) == 0 {
 		return false
 	}
 	a := &e.admit
