@@ -462,8 +462,21 @@ func TestBacklogHoldsBackNewInstances(t *testing.T) {
 		return false
 	}
 	// Each instance adds 600 attempts; the Router counts them once the
-	// engine's shard dispatched them, so the one held back is the third
-	// or a later one.
+	// engine's shard dispatched them: each one started is waited for at
+	// the Waggler (which has them from the Router) before the next is
+	// submitted, so the one held back is the third or a later one.
+	atWaggler := func() int32 {
+		resp, err := m.server.mesh.ListWagglers(ctxFor(t, 10*time.Second), &robonetv1.ListWagglersRequest{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, r := range resp.GetWagglers() {
+			if r.GetCapability() == "work" {
+				return r.GetInFlight() + r.GetQueued()
+			}
+		}
+		return 0
+	}
 	var ids []string
 	held := ""
 	for len(ids) < 6 && held == "" {
@@ -471,8 +484,10 @@ func TestBacklogHoldsBackNewInstances(t *testing.T) {
 		ids = append(ids, id)
 		if len(ids) >= 3 && heldBack(id) {
 			held = id
+			break
 		}
-		time.Sleep(50 * time.Millisecond) // the shard dispatches what it started
+		want := int32(600 * len(ids))
+		eventually(t, 30*time.Second, "the instance's attempts at the Waggler", func() bool { return atWaggler() >= want })
 	}
 	if held == "" {
 		t.Fatalf("none of %d instances of 600 tasks was held back with 2 slots serving their capability", len(ids))
