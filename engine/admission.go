@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"fmt"
 	"sync"
 	"time"
 
@@ -230,13 +229,9 @@ func (e *Engine) dropHeldBack(id uuid.UUID, reason string) bool {
 // they wait for. (The Store's own view would show them running: it
 // assumes a claimed instance dispatched what is ready.)
 func (e *Engine) heldBackView(ctx context.Context, id uuid.UUID) (InstanceView, error) {
-	rec, err := e.cfg.Store.GetInstance(ctx, id)
+	rec, pe, err := e.q.record(ctx, id)
 	if err != nil {
 		return InstanceView{}, err
-	}
-	pe, err := e.q.plans.get(ctx, rec.WorkflowVersionID)
-	if err != nil {
-		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
 	}
 	status := rec.Status
 	rec.Status = StatusQueued // not started: nothing dispatched

@@ -175,19 +175,28 @@ const maxListRefills = 8
 // snapshot restored, the recorded results replayed on top, timings from
 // the task history.
 func (q *Query) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, error) {
-	rec, err := q.cfg.Store.GetInstance(ctx, id)
+	rec, pe, err := q.record(ctx, id)
 	if err != nil {
-		return InstanceView{}, err // the store's error says "get instance ID" already
-	}
-	pe, err := q.plans.get(ctx, rec.WorkflowVersionID)
-	if err != nil {
-		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
+		return InstanceView{}, err
 	}
 	hist, err := q.cfg.Store.TaskHistory(ctx, id)
 	if err != nil {
 		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
 	}
 	return q.recordView(pe, rec, hist)
+}
+
+// record reads an instance's stored record and the plan of its version.
+func (q *Query) record(ctx context.Context, id uuid.UUID) (InstanceRecord, *planEntry, error) {
+	rec, err := q.cfg.Store.GetInstance(ctx, id)
+	if err != nil {
+		return InstanceRecord{}, nil, err // the store's error says "get instance ID" already
+	}
+	pe, err := q.plans.get(ctx, rec.WorkflowVersionID)
+	if err != nil {
+		return InstanceRecord{}, nil, fmt.Errorf("get instance %s: %w", id, err)
+	}
+	return rec, pe, nil
 }
 
 // recordView builds a view from a stored record and its history.
