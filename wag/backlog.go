@@ -66,8 +66,9 @@ func newBacklog() backlog {
 	return backlog{inflight: map[string]int{}, done: map[string]uint64{}, seen: map[string]progress{}, gated: map[string]int{}, slots: map[string]slotCount{}}
 }
 
-// addLocked records a accepted; r.mu held.
+// addLocked records a accepted: in r.atts, and counted; r.mu held.
 func (r *Router) addLocked(a *att) {
+	r.atts[a.d.AttemptKey] = a
 	c := a.d.Capability
 	if r.bl.inflight[c] == 0 {
 		r.bl.seen[c] = progress{at: r.cfg.Clock.Now()}
@@ -75,7 +76,7 @@ func (r *Router) addLocked(a *att) {
 	r.bl.inflight[c]++
 }
 
-// dropLocked forgets a, accepted before and in r.atts until now; r.mu
+// dropLocked forgets a, recorded by addLocked: out of r.atts, uncounted; r.mu
 // held. done: its result came (the capability makes progress).
 func (r *Router) dropLocked(a *att, done bool) {
 	delete(r.atts, a.d.AttemptKey)

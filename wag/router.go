@@ -419,7 +419,6 @@ func (r *Router) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []erro
 		// An attempt an earlier term had in flight may run on a worker
 		// already: as if this Router had handed it out (Handoff.MayRun).
 		a := &att{seq: r.seq, d: d, handed: d.Resumed}
-		r.atts[d.AttemptKey] = a
 		r.addLocked(a)
 		if ro, ok := r.roles[d.Capability]; ok {
 			r.routeLocked(a, ro)
