@@ -479,7 +479,7 @@ func TestBacklogHoldsBackNewInstances(t *testing.T) {
 	}
 	var ids []string
 	held := ""
-	for len(ids) < 6 && held == "" {
+	for len(ids) < 6 {
 		id := submitSpec(t, m.server.api, markSpec, `{"n": 600}`)
 		ids = append(ids, id)
 		if len(ids) >= 3 && heldBack(id) {
