@@ -27,6 +27,18 @@ var (
 	// earlier page of this store produced (a client's mistake, not the
 	// store's).
 	ErrInvalidPageToken = errors.New("invalid page token")
+	// ErrStoreUnavailable: the store could not do the call now, for a
+	// reason that passes — the database cannot be reached, is failing over
+	// or is read-only, or a transient conflict (a deadlock, a serialization
+	// failure). The same call may be retried. Unless the error also matches
+	// ErrOutcomeUnknown, nothing of the call was applied.
+	ErrStoreUnavailable = errors.New("store unavailable")
+	// ErrOutcomeUnknown comes with ErrStoreUnavailable when the connection
+	// was lost after a write was sent: it may have been applied (a commit
+	// whose acknowledgement was lost). Every write of the runloop is
+	// idempotent and is simply retried; a submission is safe to retry with
+	// its idempotency key, which answers the instance it started, if any.
+	ErrOutcomeUnknown = errors.New("outcome unknown")
 )
 
 // Store is the durable state of the engine: workflow versions, the instance

@@ -43,7 +43,7 @@ func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (eng
 	term, _ := storeutil.Term(req.Term) // checked above
 	rows, err := s.pool.Query(ctx, refreshSQL, req.Owner, req.IDs, term, micros(req.Lease))
 	if err != nil {
-		return engine.LeaseStatus{}, fmt.Errorf("refresh leases: %w", err)
+		return engine.LeaseStatus{}, fmt.Errorf("refresh leases: %w", s.check(ctx, err))
 	}
 	var (
 		st        engine.LeaseStatus
@@ -59,7 +59,7 @@ func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (eng
 		return nil
 	})
 	if err != nil {
-		return engine.LeaseStatus{}, fmt.Errorf("refresh leases: %w", err)
+		return engine.LeaseStatus{}, fmt.Errorf("refresh leases: %w", s.check(ctx, err))
 	}
 	for _, id := range req.IDs {
 		if !kept[id] {
@@ -80,7 +80,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.U
 		SET lock_uuid = NULL, lock_expires_at = NULL
 		WHERE instance_id = ANY($2::uuid[]) AND lock_uuid = $1`
 	if _, err := s.pool.Exec(ctx, q, owner, ids); err != nil {
-		return fmt.Errorf("release %d leases: %w", len(ids), err)
+		return fmt.Errorf("release %d leases: %w", len(ids), s.check(ctx, err))
 	}
 	return nil
 }
@@ -108,7 +108,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) (int, error) {
 		WHERE q.instance_id = expired.instance_id`
 	tag, err := s.pool.Exec(ctx, q, limit)
 	if err != nil {
-		return 0, fmt.Errorf("reclaim expired leases: %w", err)
+		return 0, fmt.Errorf("reclaim expired leases: %w", s.check(ctx, err))
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -136,7 +136,7 @@ func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 		status *string
 	)
 	if err := s.pool.QueryRow(ctx, q, id).Scan(&live, &status); err != nil {
-		return fmt.Errorf("request cancel of instance %s: %w", id, err)
+		return fmt.Errorf("request cancel of instance %s: %w", id, s.check(ctx, err))
 	}
 	switch {
 	case live:
@@ -172,7 +172,7 @@ func (s *Store) Sweep(ctx context.Context, req engine.SweepRequest) (int, error)
 		WHERE r.instance_id = v.instance_id`
 	tag, err := s.pool.Exec(ctx, q, req.Before, limit)
 	if err != nil {
-		return 0, fmt.Errorf("sweep instances finished before %s: %w", req.Before, err)
+		return 0, fmt.Errorf("sweep instances finished before %s: %w", req.Before, s.check(ctx, err))
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -32,7 +32,7 @@ func (s *Store) RecordPoolStats(ctx context.Context, pools []engine.PoolStatus) 
 		return tx.SendBatch(ctx, b).Close()
 	})
 	if err != nil {
-		return fmt.Errorf("record pool stats: %w", err)
+		return fmt.Errorf("record pool stats: %w", s.check(ctx, err))
 	}
 	return nil
 }
@@ -44,7 +44,7 @@ func (s *Store) ListPoolStats(ctx context.Context) ([]engine.PoolStatus, error) 
 		    latency_p50_ms, latency_p99_ms, updated_at
 		FROM worker_status WHERE worker_id = '' ORDER BY node, capability, pool_id`)
 	if err != nil {
-		return nil, fmt.Errorf("list pool stats: %w", err)
+		return nil, fmt.Errorf("list pool stats: %w", s.check(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (engine.PoolStatus, error) {
 		var (
@@ -63,7 +63,7 @@ func (s *Store) ListPoolStats(ctx context.Context) ([]engine.PoolStatus, error) 
 		return p, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("list pool stats: %w", err)
+		return nil, fmt.Errorf("list pool stats: %w", s.check(ctx, err))
 	}
 	return out, nil
 }

@@ -288,6 +288,9 @@ func TestQueueAcknowledgedOnlyAfterCommit(t *testing.T) {
 		t.Fatalf("QueueInstances acknowledged %d instances although its connection died before the commit", len(got))
 	}
 	t.Logf("QueueInstances failed as it should: %v", err)
+	if !errors.Is(err, engine.ErrStoreUnavailable) || !errors.Is(err, engine.ErrOutcomeUnknown) {
+		t.Fatalf("the error of a connection lost before the commit does not say the store is unavailable and the outcome unknown: %v", err)
+	}
 
 	if n := count(t, s, `SELECT count(*) FROM runner_instances`); n != 0 {
 		t.Errorf("%d runner rows survived the failed submission", n)

@@ -76,6 +76,17 @@ FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::boo
      AS i(instance_id, owner, status, output, error, has_state, state)
 WHERE r.instance_id = i.instance_id AND ` + leaseHeld
 
+// replayedSQL finds, among instances whose completion was refused, those
+// the store already records finished with the same status: the refused
+// call was the replay of a completion that had committed (its
+// acknowledgement was lost), and it counts as written.
+const replayedSQL = `-- name: complete_replayed
+SELECT r.instance_id
+FROM runner_instances r
+JOIN unnest($1::uuid[], $2::text[]) AS i(instance_id, status) ON i.instance_id = r.instance_id
+WHERE r.status = i.status
+  AND NOT EXISTS (SELECT 1 FROM queued_instances q WHERE q.instance_id = r.instance_id)`
+
 // dequeueSQL removes owned instances from the claim table.
 const dequeueSQL = `-- name: complete_dequeue
 DELETE FROM queued_instances q
@@ -94,7 +105,7 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 	}
 	merged, err := storeutil.MergeProgress(batch)
 	if err != nil {
-		return nil, fmt.Errorf("persist progress: %w", err)
+		return nil, fmt.Errorf("persist progress: %w", s.check(ctx, err))
 	}
 
 	var (
@@ -137,7 +148,7 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 		b.Queue(updateScheduleSQL, schedIDs, schedOwners, scheduled)
 	}
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("persist progress of %d instances: %w", len(merged.Items), err)
+		return nil, fmt.Errorf("persist progress of %d instances: %w", len(merged.Items), s.check(ctx, err))
 	}
 	return merged.Expand(outcomes(merged.Items, owned)), nil
 }
@@ -145,13 +156,16 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 // CompleteInstances implements engine.Store: one pgx batch (one round trip,
 // one transaction) that writes the final results, then the outcome and
 // finished_at in runner_instances, then deletes the queue rows — each
-// statement gated on the caller's lease like PersistProgress.
+// statement gated on the caller's lease like PersistProgress. A completion
+// refused because the instance already finished with the same status is a
+// replay of one that committed, and counts as written (a second query,
+// only when something was refused).
 func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
 	if err := storeutil.CheckCompletions(batch); err != nil {
-		return nil, fmt.Errorf("complete instances: %w", err)
+		return nil, fmt.Errorf("complete instances: %w", s.check(ctx, err))
 	}
 
 	var (
@@ -188,7 +202,28 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 	b.Queue(completeRunnerSQL, ids, owners, statuses, outputs, errs, hasState, states)
 	b.Queue(dequeueSQL, ids, owners)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("complete %d instances: %w", len(batch), err)
+		return nil, fmt.Errorf("complete %d instances: %w", len(batch), s.check(ctx, err))
+	}
+	var refusedIDs []uuid.UUID
+	var refusedStatuses []string
+	for i, id := range ids {
+		if !owned[id] {
+			refusedIDs, refusedStatuses = append(refusedIDs, id), append(refusedStatuses, statuses[i])
+		}
+	}
+	if len(refusedIDs) > 0 {
+		rows, err := s.pool.Query(ctx, replayedSQL, refusedIDs, refusedStatuses)
+		if err == nil {
+			var replayed map[uuid.UUID]bool
+			if replayed, err = collectIDs(rows); err == nil {
+				for id := range replayed {
+					owned[id] = true
+				}
+			}
+		}
+		if err != nil {
+			return nil, fmt.Errorf("complete %d instances: reading the ones refused: %w", len(batch), s.check(ctx, err))
+		}
 	}
 	return outcomes(items, owned), nil
 }

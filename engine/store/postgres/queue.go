@@ -189,7 +189,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue %d instances: %w", len(in), err)
+		return nil, fmt.Errorf("queue %d instances: %w", len(in), s.check(ctx, err))
 	}
 	return out, nil
 }
@@ -309,7 +309,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 		return err
 	})
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
-		return nil, fmt.Errorf("claim instances: %w", err)
+		return nil, fmt.Errorf("claim instances: %w", s.check(ctx, err))
 	}
 	// The UPDATE returns rows in no particular order; restore the claim's.
 	slices.SortFunc(out, func(a, b engine.ClaimedInstance) int {

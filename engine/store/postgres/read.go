@@ -55,14 +55,14 @@ func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (engine.InstanceR
 		WHERE r.instance_id = $1`
 	rows, err := s.pool.Query(ctx, q, id)
 	if err != nil {
-		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, err)
+		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, s.check(ctx, err))
 	}
 	rec, err := pgx.CollectExactlyOneRow(rows, scanInstance)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, engine.ErrNotFound)
 	}
 	if err != nil {
-		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, err)
+		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, s.check(ctx, err))
 	}
 	return rec, nil
 }
@@ -74,11 +74,11 @@ func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (engine.InstanceR
 // index.
 func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (engine.InstancePage, error) {
 	if err := storeutil.CheckStatuses(f.Statuses); err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
 	key, paged, err := storeutil.DecodePageToken(f.PageToken)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
 	limit := storeutil.ListLimit(f.Limit, storeutil.DefaultInstanceLimit)
 
@@ -123,11 +123,11 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
 	recs, err := pgx.CollectRows(rows, scanInstance)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
 	page := engine.InstancePage{Instances: recs}
 	if len(recs) > limit {
@@ -150,7 +150,7 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 		ORDER BY d.id`
 	rows, err := s.pool.Query(ctx, q, id)
 	if err != nil {
-		return nil, fmt.Errorf("task history of %s: %w", id, err)
+		return nil, fmt.Errorf("task history of %s: %w", id, s.check(ctx, err))
 	}
 	var (
 		found              bool
@@ -181,7 +181,7 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("task history of %s: %w", id, err)
+		return nil, fmt.Errorf("task history of %s: %w", id, s.check(ctx, err))
 	}
 	if !found {
 		return nil, fmt.Errorf("task history of %s: %w", id, engine.ErrNotFound)

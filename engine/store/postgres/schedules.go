@@ -31,7 +31,7 @@ func (s *Store) CreateSchedule(ctx context.Context, r engine.ScheduleRecord) err
 	tag, err := s.pool.Exec(ctx, q, r.Name, r.Workflow, int64(r.Version), storeutil.NonNil(r.Inputs), r.Cron, interval,
 		r.Jitter.Milliseconds(), r.AllowDuplicate, nullTime(r.NextRunAt), r.CreatedAt)
 	if err != nil {
-		return fmt.Errorf("create schedule %s: %w", r.Name, err)
+		return fmt.Errorf("create schedule %s: %w", r.Name, s.check(ctx, err))
 	}
 	if tag.RowsAffected() == 0 {
 		return fmt.Errorf("create schedule %s: %w", r.Name, engine.ErrScheduleExists)
@@ -44,14 +44,14 @@ func (s *Store) GetSchedule(ctx context.Context, name string) (engine.ScheduleRe
 	rows, err := s.pool.Query(ctx, `-- name: get_schedule
 		SELECT `+scheduleColumns+` FROM workflow_schedules WHERE schedule_name = $1`, name)
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, err)
+		return engine.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, s.check(ctx, err))
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanSchedule)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = engine.ErrNotFound
 	}
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, err)
+		return engine.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, s.check(ctx, err))
 	}
 	return r, nil
 }
@@ -73,11 +73,11 @@ func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]e
 func (s *Store) querySchedules(ctx context.Context, what, q string, args ...any) ([]engine.ScheduleRecord, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, s.check(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, scanSchedule)
 	if err != nil {
-		return nil, fmt.Errorf("%s: %w", what, err)
+		return nil, fmt.Errorf("%s: %w", what, s.check(ctx, err))
 	}
 	return out, nil
 }
@@ -93,14 +93,14 @@ func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool,
 		WHERE schedule_name = $1
 		RETURNING `+scheduleColumns, name, status, at)
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, err)
+		return engine.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, s.check(ctx, err))
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanSchedule)
 	if errors.Is(err, pgx.ErrNoRows) {
 		err = engine.ErrNotFound
 	}
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, err)
+		return engine.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, s.check(ctx, err))
 	}
 	return r, nil
 }
@@ -110,7 +110,7 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 	tag, err := s.pool.Exec(ctx, `-- name: delete_schedule
 		DELETE FROM workflow_schedules WHERE schedule_name = $1`, name)
 	if err != nil {
-		return fmt.Errorf("delete schedule %s: %w", name, err)
+		return fmt.Errorf("delete schedule %s: %w", name, s.check(ctx, err))
 	}
 	if tag.RowsAffected() == 0 {
 		return engine.ErrNotFound
@@ -129,7 +129,7 @@ func (s *Store) RecordScheduleRun(ctx context.Context, run engine.ScheduleRun) e
 		WHERE schedule_name = $1 AND status = 'active' AND next_run_at = $6`,
 		run.Name, run.Next, run.RanAt, last, run.Skipped, run.Slot)
 	if err != nil {
-		return fmt.Errorf("record a run of schedule %s: %w", run.Name, err)
+		return fmt.Errorf("record a run of schedule %s: %w", run.Name, s.check(ctx, err))
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -17,20 +18,25 @@ import (
 // Store is the Postgres adapter of engine.Store. It is safe for concurrent
 // use by many goroutines and by many nodes sharing one database.
 type Store struct {
-	pool *pgxpool.Pool
-	log  *zap.Logger
+	pool  *pgxpool.Pool
+	log   *zap.Logger
+	conns *connWatch
+	repl  replWatch
 
-	closeOnce sync.Once
+	stopHealth context.CancelFunc
+	healthDone chan struct{}
+	closeOnce  sync.Once
 }
 
 var _ engine.Store = (*Store)(nil)
 
 // Ping implements engine.Store: one round trip to the server.
-func (s *Store) Ping(ctx context.Context) error { return s.pool.Ping(ctx) }
+func (s *Store) Ping(ctx context.Context) error { return s.check(ctx, s.pool.Ping(ctx)) }
 
 // Open connects to Postgres, applies the embedded migrations (several nodes
 // may open at once: an advisory lock makes them take turns) and returns a
-// ready Store. Close it when done.
+// ready Store. While the database cannot be reached or has no writable
+// primary, it keeps trying for cfg.OpenTimeout. Close it when done.
 func Open(ctx context.Context, cfg Config) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
@@ -47,22 +53,57 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	if cfg.Tracer != nil {
 		pcfg.ConnConfig.Tracer = cfg.Tracer
 	}
-	pool, err := pgxpool.NewWithConfig(ctx, pcfg)
-	if err != nil {
+	connectTimeout := pcfg.ConnConfig.ConnectTimeout // the DSN's connect_timeout
+	if connectTimeout == 0 {
+		connectTimeout = cfg.ConnectTimeout
+	}
+	pcfg.ConnConfig.ConnectTimeout = connectTimeout
+	pcfg.ConnConfig.DialFunc = dialer(connectTimeout, cfg.TCPTimeout)
+	log := cfg.Logger.Named("store.postgres")
+	s := &Store{log: log, conns: newConnWatch(log, &pcfg.ConnConfig.Config), healthDone: make(chan struct{})}
+	pcfg.AfterConnect = s.conns.connected
+	if s.pool, err = pgxpool.NewWithConfig(ctx, pcfg); err != nil {
 		return nil, fmt.Errorf("postgres store: connecting: %w", err)
 	}
-	log := cfg.Logger.Named("store.postgres")
-	if err := migrate(ctx, pool, cfg.Schema, log); err != nil {
-		pool.Close()
+	if err := s.migrateWhenReachable(ctx, cfg); err != nil {
+		s.pool.Close()
 		return nil, fmt.Errorf("postgres store: migrating: %w", err)
 	}
-	return &Store{pool: pool, log: log}, nil
+	hctx, stop := context.WithCancel(context.WithoutCancel(ctx))
+	s.stopHealth = stop
+	go s.watchReplication(hctx, cfg.HealthInterval)
+	return s, nil
 }
 
-// Close closes the connection pool, waiting for connections in use to be
-// returned. It is idempotent.
+// migrateWhenReachable applies the migrations, trying again while the database is
+// unavailable, for up to cfg.OpenTimeout.
+func (s *Store) migrateWhenReachable(ctx context.Context, cfg Config) error {
+	deadline := time.Now().Add(cfg.OpenTimeout)
+	backoff := 100 * time.Millisecond
+	for attempt := 1; ; attempt++ {
+		err := s.check(ctx, migrate(ctx, s.pool, cfg.Schema, s.log))
+		if err == nil || !errors.Is(err, engine.ErrStoreUnavailable) || time.Now().Add(backoff).After(deadline) {
+			return err
+		}
+		if attempt == 1 || attempt%10 == 0 {
+			s.log.Warn("the database is not available yet; retrying", zap.Int("attempt", attempt),
+				zap.Duration("giving_up_in", time.Until(deadline).Round(time.Second)), zap.Error(err))
+		}
+		select {
+		case <-ctx.Done():
+			return errors.Join(ctx.Err(), err)
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// Close stops the replication watch and closes the connection pool,
+// waiting for connections in use to be returned. It is idempotent.
 func (s *Store) Close() error {
 	s.closeOnce.Do(func() {
+		s.stopHealth()
+		<-s.healthDone
 		s.pool.Close()
 		s.log.Debug("closed")
 	})
@@ -94,7 +135,7 @@ func (s *Store) RegisterWorkflow(ctx context.Context, wf engine.WorkflowVersion)
 		WHERE workflow_name = $1 AND workflow_version = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
 	got, err := s.queryWorkflow(ctx, q, wf.Name, int64(wf.Version), wf.IRHash, storeutil.NonNil(wf.IR))
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: %w", wf.Name, wf.Version, err)
+		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: %w", wf.Name, wf.Version, s.check(ctx, err))
 	}
 	if got.IRHash != wf.IRHash {
 		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: stored hash %s, new hash %s: %w",
@@ -110,7 +151,7 @@ func (s *Store) GetWorkflow(ctx context.Context, name string, version uint32) (e
 		FROM workflow_versions WHERE workflow_name = $1 AND workflow_version = $2`
 	wf, err := s.queryWorkflow(ctx, q, name, int64(version))
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %s v%d: %w", name, version, err)
+		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %s v%d: %w", name, version, s.check(ctx, err))
 	}
 	return wf, nil
 }
@@ -122,7 +163,7 @@ func (s *Store) GetWorkflowByID(ctx context.Context, id int64) (engine.WorkflowV
 		FROM workflow_versions WHERE id = $1`
 	wf, err := s.queryWorkflow(ctx, q, id)
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %d: %w", id, err)
+		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %d: %w", id, s.check(ctx, err))
 	}
 	return wf, nil
 }
@@ -137,11 +178,11 @@ func (s *Store) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]e
 		LIMIT $2`
 	rows, err := s.pool.Query(ctx, q, f.Name, storeutil.ListLimit(f.Limit, storeutil.DefaultWorkflowLimit))
 	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", err)
+		return nil, fmt.Errorf("list workflows: %w", s.check(ctx, err))
 	}
 	out, err := pgx.CollectRows(rows, scanWorkflow)
 	if err != nil {
-		return nil, fmt.Errorf("list workflows: %w", err)
+		return nil, fmt.Errorf("list workflows: %w", s.check(ctx, err))
 	}
 	return out, nil
 }

@@ -152,7 +152,9 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 
 // CompleteInstances implements engine.Store: one write transaction; per
 // instance, the lease check, then the final results, the outcome, and the
-// removal from the queue.
+// removal from the queue. A completion refused because the instance already
+// finished with the same status is a replay of one that committed, and
+// counts as written.
 func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
@@ -174,7 +176,13 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 		}
 		for i, c := range batch {
 			if !held[leases[i]] {
-				outcomes[i] = storeutil.ErrOwnershipLost(c.InstanceID)
+				replayed, err := finishedAs(ctx, tx, c.InstanceID, c.Status)
+				if err != nil {
+					return err
+				}
+				if !replayed {
+					outcomes[i] = storeutil.ErrOwnershipLost(c.InstanceID)
+				}
 				continue
 			}
 			if err := b.record(c.InstanceID, c.Results); err != nil {
@@ -193,4 +201,15 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 		return nil, fmt.Errorf("complete %d instances: %w", len(batch), err)
 	}
 	return outcomes, nil
+}
+
+// finishedAs reports whether the instance is out of the queue and finished
+// with status: a completion refused for it replays one that committed.
+func finishedAs(ctx context.Context, tx *sql.Tx, id uuid.UUID, status engine.InstanceStatus) (bool, error) {
+	var n int
+	err := tx.QueryRowContext(ctx, `
+		SELECT count(*) FROM runner_instances r
+		WHERE r.instance_id = ? AND r.status = ?
+		  AND NOT EXISTS (SELECT 1 FROM queued_instances q WHERE q.instance_id = r.instance_id)`, id, string(status)).Scan(&n)
+	return n > 0, err
 }

@@ -277,7 +277,8 @@ func testComplete(t *testing.T, s engine.Store) {
 	}
 
 	// Out of the queue: nobody claims them, not even a newer term; the
-	// lease is gone; a second completion is refused.
+	// lease is gone; a second completion with another outcome is refused
+	// (testCompleteReplayed: with the same one, it is a replay).
 	newOwner(9).mustClaim(t, s, longLease)
 	st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: ids})
 	if err != nil || !sameIDs(st.Lost, ids) {
@@ -319,4 +320,46 @@ func testCompleteStaleOwnerRefused(t *testing.T, s engine.Store) {
 	if rec := get(t, s, id); rec.Status != engine.StatusCancelled {
 		t.Fatalf("status %s, want cancelled", rec.Status)
 	}
+}
+
+// testCompleteReplayed: a completion sent again after it committed (its
+// acknowledgement lost in a failover) counts as written and changes
+// nothing; one with another status is still refused.
+func testCompleteReplayed(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 2)
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, ids...)
+	done, live := ids[0], ids[1]
+	first := engine.Completion{InstanceID: done, Status: engine.StatusComplete, Output: []byte(`{"v":1}`), State: []byte("final"),
+		Results: []engine.ActionResult{result(done, "t", 1, true)}}
+	if err := a.complete(t, s, first); err != nil {
+		t.Fatalf("completing: %v", err)
+	}
+	before := get(t, s, done)
+
+	// The same call again, beside an instance still held: both written.
+	out, err := s.CompleteInstances(ctx(t), []engine.Completion{
+		{InstanceID: done, Owner: a.id, Status: first.Status, Output: first.Output, State: first.State, Results: first.Results},
+		{InstanceID: live, Owner: a.id, Status: engine.StatusCancelled, Error: "cancelled"},
+	})
+	if err != nil {
+		t.Fatalf("CompleteInstances replaying a completion: %v", err)
+	}
+	if len(out) != 2 || out[0] != nil || out[1] != nil {
+		t.Fatalf("outcomes %v, want nil, nil (the replay counts as written)", out)
+	}
+	after := get(t, s, done)
+	if after.Status != before.Status || string(after.Output) != string(before.Output) || !after.FinishedAt.Equal(*before.FinishedAt) {
+		t.Fatalf("the replay changed the instance: %+v, was %+v", after, before)
+	}
+	if h := history(t, s, done); len(h) != 1 {
+		t.Fatalf("the replay recorded results again: %v", keys(h))
+	}
+	if rec := get(t, s, live); rec.Status != engine.StatusCancelled {
+		t.Fatalf("the instance completed beside the replay is %s, want cancelled", rec.Status)
+	}
+
+	// Another outcome is not a replay.
+	err = a.complete(t, s, engine.Completion{InstanceID: done, Status: engine.StatusFailed, Error: "late"})
+	wantErr(t, "completing again with another status", err, engine.ErrOwnershipLost)
 }

@@ -74,6 +74,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ProgressExpiredLeaseRefused", testProgressExpiredLeaseRefused},
 		{"Complete", testComplete},
 		{"CompleteStaleOwnerRefused", testCompleteStaleOwnerRefused},
+		{"CompleteReplayed", testCompleteReplayed},
 		{"RefreshExtends", testRefreshExtends},
 		{"RefreshReportsLost", testRefreshReportsLost},
 		{"RefreshReportsCancel", testRefreshReportsCancel},
