@@ -7,6 +7,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/internal/clock"
@@ -40,9 +41,10 @@ func (it *flushItem) rows() int {
 // flush are merged into one Progress (results in order, the last snapshot)
 // or, once the instance finished, into its Completion, which then carries
 // the results not yet written — so an instance is reported complete only
-// with every result durable. A write that fails as a whole is retried with
-// backoff, never dropped; an instance refused with ErrOwnershipLost is
-// evicted.
+// with every result durable. A call the store cannot take now is retried
+// with backoff, never dropped; a call it refuses is split until the write
+// it refuses is found and set aside (see write); an instance refused with
+// ErrOwnershipLost is evicted.
 type flusher struct {
 	e     *Engine
 	q     *mailbox[flushItem]
@@ -123,25 +125,59 @@ type pendingWrite struct {
 	results    []ActionResult
 	state      []byte
 	completion *Completion
+	mark       chan struct{} // a completion's: closed once its outcome is known
 }
+
+// rows is what the write counts toward FlushMaxRows.
+func (w *pendingWrite) rows() int {
+	if w.completion != nil {
+		return len(w.completion.Results) + 1
+	}
+	if w.state != nil {
+		return len(w.results) + 1
+	}
+	return len(w.results)
+}
+
+// gone reports whether the instance left memory since the write was
+// queued: evicted (a write refused, its lease lost, or claimed again after
+// its lease lapsed, which makes a new instance of the same id). Its write
+// is dropped: it would be refused, or, when this engine claimed the
+// instance again, it would mix two lives of one instance.
+func (w *pendingWrite) gone() bool { return w.inst.h.gone.Load() }
 
 // flush writes everything pending. It returns an error only when ctx ends
 // before the writes succeed.
+//
+// Writes are merged per instance id, not per *instance: an instance queues
+// one write however many items it pushed, and the items of an instance
+// that left memory are dropped, so that no batch names an instance twice
+// (a store refuses such a completion batch as a whole, and retrying it
+// would refuse it again, for ever).
 func (f *flusher) flush(ctx context.Context) error {
 	f.items = f.q.take(f.items)
 	if len(f.items) == 0 {
 		return nil
 	}
 	rows := 0
-	byInst := make(map[*instance]*pendingWrite, len(f.items))
+	byID := make(map[uuid.UUID]*pendingWrite, len(f.items))
 	var order []*pendingWrite
 	for i := range f.items {
 		it := &f.items[i]
 		rows += it.rows()
-		w := byInst[it.inst]
+		if it.inst.h.gone.Load() {
+			continue
+		}
+		w := byID[it.inst.id]
+		if w != nil && w.inst != it.inst {
+			// An earlier life of the instance, still held when it pushed
+			// the item: the later one stands (the earlier is gone by now).
+			w.inst.lg.Debug("dropping the pending write of an earlier life of the instance")
+			*w = pendingWrite{inst: it.inst}
+		}
 		if w == nil {
 			w = &pendingWrite{inst: it.inst}
-			byInst[it.inst] = w
+			byID[it.inst.id] = w
 			order = append(order, w)
 		}
 		w.results = append(w.results, it.results...)
@@ -159,23 +195,23 @@ func (f *flusher) flush(ctx context.Context) error {
 		if w.completion != nil {
 			w.completion.Results = append(w.results, w.completion.Results...)
 			completions = append(completions, w)
-		} else {
+		} else if len(w.results) > 0 || w.state != nil {
 			progress = append(progress, w)
 		}
 	}
 	// Progress first: an instance is in one list only, so the order
 	// between the lists does not matter; within a list, chunks bound the
 	// size of one Store call.
-	return errors.Join(f.writeProgress(ctx, progress), f.writeCompletions(ctx, completions))
+	return errors.Join(f.writeAll(ctx, progressWrites{f}, progress), f.writeAll(ctx, completionWrites{f}, completions))
 }
 
 // chunks splits ws into runs of at most max rows (an instance is never
 // split).
-func chunks(ws []*pendingWrite, maxRows int, rows func(*pendingWrite) int) [][]*pendingWrite {
+func chunks(ws []*pendingWrite, maxRows int) [][]*pendingWrite {
 	var out [][]*pendingWrite
 	start, n := 0, 0
 	for i, w := range ws {
-		r := rows(w)
+		r := w.rows()
 		if n > 0 && n+r > maxRows {
 			out = append(out, ws[start:i])
 			start, n = i, 0
@@ -188,84 +224,212 @@ func chunks(ws []*pendingWrite, maxRows int, rows func(*pendingWrite) int) [][]*
 	return out
 }
 
-func (f *flusher) writeProgress(ctx context.Context, ws []*pendingWrite) error {
-	owner := f.e.cfg.Owner
-	for _, chunk := range chunks(ws, f.e.cfg.FlushMaxRows, func(w *pendingWrite) int {
-		if w.state != nil {
-			return len(w.results) + 1
-		}
-		return len(w.results)
-	}) {
-		batch := make([]Progress, len(chunk))
-		for i, w := range chunk {
-			batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state}
-		}
-		rows := 0
-		for _, p := range batch {
-			rows += len(p.Results)
-			if p.State != nil {
-				rows++
+// writeKind is one of the two Store calls of the group commit.
+type writeKind interface {
+	what() string
+	// begin is called once per write before its first attempt.
+	begin(w *pendingWrite)
+	// call makes the Store call for ws: one outcome per write, or an
+	// error for the call as a whole.
+	call(ctx context.Context, ws []*pendingWrite) ([]error, error)
+	// end is called once per write with its outcome: nil (written),
+	// ErrOwnershipLost or another per-write error (refused), or
+	// errWriteAbandoned.
+	end(w *pendingWrite, outcome error)
+}
+
+// errWriteAbandoned is the outcome of a write whose instance left memory
+// before it was written, or that was pending when the flusher stopped.
+var errWriteAbandoned = errors.New("write abandoned")
+
+// writeAll writes ws in chunks of at most FlushMaxRows rows.
+func (f *flusher) writeAll(ctx context.Context, k writeKind, ws []*pendingWrite) error {
+	for _, w := range ws {
+		k.begin(w)
+	}
+	for i, chunk := range chunks(ws, f.e.cfg.FlushMaxRows) {
+		if err := f.write(ctx, k, chunk); err != nil {
+			for _, rest := range chunks(ws, f.e.cfg.FlushMaxRows)[i+1:] {
+				for _, w := range rest {
+					k.end(w, errWriteAbandoned)
+				}
 			}
-		}
-		var outcomes []error
-		err := f.retry(ctx, "persisting progress", rows, func() (err error) {
-			outcomes, err = f.e.cfg.Store.PersistProgress(ctx, batch)
 			return err
-		})
-		if err != nil {
-			return err
-		}
-		for i, w := range chunk {
-			if i < len(outcomes) && outcomes[i] != nil {
-				f.lost(w.inst, outcomes[i])
-			}
 		}
 	}
 	return nil
 }
 
-func (f *flusher) writeCompletions(ctx context.Context, ws []*pendingWrite) error {
-	for _, chunk := range chunks(ws, f.e.cfg.FlushMaxRows, func(w *pendingWrite) int {
-		return len(w.completion.Results) + 1
-	}) {
-		batch := make([]Completion, len(chunk))
-		for i, w := range chunk {
-			batch[i] = *w.completion
-		}
-		rows := 0
-		for _, c := range batch {
-			rows += len(c.Results) + 1
-		}
-		// Reads of these instances wait for the outcome (holder.settled):
-		// the Store may say finished as soon as the call commits.
-		marks := make([]chan struct{}, len(chunk))
-		for i, w := range chunk {
-			marks[i] = make(chan struct{})
-			w.inst.h.committing.Store(&marks[i])
-		}
-		var outcomes []error
-		err := f.retry(ctx, "completing instances", rows, func() (err error) {
-			outcomes, err = f.e.cfg.Store.CompleteInstances(ctx, batch)
-			return err
-		})
-		for i, w := range chunk {
-			inst, c := w.inst, w.completion
-			switch {
-			case err != nil:
-			case i < len(outcomes) && outcomes[i] != nil:
-				f.lost(inst, outcomes[i])
-			default:
-				inst.h.state.Store(statusState(c.Status))
-				inst.h.shard.send(func(s *shard) { s.completed(inst, c) })
+// setAsideTries is how many times a write refused on its own (not for a
+// reason that passes) is tried before it is set aside.
+const setAsideTries = 3
+
+// write makes one Store call for ws until it succeeds, and ends every
+// write of ws once. What a failed call does depends on why:
+//
+//   - The store is unavailable (the database unreachable, failing over,
+//     read-only; errors.Is ErrStoreUnavailable): the same writes are
+//     retried with backoff, 10 ms growing to 1 s, for as long as it takes,
+//     less those whose instance left memory meanwhile. An outcome unknown
+//     is retried the same way: every write here is idempotent.
+//   - The store refused the call for another reason: one of the writes
+//     may be bad. The batch is split in halves, each written on its own,
+//     so the bad write is found in log2(n) calls and the others go
+//     through. A single write refused setAsideTries times is set aside:
+//     logged, counted (robonet_store_writes_set_aside_total) and its
+//     instance evicted, so that it holds nothing else back. The instance
+//     stays in the store; it is claimed again when its lease lapses.
+//
+// It returns an error only when ctx ends first.
+func (f *flusher) write(ctx context.Context, k writeKind, ws []*pendingWrite) error {
+	backoff, refusals := 10*time.Millisecond, 0
+	var timer clock.Timer
+	for {
+		live := ws[:0:0]
+		for _, w := range ws {
+			if w.gone() {
+				k.end(w, errWriteAbandoned)
+			} else {
+				live = append(live, w)
 			}
-			inst.h.committing.Store(nil)
-			close(marks[i])
 		}
-		if err != nil {
-			return err
+		if ws = live; len(ws) == 0 {
+			return nil
 		}
+		outcomes, err := f.call(ctx, k, ws)
+		switch {
+		case err == nil:
+			for i, w := range ws {
+				var outcome error
+				if i < len(outcomes) {
+					outcome = outcomes[i]
+				}
+				k.end(w, outcome)
+			}
+			return nil
+		case ctx.Err() != nil:
+			for _, w := range ws {
+				k.end(w, errWriteAbandoned)
+			}
+			return errors.Join(ctx.Err(), err)
+		case errors.Is(err, ErrStoreUnavailable):
+			f.e.cfg.Metrics.StoreRetries.Inc()
+			f.e.log.Warn("store write failed; retrying", zap.String("op", k.what()), zap.Int("instances", len(ws)),
+				zap.Duration("in", backoff), zap.Bool("outcome_unknown", errors.Is(err, ErrOutcomeUnknown)), zap.Error(err))
+		case len(ws) > 1:
+			f.e.log.Warn("the store refused a batch; writing its halves apart to find the write it refuses",
+				zap.String("op", k.what()), zap.Int("instances", len(ws)), zap.Error(err))
+			mid := len(ws) / 2
+			if err := f.write(ctx, k, ws[:mid]); err != nil {
+				for _, w := range ws[mid:] {
+					k.end(w, errWriteAbandoned)
+				}
+				return err
+			}
+			return f.write(ctx, k, ws[mid:])
+		default:
+			if refusals++; refusals == setAsideTries {
+				f.setAside(k, ws[0], err)
+				return nil
+			}
+		}
+		if timer == nil {
+			timer = f.e.cfg.Clock.NewTimer(backoff)
+			defer timer.Stop()
+		} else {
+			timer.Reset(backoff)
+		}
+		select {
+		case <-ctx.Done():
+			for _, w := range ws {
+				k.end(w, errWriteAbandoned)
+			}
+			return ctx.Err()
+		case <-timer.C():
+		}
+		backoff = min(2*backoff, time.Second)
 	}
-	return nil
+}
+
+// call makes one Store call and records its latency and size.
+func (f *flusher) call(ctx context.Context, k writeKind, ws []*pendingWrite) ([]error, error) {
+	m := f.e.cfg.Metrics
+	start := time.Now()
+	outcomes, err := k.call(ctx, ws)
+	m.CommitSeconds.Observe(time.Since(start).Seconds())
+	if err == nil {
+		rows := 0
+		for _, w := range ws {
+			rows += w.rows()
+		}
+		m.CommitRows.Observe(float64(rows))
+	}
+	return outcomes, err
+}
+
+// setAside gives up on a write the store keeps refusing: its instance is
+// evicted (the store still holds it; it is claimed again when its lease
+// lapses, and tried afresh).
+func (f *flusher) setAside(k writeKind, w *pendingWrite, err error) {
+	f.e.cfg.Metrics.WritesSetAside.Inc()
+	w.inst.lg.Error("the store refuses this instance's write; setting it aside and evicting the instance, "+
+		"which is claimed again when its lease lapses", zap.String("op", k.what()), zap.Int("tries", setAsideTries),
+		zap.Duration("lease", f.e.cfg.Lease), zap.Error(err))
+	k.end(w, fmt.Errorf("set aside after %d refusals: %w", setAsideTries, err))
+}
+
+// progressWrites is PersistProgress.
+type progressWrites struct{ f *flusher }
+
+func (progressWrites) what() string        { return "persisting progress" }
+func (progressWrites) begin(*pendingWrite) {}
+func (k progressWrites) end(w *pendingWrite, outcome error) {
+	if outcome != nil && !errors.Is(outcome, errWriteAbandoned) {
+		k.f.lost(w.inst, outcome)
+	}
+}
+
+func (k progressWrites) call(ctx context.Context, ws []*pendingWrite) ([]error, error) {
+	owner := k.f.e.cfg.Owner
+	batch := make([]Progress, len(ws))
+	for i, w := range ws {
+		batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state}
+	}
+	return k.f.e.cfg.Store.PersistProgress(ctx, batch)
+}
+
+// completionWrites is CompleteInstances. While a completion is being
+// written, reads of its instance wait for the outcome (holder.settled):
+// the Store may say finished as soon as the call commits.
+type completionWrites struct{ f *flusher }
+
+func (completionWrites) what() string { return "completing instances" }
+
+func (completionWrites) begin(w *pendingWrite) {
+	w.mark = make(chan struct{})
+	w.inst.h.committing.Store(&w.mark)
+}
+
+func (k completionWrites) end(w *pendingWrite, outcome error) {
+	inst, c := w.inst, w.completion
+	switch {
+	case errors.Is(outcome, errWriteAbandoned):
+	case outcome != nil:
+		k.f.lost(inst, outcome)
+	default:
+		inst.h.state.Store(statusState(c.Status))
+		inst.h.shard.send(func(s *shard) { s.completed(inst, c) })
+	}
+	inst.h.committing.CompareAndSwap(&w.mark, nil)
+	close(w.mark)
+}
+
+func (k completionWrites) call(ctx context.Context, ws []*pendingWrite) ([]error, error) {
+	batch := make([]Completion, len(ws))
+	for i, w := range ws {
+		batch[i] = *w.completion
+	}
+	return k.f.e.cfg.Store.CompleteInstances(ctx, batch)
 }
 
 // lost evicts an instance whose write was refused.
@@ -274,24 +438,6 @@ func (f *flusher) lost(inst *instance, err error) {
 		inst.lg.Error("unexpected outcome of a write; evicting the instance", zap.Error(err))
 	}
 	inst.h.shard.send(func(s *shard) { s.evict(inst, "write refused: "+err.Error()) })
-}
-
-// retry runs op until it succeeds or ctx ends, backing off from 10 ms to
-// 1 s between attempts.
-func (f *flusher) retry(ctx context.Context, what string, rows int, op func() error) error {
-	m := f.e.cfg.Metrics
-	return retryBackoff(ctx, f.e.cfg.Clock, func() error {
-		start := time.Now()
-		err := op()
-		m.CommitSeconds.Observe(time.Since(start).Seconds())
-		if err == nil {
-			m.CommitRows.Observe(float64(rows))
-		}
-		if err != nil && ctx.Err() == nil {
-			f.e.log.Warn("store write failed; retrying", zap.String("op", what), zap.Error(err))
-		}
-		return err
-	})
 }
 
 // retryBackoff runs op until it returns nil or ctx ends (then it returns

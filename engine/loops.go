@@ -2,6 +2,9 @@ package engine
 
 import (
 	"context"
+	"errors"
+	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -44,9 +47,23 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 		return false
 	}
 	e.heldCount.Add(int64(len(claimed)))
+	var unloaded []uuid.UUID
 	for _, c := range claimed {
-		pe, perr := e.q.plans.get(ctx, c.WorkflowVersionID)
+		pe, perr := e.planOf(ctx, c.WorkflowVersionID)
+		if errors.Is(perr, ErrStoreUnavailable) {
+			// Not the instance's fault: it is not failed for it, but given
+			// back (or left to its lease) for a later claim.
+			unloaded = append(unloaded, c.ID)
+			continue
+		}
 		e.take(c, pe, perr)
+	}
+	if len(unloaded) > 0 {
+		e.heldCount.Add(-int64(len(unloaded)))
+		err := e.cfg.Store.ReleaseLeases(ctx, e.cfg.Owner, unloaded)
+		e.log.Warn("claimed instances whose workflow could not be read from the store were given back",
+			zap.Int("instances", len(unloaded)), zap.NamedError("release_error", err))
+		return false
 	}
 	if len(claimed) > 0 {
 		e.signalClaimed()
@@ -55,6 +72,40 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 	full := len(claimed) == limit
 	e.dueLeft.Store(full)
 	return full
+}
+
+// planWait bounds how long a claim waits for a workflow version that the
+// store cannot read right now (it is failing over, say).
+const planWait = 10 * time.Second
+
+// planOf returns the plan of a claimed instance's workflow version. While
+// the store is unavailable it tries again for up to planWait: an instance
+// claimed just before a database failover must not fail for it. An error
+// that is the store's (unavailable) or ctx's is returned wrapping
+// ErrStoreUnavailable: the caller gives the instance back rather than
+// failing it.
+func (e *Engine) planOf(ctx context.Context, version int64) (*planEntry, error) {
+	clk := e.cfg.Clock
+	deadline := clk.Now().Add(planWait)
+	backoff := 10 * time.Millisecond
+	for {
+		pe, err := e.q.plans.get(ctx, version)
+		switch {
+		case err == nil:
+			return pe, nil
+		case ctx.Err() != nil:
+			return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
+		case !errors.Is(err, ErrStoreUnavailable) || !clk.Now().Add(backoff).Before(deadline):
+			return nil, err
+		}
+		t := clk.NewTimer(backoff)
+		select {
+		case <-ctx.Done():
+		case <-t.C():
+		}
+		t.Stop()
+		backoff = min(2*backoff, time.Second)
+	}
 }
 
 // take hands a claimed instance to its shard, which hydrates it. Its place

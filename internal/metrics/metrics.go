@@ -47,6 +47,12 @@ type Engine struct {
 	// and snapshots) per store call and the call's latency.
 	CommitRows    prometheus.Histogram
 	CommitSeconds prometheus.Histogram
+	// StoreRetries counts group-commit calls retried because the store
+	// was unavailable (the database unreachable or failing over).
+	StoreRetries prometheus.Counter
+	// WritesSetAside counts instances' writes the store kept refusing,
+	// set aside so that they hold no other write back.
+	WritesSetAside prometheus.Counter
 
 	caps sync.Map // capability → *Capability
 }
@@ -81,10 +87,14 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 			Help: "Rows (results and snapshots) per group commit to the store.", Buckets: prometheus.ExponentialBuckets(1, 4, 9)}),
 		CommitSeconds: prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: namespace, Name: "store_commit_seconds",
 			Help: "Latency of one group commit to the store.", Buckets: fastBuckets}),
+		StoreRetries: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "store_write_retries_total",
+			Help: "Group commits retried because the store was unavailable (the database unreachable, failing over or read-only)."}),
+		WritesSetAside: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "store_writes_set_aside_total",
+			Help: "Instances' writes the store kept refusing, set aside (the instance evicted) so that they held no other write back."}),
 	}
 	if reg != nil {
 		reg.MustRegister(m.dispatched, m.retried, m.completed, m.failed, m.duration, m.InstancesSubmitted, m.instancesFinished,
-			m.Propagation, m.CommitRows, m.CommitSeconds)
+			m.Propagation, m.CommitRows, m.CommitSeconds, m.StoreRetries, m.WritesSetAside)
 	}
 	return m
 }
