@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"go.uber.org/zap"
 	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/protoadapt"
+	"google.golang.org/protobuf/types/known/durationpb"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
@@ -28,6 +30,8 @@ import (
 //	engine.ErrIdempotencyConflict ALREADY_EXISTS
 //	engine.ErrInvalidArgument    INVALID_ARGUMENT
 //	engine.ErrInstanceFinished   FAILED_PRECONDITION (cancelling a finished instance)
+//	engine.ErrStoreUnavailable   UNAVAILABLE + ErrorInfo (reason STORE_UNAVAILABLE, outcome applied
+//	                             "no" or "unknown") + RetryInfo: the database is unreachable or failing over
 //	engine.ErrStopped, shutdown  UNAVAILABLE
 //	*mesh.NotLeaderError         UNAVAILABLE + ErrorInfo (reason NOT_LEADER, the leader's name and gRPC address)
 //	ErrNoLeader                  UNAVAILABLE (no leader elected within the forwarding window)
@@ -70,6 +74,8 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, engine.ErrInstanceFinished):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, engine.ErrStoreUnavailable):
+		return storeUnavailableStatus(log, method, err)
 	case errors.Is(err, engine.ErrStopped), errors.Is(err, errStopping):
 		return status.Error(codes.Unavailable, "the node is shutting down; retry on another node or later")
 	case errors.Is(err, context.Canceled):
@@ -81,11 +87,37 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 	return status.Error(codes.Internal, "internal error (the node's log has the cause)")
 }
 
-// The ErrorInfo of a NOT_LEADER redirect.
+// The ErrorInfo reasons of UNAVAILABLE answers.
 const (
-	ErrorDomain     = "robonet.dev"
+	ErrorDomain = "robonet.dev"
+	// ReasonNotLeader: a redirect; metadata leader and leader_grpc.
 	ReasonNotLeader = "NOT_LEADER"
+	// ReasonStoreUnavailable: the database could not take the call (it is
+	// unreachable or failing over). Metadata "outcome": "not_applied"
+	// (nothing of the call happened) or "unknown" (the connection was lost
+	// after a write was sent: a submission may have been stored; retry it
+	// with the same idempotency key to learn its instance).
+	ReasonStoreUnavailable = "STORE_UNAVAILABLE"
 )
+
+// storeRetryDelay is the RetryInfo of a STORE_UNAVAILABLE answer: about
+// the time a replicated database takes to fail over, as documented.
+const storeRetryDelay = time.Second
+
+// storeUnavailableStatus is the answer to a call the store could not take
+// now.
+func storeUnavailableStatus(log *zap.Logger, method string, err error) error {
+	outcome, msg := "not_applied", "the database is unavailable (unreachable, or failing over): nothing was done; retry"
+	if errors.Is(err, engine.ErrOutcomeUnknown) {
+		outcome = "unknown"
+		msg = "the database became unavailable (it may be failing over) while the call was being written: it may or may not " +
+			"have taken effect; retry it (a submission with the same idempotency key answers the instance it started, if any)"
+	}
+	log.Warn("the store is unavailable", zap.String("method", method), zap.String("outcome", outcome), zap.Error(err))
+	return withDetails(status.New(codes.Unavailable, msg),
+		&errdetails.ErrorInfo{Reason: ReasonStoreUnavailable, Domain: ErrorDomain, Metadata: map[string]string{"outcome": outcome}},
+		&errdetails.RetryInfo{RetryDelay: durationpb.New(storeRetryDelay)})
+}
 
 // specErrorsStatus reports every problem of a spec that does not compile.
 func specErrorsStatus(list spec.ErrorList) error {

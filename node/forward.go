@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+	"google.golang.org/genproto/googleapis/rpc/errdetails"
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/credentials"
@@ -153,9 +154,21 @@ func isForwarded(ctx context.Context) bool {
 }
 
 // retryable reports whether a forwarded call's error means "try the next
-// leader": the leader was unreachable, stopping, or no longer leads.
+// leader": the leader was unreachable, stopping, or no longer leads, or
+// its store could not take the call and nothing of it happened. A call the
+// store may have applied (outcome unknown) is not sent again: a submission
+// without an idempotency key would start twice; the client decides.
 func retryable(err error) bool {
-	return status.Code(err) == codes.Unavailable
+	st := status.Convert(err)
+	if st.Code() != codes.Unavailable {
+		return false
+	}
+	for _, d := range st.Details() {
+		if info, ok := d.(*errdetails.ErrorInfo); ok && info.GetReason() == ReasonStoreUnavailable {
+			return info.GetMetadata()["outcome"] != "unknown"
+		}
+	}
+	return true
 }
 
 // leaderCall runs a leader-only unary call: locally when this node's

@@ -201,6 +201,10 @@ func TestErrorStatus(t *testing.T) {
 		{fmt.Errorf("%w within the forwarding window", ErrNoLeader), codes.Unavailable, "no engine leader"},
 		{status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "no"},
 		{errors.New("pq: connection refused at 10.1.2.3"), codes.Internal, "internal error"},
+		{fmt.Errorf("register workflow: failed to connect to 10.1.2.3: %w", engine.ErrStoreUnavailable), codes.Unavailable,
+			"nothing was done; retry"},
+		{fmt.Errorf("queue 1 instances: unexpected EOF at 10.1.2.3: %w: %w", engine.ErrStoreUnavailable, engine.ErrOutcomeUnknown),
+			codes.Unavailable, "same idempotency key"},
 	}
 	for _, c := range cases {
 		st, _ := status.FromError(errorStatus(log, "/m", c.err))
@@ -219,6 +223,37 @@ func TestErrorStatus(t *testing.T) {
 	if info, ok := st.Details()[0].(*errdetails.ErrorInfo); !ok || info.GetReason() != ReasonNotLeader ||
 		info.GetMetadata()["leader_grpc"] != "10.0.0.2:7233" {
 		t.Errorf("not-leader details: %v", st.Details())
+	}
+
+	// A store outage says whether the call may have taken effect, and when
+	// to retry; the forwarder retries only what surely did not.
+	for outcome, err := range map[string]error{
+		"not_applied": fmt.Errorf("x: %w", engine.ErrStoreUnavailable),
+		"unknown":     fmt.Errorf("x: %w: %w", engine.ErrStoreUnavailable, engine.ErrOutcomeUnknown),
+	} {
+		mapped := errorStatus(log, "/m", err)
+		st, _ := status.FromError(mapped)
+		var (
+			info  *errdetails.ErrorInfo
+			retry *errdetails.RetryInfo
+		)
+		for _, d := range st.Details() {
+			switch d := d.(type) {
+			case *errdetails.ErrorInfo:
+				info = d
+			case *errdetails.RetryInfo:
+				retry = d
+			}
+		}
+		if info.GetReason() != ReasonStoreUnavailable || info.GetMetadata()["outcome"] != outcome || retry.GetRetryDelay().AsDuration() <= 0 {
+			t.Errorf("store unavailable (%s): details %v", outcome, st.Details())
+		}
+		if got, want := retryable(mapped), outcome == "not_applied"; got != want {
+			t.Errorf("store unavailable (%s): forwarder retries it: %v, want %v", outcome, got, want)
+		}
+	}
+	if !retryable(errorStatus(log, "/m", &mesh.NotLeaderError{Leader: "s2"})) || retryable(status.Error(codes.NotFound, "x")) {
+		t.Errorf("retryable: a redirect must be retried, a NOT_FOUND not")
 	}
 
 	st, _ = status.FromError(errorStatus(log, "/m", specErr))
