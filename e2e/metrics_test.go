@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"io"
 	"net/http"
+	"net/url"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -188,4 +189,50 @@ func openStore(t *testing.T, store storeKind, cfg node.Config) engine.Store {
 	}
 	t.Cleanup(func() { _ = s.Close() })
 	return s
+}
+
+// A server on Postgres says which database host it writes to, in /readyz
+// and /metrics, and whether commits wait for a synchronous standby.
+func TestStoreHostInReadinessAndMetrics(t *testing.T) {
+	cfg := testConfig(t, postgresStore)
+	cfg.HTTPAddr = "127.0.0.1:0"
+	tn := startNodeWith(t, cfg)
+	u, err := url.Parse(cfg.PostgresDSN)
+	if err != nil {
+		t.Fatalf("parsing the DSN: %v", err)
+	}
+	get := func(path string) (int, string) {
+		t.Helper()
+		resp, err := http.Get("http://" + tn.node.HTTPAddr() + path)
+		if err != nil {
+			t.Fatalf("GET %s: %v", path, err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	var body string
+	eventually(t, 10*time.Second, "/readyz to name the database host", func() bool {
+		var code int
+		code, body = get("/readyz")
+		return code == http.StatusOK && strings.Contains(body, "which does not replicate synchronously")
+	})
+	if want := "; writes to " + u.Host + ","; !strings.Contains(body, want) {
+		t.Fatalf("GET /readyz: %q, want it to say %q", body, want)
+	}
+	_, text := get("/metrics")
+	for _, series := range []string{
+		`robonet_store_writer{host="` + u.Host + `"} 1`,
+		`robonet_store_failovers_total 0`,
+		`robonet_store_pool_resets_total 0`,
+		`robonet_store_sync_standbys 0`,
+		`robonet_store_writes_wait 0`,
+	} {
+		if !strings.Contains(text, "\n"+series+"\n") {
+			t.Errorf("/metrics has no line %q", series)
+		}
+	}
+	if t.Failed() {
+		t.Logf("/metrics:\n%s", grepRobonet(text))
+	}
 }

@@ -44,7 +44,7 @@ func (n *Node) httpHandler() (http.Handler, error) {
 			return
 		}
 		l := n.Leadership()
-		fmt.Fprintf(w, "ready (leader %s, term %d)\n", l.Leader, l.Term)
+		fmt.Fprintf(w, "ready (leader %s, term %d)%s\n", l.Leader, l.Term, n.storeReadiness())
 	})
 	if n.cfg.EnableDebug {
 		mux.HandleFunc("/debug/pprof/", pprof.Index)
@@ -54,6 +54,26 @@ func (n *Node) httpHandler() (http.Handler, error) {
 		mux.HandleFunc("/debug/pprof/trace", pprof.Trace)
 	}
 	return mux, nil
+}
+
+// storeReadiness says, on a server on Postgres, which database host it
+// writes to and whether commits reach a synchronous standby.
+func (n *Node) storeReadiness() string {
+	if n.pg == nil {
+		return ""
+	}
+	c, r := n.pg.ConnStats(), n.pg.ReplicationStats()
+	out := "; writes to " + c.Host
+	switch {
+	case !r.Known:
+	case r.WritesWait():
+		out += ", which has no synchronous standby: commits wait until one catches up"
+	case r.SyncRequired && r.SyncStandbys > 0:
+		out += fmt.Sprintf(", with %d synchronous standby(s)", r.SyncStandbys)
+	case !r.SyncRequired:
+		out += ", which does not replicate synchronously"
+	}
+	return out
 }
 
 // readyProbeTimeout bounds the store check of one /readyz.

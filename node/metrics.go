@@ -106,13 +106,20 @@ var (
 	descPoolDone  = prometheus.NewDesc("robonet_pool_attempts_total", "Attempts a worker pool of this node finished, by outcome (completed, failed).", append(poolLabels, "outcome"), nil)
 	descPoolRun   = prometheus.NewDesc("robonet_pool_run_seconds", "Run time of a worker pool's last (up to) 256 attempts, by quantile.", append(poolLabels, "quantile"), nil)
 
-	descLogBytes    = prometheus.NewDesc("robonet_task_log_bytes", "Bytes of the task logs this node keeps (bounded by the task-log-bytes limit).", nil, nil)
-	descLogAttempts = prometheus.NewDesc("robonet_task_log_attempts", "Attempts whose task log this node keeps.", nil, nil)
+	descStoreConns    = prometheus.NewDesc("robonet_store_reconnects_total", "Connections the Postgres store opened after its first: each failover, restart or lost connection of the database adds some.", nil, nil)
+	descStoreFailover = prometheus.NewDesc("robonet_store_failovers_total", "Times the Postgres store's new connections went to another host than before: the writable primary moved.", nil, nil)
+	descStoreResets   = prometheus.NewDesc("robonet_store_pool_resets_total", "Times the Postgres store dropped every connection because one said its host was no longer the primary, or gone.", nil, nil)
+	descStoreWriter   = prometheus.NewDesc("robonet_store_writer", "1 for the database host (host:port as the DSN names it) the Postgres store writes to.", []string{"host"}, nil)
+	descStoreSync     = prometheus.NewDesc("robonet_store_sync_standbys", "Standbys the primary replicates to synchronously, as last read (-1: not visible to the store's role).", nil, nil)
+	descStoreWait     = prometheus.NewDesc("robonet_store_writes_wait", "1 while the primary requires a synchronous standby and has none: commits block until one catches up.", nil, nil)
+	descLogBytes      = prometheus.NewDesc("robonet_task_log_bytes", "Bytes of the task logs this node keeps (bounded by the task-log-bytes limit).", nil, nil)
+	descLogAttempts   = prometheus.NewDesc("robonet_task_log_attempts", "Attempts whose task log this node keeps.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld, descHeldB,
-		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts} {
+		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts,
+		descStoreConns, descStoreFailover, descStoreResets, descStoreWriter, descStoreSync, descStoreWait} {
 		ch <- d
 	}
 }
@@ -180,6 +187,19 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		u := n.taskLogs.Usage()
 		gauge(descLogBytes, float64(u.Bytes))
 		gauge(descLogAttempts, float64(u.Attempts))
+	}
+	if n.pg != nil {
+		c, r := n.pg.ConnStats(), n.pg.ReplicationStats()
+		ch <- prometheus.MustNewConstMetric(descStoreConns, prometheus.CounterValue, float64(c.Reconnects))
+		ch <- prometheus.MustNewConstMetric(descStoreFailover, prometheus.CounterValue, float64(c.Failovers))
+		ch <- prometheus.MustNewConstMetric(descStoreResets, prometheus.CounterValue, float64(c.Resets))
+		if c.Host != "" {
+			gauge(descStoreWriter, 1, c.Host)
+		}
+		if r.Known {
+			gauge(descStoreSync, float64(r.SyncStandbys))
+			gauge(descStoreWait, bool01(r.WritesWait()))
+		}
 	}
 	var st engine.Stats
 	if e := n.active.Load(); e != nil {

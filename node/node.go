@@ -68,6 +68,7 @@ type Node struct {
 
 	lock     *dirLock
 	store    engine.Store     // nil on worker-only nodes
+	pg       *postgres.Store  // the store when it is Postgres: its connection and replication facts
 	workers  *wag.WorkerHost  // this node's pools
 	wagglers *wag.WagglerHost // the Waggler roles this node is given
 	taskLogs *tasklog.Store   // the logs of the exec attempts this node ran
@@ -371,6 +372,7 @@ func (n *Node) openStore(ctx context.Context) (engine.Store, error) {
 		if err != nil {
 			return nil, fmt.Errorf("opening the Postgres store: %w", err)
 		}
+		n.pg = s
 		return s, nil
 	}
 	s, err := sqlite.Open(ctx, sqlite.Config{Path: n.cfg.sqlitePath(), Logger: n.log})
