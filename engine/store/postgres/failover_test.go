@@ -136,8 +136,9 @@ func TestConnectSkipsAHostThatDoesNotAnswer(t *testing.T) {
 func TestFailoverUnderLoad(t *testing.T) {
 	dsn, monitor := os.Getenv("ROBONET_TEST_POSTGRES_HA"), os.Getenv("ROBONET_TEST_PG_MONITOR")
 	if dsn == "" || monitor == "" {
-		if os.Getenv("CI") == "true" {
-			t.Fatalf("ROBONET_TEST_POSTGRES_HA and ROBONET_TEST_PG_MONITOR are not set, and CI=true forbids skipping: run through scripts/with-postgres-ha")
+		if os.Getenv("CI") == "true" || os.Getenv("ROBONET_HA_TEST") == "1" {
+			t.Fatalf("ROBONET_TEST_POSTGRES_HA and ROBONET_TEST_PG_MONITOR are not set, and CI=true (or ROBONET_HA_TEST=1) forbids skipping: " +
+				"run through scripts/with-postgres-ha, with pg_auto_failover installed (apt-get install postgresql-15-auto-failover pg-auto-failover-cli)")
 		}
 		t.Skip("ROBONET_TEST_POSTGRES_HA is not set: run through scripts/with-postgres-ha (make test does)")
 	}
