@@ -60,6 +60,9 @@ type Verdict struct {
 	Unexpected int `json:"unexpected"`
 	// Executions is how many executions were checked against the database.
 	Executions int `json:"executions_checked"`
+	// Unchecked, when set, says why the database's record could not be
+	// read: the counts then rest on the API alone and the run fails.
+	Unchecked string `json:"unchecked,omitempty"`
 	// Problems describes the first problems found.
 	Problems []string `json:"problems,omitempty"`
 }
@@ -67,7 +70,7 @@ type Verdict struct {
 // Passed reports whether nothing was lost, duplicated, wrong, stuck or
 // unexpected.
 func (v Verdict) Passed() bool {
-	return v.Lost+v.Duplicated+v.Wrong+v.Stuck+v.Unexpected == 0
+	return v.Lost+v.Duplicated+v.Wrong+v.Stuck+v.Unexpected == 0 && v.Unchecked == ""
 }
 
 const maxProblems = 50
@@ -81,12 +84,15 @@ func (v *Verdict) problem(count *int, format string, args ...any) {
 
 // Judge compares what was submitted with what the API and the database
 // say. It is pure: the Checker gathers its inputs.
-func Judge(kinds []Kind, subs []Submission, finals map[string]Final, rows []Row, instanceKeys map[string]string, prefix string) Verdict {
+//
+// When the database could not be read (rows and instanceKeys nil,
+// unchecked saying why), only the API's view is judged.
+func Judge(kinds []Kind, subs []Submission, finals map[string]Final, rows []Row, instanceKeys map[string]string, prefix, unchecked string) Verdict {
 	byName := map[string]Kind{}
 	for _, k := range kinds {
 		byName[k.Name] = k
 	}
-	v := Verdict{Submitted: len(subs)}
+	v := Verdict{Submitted: len(subs), Unchecked: unchecked}
 	// Attempts recorded twice, anywhere.
 	type attemptKey struct {
 		instance, execution string
@@ -130,7 +136,9 @@ func Judge(kinds []Kind, subs []Submission, finals map[string]Final, rows []Row,
 			want, _ := json.Marshal(k.Outputs(s.Seed))
 			v.problem(&v.Wrong, "%s (%s, seed %d): outputs %s, want %s", s.Instance, s.Kind, s.Seed, f.Outputs, want)
 		}
-		v.checkExecutions(s, k, byInstance[s.Instance])
+		if unchecked == "" {
+			v.checkExecutions(s, k, byInstance[s.Instance])
+		}
 	}
 	for id, key := range instanceKeys {
 		ackedAs, ours := keys[key]
@@ -261,8 +269,30 @@ func terminal(s robonetv1.InstanceState) bool {
 	return false
 }
 
-// Rows reads every recorded attempt and every instance's idempotency key.
+// RowsWait bounds how long Rows keeps trying to read the database (it may
+// be failing over when the run ends).
+const RowsWait = 2 * time.Minute
+
+// Rows reads every recorded attempt and every instance's idempotency key,
+// through the multi-host DSN (whichever host is the primary), trying again
+// for up to RowsWait.
 func (c *Checker) Rows(ctx context.Context) (rows []Row, instanceKeys map[string]string, err error) {
+	deadline := time.Now().Add(RowsWait)
+	for {
+		rows, instanceKeys, err = c.readRows(ctx)
+		if err == nil || ctx.Err() != nil || time.Now().After(deadline) {
+			return rows, instanceKeys, err
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(2 * time.Second):
+		}
+	}
+}
+
+func (c *Checker) readRows(ctx context.Context) (rows []Row, instanceKeys map[string]string, err error) {
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
+	defer cancel()
 	conn, err := pgx.Connect(ctx, c.DSN)
 	if err != nil {
 		return nil, nil, fmt.Errorf("connecting to the mesh's Postgres: %w", err)
@@ -324,18 +354,22 @@ func Recover(faults []Fault, rows []Row) []Fault {
 	for i := range out {
 		f := &out[i]
 		f.Recovery = -1
+		from := f.Injected
+		if from.IsZero() { // a report written before Injected existed
+			from = f.At
+		}
 		affected := func(r Row) bool {
 			return len(f.Capabilities) == 0 || slices.Contains(f.Capabilities, capabilityOf(r.Worker))
 		}
-		j := sort.Search(len(done), func(k int) bool { return done[k].RecordedAt.After(f.At) })
+		j := sort.Search(len(done), func(k int) bool { return done[k].RecordedAt.After(from) })
 		for k := j; k < len(done); k++ {
 			if affected(done[k]) {
-				f.Recovery = done[k].RecordedAt.Sub(f.At)
+				f.Recovery = done[k].RecordedAt.Sub(from)
 				break
 			}
 		}
 		end := f.Healed.Add(StallWindow)
-		prev := f.At
+		prev := from
 		f.Stall = 0
 		for k := j; k < len(done) && !done[k].RecordedAt.After(end); k++ {
 			if affected(done[k]) {

@@ -49,10 +49,10 @@ func TestJudge(t *testing.T) {
 	}
 	subs = append(subs, Submission{Key: "run-maybe", Kind: "chaos-chain", Seed: 3}) // never acknowledged
 	keys["i-maybe"] = "run-maybe"                                                   // ...but it did start
-	if v := Judge(kinds, subs, finals, rows, keys, "run-"); !v.Passed() || v.Indeterminate != 1 || v.Completed != 4 {
+	if v := Judge(kinds, subs, finals, rows, keys, "run-", ""); !v.Passed() || v.Indeterminate != 1 || v.Completed != 4 {
 		t.Fatalf("a correct run: %+v", v)
 	}
-	if v := Judge(kinds, subs, finals, rows, keys, "run-"); v.Executions != 10+spreadWidth+5+1+1 {
+	if v := Judge(kinds, subs, finals, rows, keys, "run-", ""); v.Executions != 10+spreadWidth+5+1+1 {
 		t.Fatalf("%d executions checked", v.Executions)
 	}
 
@@ -110,13 +110,19 @@ func TestJudge(t *testing.T) {
 		}
 		r := append([]Row(nil), rows...)
 		c.mod(f, &r, k)
-		v := Judge(kinds, subs, f, r, k, "run-")
+		v := Judge(kinds, subs, f, r, k, "run-", "")
 		if v.Passed() || c.count(v) != 1 {
 			t.Errorf("%s: %+v", c.name, v)
 		}
 		if len(v.Problems) == 0 {
 			t.Errorf("%s: no problem described", c.name)
 		}
+	}
+
+	// A database that could not be read fails the run, however the API
+	// answered: the record of executions is what the checker is for.
+	if v := Judge(kinds, subs, finals, nil, nil, "run-", "connecting to the mesh's Postgres: timeout"); v.Passed() || v.Completed != 4 || v.Executions != 0 {
+		t.Errorf("an unread database: %+v", v)
 	}
 }
 
@@ -152,7 +158,7 @@ func TestRecover(t *testing.T) {
 func TestReport(t *testing.T) {
 	r := &Report{Started: t0, Ended: t0.Add(10 * time.Second), Faults: []Fault{
 		{Kind: KillWorker, Targets: []string{"w1"}, At: t0.Add(2 * time.Second), Healed: t0.Add(4 * time.Second), Recovery: time.Second},
-		{Kind: RestartPostgres, Targets: []string{"postgres"}, At: t0.Add(5 * time.Second), Healed: t0.Add(6 * time.Second), Recovery: 3 * time.Second},
+		{Kind: RestartPostgres, Targets: []string{"pg1"}, At: t0.Add(5 * time.Second), Healed: t0.Add(6 * time.Second), Recovery: 3 * time.Second},
 		{Kind: PauseWorker, Targets: []string{"w2"}, At: t0.Add(7 * time.Second), Healed: t0.Add(8 * time.Second), Recovery: -1},
 	}}
 	r.Summarize([]Row{{OK: true, RecordedAt: t0.Add(1500 * time.Millisecond)}, {OK: true, RecordedAt: t0.Add(1600 * time.Millisecond)}, {OK: false, RecordedAt: t0}})
@@ -176,7 +182,31 @@ func TestReport(t *testing.T) {
 	if err := r.WriteMarkdown(&md, "t.svg"); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"PASSED", "| +2s | kill-worker | w1 |", "p50 1.0 s", "1 faults with nothing of theirs completed"} {
+	for _, want := range []string{"PASSED", "| +2s | kill-worker | w1 |", "p50 1.0 s", "1 faults with nothing of theirs completed",
+		"| kill-worker | 1 | 1.0 s | 1.0 s | 1.0 s | 0 |", "| pause-worker | 1 | none | none | none | 1 |"} {
+		if !strings.Contains(md.String(), want) {
+			t.Errorf("the Markdown lacks %q:\n%s", want, md.String())
+		}
+	}
+
+	// Recovery per kind: a primary lost several times has its own p99.
+	r.Faults = nil
+	for i, d := range []time.Duration{9, 7, 12, 8} {
+		r.Faults = append(r.Faults, Fault{Kind: KillPostgresPrimary, Targets: []string{"pg1"}, At: t0.Add(time.Duration(i) * time.Minute), Recovery: d * time.Second})
+	}
+	r.Summarize(nil)
+	if len(r.ByKind) != 1 || r.ByKind[0].Count != 4 || r.ByKind[0].P50 != 8*time.Second || r.ByKind[0].P99 != 12*time.Second {
+		t.Fatalf("recovery by kind: %+v", r.ByKind)
+	}
+
+	// A run whose database could not be read says so, and fails.
+	r.Verdict.Unchecked = "connecting to the mesh's Postgres: timeout"
+	r.Notes = []string{"not every container was healthy after healing"}
+	md.Reset()
+	if err := r.WriteMarkdown(&md, ""); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"FAILED", "could not be read** (the counts above rest on the API alone): connecting", "Note: not every container"} {
 		if !strings.Contains(md.String(), want) {
 			t.Errorf("the Markdown lacks %q:\n%s", want, md.String())
 		}

@@ -19,7 +19,15 @@ type Compose struct {
 	Dir string
 	// Env is added to the environment of every command (ports, subnet).
 	Env []string
+	// Services is how many services the project has (Up counts them).
+	Services int
 }
+
+// Networks of docker-compose.yml: the nodes' and the database's.
+const (
+	MeshNetwork     = "robonet"
+	DatabaseNetwork = "pgnet"
+)
 
 // run runs a command in c.Dir and returns its trimmed standard output; the
 // error quotes standard error.
@@ -43,9 +51,14 @@ func (c *Compose) docker(ctx context.Context, args ...string) (string, error) {
 	return c.run(ctx, "docker", args...)
 }
 
-// Up starts the project's containers.
+// Up starts the project's containers and counts its services.
 func (c *Compose) Up(ctx context.Context) error {
-	_, err := c.compose(ctx, "up", "-d")
+	services, err := c.compose(ctx, "config", "--services")
+	if err != nil {
+		return err
+	}
+	c.Services = len(strings.Fields(services))
+	_, err = c.compose(ctx, "up", "-d")
 	return err
 }
 
@@ -115,15 +128,17 @@ func (c *Compose) Healthy(ctx context.Context, want int) (bool, error) {
 	return true, nil
 }
 
-// Network returns the name of the project's network.
-func (c *Compose) Network(ctx context.Context) (string, error) {
-	out, err := c.docker(ctx, "network", "ls", "--filter", "label=com.docker.compose.project="+c.Project, "--format", "{{.Name}}")
+// Network returns the Docker name of the project's network that
+// docker-compose.yml calls name.
+func (c *Compose) Network(ctx context.Context, name string) (string, error) {
+	out, err := c.docker(ctx, "network", "ls", "--filter", "label=com.docker.compose.project="+c.Project,
+		"--filter", "label=com.docker.compose.network="+name, "--format", "{{.Name}}")
 	if err != nil {
 		return "", err
 	}
 	names := strings.Fields(out)
 	if len(names) != 1 {
-		return "", fmt.Errorf("project %s has %d networks (%s), want one", c.Project, len(names), out)
+		return "", fmt.Errorf("project %s has %d networks named %s (%s), want one", c.Project, len(names), name, out)
 	}
 	return names[0], nil
 }
@@ -164,14 +179,31 @@ func (c *Compose) Unpause(ctx context.Context, service string) error {
 	return c.on(ctx, service, "unpause")
 }
 
-// Disconnect cuts service's container off the project's network and
-// returns the address it had, for Connect.
-func (c *Compose) Disconnect(ctx context.Context, service string) (ip string, err error) {
+// WipeData deletes the data directory of a (stopped) database
+// container's volume, as a lost disk would: a throwaway container of the
+// same image, with the same volumes, removes it.
+func (c *Compose) WipeData(ctx context.Context, service string) error {
+	id, err := c.Container(ctx, service)
+	if err != nil {
+		return err
+	}
+	image, err := c.docker(ctx, "inspect", "-f", "{{.Config.Image}}", id)
+	if err != nil {
+		return err
+	}
+	_, err = c.docker(ctx, "run", "--rm", "--volumes-from", id, "--entrypoint", "/bin/sh", image, "-c", "rm -rf /var/lib/postgresql/data")
+	return err
+}
+
+// Disconnect cuts service's container off the project's network that
+// docker-compose.yml calls network, and returns the address it had there,
+// for Connect.
+func (c *Compose) Disconnect(ctx context.Context, service, network string) (ip string, err error) {
 	id, err := c.Container(ctx, service)
 	if err != nil {
 		return "", err
 	}
-	network, err := c.Network(ctx)
+	network, err = c.Network(ctx, network)
 	if err != nil {
 		return "", err
 	}
@@ -183,14 +215,14 @@ func (c *Compose) Disconnect(ctx context.Context, service string) (ip string, er
 	return ip, err
 }
 
-// Connect puts service's container back on the project's network, at ip
-// and under its service name.
-func (c *Compose) Connect(ctx context.Context, service, ip string) error {
+// Connect puts service's container back on the project's network that
+// docker-compose.yml calls network, at ip and under its service name.
+func (c *Compose) Connect(ctx context.Context, service, network, ip string) error {
 	id, err := c.Container(ctx, service)
 	if err != nil {
 		return err
 	}
-	network, err := c.Network(ctx)
+	network, err = c.Network(ctx, network)
 	if err != nil {
 		return err
 	}

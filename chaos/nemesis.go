@@ -23,9 +23,6 @@ var (
 	Capabilities = map[string][]string{"w1": {"core", "compute"}, "w2": {"compute"}, "w3": {"core"}}
 )
 
-// Postgres is the database's service.
-const Postgres = "postgres"
-
 // FaultKind names a fault the nemesis injects.
 type FaultKind string
 
@@ -39,27 +36,47 @@ const (
 	DisconnectWorker  FaultKind = "disconnect-worker"  // a worker cut off the network
 	DisconnectLeader  FaultKind = "disconnect-leader"  // the engine leader cut off the network
 	PartitionMinority FaultKind = "partition-minority" // one server and one worker cut off together
-	RestartPostgres   FaultKind = "restart-postgres"   // the database stopped and started
+	RestartPostgres   FaultKind = "restart-postgres"   // the database's primary stopped and started, its data kept
 	KillAndPause      FaultKind = "kill-and-pause"     // a worker killed and another paused at once
+	// KillPostgresPrimary is a lost database host: SIGKILL of the
+	// primary's container and removal of its data directory. The monitor
+	// promotes a standby; the heal starts the container again, empty, and
+	// pg_auto_failover rebuilds it as a standby.
+	KillPostgresPrimary FaultKind = "kill-postgres-primary"
+	// KillPostgresStandby is SIGKILL of a synchronous standby's container,
+	// started again (data kept) at the heal; the other standby keeps
+	// commits acknowledged on two hosts meanwhile.
+	KillPostgresStandby FaultKind = "kill-postgres-standby"
+	// PartitionPostgresPrimary cuts the primary off the servers' network
+	// while it still reaches the monitor and the standbys on the database
+	// network: for pg_auto_failover the hard case, since the monitor sees
+	// a healthy primary and promotes nobody — the servers must wait it out
+	// without losing or doubling work, and resume at the heal.
+	PartitionPostgresPrimary FaultKind = "partition-postgres-primary"
 )
 
 // AllFaults lists every kind, in the order a smoke run injects them.
 var AllFaults = []FaultKind{KillWorker, KillLeader, KillWaggler, PauseWorker, DisconnectWorker,
-	DisconnectLeader, PartitionMinority, RestartPostgres, KillAndPause}
+	DisconnectLeader, PartitionMinority, RestartPostgres, KillAndPause,
+	KillPostgresPrimary, KillPostgresStandby, PartitionPostgresPrimary}
 
 // Fault is one injected fault.
 type Fault struct {
 	Kind    FaultKind `json:"kind"`
 	Targets []string  `json:"targets"`
 	At      time.Time `json:"at"`
-	Healed  time.Time `json:"healed"`
+	// Injected is when the fault was in place: the docker commands that
+	// inject it had returned (a killed container is dead by then).
+	// Recovery and stall are measured from it.
+	Injected time.Time `json:"injected"`
+	Healed   time.Time `json:"healed"`
 	// Capabilities are those whose work it disturbed (none named: all).
 	Capabilities []string `json:"capabilities,omitempty"`
-	// Recovery is from At to the next task of an affected capability
+	// Recovery is from Injected to the next task of an affected capability
 	// completed (filled in by the checker); -1 when none followed.
 	Recovery time.Duration `json:"recovery_ns"`
 	// Stall is the longest time without a completion of an affected
-	// capability from At until StallWindow after the heal: how long the
+	// capability from Injected until StallWindow after the heal: how long the
 	// fault really held that work up (Recovery can be short when a write
 	// in flight at the fault lands just after it).
 	Stall time.Duration `json:"stall_ns"`
@@ -83,7 +100,9 @@ const (
 type Nemesis struct {
 	Compose *Compose
 	Client  *Client
-	Log     *zap.Logger
+	// DB says which data node is the primary.
+	DB  *Database
+	Log *zap.Logger
 	// Hold is how long a fault lasts before it is healed.
 	Hold time.Duration
 	rng  *rand.Rand
@@ -95,8 +114,8 @@ type Nemesis struct {
 }
 
 // NewNemesis returns a nemesis with its own random source.
-func NewNemesis(c *Compose, cl *Client, log *zap.Logger, hold time.Duration) *Nemesis {
-	return &Nemesis{Compose: c, Client: cl, Log: log, Hold: hold, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
+func NewNemesis(c *Compose, cl *Client, db *Database, log *zap.Logger, hold time.Duration) *Nemesis {
+	return &Nemesis{Compose: c, Client: cl, DB: db, Log: log, Hold: hold, rng: rand.New(rand.NewPCG(uint64(time.Now().UnixNano()), 11))}
 }
 
 func (n *Nemesis) pick(from []string, not ...string) string {
@@ -139,8 +158,13 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 		f.Targets = append(f.Targets, svc)
 		f.Capabilities = append(f.Capabilities, Capabilities[svc]...)
 		var ip string
-		do = append(do, func(ctx context.Context) (err error) { ip, err = c.Disconnect(ctx, svc); return err })
-		undo = append(undo, func(ctx context.Context) error { return c.Connect(ctx, svc, ip) })
+		do = append(do, func(ctx context.Context) (err error) { ip, err = c.Disconnect(ctx, svc, MeshNetwork); return err })
+		undo = append(undo, func(ctx context.Context) error { return c.Connect(ctx, svc, MeshNetwork, ip) })
+	}
+	// roles waits (a previous fault may still be healing) for a primary and
+	// at least one standby in sync, as the monitor sees them.
+	roles := func() (string, []string, error) {
+		return n.DB.Settled(ctx, 1, 2*time.Minute)
 	}
 	leader := func() (string, error) {
 		name, err := n.Client.Leader(ctx)
@@ -183,9 +207,38 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 		cut(n.pick(Servers))
 		cut(n.pick(Workers))
 	case RestartPostgres:
-		f.Targets = []string{Postgres}
-		do = append(do, func(ctx context.Context) error { return c.Restart(ctx, Postgres) })
+		primary, _, err := roles()
+		if err != nil {
+			return n.record(f, err)
+		}
+		f.Targets = []string{primary}
+		do = append(do, func(ctx context.Context) error { return c.Restart(ctx, primary) })
 		undo = append(undo, nil) // a restart heals itself
+	case KillPostgresPrimary:
+		primary, _, err := roles()
+		if err != nil {
+			return n.record(f, err)
+		}
+		f.Targets = []string{primary}
+		do = append(do, func(ctx context.Context) error {
+			if err := c.Kill(ctx, primary); err != nil {
+				return err
+			}
+			return c.WipeData(ctx, primary)
+		})
+		undo = append(undo, func(ctx context.Context) error { return c.Start(ctx, primary) })
+	case KillPostgresStandby:
+		_, standbys, err := roles()
+		if err != nil {
+			return n.record(f, err)
+		}
+		kill(n.pick(standbys))
+	case PartitionPostgresPrimary:
+		primary, _, err := roles()
+		if err != nil {
+			return n.record(f, err)
+		}
+		cut(primary)
 	case KillAndPause:
 		w := n.pick(Workers)
 		kill(w)
@@ -202,6 +255,7 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 			undo[i] = nil // nothing to undo
 		}
 	}
+	f.Injected = time.Now()
 	if slices.ContainsFunc(undo, func(u func(context.Context) error) bool { return u != nil }) {
 		select {
 		case <-ctx.Done():
@@ -319,7 +373,7 @@ func (n *Nemesis) HealAll(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	for _, svc := range append(append([]string{Postgres}, Servers...), Workers...) {
+	for _, svc := range allServices() {
 		_ = n.Compose.Unpause(ctx, svc) // not paused: an error, ignored
 		_ = n.Compose.Start(ctx, svc)   // running: a no-op
 	}
@@ -336,4 +390,10 @@ func (n *Nemesis) Faults() []Fault {
 // Random picks a fault kind at random.
 func (n *Nemesis) Random() FaultKind {
 	return AllFaults[n.rng.IntN(len(AllFaults))]
+}
+
+// allServices are every service of docker-compose.yml: the database first,
+// then the servers and the workers.
+func allServices() []string {
+	return slices.Concat([]string{Monitor}, PostgresNodes, Servers, Workers)
 }

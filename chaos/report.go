@@ -13,13 +13,15 @@ import (
 
 // Report is a chaos run's outcome.
 type Report struct {
-	Command  string    `json:"command"`
-	Started  time.Time `json:"started"`
-	Ended    time.Time `json:"ended"`
-	Rate     float64   `json:"rate_per_second"`
-	Verdict  Verdict   `json:"verdict"`
-	Faults   []Fault   `json:"faults"`
-	Recovery struct {
+	Command string    `json:"command"`
+	Started time.Time `json:"started"`
+	Ended   time.Time `json:"ended"`
+	Rate    float64   `json:"rate_per_second"`
+	// Replication is the database's: "sync" or "async".
+	Replication Replication `json:"replication"`
+	Verdict     Verdict     `json:"verdict"`
+	Faults      []Fault     `json:"faults"`
+	Recovery    struct {
 		P50 time.Duration `json:"p50_ns"`
 		P99 time.Duration `json:"p99_ns"`
 		Max time.Duration `json:"max_ns"`
@@ -29,8 +31,25 @@ type Report struct {
 		StallP50 time.Duration `json:"stall_p50_ns"`
 		StallMax time.Duration `json:"stall_max_ns"`
 	} `json:"recovery"`
+	// ByKind summarises the recovery of each kind of fault.
+	ByKind []KindRecovery `json:"recovery_by_kind"`
 	// Completions is successful executions per second since Started.
 	Completions []int `json:"completions_per_second"`
+	// Notes are what went wrong around the run (not in the verdict).
+	Notes []string `json:"notes,omitempty"`
+}
+
+// KindRecovery is the recovery of the faults of one kind: from the fault
+// (once injected) to the next task of an affected capability completed.
+type KindRecovery struct {
+	Kind  FaultKind     `json:"kind"`
+	Count int           `json:"count"`
+	P50   time.Duration `json:"p50_ns"`
+	P99   time.Duration `json:"p99_ns"`
+	Max   time.Duration `json:"max_ns"`
+	// Never counts faults of the kind after which nothing of theirs
+	// completed.
+	Never int `json:"never"`
 }
 
 // WorstRejoin returns the slowest rejoin of a healed server (-1 if one
@@ -69,6 +88,30 @@ func (r *Report) Summarize(rows []Row) {
 		r.Recovery.P50 = percentile(rec, 0.50)
 		r.Recovery.P99 = percentile(rec, 0.99)
 		r.Recovery.Max = rec[len(rec)-1]
+	}
+	r.ByKind = nil
+	byKind := map[FaultKind][]time.Duration{}
+	never := map[FaultKind]int{}
+	var kinds []FaultKind
+	for _, f := range r.Faults {
+		if _, seen := byKind[f.Kind]; !seen {
+			kinds = append(kinds, f.Kind)
+			byKind[f.Kind] = nil
+		}
+		if f.Recovery < 0 {
+			never[f.Kind]++
+		} else {
+			byKind[f.Kind] = append(byKind[f.Kind], f.Recovery)
+		}
+	}
+	for _, k := range kinds {
+		d := byKind[k]
+		slices.Sort(d)
+		kr := KindRecovery{Kind: k, Count: len(d) + never[k], Never: never[k], P50: -1, P99: -1, Max: -1}
+		if len(d) > 0 {
+			kr.P50, kr.P99, kr.Max = percentile(d, 0.50), percentile(d, 0.99), d[len(d)-1]
+		}
+		r.ByKind = append(r.ByKind, kr)
 	}
 	slices.Sort(stalls)
 	if len(stalls) > 0 {
@@ -127,7 +170,8 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Chaos run, %s: %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"), verdict)
 	fmt.Fprintf(&b, "```sh\n%s\n```\n\n", r.Command)
-	fmt.Fprintf(&b, "%s of workload at %.1f submissions/s, %d faults.\n\n", r.Ended.Sub(r.Started).Round(time.Second), r.Rate, len(r.Faults))
+	fmt.Fprintf(&b, "%s of workload at %.1f submissions/s, %d faults; the database replicating %s.\n\n",
+		r.Ended.Sub(r.Started).Round(time.Second), r.Rate, len(r.Faults), replicationText(r.Replication))
 	b.WriteString("| submitted | acknowledged | indeterminate | completed | executions checked | lost | duplicated | wrong | stuck | unexpected |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | **%d** | **%d** | **%d** | **%d** | **%d** |\n\n",
@@ -145,6 +189,11 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 	if svgName != "" {
 		fmt.Fprintf(&b, "![faults against completions per second](%s)\n\n", svgName)
 	}
+	b.WriteString("| fault kind | count | recovery p50 | p99 | max | nothing after |\n|---|---|---|---|---|---|\n")
+	for _, k := range r.ByKind {
+		fmt.Fprintf(&b, "| %s | %d | %s | %s | %s | %d |\n", k.Kind, k.Count, ms(k.P50), ms(k.P99), ms(k.Max), k.Never)
+	}
+	b.WriteString("\n")
 	b.WriteString("| at | fault | targets | held | recovery | stall | rejoin | note |\n|---|---|---|---|---|---|---|---|\n")
 	for _, f := range r.Faults {
 		rejoin := ""
@@ -157,6 +206,12 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 		fmt.Fprintf(&b, "| +%s | %s | %s | %s | %s | %s | %s | %s |\n", f.At.Sub(r.Started).Round(time.Second), f.Kind, strings.Join(f.Targets, ", "),
 			f.Healed.Sub(f.At).Round(100*time.Millisecond), ms(f.Recovery), ms(f.Stall), rejoin, strings.ReplaceAll(f.Error, "|", "/"))
 	}
+	if v.Unchecked != "" {
+		fmt.Fprintf(&b, "\n**The database's record could not be read** (the counts above rest on the API alone): %s\n", v.Unchecked)
+	}
+	for _, n := range r.Notes {
+		fmt.Fprintf(&b, "\nNote: %s\n", n)
+	}
 	if len(v.Problems) > 0 {
 		b.WriteString("\nProblems:\n\n")
 		for _, p := range v.Problems {
@@ -167,11 +222,19 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 	return err
 }
 
+func replicationText(r Replication) string {
+	if r == Asynchronous {
+		return "asynchronously (commits acknowledged on the primary alone)"
+	}
+	return "synchronously (a commit acknowledged once a standby has it)"
+}
+
 // faultColors gives each kind a colour in the timeline.
 var faultColors = map[FaultKind]string{
 	KillWorker: "#e4572e", KillLeader: "#a31621", KillWaggler: "#f3a712", PauseWorker: "#29335c",
 	DisconnectWorker: "#669bbc", DisconnectLeader: "#003049", PartitionMinority: "#7b2cbf",
-	RestartPostgres: "#2a9d8f", KillAndPause: "#6d597a",
+	RestartPostgres: "#2a9d8f", KillAndPause: "#6d597a", KillPostgresPrimary: "#0b6e4f",
+	KillPostgresStandby: "#90be6d", PartitionPostgresPrimary: "#577590",
 }
 
 // WriteSVG draws the timeline: completions per second as a line, each

@@ -41,6 +41,9 @@ type Config struct {
 	Hold, Gap time.Duration
 	// Drain bounds the wait for the instances still running at the end.
 	Drain time.Duration
+	// Replication is how the database replicates: Synchronous (the
+	// default) or Asynchronous (a test that the checker sees loss).
+	Replication Replication
 	// Out is where the report goes (created).
 	Out string
 	// Keep leaves the mesh up afterwards.
@@ -64,17 +67,23 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if password == "" || env["ROBONET_GOSSIP_KEY"] == "" {
 		return nil, fmt.Errorf("%s has no secrets: run make compose-secrets (and make images) first", filepath.Join(cfg.Dir, ".env"))
 	}
-	ports := make([]int, 4)
+	// Host ports: the three servers' APIs, the three data nodes and the
+	// monitor.
+	ports := make([]int, 7)
 	for i := range ports {
 		if ports[i], err = freePort(); err != nil {
 			return nil, err
 		}
 	}
+	subnet := 20 + 2*rand.IntN(100)
 	c := &Compose{Project: cfg.Project, Dir: cfg.Dir, Env: []string{
 		fmt.Sprintf("ROBONET_S1_PORT=%d", ports[0]), fmt.Sprintf("ROBONET_S2_PORT=%d", ports[1]),
-		fmt.Sprintf("ROBONET_S3_PORT=%d", ports[2]), fmt.Sprintf("ROBONET_PG_PORT=%d", ports[3]),
-		fmt.Sprintf("ROBONET_SUBNET=10.214.%d.0/24", 20+rand.IntN(200)),
+		fmt.Sprintf("ROBONET_S3_PORT=%d", ports[2]), fmt.Sprintf("ROBONET_PG1_PORT=%d", ports[3]),
+		fmt.Sprintf("ROBONET_PG2_PORT=%d", ports[4]), fmt.Sprintf("ROBONET_PG3_PORT=%d", ports[5]),
+		fmt.Sprintf("ROBONET_MONITOR_PORT=%d", ports[6]),
+		fmt.Sprintf("ROBONET_SUBNET=10.214.%d.0/24", subnet), fmt.Sprintf("ROBONET_PG_SUBNET=10.214.%d.0/24", subnet+1),
 	}}
+	db := &Database{Password: password, Ports: ports[3:6], MonitorPort: ports[6]}
 	log.Info("bringing up the mesh", zap.String("project", cfg.Project))
 	failed := true
 	defer func() {
@@ -92,7 +101,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := c.Up(ctx); err != nil {
 		return nil, err
 	}
-	if err := until(ctx, 3*time.Minute, "every container to be healthy", func() (bool, error) { return c.Healthy(ctx, 7) }); err != nil {
+	if err := until(ctx, 3*time.Minute, "every container to be healthy", func() (bool, error) { return c.Healthy(ctx, c.Services) }); err != nil {
 		return nil, err
 	}
 	token, err := connect.ReadToken(filepath.Join(cfg.Dir, "deploy/secrets/api-token"))
@@ -115,16 +124,26 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 
+	if _, _, err := db.Settled(ctx, 2, 2*time.Minute); err != nil {
+		return nil, fmt.Errorf("the replicated database: %w", err)
+	}
+	if cfg.Replication == Asynchronous {
+		log.Warn("taking every standby out of the replication quorum: commits are acknowledged on the primary alone")
+		if err := db.MakeAsynchronous(ctx); err != nil {
+			return nil, err
+		}
+	}
+
 	prefix := fmt.Sprintf("chaos-%d", time.Now().Unix())
 	wl := &Workload{Client: cl, Kinds: Kinds(), Rate: cfg.Rate, Prefix: prefix, GiveUp: time.Minute}
 	if err := wl.Register(ctx); err != nil {
 		return nil, err
 	}
-	rep := &Report{Command: cfg.Command, Rate: cfg.Rate, Started: time.Now()}
+	rep := &Report{Command: cfg.Command, Rate: cfg.Rate, Replication: cfg.Replication, Started: time.Now()}
 	wctx, stopWorkload := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); wl.Run(wctx) }()
-	nem := NewNemesis(c, cl, log, cfg.Hold)
+	nem := NewNemesis(c, cl, db, log, cfg.Hold)
 	pause := func(d time.Duration) {
 		select {
 		case <-ctx.Done():
@@ -154,40 +173,46 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	stopWorkload()
 	<-done
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Minute)
+	// From here on the run always writes its report, whatever fails: a run
+	// that cannot finish says what it saw, with the stuck counted.
+	after := context.WithoutCancel(ctx)
+	hctx, cancel := context.WithTimeout(after, 3*time.Minute)
 	defer cancel()
 	if err := nem.HealAll(hctx); err != nil {
 		log.Warn("healing", zap.Error(err))
 	}
 	rep.Ended = time.Now()
-	if err := until(hctx, 3*time.Minute, "every container to be healthy after healing", func() (bool, error) { return c.Healthy(hctx, 7) }); err != nil {
-		return nil, err
+	if err := until(hctx, 3*time.Minute, "every container to be healthy after healing", func() (bool, error) { return c.Healthy(hctx, c.Services) }); err != nil {
+		log.Warn("checking anyway", zap.Error(err))
+		rep.Notes = append(rep.Notes, "not every container was healthy after healing: "+err.Error())
 	}
 	subs := wl.Submissions()
 	log.Info("healed; draining", zap.Int("submitted", len(subs)))
-	chk := &Checker{Client: cl, DSN: fmt.Sprintf("postgres://postgres:%s@127.0.0.1:%d/postgres?sslmode=disable", password, ports[3])}
+	chk := &Checker{Client: cl, DSN: db.DSN("robonet")}
 	last := -1
-	finals := chk.Drain(hctx, subs, cfg.Drain, func(pending int) {
+	finals := chk.Drain(after, subs, cfg.Drain, func(pending int) {
 		if pending != last {
 			log.Info("waiting for instances to finish", zap.Int("pending", pending))
 			last = pending
 		}
 	})
-	rows, keys, err := chk.Rows(hctx)
+	unchecked := ""
+	rows, keys, err := chk.Rows(after)
 	if err != nil {
-		return nil, err
+		unchecked = err.Error()
+		log.Error("the database's record could not be read; judging from the API alone", zap.Error(err))
 	}
-	rep.Verdict = Judge(wl.Kinds, subs, finals, rows, keys, prefix)
+	rep.Verdict = Judge(wl.Kinds, subs, finals, rows, keys, prefix, unchecked)
 	rep.Faults = Recover(nem.Faults(), rows)
 	rep.Summarize(rows)
 	if err := rep.write(cfg.Out); err != nil {
 		return rep, err
 	}
-	if err := saveSlowLogs(hctx, c, rep.Faults, cfg.Out); err != nil {
+	if err := saveSlowLogs(after, c, rep.Faults, cfg.Out); err != nil {
 		log.Warn("saving the logs of the slowest recoveries", zap.Error(err))
 	}
 	if !rep.Verdict.Passed() {
-		return rep, errors.New("the checker found lost, duplicated, wrong, stuck or unexpected work")
+		return rep, errors.New("the checker found lost, duplicated, wrong, stuck or unexpected work, or could not read the database")
 	}
 	if worst, n := rep.WorstRejoin(); n > 0 && (worst < 0 || worst > RejoinLimit) {
 		return rep, fmt.Errorf("a server cut off and healed took %s to be a voter that knows the leader again (limit %s)", rejoinText(worst), RejoinLimit)
@@ -218,7 +243,7 @@ func saveSlowLogs(ctx context.Context, c *Compose, faults []Fault, dir string) e
 		var b strings.Builder
 		fmt.Fprintf(&b, "fault %s on %s at %s, healed %s; recovery %s, stall %s\n",
 			f.Kind, strings.Join(f.Targets, ","), f.At.UTC().Format(time.RFC3339Nano), f.Healed.UTC().Format(time.RFC3339Nano), f.Recovery, f.Stall)
-		for _, svc := range append(append([]string{Postgres}, Servers...), Workers...) {
+		for _, svc := range allServices() {
 			out, err := c.LogsBetween(ctx, svc, f.At.Add(-5*time.Second), f.At.Add(took+5*time.Second))
 			if err != nil {
 				errs = append(errs, err)

@@ -2,11 +2,13 @@
 // repository's docker-compose mesh: a workload of workflows submitted
 // through the API while a nemesis kills, pauses and cuts off nodes and
 // restarts Postgres, then a checker that proves nothing acknowledged was
-// lost, duplicated, wrong or stuck. Build the images and secrets first
+// lost, duplicated, wrong or stuck — the database's primary host lost
+// included. Build the images and secrets first
 // (make images compose-secrets); `make chaos` and `make chaos-smoke` do.
 //
 //	robochaos --duration 30m --out chaos-out
 //	robochaos --smoke
+//	robochaos --faults kill-postgres-primary --replication async   # the checker must see loss
 //
 // Exit codes: 0 the checker passed, 1 it did not or the run failed, 2
 // usage.
@@ -40,7 +42,8 @@ func run(args []string) int {
 	fs.StringVar(&cfg.Project, "project", fmt.Sprintf("robonet-chaos-%d", os.Getpid()), "docker-compose project name (brought up and removed)")
 	fs.DurationVar(&cfg.Duration, "duration", 30*time.Minute, "how long the workload runs under faults (ignored by --smoke)")
 	fs.BoolVar(&cfg.Smoke, "smoke", false, "inject every fault kind once, in order, then check (a few minutes)")
-	fs.Float64Var(&cfg.Rate, "rate", 2, "workflow submissions per second")
+	fs.Float64Var(&cfg.Rate, "rate", 20, "workflow submissions per second")
+	replication := fs.String("replication", string(chaos.Synchronous), "the database's replication: sync (a commit acknowledged once a standby has it) or async (on the primary alone: to see the checker count what a lost primary loses)")
 	fs.DurationVar(&cfg.Hold, "hold", 10*time.Second, "how long each fault lasts before it is healed (past the 3 s heartbeat deadline)")
 	fs.DurationVar(&cfg.Gap, "gap", 15*time.Second, "quiet time after each fault")
 	fs.DurationVar(&cfg.Drain, "drain", 5*time.Minute, "how long to wait for the instances still running once everything is healed")
@@ -56,6 +59,12 @@ func run(args []string) int {
 	}
 	if fs.NArg() > 0 || cfg.Rate <= 0 || cfg.Hold <= 0 || cfg.Gap < 0 || cfg.Duration <= 0 {
 		fmt.Fprintln(os.Stderr, "robochaos: takes no arguments; --rate, --hold and --duration must be positive, --gap not negative")
+		return 2
+	}
+	switch cfg.Replication = chaos.Replication(*replication); cfg.Replication {
+	case chaos.Synchronous, chaos.Asynchronous:
+	default:
+		fmt.Fprintf(os.Stderr, "robochaos: --replication %q: say sync or async\n", *replication)
 		return 2
 	}
 	if *render != "" {
