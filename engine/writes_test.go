@@ -238,7 +238,9 @@ func TestTwoLivesOfAnInstanceNeverShareABatch(t *testing.T) {
 	// x's first one.
 	flaky.down.Store(false)
 	before := len(flaky.completeCalls())
-	h.clock.Advance(time.Second)
+	for h.disp.pending() < 2 { // the next claim, and the dispatches it makes
+		h.clock.AdvanceToTimer(t, time.Second)
+	}
 	for _, d := range h.disp.take(t, 2) {
 		if !d.Resumed {
 			t.Fatalf("dispatch %s of the instance claimed again is not marked resumed", d.ExecutionID)
@@ -257,7 +259,17 @@ func TestTwoLivesOfAnInstanceNeverShareABatch(t *testing.T) {
 		return e.PendingRows()+2*int64(len(tried)) >= 4
 	})
 	flaky.completionsDown.Store(false)
-	h.clock.Advance(time.Second)
+	written := func() bool {
+		for _, id := range []uuid.UUID{x, y} {
+			if rec, err := h.store.GetInstance(ctxOf(t), id); err != nil || !rec.Status.Terminal() {
+				return false
+			}
+		}
+		return true
+	}
+	for !written() { // the flusher's backoff, whenever it armed it
+		h.clock.AdvanceToTimer(t, time.Second)
+	}
 	for _, id := range []uuid.UUID{x, y} {
 		v := h.wait(e, id)
 		if v.State != engine.StateComplete {
