@@ -195,6 +195,28 @@ func (c *Compose) WipeData(ctx context.Context, service string) error {
 	return err
 }
 
+// SignalWALSenders sends signal (STOP, CONT) to the WAL sender processes
+// of a database container's Postgres (the image has a shell, no pkill): the
+// processes whose title starts "postgres: walsender" — not this shell,
+// whose command line holds the word too.
+func (c *Compose) SignalWALSenders(ctx context.Context, service, signal string) error {
+	id, err := c.Container(ctx, service)
+	if err != nil {
+		return err
+	}
+	out, err := c.docker(ctx, "exec", id, "/bin/sh", "-c", `n=0
+for p in /proc/[0-9]*; do
+	case "$(cat "$p/cmdline" 2>/dev/null)" in
+	"postgres: walsender"*) kill -`+signal+` "${p#/proc/}" && n=$((n + 1)) ;;
+	esac
+done
+echo $n`)
+	if err == nil && strings.TrimSpace(out) == "0" {
+		err = fmt.Errorf("%s has no WAL sender to signal", service)
+	}
+	return err
+}
+
 // Disconnect cuts service's container off the project's network that
 // docker-compose.yml calls network, and returns the address it had there,
 // for Connect.

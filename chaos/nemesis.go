@@ -105,7 +105,14 @@ type Nemesis struct {
 	Log *zap.Logger
 	// Hold is how long a fault lasts before it is healed.
 	Hold time.Duration
-	rng  *rand.Rand
+	// StandbyLag, when set, makes kill-postgres-primary first stop the
+	// primary's WAL senders for this long, so that the standbys fall
+	// behind as a slow network or disk would make them: commits made
+	// meanwhile are on the primary alone if replication is asynchronous
+	// (and lost with it), while synchronous replication makes them wait
+	// instead.
+	StandbyLag time.Duration
+	rng        *rand.Rand
 
 	mu     sync.Mutex
 	faults []Fault
@@ -220,7 +227,20 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 			return n.record(f, err)
 		}
 		f.Targets = []string{primary}
+		lag := n.StandbyLag
 		do = append(do, func(ctx context.Context) error {
+			if lag > 0 {
+				// The standbys fall behind: the primary's WAL senders stop
+				// shipping (SIGSTOP) for lag before it dies.
+				if err := c.SignalWALSenders(ctx, primary, "STOP"); err != nil {
+					return err
+				}
+				select {
+				case <-ctx.Done():
+					return ctx.Err()
+				case <-time.After(lag):
+				}
+			}
 			if err := c.Kill(ctx, primary); err != nil {
 				return err
 			}

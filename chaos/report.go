@@ -19,9 +19,12 @@ type Report struct {
 	Rate    float64   `json:"rate_per_second"`
 	// Replication is the database's: "sync" or "async".
 	Replication Replication `json:"replication"`
-	Verdict     Verdict     `json:"verdict"`
-	Faults      []Fault     `json:"faults"`
-	Recovery    struct {
+	// StandbyLag is how long the primary's WAL senders were stopped before
+	// it was killed (0: not at all).
+	StandbyLag time.Duration `json:"standby_lag_ns,omitempty"`
+	Verdict    Verdict       `json:"verdict"`
+	Faults     []Fault       `json:"faults"`
+	Recovery   struct {
 		P50 time.Duration `json:"p50_ns"`
 		P99 time.Duration `json:"p99_ns"`
 		Max time.Duration `json:"max_ns"`
@@ -170,8 +173,12 @@ func (r *Report) WriteMarkdown(w io.Writer, svgName string) error {
 	var b strings.Builder
 	fmt.Fprintf(&b, "## Chaos run, %s: %s\n\n", r.Started.UTC().Format("2006-01-02 15:04 MST"), verdict)
 	fmt.Fprintf(&b, "```sh\n%s\n```\n\n", r.Command)
-	fmt.Fprintf(&b, "%s of workload at %.1f submissions/s, %d faults; the database replicating %s.\n\n",
+	fmt.Fprintf(&b, "%s of workload at %.1f submissions/s, %d faults; the database replicating %s",
 		r.Ended.Sub(r.Started).Round(time.Second), r.Rate, len(r.Faults), replicationText(r.Replication))
+	if r.StandbyLag > 0 {
+		fmt.Fprintf(&b, "; the primary's WAL senders stopped for %s before it was killed (the standbys behind)", r.StandbyLag)
+	}
+	b.WriteString(".\n\n")
 	b.WriteString("| submitted | acknowledged | indeterminate | completed | executions checked | lost | duplicated | wrong | stuck | unexpected |\n")
 	b.WriteString("|---|---|---|---|---|---|---|---|---|---|\n")
 	fmt.Fprintf(&b, "| %d | %d | %d | %d | %d | **%d** | **%d** | **%d** | **%d** | **%d** |\n\n",

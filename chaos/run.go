@@ -44,6 +44,9 @@ type Config struct {
 	// Replication is how the database replicates: Synchronous (the
 	// default) or Asynchronous (a test that the checker sees loss).
 	Replication Replication
+	// StandbyLag, when set, stops the primary's WAL senders that long
+	// before each kill-postgres-primary (see Nemesis.StandbyLag).
+	StandbyLag time.Duration
 	// Out is where the report goes (created).
 	Out string
 	// Keep leaves the mesh up afterwards.
@@ -139,11 +142,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := wl.Register(ctx); err != nil {
 		return nil, err
 	}
-	rep := &Report{Command: cfg.Command, Rate: cfg.Rate, Replication: cfg.Replication, Started: time.Now()}
+	rep := &Report{Command: cfg.Command, Rate: cfg.Rate, Replication: cfg.Replication, StandbyLag: cfg.StandbyLag, Started: time.Now()}
 	wctx, stopWorkload := context.WithCancel(ctx)
 	done := make(chan struct{})
 	go func() { defer close(done); wl.Run(wctx) }()
 	nem := NewNemesis(c, cl, db, log, cfg.Hold)
+	nem.StandbyLag = cfg.StandbyLag
 	pause := func(d time.Duration) {
 		select {
 		case <-ctx.Done():
@@ -190,7 +194,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	log.Info("healed; draining", zap.Int("submitted", len(subs)))
 	chk := &Checker{Client: cl, DSN: db.DSN("robonet")}
 	last := -1
-	finals := chk.Drain(after, subs, cfg.Drain, func(pending int) {
+	drain := cfg.Drain
+	if ctx.Err() != nil {
+		drain = 0 // interrupted: one look at each instance, then the report
+	}
+	finals := chk.Drain(after, subs, drain, func(pending int) {
 		if pending != last {
 			log.Info("waiting for instances to finish", zap.Int("pending", pending))
 			last = pending

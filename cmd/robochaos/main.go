@@ -8,7 +8,7 @@
 //
 //	robochaos --duration 30m --out chaos-out
 //	robochaos --smoke
-//	robochaos --faults kill-postgres-primary --replication async   # the checker must see loss
+//	robochaos --faults kill-postgres-primary --replication async --standby-lag 2s   # the checker must see loss
 //
 // Exit codes: 0 the checker passed, 1 it did not or the run failed, 2
 // usage.
@@ -46,6 +46,7 @@ func run(args []string) int {
 	replication := fs.String("replication", string(chaos.Synchronous), "the database's replication: sync (a commit acknowledged once a standby has it) or async (on the primary alone: to see the checker count what a lost primary loses)")
 	fs.DurationVar(&cfg.Hold, "hold", 10*time.Second, "how long each fault lasts before it is healed (past the 3 s heartbeat deadline)")
 	fs.DurationVar(&cfg.Gap, "gap", 15*time.Second, "quiet time after each fault")
+	fs.DurationVar(&cfg.StandbyLag, "standby-lag", 0, "before each kill-postgres-primary, stop the primary's WAL senders this long (e.g. 2s) so that the standbys fall behind: with --replication async what they missed is lost, and the checker must say so; with sync, commits wait instead")
 	fs.DurationVar(&cfg.Drain, "drain", 5*time.Minute, "how long to wait for the instances still running once everything is healed")
 	fs.StringVar(&cfg.Out, "out", "chaos-out", "directory the report goes to (chaos-report.json, .md, chaos-timeline.svg)")
 	fs.BoolVar(&cfg.Keep, "keep", false, "leave the mesh up afterwards (remove it with docker-compose -p PROJECT down -v)")
@@ -57,7 +58,7 @@ func run(args []string) int {
 		}
 		return 2
 	}
-	if fs.NArg() > 0 || cfg.Rate <= 0 || cfg.Hold <= 0 || cfg.Gap < 0 || cfg.Duration <= 0 {
+	if fs.NArg() > 0 || cfg.Rate <= 0 || cfg.Hold <= 0 || cfg.Gap < 0 || cfg.Duration <= 0 || cfg.StandbyLag < 0 {
 		fmt.Fprintln(os.Stderr, "robochaos: takes no arguments; --rate, --hold and --duration must be positive, --gap not negative")
 		return 2
 	}
