@@ -113,7 +113,7 @@ $(BIN)/golangci-lint:
 	GOBIN=$(BIN) go install github.com/golangci/golangci-lint/v2/cmd/golangci-lint@$(GOLANGCI_LINT_VERSION)
 
 .PHONY: images
-images: ## Build robonet/robonode:dev and pick (or build) the Postgres image, with no registry (scripts/images).
+images: ## Build robonet/robonode:dev and robonet/postgres-ha:15-local (pg_auto_failover), with no registry (scripts/images).
 	scripts/images
 
 .PHONY: compose-secrets
@@ -121,7 +121,7 @@ compose-secrets: ## Create the compose mesh's CA, node certificates, API token a
 	scripts/compose-secrets
 
 .PHONY: compose-up
-compose-up: images compose-secrets ## Bring up the docker-compose mesh (Postgres, three servers, three workers).
+compose-up: images compose-secrets ## Bring up the docker-compose mesh (a replicated Postgres, three servers, three workers).
 	docker-compose up -d
 
 .PHONY: compose-down
