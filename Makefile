@@ -30,7 +30,7 @@ build: ## Build every binary into ./bin.
 
 .PHONY: test
 test: ## Run all tests with the race detector (starts a throwaway Postgres, and a replicated one for the failover test, unless ROBONET_TEST_POSTGRES(_HA) are set).
-	scripts/with-postgres scripts/with-postgres-ha go test -race -count=1 $(GO_TEST_FLAGS) ./...
+	scripts/with-postgres scripts/with-postgres-ha --standbys 2 go test -race -count=1 $(GO_TEST_FLAGS) ./...
 
 .PHONY: test-short
 test-short: ## Run the tests without the race detector, skipping slow ones.

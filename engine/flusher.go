@@ -285,15 +285,7 @@ func (f *flusher) write(ctx context.Context, k writeKind, ws []*pendingWrite) er
 	backoff, refusals := 10*time.Millisecond, 0
 	var timer clock.Timer
 	for {
-		live := ws[:0:0]
-		for _, w := range ws {
-			if w.gone() {
-				k.end(w, errWriteAbandoned)
-			} else {
-				live = append(live, w)
-			}
-		}
-		if ws = live; len(ws) == 0 {
+		if ws = dropGone(k, ws); len(ws) == 0 {
 			return nil
 		}
 		outcomes, err := f.call(ctx, k, ws)
@@ -349,6 +341,26 @@ func (f *flusher) write(ctx context.Context, k writeKind, ws []*pendingWrite) er
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// dropGone ends the writes of instances that left memory and returns the
+// others (ws itself when none left, the common case: no copy).
+func dropGone(k writeKind, ws []*pendingWrite) []*pendingWrite {
+	for i, w := range ws {
+		if !w.gone() {
+			continue
+		}
+		live := append(make([]*pendingWrite, 0, len(ws)-1), ws[:i]...)
+		for _, w := range ws[i:] {
+			if w.gone() {
+				k.end(w, errWriteAbandoned)
+			} else {
+				live = append(live, w)
+			}
+		}
+		return live
+	}
+	return ws
 }
 
 // call makes one Store call and records its latency and size.

@@ -8,7 +8,11 @@ import (
 	"net"
 	"net/url"
 	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -295,45 +299,6 @@ func newHASet(t *testing.T, monitor string) *haSet {
 	return &haSet{monitor: monitor}
 }
 
-// exec runs one statement on dsn.
-func (h *haSet) exec(t *testing.T, dsn, sql string, args ...any) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, dsn)
-	if err != nil {
-		t.Errorf("connecting: %v", err)
-		return
-	}
-	defer func() { _ = conn.Close(ctx) }()
-	if _, err := conn.Exec(ctx, sql, args...); err != nil {
-		t.Errorf("%s: %v", sql, err)
-	}
-}
-
-// primary returns the host:port of the node the monitor has as primary.
-func (h *haSet) primary(t *testing.T) string {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
-	defer cancel()
-	conn, err := pgx.Connect(ctx, h.monitor)
-	if err != nil {
-		t.Fatalf("connecting to the monitor: %v", err)
-	}
-	defer func() { _ = conn.Close(ctx) }()
-	var host string
-	var port int
-	err = conn.QueryRow(ctx, `SELECT nodehost, nodeport FROM pgautofailover.node
-		WHERE reportedstate = 'primary' AND goalstate = 'primary'`).Scan(&host, &port)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return ""
-	}
-	if err != nil {
-		t.Fatalf("reading the primary from the monitor: %v", err)
-	}
-	return net.JoinHostPort(host, fmt.Sprint(port))
-}
-
 // failover asks the monitor to promote a standby (a switchover: the
 // primary is drained and demoted, as in a planned maintenance).
 func (h *haSet) failover(t *testing.T) {
@@ -354,4 +319,215 @@ func (h *haSet) waitPrimaryOtherThan(t *testing.T, was string) string {
 	}
 	t.Fatalf("no node but %s became primary within 2 minutes", was)
 	return ""
+}
+
+// With both standbys of a primary gone, writes wait: the primary keeps
+// requiring a synchronous standby (number_sync_standbys = 1 with two
+// standbys) instead of turning asynchronous, nothing is acknowledged on
+// one host, the store says so (WritesWait), and the waiting write
+// completes once a standby is back. Needs scripts/with-postgres-ha
+// --standbys 2 (make test).
+func TestWritesWaitWithoutAStandby(t *testing.T) {
+	dsn, monitor, dir := os.Getenv("ROBONET_TEST_POSTGRES_HA"), os.Getenv("ROBONET_TEST_PG_MONITOR"), os.Getenv("ROBONET_TEST_PG_HA_DIR")
+	if dsn == "" || monitor == "" || dir == "" {
+		if os.Getenv("CI") == "true" || os.Getenv("ROBONET_HA_TEST") == "1" {
+			t.Fatalf("ROBONET_TEST_POSTGRES_HA, ROBONET_TEST_PG_MONITOR and ROBONET_TEST_PG_HA_DIR are not set: run through scripts/with-postgres-ha --standbys 2")
+		}
+		t.Skip("ROBONET_TEST_POSTGRES_HA is not set: run through scripts/with-postgres-ha --standbys 2 (make test does)")
+	}
+	ha := newHASet(t, monitor)
+	var (
+		primary  string
+		standbys []string
+	)
+	deadline := time.Now().Add(time.Minute) // a standby demoted by an earlier test may still be catching up
+	for primary, standbys = ha.roles(t); primary == "" || len(standbys) < 2; primary, standbys = ha.roles(t) {
+		if time.Now().After(deadline) {
+			t.Fatalf("the set has primary %q and standbys %v: this test needs a primary and two standbys (scripts/with-postgres-ha --standbys 2)", primary, standbys)
+		}
+		time.Sleep(200 * time.Millisecond) // polling the monitor, no signal to wait on
+	}
+	schema := "writes_wait"
+	s, err := Open(t.Context(), Config{DSN: dsn, Schema: schema, MaxConns: 4, Logger: zaptest.NewLogger(t), HealthInterval: 200 * time.Millisecond})
+	if err != nil {
+		t.Fatalf("Open: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = s.Close()
+		ha.exec(t, dsn, `DROP SCHEMA IF EXISTS `+schema+` CASCADE`)
+	})
+	ids := seed(t, s, 10)
+	o := owner{id: newID(), term: 1}
+	claimAllFor(t, s, o, ids)
+
+	// Both standbys die; they are started again when the test ends.
+	down := map[string]bool{}
+	for _, name := range standbys {
+		ha.kill(t, dir, name)
+		down[name] = true
+	}
+	t.Cleanup(func() {
+		for name := range down {
+			ha.start(t, dir, name)
+		}
+	})
+	t.Logf("primary %s, standbys %v killed", primary, standbys)
+
+	// A write waits; the store says why.
+	done := make(chan error, 1)
+	go func() { done <- persistRound(context.WithoutCancel(t.Context()), s, o, ids, 1) }()
+	deadline = time.Now().Add(30 * time.Second)
+	for !s.ReplicationStats().WritesWait() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store does not say that writes wait: %+v", s.ReplicationStats())
+		}
+		time.Sleep(100 * time.Millisecond) // polling the store's view, read every 200 ms
+	}
+	// Well past the monitor's 3 s to judge the standbys unhealthy: the
+	// write still waits, and the primary still requires a standby.
+	select {
+	case err := <-done:
+		t.Fatalf("a write was acknowledged with no standby to have it (err %v)", err)
+	case <-time.After(8 * time.Second):
+	}
+	if names := ha.syncStandbyNames(t, dsn); names == "" {
+		t.Fatalf("the primary turned replication asynchronous with its standbys gone")
+	}
+
+	// A standby back: the waiting write completes.
+	ha.start(t, dir, standbys[0])
+	delete(down, standbys[0])
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("the waiting write, once a standby was back: %v", err)
+		}
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("the waiting write did not complete within 2 minutes of a standby coming back")
+	}
+	deadline = time.Now().Add(30 * time.Second)
+	for s.ReplicationStats().WritesWait() {
+		if time.Now().After(deadline) {
+			t.Fatalf("the store still says writes wait: %+v", s.ReplicationStats())
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// kill SIGKILLs node name's keeper and server (scripts/with-postgres-ha
+// writes their process group to DIR/NAME.pgid).
+func (h *haSet) kill(t *testing.T, dir, name string) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(dir, name+".pgid"))
+	if err != nil {
+		t.Fatalf("reading %s's process group: %v", name, err)
+	}
+	pgid, err := strconv.Atoi(strings.TrimSpace(string(b)))
+	if err != nil {
+		t.Fatalf("%s's process group %q: %v", name, b, err)
+	}
+	if err := syscall.Kill(-pgid, syscall.SIGKILL); err != nil {
+		t.Fatalf("killing %s (process group %d): %v", name, pgid, err)
+	}
+}
+
+// start starts node name again (DIR/NAME.start).
+func (h *haSet) start(t *testing.T, dir, name string) {
+	t.Helper()
+	if out, err := exec.Command("sh", filepath.Join(dir, name+".start")).CombinedOutput(); err != nil {
+		t.Errorf("starting %s again: %v: %s", name, err, out)
+	}
+}
+
+// with runs f on a connection to dsn, failing the test on any error. It
+// works in cleanups too (t.Context() is over by then).
+func (h *haSet) with(t *testing.T, dsn string, f func(ctx context.Context, conn *pgx.Conn) error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(t.Context()), 30*time.Second)
+	defer cancel()
+	conn, err := pgx.Connect(ctx, dsn)
+	if err != nil {
+		t.Fatalf("connecting to the set: %v", err)
+	}
+	defer func() { _ = conn.Close(ctx) }()
+	if err := f(ctx, conn); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// exec runs one statement on dsn.
+func (h *haSet) exec(t *testing.T, dsn, sql string, args ...any) {
+	t.Helper()
+	h.with(t, dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		_, err := conn.Exec(ctx, sql, args...)
+		return err
+	})
+}
+
+// haNode is a data node as the monitor has it.
+type haNode struct {
+	name, addr string // addr: host:port
+	state      string // reported and goal state when they agree, else ""
+}
+
+// nodes returns the data nodes, as the monitor has them.
+func (h *haSet) nodes(t *testing.T) []haNode {
+	t.Helper()
+	var out []haNode
+	h.with(t, h.monitor, func(ctx context.Context, conn *pgx.Conn) error {
+		rows, err := conn.Query(ctx, `SELECT nodename, nodehost, nodeport,
+			CASE WHEN reportedstate = goalstate THEN reportedstate::text ELSE '' END
+			FROM pgautofailover.node ORDER BY nodeid`)
+		if err != nil {
+			return fmt.Errorf("reading the nodes from the monitor: %w", err)
+		}
+		var (
+			n    haNode
+			host string
+			port int
+		)
+		_, err = pgx.ForEachRow(rows, []any{&n.name, &host, &port, &n.state}, func() error {
+			n.addr = net.JoinHostPort(host, fmt.Sprint(port))
+			out = append(out, n)
+			return nil
+		})
+		return err
+	})
+	return out
+}
+
+// primary returns the host:port of the node the monitor has as primary
+// ("" while there is none).
+func (h *haSet) primary(t *testing.T) string {
+	t.Helper()
+	for _, n := range h.nodes(t) {
+		if n.state == "primary" {
+			return n.addr
+		}
+	}
+	return ""
+}
+
+// roles returns the primary's and the standbys' node names.
+func (h *haSet) roles(t *testing.T) (primary string, standbys []string) {
+	t.Helper()
+	for _, n := range h.nodes(t) {
+		switch n.state {
+		case "primary":
+			primary = n.name
+		case "secondary":
+			standbys = append(standbys, n.name)
+		}
+	}
+	return primary, standbys
+}
+
+// syncStandbyNames reads synchronous_standby_names on the primary.
+func (h *haSet) syncStandbyNames(t *testing.T, dsn string) string {
+	t.Helper()
+	var names string
+	h.with(t, dsn, func(ctx context.Context, conn *pgx.Conn) error {
+		return conn.QueryRow(ctx, `SHOW synchronous_standby_names`).Scan(&names)
+	})
+	return names
 }
