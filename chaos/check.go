@@ -34,6 +34,8 @@ type Final struct {
 	Outputs string // canonical JSON object
 	Error   string
 	Missing bool // NOT_FOUND
+	// Unanswered: the API gave no answer about it before the drain ended.
+	Unanswered bool
 }
 
 // Verdict is the checker's result: every count but Indeterminate must be 0.
@@ -120,6 +122,9 @@ func Judge(kinds []Kind, subs []Submission, finals map[string]Final, rows []Row,
 		k := byName[s.Kind]
 		f, ok := finals[s.Instance]
 		switch {
+		case ok && f.Unanswered:
+			v.problem(&v.Stuck, "%s (%s): no answer from the API before the drain ended", s.Instance, s.Kind)
+			continue
 		case !ok || f.Missing:
 			v.problem(&v.Lost, "%s (%s, key %s): acknowledged, not found", s.Instance, s.Kind, s.Key)
 			continue
@@ -252,6 +257,11 @@ func (c *Checker) Drain(ctx context.Context, subs []Submission, deadline time.Du
 			progress(pending)
 		}
 		if pending == 0 || ctx.Err() != nil {
+			for _, s := range subs {
+				if _, seen := finals[s.Instance]; s.Acked && !seen {
+					finals[s.Instance] = Final{Unanswered: true}
+				}
+			}
 			return finals
 		}
 		select {

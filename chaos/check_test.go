@@ -119,6 +119,17 @@ func TestJudge(t *testing.T) {
 		}
 	}
 
+	// An instance the API said nothing of before the drain ended is stuck,
+	// not lost.
+	unanswered := map[string]Final{}
+	for k, f := range finals {
+		unanswered[k] = f
+	}
+	unanswered["i-chaos-chain"] = Final{Unanswered: true}
+	if v := Judge(kinds, subs, unanswered, rows, keys, "run-", ""); v.Stuck != 1 || v.Lost != 0 {
+		t.Errorf("an unanswered instance: %+v", v)
+	}
+
 	// A database that could not be read fails the run, however the API
 	// answered: the record of executions is what the checker is for.
 	if v := Judge(kinds, subs, finals, nil, nil, "run-", "connecting to the mesh's Postgres: timeout"); v.Passed() || v.Completed != 4 || v.Executions != 0 {

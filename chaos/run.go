@@ -196,7 +196,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	last := -1
 	drain := cfg.Drain
 	if ctx.Err() != nil {
-		drain = 0 // interrupted: one look at each instance, then the report
+		drain = min(drain, 30*time.Second) // interrupted: a short look, then the report
 	}
 	finals := chk.Drain(after, subs, drain, func(pending int) {
 		if pending != last {

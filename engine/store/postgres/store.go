@@ -75,8 +75,8 @@ func Open(ctx context.Context, cfg Config) (*Store, error) {
 	return s, nil
 }
 
-// migrateWhenReachable applies the migrations, trying again while the database is
-// unavailable, for up to cfg.OpenTimeout.
+// migrateWhenReachable applies the migrations, trying again while the
+// database is unavailable, for up to cfg.OpenTimeout.
 func (s *Store) migrateWhenReachable(ctx context.Context, cfg Config) error {
 	deadline := time.Now().Add(cfg.OpenTimeout)
 	backoff := 100 * time.Millisecond
