@@ -80,14 +80,13 @@ type Engine struct {
 	claimedMu sync.Mutex
 	claimed   chan struct{}
 
+	// life runs Stop and Abandon once; its group holds every goroutine.
+	life lifecycle.Base
+
 	mu          sync.Mutex
-	state       lifecycle.State
 	cancelRun   context.CancelFunc // ends every goroutine
 	cancelLoops context.CancelFunc // ends the claimer, heartbeat and sweeper
 	loops       sync.WaitGroup
-	all         sync.WaitGroup
-	stopOnce    sync.Once
-	stopErr     error
 }
 
 var _ ResultSink = (*Engine)(nil)
@@ -142,7 +141,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("engine: starting: %w", err)
 	}
-	if err := e.state.Start("engine"); err != nil {
+	if err := e.life.Start("engine"); err != nil {
 		if errors.Is(err, lifecycle.ErrStopped) {
 			return fmt.Errorf("engine: Start after Stop: %w", ErrStopped)
 		}
@@ -170,27 +169,20 @@ func (e *Engine) Start(ctx context.Context) error {
 	return nil
 }
 
-func (e *Engine) goAll(f func()) {
-	e.all.Add(1)
-	go func() {
-		defer e.all.Done()
-		f()
-	}()
-}
+func (e *Engine) goAll(f func()) { e.life.Go(f) }
 
 // Stop shuts the runloop down gracefully: it stops claiming and
 // dispatching, cancels the attempts in flight, writes every pending result
 // and a last snapshot of every held instance, releases their leases so the
 // next engine claims them at once, and waits for every goroutine. ctx
 // bounds the graceful part; when it ends, Stop abandons what is left. Stop
-// is idempotent: later calls return the first call's result.
+// is idempotent: later calls wait for the first and return its result.
 //
 // Use Stop on shutdown while this engine still holds its term. When
 // leadership is lost, use Abandon: a newer term may already have
 // re-dispatched the same attempts, which a cancel must not reach.
 func (e *Engine) Stop(ctx context.Context) error {
-	e.stopOnce.Do(func() { e.stopErr = e.stop(ctx, true) })
-	return e.stopErr
+	return e.life.Stop(ctx, func(was lifecycle.State) error { return e.stop(ctx, was, true) })
 }
 
 // Abandon stops the runloop at once without writing, cancelling or
@@ -199,20 +191,19 @@ func (e *Engine) Stop(ctx context.Context) error {
 // recorded results. It waits for every goroutine. Stop and Abandon share
 // one outcome: whichever runs first decides.
 func (e *Engine) Abandon() {
-	e.stopOnce.Do(func() { e.stopErr = e.stop(context.Background(), false) })
+	_ = e.life.Stop(context.Background(), func(was lifecycle.State) error {
+		return e.stop(context.Background(), was, false)
+	})
 }
 
-func (e *Engine) stop(ctx context.Context, graceful bool) error {
-	e.mu.Lock()
-	was := e.state.Stop()
-	e.mu.Unlock()
+func (e *Engine) stop(ctx context.Context, was lifecycle.State, graceful bool) error {
 	if was != lifecycle.Running {
 		return nil
 	}
 	e.running.Store(false)
 	if !graceful {
 		e.cancelRun()
-		e.all.Wait()
+		e.life.Wait()
 		e.clearHeldBack()
 		e.log.Info("engine abandoned its instances", zap.Int64("held", e.heldCount.Load()))
 		return nil
@@ -250,7 +241,7 @@ func (e *Engine) stop(ctx context.Context, graceful bool) error {
 		}
 	}
 	e.cancelRun()
-	e.all.Wait()
+	e.life.Wait()
 	if err := errors.Join(errs...); err != nil {
 		e.log.Warn("engine stopped with errors", zap.Int("released", len(ids)), zap.Error(err))
 		return fmt.Errorf("engine: stop: %w", err)

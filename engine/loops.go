@@ -170,7 +170,7 @@ func (e *Engine) adopt(pe *planEntry, ins []NewInstance, qs []Queued, reserved i
 		orphans []uuid.UUID
 	)
 	e.mu.Lock()
-	running := e.state.Running()
+	running := e.life.Running()
 	for i, q := range qs {
 		switch {
 		case !q.Claimed:

@@ -72,7 +72,6 @@ func (d *eventDelegate) NotifyLeave(n *memberlist.Node)  { d.push(EventFailed, n
 // eventLoop applies membership callbacks to the member table, fans them
 // out to subscribers and wakes the Raft loop.
 func (m *Mesh) eventLoop() {
-	defer m.wg.Done()
 	for {
 		select {
 		case <-m.stopCh:
@@ -147,7 +146,7 @@ type subscriber struct {
 func (m *Mesh) Subscribe() (<-chan Event, func()) {
 	s := &subscriber{ch: make(chan Event, m.cfg.EventBuffer)}
 	m.mu.Lock()
-	if m.state.Stopped() {
+	if m.life.State().Stopped() {
 		s.closed = true
 		close(s.ch)
 	} else {

@@ -45,9 +45,6 @@ type Mesh struct {
 	raftConf []raft.Server // last configuration seen (servers)
 	// raftConfIndex is the log index of raftConf.
 	raftConfIndex uint64
-	// state is the mesh's life: New, Running from Start, Stopped from the
-	// first Stop or Halt (a Start that fails stops it too).
-	state lifecycle.State
 
 	// Set by Start, read-only afterwards.
 	ml         *memberlist.Memberlist
@@ -74,11 +71,12 @@ type Mesh struct {
 	advMu sync.Mutex // serialises re-advertising with leaving
 	left  bool       // the leave began: never advertise again (guarded by advMu)
 
-	stopCh   chan struct{}
-	wg       sync.WaitGroup // the mesh's loops
-	calls    sync.WaitGroup // waiters of Raft futures started by Apply/Barrier
-	stopDone chan struct{}  // closed when the first Stop or Halt is over
-	stopErr  error          // its outcome, read after stopDone
+	// life is the mesh's life: New, Running from Start, Stopped from the
+	// first Stop or Halt (a Start that fails stops it too); its group
+	// holds the mesh's loops. Its lock is taken inside mu, never around it.
+	life   lifecycle.Base
+	stopCh chan struct{}
+	calls  sync.WaitGroup // waiters of Raft futures started by Apply/Barrier
 }
 
 // memberRecord is what the mesh knows about one member.
@@ -112,7 +110,6 @@ func New(cfg Config) (*Mesh, error) {
 		members:       map[string]*memberRecord{},
 		subs:          map[*subscriber]struct{}{},
 		stopCh:        make(chan struct{}),
-		stopDone:      make(chan struct{}),
 	}
 	return m, nil
 }
@@ -133,10 +130,7 @@ func (m *Mesh) GossipAddr() string {
 // answers or JoinTimeout passes — and returns once everything runs in the
 // background. It does not wait for a leader. On error nothing keeps running.
 func (m *Mesh) Start(ctx context.Context) error {
-	m.mu.Lock()
-	err := m.state.Start("mesh")
-	m.mu.Unlock()
-	if err != nil {
+	if err := m.life.Start("mesh"); err != nil {
 		return err
 	}
 
@@ -249,13 +243,11 @@ func (m *Mesh) startLocked() error {
 	m.gossipAddr = net.JoinHostPort(advIP.String(), strconv.Itoa(advPort))
 	m.mu.Unlock()
 
-	m.wg.Add(3)
-	go m.eventLoop()
-	go m.advertiseLoop()
-	go m.reconnectLoop()
+	m.life.Go(m.eventLoop)
+	m.life.Go(m.advertiseLoop)
+	m.life.Go(m.reconnectLoop)
 	if cfg.Server {
-		m.wg.Add(1)
-		go m.raftLoop()
+		m.life.Go(m.raftLoop)
 	}
 	return nil
 }
@@ -308,24 +300,24 @@ func (m *Mesh) Stop(ctx context.Context) error { return m.shutdown(ctx, true) }
 func (m *Mesh) Halt() error { return m.shutdown(context.Background(), false) }
 
 func (m *Mesh) shutdown(ctx context.Context, graceful bool) error {
-	m.mu.Lock()
-	was := m.state.Stop()
-	m.mu.Unlock()
-	switch was {
-	case lifecycle.New:
-		m.closeSubscribers()
-		close(m.stopDone)
-	case lifecycle.Running:
-		m.stopErr = m.teardown(ctx, graceful)
-		close(m.stopDone)
-	}
 	// A later call waits for the first.
-	select {
-	case <-m.stopDone:
-		return m.stopErr
-	case <-ctx.Done():
-		return ctx.Err()
-	}
+	return m.life.Stop(ctx, func(was lifecycle.State) error {
+		m.admitNoMoreCalls()
+		if was != lifecycle.Running {
+			m.closeSubscribers()
+			return nil
+		}
+		return m.teardown(ctx, graceful)
+	})
+}
+
+// admitNoMoreCalls is called once the mesh is marked stopped. A call that
+// saw it running (raftOrErr) holds mu until it is counted in calls: taking
+// mu once orders every such call before teardown waits for calls, and
+// every later call sees the mesh stopped.
+func (m *Mesh) admitNoMoreCalls() {
+	m.mu.Lock()
+	defer m.mu.Unlock()
 }
 
 // teardown stops in reverse dependency order: hand over leadership and
@@ -345,7 +337,7 @@ func (m *Mesh) teardown(ctx context.Context, graceful bool) error {
 	// it, and their futures are never answered (log futures, unlike its
 	// other kinds, do not watch for the shutdown). No call is admitted
 	// after stopping is set, so none can be left waiting.
-	m.wg.Wait()
+	m.life.Wait()
 	m.calls.Wait()
 	if m.raft != nil {
 		m.raft.DeregisterObserver(m.observer)
@@ -587,7 +579,6 @@ func signal(ch chan struct{}) {
 // its metadata or Raft status changed. UpdateNode waits for the broadcast,
 // so it runs here rather than in the caller.
 func (m *Mesh) advertiseLoop() {
-	defer m.wg.Done()
 	for {
 		select {
 		case <-m.stopCh:
@@ -645,7 +636,6 @@ const reconnectBackoffMax = 30 * time.Second
 // unreachable member costs nothing else), then joins through it. Members
 // failed longer than ReconnectTimeout ago are forgotten.
 func (m *Mesh) reconnectLoop() {
-	defer m.wg.Done()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	go func() {

@@ -138,7 +138,6 @@ func DefaultRaftTimings(c *raft.Config) {
 // every pass recomputes from the current state rather than from the
 // signal, so a lost or coalesced signal costs at most one tick.
 func (m *Mesh) raftLoop() {
-	defer m.wg.Done()
 	t := time.NewTicker(m.cfg.ReconcileInterval)
 	defer t.Stop()
 	rec := &reconciler{missing: map[string]time.Time{}}
@@ -521,9 +520,7 @@ func (r *reconciler) placeWagglers(m *Mesh, term uint64) {
 
 // isStopping reports whether Stop or Halt began.
 func (m *Mesh) isStopping() bool {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.state.Stopped()
+	return m.life.State().Stopped()
 }
 
 // raftOrErr returns the running Raft or why there is none.
@@ -533,7 +530,7 @@ func (m *Mesh) raftOrErr() (*raft.Raft, error) {
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if !m.state.Running() || m.raft == nil {
+	if !m.life.Running() || m.raft == nil {
 		return nil, ErrNotRunning
 	}
 	m.calls.Add(1) // released by the caller's done

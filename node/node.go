@@ -55,11 +55,13 @@ type Node struct {
 	violMu     sync.Mutex
 	violations map[string]int // by peer: messages that broke the limits of the Waggler streams
 
+	// life is the node's life: New, Running from Start, Stopped from the
+	// first Stop or Halt (a Start that fails stops it too); every Stop and
+	// Halt waits for the first and returns its outcome.
+	life lifecycle.Base
+	// mu is held while the node starts and while it is torn down, so a
+	// Stop during Start tears down what Start built, once it is built.
 	mu sync.Mutex
-	// state is the node's life: New, Running from Start, Stopped from the
-	// first Stop or Halt (a Start that fails stops it too).
-	state   lifecycle.State
-	stopErr error // the first Stop's or Halt's outcome
 
 	// stopping is cancelled when Stop begins: long-lived API streams end
 	// with UNAVAILABLE so that clients reconnect elsewhere or later.
@@ -165,19 +167,25 @@ func loadIdentity(cfg Config) (*pki.Identity, error) {
 // Start opens the store, starts the workers, the engine and the API
 // servers, and returns once they all run. If any step fails, what was
 // started is stopped again and the error returned. A node starts once.
-func (n *Node) Start(ctx context.Context) (err error) {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if err := n.state.Start("node"); err != nil {
+func (n *Node) Start(ctx context.Context) error {
+	if err := n.life.Start("node"); err != nil {
 		return err
 	}
-	defer func() {
-		if err != nil {
-			err = errors.Join(err, n.shutdown(context.WithoutCancel(ctx)))
-			n.state.Stop()
-		}
-	}()
+	n.mu.Lock()
+	err := n.start(ctx)
+	n.mu.Unlock()
+	if err != nil {
+		stopCtx := context.WithoutCancel(ctx)
+		return errors.Join(err, n.life.Stop(stopCtx, func(lifecycle.State) error {
+			n.mu.Lock()
+			defer n.mu.Unlock()
+			return n.shutdown(stopCtx)
+		}))
+	}
+	return nil
+}
 
+func (n *Node) start(ctx context.Context) (err error) {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
@@ -561,21 +569,19 @@ func (n *Node) Failed() <-chan error { return n.fatal }
 // its leases so the next owner claims them at once), then the workers
 // (running actions are cancelled and exec children killed), then closes
 // the store. It returns every error, joined. Stop is idempotent; calls
-// after the first return the first one's result.
+// after the first wait for it and return its result.
 func (n *Node) Stop(ctx context.Context) error {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	was := n.state.Stop()
-	if was == lifecycle.Stopped {
-		return n.stopErr
-	}
-	n.stopErr = n.shutdown(ctx)
-	if n.stopErr != nil {
-		n.log.Warn("node stopped with errors", zap.Error(n.stopErr))
-	} else if was == lifecycle.Running {
-		n.log.Info("node stopped")
-	}
-	return n.stopErr
+	return n.life.Stop(ctx, func(was lifecycle.State) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		err := n.shutdown(ctx)
+		if err != nil {
+			n.log.Warn("node stopped with errors", zap.Error(err))
+		} else if was == lifecycle.Running {
+			n.log.Info("node stopped")
+		}
+		return err
+	})
 }
 
 // shutdown stops whatever runs; it is used by Stop and to roll back a
@@ -596,15 +602,15 @@ func (n *Node) shutdown(ctx context.Context) error {
 // process leaks nothing. Halt and Stop share one outcome: whichever runs
 // first decides.
 func (n *Node) Halt() {
-	n.mu.Lock()
-	defer n.mu.Unlock()
-	if n.state.Stop() == lifecycle.Stopped {
-		return
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), n.cfg.StopTimeout)
 	defer cancel()
-	n.stopErr = n.teardown(ctx, false)
-	n.log.Info("node halted", zap.NamedError("teardown", n.stopErr))
+	_ = n.life.Stop(ctx, func(lifecycle.State) error {
+		n.mu.Lock()
+		defer n.mu.Unlock()
+		err := n.teardown(ctx, false)
+		n.log.Info("node halted", zap.NamedError("teardown", err))
+		return err
+	})
 }
 
 // teardown is shutdown, graceful or not (Halt).

@@ -82,8 +82,9 @@ type WagglerHost struct {
 	deadMu sync.Mutex
 	dead   map[string]bool
 
+	life lifecycle.Base
+
 	mu       sync.Mutex
-	state    lifecycle.State
 	wagglers map[string]*Waggler // capability → the Waggler of its current epoch
 	// quarantined are the nodes the leader says are quarantined: the
 	// Wagglers give their workers nothing.
@@ -116,7 +117,7 @@ func (h *WagglerHost) Start(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.state.Start("wag: waggler host"); err != nil {
+	if err := h.life.Start("wag: waggler host"); err != nil {
 		return err
 	}
 	for _, w := range h.wagglers {
@@ -126,21 +127,19 @@ func (h *WagglerHost) Start(ctx context.Context) error {
 }
 
 // Stop closes every Waggler (what they held is the engine's to dispatch
-// again) and drops the session. It is idempotent.
-func (h *WagglerHost) Stop(context.Context) error {
-	h.mu.Lock()
-	if h.state.Stop() == lifecycle.Stopped {
+// again) and drops the session. Every call waits for the first.
+func (h *WagglerHost) Stop(ctx context.Context) error {
+	return h.life.Stop(ctx, func(lifecycle.State) error {
+		h.mu.Lock()
+		ws := slices.Collect(maps.Values(h.wagglers))
+		clear(h.wagglers)
+		h.session = nil
 		h.mu.Unlock()
+		for _, w := range ws {
+			w.close()
+		}
 		return nil
-	}
-	ws := slices.Collect(maps.Values(h.wagglers))
-	clear(h.wagglers)
-	h.session = nil
-	h.mu.Unlock()
-	for _, w := range ws {
-		w.close()
-	}
-	return nil
+	})
 }
 
 // Session is one leader's connection to this host: its term fences what it
@@ -161,7 +160,7 @@ func (h *WagglerHost) Open(term uint64, up Uplink) (*Session, error) {
 	}
 	s := &Session{h: h, term: term, up: up}
 	h.mu.Lock()
-	if h.state.Stopped() {
+	if h.life.State().Stopped() {
 		h.mu.Unlock()
 		return nil, ErrNotRunning
 	}
@@ -189,7 +188,7 @@ func (s *Session) current() error {
 	}
 	s.h.mu.Lock()
 	defer s.h.mu.Unlock()
-	if s.h.state.Stopped() {
+	if s.h.life.State().Stopped() {
 		return ErrNotRunning
 	}
 	if s.h.session != s {
@@ -232,7 +231,7 @@ func (s *Session) SetRoles(roles map[string]uint64, quarantined []string) error 
 		w.servingNodes = h.cfg.ServingNodes
 		w.quarantined = maps.Clone(h.quarantined)
 		h.wagglers[capability] = w
-		if h.state.Running() {
+		if h.life.Running() {
 			w.start()
 		}
 		started = true

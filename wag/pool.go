@@ -72,10 +72,10 @@ type pool struct {
 	quit     chan struct{}
 	cb       callbacks
 	stopBeat func()
-	wg       sync.WaitGroup // worker goroutines, abandoned ones included
+	// life's group holds the worker goroutines, abandoned ones included.
+	life lifecycle.Base
 
 	mu        sync.Mutex
-	state     lifecycle.State
 	slots     []*slot
 	target    Target   // the Waggler reports go to; nil while there is none
 	targetKey string   // the TargetSource it came from
@@ -191,7 +191,7 @@ func (p *pool) workers() []Worker {
 func (p *pool) start() {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.state.Start("wag: pool") != nil {
+	if p.life.Start("wag: pool") != nil {
 		return // running already, or stopped: nothing to start
 	}
 	for _, s := range p.slots {
@@ -203,7 +203,7 @@ func (p *pool) start() {
 // spawn starts the goroutine of a slot's current incarnation; p.mu held.
 func (p *pool) spawn(s *slot) {
 	inc, ch := s.incarnation, s.assign
-	p.wg.Go(func() { p.loop(s, inc, ch) })
+	p.life.Go(func() { p.loop(s, inc, ch) })
 }
 
 func (p *pool) loop(s *slot, inc int, ch chan Assignment) {
@@ -227,7 +227,7 @@ func (w localWorker) ID() string { return w.s.id }
 func (w localWorker) Run(a Assignment) {
 	p := w.s.p
 	p.mu.Lock()
-	ch, stopping := w.s.assign, p.state.Stopped()
+	ch, stopping := w.s.assign, p.life.State().Stopped()
 	p.mu.Unlock()
 	if stopping {
 		return
@@ -277,7 +277,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	}
 
 	p.mu.Lock()
-	if p.state.Stopped() || s.incarnation != inc {
+	if p.life.State().Stopped() || s.incarnation != inc {
 		p.mu.Unlock()
 		return false
 	}
@@ -307,7 +307,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	finished := p.clock.Now()
 
 	p.mu.Lock()
-	abandoned, timedOut, cancelled, stopping := r.abandoned, r.timedOut, r.cancelled, p.state.Stopped()
+	abandoned, timedOut, cancelled, stopping := r.abandoned, r.timedOut, r.cancelled, p.life.State().Stopped()
 	if s.cur == r {
 		s.cur = nil
 	}
@@ -388,7 +388,7 @@ func (p *pool) stopRun(r *run, cause error) {
 	}
 	r.stopped = true
 	r.cancel(cause)
-	if p.state.Stopped() {
+	if p.life.State().Stopped() {
 		return // stop waits for the actions itself
 	}
 	r.grace = p.cb.afterFunc(p.clock, p.grace, func() { p.abandon(r) })
@@ -400,7 +400,7 @@ func (p *pool) stopRun(r *run, cause error) {
 func (p *pool) abandon(r *run) {
 	s := r.slot
 	p.mu.Lock()
-	if s.cur != r || p.state.Stopped() {
+	if s.cur != r || p.life.State().Stopped() {
 		p.mu.Unlock()
 		return
 	}
@@ -524,7 +524,7 @@ func (p *pool) attach(t Target) {
 		}
 	}
 	p.mu.Lock()
-	if t == nil || p.state.Stopped() {
+	if t == nil || p.life.State().Stopped() {
 		p.mu.Unlock()
 		return
 	}
@@ -561,14 +561,14 @@ func (r *run) sample(now time.Time) (cpu float64, mem uint64) {
 }
 
 // stop cancels every running attempt and waits, until ctx is done, for
-// every worker goroutine — abandoned ones included — to return.
+// every worker goroutine — abandoned ones included — to return. Every call
+// waits for the first.
 func (p *pool) stop(ctx context.Context) error {
+	return p.life.Stop(ctx, func(was lifecycle.State) error { return p.shutdown(ctx, was) })
+}
+
+func (p *pool) shutdown(ctx context.Context, was lifecycle.State) error {
 	p.mu.Lock()
-	was := p.state.Stop()
-	if was == lifecycle.Stopped {
-		p.mu.Unlock()
-		return nil
-	}
 	for _, s := range p.slots {
 		if r := s.cur; r != nil {
 			stopTimer(r.timeout)
@@ -586,7 +586,7 @@ func (p *pool) stop(ctx context.Context) error {
 
 	done := make(chan struct{})
 	go func() {
-		p.wg.Wait()
+		p.life.Wait()
 		close(done)
 	}()
 	select {

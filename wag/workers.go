@@ -22,8 +22,9 @@ type WorkerHost struct {
 	log *zap.Logger
 	rt  *runtimeEnv
 
+	life lifecycle.Base
+
 	mu       sync.Mutex
-	state    lifecycle.State
 	pools    map[string][]*pool      // capability → its pools: the node's own first, then external ones
 	targets  map[string]TargetSource // capability → the Waggler its pools work for
 	onChange []func()                // told when pools come or go
@@ -99,7 +100,7 @@ func (h *WorkerHost) AddPool(capability, name string, size int, reg *Registry) (
 	}
 	p := newPool(cfg, capability, size, h.rt, h.log.With(zap.String("pool", name)))
 	h.mu.Lock()
-	if !h.state.Running() {
+	if !h.life.Running() {
 		h.mu.Unlock()
 		return nil, ErrNotRunning
 	}
@@ -149,7 +150,7 @@ func (h *WorkerHost) Start(ctx context.Context) error {
 	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if err := h.state.Start("wag: worker host"); err != nil {
+	if err := h.life.Start("wag: worker host"); err != nil {
 		return err
 	}
 	for _, ps := range h.pools {
@@ -163,31 +164,30 @@ func (h *WorkerHost) Start(ctx context.Context) error {
 
 // Stop cancels what runs and waits — until ctx is done — for every worker
 // goroutine and timer callback. What was cancelled reports nothing: the
-// engine dispatches it again. Stop is idempotent.
+// engine dispatches it again. Every call waits for the first and returns
+// its error.
 func (h *WorkerHost) Stop(ctx context.Context) error {
-	h.mu.Lock()
-	if h.state.Stop() == lifecycle.Stopped {
-		h.mu.Unlock()
-		return nil
-	}
-	var pools []*pool
-	for _, ps := range h.pools {
-		pools = append(pools, ps...)
-	}
-	h.mu.Unlock()
-	var errs []error
-	for _, p := range pools {
-		p.attach(nil)
-		if err := p.stop(ctx); err != nil {
-			errs = append(errs, err)
+	return h.life.Stop(ctx, func(lifecycle.State) error {
+		h.mu.Lock()
+		var pools []*pool
+		for _, ps := range h.pools {
+			pools = append(pools, ps...)
 		}
-	}
-	h.rt.httpClient.CloseIdleConnections()
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("wag: stop: %w", err)
-	}
-	h.log.Info("worker pools stopped")
-	return nil
+		h.mu.Unlock()
+		var errs []error
+		for _, p := range pools {
+			p.attach(nil)
+			if err := p.stop(ctx); err != nil {
+				errs = append(errs, err)
+			}
+		}
+		h.rt.httpClient.CloseIdleConnections()
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf("wag: stop: %w", err)
+		}
+		h.log.Info("worker pools stopped")
+		return nil
+	})
 }
 
 // AttachedTo returns the key of the Waggler the pools of capability work
@@ -205,7 +205,7 @@ func (h *WorkerHost) AttachedTo(capability string) string {
 func (h *WorkerHost) Attach(capability string, src TargetSource) {
 	h.mu.Lock()
 	ps := slices.Clone(h.pools[capability])
-	running := h.state.Running()
+	running := h.life.Running()
 	if running && len(ps) > 0 {
 		h.targets[capability] = src
 	}

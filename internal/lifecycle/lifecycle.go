@@ -5,14 +5,11 @@
 // an error; Stop is idempotent and may come without Start; nothing is
 // restarted — a stopped component is replaced by a new one.
 //
-// A component keeps its State under its own mutex, beside what the state
-// guards, so that checking the state and acting on it are one step:
-//
-//	h.mu.Lock()
-//	defer h.mu.Unlock()
-//	if err := h.state.Start("wag: waggler host"); err != nil {
-//		return err
-//	}
+// A component holds a Base (base.go), which keeps its State, runs its stop
+// once, makes every Stop — a second one, a concurrent one, a Halt —
+// wait for the first and return its error, and owns its goroutines. State
+// alone is for parts inside a component that stop under the component's
+// lock (a Waggler inside its host).
 package lifecycle
 
 import (
