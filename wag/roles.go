@@ -149,15 +149,15 @@ type RoleFollowerConfig struct {
 	Logger   *zap.Logger
 }
 
-// RefreshTicks is how many Intervals a worker-only node whose pools
+// refreshTicks is how many Intervals a worker-only node whose pools
 // follow an up Waggler waits between reads of the control state: fewer
 // than the six a successor waits for the workers of inherited attempts
 // (Config.InheritGrace), so that a role that moved while its old holder
 // stays up is followed in time too.
-const RefreshTicks = 5
+const refreshTicks = 5
 
-// ReadTimeout bounds one read of a server's control state.
-const ReadTimeout = 2 * time.Second
+// readTimeout bounds one read of a server's control state.
+const readTimeout = 2 * time.Second
 
 // RoleFollower keeps a node's pools working for the Waggler of their
 // capability, and the node's gossip metadata telling which roles its
@@ -169,7 +169,7 @@ const ReadTimeout = 2 * time.Second
 // the roles. A server has the control state itself. A worker-only node
 // reads it from a server (RoleSource.ReadAssigned) every Interval while
 // one of its pools is in doubt — its Waggler's node is no longer up, or it
-// has none — and every RefreshTicks Intervals otherwise. Gossip alone is
+// has none — and every refreshTicks Intervals otherwise. Gossip alone is
 // not enough: a successor's advertisement that misses this node would
 // reach it only with memberlist's next push/pull (30 s by default), after
 // the successor gave up waiting for this node's pools and ran their
@@ -263,10 +263,10 @@ func (f *RoleFollower) Run(ctx context.Context) {
 
 // readDue counts an Interval and reports whether to read the control
 // state from a server now: never on a server or while a read runs, every
-// Interval while a pool is in doubt, every RefreshTicks otherwise.
+// Interval while a pool is in doubt, every refreshTicks otherwise.
 func (f *RoleFollower) readDue() bool {
 	f.sinceRead++
-	if _, server := f.cfg.Source.Assigned(); server || f.fetching || (f.sinceRead < RefreshTicks && !f.inDoubt()) {
+	if _, server := f.cfg.Source.Assigned(); server || f.fetching || (f.sinceRead < refreshTicks && !f.inDoubt()) {
 		return false
 	}
 	f.sinceRead = 0
@@ -298,7 +298,7 @@ func (f *RoleFollower) inDoubt() bool {
 // fetch reads the roles of the control state from a server and hands them
 // to the loop (nil when no server answered).
 func (f *RoleFollower) fetch(ctx context.Context) {
-	rctx, cancel := context.WithTimeout(ctx, min(max(f.cfg.Interval, 500*time.Millisecond), ReadTimeout))
+	rctx, cancel := context.WithTimeout(ctx, min(max(f.cfg.Interval, 500*time.Millisecond), readTimeout))
 	roles, err := f.cfg.Source.ReadAssigned(rctx)
 	cancel()
 	if err != nil {

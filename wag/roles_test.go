@@ -301,7 +301,7 @@ func TestRoleFollowerReadsControl(t *testing.T) {
 }
 
 // TestRoleFollowerReadCadence: a worker-only node reads every Interval
-// while in doubt, every RefreshTicks Intervals otherwise, never while a
+// while in doubt, every refreshTicks Intervals otherwise, never while a
 // read runs; a server never reads.
 func TestRoleFollowerReadCadence(t *testing.T) {
 	src := newFakeRoleSource(false, RoleMember{Name: "n1", Up: true})
@@ -313,19 +313,19 @@ func TestRoleFollowerReadCadence(t *testing.T) {
 	}
 	due := func() []bool {
 		var out []bool
-		for range 2 * RefreshTicks {
+		for range 2 * refreshTicks {
 			out = append(out, f.readDue())
 		}
 		return out
 	}
-	every := slices.Repeat([]bool{true}, 2*RefreshTicks)
+	every := slices.Repeat([]bool{true}, 2*refreshTicks)
 	if got := due(); !slices.Equal(got, every) {
 		t.Fatalf("in doubt (no Waggler): %v, want a read every Interval", got)
 	}
 	f.following["c"] = Role{"n1", 1}
 	var want []bool
-	for i := range 2 * RefreshTicks {
-		want = append(want, (i+1)%RefreshTicks == 0)
+	for i := range 2 * refreshTicks {
+		want = append(want, (i+1)%refreshTicks == 0)
 	}
 	if got := due(); !slices.Equal(got, want) {
 		t.Fatalf("following an up Waggler: %v, want %v", got, want)
