@@ -85,6 +85,18 @@ func TestArchitecture(t *testing.T) {
 					t.Errorf("%s imports %s: the engine must not speak gRPC", p.ImportPath, imp)
 				}
 			}
+		case under(p.ImportPath, "mesh"), under(p.ImportPath, "wag"):
+			// The roles meet in node only: wag declares the port
+			// (wag.RoleSource), node adapts the mesh to it.
+			other := "wag"
+			if under(p.ImportPath, "wag") {
+				other = "mesh"
+			}
+			for _, d := range p.Deps {
+				if under(d, other) {
+					t.Errorf("%s depends on %s: mesh and wag meet only in node", p.ImportPath, d)
+				}
+			}
 		case under(p.ImportPath, "proto"):
 			for _, d := range p.Deps {
 				if strings.HasPrefix(d, module+"/") && !under(d, "proto") {

@@ -239,22 +239,16 @@ func (s *meshAPI) ListWagglers(ctx context.Context, req *robonetv1.ListWagglersR
 
 // wagglerRoles returns the Waggler role of each capability and where the
 // roles come from: the control state when this node is a server (it has
-// one), otherwise the members' advertisements — per capability, the up
-// member advertising it at the highest epoch.
+// one), otherwise the members' advertisements, resolved as the node's
+// pools resolve them (wag.Holders).
 func (s *meshAPI) wagglerRoles(members []mesh.Member) (map[string]mesh.WagglerAssignment, string) {
 	if s.isServer() {
 		return s.mesh.State().Wagglers, rolesFromControlState
 	}
-	roles := map[string]mesh.WagglerAssignment{}
-	for _, m := range members {
-		if !memberUp(m) {
-			continue
-		}
-		for c, epoch := range m.Wagglers {
-			if cur, ok := roles[c]; !ok || epoch > cur.Epoch || (epoch == cur.Epoch && m.Name < cur.Node) {
-				roles[c] = mesh.WagglerAssignment{Node: m.Name, Epoch: epoch}
-			}
-		}
+	holders := wag.Holders(roleMembers(members), nil)
+	roles := make(map[string]mesh.WagglerAssignment, len(holders))
+	for c, h := range holders {
+		roles[c] = mesh.WagglerAssignment{Node: h.Node, Epoch: h.Epoch}
 	}
 	return roles, rolesFromGossip
 }

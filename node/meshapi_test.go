@@ -3,7 +3,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"maps"
 	"net"
 	"slices"
 	"strings"
@@ -198,39 +197,6 @@ func TestListWagglers(t *testing.T) {
 	}
 	if !slices.Equal(got, want) {
 		t.Fatalf("ListWagglers roles only:\n got %s\nwant %s", strings.Join(got, "\n     "), strings.Join(want, "\n     "))
-	}
-}
-
-// TestWagHolders: per capability, the up member holding the role at the
-// highest epoch, by gossip (this node's own roles from its host) or by
-// the control state; a holder that is not up never counts.
-func TestWagHolders(t *testing.T) {
-	adv := func(m mesh.Member, roles map[string]uint64) mesh.Member {
-		m.Wagglers = roles
-		return m
-	}
-	members := []mesh.Member{
-		adv(member("self", mesh.StatusAlive, "", nil), map[string]uint64{"stale": 9}), // gossip lags: own roles win
-		adv(member("w1", mesh.StatusFailed, "", nil), map[string]uint64{"a": 1, "b": 1}),
-		adv(member("w2", mesh.StatusAlive, "", nil), map[string]uint64{"c": 4}),
-		member("w3", mesh.StatusSuspect, "", nil),
-		member("w4", mesh.StatusLeft, "", nil),
-	}
-	own := map[string]uint64{"d": 2}
-	control := map[string]wagHolder{
-		"a": {"w3", 2}, // the successor of the failed w1: gossip never told
-		"b": {"w4", 3}, // assigned to a node that left since: not up
-		"c": {"w3", 3}, // older than what w2 advertises
-		"d": {"w2", 1}, // older than this node's own role
-		"e": {"w2", 1}, // only in the control state
-	}
-	got := wagHolders(members, "self", own, control)
-	want := map[string]wagHolder{"a": {"w3", 2}, "c": {"w2", 4}, "d": {"self", 2}, "e": {"w2", 1}}
-	if !maps.Equal(got, want) {
-		t.Fatalf("wagHolders:\n got %v\nwant %v", got, want)
-	}
-	if got := wagHolders(members, "self", own, nil); !maps.Equal(got, map[string]wagHolder{"c": {"w2", 4}, "d": {"self", 2}}) {
-		t.Fatalf("wagHolders from gossip alone: %v", got)
 	}
 }
 

@@ -74,7 +74,7 @@ type Node struct {
 	workers  *wag.WorkerHost  // this node's pools
 	wagglers *wag.WagglerHost // the Waggler roles this node is given
 	taskLogs *tasklog.Store   // the logs of the exec attempts this node ran
-	follower *wagFollower
+	follower *wag.RoleFollower
 	metaMu   sync.Mutex
 	meta     mesh.NodeMeta // what this node advertises in gossip
 	// reader is the engine's read side on servers: it answers reads from
@@ -262,7 +262,9 @@ func (n *Node) start(ctx context.Context) (err error) {
 	if err := n.advertiseGRPC(); err != nil {
 		return err
 	}
-	n.follower = newWagFollower(n)
+	if n.follower, err = n.newRoleFollower(); err != nil {
+		return err
+	}
 	// External worker programs (WorkerService) add and remove pools: the
 	// node advertises its capabilities again and its pools follow their
 	// Wagglers.
@@ -309,7 +311,14 @@ func (n *Node) startFollower() {
 	go func() {
 		defer close(n.followDone)
 		defer unsubscribe()
-		n.follower.run(ctx, events)
+		// The follower ends with the membership events too, as the mesh
+		// stops.
+		followCtx, endFollow := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		wg.Go(func() { n.follower.Run(followCtx) })
+		n.forwardMembership(ctx, events)
+		endFollow()
+		wg.Wait()
 	}()
 }
 
@@ -336,7 +345,7 @@ func (n *Node) capabilitiesChanged() {
 	if err := n.updateMeta(func(m *mesh.NodeMeta) { m.Capabilities = caps }); err != nil {
 		n.log.Warn("advertising the capabilities failed", zap.Error(err))
 	}
-	n.follower.signal()
+	n.follower.RolesChanged()
 }
 
 // updateMeta changes what this node advertises in gossip.

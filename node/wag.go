@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,8 +21,9 @@ import (
 
 // This file wires the Waggler layer into the node: the Router of each
 // term reads the Waggler roles from the Raft control state (meshDirectory),
-// the node's Waggler host advertises the roles it runs in gossip, and the
-// node's pools follow the Waggler of their capability (wagFollower).
+// and the node's wag.RoleFollower, through meshRoles, advertises the roles
+// the node's Waggler host runs in gossip and has the node's pools follow
+// the Waggler of their capability.
 
 // meshDirectory is the Router's view of the mesh: the roles of the control
 // state, and sessions with Waggler hosts — this node's in-process, another
@@ -34,16 +34,7 @@ type meshDirectory struct {
 
 var _ wag.Directory = meshDirectory{}
 
-func (d meshDirectory) Roles() map[string]wag.Role {
-	st := d.n.mesh.State()
-	out := make(map[string]wag.Role, len(st.Wagglers))
-	for c, a := range st.Wagglers {
-		if a.Node != "" {
-			out[c] = wag.Role{Node: a.Node, Epoch: a.Epoch}
-		}
-	}
-	return out
-}
+func (d meshDirectory) Roles() map[string]wag.Role { return assignedRoles(d.n.mesh.State()) }
 
 func (d meshDirectory) Quarantined() []string {
 	return slices.Sorted(maps.Keys(d.n.mesh.State().Quarantine))
@@ -160,40 +151,127 @@ func (s *lateSink) TaskProgress(ctx context.Context, p engine.TaskProgress) {
 	s.t.TaskProgress(ctx, p)
 }
 
-// wagFollower keeps the node's pools working for the Waggler of their
-// capability, and the node's gossip metadata telling which roles its
-// Waggler host runs.
-//
-// The Waggler of a capability is the up member holding the role at the
-// highest epoch, as two sources tell it: what members advertise in gossip
-// (this node's own host counts at once, before gossip carries it) and the
-// control state, which assigns the roles. A server has the control state
-// itself. A worker-only node reads it from a server (ListWagglers, roles
-// only) every heartbeat interval while one of its pools is in doubt —
-// its Waggler's node is no longer up, or it has none — and every
-// controlRefreshTicks intervals otherwise. Gossip alone is not enough:
-// a successor's advertisement that misses this node would reach it only
-// with memberlist's next push/pull (30 s by default), after the successor
-// gave up waiting for this node's pools and ran their attempts again.
-type wagFollower struct {
-	n        *Node
-	log      *zap.Logger
-	interval time.Duration // the heartbeat interval: the pace of re-reading the control state
-
-	wake    chan struct{}
-	fetched chan map[string]wagHolder // a control-state read, from fetchControl
-	wg      sync.WaitGroup            // fetchControl, while it runs
-
-	control   map[string]wagHolder // roles last read from a server's control state (worker-only nodes)
-	following map[string]wagHolder // capability → the Waggler its pools follow now
-	fetching  bool                 // a fetchControl runs
-	sinceRead int                  // ticks since the control state was last asked for
+// meshRoles is the mesh as the Waggler roles see it (wag.RoleSource):
+// the members and their advertised roles, the control state's roles on a
+// server, a server's control state read over gRPC on a worker-only node,
+// and this node's gossip metadata.
+type meshRoles struct {
+	n *Node
 }
 
-// wagHolder is the holder of a Waggler role: a node at an epoch.
-type wagHolder struct {
-	node  string
-	epoch uint64
+var _ wag.RoleSource = meshRoles{}
+
+func (s meshRoles) Members() []wag.RoleMember {
+	members := roleMembers(s.n.mesh.Members())
+	if fl := s.n.cfg.Faults; fl != nil && fl.DeafToWagglerGossip {
+		for i := range members {
+			members[i].Roles = nil
+		}
+	}
+	return members
+}
+
+func (s meshRoles) Assigned() (map[string]wag.Role, bool) {
+	if !s.n.cfg.IsServer() {
+		return nil, false
+	}
+	return assignedRoles(s.n.mesh.State()), true
+}
+
+func (s meshRoles) Changed() <-chan struct{} { return s.n.mesh.StateChanged() }
+
+func (s meshRoles) Advertise(roles map[string]uint64) error {
+	return s.n.updateMeta(func(m *mesh.NodeMeta) { m.Wagglers = roles })
+}
+
+// ReadAssigned reads the Waggler roles of the control state from a server:
+// the leader if it is known, else any up server.
+func (s meshRoles) ReadAssigned(ctx context.Context) (map[string]wag.Role, error) {
+	l := s.n.mesh.Leader()
+	name, addr := l.Leader, l.LeaderGRPC
+	if addr == "" {
+		for _, m := range s.n.mesh.Members() {
+			if memberUp(m) && slices.Contains(m.Roles, mesh.RoleServer) && m.GRPCAddr != "" {
+				name, addr = m.Name, m.GRPCAddr
+				break
+			}
+		}
+	}
+	if addr == "" {
+		return nil, errors.New("no server is up")
+	}
+	cc, err := s.n.conns.conn(name, addr)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := robonetv1.NewMeshServiceClient(cc).ListWagglers(ctx, &robonetv1.ListWagglersRequest{RolesOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("asking %s: %w", addr, err)
+	}
+	if resp.GetSource() != rolesFromControlState {
+		return nil, fmt.Errorf("%s answered from %s, not from the control state", resp.GetAnsweredBy(), resp.GetSource())
+	}
+	roles := make(map[string]wag.Role, len(resp.GetWagglers()))
+	for _, w := range resp.GetWagglers() {
+		if w.GetNode() != "" {
+			roles[w.GetCapability()] = wag.Role{Node: w.GetNode(), Epoch: w.GetEpoch()}
+		}
+	}
+	return roles, nil
+}
+
+// assignedRoles are the roles the control state assigns, unassigned
+// capabilities left out.
+func assignedRoles(st mesh.ControlState) map[string]wag.Role {
+	out := make(map[string]wag.Role, len(st.Wagglers))
+	for c, a := range st.Wagglers {
+		if a.Node != "" {
+			out[c] = wag.Role{Node: a.Node, Epoch: a.Epoch}
+		}
+	}
+	return out
+}
+
+// roleMembers are members as the roles see them.
+func roleMembers(members []mesh.Member) []wag.RoleMember {
+	out := make([]wag.RoleMember, len(members))
+	for i, m := range members {
+		out[i] = wag.RoleMember{Name: m.Name, Up: memberUp(m), Roles: m.Wagglers}
+	}
+	return out
+}
+
+// newRoleFollower is the node's wag.RoleFollower: its pools follow the
+// Waggler of their capability, its gossip metadata tells the roles its
+// host runs.
+func (n *Node) newRoleFollower() (*wag.RoleFollower, error) {
+	return wag.NewRoleFollower(wag.RoleFollowerConfig{
+		Self: n.cfg.Name, Source: meshRoles{n}, Host: n.wagglers, Pools: n.workers, Remote: n.remoteWorkTarget,
+		Interval: n.cfg.Wag.WithDefaults().HeartbeatInterval, Logger: n.log.Named("follower"),
+	})
+}
+
+// forwardMembership tells the Waggler host and the follower of membership
+// events until ctx ends or events closes: a node memberlist declared dead
+// has its workers' attempts fail over now, not after the heartbeat ladder.
+func (n *Node) forwardMembership(ctx context.Context, events <-chan mesh.Event) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev, ok := <-events:
+			if !ok {
+				return
+			}
+			switch ev.Kind {
+			case mesh.EventFailed:
+				n.wagglers.WorkerNodeDead(ev.Member.Name)
+			case mesh.EventJoin:
+				n.wagglers.WorkerNodeAlive(ev.Member.Name)
+			}
+			n.follower.MembersChanged()
+		}
+	}
 }
 
 // servingNodes names the members up now whose gossip metadata lists a
@@ -228,230 +306,6 @@ func (n *Node) slotsServing(capability string) int {
 		}
 	}
 	return slots
-}
-
-// controlRefreshTicks is how many heartbeat intervals a worker-only node
-// whose pools follow an up Waggler waits between reads of the control
-// state: fewer than the six a successor waits for the workers of
-// inherited attempts (wag.Config.InheritGrace), so that a role that moved
-// while its old holder stays up is followed in time too.
-const controlRefreshTicks = 5
-
-// controlReadTimeout bounds one read of a server's control state.
-const controlReadTimeout = 2 * time.Second
-
-func newWagFollower(n *Node) *wagFollower {
-	return &wagFollower{
-		n: n, log: n.log.Named("follower"), interval: n.cfg.Wag.WithDefaults().HeartbeatInterval,
-		wake: make(chan struct{}, 1), fetched: make(chan map[string]wagHolder, 1),
-		following: map[string]wagHolder{},
-	}
-}
-
-func (f *wagFollower) signal() {
-	select {
-	case f.wake <- struct{}{}:
-	default:
-	}
-}
-
-// run follows roles until ctx ends: on every change of this node's roles,
-// every membership event, every change of the control state (on a server)
-// and every heartbeat interval.
-func (f *wagFollower) run(ctx context.Context, events <-chan mesh.Event) {
-	defer f.wg.Wait()
-	f.n.wagglers.OnRoles(f.signal)
-	f.signal()
-	tick := time.NewTicker(f.interval)
-	defer tick.Stop()
-	for {
-		changed := f.n.mesh.StateChanged()
-		select {
-		case <-ctx.Done():
-			return
-		case ev, ok := <-events:
-			if !ok {
-				return
-			}
-			switch ev.Kind {
-			case mesh.EventFailed:
-				// Memberlist declared the node dead: its workers' attempts
-				// fail over now, not after the heartbeat ladder.
-				f.n.wagglers.WorkerNodeDead(ev.Member.Name)
-			case mesh.EventJoin:
-				f.n.wagglers.WorkerNodeAlive(ev.Member.Name)
-			}
-		case <-f.wake:
-			f.advertise()
-		case <-changed:
-		case roles := <-f.fetched:
-			f.fetching = false
-			if roles != nil {
-				f.control = roles
-			}
-		case <-tick.C:
-			f.sinceRead++
-			if !f.n.cfg.IsServer() && !f.fetching && (f.sinceRead >= controlRefreshTicks || f.inDoubt()) {
-				f.sinceRead, f.fetching = 0, true
-				f.wg.Go(func() { f.fetchControl(ctx) })
-			}
-		}
-		f.follow(ctx)
-	}
-}
-
-// advertise puts this node's current roles in its gossip metadata.
-func (f *wagFollower) advertise() {
-	roles := f.n.wagglers.Roles()
-	if err := f.n.updateMeta(func(m *mesh.NodeMeta) { m.Wagglers = roles }); err != nil {
-		f.log.Warn("advertising the waggler roles failed", zap.Error(err))
-	}
-}
-
-// inDoubt reports whether a pool of this node follows no Waggler, or one
-// whose node is not up.
-func (f *wagFollower) inDoubt() bool {
-	up := map[string]bool{}
-	for _, m := range f.n.mesh.Members() {
-		up[m.Name] = memberUp(m)
-	}
-	for c := range f.n.workers.Capabilities() {
-		if h, ok := f.following[c]; !ok || !up[h.node] {
-			return true
-		}
-	}
-	return false
-}
-
-// fetchControl reads the Waggler roles of the control state from a server
-// — the leader if it is known, else any up server — and hands them to the
-// loop (nil when no server answered).
-func (f *wagFollower) fetchControl(ctx context.Context) {
-	roles, err := f.readControl(ctx)
-	if err != nil {
-		f.log.Debug("reading the waggler roles from a server failed", zap.Error(err))
-	}
-	select {
-	case f.fetched <- roles:
-	case <-ctx.Done():
-	}
-}
-
-func (f *wagFollower) readControl(ctx context.Context) (map[string]wagHolder, error) {
-	l := f.n.mesh.Leader()
-	name, addr := l.Leader, l.LeaderGRPC
-	if addr == "" {
-		for _, m := range f.n.mesh.Members() {
-			if memberUp(m) && slices.Contains(m.Roles, mesh.RoleServer) && m.GRPCAddr != "" {
-				name, addr = m.Name, m.GRPCAddr
-				break
-			}
-		}
-	}
-	if addr == "" {
-		return nil, errors.New("no server is up")
-	}
-	cc, err := f.n.conns.conn(name, addr)
-	if err != nil {
-		return nil, err
-	}
-	ctx, cancel := context.WithTimeout(ctx, min(max(f.interval, 500*time.Millisecond), controlReadTimeout))
-	defer cancel()
-	resp, err := robonetv1.NewMeshServiceClient(cc).ListWagglers(ctx, &robonetv1.ListWagglersRequest{RolesOnly: true})
-	if err != nil {
-		return nil, fmt.Errorf("asking %s: %w", addr, err)
-	}
-	if resp.GetSource() != rolesFromControlState {
-		return nil, fmt.Errorf("%s answered from %s, not from the control state", resp.GetAnsweredBy(), resp.GetSource())
-	}
-	roles := make(map[string]wagHolder, len(resp.GetWagglers()))
-	for _, w := range resp.GetWagglers() {
-		if w.GetNode() != "" {
-			roles[w.GetCapability()] = wagHolder{w.GetNode(), w.GetEpoch()}
-		}
-	}
-	return roles, nil
-}
-
-// follow attaches every pool to the Waggler of its capability.
-func (f *wagFollower) follow(ctx context.Context) {
-	control := f.control
-	if f.n.cfg.IsServer() {
-		control = map[string]wagHolder{}
-		for c, a := range f.n.mesh.State().Wagglers {
-			if a.Node != "" {
-				control[c] = wagHolder{a.Node, a.Epoch}
-			}
-		}
-	}
-	members := f.n.mesh.Members()
-	if fl := f.n.cfg.Faults; fl != nil && fl.DeafToWagglerGossip {
-		for i := range members {
-			members[i].Wagglers = nil
-		}
-	}
-	holders := wagHolders(members, f.n.cfg.Name, f.n.wagglers.Roles(), control)
-	for c := range maps.Keys(f.n.workers.Capabilities()) {
-		h, ok := holders[c]
-		if !ok {
-			continue // no Waggler yet: the pool keeps its reports
-		}
-		if f.n.workers.AttachedTo(c) == wag.TargetKey(h.node, c, h.epoch) {
-			f.following[c] = h
-			continue
-		}
-		var src wag.TargetSource
-		if h.node == f.n.cfg.Name {
-			w := f.n.wagglers.Waggler(c)
-			if w == nil || w.Epoch() != h.epoch {
-				continue // assigned here, not taken yet: this host advertises it when it does
-			}
-			src = wag.LocalTarget(w)
-		} else {
-			s, err := f.n.remoteWorkTarget(ctx, h.node, c, h.epoch)
-			if err != nil {
-				f.log.Debug("waggler not reachable yet", zap.String("capability", c), zap.String("waggler_node", h.node), zap.Error(err))
-				continue
-			}
-			src = s
-		}
-		f.n.workers.Attach(c, src)
-		f.following[c] = h
-		f.log.Info("pool follows its waggler", zap.String("capability", c), zap.String("waggler_node", h.node), zap.Uint64("epoch", h.epoch))
-	}
-}
-
-// wagHolders returns the Waggler of each capability: per capability, the
-// up member holding the role at the highest epoch, by what members
-// advertise (self's own roles taken from own, not from gossip) and by the
-// control state's assignments (control, possibly older than gossip).
-func wagHolders(members []mesh.Member, self string, own map[string]uint64, control map[string]wagHolder) map[string]wagHolder {
-	out := map[string]wagHolder{}
-	offer := func(c string, h wagHolder) {
-		if cur, ok := out[c]; !ok || h.epoch > cur.epoch {
-			out[c] = h
-		}
-	}
-	up := make(map[string]bool, len(members))
-	for _, m := range members {
-		if !memberUp(m) {
-			continue
-		}
-		up[m.Name] = true
-		roles := m.Wagglers
-		if m.Name == self {
-			roles = own
-		}
-		for c, e := range roles {
-			offer(c, wagHolder{m.Name, e})
-		}
-	}
-	for c, h := range control {
-		if up[h.node] {
-			offer(c, h)
-		}
-	}
-	return out
 }
 
 // verifyOutcome is told, for each worker node that ran a verified

@@ -28,6 +28,12 @@
 //     its capability have registered), and keeps attempts of a capability
 //     no node serves, visibly waiting.
 //
+//   - RoleFollower is the roles' one home on every node: it resolves who
+//     holds each capability's role (Holders), advertises the roles the
+//     node's WagglerHost runs, and attaches the node's pools to the
+//     Waggler of their capability. It sees the mesh through the
+//     RoleSource port, which package node adapts (roles.go).
+//
 //     engine ──Dispatch/Cancel──▶ Router ──Session (in-process or Lead stream)──▶ WagglerHost ──▶ Waggler(capability)
 //     Waggler ──Worker.Run/Cancel (in-process or Work stream)──▶ pool slot
 //     pool slot ──Heartbeats/Report──▶ Waggler ──results, progress, starts──▶ Router ──▶ engine

@@ -504,3 +504,13 @@ func allErr(n int, err error) []error {
 	}
 	return errs
 }
+
+// Target is this host's Waggler of capability as a target for this
+// node's pools, if the host runs it at epoch.
+func (h *WagglerHost) Target(capability string, epoch uint64) (TargetSource, bool) {
+	w := h.Waggler(capability)
+	if w == nil || w.Epoch() != epoch {
+		return TargetSource{}, false
+	}
+	return LocalTarget(w), true
+}
