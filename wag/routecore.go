@@ -422,7 +422,7 @@ func (c *routeCore) onStarted(ss []Started) {
 
 // onTick offers the parked results again: those whose instance the engine
 // holds now go to it, in the order they came; those parked for resultHold
-// are given up (fx.expired).
+// are given up (fx.expired). holds is not nil.
 func (c *routeCore) onTick(now time.Time, holds func(uuid.UUID) bool) routeFx {
 	keep := c.parked[:0]
 	for _, p := range c.parked {
