@@ -338,6 +338,12 @@ func (c *routeCore) nextSend(node string) routeSend {
 // closed (fx.close).
 func (c *routeCore) onSent(node string, s routeSend, out sendOutcome, now time.Time) routeFx {
 	q := c.queue(node)
+	if out.rolesErr != nil || out.cancelErr != nil {
+		// The session broke before the handoffs went out.
+		for i, a := range s.batch {
+			a.handed = s.handed[i]
+		}
+	}
 	if out.rolesErr != nil {
 		c.fx.close, c.fx.err = true, out.rolesErr
 		return c.take()

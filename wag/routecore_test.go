@@ -251,6 +251,30 @@ func TestRouteCoreBrokenLinkHandsEverythingAgain(t *testing.T) {
 	expect(t, h.sendOK("a"))
 }
 
+// A session that breaks on SetRoles or Cancel hands nothing over: the
+// handoffs, sent on the next session, are not marked as attempts that may
+// run.
+func TestRouteCoreBrokenBeforeHandoffs(t *testing.T) {
+	h := newCore(t)
+	h.roles("x=a@1")
+	h.dispatch(coreTask("t1", "x"))
+	sent, fx := h.send("a", sendOutcome{rolesErr: errors.New("stream broke")})
+	expect(t, sent, "roles [x@1] quarantined []", "hand t1@1")
+	expect(t, fx, "close", "retry: stream broke")
+	h.c.onOpened("a")
+	expect(t, h.sendOK("a"), "roles [x@1] quarantined []", "hand t1@1")
+
+	h.dispatch(coreTask("t2", "x"))
+	h.cancel("t1")
+	sent, fx = h.send("a", sendOutcome{cancelErr: errors.New("stream broke")})
+	expect(t, sent, "cancel t1", "hand t2@1")
+	expect(t, fx, "close", "retry: stream broke")
+	h.c.onOpened("a")
+	// The cancel that failed, and the same again as a recent cancel of
+	// the node's capability (harmless).
+	expect(t, h.sendOK("a"), "roles [x@1] quarantined []", "cancel t1 t1", "hand t2@1")
+}
+
 // A handoff the Waggler refuses (busy, or not the Waggler yet) is sent
 // again after a backoff, without closing the session, and is not marked
 // as one that may run: the Waggler did not take it.
