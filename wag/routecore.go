@@ -104,6 +104,9 @@ type att struct {
 	node  string // the node it is queued for or was handed to; "" while waiting
 	epoch uint64
 	sent  bool // the node's Waggler accepted it
+	// wire counts the handoffs of it on their way (nextSend to onSent):
+	// cancelled meanwhile, it may be on a Waggler already.
+	wire int
 	// handed: it went out to a Waggler at least once. Whether that one
 	// took it may be unknown (the answer lost with a broken stream, or the
 	// attempt moved while the handoff was on its way), so handed to
@@ -185,7 +188,7 @@ func (c *routeCore) onCancel(keys []engine.AttemptKey, now time.Time) routeFx {
 			continue
 		}
 		q := c.queues[a.node]
-		if _, queued := q.queued[k]; !queued || a.sent {
+		if _, queued := q.queued[k]; !queued || a.sent || a.wire > 0 {
 			q.cancels = append(q.cancels, k)
 		}
 		delete(q.queued, k)
@@ -328,6 +331,7 @@ func (c *routeCore) nextSend(node string) routeSend {
 	for i, a := range s.batch {
 		s.hs[i] = Handoff{TaskDispatch: a.d, Epoch: a.epoch, WorkerID: a.worker, Generation: a.gen, MayRun: a.handed && a.worker == ""}
 		s.handed[i], a.handed = a.handed, true
+		a.wire++
 	}
 	return s
 }
@@ -338,6 +342,9 @@ func (c *routeCore) nextSend(node string) routeSend {
 // closed (fx.close).
 func (c *routeCore) onSent(node string, s routeSend, out sendOutcome, now time.Time) routeFx {
 	q := c.queue(node)
+	for _, a := range s.batch {
+		a.wire--
+	}
 	if out.rolesErr != nil || out.cancelErr != nil {
 		// The session broke before the handoffs went out.
 		for i, a := range s.batch {

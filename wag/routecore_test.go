@@ -325,6 +325,24 @@ func TestRouteCoreCancel(t *testing.T) {
 	}
 }
 
+// An attempt cancelled while its handoff is on its way may be on the
+// Waggler already: it is cancelled there.
+func TestRouteCoreCancelWhileHandingOver(t *testing.T) {
+	h := newCore(t)
+	h.roles("x=a@1")
+	h.dispatch(coreTask("t1", "x"), coreTask("t2", "x"))
+	s := h.c.nextSend("a")
+	expect(t, sendLines(s), "roles [x@1] quarantined []", "hand t1@1", "hand t2@1")
+	expect(t, h.cancel("t1", "t2"), "wake a")
+	expect(t, fxLines(h.c.onSent("a", s, sendOutcome{errs: []error{nil, ErrBusy}}, h.now)))
+	// t2 was refused, but the answer came after the cancel: it is sent too.
+	expect(t, h.sendOK("a"), "cancel t1 t2")
+	// Once the answer came, a cancel of a queued attempt is not sent.
+	h.dispatch(coreTask("t3", "x"))
+	expect(t, h.cancel("t3"), "wake a")
+	expect(t, h.sendOK("a"))
+}
+
 // A cancel the session failed to send is sent on the next one, before the
 // cancels queued since.
 func TestRouteCoreFailedCancelIsSentAgain(t *testing.T) {
