@@ -335,8 +335,8 @@ func (r *Router) unlock(fx routeFx) {
 
 // nodeLink is the Router's side of one node: its session (opened, and
 // opened again after it breaks), on which it sends what the core queued
-// for the node (nextSend). One goroutine per node, so a slow or unreachable node holds up
-// only its own capabilities.
+// for the node (nextSend). One goroutine per node, so a slow or
+// unreachable node holds up only its own capabilities.
 type nodeLink struct {
 	r      *Router
 	name   string
