@@ -66,38 +66,6 @@ func newBacklog() backlog {
 	return backlog{inflight: map[string]int{}, done: map[string]uint64{}, seen: map[string]progress{}, gated: map[string]int{}, slots: map[string]slotCount{}}
 }
 
-// addLocked records a accepted: in r.atts, and counted; r.mu held.
-func (r *Router) addLocked(a *att) {
-	r.atts[a.d.AttemptKey] = a
-	c := a.d.Capability
-	if r.bl.inflight[c] == 0 {
-		r.bl.seen[c] = progress{at: r.cfg.Clock.Now()}
-	}
-	r.bl.inflight[c]++
-}
-
-// dropLocked forgets a, recorded by addLocked: out of r.atts, uncounted; r.mu
-// held. done: its result came (the capability makes progress).
-func (r *Router) dropLocked(a *att, done bool) {
-	delete(r.atts, a.d.AttemptKey)
-	c := a.d.Capability
-	n := r.bl.inflight[c] - 1
-	if n <= 0 {
-		delete(r.bl.inflight, c)
-		delete(r.bl.done, c)
-		delete(r.bl.seen, c)
-	} else {
-		r.bl.inflight[c] = n
-		if done {
-			r.bl.done[c]++
-		}
-	}
-	if limit, gated := r.bl.gated[c]; gated && n <= limit/2 {
-		delete(r.bl.gated, c)
-		r.bl.drained = append(r.bl.drained, c)
-	}
-}
-
 // Saturated reports whether capability has so many attempts in flight —
 // at least BacklogPerSlot per slot serving it, and MinBacklog — that a
 // new instance needing it would only queue behind them, while results

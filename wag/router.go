@@ -1,7 +1,6 @@
 package wag
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -118,61 +117,17 @@ type Router struct {
 	cfg RouterConfig
 	log *zap.Logger
 
-	mu      sync.Mutex
-	state   lifecycle.State
-	atts    map[engine.AttemptKey]*att
-	waiting map[string][]*att // capability → attempts no Waggler takes yet
-	nodes   map[string]*nodeLink
-	roles   map[string]Role
-	quar    []string // quarantined nodes, sorted
-	seq     uint64   // of the last attempt accepted
-	// parked are results for instances the engine does not hold yet.
-	parked []parkedResult
-	// cancelled remembers recent cancels: a Waggler that takes a role
-	// (or a session opened again) is told them, so that a worker
-	// registering a copy of a cancelled attempt with it is told to stop
-	// instead of having it adopted — the cancel may have reached only the
-	// predecessor, or no Waggler at all.
-	cancelled  map[engine.AttemptKey]cancelledAtt
-	cancelledQ []engine.AttemptKey // in the order cancelled
-	// announce is "waiting" progress to send once the lock is released.
-	announce []engine.TaskProgress
-	// bl counts the attempts in flight per capability (backlog.go).
-	bl backlog
+	mu    sync.Mutex
+	state lifecycle.State
+	nodes map[string]*nodeLink
+	// routeCore is the routing state and its decisions (routecore.go),
+	// guarded by mu: the Router feeds it events and applies the effects
+	// it returns (unlock).
+	routeCore
 
 	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
-}
-
-// cancelledAtt is a cancel the Router remembers for rememberCancels.
-type cancelledAtt struct {
-	capability string
-	at         time.Time
-}
-
-// How long, and how many, cancels the Router remembers.
-const (
-	rememberCancels    = 2 * time.Minute
-	maxRememberCancels = 100_000
-)
-
-// att is one attempt the Router accepted and has no result for.
-type att struct {
-	seq   uint64 // order of acceptance: attempts are handed over in it
-	d     engine.TaskDispatch
-	node  string // the node it is queued for or was handed to; "" while waiting
-	epoch uint64
-	sent  bool // the node's Waggler accepted it
-	// handed: it went out to a Waggler at least once. Whether that one
-	// took it may be unknown (the answer lost with a broken stream, or the
-	// attempt moved while the handoff was on its way), so handed to
-	// another one without a known worker, it may run already
-	// (Handoff.MayRun).
-	handed   bool
-	worker   string // the worker that runs it, when a Waggler said so
-	gen      uint64
-	announce bool // "waiting" progress sent
 }
 
 var _ engine.Dispatcher = (*Router)(nil)
@@ -204,13 +159,10 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		cfg.BacklogStall = DefaultBacklogStall
 	}
 	return &Router{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("router").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
-		atts:    make(map[engine.AttemptKey]*att),
-		waiting: make(map[string][]*att),
-		nodes:   make(map[string]*nodeLink),
-		roles:   map[string]Role{},
-		bl:      newBacklog(),
+		cfg:       cfg,
+		log:       cfg.Logger.Named("router").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
+		nodes:     make(map[string]*nodeLink),
+		routeCore: newRouteCore(cfg.Term, cfg.ResultHold),
 	}, nil
 }
 
@@ -239,12 +191,6 @@ func (r *Router) Start(ctx context.Context) error {
 	return nil
 }
 
-// parkedResult is a result kept until the engine holds its instance.
-type parkedResult struct {
-	res   engine.TaskResult
-	since time.Time
-}
-
 // parkedRetry is how often parked results are offered again.
 const parkedRetry = 100 * time.Millisecond
 
@@ -261,26 +207,8 @@ func (r *Router) deliverParked() {
 		case <-t.C():
 		}
 		now := r.cfg.Clock.Now()
-		var deliver []engine.TaskResult
 		r.mu.Lock()
-		keep := r.parked[:0]
-		for _, p := range r.parked {
-			switch {
-			case r.cfg.Holds(p.res.InstanceID):
-				deliver = append(deliver, p.res)
-			case now.Sub(p.since) >= r.cfg.ResultHold:
-				r.log.Debug("result for an instance the engine never held: dropped", zap.Stringer("instance", p.res.InstanceID),
-					zap.String("task", p.res.ExecutionID))
-			default:
-				keep = append(keep, p)
-			}
-		}
-		clear(r.parked[len(keep):])
-		r.parked = keep
-		r.mu.Unlock()
-		for _, res := range deliver {
-			r.cfg.Sink.TaskResult(context.Background(), res)
-		}
+		r.unlock(r.onTick(now, r.cfg.Holds))
 	}
 }
 
@@ -324,112 +252,33 @@ func (r *Router) followRoles(changed <-chan struct{}) {
 // node with a session is told (with its roles).
 func (r *Router) applyQuarantine(q []string) {
 	r.mu.Lock()
-	defer r.mu.Unlock()
-	if slices.Equal(q, r.quar) {
-		return
-	}
-	r.quar = q
-	for _, n := range r.nodes {
-		n.rolesChanged()
-		n.wake()
-	}
+	r.unlock(r.onQuarantine(q))
 }
 
 // applyRoles routes every attempt to its capability's current Waggler and
 // tells every node its role set.
 func (r *Router) applyRoles(roles map[string]Role) {
+	now := r.cfg.Clock.Now()
 	r.mu.Lock()
-	defer r.unlock()
 	if r.state.Stopped() {
+		r.mu.Unlock()
 		return
 	}
-	old := r.roles
-	r.roles = roles
-	// Every node that holds or held a role gets its (new) set.
-	touched := map[string]bool{}
-	for c, ro := range roles {
-		if o, ok := old[c]; !ok || o != ro {
-			touched[ro.Node] = true
-			if ok {
-				touched[o.Node] = true
-			}
-			if ok && o.Node != ro.Node {
-				r.cfg.Metrics.Capability(c).WagglerFailovers.Inc()
-			}
-		}
-	}
-	for c, o := range old {
-		if _, ok := roles[c]; !ok {
-			touched[o.Node] = true
-		}
-	}
-	for node := range touched {
-		r.nodeLocked(node).rolesChanged()
-	}
-	// A new Waggler learns the recent cancels of its capability.
-	r.pruneCancelledLocked(r.cfg.Clock.Now())
-	for k, c := range r.cancelled {
-		if ro, ok := roles[c.capability]; ok && old[c.capability] != ro {
-			n := r.nodeLocked(ro.Node)
-			n.cancels = append(n.cancels, k)
-		}
-	}
-	// Attempts whose Waggler moved are handed to the new one.
-	for _, a := range r.atts {
-		ro, ok := roles[a.d.Capability]
-		switch {
-		case a.node == "" && ok:
-			r.removeWaitingLocked(a)
-			r.routeLocked(a, ro)
-		case a.node != "" && (!ok || ro.Node != a.node || ro.Epoch != a.epoch):
-			r.nodes[a.node].forget(a)
-			if ok {
-				r.routeLocked(a, ro)
-			} else {
-				r.waitLocked(a)
-			}
-		}
-	}
-	for _, n := range r.nodes {
-		n.wake()
-	}
+	r.unlock(r.onRoles(roles, now))
 }
 
 // Dispatch accepts attempts of the Router's term (older terms are refused
 // with engine.ErrStaleTerm) and routes each to its capability's Waggler.
 func (r *Router) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []error {
-	var errs []error
+	now := r.cfg.Clock.Now()
 	r.mu.Lock()
-	defer r.unlock()
 	if !r.state.Running() {
+		r.mu.Unlock()
 		return allErr(len(tasks), ErrNotRunning)
 	}
-	for i, d := range tasks {
-		if d.Term != r.cfg.Term {
-			if errs == nil {
-				errs = make([]error, len(tasks))
-			}
-			errs[i] = fmt.Errorf("%w: this router serves term %d, the attempt is of term %d", engine.ErrStaleTerm, r.cfg.Term, d.Term)
-			continue
-		}
-		if _, dup := r.atts[d.AttemptKey]; dup {
-			continue
-		}
-		r.seq++
-		// An attempt an earlier term had in flight may run on a worker
-		// already: as if this Router had handed it out (Handoff.MayRun).
-		a := &att{seq: r.seq, d: d, handed: d.Resumed}
-		r.addLocked(a)
-		if ro, ok := r.roles[d.Capability]; ok {
-			r.routeLocked(a, ro)
-		} else {
-			r.waitLocked(a)
-		}
-	}
-	for _, n := range r.nodes {
-		n.wake()
-	}
-	return errs
+	fx := r.onDispatch(tasks, now)
+	r.unlock(fx)
+	return fx.errs
 }
 
 // Cancel forgets attempts; those a Waggler holds are cancelled there.
@@ -437,124 +286,63 @@ func (r *Router) Cancel(_ context.Context, term uint64, keys []engine.AttemptKey
 	if term < r.cfg.Term {
 		return fmt.Errorf("%w: term %d, this router serves %d", engine.ErrStaleTerm, term, r.cfg.Term)
 	}
-	r.mu.Lock()
-	defer r.unlock() // reports what the cancels drained
 	now := r.cfg.Clock.Now()
-	r.pruneCancelledLocked(now)
-	for _, k := range keys {
-		a, ok := r.atts[k]
-		if !ok {
-			continue
-		}
-		r.dropLocked(a, false)
-		if r.cancelled == nil {
-			r.cancelled = map[engine.AttemptKey]cancelledAtt{}
-		}
-		if _, dup := r.cancelled[k]; !dup && len(r.cancelled) < maxRememberCancels {
-			r.cancelled[k] = cancelledAtt{capability: a.d.Capability, at: now}
-			r.cancelledQ = append(r.cancelledQ, k)
-		}
-		if a.node == "" {
-			r.removeWaitingLocked(a)
-			continue
-		}
-		n := r.nodes[a.node]
-		n.cancel(a)
-		n.wake()
-	}
+	r.mu.Lock()
+	r.unlock(r.onCancel(keys, now))
 	return nil
 }
 
-// routeLocked queues a for the node of its capability's Waggler.
-func (r *Router) routeLocked(a *att, ro Role) {
-	a.node, a.epoch, a.sent = ro.Node, ro.Epoch, false
-	r.nodeLocked(ro.Node).queue(a)
-}
-
-// waitLocked parks a until a node serves its capability.
-func (r *Router) waitLocked(a *att) {
-	a.node, a.sent = "", false
-	r.waiting[a.d.Capability] = append(r.waiting[a.d.Capability], a)
-	if !a.announce {
-		a.announce = true
-		r.announce = append(r.announce, engine.TaskProgress{AttemptKey: a.d.AttemptKey,
-			Message: "waiting: no node serves " + a.d.Capability, At: r.cfg.Clock.Now()})
-	}
-}
-
-// unlock releases r.mu and then sends the "waiting" progress queued under
-// it and reports the capabilities drained under it (OnDrain): the engine
-// is never called with the lock held.
-func (r *Router) unlock() {
-	ps := r.announce
-	r.announce = nil
-	drained := r.bl.drained
-	r.bl.drained = nil
-	r.mu.Unlock()
-	for _, p := range ps {
-		r.cfg.Sink.TaskProgress(context.Background(), p)
-	}
-	if r.cfg.OnDrain != nil {
-		for _, c := range drained {
-			r.cfg.OnDrain(c)
-		}
-	}
-}
-
-func (r *Router) removeWaitingLocked(a *att) {
-	ws := r.waiting[a.d.Capability]
-	if i := slices.Index(ws, a); i >= 0 {
-		ws = slices.Delete(ws, i, i+1)
-	}
-	if len(ws) == 0 {
-		delete(r.waiting, a.d.Capability)
-	} else {
-		r.waiting[a.d.Capability] = ws
-	}
-}
-
-// nodeLocked returns the link of node, starting its goroutine on first use.
-func (r *Router) nodeLocked(node string) *nodeLink {
-	n := r.nodes[node]
-	if n == nil {
-		n = &nodeLink{r: r, name: node, wakeCh: make(chan struct{}, 1), queued: map[engine.AttemptKey]*att{}}
-		r.nodes[node] = n
+// unlock applies fx, the effects of an event the core took under r.mu:
+// it starts the links of new nodes and counts the Wagglers that moved,
+// releases r.mu, and then wakes the links and calls the engine — which is
+// never called with the lock held.
+func (r *Router) unlock(fx routeFx) {
+	for _, name := range fx.start {
+		n := &nodeLink{r: r, name: name, wakeCh: make(chan struct{}, 1)}
+		r.nodes[name] = n
 		if r.state.Running() {
 			r.wg.Go(n.run)
 		}
 	}
-	return n
-}
-
-// rolesOfLocked is the role set of node.
-func (r *Router) rolesOfLocked(node string) map[string]uint64 {
-	out := map[string]uint64{}
-	for c, ro := range r.roles {
-		if ro.Node == node {
-			out[c] = ro.Epoch
+	for _, c := range fx.failovers {
+		r.cfg.Metrics.Capability(c).WagglerFailovers.Inc()
+	}
+	wake := make([]*nodeLink, 0, len(fx.wake))
+	for _, name := range fx.wake {
+		wake = append(wake, r.nodes[name])
+	}
+	r.mu.Unlock()
+	for _, n := range wake {
+		n.wake()
+	}
+	ctx := context.Background()
+	for _, p := range fx.progress {
+		r.cfg.Sink.TaskProgress(ctx, p)
+	}
+	if r.cfg.OnDrain != nil {
+		for _, c := range fx.drained {
+			r.cfg.OnDrain(c)
 		}
 	}
-	return out
+	for _, res := range fx.expired {
+		r.log.Debug("result for an instance the engine never held: dropped", zap.Stringer("instance", res.InstanceID),
+			zap.String("task", res.ExecutionID))
+	}
+	for _, res := range slices.Concat(fx.failed, fx.results) {
+		r.cfg.Sink.TaskResult(ctx, res)
+	}
 }
 
 // nodeLink is the Router's side of one node: its session (opened, and
-// opened again after it breaks), the attempts to hand it, and the cancels
-// to send. One goroutine per node, so a slow or unreachable node holds up
-// only its own capabilities.
+// opened again after it breaks), on which it sends what the core queued
+// for the node (nextSend). One goroutine per node, so a slow or
+// unreachable node holds up only its own capabilities.
 type nodeLink struct {
 	r      *Router
 	name   string
 	wakeCh chan struct{}
 
-	// guarded by r.mu
-	link    Link
-	queued  map[engine.AttemptKey]*att // to hand over (again)
-	cancels []engine.AttemptKey
-	// rolesGen counts changes of the node's role set (and quarantine
-	// list); rolesSent is the count its host was last told. A generation,
-	// not a flag: a change that lands while SetRoles is on the wire must
-	// not be cleared by that call's success.
-	rolesGen, rolesSent uint64
+	link Link // guarded by r.mu; what to send on it is in r.queues[name]
 }
 
 func (n *nodeLink) wake() {
@@ -562,19 +350,6 @@ func (n *nodeLink) wake() {
 	case n.wakeCh <- struct{}{}:
 	default:
 	}
-}
-
-func (n *nodeLink) queue(a *att)  { n.queued[a.d.AttemptKey] = a }
-func (n *nodeLink) forget(a *att) { delete(n.queued, a.d.AttemptKey) }
-func (n *nodeLink) rolesChanged() { n.rolesGen++ }
-
-func (n *nodeLink) cancel(a *att) {
-	if _, ok := n.queued[a.d.AttemptKey]; ok && !a.sent {
-		delete(n.queued, a.d.AttemptKey)
-		return
-	}
-	delete(n.queued, a.d.AttemptKey)
-	n.cancels = append(n.cancels, a.d.AttemptKey)
 }
 
 const (
@@ -650,149 +425,73 @@ func (n *nodeLink) close() {
 	}
 }
 
-// step opens the session if needed, then sends roles, cancels and queued
-// attempts. An error means: try again after a backoff.
+// step opens the session if needed, then sends what the core has for the
+// node (roles, cancels, attempts) and reports how it went. An error means:
+// try again after a backoff.
 func (n *nodeLink) step() error {
+	r := n.r
+	l, err := n.open()
+	if err != nil {
+		return err
+	}
+	r.mu.Lock()
+	s := r.nextSend(n.name)
+	r.mu.Unlock()
+	if s.empty() {
+		return nil
+	}
+	out := send(l, s)
+	now := r.cfg.Clock.Now()
+	r.mu.Lock()
+	fx := r.onSent(n.name, s, out, now)
+	r.unlock(fx)
+	for _, res := range fx.failed {
+		r.log.Warn("an attempt cannot be handed to its waggler's node: it fails", zap.String("waggler_node", n.name),
+			zap.String("instance", res.InstanceID.String()), zap.String("execution", res.ExecutionID), zap.String("error", res.Error))
+	}
+	if fx.close {
+		n.close() // the next step opens a new session
+	}
+	return fx.err
+}
+
+// open returns the node's session, opening one if there is none.
+func (n *nodeLink) open() (Link, error) {
 	r := n.r
 	r.mu.Lock()
 	l := n.link
 	r.mu.Unlock()
-	if l == nil {
-		up := &routerUplink{n: n}
-		opened, err := r.cfg.Directory.Open(r.ctx, n.name, r.cfg.Term, up)
-		if err != nil {
-			return fmt.Errorf("opening a session with %s: %w", n.name, err)
-		}
-		r.mu.Lock()
-		n.link, l = opened, opened
-		// A new session: the host may have lost what it held (a restart),
-		// so everything of this node is handed over again (Wagglers ignore
-		// what they hold), its roles are set again, and it learns the
-		// recent cancels of its capabilities.
-		n.rolesChanged()
-		mine := r.rolesOfLocked(n.name)
-		for k, c := range r.cancelled {
-			if _, ok := mine[c.capability]; ok {
-				n.cancels = append(n.cancels, k)
-			}
-		}
-		for _, a := range r.atts {
-			if a.node == n.name {
-				a.sent = false
-				n.queued[a.d.AttemptKey] = a
-			}
-		}
-		r.mu.Unlock()
-		r.log.Debug("waggler session opened", zap.String("waggler_node", n.name))
+	if l != nil {
+		return l, nil
 	}
-
+	l, err := r.cfg.Directory.Open(r.ctx, n.name, r.cfg.Term, &routerUplink{n: n})
+	if err != nil {
+		return nil, fmt.Errorf("opening a session with %s: %w", n.name, err)
+	}
 	r.mu.Lock()
-	var (
-		roles    map[string]uint64
-		quar     []string
-		rolesGen = n.rolesGen
-	)
-	if n.rolesSent != rolesGen {
-		roles, quar = r.rolesOfLocked(n.name), r.quar
-	}
-	cancels := n.cancels
-	n.cancels = nil
-	var batch []*att
-	for _, a := range n.queued {
-		if !a.sent {
-			batch = append(batch, a)
-		}
-	}
-	slices.SortFunc(batch, func(x, y *att) int { return cmp.Compare(x.seq, y.seq) })
-	hs := make([]Handoff, len(batch))
-	handed := make([]bool, len(batch)) // before this step
-	for i, a := range batch {
-		hs[i] = Handoff{TaskDispatch: a.d, Epoch: a.epoch, WorkerID: a.worker, Generation: a.gen, MayRun: a.handed && a.worker == ""}
-		handed[i], a.handed = a.handed, true // from now on, unless the Waggler refuses it
-	}
+	n.link = l
+	r.onOpened(n.name)
 	r.mu.Unlock()
-
-	if roles != nil {
-		if err := l.SetRoles(roles, quar); err != nil {
-			return n.broken(err)
-		}
-		r.mu.Lock()
-		n.rolesSent = rolesGen // a change since is sent at the next step
-		r.mu.Unlock()
-	}
-	if len(cancels) > 0 {
-		if err := l.Cancel(cancels); err != nil {
-			r.mu.Lock()
-			n.cancels = append(cancels, n.cancels...)
-			r.mu.Unlock()
-			return n.broken(err)
-		}
-	}
-	if len(hs) == 0 {
-		return nil
-	}
-	errs := l.Dispatch(hs)
-	var (
-		retry  bool
-		first  error
-		failed []engine.TaskResult
-	)
-	r.mu.Lock()
-	for i, a := range batch {
-		var err error
-		if errs != nil {
-			err = errs[i]
-		}
-		if errors.Is(err, ErrNotWaggler) || errors.Is(err, ErrBusy) {
-			a.handed = handed[i] // it did not take it
-		}
-		if r.atts[a.d.AttemptKey] != a || a.node != n.name {
-			continue // cancelled or moved meanwhile
-		}
-		switch {
-		case err == nil:
-			a.sent = true
-			delete(n.queued, a.d.AttemptKey)
-		case errors.Is(err, engine.ErrStaleTerm):
-			// A newer leader spoke to this host: this router is deposed.
-			delete(n.queued, a.d.AttemptKey)
-		case errors.Is(err, ErrTooLarge):
-			// It would fail the same way every time: the attempt fails.
-			r.dropLocked(a, true)
-			n.forget(a)
-			now := r.cfg.Clock.Now()
-			failed = append(failed, engine.TaskResult{AttemptKey: a.d.AttemptKey, Error: err.Error(), StartedAt: now, FinishedAt: now})
-		default: // not the Waggler (yet), busy, or the stream broke
-			retry = true
-			if first == nil {
-				first = err
-			}
-		}
-	}
-	r.unlock()
-	for _, res := range failed {
-		r.log.Warn("an attempt cannot be handed to its waggler's node: it fails", zap.String("waggler_node", n.name),
-			zap.String("instance", res.InstanceID.String()), zap.String("execution", res.ExecutionID), zap.String("error", res.Error))
-		r.cfg.Sink.TaskResult(context.Background(), res)
-	}
-	if retry {
-		if isBroken(first) {
-			return n.broken(first)
-		}
-		return first
-	}
-	return nil
+	r.log.Debug("waggler session opened", zap.String("waggler_node", n.name))
+	return l, nil
 }
 
-// broken drops a session that failed; the next step opens a new one.
-func (n *nodeLink) broken(err error) error {
-	n.close()
-	return err
-}
-
-// isBroken reports whether a dispatch error means the session is gone.
-func isBroken(err error) bool {
-	return err != nil && !errors.Is(err, ErrNotWaggler) && !errors.Is(err, ErrBusy)
+// send makes the calls of s on l, up to the first that fails.
+func send(l Link, s routeSend) (out sendOutcome) {
+	if s.roles != nil {
+		if out.rolesErr = l.SetRoles(s.roles, s.quar); out.rolesErr != nil {
+			return out
+		}
+	}
+	if len(s.cancels) > 0 {
+		if out.cancelErr = l.Cancel(s.cancels); out.cancelErr != nil {
+			return out
+		}
+	}
+	if len(s.hs) > 0 {
+		out.errs = l.Dispatch(s.hs)
+	}
+	return out
 }
 
 // routerUplink receives what one node's Wagglers report.
@@ -800,28 +499,14 @@ type routerUplink struct{ n *nodeLink }
 
 func (u *routerUplink) Results(rs []SeqResult) error {
 	r := u.n.r
-	ctx := context.Background()
+	var now time.Time
+	if r.cfg.Holds != nil {
+		now = r.cfg.Clock.Now() // for the results it parks
+	}
 	var last uint64
 	for _, res := range rs {
 		r.mu.Lock()
-		if a := r.atts[res.AttemptKey]; a != nil {
-			r.dropLocked(a, true)
-			if a.node != "" {
-				if n := r.nodes[a.node]; n != nil {
-					n.forget(a)
-				}
-			} else {
-				r.removeWaitingLocked(a)
-			}
-		}
-		park := r.cfg.Holds != nil && !r.cfg.Holds(res.InstanceID)
-		if park {
-			r.parked = append(r.parked, parkedResult{res: res.TaskResult, since: r.cfg.Clock.Now()})
-		}
-		r.unlock()
-		if !park {
-			r.cfg.Sink.TaskResult(ctx, res.TaskResult)
-		}
+		r.unlock(r.onResult(res.TaskResult, now, r.cfg.Holds))
 		last = res.Seq
 	}
 	r.mu.Lock()
@@ -843,28 +528,8 @@ func (u *routerUplink) Progress(ps []engine.TaskProgress) {
 func (u *routerUplink) Started(ss []Started) {
 	r := u.n.r
 	r.mu.Lock()
-	for _, s := range ss {
-		if a := r.atts[s.Key]; a != nil {
-			a.worker, a.gen = s.WorkerID, s.Generation
-		}
-	}
+	r.onStarted(ss)
 	r.mu.Unlock()
-}
-
-// pruneCancelledLocked forgets cancels older than rememberCancels; r.mu
-// held.
-func (r *Router) pruneCancelledLocked(now time.Time) {
-	i := 0
-	for ; i < len(r.cancelledQ); i++ {
-		k := r.cancelledQ[i]
-		if now.Sub(r.cancelled[k].at) < rememberCancels {
-			break
-		}
-		delete(r.cancelled, k)
-	}
-	if i > 0 {
-		r.cancelledQ = slices.Delete(r.cancelledQ, 0, i)
-	}
 }
 
 // Waiting returns how many attempts wait for a node to serve their
