@@ -26,7 +26,9 @@
 //     instead of running again, or, with no worker known, marked as one
 //     that may run, which the successor holds back until the workers of
 //     its capability have registered), and keeps attempts of a capability
-//     no node serves, visibly waiting.
+//     no node serves, visibly waiting. Its decisions are a pure core
+//     (routeCore: events in, effects out, no clock, lock or socket inside);
+//     the Router applies the effects after unlocking.
 //
 //   - RoleFollower is the roles' one home on every node: it resolves who
 //     holds each capability's role (Holders), advertises the roles the

@@ -2,6 +2,7 @@ package wag
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -188,14 +189,7 @@ func (l *testNode) Start(ctx context.Context) error {
 }
 
 func (l *testNode) Stop(ctx context.Context) error {
-	err := l.router.Stop(ctx)
-	if herr := l.host.Stop(ctx); err == nil {
-		err = herr
-	}
-	if werr := l.workers.Stop(ctx); err == nil {
-		err = werr
-	}
-	return err
+	return errors.Join(l.router.Stop(ctx), l.host.Stop(ctx), l.workers.Stop(ctx))
 }
 
 // Dispatch dispatches through the Router, under term 1 unless the tasks

@@ -237,7 +237,10 @@ func (f *RoleFollower) Run(ctx context.Context) {
 	tick := f.cfg.Clock.NewTimer(f.cfg.Interval)
 	defer tick.Stop()
 	for {
+		// The channel before the state: a change that lands while follow
+		// reads is then seen at once, not at the next tick.
 		changed := f.cfg.Source.Changed()
+		f.follow(ctx)
 		select {
 		case <-ctx.Done():
 			return
@@ -257,7 +260,6 @@ func (f *RoleFollower) Run(ctx context.Context) {
 			}
 			tick.Reset(f.cfg.Interval)
 		}
-		f.follow(ctx)
 	}
 }
 

@@ -117,15 +117,17 @@ type Router struct {
 	cfg RouterConfig
 	log *zap.Logger
 
+	// life's group holds the Router's goroutines: the role follower, the
+	// parked results' deliverer and a link per node.
+	life lifecycle.Base
+
 	mu    sync.Mutex
-	state lifecycle.State
 	nodes map[string]*nodeLink
 	// routeCore is the routing state and its decisions (routecore.go),
 	// guarded by mu: the Router feeds it events and applies the effects
 	// it returns (unlock).
 	routeCore
 
-	wg     sync.WaitGroup
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -174,7 +176,7 @@ func (r *Router) Start(ctx context.Context) error {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := r.state.Start("wag: router"); err != nil {
+	if err := r.life.Start("wag: router"); err != nil {
 		return err
 	}
 	r.ctx, r.cancel = context.WithCancel(context.WithoutCancel(ctx))
@@ -184,9 +186,9 @@ func (r *Router) Start(ctx context.Context) error {
 	r.mu.Unlock()
 	r.applyRoles(roles) // before Start returns: a dispatch right after finds the roles
 	r.mu.Lock()
-	r.wg.Go(func() { r.followRoles(changed) })
+	r.life.Go(func() { r.followRoles(changed) })
 	if r.cfg.Holds != nil {
-		r.wg.Go(r.deliverParked)
+		r.life.Go(r.deliverParked)
 	}
 	return nil
 }
@@ -212,25 +214,22 @@ func (r *Router) deliverParked() {
 	}
 }
 
-// Stop closes every session and waits for the Router's goroutines. It is
-// idempotent.
-func (r *Router) Stop(context.Context) error {
-	r.mu.Lock()
-	if r.state.Stop() == lifecycle.Stopped {
+// Stop closes every session and waits, until ctx ends, for the Router's
+// goroutines. Every call waits for the first.
+func (r *Router) Stop(ctx context.Context) error {
+	return r.life.Stop(ctx, func(lifecycle.State) error {
+		r.mu.Lock()
+		cancel := r.cancel
+		nodes := slices.Collect(maps.Values(r.nodes))
 		r.mu.Unlock()
+		if cancel != nil {
+			cancel()
+		}
+		for _, n := range nodes {
+			n.wake()
+		}
 		return nil
-	}
-	cancel := r.cancel
-	nodes := slices.Collect(maps.Values(r.nodes))
-	r.mu.Unlock()
-	if cancel != nil {
-		cancel()
-	}
-	for _, n := range nodes {
-		n.wake()
-	}
-	r.wg.Wait()
-	return nil
+	})
 }
 
 // followRoles applies every change of the Waggler roles after the one
@@ -260,7 +259,7 @@ func (r *Router) applyQuarantine(q []string) {
 func (r *Router) applyRoles(roles map[string]Role) {
 	now := r.cfg.Clock.Now()
 	r.mu.Lock()
-	if r.state.Stopped() {
+	if r.life.State().Stopped() {
 		r.mu.Unlock()
 		return
 	}
@@ -272,7 +271,7 @@ func (r *Router) applyRoles(roles map[string]Role) {
 func (r *Router) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []error {
 	now := r.cfg.Clock.Now()
 	r.mu.Lock()
-	if !r.state.Running() {
+	if !r.life.Running() {
 		r.mu.Unlock()
 		return allErr(len(tasks), ErrNotRunning)
 	}
@@ -300,8 +299,8 @@ func (r *Router) unlock(fx routeFx) {
 	for _, name := range fx.start {
 		n := &nodeLink{r: r, name: name, wakeCh: make(chan struct{}, 1)}
 		r.nodes[name] = n
-		if r.state.Running() {
-			r.wg.Go(n.run)
+		if r.life.Running() {
+			r.life.Go(n.run)
 		}
 	}
 	for _, c := range fx.failovers {
