@@ -262,7 +262,8 @@ func (g *Graph) Complete(ref TaskRef, attempt uint32, res Result, now time.Time)
 // one thing about it that is not deterministic). The check is pure:
 // besides the output it reads the inputs, upstream outputs and, in a
 // spread instance, item and index, none of which change while the attempt
-// runs. Its cost is charged to the event, like every evaluation.
+// runs. Judging is a step of its own for Options.MaxStepCost, as an event
+// is.
 func (g *Graph) Accept(ref TaskRef, attempt uint32, output any) error {
 	if !g.inFlight(ref, attempt) {
 		return nil
