@@ -59,6 +59,22 @@ func wantLines(t *testing.T, got []string, want ...string) {
 	}
 }
 
+// acceptedAt answers attempt of score with an accepted score and runs the
+// instance to the end: complete, with score's earlier attempts rejected.
+func (h *harness) acceptedAt(e *engine.Engine, id uuid.UUID, attempt uint32, score float64) {
+	t := h.t
+	t.Helper()
+	answer(e, h.disp.one(t, "score", attempt), map[string]any{"score": score})
+	echo(e, h.disp.one(t, "after", 1))
+	v := h.wait(e, id)
+	if want := fmt.Sprintf(`{"got":{"score":%v}}`, score); v.State != engine.StateComplete || jsonOf(t, v.Outputs) != want {
+		t.Fatalf("ended %s with %v (%s), want %s", v.State, v.Outputs, v.Error, want)
+	}
+	if tv := task(t, v, "score"); tv.Attempt != attempt || len(tv.Attempts) != int(attempt) || tv.Attempts[0].Error != notAccepted {
+		t.Fatalf("score view: %+v", tv)
+	}
+}
+
 // A rejected attempt is a failed one, recorded as such, and retried; the
 // accepted one is the task's output.
 func TestAcceptRetriesUntilAccepted(t *testing.T) {
@@ -72,15 +88,7 @@ func TestAcceptRetriesUntilAccepted(t *testing.T) {
 		h.clock.Advance(time.Second)
 		answer(e, h.disp.one(t, "score", 2), map[string]any{"other": 1})
 		h.clock.AdvanceToTimer(t, 5*time.Second)
-		answer(e, h.disp.one(t, "score", 3), map[string]any{"score": 0.9})
-		echo(e, h.disp.one(t, "after", 1))
-		v := h.wait(e, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"got":{"score":0.9}}` {
-			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
-		}
-		if tv := task(t, v, "score"); tv.Attempt != 3 || len(tv.Attempts) != 3 || tv.Attempts[0].Error != notAccepted {
-			t.Fatalf("score view: %+v", tv)
-		}
+		h.acceptedAt(e, id, 3, 0.9)
 		wantLines(t, h.historyLines(id),
 			"score#1 ok=false "+notAccepted,
 			"score#2 ok=false "+notAccepted+": no such key: score",
@@ -146,16 +154,7 @@ func TestNotAcceptedReplaysAfterRestart(t *testing.T) {
 
 		second := h.start(2)
 		h.clock.AdvanceToTimer(t, 5*time.Second)
-		d := h.disp.one(t, "score", 2)
-		answer(second, d, map[string]any{"score": 0.95})
-		echo(second, h.disp.one(t, "after", 1))
-		v := h.wait(second, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"got":{"score":0.95}}` {
-			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
-		}
-		if tv := task(t, v, "score"); tv.Attempt != 2 || len(tv.Attempts) != 2 || tv.Attempts[0].Error != notAccepted {
-			t.Fatalf("score view: %+v", tv)
-		}
+		h.acceptedAt(second, id, 2, 0.95)
 		wantLines(t, h.historyLines(id),
 			"score#1 ok=false "+notAccepted,
 			`score#2 ok=true {"score":0.95}`,

@@ -1,6 +1,7 @@
 package graph
 
 import (
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -92,7 +93,8 @@ func TestNotAcceptedUnderAbortAndSkip(t *testing.T) {
 	h.start(nil)
 	_, fx := h.checked("a", -1, 1, false)
 	expect(t, fx, `cancel b#1`, `finished FAILED`)
-	if err := h.g.Err(); err == nil || err.(*WorkflowError).Reason != "not accepted: ${{ output }}" {
+	var werr *WorkflowError
+	if err := h.g.Err(); !errors.As(err, &werr) || werr.Reason != "not accepted: ${{ output }}" {
 		t.Fatalf("err = %v", err)
 	}
 
