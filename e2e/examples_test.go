@@ -34,6 +34,7 @@ func TestExamplesRun(t *testing.T) {
 		{"diamond.yaml", "", ""},
 		{"failure-policies.yaml", "", `{"result": {"flaky_attempt": 3, "enrichment": "none"}}`},
 		{"demo.yaml", `{"pause": 0}`, ""},
+		{"accept.yaml", "", `{"sample": {"score": 0.9, "attempt": 3}, "lengths": [5, null, 5]}`},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {

@@ -61,8 +61,13 @@ func (s *shard) onResult(r *TaskResult) {
 				enc, err = value.Encode(out)
 			}
 		}
+		// The task's accept check judges the output here, once, and its
+		// verdict is what is recorded: a rejected attempt is a failed
+		// result, which replay feeds back as it is (graph.Accept).
 		if err != nil {
 			ar.Error = StorableText("invalid output: " + err.Error())
+		} else if err = inst.g.Accept(ref, r.Attempt, out); err != nil {
+			ar.Error = StorableText(err.Error())
 		} else {
 			ar.OK, ar.Output, res.Output = true, enc, out
 		}

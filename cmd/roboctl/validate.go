@@ -91,6 +91,7 @@ type taskSummary struct {
 	Needs      []string `json:"needs,omitempty"`
 	Spread     string   `json:"spread,omitempty"`
 	When       string   `json:"when,omitempty"`
+	Accept     string   `json:"accept,omitempty"`
 	OnFailure  string   `json:"on_failure"`
 	Attempts   uint32   `json:"max_attempts"`
 }
@@ -135,7 +136,7 @@ func validateFile(file string) validation {
 	for _, t := range dependencyOrder(wf.GetTasks()) {
 		v.Tasks = append(v.Tasks, taskSummary{
 			Name: t.GetName(), Capability: t.GetCapability(), Action: t.GetAction(), Needs: t.GetNeeds(),
-			Spread: t.GetSpread().GetSource(), When: t.GetWhen().GetSource(),
+			Spread: t.GetSpread().GetSource(), When: t.GetWhen().GetSource(), Accept: t.GetAccept().GetSource(),
 			OnFailure: policyName(t.GetOnFailure()), Attempts: t.GetRetry().GetMaxAttempts(),
 		})
 	}
@@ -220,6 +221,9 @@ func (v validation) print(w io.Writer) {
 		}
 		if t.When != "" {
 			notes = append(notes, "when "+t.When)
+		}
+		if t.Accept != "" {
+			notes = append(notes, "accept "+t.Accept)
 		}
 		if t.Attempts > 1 {
 			notes = append(notes, fmt.Sprintf("up to %d attempts", t.Attempts))

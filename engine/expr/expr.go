@@ -1,10 +1,14 @@
 // Package expr compiles and evaluates the CEL expressions of workflow specs.
 //
-// Expressions see four names:
+// Expressions see five names:
 //
 //	inputs        the workflow inputs, a map (inputs.targets)
 //	tasks         upstream results, read as tasks.<name>.output
 //	item, index   the element and its position, inside the `with` of a spread task
+//	output        the output of the attempt being checked, inside a task's `accept`
+//
+// The environment declares them all; which an expression may use depends on
+// where it is written, and the compiler (package spec) enforces that from Refs.
 //
 // Check type-checks an expression, extracts the tasks and inputs it reads (so
 // the compiler can reject references to tasks that are not upstream), computes
@@ -43,6 +47,8 @@ const (
 	VarTasks  = "tasks"
 	VarItem   = "item"
 	VarIndex  = "index"
+	// VarOutput is the output of the attempt an `accept` check judges.
+	VarOutput = "output"
 	// FieldOutput is the one field of tasks.<name>.
 	FieldOutput = "output"
 )
@@ -119,6 +125,7 @@ func NewEnv(limits Limits) (*Env, error) {
 		cel.Variable(VarTasks, cel.MapType(cel.StringType, cel.MapType(cel.StringType, cel.DynType))),
 		cel.Variable(VarItem, cel.DynType),
 		cel.Variable(VarIndex, cel.IntType),
+		cel.Variable(VarOutput, cel.DynType),
 		cel.EnableMacroCallTracking(),
 		ext.Strings(),
 		ext.Math(),
@@ -145,6 +152,7 @@ type Refs struct {
 	AllInputs bool     // `inputs` used as a whole
 	Item      bool
 	Index     bool
+	Output    bool // `output`, the attempt's output (accept only)
 }
 
 func (r *Refs) merge(o Refs) {
@@ -153,6 +161,7 @@ func (r *Refs) merge(o Refs) {
 	r.AllInputs = r.AllInputs || o.AllInputs
 	r.Item = r.Item || o.Item
 	r.Index = r.Index || o.Index
+	r.Output = r.Output || o.Output
 }
 
 func mergeSorted(a, b []string) []string {
@@ -254,7 +263,7 @@ func celIssue(kind string, iss *cel.Issues) *Issue {
 		issue.Column = loc.Column()
 	}
 	if strings.Contains(msg, "undeclared reference") {
-		issue.Hint = "expressions can use inputs.<name>, tasks.<name>.output, and item and index inside a spread task"
+		issue.Hint = "expressions can use inputs.<name>, tasks.<name>.output, item and index inside a spread task, and output inside accept"
 	}
 	return issue
 }
@@ -314,6 +323,8 @@ func extractRefs(a *celast.AST) (Refs, *Issue) {
 				refs.Item = true
 			case VarIndex:
 				refs.Index = true
+			case VarOutput:
+				refs.Output = true
 			}
 		}
 	}))
@@ -392,6 +403,9 @@ type Scope interface {
 	// Item and Index return the spread element being evaluated.
 	Item() any
 	Index() int64
+	// Output is the output of the attempt an accept check judges; nil
+	// elsewhere (the compiler lets only accept read it).
+	Output() any
 }
 
 // ErrEval wraps every evaluation error.
@@ -509,7 +523,7 @@ func (p *Program) detectFastPath(e celast.Expr) {
 	}
 	slices.Reverse(path)
 	switch root := e.AsIdent(); root {
-	case VarItem, VarIndex:
+	case VarItem, VarIndex, VarOutput:
 		if root == VarIndex && len(path) > 0 {
 			return
 		}
@@ -616,6 +630,8 @@ func (p *Program) evalFast(s Scope) (any, bool) {
 		v = s.Item()
 	case VarIndex:
 		return s.Index(), true
+	case VarOutput:
+		v = s.Output()
 	case VarInputs:
 		in, ok := s.Inputs()[p.name]
 		if !ok {
@@ -676,6 +692,8 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.scope.Item(), true
 	case VarIndex:
 		return a.scope.Index(), true
+	case VarOutput:
+		return a.scope.Output(), true
 	}
 	return nil, false
 }

@@ -13,6 +13,7 @@ type testScope struct {
 	outputs map[string]any
 	item    any
 	index   int64
+	output  any
 }
 
 func (s testScope) Inputs() map[string]any { return s.inputs }
@@ -30,6 +31,7 @@ func (s testScope) TaskOutputAt(i int32) (any, bool) {
 }
 func (s testScope) Item() any    { return s.item }
 func (s testScope) Index() int64 { return s.index }
+func (s testScope) Output() any  { return s.output }
 
 func newEnv(t testing.TB) *Env {
 	t.Helper()
@@ -51,6 +53,16 @@ func TestCheckRefsAndCanonical(t *testing.T) {
 	}
 	if len(c.Refs.Tasks) != 1 || c.Refs.Tasks[0] != "probe" || len(c.Refs.Inputs) != 1 || c.Refs.Inputs[0] != "n" || !c.Refs.Index || c.Refs.Item {
 		t.Errorf("refs = %+v", c.Refs)
+	}
+	if c.Refs.Output {
+		t.Errorf("refs.Output set without output: %+v", c.Refs)
+	}
+	co, issue := env.Check("output.score >= 0.8 && tasks.a.output.ok")
+	if issue != nil {
+		t.Fatal(issue)
+	}
+	if !co.Refs.Output || len(co.Refs.Tasks) != 1 {
+		t.Errorf("refs of an accept check = %+v", co.Refs)
 	}
 	c2, issue := env.Check("tasks.a.output.map(x, x * 2)")
 	if issue != nil {
@@ -98,6 +110,7 @@ func TestEvalFastAndSlowAgree(t *testing.T) {
 		inputs:  map[string]any{"n": int64(3), "cfg": map[string]any{"url": "http://x"}},
 		outputs: map[string]any{"discover": map[string]any{"hosts": []any{"a", "b"}}},
 		item:    map[string]any{"name": "z"}, index: 7,
+		output: map[string]any{"score": 0.9},
 	}
 	for _, tc := range []struct {
 		src  string
@@ -109,6 +122,8 @@ func TestEvalFastAndSlowAgree(t *testing.T) {
 		{"tasks.discover.output.hosts", true, []any{"a", "b"}},
 		{"item.name", true, "z"},
 		{"index", true, int64(7)},
+		{"output.score", true, 0.9},
+		{"output.score >= 0.8 && index == 7", false, true},
 		{"inputs.n + index", false, int64(10)},
 		{"size(tasks.discover.output.hosts) > 1", false, true},
 		{"tasks.discover.output.hosts.map(h, h + '!')", false, []any{"a!", "b!"}},

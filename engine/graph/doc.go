@@ -80,6 +80,13 @@
 // hash of (instance ID, task name, spread index, n) — see JitterUnit. No
 // random state exists, so a restored instance retries at the same times.
 //
+// A task with an `accept` check has every successful output judged by
+// Accept before it is completed: false, a value that is not a bool, or an
+// evaluation error make it a failed attempt ("not accepted: ${{ … }}"),
+// handled by the policy like any other. Complete does not judge: the
+// runloop calls Accept once on the live result and records the verdict, so
+// a replay completes the attempt from the record, never re-evaluating.
+//
 // A task with a timeout gets a Timeout timer with every Dispatch. If it
 // fires while that attempt is still in flight, the graph emits Cancel for
 // the attempt and handles it as a failed attempt ("timed out after 30s").

@@ -1,8 +1,10 @@
 package graph
 
 import (
+	"errors"
 	"fmt"
 	"math"
+	"strings"
 	"time"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -95,17 +97,20 @@ func newSpread(items []any, withDue bool) *spread {
 	return sp
 }
 
-// scope is what expressions read: the inputs, resolved task outputs, and
-// the spread element being evaluated.
+// scope is what expressions read: the inputs, resolved task outputs, the
+// spread element being evaluated and, for an accept check, the output it
+// judges.
 type scope struct {
-	g     *Graph
-	item  any
-	index int64
+	g      *Graph
+	item   any
+	index  int64
+	output any
 }
 
 func (s *scope) Inputs() map[string]any { return s.g.inputs }
 func (s *scope) Item() any              { return s.item }
 func (s *scope) Index() int64           { return s.index }
+func (s *scope) Output() any            { return s.output }
 
 // Spend charges an evaluation's cost to the current event (expr.Budget).
 func (s *scope) Spend(units uint64) error {
@@ -237,6 +242,54 @@ func (g *Graph) Complete(ref TaskRef, attempt uint32, res Result, now time.Time)
 	}
 	g.drain(now)
 	return g.result()
+}
+
+// Accept applies the task's acceptance check (`accept`) to the output of
+// attempt of ref, which must be a canonical value (package value). It
+// returns nil when the attempt is accepted, when the task has no check, or
+// when the attempt is not in flight (Complete will ignore it); otherwise
+// the error to complete the attempt with:
+//
+//	not accepted: ${{ output.score >= 0.8 }}                       the check yielded false
+//	not accepted: ${{ output.score >= 0.8 }}: no such key: score   it could not be evaluated
+//	not accepted: ${{ output.score }}: must be a bool, got double  it yielded something else
+//
+// Complete does not run the check itself. The caller runs Accept once, on
+// the live result, and records its verdict: a rejected attempt is recorded
+// as failed with this error and completed as such (Result.Err), so replay
+// after a restart feeds the recorded failure to Complete and never
+// evaluates the check again (the evaluation's wall-time watchdog is the
+// one thing about it that is not deterministic). The check is pure:
+// besides the output it reads the inputs, upstream outputs and, in a
+// spread instance, item and index, none of which change while the attempt
+// runs. Judging is a step of its own for Options.MaxStepCost, as an event
+// is.
+func (g *Graph) Accept(ref TaskRef, attempt uint32, output any) error {
+	if !g.inFlight(ref, attempt) {
+		return nil
+	}
+	nd := &g.plan.nodes[ref.Node]
+	if nd.accept == nil {
+		return nil
+	}
+	g.begin()
+	g.sc.item, g.sc.index = nil, 0
+	if ref.Index >= 0 {
+		g.sc.item, g.sc.index = g.spreads[ref.Node].items[ref.Index], int64(ref.Index)
+	}
+	g.sc.output = output
+	v, err := nd.accept.Eval(&g.sc)
+	g.sc.output = nil
+	switch {
+	case err != nil:
+		prefix := fmt.Sprintf("%s: ${{ %s }}: ", expr.ErrEval, nd.accept.Source())
+		return fmt.Errorf("not accepted: %s: %s", nd.acceptText, strings.TrimPrefix(err.Error(), prefix))
+	case v == true:
+		return nil
+	case v == false:
+		return errors.New("not accepted: " + nd.acceptText)
+	}
+	return fmt.Errorf("not accepted: %s: must be a bool, got %s", nd.acceptText, value.TypeName(v))
 }
 
 // inFlight reports whether attempt of ref is running in an active instance.

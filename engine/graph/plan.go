@@ -117,6 +117,10 @@ type taskMeta struct {
 	maxDelay    time.Duration
 	factor      float64
 	jitter      float64
+	// accept is the task's acceptance check (nil: none) and acceptText
+	// the check as written, quoted by the error of a rejected attempt.
+	accept     *expr.Program
+	acceptText string
 }
 
 // needsDue reports whether instances of the task ever carry a due time.
@@ -376,6 +380,13 @@ func (p *Plan) compile() error {
 		if nd.with, err = p.env.CompileTemplate(t.GetWith()); err != nil {
 			return planErr("task %q: with: %v", nd.name, err)
 		}
+		if nd.accept, err = compileExpr(nd.name, "accept", t.GetAccept()); err != nil {
+			return err
+		}
+		nd.acceptText = t.GetAcceptText()
+		if nd.accept != nil && nd.acceptText == "" {
+			nd.acceptText = "${{ " + nd.accept.Source() + " }}"
+		}
 		var refs []expr.Refs
 		refs = append(refs, nd.with.Refs())
 		if nd.when != nil {
@@ -383,6 +394,14 @@ func (p *Plan) compile() error {
 		}
 		if nd.spread != nil {
 			refs = append(refs, nd.spread.Refs())
+		}
+		for _, r := range refs {
+			if r.Output {
+				return planErr("task %q: only accept can read output", nd.name)
+			}
+		}
+		if nd.accept != nil {
+			refs = append(refs, nd.accept.Refs())
 		}
 		for _, r := range refs {
 			if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
@@ -407,6 +426,9 @@ func (p *Plan) compile() error {
 		if nd.spread != nil {
 			nd.spread.BindTasks(p.lookupTask)
 		}
+		if nd.accept != nil {
+			nd.accept.BindTasks(p.lookupTask)
+		}
 	}
 	seen := map[string]bool{}
 	for _, o := range p.wf.GetOutputs() {
@@ -429,6 +451,9 @@ func (p *Plan) compile() error {
 		}
 		if err := p.checkInputRefs("output "+quote(o.GetName()), tmpl.Refs()); err != nil {
 			return err
+		}
+		if tmpl.Refs().Output {
+			return planErr("output %q: only accept can read output", o.GetName())
 		}
 		tmpl.BindTasks(p.lookupTask)
 		p.outputs = append(p.outputs, outputSpec{name: o.GetName(), tmpl: tmpl})

@@ -411,6 +411,7 @@ func (s refScope) TaskOutput(name string) (any, bool) {
 func (s refScope) TaskOutputAt(int32) (any, bool) { return nil, false } // the reference never binds
 func (s refScope) Item() any                      { return s.item }
 func (s refScope) Index() int64                   { return s.index }
+func (s refScope) Output() any                    { return nil } // the reference has no accept
 
 func (r *refScheduler) eval(src string, item any, index int64) (any, error) {
 	p, ok := r.programs[src]

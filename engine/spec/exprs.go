@@ -20,7 +20,8 @@ type scope struct {
 	graph   *graph
 	inputs  []string // declared input names
 	anyTask bool     // outputs may read every task
-	spread  bool     // item and index are defined (the with of a spread task)
+	spread  bool     // item and index are defined (the with or accept of a spread task)
+	accept  bool     // output is defined (a task's accept)
 }
 
 // checkExpr type-checks one expression piece of scalar n and checks that it
@@ -84,11 +85,18 @@ func (c *compiler) checkRefs(n *yaml.Node, p piece, refs expr.Refs, sc *scope, w
 		used := (name == expr.VarItem && refs.Item) || (name == expr.VarIndex && refs.Index)
 		if used && !sc.spread {
 			hint := "add spread: ${{ <list> }} to the task to run it once per element"
-			if sc.task == "" || sc.field != "with" {
-				hint = "item and index name the element a spread task instance works on; read them in its with"
+			if sc.task == "" || (sc.field != "with" && sc.field != "accept") {
+				hint = "item and index name the element a spread task instance works on; read them in its with or accept"
 			}
-			report(name, hint, "%q is only defined inside the with of a task that has spread", name)
+			report(name, hint, "%q is only defined inside the with or accept of a task that has spread", name)
 		}
+	}
+	if refs.Output && !sc.accept {
+		hint := "read a task's result as tasks.<name>.output"
+		if sc.task != "" {
+			hint = "output is the attempt's own output, read by the task's accept check; read other tasks' results as tasks.<name>.output"
+		}
+		report(expr.VarOutput, hint, "%q is only defined inside accept", expr.VarOutput)
 	}
 	return ok
 }
@@ -107,40 +115,72 @@ func findWord(src, word string, fallback int) int {
 // guardExpr compiles `spread` or `when`: a single whole expression (or, for
 // when, a YAML boolean) whose static type is want (or dyn).
 func (c *compiler) guardExpr(v *yaml.Node, sc *scope, field, want, example string) *robonetv1.Expr {
-	w := where{task: sc.task, field: field}
 	n := c.resolve(v)
 	if n == nil {
 		return nil
 	}
-	hint := fmt.Sprintf("write e.g. %s: %s", field, example)
 	if field == "when" && n.Kind == yaml.ScalarNode && n.Tag == "!!bool" {
 		if strings.EqualFold(n.Value, "true") {
 			return &robonetv1.Expr{Source: "true"}
 		}
 		return &robonetv1.Expr{Source: "false"}
 	}
+	checked, _, ok := c.wholeExpr(n, sc, field, want, example)
+	if !ok {
+		return nil
+	}
+	return &robonetv1.Expr{Source: checked.Canonical}
+}
+
+// acceptExpr compiles a task's `accept`: a single whole expression of type
+// bool (or dyn) that reads `output`. It returns the IR expression and the
+// text as written, which a rejected attempt's error quotes.
+func (c *compiler) acceptExpr(v *yaml.Node, sc *scope) (*robonetv1.Expr, string) {
+	n := c.resolve(v)
+	if n == nil {
+		return nil, ""
+	}
+	const example = "${{ output.score >= 0.8 }}"
+	checked, p, ok := c.wholeExpr(n, sc, "accept", "bool", example)
+	if !ok {
+		return nil, ""
+	}
+	if !checked.Refs.Output {
+		line, col := c.valuePosition(n, p.open)
+		c.errorAt(line, col, where{task: sc.task, field: "accept"}, "judge the attempt's output, e.g. accept: "+example,
+			"accept must read output, the attempt's output; this expression does not")
+		return nil, ""
+	}
+	return &robonetv1.Expr{Source: checked.Canonical}, strings.TrimSpace(n.Value)
+}
+
+// wholeExpr checks that scalar n is a single whole ${{ expression }} whose
+// static type is want (or dyn), and type-checks it in scope sc.
+func (c *compiler) wholeExpr(n *yaml.Node, sc *scope, field, want, example string) (*expr.Checked, piece, bool) {
+	w := where{task: sc.task, field: field}
+	hint := fmt.Sprintf("write e.g. %s: %s", field, example)
 	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" {
 		c.errorf(n, w, hint, "%s, not %s", describeWant(want), describe(n))
-		return nil
+		return nil, piece{}, false
 	}
 	pieces, ok := c.splitString(n, w)
 	if !ok {
-		return nil
+		return nil, piece{}, false
 	}
 	if len(pieces) != 1 || !pieces[0].isExpr {
 		c.errorf(n, w, hint, "%s, not text", describeWant(want))
-		return nil
+		return nil, piece{}, false
 	}
 	checked, ok := c.checkExpr(n, pieces[0], sc, w)
 	if !ok {
-		return nil
+		return nil, piece{}, false
 	}
 	if !typeFits(checked.Type.Kind(), want) {
 		line, col := c.valuePosition(n, pieces[0].open)
 		c.errorAt(line, col, w, hint, "%s, but this expression has type %s", describeWant(want), checked.Type)
-		return nil
+		return nil, piece{}, false
 	}
-	return &robonetv1.Expr{Source: checked.Canonical}
+	return checked, pieces[0], true
 }
 
 // typeFits reports whether a static type is acceptable where want ("list" or

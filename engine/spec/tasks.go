@@ -22,6 +22,7 @@ type taskSpec struct {
 	with       *yaml.Node // nil when absent
 	spread     *yaml.Node
 	when       *yaml.Node
+	accept     *yaml.Node
 	policy     policy
 	verify     uint32 // 0: absent
 }
@@ -105,6 +106,9 @@ func (c *compiler) task(e entry) *taskSpec {
 	}
 	if f, ok := fields["when"]; ok {
 		t.when = f.value
+	}
+	if f, ok := fields["accept"]; ok {
+		t.accept = f.value
 	}
 	if f, ok := fields["verify"]; ok {
 		t.verify = c.verify(f.value, t.w.child("verify"))
@@ -213,6 +217,10 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 		sc.field = "with"
 		sc.spread = t.spread != nil
 		ir.With = c.template(t.with, sc)
+	}
+	if t.accept != nil {
+		sc.field, sc.spread, sc.accept = "accept", t.spread != nil, true
+		ir.Accept, ir.AcceptText = c.acceptExpr(t.accept, sc)
 	}
 	ir.OnFailure, ir.Retry, ir.Timeout = fold(t.policy, defaults)
 	if t.verify > 1 {

@@ -424,3 +424,22 @@ func TestVerifyLandsInIR(t *testing.T) {
 		t.Fatalf("verify: 1 changed the IR: %v", once)
 	}
 }
+
+// accept lands in the IR as a canonical expression and as written; it may
+// read inputs, upstream outputs and, in a spread task, item and index.
+func TestAcceptLandsInIR(t *testing.T) {
+	src := "name: v\nversion: 1\ninputs: {min: {type: number, default: 0.5}}\ntasks:\n" +
+		"  a: {capability: core, action: echo}\n" +
+		"  b:\n    needs: [a]\n    capability: core\n    action: echo\n    spread: ${{ [1, 2] }}\n" +
+		"    accept: ${{output.score>=inputs.min && index < size(tasks.a.output) && item > 0}}\n"
+	b := task(t, mustCompile(t, src), "b")
+	if got, want := b.GetAccept().GetSource(), "output.score >= inputs.min && index < size(tasks.a.output) && item > 0"; got != want {
+		t.Errorf("accept = %q, want %q", got, want)
+	}
+	if got, want := b.GetAcceptText(), "${{output.score>=inputs.min && index < size(tasks.a.output) && item > 0}}"; got != want {
+		t.Errorf("accept_text = %q, want %q", got, want)
+	}
+	if a := task(t, mustCompile(t, src), "a"); a.GetAccept() != nil || a.GetAcceptText() != "" {
+		t.Errorf("a task without accept has one: %v", a)
+	}
+}

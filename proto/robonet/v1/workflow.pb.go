@@ -436,7 +436,16 @@ type Task struct {
 	// outputs (2 or 3); zero or 1: once. With 2, a disagreement runs a third
 	// to break the tie; the majority's output is the result, and a node
 	// outvoted counts against its trust.
-	Verify        uint32 `protobuf:"varint,12,opt,name=verify,proto3" json:"verify,omitempty"`
+	Verify uint32 `protobuf:"varint,12,opt,name=verify,proto3" json:"verify,omitempty"`
+	// When set, an acceptance check on every attempt's output: the attempt
+	// (with verify, the majority's output) is accepted only when the
+	// expression, which reads `output` besides the usual names, yields true.
+	// Otherwise the attempt fails with "not accepted: " + accept_text and
+	// on_failure applies.
+	Accept *Expr `protobuf:"bytes,13,opt,name=accept,proto3" json:"accept,omitempty"`
+	// The accept expression as written in the spec (`${{ … }}` included),
+	// quoted in the error of an attempt that is not accepted.
+	AcceptText    string `protobuf:"bytes,14,opt,name=accept_text,json=acceptText,proto3" json:"accept_text,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -553,6 +562,20 @@ func (x *Task) GetVerify() uint32 {
 		return x.Verify
 	}
 	return 0
+}
+
+func (x *Task) GetAccept() *Expr {
+	if x != nil {
+		return x.Accept
+	}
+	return nil
+}
+
+func (x *Task) GetAcceptText() string {
+	if x != nil {
+		return x.AcceptText
+	}
+	return ""
 }
 
 // Output is one named workflow output.
@@ -1081,7 +1104,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xba\x03\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\x85\x04\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1098,7 +1121,10 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\atimeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12 \n" +
 	"\vdescription\x18\v \x01(\tR\vdescription\x12\x16\n" +
-	"\x06verify\x18\f \x01(\rR\x06verify\"H\n" +
+	"\x06verify\x18\f \x01(\rR\x06verify\x12(\n" +
+	"\x06accept\x18\r \x01(\v2\x10.robonet.v1.ExprR\x06accept\x12\x1f\n" +
+	"\vaccept_text\x18\x0e \x01(\tR\n" +
+	"acceptText\"H\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.robonet.v1.TemplateR\x05value\"\x1e\n" +
@@ -1183,21 +1209,22 @@ var file_robonet_v1_workflow_proto_depIdxs = []int32{
 	1,  // 9: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
 	4,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
 	14, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
-	8,  // 12: robonet.v1.Output.value:type_name -> robonet.v1.Template
-	7,  // 13: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
-	9,  // 14: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
-	11, // 15: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
-	12, // 16: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
-	10, // 17: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
-	7,  // 18: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
-	8,  // 19: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
-	13, // 20: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
-	8,  // 21: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	7,  // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
+	8,  // 13: robonet.v1.Output.value:type_name -> robonet.v1.Template
+	7,  // 14: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
+	9,  // 15: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
+	11, // 16: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
+	12, // 17: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
+	10, // 18: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
+	7,  // 19: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
+	8,  // 20: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
+	13, // 21: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
+	8,  // 22: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_workflow_proto_init() }
