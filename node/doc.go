@@ -6,10 +6,10 @@
 //
 // # What a node is made of
 //
-//	     gRPC WorkflowService ──router──▶ the engine of this term (leader)
-//	     gRPC MeshService                  │ or the store reader (follower reads)
-//	     HTTP /healthz /readyz             │ or forwarded to the leader's gRPC
-//	                                       ▼
+//	     gRPC WorkflowService ──forwarder──▶ the engine of this term (leader)
+//	     gRPC MeshService                     │ or the store reader (follower reads)
+//	     HTTP /healthz /readyz                │ or forwarded to the leader's gRPC
+//	                                          ▼
 //	mesh (memberlist + Raft) ──Leadership──▶ leader loop ──New/Start/Abandon──▶ engine.Engine
 //	                                                                             │  ▲
 //	  Store ◀──────────────── (Postgres for a mesh, SQLite for one server) ──────┘  │
@@ -48,7 +48,7 @@
 //
 // # Any node answers (forward.go)
 //
-// The router serves the WorkflowService on every node. Calls that need
+// The forwarder serves the WorkflowService on every node. Calls that need
 // the leader (register, submit, cancel; get and watch of a running
 // instance) run on the local engine when this node leads, and are
 // otherwise forwarded to the leader's gRPC address (from gossip) over a
@@ -56,7 +56,7 @@
 // most: a node that receives a forwarded call and does not lead answers a
 // typed mesh.NotLeaderError (UNAVAILABLE, ErrorInfo NOT_LEADER with the leader
 // it knows). While no leader is known, and when a forwarded call fails with
-// UNAVAILABLE, the router retries with backoff up to ForwardTimeout (10 s),
+// UNAVAILABLE, the forwarder retries with backoff up to ForwardTimeout (10 s),
 // then answers UNAVAILABLE (ErrNoLeader). A forwarded submission without
 // an idempotency key gets one, so a retry after a leader died mid-call
 // cannot start the workflow twice. A watch forwarded through a follower

@@ -57,7 +57,7 @@ const (
 // (Config.ForwardTimeout). The servers may lack a quorum.
 var ErrNoLeader = errors.New("no engine leader elected")
 
-// router serves the WorkflowService on every node and decides, per call,
+// forwarder serves the WorkflowService on every node and decides, per call,
 // who answers it:
 //
 //	call                                leader       server (follower)              worker-only
@@ -81,7 +81,7 @@ var ErrNoLeader = errors.New("no engine leader elected")
 // leader within the same window: RegisterWorkflow is idempotent, cancels
 // are, and a forwarded submission without an idempotency key is given one
 // so that a retry cannot start the workflow twice.
-type router struct {
+type forwarder struct {
 	robonetv1.UnimplementedWorkflowServiceServer
 
 	self    string
@@ -100,7 +100,7 @@ type router struct {
 	logs *tasklog.Store
 }
 
-var _ robonetv1.WorkflowServiceServer = (*router)(nil)
+var _ robonetv1.WorkflowServiceServer = (*forwarder)(nil)
 
 // target is where one call goes: the local engine or the leader's API.
 type target struct {
@@ -112,7 +112,7 @@ type target struct {
 // resolve waits (with backoff, within deadline) until a leader is known
 // and returns where to send a leader-only call. A forwarded call is never
 // forwarded again: a node that does not lead answers it NotLeaderError.
-func (r *router) resolve(ctx context.Context, deadline time.Time) (target, error) {
+func (r *forwarder) resolve(ctx context.Context, deadline time.Time) (target, error) {
 	forwarded := isForwarded(ctx)
 	backoff := forwardBackoffMin
 	for {
@@ -173,7 +173,7 @@ func retryable(err error) bool {
 
 // leaderCall runs a leader-only unary call: locally when this node's
 // engine runs, otherwise on the leader, retrying while leadership moves.
-func leaderCall[Req, Resp any](ctx context.Context, r *router, req Req,
+func leaderCall[Req, Resp any](ctx context.Context, r *forwarder, req Req,
 	local func(*apiServer, context.Context, Req) (Resp, error),
 	remote func(robonetv1.WorkflowServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 ) (Resp, error) {
@@ -201,13 +201,13 @@ func leaderCall[Req, Resp any](ctx context.Context, r *router, req Req,
 }
 
 // api is the translation layer over one engine.
-func (r *router) api(e *engine.Engine) *apiServer {
+func (r *forwarder) api(e *engine.Engine) *apiServer {
 	return &apiServer{reads: e, eng: e, apiLimits: r.limits, served: r.servedCapabilities}
 }
 
 // servedCapabilities are the capabilities some up member of the mesh
 // serves, as gossip says.
-func (r *router) servedCapabilities() map[string]bool {
+func (r *forwarder) servedCapabilities() map[string]bool {
 	served := map[string]bool{}
 	for c := range servingMembers(r.mesh.Members()) {
 		served[c] = true
@@ -216,13 +216,13 @@ func (r *router) servedCapabilities() map[string]bool {
 }
 
 // outgoing marks ctx's call as forwarded by this node.
-func (r *router) outgoing(ctx context.Context) context.Context {
+func (r *forwarder) outgoing(ctx context.Context) context.Context {
 	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, r.self)
 }
 
 // reads returns the read API that answers here without the leader: the
 // running engine's, or the store reader's; nil on worker-only nodes.
-func (r *router) reads() *apiServer {
+func (r *forwarder) reads() *apiServer {
 	if e := r.active(); e != nil {
 		return r.api(e)
 	}
@@ -233,15 +233,15 @@ func (r *router) reads() *apiServer {
 }
 
 // readAPI is the translation layer over the store reader (reads only).
-func (r *router) readAPI() *apiServer {
+func (r *forwarder) readAPI() *apiServer {
 	return &apiServer{reads: r.reader, apiLimits: r.limits}
 }
 
-func (r *router) RegisterWorkflow(ctx context.Context, req *robonetv1.RegisterWorkflowRequest) (*robonetv1.RegisterWorkflowResponse, error) {
+func (r *forwarder) RegisterWorkflow(ctx context.Context, req *robonetv1.RegisterWorkflowRequest) (*robonetv1.RegisterWorkflowResponse, error) {
 	return leaderCall(ctx, r, req, (*apiServer).RegisterWorkflow, robonetv1.WorkflowServiceClient.RegisterWorkflow)
 }
 
-func (r *router) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkflowRequest) (*robonetv1.SubmitWorkflowResponse, error) {
+func (r *forwarder) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkflowRequest) (*robonetv1.SubmitWorkflowResponse, error) {
 	if r.active() == nil && req.GetIdempotencyKey() == "" {
 		// Forwarding retries on UNAVAILABLE, which may come after the
 		// leader committed the submission: a key makes the retry find
@@ -252,7 +252,7 @@ func (r *router) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkfl
 	return leaderCall(ctx, r, req, (*apiServer).SubmitWorkflow, robonetv1.WorkflowServiceClient.SubmitWorkflow)
 }
 
-func (r *router) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWorkflowsRequest) (*robonetv1.SubmitWorkflowsResponse, error) {
+func (r *forwarder) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWorkflowsRequest) (*robonetv1.SubmitWorkflowsResponse, error) {
 	if r.active() == nil {
 		// As for SubmitWorkflow: a retried forward must find what the
 		// leader may already have committed, so every item gets a key.
@@ -268,37 +268,37 @@ func (r *router) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWorkf
 	return leaderCall(ctx, r, req, (*apiServer).SubmitWorkflows, robonetv1.WorkflowServiceClient.SubmitWorkflows)
 }
 
-func (r *router) CancelInstance(ctx context.Context, req *robonetv1.CancelInstanceRequest) (*robonetv1.CancelInstanceResponse, error) {
+func (r *forwarder) CancelInstance(ctx context.Context, req *robonetv1.CancelInstanceRequest) (*robonetv1.CancelInstanceResponse, error) {
 	return leaderCall(ctx, r, req, (*apiServer).CancelInstance, robonetv1.WorkflowServiceClient.CancelInstance)
 }
 
-func (r *router) ListWorkflows(ctx context.Context, req *robonetv1.ListWorkflowsRequest) (*robonetv1.ListWorkflowsResponse, error) {
+func (r *forwarder) ListWorkflows(ctx context.Context, req *robonetv1.ListWorkflowsRequest) (*robonetv1.ListWorkflowsResponse, error) {
 	if a := r.reads(); a != nil {
 		return a.ListWorkflows(ctx, req)
 	}
 	return leaderCall(ctx, r, req, (*apiServer).ListWorkflows, robonetv1.WorkflowServiceClient.ListWorkflows)
 }
 
-func (r *router) CreateSchedule(ctx context.Context, req *robonetv1.CreateScheduleRequest) (*robonetv1.CreateScheduleResponse, error) {
+func (r *forwarder) CreateSchedule(ctx context.Context, req *robonetv1.CreateScheduleRequest) (*robonetv1.CreateScheduleResponse, error) {
 	return leaderCall(ctx, r, req, (*apiServer).CreateSchedule, robonetv1.WorkflowServiceClient.CreateSchedule)
 }
 
-func (r *router) UpdateSchedule(ctx context.Context, req *robonetv1.UpdateScheduleRequest) (*robonetv1.UpdateScheduleResponse, error) {
+func (r *forwarder) UpdateSchedule(ctx context.Context, req *robonetv1.UpdateScheduleRequest) (*robonetv1.UpdateScheduleResponse, error) {
 	return leaderCall(ctx, r, req, (*apiServer).UpdateSchedule, robonetv1.WorkflowServiceClient.UpdateSchedule)
 }
 
-func (r *router) DeleteSchedule(ctx context.Context, req *robonetv1.DeleteScheduleRequest) (*robonetv1.DeleteScheduleResponse, error) {
+func (r *forwarder) DeleteSchedule(ctx context.Context, req *robonetv1.DeleteScheduleRequest) (*robonetv1.DeleteScheduleResponse, error) {
 	return leaderCall(ctx, r, req, (*apiServer).DeleteSchedule, robonetv1.WorkflowServiceClient.DeleteSchedule)
 }
 
-func (r *router) ListSchedules(ctx context.Context, req *robonetv1.ListSchedulesRequest) (*robonetv1.ListSchedulesResponse, error) {
+func (r *forwarder) ListSchedules(ctx context.Context, req *robonetv1.ListSchedulesRequest) (*robonetv1.ListSchedulesResponse, error) {
 	if a := r.reads(); a != nil {
 		return a.ListSchedules(ctx, req)
 	}
 	return leaderCall(ctx, r, req, (*apiServer).ListSchedules, robonetv1.WorkflowServiceClient.ListSchedules)
 }
 
-func (r *router) ListInstances(ctx context.Context, req *robonetv1.ListInstancesRequest) (*robonetv1.ListInstancesResponse, error) {
+func (r *forwarder) ListInstances(ctx context.Context, req *robonetv1.ListInstancesRequest) (*robonetv1.ListInstancesResponse, error) {
 	if a := r.reads(); a != nil {
 		return a.ListInstances(ctx, req)
 	}
@@ -311,7 +311,7 @@ func (r *router) ListInstances(ctx context.Context, req *robonetv1.ListInstances
 // the forwarding window, a follower answers from the store after all:
 // the instance's state is right, only live attempts and progress are
 // missing.
-func (r *router) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequest) (*robonetv1.GetInstanceResponse, error) {
+func (r *forwarder) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequest) (*robonetv1.GetInstanceResponse, error) {
 	if e := r.active(); e != nil || r.reader == nil {
 		return leaderCall(ctx, r, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
 	}
@@ -331,7 +331,7 @@ func (r *router) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequ
 // client watching through a follower sees a failover as a gap filled by
 // a snapshot, not as an error. A finished instance is answered from the
 // store.
-func (r *router) WatchInstance(req *robonetv1.WatchInstanceRequest, stream grpc.ServerStreamingServer[robonetv1.WatchInstanceResponse]) error {
+func (r *forwarder) WatchInstance(req *robonetv1.WatchInstanceRequest, stream grpc.ServerStreamingServer[robonetv1.WatchInstanceResponse]) error {
 	ctx := stream.Context()
 	if r.active() == nil && r.reader != nil {
 		stored, err := r.readAPI().GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: req.GetInstanceId()})

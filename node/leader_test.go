@@ -265,7 +265,7 @@ func TestLeaderLoopBarrier(t *testing.T) {
 func TestRouterRedirectsForwardedCalls(t *testing.T) {
 	fm := newFakeMesh()
 	fm.set(mesh.Leadership{Leader: "s2", LeaderGRPC: "127.0.0.1:1", Term: 4})
-	r := &router{self: "s1", mesh: fm, log: zaptest.NewLogger(t), limits: apiLimits{maxSpecBytes: 1 << 20, maxInputBytes: 1 << 20}, timeout: 200 * time.Millisecond,
+	r := &forwarder{self: "s1", mesh: fm, log: zaptest.NewLogger(t), limits: apiLimits{maxSpecBytes: 1 << 20, maxInputBytes: 1 << 20}, timeout: 200 * time.Millisecond,
 		active: func() *engine.Engine { return nil }, conns: newConnCache(1<<20, nil)}
 	defer func() { _ = r.conns.close() }()
 

@@ -33,7 +33,7 @@ const taskLogsPoll = 250 * time.Millisecond
 // view (GetInstance, itself forwarded to the leader while it runs). With
 // follow and no attempt named, it follows the task through its retries
 // until its last attempt ends.
-func (r *router) TaskLogs(req *robonetv1.TaskLogsRequest, stream grpc.ServerStreamingServer[robonetv1.TaskLogsResponse]) error {
+func (r *forwarder) TaskLogs(req *robonetv1.TaskLogsRequest, stream grpc.ServerStreamingServer[robonetv1.TaskLogsResponse]) error {
 	ctx := stream.Context()
 	id, err := parseInstanceID(req.GetInstanceId())
 	if err != nil {
@@ -98,7 +98,7 @@ type foundAttempt struct {
 }
 
 // taskOf reads the instance and finds the task in it.
-func (r *router) taskOf(ctx context.Context, id uuid.UUID, name string, index int32) (*robonetv1.Instance, *robonetv1.TaskState, error) {
+func (r *forwarder) taskOf(ctx context.Context, id uuid.UUID, name string, index int32) (*robonetv1.Instance, *robonetv1.TaskState, error) {
 	resp, err := r.GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: id.String()})
 	if err != nil {
 		return nil, nil, err
@@ -137,7 +137,7 @@ func attemptsOf(ts *robonetv1.TaskState, index int32) []*robonetv1.TaskAttempt {
 // findAttempt finds the attempt (0: the latest) and its node. Following,
 // it waits for an attempt that has not reached a worker yet (or for a
 // task's first attempt); otherwise that is an error saying so.
-func (r *router) findAttempt(ctx context.Context, id uuid.UUID, name string, index int32, attempt uint32, follow bool) (foundAttempt, error) {
+func (r *forwarder) findAttempt(ctx context.Context, id uuid.UUID, name string, index int32, attempt uint32, follow bool) (foundAttempt, error) {
 	exec := execName(name, index)
 	for {
 		inst, ts, err := r.taskOf(ctx, id, name, index)
@@ -178,7 +178,7 @@ func (r *router) findAttempt(ctx context.Context, id uuid.UUID, name string, ind
 // nextAttempt waits until the execution has an attempt after last (true),
 // or will not have one (false): its task or instance ended, or last
 // succeeded.
-func (r *router) nextAttempt(ctx context.Context, id uuid.UUID, name string, index int32, last uint32) (bool, error) {
+func (r *forwarder) nextAttempt(ctx context.Context, id uuid.UUID, name string, index int32, last uint32) (bool, error) {
 	for {
 		inst, ts, err := r.taskOf(ctx, id, name, index)
 		if err != nil {
@@ -200,7 +200,7 @@ func (r *router) nextAttempt(ctx context.Context, id uuid.UUID, name string, ind
 }
 
 // localLogs streams an attempt's log from this node's task logs.
-func (r *router) localLogs(ctx context.Context, key tasklog.Key, follow bool, stream grpc.ServerStreamingServer[robonetv1.TaskLogsResponse]) error {
+func (r *forwarder) localLogs(ctx context.Context, key tasklog.Key, follow bool, stream grpc.ServerStreamingServer[robonetv1.TaskLogsResponse]) error {
 	if r.logs == nil {
 		return status.Errorf(codes.NotFound, "node %s keeps no task logs", r.self)
 	}
@@ -233,7 +233,7 @@ func (r *router) localLogs(ctx context.Context, key tasklog.Key, follow bool, st
 }
 
 // relayLogs streams an attempt's log from the node that holds it.
-func (r *router) relayLogs(ctx context.Context, key tasklog.Key, node string, follow bool, stream grpc.ServerStreamingServer[robonetv1.TaskLogsResponse]) error {
+func (r *forwarder) relayLogs(ctx context.Context, key tasklog.Key, node string, follow bool, stream grpc.ServerStreamingServer[robonetv1.TaskLogsResponse]) error {
 	where := fmt.Sprintf("the log of attempt %d of task %s is on node %s", key.Attempt, key.Execution, node)
 	members := r.mesh.Members()
 	i := slices.IndexFunc(members, func(m mesh.Member) bool { return m.Name == node })

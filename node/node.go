@@ -106,7 +106,7 @@ type Node struct {
 
 	metrics *nodeMetrics // served at /metrics
 	// api and meshAPI serve the gRPC API; the dashboard calls them too.
-	api     *router
+	api     *forwarder
 	meshAPI *meshAPI
 
 	serving sync.WaitGroup // the Serve goroutines
@@ -419,7 +419,7 @@ func (n *Node) startGRPC() {
 		grpc.ChainUnaryInterceptor(ic.unary, az.unary),
 		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream, az.stream),
 	)...)
-	n.api = &router{
+	n.api = &forwarder{
 		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes},
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns, logs: n.taskLogs,
 	}
