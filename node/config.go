@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/connect"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
@@ -100,6 +101,10 @@ type Config struct {
 	// Logger receives the node's logs; each service gets a named child.
 	// nil: no logs.
 	Logger *zap.Logger
+	// Clock is the source of time of the node's own services (trust and
+	// the Sentinel); the engine and the Waggler layer take theirs from
+	// their own configs. nil: the system clock.
+	Clock clock.Clock
 	// MaxMessageBytes bounds gRPC messages received and sent. Default:
 	// 16 MiB.
 	MaxMessageBytes int
@@ -223,6 +228,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Logger == nil {
 		c.Logger = zap.NewNop()
+	}
+	if c.Clock == nil {
+		c.Clock = clock.System()
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes

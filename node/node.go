@@ -208,7 +208,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 	wcfg.Metrics = n.metrics.wag
 	wcfg.ServingNodes = n.servingNodes
 	tier, _ := trust.ParseTier(n.cfg.DispatchTier) // validated
-	if n.trust, err = newTrustCenter(n.cfg.Name, n.log, tier, n.cfg.TrustPeers, n.cfg.Faults); err != nil {
+	if n.trust, err = newTrustCenter(n.cfg.Name, n.log, n.cfg.Clock, tier, n.cfg.TrustPeers, n.cfg.Faults); err != nil {
 		return err
 	}
 	wcfg.Trust = n.trust

@@ -13,6 +13,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/trust"
@@ -59,6 +60,7 @@ const (
 type trustCenter struct {
 	self    string
 	log     *zap.Logger
+	clock   clock.Clock
 	minTier trust.Tier
 	faults  *Faults
 	// anchorOf reads a peer's anchor from its gossip metadata; leading
@@ -90,7 +92,7 @@ var (
 
 // newTrustCenter makes the node's chain and book. preTrust names the peers
 // an operator trusts from the start ("*": every peer).
-func newTrustCenter(self string, log *zap.Logger, minTier trust.Tier, preTrust []string, faults *Faults) (*trustCenter, error) {
+func newTrustCenter(self string, log *zap.Logger, clk clock.Clock, minTier trust.Tier, preTrust []string, faults *Faults) (*trustCenter, error) {
 	signer, err := trust.NewSigner(rand.Reader, trust.Options{})
 	if err != nil {
 		return nil, err
@@ -108,7 +110,7 @@ func newTrustCenter(self string, log *zap.Logger, minTier trust.Tier, preTrust [
 		return nil, err
 	}
 	return &trustCenter{
-		self: self, log: log.Named("trust"), minTier: minTier, faults: faults,
+		self: self, log: log.Named("trust"), clock: clk, minTier: minTier, faults: faults,
 		anchorOf: func(string) (trust.Anchor, bool) { return trust.Anchor{}, false },
 		leading:  func() bool { return false },
 		signer:   signer, advertise: signer.Anchor(), positions: map[string]trust.Position{}, book: book,
@@ -184,7 +186,7 @@ func (t *trustCenter) Accepted(peer string, v *trust.Verifier) {
 // Betrayed implements remote.Trust.
 func (t *trustCenter) Betrayed(peer, reason string) {
 	t.mu.Lock()
-	t.book.Betray(peer, reason, time.Now())
+	t.book.Betray(peer, reason, t.clock.Now())
 	t.mu.Unlock()
 	t.log.Error("a peer forged a hash-chain token: its trust is zero and its streams are cut", zap.String("peer", peer), zap.String("reason", reason))
 }
@@ -283,7 +285,7 @@ func summarize(obs []sentinel.Observation) []sentinel.Observation {
 // of a Lead session): the observer's Sentinel and the leader's book count
 // it, at the time it arrived (an observer's clock is not trusted).
 func (t *trustCenter) observedBy(observer string, obs []sentinel.Observation) {
-	now := time.Now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	for _, o := range obs {
@@ -318,7 +320,7 @@ func (t *trustCenter) observeAsLeader(observer string, o sentinel.Observation) {
 func (t *trustCenter) Allowance(node string) int {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.book.Allowance(node, t.minTier, math.MaxInt, time.Now())
+	return t.book.Allowance(node, t.minTier, math.MaxInt, t.clock.Now())
 }
 
 // Rank implements wag.Trust: node's tier as a number, and -1 once it
@@ -329,7 +331,7 @@ func (t *trustCenter) Rank(node string) int {
 	if _, b := t.book.Betrayed(node); b {
 		return -1
 	}
-	return int(t.book.Tier(node, time.Now()))
+	return int(t.book.Tier(node, t.clock.Now()))
 }
 
 // Quarantined implements wag.Trust: a node released from quarantine
@@ -371,14 +373,14 @@ func (t *trustCenter) verifyOutcome(node string, agreed bool) {
 	if !agreed {
 		k = sentinel.VerifyMismatch
 	}
-	t.Observe(sentinel.Observation{Node: node, Kind: k, At: time.Now()})
+	t.Observe(sentinel.Observation{Node: node, Kind: k, At: t.clock.Now()})
 }
 
 // view returns the book as this node sees it.
 func (t *trustCenter) view() []trust.PeerView {
 	t.mu.Lock()
 	defer t.mu.Unlock()
-	return t.book.View(time.Now())
+	return t.book.View(t.clock.Now())
 }
 
 // sentinelTick runs the Sentinel on the leader: each observer's findings
@@ -388,7 +390,7 @@ func (t *trustCenter) view() []trust.PeerView {
 // from its own observers.
 func (t *trustCenter) sentinelTick(ctx context.Context, leading bool, quarantined map[string]mesh.QuarantineEntry, nodes int,
 	apply func(context.Context, mesh.Command) error) {
-	now := time.Now()
+	now := t.clock.Now()
 	t.mu.Lock()
 	if !leading {
 		clear(t.sentinels)
@@ -459,7 +461,7 @@ func quarantineReason(d sentinel.Decision) string {
 // runTrust advertises the node's anchor when its chain changes and, on a
 // server, runs the Sentinel while it leads and resets released nodes.
 func (n *Node) runTrust(ctx context.Context) {
-	tick := time.NewTicker(sentinelEvery)
+	tick := n.cfg.Clock.NewTimer(sentinelEvery)
 	defer tick.Stop()
 	for {
 		select {
@@ -470,7 +472,8 @@ func (n *Node) runTrust(ctx context.Context) {
 			if err := n.updateMeta(func(m *mesh.NodeMeta) { m.TrustAnchor = a.Encode() }); err != nil {
 				n.log.Warn("advertising the new hash-chain anchor failed", zap.Error(err))
 			}
-		case <-tick.C:
+		case <-tick.C():
+			tick.Reset(sentinelEvery)
 			if !n.cfg.IsServer() {
 				continue
 			}

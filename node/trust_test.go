@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
+	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/trust"
@@ -16,7 +17,7 @@ import (
 
 func newTestTrust(t *testing.T, self string, preTrust ...string) *trustCenter {
 	t.Helper()
-	tc, err := newTrustCenter(self, zaptest.NewLogger(t), trust.Established, preTrust, nil)
+	tc, err := newTrustCenter(self, zaptest.NewLogger(t), clock.System(), trust.Established, preTrust, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
