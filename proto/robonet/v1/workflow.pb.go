@@ -436,7 +436,10 @@ type Task struct {
 	// outputs (2 or 3); zero or 1: once. With 2, a disagreement runs a third
 	// to break the tie; the majority's output is the result, and a node
 	// outvoted counts against its trust.
-	Verify        uint32 `protobuf:"varint,12,opt,name=verify,proto3" json:"verify,omitempty"`
+	Verify uint32 `protobuf:"varint,12,opt,name=verify,proto3" json:"verify,omitempty"`
+	// When set, an N-of-M join: the task becomes ready once join.min of its
+	// needs have completed, instead of all of them.
+	Join          *Join `protobuf:"bytes,13,opt,name=join,proto3" json:"join,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -555,6 +558,73 @@ func (x *Task) GetVerify() uint32 {
 	return 0
 }
 
+func (x *Task) GetJoin() *Join {
+	if x != nil {
+		return x.Join
+	}
+	return nil
+}
+
+// Join makes a task ready once min of its needs have completed (succeeded).
+// The needs still unresolved then (the rest) keep running, and the task
+// reads null for them, unless cancel_rest cancels them. When so many needs
+// failed or were skipped that min can no longer be reached, the task is
+// skipped if every need resolved by then was skipped, and otherwise fails
+// (before any attempt) under its failure policy.
+type Join struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 <= min <= len(needs).
+	Min uint32 `protobuf:"varint,1,opt,name=min,proto3" json:"min,omitempty"`
+	// Cancel the rest when the join is decided.
+	CancelRest    bool `protobuf:"varint,2,opt,name=cancel_rest,json=cancelRest,proto3" json:"cancel_rest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Join) Reset() {
+	*x = Join{}
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Join) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Join) ProtoMessage() {}
+
+func (x *Join) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Join.ProtoReflect.Descriptor instead.
+func (*Join) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Join) GetMin() uint32 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *Join) GetCancelRest() bool {
+	if x != nil {
+		return x.CancelRest
+	}
+	return false
+}
+
 // Output is one named workflow output.
 type Output struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -566,7 +636,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -578,7 +648,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -591,7 +661,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Output) GetName() string {
@@ -618,7 +688,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -630,7 +700,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -643,7 +713,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Expr) GetSource() string {
@@ -671,7 +741,7 @@ type Template struct {
 
 func (x *Template) Reset() {
 	*x = Template{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -683,7 +753,7 @@ func (x *Template) String() string {
 func (*Template) ProtoMessage() {}
 
 func (x *Template) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -696,7 +766,7 @@ func (x *Template) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Template.ProtoReflect.Descriptor instead.
 func (*Template) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Template) GetKind() isTemplate_Kind {
@@ -799,7 +869,7 @@ type Interpolation struct {
 
 func (x *Interpolation) Reset() {
 	*x = Interpolation{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -811,7 +881,7 @@ func (x *Interpolation) String() string {
 func (*Interpolation) ProtoMessage() {}
 
 func (x *Interpolation) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -824,7 +894,7 @@ func (x *Interpolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interpolation.ProtoReflect.Descriptor instead.
 func (*Interpolation) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Interpolation) GetParts() []*InterpolationPart {
@@ -847,7 +917,7 @@ type InterpolationPart struct {
 
 func (x *InterpolationPart) Reset() {
 	*x = InterpolationPart{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -859,7 +929,7 @@ func (x *InterpolationPart) String() string {
 func (*InterpolationPart) ProtoMessage() {}
 
 func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -872,7 +942,7 @@ func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterpolationPart.ProtoReflect.Descriptor instead.
 func (*InterpolationPart) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InterpolationPart) GetPart() isInterpolationPart_Part {
@@ -925,7 +995,7 @@ type TemplateList struct {
 
 func (x *TemplateList) Reset() {
 	*x = TemplateList{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -937,7 +1007,7 @@ func (x *TemplateList) String() string {
 func (*TemplateList) ProtoMessage() {}
 
 func (x *TemplateList) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -950,7 +1020,7 @@ func (x *TemplateList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateList.ProtoReflect.Descriptor instead.
 func (*TemplateList) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TemplateList) GetItems() []*Template {
@@ -970,7 +1040,7 @@ type TemplateMap struct {
 
 func (x *TemplateMap) Reset() {
 	*x = TemplateMap{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -982,7 +1052,7 @@ func (x *TemplateMap) String() string {
 func (*TemplateMap) ProtoMessage() {}
 
 func (x *TemplateMap) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -995,7 +1065,7 @@ func (x *TemplateMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateMap.ProtoReflect.Descriptor instead.
 func (*TemplateMap) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TemplateMap) GetEntries() []*TemplateEntry {
@@ -1015,7 +1085,7 @@ type TemplateEntry struct {
 
 func (x *TemplateEntry) Reset() {
 	*x = TemplateEntry{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1027,7 +1097,7 @@ func (x *TemplateEntry) String() string {
 func (*TemplateEntry) ProtoMessage() {}
 
 func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1040,7 +1110,7 @@ func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateEntry.ProtoReflect.Descriptor instead.
 func (*TemplateEntry) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TemplateEntry) GetKey() string {
@@ -1081,7 +1151,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xba\x03\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xe0\x03\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1098,7 +1168,12 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\atimeout\x18\n" +
 	" \x01(\v2\x19.google.protobuf.DurationR\atimeout\x12 \n" +
 	"\vdescription\x18\v \x01(\tR\vdescription\x12\x16\n" +
-	"\x06verify\x18\f \x01(\rR\x06verify\"H\n" +
+	"\x06verify\x18\f \x01(\rR\x06verify\x12$\n" +
+	"\x04join\x18\r \x01(\v2\x10.robonet.v1.JoinR\x04join\"9\n" +
+	"\x04Join\x12\x10\n" +
+	"\x03min\x18\x01 \x01(\rR\x03min\x12\x1f\n" +
+	"\vcancel_rest\x18\x02 \x01(\bR\n" +
+	"cancelRest\"H\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.robonet.v1.TemplateR\x05value\"\x1e\n" +
@@ -1152,7 +1227,7 @@ func file_robonet_v1_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_robonet_v1_workflow_proto_goTypes = []any{
 	(ValueType)(0),              // 0: robonet.v1.ValueType
 	(FailurePolicy)(0),          // 1: robonet.v1.FailurePolicy
@@ -1160,44 +1235,46 @@ var file_robonet_v1_workflow_proto_goTypes = []any{
 	(*Input)(nil),               // 3: robonet.v1.Input
 	(*RetryPolicy)(nil),         // 4: robonet.v1.RetryPolicy
 	(*Task)(nil),                // 5: robonet.v1.Task
-	(*Output)(nil),              // 6: robonet.v1.Output
-	(*Expr)(nil),                // 7: robonet.v1.Expr
-	(*Template)(nil),            // 8: robonet.v1.Template
-	(*Interpolation)(nil),       // 9: robonet.v1.Interpolation
-	(*InterpolationPart)(nil),   // 10: robonet.v1.InterpolationPart
-	(*TemplateList)(nil),        // 11: robonet.v1.TemplateList
-	(*TemplateMap)(nil),         // 12: robonet.v1.TemplateMap
-	(*TemplateEntry)(nil),       // 13: robonet.v1.TemplateEntry
-	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
+	(*Join)(nil),                // 6: robonet.v1.Join
+	(*Output)(nil),              // 7: robonet.v1.Output
+	(*Expr)(nil),                // 8: robonet.v1.Expr
+	(*Template)(nil),            // 9: robonet.v1.Template
+	(*Interpolation)(nil),       // 10: robonet.v1.Interpolation
+	(*InterpolationPart)(nil),   // 11: robonet.v1.InterpolationPart
+	(*TemplateList)(nil),        // 12: robonet.v1.TemplateList
+	(*TemplateMap)(nil),         // 13: robonet.v1.TemplateMap
+	(*TemplateEntry)(nil),       // 14: robonet.v1.TemplateEntry
+	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
 }
 var file_robonet_v1_workflow_proto_depIdxs = []int32{
 	3,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
 	5,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
-	6,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
+	7,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
 	0,  // 3: robonet.v1.Input.type:type_name -> robonet.v1.ValueType
-	14, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
-	14, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	8,  // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
-	7,  // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
-	7,  // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
+	15, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
+	15, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	9,  // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
+	8,  // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
+	8,  // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
 	1,  // 9: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
 	4,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
-	14, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
-	8,  // 12: robonet.v1.Output.value:type_name -> robonet.v1.Template
-	7,  // 13: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
-	9,  // 14: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
-	11, // 15: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
-	12, // 16: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
-	10, // 17: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
-	7,  // 18: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
-	8,  // 19: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
-	13, // 20: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
-	8,  // 21: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
-	22, // [22:22] is the sub-list for method output_type
-	22, // [22:22] is the sub-list for method input_type
-	22, // [22:22] is the sub-list for extension type_name
-	22, // [22:22] is the sub-list for extension extendee
-	0,  // [0:22] is the sub-list for field type_name
+	15, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
+	6,  // 12: robonet.v1.Task.join:type_name -> robonet.v1.Join
+	9,  // 13: robonet.v1.Output.value:type_name -> robonet.v1.Template
+	8,  // 14: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
+	10, // 15: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
+	12, // 16: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
+	13, // 17: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
+	11, // 18: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
+	8,  // 19: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
+	9,  // 20: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
+	14, // 21: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
+	9,  // 22: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
+	23, // [23:23] is the sub-list for method output_type
+	23, // [23:23] is the sub-list for method input_type
+	23, // [23:23] is the sub-list for extension type_name
+	23, // [23:23] is the sub-list for extension extendee
+	0,  // [0:23] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_workflow_proto_init() }
@@ -1205,14 +1282,14 @@ func file_robonet_v1_workflow_proto_init() {
 	if File_robonet_v1_workflow_proto != nil {
 		return
 	}
-	file_robonet_v1_workflow_proto_msgTypes[6].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[7].OneofWrappers = []any{
 		(*Template_LiteralJson)(nil),
 		(*Template_Expr)(nil),
 		(*Template_Interpolation)(nil),
 		(*Template_List)(nil),
 		(*Template_Map)(nil),
 	}
-	file_robonet_v1_workflow_proto_msgTypes[8].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[9].OneofWrappers = []any{
 		(*InterpolationPart_Text)(nil),
 		(*InterpolationPart_Expr)(nil),
 	}
@@ -1222,7 +1299,7 @@ func file_robonet_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_workflow_proto_rawDesc), len(file_robonet_v1_workflow_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
