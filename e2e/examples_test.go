@@ -35,6 +35,10 @@ func TestExamplesRun(t *testing.T) {
 		{"failure-policies.yaml", "", `{"result": {"flaky_attempt": 3, "enrichment": "none"}}`},
 		{"demo.yaml", `{"pause": 0}`, ""},
 		{"accept.yaml", "", `{"sample": {"score": 0.9, "attempt": 3}, "lengths": [5, null, 5]}`},
+		// decide fires on the two echo votes and reads the sleeping one as
+		// null; the instance still records it; fetch cancels the 30 s mirrors.
+		{"quorum.yaml", "", `{"decision": {"votes": ["commit", "commit"], "late": null}, "vote_c": {"slept": "2s"},
+			"fetched": {"from": "near"}}`},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {

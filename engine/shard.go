@@ -121,6 +121,9 @@ type instance struct {
 	// Snapshot amortisation, see settle.
 	snapBytes, sinceBytes, sinceCount int
 	structural                        bool
+	// joins is the graph's Stats.Joins when settle last looked: a join
+	// decided since makes the next snapshot structural.
+	joins uint64
 
 	// resuming is set while the instance's hydration dispatches what an
 	// earlier engine may have in flight (TaskDispatch.Resumed).

@@ -141,7 +141,11 @@ func (s *shard) emit(inst *instance, ev Event) {
 //
 // Snapshot amortisation: results are durable on their own (hydration
 // replays them), so a snapshot only bounds the replay. One is written when
-// a spread expanded (its width is not one result), and otherwise once at
+// a spread expanded (its width is not one result) or a join was decided
+// (replay answers recorded dispatches in node order, not in the order the
+// results came: a join decided by results replayed in another order could
+// see other needs; the snapshot, written with the result that decided it,
+// keeps the decision), and otherwise once at
 // least minSnapshotResults results were recorded since the last snapshot
 // and they weigh at least half of it (payload + 32 bytes per result).
 // Snapshot sizes then grow geometrically while results accumulate, so the
@@ -159,6 +163,9 @@ func (s *shard) settle(inst *instance) {
 		inst.shown = inst.clientState()
 		inst.h.state.Store(inst.shown)
 		s.emit(inst, Event{Kind: EventState})
+	}
+	if j := inst.g.Stats().Joins; j != inst.joins {
+		inst.joins, inst.structural = j, true
 	}
 	if inst.structural || (inst.sinceCount >= minSnapshotResults && 2*inst.sinceBytes >= inst.snapBytes) {
 		s.snapshot(inst)

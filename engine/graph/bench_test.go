@@ -29,28 +29,56 @@ func BenchmarkCompleteChain(b *testing.B) {
 	for _, n := range []int{100, 100_000, 1_000_000} {
 		b.Run(fmt.Sprintf("length=%d", n), func(b *testing.B) {
 			p := chainPlan(b, n)
-			// Finish the collection that building the plan set off, so the
-			// timed loop does not pay write barriers for a setup GC.
-			runtime.GC()
-			out := any(int64(42))
-			var g *Graph
-			next := int32(n)
-			b.ReportAllocs()
-			b.ResetTimer()
-			for b.Loop() {
-				if next == int32(n) {
-					b.StopTimer()
-					g = p.NewGraph("bench")
-					if _, err := g.Start(nil, t0); err != nil {
-						b.Fatal(err)
-					}
-					next = 0
-					b.StartTimer()
-				}
-				g.Complete(Ref(next), 1, Result{Output: out}, t0)
-				next++
-			}
+			completeInOrder(b, p)
 		})
+	}
+}
+
+// BenchmarkCompleteJoinChain measures one completion on a chain of 1-of-2
+// joins: t(i) needs t(i-1) and t(i-2) with join: {min: 1}, and passes the
+// output of t(i-2) on. Completing t(i) in order fires t(i+2) and is the
+// rest of t(i+1), which fired already: the two paths of a join, per
+// completion. The two lengths show the cost does not grow with the graph.
+func BenchmarkCompleteJoinChain(b *testing.B) {
+	for _, n := range []int{100, 100_000} {
+		b.Run(fmt.Sprintf("length=%d", n), func(b *testing.B) {
+			ts := make([]*robonetv1.Task, n)
+			ts[0] = newTask(chainName(0), with(lit(`1`)))
+			ts[1] = newTask(chainName(1), needs(chainName(0)), with(ex("tasks."+chainName(0)+".output")))
+			for i := 2; i < n; i++ {
+				ts[i] = newTask(chainName(i), needs(chainName(i-1), chainName(i-2)), join(1, false),
+					with(ex("tasks."+chainName(i-2)+".output")))
+			}
+			p := mustPlan(b, newWorkflow(tasks(ts...), output("last", ex("tasks."+chainName(n-1)+".output"))), Options{})
+			completeInOrder(b, p)
+		})
+	}
+}
+
+// completeInOrder times completing the tasks of p one by one in node
+// order, starting a new instance whenever the last one is done.
+func completeInOrder(b *testing.B, p *Plan) {
+	n := int32(p.NumTasks())
+	// Finish the collection that building the plan set off, so the
+	// timed loop does not pay write barriers for a setup GC.
+	runtime.GC()
+	out := any(int64(42))
+	var g *Graph
+	next := n
+	b.ReportAllocs()
+	b.ResetTimer()
+	for b.Loop() {
+		if next == n {
+			b.StopTimer()
+			g = p.NewGraph("bench")
+			if _, err := g.Start(nil, t0); err != nil {
+				b.Fatal(err)
+			}
+			next = 0
+			b.StartTimer()
+		}
+		g.Complete(Ref(next), 1, Result{Output: out}, t0)
+		next++
 	}
 }
 

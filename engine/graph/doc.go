@@ -40,6 +40,25 @@
 // recursion. A task with a single predecessor is handled inline in that
 // loop: there is no separate join node.
 //
+// # Joins
+//
+// A task with join.min counts its needs that completed instead: it is
+// decided on the min-th completion, or as soon as more than
+// len(needs)-min of them failed, were skipped or were cancelled (then
+// min can no longer be reached: the task is skipped when every need
+// resolved so far was skipped, and fails before its first attempt under
+// its policy otherwise). Needs that resolve after the decision (the rest)
+// change nothing for it: O(1) each. Decided joins are handled once the
+// worklist is empty, lowest node first, so what a join sees does not
+// depend on the order of the worklist. Under cancel_rest the rest are
+// cancelled on the decision (Cancel effects for attempts in flight; a
+// waiting task never runs) and resolve as skipped for their other
+// successors. A join's expressions read the tasks resolved when it fired
+// (every task's resolution is numbered), so a retry, Resume or Restore
+// evaluates them the same way, however many of the rest completed since.
+// Since a join may run before every task upstream of it resolved, in a
+// plan with joins the output node requires every task, not only the sinks.
+//
 // A ready task is handled in this order:
 //
 //  1. If every predecessor was skipped (by its guard or by this rule), the

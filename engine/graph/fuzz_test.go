@@ -5,10 +5,12 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/robonet/robonet/engine/expr"
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/engine/value"
@@ -248,4 +250,26 @@ func mustDecode(t *testing.T, b []byte) any {
 		t.Fatalf("decoding %s: %v", b, err)
 	}
 	return v
+}
+
+// FuzzDifferential runs the differential test against the reference
+// scheduler on workflows built from the fuzzer's seeds: random joins (with
+// and without cancel_rest), spreads, guards and failure policies, completed
+// in random orders, with a snapshot and restore before event snap-1 (none
+// for 0 and 1).
+func FuzzDifferential(f *testing.F) {
+	env, err := expr.NewEnv(expr.Limits{})
+	if err != nil {
+		f.Fatal(err)
+	}
+	for seed := range uint64(16) {
+		f.Add(seed, seed*0x9e3779b97f4a7c15, uint8(seed))
+	}
+	f.Fuzz(func(t *testing.T, seed, stream uint64, snap uint8) {
+		rng := rand.New(rand.NewPCG(seed, stream))
+		wf := randomWorkflow(rng)
+		if err := runDifferential(env, wf, rng, seed, int(snap)-1); err != nil {
+			t.Fatalf("%v\nworkflow: %v", err, wf)
+		}
+	})
 }

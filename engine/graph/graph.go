@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -50,9 +51,23 @@ type Graph struct {
 	spreads []*spread // instances of an expanded spread task
 	errs    map[TaskRef]string
 	waiting int // tasks in TaskWaiting while active
+	// slack is, for a join task still waiting, how many more of its needs
+	// may fail or be skipped before join.min can no longer be reached; nil
+	// when the plan has no join.
+	slack []int32
+	// seq numbers the resolutions of tasks; resolvedAt[n] is the seq of
+	// task n's (0 while unresolved) and firedAt[j] the seq when join j
+	// fired. A join's expressions see only tasks resolved by then, so a
+	// retry, a Resume or a restored spread evaluates them as when it
+	// fired, whatever of the rest completed since. nil without joins.
+	seq        uint64
+	resolvedAt []uint64
+	firedAt    []uint64
+	restoring  bool // deriveReadiness: resolutions keep their recorded seq
 
 	fx    []Effect // effect buffer returned to the caller
 	work  []int32  // ready nodes not yet handled
+	joinq []int32  // joins decided, handled once work is empty (see drain)
 	sc    scope
 	stats Stats
 
@@ -64,11 +79,23 @@ type Graph struct {
 
 // nodeState is the per-instance state of one task (or of the output node).
 type nodeState struct {
-	remaining int32  // unresolved required predecessors
+	// remaining counts unresolved required predecessors; for a join, the
+	// needs that must still complete.
+	remaining int32
 	attempt   uint32 // latest attempt dispatched or failed
 	status    TaskStatus
 	live      bool // some resolved predecessor was not skipped
+	join      bool // the task has a join (see joinResolve)
 }
+
+// outcome is how a task resolved, as its successors see it.
+type outcome uint8
+
+const (
+	completedOutcome outcome = iota // completed: counts towards a join's min
+	failedOutcome                   // failed under on_failure skip
+	skippedOutcome                  // skipped, or cancelled by a join's cancel_rest
+)
 
 // spread holds the instances of one expanded spread task as parallel arrays
 // (struct of arrays), so a million pending instances cost a few dozen bytes
@@ -105,6 +132,9 @@ type scope struct {
 	item   any
 	index  int64
 	output any
+	// cutoff, when not 0, hides the output of tasks resolved after it
+	// (see Graph.firedAt).
+	cutoff uint64
 }
 
 func (s *scope) Inputs() map[string]any { return s.g.inputs }
@@ -125,20 +155,25 @@ func (s *scope) Spend(units uint64) error {
 	return nil
 }
 
-// TaskOutput returns the output of a resolved task (null for a failed or
-// skipped one); the plan guarantees expressions read only upstream tasks.
+// TaskOutput returns the output of a task: null unless it completed (a
+// failed, skipped or cancelled task, and a need a join did not wait for
+// while it still runs); the plan guarantees expressions read only upstream
+// tasks.
 func (s *scope) TaskOutput(name string) (any, bool) {
 	n, ok := s.g.plan.names[name]
-	if !ok || !s.g.ns[n].status.resolved() {
+	if !ok {
 		return nil, false
 	}
-	return s.g.output[n], true
+	return s.TaskOutputAt(n)
 }
 
 // TaskOutputAt is TaskOutput for a task numbered by the plan.
 func (s *scope) TaskOutputAt(n int32) (any, bool) {
-	if n < 0 || int(n) >= len(s.g.plan.nodes) || !s.g.ns[n].status.resolved() {
+	if n < 0 || int(n) >= len(s.g.plan.nodes) {
 		return nil, false
+	}
+	if s.cutoff != 0 && s.g.resolvedAt[n] > s.cutoff {
+		return nil, true // a need the join did not wait for
 	}
 	return s.g.output[n], true
 }
@@ -161,6 +196,16 @@ func (p *Plan) NewGraph(instanceID string) *Graph {
 	// needs only live to tell "every predecessor was skipped".
 	for i, r := range p.required {
 		g.ns[i].remaining, g.ns[i].live = r, r == 0
+	}
+	if p.joins {
+		g.slack = make([]int32, n)
+		g.resolvedAt, g.firedAt = make([]uint64, n), make([]uint64, n)
+		for i := range p.nodes {
+			if m := p.nodes[i].joinMin; m > 0 {
+				g.ns[i].remaining, g.ns[i].join = m, true
+				g.slack[i] = p.required[i] - m
+			}
+		}
 	}
 	g.sc.g = g
 	return g
@@ -273,7 +318,9 @@ func (g *Graph) Accept(ref TaskRef, attempt uint32, output any) error {
 		return nil
 	}
 	g.begin()
-	g.sc.item, g.sc.index = nil, 0
+	// The check reads what the task's with reads: for a join, the needs as
+	// they were when it fired.
+	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, g.cutoffOf(ref.Node)
 	if ref.Index >= 0 {
 		g.sc.item, g.sc.index = g.spreads[ref.Node].items[ref.Index], int64(ref.Index)
 	}
@@ -527,44 +574,106 @@ func (g *Graph) set(ref TaskRef, st TaskStatus, attempt uint32, due int64, withD
 
 // drain handles ready nodes until none is left: the worklist makes
 // propagation iterative, so a long chain of skips cannot overflow the stack.
+//
+// Decided joins wait until the worklist is empty, and are then handled one
+// at a time, the lowest node first, each followed by what it made ready.
+// A join therefore sees every task the same event resolved without
+// running (skips, failed guards, empty spreads), whatever order they were
+// queued in: what it reads and which needs it cancels do not depend on
+// the order of the worklist.
 func (g *Graph) drain(now time.Time) {
 	outNode := int32(len(g.plan.nodes))
-	for head := 0; head < len(g.work) && g.state.active(); head++ {
-		node := g.work[head]
-		if node == outNode {
-			g.finish()
-			continue
+	for {
+		for head := 0; head < len(g.work) && g.state.active(); head++ {
+			node := g.work[head]
+			if node == outNode {
+				g.finish()
+				continue
+			}
+			g.ready(node, now)
 		}
+		g.work = g.work[:0]
+		if len(g.joinq) == 0 || !g.state.active() {
+			break
+		}
+		i := 0
+		for j, n := range g.joinq {
+			if n < g.joinq[i] {
+				i = j
+			}
+		}
+		node := g.joinq[i]
+		g.joinq = slices.Delete(g.joinq, i, i+1)
 		g.ready(node, now)
 	}
-	g.work = g.work[:0]
+	g.joinq = g.joinq[:0]
 }
 
 // resolve pushes the resolution of node to its direct successors, queueing
 // those whose last required predecessor it was.
-func (g *Graph) resolve(node int32, skipped bool) {
+func (g *Graph) resolve(node int32, how outcome) {
 	p := g.plan
+	if g.resolvedAt != nil && !g.restoring {
+		g.seq++
+		g.resolvedAt[node] = g.seq
+	}
 	for _, s := range p.succ[p.succStart[node]:p.succStart[node+1]] {
-		if !skipped {
-			g.ns[s].live = true
+		ns := &g.ns[s]
+		if ns.join {
+			g.joinResolve(s, how)
+			continue
 		}
-		if g.ns[s].remaining--; g.ns[s].remaining == 0 {
+		if how != skippedOutcome {
+			ns.live = true
+		}
+		if ns.remaining--; ns.remaining == 0 {
 			g.work = append(g.work, s)
 		}
 	}
 }
 
-// ready handles a task whose required predecessors are all resolved.
+// joinResolve counts one resolved need of the join task s. The join is
+// decided, and queued once, on the join.min-th completion, or when so many
+// needs failed or were skipped that join.min can no longer be reached (at
+// most one of the two can happen: there are not enough needs for both).
+// Once the join was handled, needs that resolve (the rest) change nothing.
+func (g *Graph) joinResolve(s int32, how outcome) {
+	ns := &g.ns[s]
+	if ns.status != TaskWaiting {
+		return // handled (or cancelled)
+	}
+	if how != skippedOutcome {
+		ns.live = true
+	}
+	if how == completedOutcome {
+		if ns.remaining--; ns.remaining == 0 {
+			g.joinq = append(g.joinq, s)
+		}
+		return
+	}
+	if g.slack[s]--; g.slack[s] == -1 {
+		g.joinq = append(g.joinq, s)
+	}
+}
+
+// ready handles a task whose required predecessors are all resolved, or a
+// join that was decided.
 func (g *Graph) ready(node int32, now time.Time) {
+	if g.ns[node].status != TaskWaiting {
+		return // cancelled by a join's cancel_rest before it became ready
+	}
 	if g.waiting--; g.waiting == 0 && g.state == Running {
 		g.state = Gathering
 	}
 	nd := &g.plan.nodes[node]
+	if g.ns[node].join && !g.joinDecided(node) {
+		return
+	}
 	if !g.ns[node].live {
 		g.skip(node) // every predecessor was skipped
 		return
 	}
-	g.sc.item, g.sc.index = nil, 0
+	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, 0
 	if nd.when != nil {
 		v, err := nd.when.Eval(&g.sc)
 		if err != nil {
@@ -591,7 +700,69 @@ func (g *Graph) ready(node int32, now time.Time) {
 func (g *Graph) skip(node int32) {
 	g.ns[node].status = TaskSkipped
 	g.stats.Skipped++
-	g.resolve(node, true)
+	g.resolve(node, skippedOutcome)
+}
+
+// cutoffOf returns the scope cutoff of node's expressions: when it fired
+// for a join, 0 (none) otherwise.
+func (g *Graph) cutoffOf(node int32) uint64 {
+	if g.firedAt == nil {
+		return 0
+	}
+	return g.firedAt[node]
+}
+
+// joinDecided handles a join whose outcome is known: it cancels the rest
+// under cancel_rest and reports whether the task goes on as a ready task
+// (join.min of its needs completed). Otherwise join.min can no longer be
+// reached: the task is skipped when every need resolved so far was skipped,
+// and fails before its first attempt under its policy when not.
+func (g *Graph) joinDecided(node int32) bool {
+	nd := &g.plan.nodes[node]
+	g.stats.Joins++
+	fired := g.ns[node].remaining <= 0
+	if fired {
+		g.firedAt[node] = g.seq
+	}
+	if nd.cancelRest {
+		g.cancelRest(nd.joinNeeds)
+	}
+	if fired {
+		return true
+	}
+	if !g.ns[node].live {
+		g.skip(node)
+		return false
+	}
+	n := g.plan.required[node]
+	g.taskFailed(node, fmt.Sprintf("join: %d of its %d needs failed or were skipped, so fewer than join.min %d can complete",
+		n-nd.joinMin+1, n, nd.joinMin))
+	return false
+}
+
+// cancelRest cancels the needs of a decided join that have not resolved:
+// attempts in flight get a Cancel effect, pending retries are dropped, and
+// a need still waiting for its own needs never runs. Each resolves for its
+// other successors as a skipped task would (null output).
+func (g *Graph) cancelRest(needs []int32) {
+	for _, need := range needs {
+		switch g.ns[need].status {
+		case TaskWaiting:
+			g.ns[need].status = TaskCancelled
+			if g.waiting--; g.waiting == 0 && g.state == Running {
+				g.state = Gathering
+			}
+		case TaskRunning, TaskRetrying, TaskSpreading:
+			g.cancelTask(need)
+			if sp := g.spreads[need]; sp != nil {
+				sp.pending, sp.items, sp.due = 0, nil, nil
+			}
+		default:
+			continue // resolved already
+		}
+		g.stats.RestCancelled++
+		g.resolve(need, skippedOutcome)
+	}
 }
 
 // expand evaluates the spread expression of node and dispatches one
@@ -615,7 +786,7 @@ func (g *Graph) expand(node int32, now time.Time) {
 	}
 	if len(items) == 0 {
 		g.ns[node].status, g.output[node] = TaskCompleted, []any{}
-		g.resolve(node, false)
+		g.resolve(node, completedOutcome)
 		return
 	}
 	g.spreads[node] = newSpread(items, nd.needsDue())
@@ -643,7 +814,7 @@ func (g *Graph) expand(node int32, now time.Time) {
 
 // evalWith evaluates the `with` of ref.
 func (g *Graph) evalWith(ref TaskRef) (any, error) {
-	g.sc.item, g.sc.index = nil, 0
+	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, g.cutoffOf(ref.Node)
 	if ref.Index >= 0 {
 		g.sc.item, g.sc.index = g.spreads[ref.Node].items[ref.Index], int64(ref.Index)
 	}
@@ -686,7 +857,7 @@ func (g *Graph) dispatch(ref TaskRef, attempt uint32, now time.Time) {
 func (g *Graph) succeeded(ref TaskRef, out any) {
 	if ref.Index < 0 {
 		g.ns[ref.Node].status, g.output[ref.Node] = TaskCompleted, out
-		g.resolve(ref.Node, false)
+		g.resolve(ref.Node, completedOutcome)
 		return
 	}
 	sp := g.spreads[ref.Node]
@@ -702,7 +873,7 @@ func (g *Graph) instanceResolved(node int32, sp *spread) {
 	}
 	g.ns[node].status, g.output[node] = TaskCompleted, sp.output
 	sp.items, sp.due = nil, nil
-	g.resolve(node, false)
+	g.resolve(node, completedOutcome)
 }
 
 // attemptFailed applies the failure policy to a failed attempt. retryable
@@ -724,7 +895,7 @@ func (g *Graph) attemptFailed(ref TaskRef, attempt uint32, reason string, retrya
 	}
 	if ref.Index < 0 {
 		g.output[ref.Node] = nil
-		g.resolve(ref.Node, false)
+		g.resolve(ref.Node, failedOutcome)
 		return
 	}
 	sp := g.spreads[ref.Node]
@@ -743,7 +914,7 @@ func (g *Graph) taskFailed(node int32, reason string) {
 		return
 	}
 	g.output[node] = nil
-	g.resolve(node, false)
+	g.resolve(node, failedOutcome)
 }
 
 // fail moves the instance to FAILED: in-flight attempts are cancelled.
@@ -762,34 +933,40 @@ func (g *Graph) fail(err *WorkflowError) {
 // order, and marks attempts in flight or waiting for a retry cancelled.
 func (g *Graph) cancelInFlight() {
 	for node := range g.plan.nodes {
-		st := g.ns[node].status
-		switch st {
-		case TaskRunning:
-			g.emit(Effect{Kind: Cancel, Task: Ref(int32(node)), Attempt: g.ns[node].attempt})
-			g.stats.Cancelled++
-			g.ns[node].status = TaskCancelled
-		case TaskRetrying:
-			g.ns[node].status = TaskCancelled
-		case TaskSpreading:
-			sp := g.spreads[node]
-			for i, ist := range sp.status {
-				switch ist {
-				case TaskRunning:
-					g.emit(Effect{Kind: Cancel, Task: TaskRef{Node: int32(node), Index: int32(i)}, Attempt: sp.attempt[i]})
-					g.stats.Cancelled++
-					sp.status[i] = TaskCancelled
-				case TaskRetrying:
-					sp.status[i] = TaskCancelled
-				}
+		g.cancelTask(int32(node))
+	}
+}
+
+// cancelTask emits Cancel for the attempts of node in flight and marks the
+// task (and its instances in flight or waiting for a retry) cancelled when
+// it is running, retrying or spreading.
+func (g *Graph) cancelTask(node int32) {
+	switch g.ns[node].status {
+	case TaskRunning:
+		g.emit(Effect{Kind: Cancel, Task: Ref(node), Attempt: g.ns[node].attempt})
+		g.stats.Cancelled++
+		g.ns[node].status = TaskCancelled
+	case TaskRetrying:
+		g.ns[node].status = TaskCancelled
+	case TaskSpreading:
+		sp := g.spreads[node]
+		for i, ist := range sp.status {
+			switch ist {
+			case TaskRunning:
+				g.emit(Effect{Kind: Cancel, Task: TaskRef{Node: node, Index: int32(i)}, Attempt: sp.attempt[i]})
+				g.stats.Cancelled++
+				sp.status[i] = TaskCancelled
+			case TaskRetrying:
+				sp.status[i] = TaskCancelled
 			}
-			g.ns[node].status = TaskCancelled
 		}
+		g.ns[node].status = TaskCancelled
 	}
 }
 
 // finish evaluates the outputs: every task is resolved.
 func (g *Graph) finish() {
-	g.sc.item, g.sc.index = nil, 0
+	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, 0
 	outs := make(map[string]any, len(g.plan.outputs))
 	for _, o := range g.plan.outputs {
 		v, err := o.tmpl.Eval(&g.sc)

@@ -86,6 +86,12 @@ type Plan struct {
 
 	inputs  []inputSpec
 	outputs []outputSpec
+
+	// joins is set when some task has a join (N-of-M needs). A join can
+	// run before all its needs resolve, so sinks no longer cover every
+	// task: the output node then requires every task instead, each having
+	// it as an extra successor.
+	joins bool
 }
 
 // node is the compiled form of one task.
@@ -121,6 +127,11 @@ type taskMeta struct {
 	// the check as written, quoted by the error of a rejected attempt.
 	accept     *expr.Program
 	acceptText string
+	// joinMin is join.min, 0 for a task without a join; joinNeeds lists
+	// the task's needs when cancel_rest is set (nil otherwise).
+	joinMin    int32
+	cancelRest bool
+	joinNeeds  []int32
 }
 
 // needsDue reports whether instances of the task ever carry a due time.
@@ -238,14 +249,21 @@ func (p *Plan) buildGraph() error {
 			outDegree[pred]++
 		}
 		p.required[i] = int32(len(needs))
+		if j := t.GetJoin(); j != nil {
+			if j.GetMin() < 1 || uint64(j.GetMin()) > uint64(len(needs)) {
+				return planErr("task %q: join.min %d is not between 1 and its %d needs", t.GetName(), j.GetMin(), len(needs))
+			}
+			p.joins = true
+		}
 	}
 	// Successor lists in compressed form; a sink (a task no task needs)
-	// gets the output node as its only successor.
+	// gets the output node as its only successor. With joins every task
+	// gets it, after its other successors.
 	p.succStart = make([]int32, n+2)
 	for i := range n {
 		d := outDegree[i]
-		if d == 0 {
-			d = 1
+		if d == 0 || p.joins {
+			d++
 			p.required[n]++
 		}
 		p.succStart[i+1] = p.succStart[i] + d
@@ -261,7 +279,7 @@ func (p *Plan) buildGraph() error {
 		}
 	}
 	for i := range n {
-		if outDegree[i] == 0 {
+		if outDegree[i] == 0 || p.joins {
 			p.succ[fill[i]] = int32(n)
 		}
 	}
@@ -413,6 +431,14 @@ func (p *Plan) compile() error {
 		}
 		if err := p.compileFailure(nd, t); err != nil {
 			return err
+		}
+		if j := t.GetJoin(); j != nil {
+			nd.joinMin, nd.cancelRest = int32(j.GetMin()), j.GetCancelRest()
+			if nd.cancelRest {
+				for _, need := range t.GetNeeds() {
+					nd.joinNeeds = append(nd.joinNeeds, p.names[need])
+				}
+			}
 		}
 		nd.with.BindTasks(p.lookupTask)
 		var path []string

@@ -85,14 +85,24 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 				if err != nil {
 					return fmt.Errorf("dispatch input not canonical: %w", err)
 				}
-				// Nothing is dispatched before all its predecessors resolved.
-				for _, need := range wf.GetTasks()[e.Task.Node].GetNeeds() {
+				// Nothing is dispatched before all its predecessors
+				// resolved, or a join before join.min of them completed.
+				task := wf.GetTasks()[e.Task.Node]
+				completed := 0
+				for _, need := range task.GetNeeds() {
 					n, _ := plan.Lookup(need)
 					switch st := g.Task(graph.Ref(n)).Status; st {
-					case graph.TaskCompleted, graph.TaskFailed, graph.TaskSkipped:
+					case graph.TaskCompleted:
+						completed++
+					case graph.TaskFailed, graph.TaskSkipped, graph.TaskCancelled: // cancelled by a join's cancel_rest
 					default:
-						return fmt.Errorf("%v dispatched while its predecessor %s is %v", k, need, st)
+						if task.GetJoin() == nil {
+							return fmt.Errorf("%v dispatched while its predecessor %s is %v", k, need, st)
+						}
 					}
+				}
+				if j := task.GetJoin(); j != nil && completed < int(j.GetMin()) {
+					return fmt.Errorf("join %v dispatched with %d of its needs completed, min %d", k, completed, j.GetMin())
 				}
 				inflight[k] = e.Input
 				dispatched = append(dispatched, refDispatch{refAttempt(k), string(enc)})
@@ -371,8 +381,8 @@ func exprTemplate(src string) *robonetv1.Template {
 }
 
 // randomWorkflow builds a random valid IR: tasks t00..tNN where each may need
-// earlier tasks, with random spreads, guards, inputs, failure policies, retry
-// policies and timeouts.
+// earlier tasks, with random joins, spreads, guards, inputs, failure
+// policies, retry policies and timeouts.
 func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 	n := 1 + rng.IntN(10)
 	wf := &robonetv1.Workflow{Name: "random", Version: 1, Inputs: []*robonetv1.Input{
@@ -389,6 +399,9 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 			}
 			slices.Sort(t.Needs)
 			t.Needs = slices.Compact(t.Needs)
+		}
+		if len(t.Needs) >= 2 && rng.IntN(3) == 0 {
+			t.Join = &robonetv1.Join{Min: uint32(1 + rng.IntN(len(t.Needs))), CancelRest: rng.IntN(2) == 0}
 		}
 		var upstream string
 		if len(t.Needs) > 0 {

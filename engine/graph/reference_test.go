@@ -37,11 +37,12 @@ type refScheduler struct {
 type refStatus int
 
 const (
-	refWaiting refStatus = iota // predecessors not all resolved
-	refActive                   // dispatched (maybe as a spread), not resolved
-	refDone                     // completed
-	refFailed                   // failed under skip: output null
-	refSkipped                  // guard false or all predecessors skipped
+	refWaiting   refStatus = iota // predecessors not all resolved
+	refActive                     // dispatched (maybe as a spread), not resolved
+	refDone                       // completed
+	refFailed                     // failed under skip: output null
+	refSkipped                    // guard false or all predecessors skipped
+	refCancelled                  // a need of a join with cancel_rest, unresolved when the join was decided
 )
 
 type refTask struct {
@@ -51,6 +52,9 @@ type refTask struct {
 	output any
 	spread bool
 	units  []*refUnit // one for a plain task, N for a spread
+	// view is, for a join that fired, the output of every task that had
+	// resolved then: what its expressions read from then on.
+	view map[string]any
 }
 
 // refUnit is one dispatchable unit: a plain task or one spread instance.
@@ -104,7 +108,7 @@ func (r *refScheduler) rescan(now time.Time) {
 			if r.terminal() {
 				return
 			}
-			if t.status == refWaiting && r.predsResolved(t) {
+			if t.status == refWaiting && t.ir.GetJoin() == nil && r.predsResolved(t) {
 				r.makeReady(t, now)
 				changed = true
 			}
@@ -117,6 +121,17 @@ func (r *refScheduler) rescan(now time.Time) {
 				changed = true
 			}
 		}
+		// Joins are decided once nothing else changes, the lowest first,
+		// one per pass.
+		for _, t := range r.tasks {
+			if changed || r.terminal() {
+				break
+			}
+			if t.status == refWaiting && t.ir.GetJoin() != nil && r.joinDecidable(t) {
+				r.decideJoin(t, now)
+				changed = true
+			}
+		}
 		if !changed && !r.terminal() && r.allResolved() {
 			r.finish()
 		}
@@ -124,6 +139,64 @@ func (r *refScheduler) rescan(now time.Time) {
 	if r.state == graph.Running && r.noneWaiting() {
 		r.state = graph.Gathering
 	}
+}
+
+// joinCounts counts a join's needs that completed and those that failed,
+// were skipped or were cancelled.
+func (r *refScheduler) joinCounts(t *refTask) (completed, other int) {
+	for _, n := range t.ir.GetNeeds() {
+		switch r.byName[n].status {
+		case refDone:
+			completed++
+		case refFailed, refSkipped, refCancelled:
+			other++
+		}
+	}
+	return completed, other
+}
+
+func (r *refScheduler) joinDecidable(t *refTask) bool {
+	completed, other := r.joinCounts(t)
+	m := int(t.ir.GetJoin().GetMin())
+	return completed >= m || other > len(t.ir.GetNeeds())-m
+}
+
+// decideJoin handles a join whose min is reached, or can no longer be.
+func (r *refScheduler) decideJoin(t *refTask, now time.Time) {
+	if t.ir.GetJoin().GetCancelRest() {
+		for _, n := range t.ir.GetNeeds() {
+			nt := r.byName[n]
+			if nt.status != refWaiting && nt.status != refActive {
+				continue
+			}
+			nt.status, nt.output = refCancelled, nil
+			for _, u := range nt.units {
+				if u.running {
+					u.running = false
+					r.cancelled = append(r.cancelled, refAttempt{graph.TaskRef{Node: nt.node, Index: u.index}, u.attempt})
+				}
+				u.waiting = false
+			}
+		}
+	}
+	if completed, _ := r.joinCounts(t); completed >= int(t.ir.GetJoin().GetMin()) {
+		t.view = map[string]any{}
+		for _, o := range r.tasks {
+			switch o.status {
+			case refDone, refFailed, refSkipped:
+				t.view[o.ir.GetName()] = o.output
+			}
+		}
+		r.run(t, now)
+		return
+	}
+	for _, n := range t.ir.GetNeeds() {
+		if s := r.byName[n].status; s == refDone || s == refFailed {
+			r.taskFailedHard(t, now)
+			return
+		}
+	}
+	t.status = refSkipped
 }
 
 func (r *refScheduler) predsResolved(t *refTask) bool {
@@ -168,7 +241,7 @@ func (r *refScheduler) makeReady(t *refTask, now time.Time) {
 	if len(needs) > 0 {
 		all := true
 		for _, n := range needs {
-			if r.byName[n].status != refSkipped {
+			if s := r.byName[n].status; s != refSkipped && s != refCancelled {
 				all = false
 			}
 		}
@@ -177,8 +250,13 @@ func (r *refScheduler) makeReady(t *refTask, now time.Time) {
 			return
 		}
 	}
+	r.run(t, now)
+}
+
+// run evaluates the guard of a ready task, then expands or dispatches it.
+func (r *refScheduler) run(t *refTask, now time.Time) {
 	if w := t.ir.GetWhen(); w != nil {
-		v, err := r.eval(w.GetSource(), nil, 0)
+		v, err := r.eval(w.GetSource(), t.view)
 		b, isBool := v.(bool)
 		if err != nil || !isBool {
 			r.taskFailedHard(t, now)
@@ -191,7 +269,7 @@ func (r *refScheduler) makeReady(t *refTask, now time.Time) {
 	}
 	t.status = refActive
 	if t.spread {
-		v, err := r.eval(t.ir.GetSpread().GetSource(), nil, 0)
+		v, err := r.eval(t.ir.GetSpread().GetSource(), t.view)
 		list, isList := v.([]any)
 		if err != nil || !isList {
 			r.taskFailedHard(t, now)
@@ -227,7 +305,7 @@ func (r *refScheduler) taskFailedHard(t *refTask, now time.Time) {
 
 func (r *refScheduler) dispatch(t *refTask, u *refUnit, attempt uint32, now time.Time) {
 	u.attempt, u.waiting = attempt, false
-	in, err := r.evalTemplate(t.ir.GetWith(), u.item, int64(u.index))
+	in, err := r.evalTemplate(t.ir.GetWith(), refScope{r, u.item, int64(u.index), t.view})
 	if err != nil {
 		// Input evaluation is deterministic: the unit fails without retry.
 		r.unitExhausted(t, u, now)
@@ -345,7 +423,7 @@ func (r *refScheduler) cancelRunning() {
 func (r *refScheduler) finish() {
 	out := map[string]any{}
 	for _, o := range r.wf.GetOutputs() {
-		v, err := r.evalTemplate(o.GetValue(), nil, 0)
+		v, err := r.evalTemplate(o.GetValue(), refScope{r: r})
 		if err != nil {
 			r.state, r.failure = graph.Failed, "output "+o.GetName()
 			return
@@ -398,6 +476,7 @@ type refScope struct {
 	r     *refScheduler
 	item  any
 	index int64
+	view  map[string]any // nil: every task's current output
 }
 
 func (s refScope) Inputs() map[string]any { return s.r.inputs }
@@ -406,6 +485,9 @@ func (s refScope) TaskOutput(name string) (any, bool) {
 	if t == nil {
 		return nil, false
 	}
+	if s.view != nil {
+		return s.view[name], true
+	}
 	return t.output, true
 }
 func (s refScope) TaskOutputAt(int32) (any, bool) { return nil, false } // the reference never binds
@@ -413,7 +495,7 @@ func (s refScope) Item() any                      { return s.item }
 func (s refScope) Index() int64                   { return s.index }
 func (s refScope) Output() any                    { return nil } // the reference has no accept
 
-func (r *refScheduler) eval(src string, item any, index int64) (any, error) {
+func (r *refScheduler) eval(src string, view map[string]any) (any, error) {
 	p, ok := r.programs[src]
 	if !ok {
 		var err error
@@ -425,13 +507,13 @@ func (r *refScheduler) eval(src string, item any, index int64) (any, error) {
 		}
 		r.programs[src] = p
 	}
-	return p.Eval(refScope{r, item, index})
+	return p.Eval(refScope{r: r, view: view})
 }
 
-func (r *refScheduler) evalTemplate(t *robonetv1.Template, item any, index int64) (any, error) {
+func (r *refScheduler) evalTemplate(t *robonetv1.Template, sc refScope) (any, error) {
 	c, err := r.env.CompileTemplate(t)
 	if err != nil {
 		return nil, err
 	}
-	return c.Eval(refScope{r, item, index})
+	return c.Eval(sc)
 }

@@ -33,6 +33,8 @@ var ErrBadSnapshot = errors.New("invalid graph snapshot")
 //	  spread: uv width, width status bytes,
 //	          per instance: uv attempt, [v due], [val output]
 //	uv errors, per error sorted by (node, index): v node, v index, str reason
+//	only when the plan has joins: uv seq, per task: uv resolvedAt,
+//	  [uv firedAt] for a join (see Graph.firedAt)
 //
 // A due time is present for a retrying attempt and for a running attempt of
 // a task with a timeout. An output is present for a completed task, and for
@@ -104,6 +106,15 @@ func (g *Graph) Snapshot() ([]byte, error) {
 		w.v(int64(k.Node))
 		w.v(int64(k.Index))
 		w.str(g.errs[k])
+	}
+	if p.joins {
+		w.uv(g.seq)
+		for node := range p.nodes {
+			w.uv(g.resolvedAt[node])
+			if p.nodes[node].joinMin > 0 {
+				w.uv(g.firedAt[node])
+			}
+		}
 	}
 	if w.err != nil {
 		return nil, fmt.Errorf("graph: snapshot of %s: %w", g.id, w.err)
@@ -242,13 +253,36 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 		}
 		g.errs[ref] = r.str()
 	}
+	var seq uint64
+	var resolvedAt, firedAt []uint64
+	if p.joins {
+		seq = r.uv()
+		resolvedAt, firedAt = make([]uint64, len(p.nodes)), make([]uint64, len(p.nodes))
+		for node := range p.nodes {
+			resolvedAt[node] = r.uv()
+			if p.nodes[node].joinMin > 0 {
+				firedAt[node] = r.uv()
+			}
+			if r.err == nil && (resolvedAt[node] > seq || firedAt[node] > seq) {
+				return nil, fmt.Errorf("task %q: resolution order beyond %d", p.nodes[node].name, seq)
+			}
+		}
+	}
 	if r.err != nil {
 		return nil, r.err
 	}
 	if len(r.buf) != 0 {
 		return nil, fmt.Errorf("%d bytes of trailing data", len(r.buf))
 	}
-	if err := g.deriveReadiness(); err != nil {
+	if p.joins {
+		// deriveReadiness resolves again in node order: it needs the
+		// recorded order for spreads of joins, and must not renumber it.
+		g.seq, g.resolvedAt, g.firedAt = seq, resolvedAt, firedAt
+		g.restoring = true
+	}
+	err := g.deriveReadiness()
+	g.restoring = false
+	if err != nil {
 		return nil, err
 	}
 	return g, nil
@@ -264,11 +298,20 @@ func (g *Graph) deriveReadiness() error {
 		if st == TaskWaiting {
 			g.waiting++
 		}
-		if st.resolved() {
-			g.resolve(int32(node), st == TaskSkipped)
+		switch st {
+		case TaskCompleted:
+			g.resolve(int32(node), completedOutcome)
+		case TaskFailed:
+			g.resolve(int32(node), failedOutcome)
+		case TaskSkipped:
+			g.resolve(int32(node), skippedOutcome)
+		case TaskCancelled:
+			if g.state.active() { // cancelled by a join; at the end, by the end
+				g.resolve(int32(node), skippedOutcome)
+			}
 		}
 	}
-	g.work = g.work[:0]
+	g.work, g.joinq = g.work[:0], g.joinq[:0]
 	if !g.state.active() {
 		return nil
 	}
@@ -281,18 +324,26 @@ func (g *Graph) deriveReadiness() error {
 	for node := range g.plan.nodes {
 		st := g.ns[node].status
 		nd := &p.nodes[node]
-		if (st == TaskWaiting) != (g.ns[node].remaining > 0) {
+		switch {
+		case st == TaskCancelled:
+			if !g.cancelledByJoin(int32(node)) {
+				return fmt.Errorf("task %q is cancelled in state %s", nd.name, g.state)
+			}
+		case g.ns[node].join:
+			// A decided join keeps the counts it was decided with.
+			if st == TaskWaiting && (g.ns[node].remaining <= 0 || g.slack[node] < 0) {
+				return fmt.Errorf("task %q is waiting, but its join was decided", nd.name)
+			}
+		case (st == TaskWaiting) != (g.ns[node].remaining > 0):
 			return fmt.Errorf("task %q is %s with %d unresolved predecessors", nd.name, st, g.ns[node].remaining)
 		}
 		sp := g.spreads[node]
 		switch st {
-		case TaskCancelled:
-			return fmt.Errorf("task %q is cancelled in state %s", nd.name, g.state)
 		case TaskSpreading:
 			if sp.pending == 0 {
 				return fmt.Errorf("task %q is spreading with no instance pending", nd.name)
 			}
-			g.sc.item, g.sc.index = nil, 0
+			g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, g.cutoffOf(int32(node))
 			v, err := nd.spread.Eval(&g.sc)
 			items, ok := v.([]any)
 			if err != nil || !ok || len(items) != len(sp.status) {
@@ -302,6 +353,17 @@ func (g *Graph) deriveReadiness() error {
 		}
 	}
 	return nil
+}
+
+// cancelledByJoin reports whether a task cancelled in an active instance is
+// a need of a decided join with cancel_rest, the only way there is one.
+func (g *Graph) cancelledByJoin(node int32) bool {
+	for _, s := range g.plan.successors(node) {
+		if int(s) < len(g.plan.nodes) && g.plan.nodes[s].cancelRest && g.ns[s].status != TaskWaiting {
+			return true
+		}
+	}
+	return false
 }
 
 type writer struct {

@@ -165,7 +165,9 @@ const (
 	// false or every predecessor was skipped. Its output is null.
 	TaskSkipped
 	// TaskCancelled: its attempt (or retry) was cancelled because the
-	// workflow failed or was cancelled.
+	// workflow failed or was cancelled, or it was a need of a join with
+	// cancel_rest that had not resolved when the join was decided (then
+	// it may never have started).
 	TaskCancelled
 	// TaskUnknown: the TaskRef names no task or instance.
 	TaskUnknown
@@ -224,6 +226,13 @@ type Stats struct {
 	Skipped uint64
 	// Cancelled counts Cancel effects for in-flight attempts.
 	Cancelled uint64
+	// Joins counts joins decided: fired on their join.min-th completed
+	// need, or failed or skipped because join.min could no longer be
+	// reached. The runloop snapshots after an event that decided one (see
+	// docs/workflows.md, "N-of-M joins").
+	Joins uint64
+	// RestCancelled counts needs cancelled by a join's cancel_rest.
+	RestCancelled uint64
 	// StaleCompletions counts completions ignored because they named an
 	// unknown task, an attempt not in flight, or arrived after the end.
 	StaleCompletions uint64

@@ -27,6 +27,10 @@ type invalidCase struct {
 // header is the valid start most cases share (lines 1-2).
 const header = "name: demo\nversion: 1\n"
 
+// joinBase is a spec whose task j (lines 6-9) needs a and b; cases append
+// line 10.
+const joinBase = header + "tasks:\n  a: {capability: core, action: echo}\n  b: {capability: core, action: echo}\n  j:\n    capability: core\n    action: echo\n    needs: [a, b]\n"
+
 var invalidCases = []invalidCase{
 	// --- YAML and document shape
 	{name: "bad yaml", src: "name: demo\nversion: 1\ntasks: a: b: c\n",
@@ -207,6 +211,29 @@ var invalidCases = []invalidCase{
 		line: 7, col: 13, task: "a", field: "verify", msg: "verify must be between 1 and 3, not 4", hint: "compares their outputs"},
 	{name: "verify as a word", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    verify: twice\n",
 		line: 7, col: 13, task: "a", field: "verify", msg: "verify must be a whole number", hint: "verify: 2"},
+	// --- join
+	{name: "join min larger than needs", src: joinBase + "    join: {min: 3}\n",
+		line: 10, col: 17, task: "j", field: "join.min", msg: "join.min is 3, but the task has only 2 needs", hint: "use a min from 1 to 2"},
+	{name: "join min 0", src: joinBase + "    join: {min: 0}\n",
+		line: 10, col: 17, task: "j", field: "join.min", msg: "join.min must be at least 1, not 0", hint: "a whole number from 1"},
+	{name: "join min negative", src: joinBase + "    join: {min: -1}\n",
+		line: 10, col: 17, task: "j", field: "join.min", msg: "join.min must be at least 1, not -1"},
+	{name: "join min a string", src: joinBase + "    join: {min: two}\n",
+		line: 10, col: 17, task: "j", field: "join.min", msg: "join.min must be a whole number, not the string \"two\""},
+	{name: "join min missing", src: joinBase + "    join: {cancel_rest: true}\n",
+		line: 10, col: 5, task: "j", field: "join.min", msg: `missing required field "min"`, hint: "join: {min: 2}"},
+	{name: "join not a mapping", src: joinBase + "    join: 2\n",
+		line: 10, col: 11, task: "j", field: "join", msg: "join must be a mapping, not the number 2", hint: "join: {min: 2}"},
+	{name: "join unknown key", src: joinBase + "    join: {min: 1, cancel: true}\n",
+		line: 10, col: 20, task: "j", field: "join.cancel", msg: `unknown key "cancel" in join`},
+	{name: "join misspelt min", src: joinBase + "    join: {mni: 1}\n",
+		line: 10, col: 12, task: "j", field: "join.mni", msg: `unknown key "mni" in join`, hint: `did you mean "min"?`},
+	{name: "join cancel_rest not a bool", src: joinBase + "    join: {min: 1, cancel_rest: yes please}\n",
+		line: 10, col: 33, task: "j", field: "join.cancel_rest", msg: "join.cancel_rest must be true or false, not the string \"yes please\"", hint: "cancel_rest: true"},
+	{name: "join without needs", src: header + "tasks:\n  j:\n    capability: core\n    action: echo\n    join: {min: 1}\n",
+		line: 7, col: 5, task: "j", field: "join", msg: "join without needs", hint: "add needs"},
+	{name: "join min counts needs once", src: joinBase[:len(joinBase)-len("[a, b]\n")] + "[a, a]\n    join: {min: 2}\n",
+		line: 10, col: 17, task: "j", field: "join.min", msg: "join.min is 2, but the task has only 1 need"},
 	{name: "max_attempts 0", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    retry: {max_attempts: 0}\n",
 		line: 7, col: 27, task: "a", field: "retry.max_attempts", msg: "max_attempts must be between 1 and 100, not 0", hint: "1 means no retry"},
 	{name: "max_attempts 101", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    retry: {max_attempts: 101}\n",

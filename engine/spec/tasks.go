@@ -25,6 +25,15 @@ type taskSpec struct {
 	accept     *yaml.Node
 	policy     policy
 	verify     uint32 // 0: absent
+	join       *joinSpec
+}
+
+// joinSpec is a task's `join: {min, cancel_rest}` as written.
+type joinSpec struct {
+	keyN       *yaml.Node // the join key, for errors about the whole join
+	minN       *yaml.Node // nil when min is absent or invalid
+	min        int64
+	cancelRest bool
 }
 
 // need is one entry of a task's `needs`.
@@ -113,6 +122,12 @@ func (c *compiler) task(e entry) *taskSpec {
 	if f, ok := fields["verify"]; ok {
 		t.verify = c.verify(f.value, t.w.child("verify"))
 	}
+	if f, ok := fields["join"]; ok {
+		t.join = c.join(f, t.w.child("join"))
+		if t.join == nil {
+			t.ok = false
+		}
+	}
 	t.policy = c.policy(fields, t.w)
 	if t.policy.onFailure == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT && t.policy.retryNode != nil {
 		c.errorf(t.policy.retryNode, t.w.child("retry"), "use on_failure: retry to retry and then fail the workflow, or remove retry",
@@ -162,6 +177,95 @@ func (c *compiler) verify(v *yaml.Node, w where) uint32 {
 		return 0
 	}
 	return uint32(i)
+}
+
+// join reads `join: {min: N, cancel_rest: bool}`; nil when it is invalid.
+// min is checked against the task's needs later, by checkJoin.
+func (c *compiler) join(f entry, w where) *joinSpec {
+	n := c.resolve(f.value)
+	if n == nil {
+		return nil
+	}
+	const hint = "write join: {min: 2} to start once 2 of the needs completed (add cancel_rest: true to cancel the others)"
+	if n.Kind != yaml.MappingNode {
+		c.errorf(n, w, hint, "join must be a mapping, not %s", describe(n))
+		return nil
+	}
+	entries, ok := c.mapping(n, w, "join")
+	if !ok {
+		return nil
+	}
+	j := &joinSpec{keyN: f.keyN}
+	valid := true
+	fields := c.checkKeys(entries, joinKeys, w, "join")
+	if len(fields) < len(entries) {
+		valid = false
+	}
+	m, ok := fields["min"]
+	switch {
+	case !ok:
+		c.errorf(f.keyN, w.child("min"), hint, "missing required field \"min\"")
+		valid = false
+	case m.value == nil: // a misspelt key, reported already
+		valid = false
+	default:
+		mn := c.resolve(m.value)
+		if mn == nil {
+			return nil
+		}
+		const minHint = "min is how many needs must complete before the task starts: a whole number from 1 to the number of needs"
+		if mn.Kind != yaml.ScalarNode || mn.Tag != "!!int" {
+			c.errorf(mn, w.child("min"), minHint, "join.min must be a whole number, not %s", describe(mn))
+			valid = false
+			break
+		}
+		v, ok := intValue(mn)
+		if !ok || v < 1 {
+			c.errorf(mn, w.child("min"), minHint, "join.min must be at least 1, not %s", mn.Value)
+			valid = false
+			break
+		}
+		j.min, j.minN = v, mn
+	}
+	if cr, ok := fields["cancel_rest"]; ok && cr.value != nil {
+		cn := c.resolve(cr.value)
+		if cn == nil {
+			return nil
+		}
+		if cn.Kind != yaml.ScalarNode || cn.Tag != "!!bool" {
+			c.errorf(cn, w.child("cancel_rest"), "write cancel_rest: true to cancel the needs still running when the join starts, or cancel_rest: false (the default) to let them finish",
+				"join.cancel_rest must be true or false, not %s", describe(cn))
+			valid = false
+		} else {
+			j.cancelRest = cn.Value == "true" || cn.Value == "True" || cn.Value == "TRUE"
+		}
+	}
+	if !valid {
+		return nil
+	}
+	return j
+}
+
+// checkJoin checks a join against the task's direct needs (de-duplicated)
+// and returns its IR.
+func (c *compiler) checkJoin(t *taskSpec, needs []string) *robonetv1.Join {
+	j := t.join
+	w := t.w.child("join")
+	switch {
+	case len(needs) == 0:
+		c.errorf(j.keyN, w, "add needs: [a, b, c] to the task, or remove join",
+			"join without needs: a join waits for some of the task's needs, and it has none")
+		return nil
+	case j.min > int64(len(needs)):
+		noun := "needs"
+		if len(needs) == 1 {
+			noun = "need"
+		}
+		c.errorf(j.minN, w.child("min"), fmt.Sprintf("use a min from 1 to %d, or add needs", len(needs)),
+			"join.min is %d, but the task has only %d %s", j.min, len(needs), noun)
+		return nil
+	}
+	return &robonetv1.Join{Min: uint32(j.min), CancelRest: j.cancelRest}
 }
 
 // needs reads a list of task names, or a single name.
@@ -225,6 +329,11 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 	ir.OnFailure, ir.Retry, ir.Timeout = fold(t.policy, defaults)
 	if t.verify > 1 {
 		ir.Verify = t.verify
+	}
+	if t.join != nil {
+		if ir.Join = c.checkJoin(t, ir.Needs); ir.Join == nil {
+			t.ok = false
+		}
 	}
 	if !t.ok {
 		return nil

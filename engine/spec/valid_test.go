@@ -443,3 +443,20 @@ func TestAcceptLandsInIR(t *testing.T) {
 		t.Errorf("a task without accept has one: %v", a)
 	}
 }
+
+// join lands in the IR as written; min may equal the number of needs.
+func TestJoinLandsInIR(t *testing.T) {
+	base := "name: v\nversion: 1\ntasks:\n  a: {capability: core, action: echo}\n  b: {capability: core, action: echo}\n  c: {capability: core, action: echo}\n" +
+		"  j:\n    capability: core\n    action: echo\n    needs: [a, b, c]\n"
+	j := task(t, mustCompile(t, base+"    join: {min: 2, cancel_rest: true}\n"), "j").GetJoin()
+	if j.GetMin() != 2 || !j.GetCancelRest() {
+		t.Fatalf("join compiled to %v", j)
+	}
+	j = task(t, mustCompile(t, base+"    join: {min: 3}\n"), "j").GetJoin()
+	if j.GetMin() != 3 || j.GetCancelRest() {
+		t.Fatalf("join: {min: 3} compiled to %v", j)
+	}
+	if task(t, mustCompile(t, base), "j").GetJoin() != nil {
+		t.Fatal("a task without join has one in the IR")
+	}
+}

@@ -445,7 +445,10 @@ type Task struct {
 	Accept *Expr `protobuf:"bytes,13,opt,name=accept,proto3" json:"accept,omitempty"`
 	// The accept expression as written in the spec (`${{ … }}` included),
 	// quoted in the error of an attempt that is not accepted.
-	AcceptText    string `protobuf:"bytes,14,opt,name=accept_text,json=acceptText,proto3" json:"accept_text,omitempty"`
+	AcceptText string `protobuf:"bytes,14,opt,name=accept_text,json=acceptText,proto3" json:"accept_text,omitempty"`
+	// When set, an N-of-M join: the task becomes ready once join.min of its
+	// needs have completed, instead of all of them.
+	Join          *Join `protobuf:"bytes,15,opt,name=join,proto3" json:"join,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -578,6 +581,73 @@ func (x *Task) GetAcceptText() string {
 	return ""
 }
 
+func (x *Task) GetJoin() *Join {
+	if x != nil {
+		return x.Join
+	}
+	return nil
+}
+
+// Join makes a task ready once min of its needs have completed (succeeded).
+// The needs still unresolved then (the rest) keep running, and the task
+// reads null for them, unless cancel_rest cancels them. When so many needs
+// failed or were skipped that min can no longer be reached, the task is
+// skipped if every need resolved by then was skipped, and otherwise fails
+// (before any attempt) under its failure policy.
+type Join struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// 1 <= min <= len(needs).
+	Min uint32 `protobuf:"varint,1,opt,name=min,proto3" json:"min,omitempty"`
+	// Cancel the rest when the join is decided.
+	CancelRest    bool `protobuf:"varint,2,opt,name=cancel_rest,json=cancelRest,proto3" json:"cancel_rest,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Join) Reset() {
+	*x = Join{}
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Join) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Join) ProtoMessage() {}
+
+func (x *Join) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Join.ProtoReflect.Descriptor instead.
+func (*Join) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Join) GetMin() uint32 {
+	if x != nil {
+		return x.Min
+	}
+	return 0
+}
+
+func (x *Join) GetCancelRest() bool {
+	if x != nil {
+		return x.CancelRest
+	}
+	return false
+}
+
 // Output is one named workflow output.
 type Output struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
@@ -589,7 +659,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -601,7 +671,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -614,7 +684,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Output) GetName() string {
@@ -641,7 +711,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -653,7 +723,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -666,7 +736,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Expr) GetSource() string {
@@ -694,7 +764,7 @@ type Template struct {
 
 func (x *Template) Reset() {
 	*x = Template{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -706,7 +776,7 @@ func (x *Template) String() string {
 func (*Template) ProtoMessage() {}
 
 func (x *Template) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -719,7 +789,7 @@ func (x *Template) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Template.ProtoReflect.Descriptor instead.
 func (*Template) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Template) GetKind() isTemplate_Kind {
@@ -822,7 +892,7 @@ type Interpolation struct {
 
 func (x *Interpolation) Reset() {
 	*x = Interpolation{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -834,7 +904,7 @@ func (x *Interpolation) String() string {
 func (*Interpolation) ProtoMessage() {}
 
 func (x *Interpolation) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -847,7 +917,7 @@ func (x *Interpolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interpolation.ProtoReflect.Descriptor instead.
 func (*Interpolation) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Interpolation) GetParts() []*InterpolationPart {
@@ -870,7 +940,7 @@ type InterpolationPart struct {
 
 func (x *InterpolationPart) Reset() {
 	*x = InterpolationPart{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -882,7 +952,7 @@ func (x *InterpolationPart) String() string {
 func (*InterpolationPart) ProtoMessage() {}
 
 func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -895,7 +965,7 @@ func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterpolationPart.ProtoReflect.Descriptor instead.
 func (*InterpolationPart) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InterpolationPart) GetPart() isInterpolationPart_Part {
@@ -948,7 +1018,7 @@ type TemplateList struct {
 
 func (x *TemplateList) Reset() {
 	*x = TemplateList{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -960,7 +1030,7 @@ func (x *TemplateList) String() string {
 func (*TemplateList) ProtoMessage() {}
 
 func (x *TemplateList) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -973,7 +1043,7 @@ func (x *TemplateList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateList.ProtoReflect.Descriptor instead.
 func (*TemplateList) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *TemplateList) GetItems() []*Template {
@@ -993,7 +1063,7 @@ type TemplateMap struct {
 
 func (x *TemplateMap) Reset() {
 	*x = TemplateMap{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1005,7 +1075,7 @@ func (x *TemplateMap) String() string {
 func (*TemplateMap) ProtoMessage() {}
 
 func (x *TemplateMap) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1018,7 +1088,7 @@ func (x *TemplateMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateMap.ProtoReflect.Descriptor instead.
 func (*TemplateMap) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TemplateMap) GetEntries() []*TemplateEntry {
@@ -1038,7 +1108,7 @@ type TemplateEntry struct {
 
 func (x *TemplateEntry) Reset() {
 	*x = TemplateEntry{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1050,7 +1120,7 @@ func (x *TemplateEntry) String() string {
 func (*TemplateEntry) ProtoMessage() {}
 
 func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1063,7 +1133,7 @@ func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateEntry.ProtoReflect.Descriptor instead.
 func (*TemplateEntry) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TemplateEntry) GetKey() string {
@@ -1104,7 +1174,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\x85\x04\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xab\x04\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1124,7 +1194,12 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\x06verify\x18\f \x01(\rR\x06verify\x12(\n" +
 	"\x06accept\x18\r \x01(\v2\x10.robonet.v1.ExprR\x06accept\x12\x1f\n" +
 	"\vaccept_text\x18\x0e \x01(\tR\n" +
-	"acceptText\"H\n" +
+	"acceptText\x12$\n" +
+	"\x04join\x18\x0f \x01(\v2\x10.robonet.v1.JoinR\x04join\"9\n" +
+	"\x04Join\x12\x10\n" +
+	"\x03min\x18\x01 \x01(\rR\x03min\x12\x1f\n" +
+	"\vcancel_rest\x18\x02 \x01(\bR\n" +
+	"cancelRest\"H\n" +
 	"\x06Output\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12*\n" +
 	"\x05value\x18\x02 \x01(\v2\x14.robonet.v1.TemplateR\x05value\"\x1e\n" +
@@ -1178,7 +1253,7 @@ func file_robonet_v1_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 12)
+var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
 var file_robonet_v1_workflow_proto_goTypes = []any{
 	(ValueType)(0),              // 0: robonet.v1.ValueType
 	(FailurePolicy)(0),          // 1: robonet.v1.FailurePolicy
@@ -1186,45 +1261,47 @@ var file_robonet_v1_workflow_proto_goTypes = []any{
 	(*Input)(nil),               // 3: robonet.v1.Input
 	(*RetryPolicy)(nil),         // 4: robonet.v1.RetryPolicy
 	(*Task)(nil),                // 5: robonet.v1.Task
-	(*Output)(nil),              // 6: robonet.v1.Output
-	(*Expr)(nil),                // 7: robonet.v1.Expr
-	(*Template)(nil),            // 8: robonet.v1.Template
-	(*Interpolation)(nil),       // 9: robonet.v1.Interpolation
-	(*InterpolationPart)(nil),   // 10: robonet.v1.InterpolationPart
-	(*TemplateList)(nil),        // 11: robonet.v1.TemplateList
-	(*TemplateMap)(nil),         // 12: robonet.v1.TemplateMap
-	(*TemplateEntry)(nil),       // 13: robonet.v1.TemplateEntry
-	(*durationpb.Duration)(nil), // 14: google.protobuf.Duration
+	(*Join)(nil),                // 6: robonet.v1.Join
+	(*Output)(nil),              // 7: robonet.v1.Output
+	(*Expr)(nil),                // 8: robonet.v1.Expr
+	(*Template)(nil),            // 9: robonet.v1.Template
+	(*Interpolation)(nil),       // 10: robonet.v1.Interpolation
+	(*InterpolationPart)(nil),   // 11: robonet.v1.InterpolationPart
+	(*TemplateList)(nil),        // 12: robonet.v1.TemplateList
+	(*TemplateMap)(nil),         // 13: robonet.v1.TemplateMap
+	(*TemplateEntry)(nil),       // 14: robonet.v1.TemplateEntry
+	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
 }
 var file_robonet_v1_workflow_proto_depIdxs = []int32{
 	3,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
 	5,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
-	6,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
+	7,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
 	0,  // 3: robonet.v1.Input.type:type_name -> robonet.v1.ValueType
-	14, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
-	14, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	8,  // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
-	7,  // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
-	7,  // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
+	15, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
+	15, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	9,  // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
+	8,  // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
+	8,  // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
 	1,  // 9: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
 	4,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
-	14, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
-	7,  // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
-	8,  // 13: robonet.v1.Output.value:type_name -> robonet.v1.Template
-	7,  // 14: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
-	9,  // 15: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
-	11, // 16: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
-	12, // 17: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
-	10, // 18: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
-	7,  // 19: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
-	8,  // 20: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
-	13, // 21: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
-	8,  // 22: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
-	23, // [23:23] is the sub-list for method output_type
-	23, // [23:23] is the sub-list for method input_type
-	23, // [23:23] is the sub-list for extension type_name
-	23, // [23:23] is the sub-list for extension extendee
-	0,  // [0:23] is the sub-list for field type_name
+	15, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
+	8,  // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
+	6,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
+	9,  // 14: robonet.v1.Output.value:type_name -> robonet.v1.Template
+	8,  // 15: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
+	10, // 16: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
+	12, // 17: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
+	13, // 18: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
+	11, // 19: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
+	8,  // 20: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
+	9,  // 21: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
+	14, // 22: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
+	9,  // 23: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
+	24, // [24:24] is the sub-list for method output_type
+	24, // [24:24] is the sub-list for method input_type
+	24, // [24:24] is the sub-list for extension type_name
+	24, // [24:24] is the sub-list for extension extendee
+	0,  // [0:24] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_workflow_proto_init() }
@@ -1232,14 +1309,14 @@ func file_robonet_v1_workflow_proto_init() {
 	if File_robonet_v1_workflow_proto != nil {
 		return
 	}
-	file_robonet_v1_workflow_proto_msgTypes[6].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[7].OneofWrappers = []any{
 		(*Template_LiteralJson)(nil),
 		(*Template_Expr)(nil),
 		(*Template_Interpolation)(nil),
 		(*Template_List)(nil),
 		(*Template_Map)(nil),
 	}
-	file_robonet_v1_workflow_proto_msgTypes[8].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[9].OneofWrappers = []any{
 		(*InterpolationPart_Text)(nil),
 		(*InterpolationPart_Expr)(nil),
 	}
@@ -1249,7 +1326,7 @@ func file_robonet_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_workflow_proto_rawDesc), len(file_robonet_v1_workflow_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   12,
+			NumMessages:   13,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
