@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"io"
 	"net/http"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -66,4 +67,46 @@ func TestDashboard(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	noRedirect.CloseIdleConnections()
+}
+
+// An instance's ETA, from the real heartbeats of the sleep action (which
+// reports one), through the API and on the dashboard's instance page;
+// none once it finished.
+func TestDashboardShowsETA(t *testing.T) {
+	cfg := testConfig(t, sqliteStore)
+	cfg.HTTPAddr = "127.0.0.1:0"
+	tn := startNodeWith(t, cfg)
+	id := submitSpec(t, tn.api, testdataSpec("napping.yaml"), "")
+	get := func() *robonetv1.Instance {
+		t.Helper()
+		resp, err := tn.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatalf("GetInstance: %v", err)
+		}
+		return resp.GetInstance()
+	}
+	var in *robonetv1.Instance
+	eventually(t, 30*time.Second, "an ETA", func() bool { in = get(); return in.GetEta() != nil })
+	if eta := in.GetEta().AsDuration(); eta <= 9*time.Minute || eta > 10*time.Minute {
+		t.Fatalf("ETA %s, want just under 10m: three 10m naps side by side", eta)
+	}
+
+	client := &http.Client{Timeout: 10 * time.Second}
+	resp, err := client.Get("http://" + tn.node.HTTPAddr() + "/ui/instances/" + id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	client.CloseIdleConnections()
+	if !regexp.MustCompile(`<span id="eta">about (9m[0-9]+s|10m0s) left</span>`).Match(body) {
+		t.Errorf("the instance page does not show the ETA:\n%s", body)
+	}
+
+	if _, err := tn.api.CancelInstance(ctxFor(t, 10*time.Second), &robonetv1.CancelInstanceRequest{InstanceId: id}); err != nil {
+		t.Fatalf("CancelInstance: %v", err)
+	}
+	if in := waitDone(t, tn.api, id, 30*time.Second); in.GetEta() != nil {
+		t.Errorf("a finished instance has an ETA: %s", in.GetEta().AsDuration())
+	}
 }

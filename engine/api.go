@@ -123,6 +123,13 @@ type InstanceView struct {
 	FinishedAt      time.Time // zero until terminal
 	CancelRequested bool
 	Tasks           []TaskView // one per task of the workflow, in dependency order
+	// ETA is the estimated time left until the instance finishes, as of
+	// the read, when ETAKnown: see instanceETA (eta.go) for what it is
+	// made of. Only the engine that holds the instance knows it (from its
+	// workers' heartbeats); views read from the Store, of finished
+	// instances and of instances being cancelled leave it unknown.
+	ETA      time.Duration
+	ETAKnown bool
 }
 
 // TaskStatus is a task's status as clients see it.

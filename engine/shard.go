@@ -114,7 +114,7 @@ type instance struct {
 	announced   []bool  // per task: its resolution was announced
 	started     []int64 // per task: first dispatch (Unix ns)
 	finished    []int64 // per task: resolution (Unix ns)
-	progress    map[graph.TaskRef]*TaskProgress
+	progress    map[graph.TaskRef]*liveProgress
 	lost        map[graph.TaskRef]int // times an attempt in flight was reported lost
 	history     attemptBook           // attempts per execution, for the view (attempts.go)
 

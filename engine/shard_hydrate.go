@@ -26,7 +26,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		createdAt: c.CreatedAt,
 		lg:        s.log.With(zap.Stringer("instance", c.ID)),
 		shown:     StateRunning,
-		progress:  make(map[graph.TaskRef]*TaskProgress),
+		progress:  make(map[graph.TaskRef]*liveProgress),
 	}
 	h.state.Store(StateRunning)
 	last, ok := s.lastSeq[c.ID]

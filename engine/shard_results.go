@@ -119,10 +119,10 @@ func (s *shard) onProgress(p *TaskProgress) {
 	if cur := inst.progress[ref]; cur != nil && cur.WorkerID == p.WorkerID && p.Seq <= cur.Seq {
 		return // a replayed or reordered heartbeat
 	}
-	cp := *p
-	inst.progress[ref] = &cp
+	lp := heard(inst.progress[ref], p)
+	inst.progress[ref] = lp
 	s.emit(inst, Event{Kind: EventTaskProgress, Task: inst.pe.task(ref.Node).GetName(), Index: ref.Index,
-		Attempt: p.Attempt, Progress: &cp})
+		Attempt: p.Attempt, Progress: &lp.TaskProgress})
 }
 
 // record queues an accepted result of ref for the next group commit.

@@ -98,8 +98,8 @@ func (e *Engine) liveView(ctx context.Context, id uuid.UUID) (v InstanceView, pe
 		trimmed bool
 	}
 	out := make(chan built, 1)
-	ok, err = e.onShard(ctx, id, func(_ *shard, inst *instance) {
-		out <- built{inst.fullView(), inst.pe, inst.history.trimmed}
+	ok, err = e.onShard(ctx, id, func(s *shard, inst *instance) {
+		out <- built{inst.fullView(s.now()), inst.pe, inst.history.trimmed}
 	})
 	if err != nil || !ok {
 		return InstanceView{}, nil, false, ok, err
@@ -108,16 +108,17 @@ func (e *Engine) liveView(ctx context.Context, id uuid.UUID) (v InstanceView, pe
 	return b.v, b.pe, b.trimmed, true, nil
 }
 
-// view is the live view of a held instance (on its shard), its attempts
-// bounded (they are not completed from the Store).
-func (inst *instance) view() InstanceView {
-	v := inst.fullView()
+// view is the live view of a held instance (on its shard) as of now, its
+// attempts bounded (they are not completed from the Store).
+func (inst *instance) view(now time.Time) InstanceView {
+	v := inst.fullView(now)
 	boundAttempts(&v)
 	return v
 }
 
-// fullView is the live view with every attempt the instance keeps.
-func (inst *instance) fullView() InstanceView {
+// fullView is the live view as of now with every attempt the instance
+// keeps.
+func (inst *instance) fullView(now time.Time) InstanceView {
 	v := InstanceView{
 		ID:        inst.id,
 		Workflow:  inst.pe.info.Name,
@@ -141,13 +142,14 @@ func (inst *instance) fullView() InstanceView {
 		},
 		progress: func(ref graph.TaskRef) *TaskProgress {
 			if p := inst.progress[ref]; p != nil {
-				cp := *p
+				cp := p.TaskProgress
 				return &cp
 			}
 			return nil
 		},
 		attempts: inst.appendAttempts,
 	})
+	v.ETA, v.ETAKnown = inst.eta(now)
 	return v
 }
 

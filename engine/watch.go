@@ -73,7 +73,7 @@ func (e *Engine) watchLive(ctx context.Context, id uuid.UUID, cursor *uint64, sn
 		ok, err := e.onShard(ctx, id, func(s *shard, inst *instance) {
 			log = inst.log
 			if _, covered, _, _ := log.read(at, 0, nil); snapshot || !covered {
-				v := inst.view()
+				v := inst.view(s.now())
 				snap = &Event{Seq: log.last(), Time: s.now(), Kind: EventSnapshot, State: v.State, Index: -1, Instance: &v}
 			}
 		})

@@ -86,6 +86,9 @@ func instanceToProto(v *engine.InstanceView) *robonetv1.Instance {
 	for i := range v.Tasks {
 		in.Tasks = append(in.Tasks, taskToProto(&v.Tasks[i]))
 	}
+	if v.ETAKnown {
+		in.Eta = durationpb.New(v.ETA)
+	}
 	return in
 }
 

@@ -286,3 +286,25 @@ func TestProgress(t *testing.T) {
 		t.Errorf("progress %v, want %v", p, want)
 	}
 }
+
+// The API's eta is set when the engine knows one, 0 included ("any moment
+// now"), and unset otherwise.
+func TestInstanceETAToProto(t *testing.T) {
+	for _, c := range []struct {
+		v    engine.InstanceView
+		want string // "": unset
+	}{
+		{engine.InstanceView{ETA: 80 * time.Second, ETAKnown: true}, "1m20s"},
+		{engine.InstanceView{ETAKnown: true}, "0s"},
+		{engine.InstanceView{ETA: 80 * time.Second}, ""},
+	} {
+		in := instanceToProto(&c.v)
+		got := ""
+		if in.GetEta() != nil {
+			got = in.GetEta().AsDuration().String()
+		}
+		if got != c.want {
+			t.Errorf("ETA %s (known %t): eta %q, want %q", c.v.ETA, c.v.ETAKnown, got, c.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"reflect"
+	"regexp"
 	"runtime"
 	"slices"
 	"strings"
@@ -1034,5 +1035,78 @@ func TestLogs(t *testing.T) {
 		if r.code != c.code || !strings.Contains(r.stderr, c.want) {
 			t.Errorf("%v: exit %d, stderr %q; want exit %d and %q", c.args, r.code, r.stderr, c.code, c.want)
 		}
+	}
+}
+
+// napSpec sleeps 10 minutes, reporting an ETA in its heartbeats; with
+// "after: true" a task waits for the nap.
+const napSpec = `
+name: nap%s
+version: 1
+tasks:
+  nap:
+    capability: core
+    action: sleep
+    with: {duration: 10m}
+%s`
+
+const napAfter = `  after:
+    needs: [nap]
+    capability: core
+    action: echo
+    with: {}
+`
+
+// get shows the instance's ETA while it runs: from the nap's heartbeats
+// when only the nap is left; "unknown" (and no eta key) when a task waits
+// for it, since nothing says how long that one will take.
+func TestGetShowsETA(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	submit := func(name, spec string) string {
+		t.Helper()
+		r := roboctl(t, addr, "submit", writeSpec(t, name+".yaml", spec), "-o", "json")
+		var sub submitView
+		if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &sub) != nil {
+			t.Fatalf("submit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		t.Cleanup(func() { roboctl(t, addr, "cancel", sub.InstanceID) })
+		return sub.InstanceID
+	}
+	getJSON := func(id string) map[string]any {
+		t.Helper()
+		r := roboctl(t, addr, "get", id, "-o", "json")
+		var v map[string]any
+		if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &v) != nil {
+			t.Fatalf("get -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+		}
+		return v
+	}
+	running := func(v map[string]any) bool {
+		tasks, _ := v["tasks"].([]any)
+		nap, _ := tasks[0].(map[string]any)
+		p, _ := nap["progress"].(map[string]any)
+		return p["eta"] != nil
+	}
+
+	alone := submit("nap", fmt.Sprintf(napSpec, "", ""))
+	var v map[string]any
+	eventually(t, func() bool { v = getJSON(alone); return v["eta"] != nil })
+	eta, err := time.ParseDuration(fmt.Sprint(v["eta"]))
+	if err != nil || eta <= 9*time.Minute || eta > 10*time.Minute {
+		t.Fatalf("eta %v (%v), want a duration just under 10m", v["eta"], err)
+	}
+	r := roboctl(t, addr, "get", alone)
+	if r.code != exitOK || !regexp.MustCompile(`(?m)^eta +(9m[0-9]+s|10m0s)$`).MatchString(r.stdout) {
+		t.Errorf("get: exit %d, want an eta line of about 10m:\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	chained := submit("nap-after", fmt.Sprintf(napSpec, "-after", napAfter))
+	eventually(t, func() bool { v = getJSON(chained); return running(v) })
+	if eta, ok := v["eta"]; ok {
+		t.Errorf("a task waits for the nap, yet eta %v", eta)
+	}
+	if r := roboctl(t, addr, "get", chained); !regexp.MustCompile(`(?m)^eta +unknown$`).MatchString(r.stdout) {
+		t.Errorf("get: want an eta line saying unknown:\n%s%s", r.stdout, r.stderr)
 	}
 }

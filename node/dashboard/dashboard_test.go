@@ -15,6 +15,7 @@ import (
 	"go.uber.org/goleak"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -322,15 +323,22 @@ func TestInstanceSearch(t *testing.T) {
 	}
 }
 
+// The page says the API's ETA, and that there is none while it runs
+// without one.
 func TestETA(t *testing.T) {
-	now := time.Now()
-	in := &robonetv1.Instance{State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING, StartedAt: timestamppb.New(now.Add(-30 * time.Second)),
-		Progress: &robonetv1.InstanceProgress{Total: 4, Done: 1}}
-	if got := eta(in, now); got != "about 1m30s left" {
-		t.Fatalf("a quarter done in 30s: %q", got)
-	}
-	in.Progress.Done = 0
-	if got := eta(in, now); got != "" {
-		t.Fatalf("nothing done yet: %q", got)
+	running, complete := robonetv1.InstanceState_INSTANCE_STATE_RUNNING, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE
+	for _, c := range []struct {
+		state robonetv1.InstanceState
+		eta   *durationpb.Duration
+		want  string
+	}{
+		{running, durationpb.New(80*time.Second + 400*time.Millisecond), "about 1m20s left"},
+		{running, durationpb.New(0), "less than a second left"},
+		{running, nil, "time left unknown"},
+		{complete, nil, ""},
+	} {
+		if got := eta(&robonetv1.Instance{State: c.state, Eta: c.eta}); got != c.want {
+			t.Errorf("%s with eta %v: %q, want %q", c.state, c.eta, got, c.want)
+		}
 	}
 }

@@ -207,7 +207,7 @@ type liveTask struct {
 func liveOf(in *robonetv1.Instance) live {
 	l := live{State: stateName(in.GetState()), Terminal: terminal(in.GetState()), Done: in.GetProgress().GetDone(),
 		Total: in.GetProgress().GetTotal(), Error: in.GetError(), Tasks: map[string]liveTask{}}
-	l.ETA = eta(in, time.Now())
+	l.ETA = eta(in)
 	l.More = in.GetProgress().GetUnexpanded() > 0
 	for _, t := range in.GetTasks() {
 		l.Tasks[t.GetName()] = liveTaskOf(t)
@@ -215,17 +215,20 @@ func liveOf(in *robonetv1.Instance) live {
 	return l
 }
 
-// eta estimates when a running instance ends: the tasks left at the pace
-// of those done so far (spread instances count one each). "" when there is
-// no pace yet, or nothing left.
-func eta(in *robonetv1.Instance, now time.Time) string {
-	p, started := in.GetProgress(), in.GetStartedAt()
-	if terminal(in.GetState()) || started == nil || p.GetDone() == 0 || p.GetDone() >= p.GetTotal() || p.GetUnexpanded() > 0 {
+// eta says the time left of an instance that runs: its ETA from the API
+// (built from its workers' heartbeats, docs/workflows.md "Progress and
+// ETA"), or that none is known. "" once it finished.
+func eta(in *robonetv1.Instance) string {
+	switch d := in.GetEta(); {
+	case terminal(in.GetState()):
 		return ""
+	case d == nil:
+		return "time left unknown"
+	case d.AsDuration() < time.Second:
+		return "less than a second left"
+	default:
+		return "about " + d.AsDuration().Round(time.Second).String() + " left"
 	}
-	elapsed := now.Sub(started.AsTime())
-	left := time.Duration(float64(elapsed) / float64(p.GetDone()) * float64(p.GetTotal()-p.GetDone()))
-	return "about " + left.Round(time.Second).String() + " left"
 }
 
 // liveTaskOf is a task's box: its status, a second line, and what hovering

@@ -37,6 +37,13 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 		fmt.Fprintf(tw, "duration\t%s\n", roundDuration(end.Sub(*v.StartedAt)))
 	}
 	fmt.Fprintf(tw, "progress\t%s\n", ProgressLine(v.Progress))
+	if !Terminal(in.GetState()) {
+		eta := v.ETA
+		if eta == "" {
+			eta = "unknown"
+		}
+		fmt.Fprintf(tw, "eta\t%s\n", eta)
+	}
 	if v.Error != "" {
 		fmt.Fprintf(tw, "error\t%s\n", v.Error)
 	}

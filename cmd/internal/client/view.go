@@ -30,7 +30,11 @@ type InstanceView struct {
 	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
 	CancelRequested bool            `json:"cancel_requested,omitempty"`
 	Progress        ProgressView    `json:"progress"`
-	Tasks           []TaskView      `json:"tasks"`
+	// ETA is the estimated time left while the instance runs, as a Go
+	// duration ("1m20s"); absent when the node does not know one (see
+	// docs/workflows.md, "Progress and ETA").
+	ETA   string     `json:"eta,omitempty"`
+	Tasks []TaskView `json:"tasks"`
 }
 
 // ProgressView counts units of work (see robonetv1.InstanceProgress).
@@ -181,6 +185,9 @@ func Instance(in *robonetv1.Instance) InstanceView {
 		CancelRequested: in.GetCancelRequested(),
 		Progress:        progressOf(in.GetProgress()),
 		Tasks:           make([]TaskView, 0, len(in.GetTasks())),
+	}
+	if eta := in.GetEta(); eta != nil {
+		v.ETA = roundDuration(eta.AsDuration()).String()
 	}
 	for _, t := range in.GetTasks() {
 		tv := TaskView{

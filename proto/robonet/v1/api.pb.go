@@ -1881,8 +1881,15 @@ type Instance struct {
 	FinishedAt      *timestamppb.Timestamp `protobuf:"bytes,10,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
 	CancelRequested bool                   `protobuf:"varint,11,opt,name=cancel_requested,json=cancelRequested,proto3" json:"cancel_requested,omitempty"`
 	// One per task, in dependency order.
-	Tasks         []*TaskState      `protobuf:"bytes,12,rep,name=tasks,proto3" json:"tasks,omitempty"`
-	Progress      *InstanceProgress `protobuf:"bytes,13,opt,name=progress,proto3" json:"progress,omitempty"`
+	Tasks    []*TaskState      `protobuf:"bytes,12,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	Progress *InstanceProgress `protobuf:"bytes,13,opt,name=progress,proto3" json:"progress,omitempty"`
+	// Estimated time until the instance finishes, from its workers'
+	// heartbeats, as of the read (see "Progress and ETA" in
+	// docs/workflows.md). Set only by the node that runs the instance (the
+	// leader), while it runs and only when every task still to finish gives
+	// an estimate: unset when unknown, once finished, once cancellation was
+	// requested, and in a view read from the store. 0 means any moment now.
+	Eta           *durationpb.Duration `protobuf:"bytes,14,opt,name=eta,proto3" json:"eta,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2004,6 +2011,13 @@ func (x *Instance) GetTasks() []*TaskState {
 func (x *Instance) GetProgress() *InstanceProgress {
 	if x != nil {
 		return x.Progress
+	}
+	return nil
+}
+
+func (x *Instance) GetEta() *durationpb.Duration {
+	if x != nil {
+		return x.Eta
 	}
 	return nil
 }
@@ -5316,7 +5330,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\askipped\x18\x05 \x01(\x05R\askipped\x12\x1e\n" +
 	"\n" +
 	"unexpanded\x18\x06 \x01(\x05R\n" +
-	"unexpanded\"\xa0\x04\n" +
+	"unexpanded\"\xcd\x04\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x18\n" +
@@ -5335,7 +5349,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"finishedAt\x12)\n" +
 	"\x10cancel_requested\x18\v \x01(\bR\x0fcancelRequested\x12+\n" +
 	"\x05tasks\x18\f \x03(\v2\x15.robonet.v1.TaskStateR\x05tasks\x128\n" +
-	"\bprogress\x18\r \x01(\v2\x1c.robonet.v1.InstanceProgressR\bprogress\"5\n" +
+	"\bprogress\x18\r \x01(\v2\x1c.robonet.v1.InstanceProgressR\bprogress\x12+\n" +
+	"\x03eta\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x03eta\"5\n" +
 	"\x12GetInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"G\n" +
@@ -5766,131 +5781,132 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(*durationpb.Duration)(nil),      // 76: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	75, // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	8,  // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	7,  // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	7,  // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	9,  // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	8,  // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	76, // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	7,  // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	9,  // 8: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
-	8,  // 9: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
-	17, // 10: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
-	76, // 11: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
-	7,  // 12: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	19, // 13: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
-	76, // 14: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	75, // 15: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
-	1,  // 16: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	75, // 17: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	75, // 18: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	20, // 19: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	22, // 20: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	75, // 21: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	75, // 22: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 23: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	75, // 24: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	75, // 25: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	75, // 26: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	21, // 27: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	23, // 28: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	24, // 29: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	75, // 30: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,  // 31: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,  // 32: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	75, // 33: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	20, // 34: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	24, // 35: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	27, // 36: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	0,  // 37: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	75, // 38: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	75, // 39: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,  // 40: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	75, // 41: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
-	32, // 42: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	36, // 43: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	72, // 44: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	73, // 45: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	68, // 46: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
-	75, // 47: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
-	38, // 48: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	44, // 49: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	47, // 50: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	3,  // 51: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	50, // 52: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	4,  // 53: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	53, // 54: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	75, // 55: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	56, // 56: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
-	74, // 57: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
-	75, // 58: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
-	9,  // 59: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
-	76, // 60: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	76, // 61: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	59, // 62: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	9,  // 63: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
-	76, // 64: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
-	76, // 65: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
-	75, // 66: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
-	75, // 67: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
-	75, // 68: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
-	59, // 69: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
-	6,  // 70: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
-	59, // 71: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	68, // 72: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
-	76, // 73: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
-	76, // 74: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
-	71, // 75: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
-	5,  // 76: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
-	75, // 77: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	10, // 78: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	12, // 79: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	14, // 80: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	16, // 81: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
-	25, // 82: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	28, // 83: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	30, // 84: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	33, // 85: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	69, // 86: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
-	57, // 87: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
-	60, // 88: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
-	62, // 89: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
-	64, // 90: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
-	37, // 91: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	40, // 92: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	42, // 93: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	45, // 94: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	66, // 95: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
-	48, // 96: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	51, // 97: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	54, // 98: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
-	11, // 99: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	13, // 100: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	15, // 101: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	18, // 102: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
-	26, // 103: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	29, // 104: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	31, // 105: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	34, // 106: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	70, // 107: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
-	58, // 108: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
-	61, // 109: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
-	63, // 110: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
-	65, // 111: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
-	39, // 112: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	41, // 113: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	43, // 114: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	46, // 115: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	67, // 116: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
-	49, // 117: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	52, // 118: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	55, // 119: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
-	99, // [99:120] is the sub-list for method output_type
-	78, // [78:99] is the sub-list for method input_type
-	78, // [78:78] is the sub-list for extension type_name
-	78, // [78:78] is the sub-list for extension extendee
-	0,  // [0:78] is the sub-list for field type_name
+	75,  // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	8,   // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	7,   // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	7,   // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	9,   // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	8,   // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	76,  // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	7,   // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	9,   // 8: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
+	8,   // 9: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
+	17,  // 10: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
+	76,  // 11: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	7,   // 12: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	19,  // 13: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
+	76,  // 14: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	75,  // 15: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	1,   // 16: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
+	75,  // 17: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	75,  // 18: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	20,  // 19: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	22,  // 20: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	75,  // 21: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	75,  // 22: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 23: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
+	75,  // 24: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 25: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	75,  // 26: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	21,  // 27: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	23,  // 28: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	76,  // 29: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
+	24,  // 30: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	75,  // 31: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 32: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,   // 33: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	75,  // 34: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	20,  // 35: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	24,  // 36: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	27,  // 37: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	0,   // 38: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	75,  // 39: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	75,  // 40: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 41: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	75,  // 42: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	32,  // 43: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	36,  // 44: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	72,  // 45: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	73,  // 46: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	68,  // 47: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	75,  // 48: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	38,  // 49: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	44,  // 50: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	47,  // 51: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,   // 52: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	50,  // 53: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,   // 54: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	53,  // 55: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	75,  // 56: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	56,  // 57: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	74,  // 58: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	75,  // 59: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	9,   // 60: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	76,  // 61: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	76,  // 62: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	59,  // 63: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	9,   // 64: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	76,  // 65: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	76,  // 66: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	75,  // 67: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	75,  // 68: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	75,  // 69: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	59,  // 70: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	6,   // 71: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	59,  // 72: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	68,  // 73: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	76,  // 74: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	76,  // 75: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	71,  // 76: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
+	5,   // 77: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
+	75,  // 78: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	10,  // 79: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	12,  // 80: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	14,  // 81: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	16,  // 82: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	25,  // 83: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	28,  // 84: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	30,  // 85: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	33,  // 86: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	69,  // 87: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
+	57,  // 88: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	60,  // 89: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	62,  // 90: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	64,  // 91: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	37,  // 92: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	40,  // 93: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	42,  // 94: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	45,  // 95: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	66,  // 96: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	48,  // 97: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	51,  // 98: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	54,  // 99: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	11,  // 100: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	13,  // 101: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	15,  // 102: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	18,  // 103: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	26,  // 104: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	29,  // 105: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	31,  // 106: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	34,  // 107: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	70,  // 108: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
+	58,  // 109: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	61,  // 110: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	63,  // 111: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	65,  // 112: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	39,  // 113: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	41,  // 114: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	43,  // 115: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	46,  // 116: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	67,  // 117: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	49,  // 118: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	52,  // 119: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	55,  // 120: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	100, // [100:121] is the sub-list for method output_type
+	79,  // [79:100] is the sub-list for method input_type
+	79,  // [79:79] is the sub-list for extension type_name
+	79,  // [79:79] is the sub-list for extension extendee
+	0,   // [0:79] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
