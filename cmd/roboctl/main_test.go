@@ -403,6 +403,45 @@ func TestValidateStillOffline(t *testing.T) {
 	}
 }
 
+// TestValidateShowsJoins: the plan shows a task's join after its needs, and
+// -o json carries it.
+func TestValidateShowsJoins(t *testing.T) {
+	r := roboctl(t, "validate", "../../examples/quorum.yaml")
+	if r.code != exitOK {
+		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^ +\d+ +decide +core/echo +needs vote_a, vote_b, vote_c \(join: 2 of 3\)$`),
+		regexp.MustCompile(`(?m)^ +\d+ +fetch +core/echo +needs mirror_far, mirror_near, mirror_slow \(join: 1 of 3, cancel the rest\)$`),
+		regexp.MustCompile(`(?m)^ +\d+ +vote_a +core/echo +$`), // no needs, no join
+	} {
+		if !want.MatchString(r.stdout) {
+			t.Errorf("the plan has no line matching %s:\n%s", want, r.stdout)
+		}
+	}
+
+	r = roboctl(t, "validate", "-o", "json", "../../examples/quorum.yaml")
+	var got []struct {
+		Tasks []struct {
+			Name string          `json:"name"`
+			Join json.RawMessage `json:"join"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 {
+		t.Fatalf("validate -o json: %v\n%s", err, r.stdout)
+	}
+	joins := map[string]string{}
+	for _, task := range got[0].Tasks {
+		joins[task.Name] = string(task.Join)
+	}
+	want := map[string]string{"decide": `{"min":2}`, "fetch": `{"min":1,"cancel_rest":true}`, "vote_a": ""}
+	for name, w := range want {
+		if g := strings.Join(strings.Fields(joins[name]), ""); g != w {
+			t.Errorf("%s: join %q, want %q", name, g, w)
+		}
+	}
+}
+
 // TestMembersAndLeader: a single node is a mesh of one: it lists itself,
 // marked leader, and names itself leader with its term.
 func TestMembersAndLeader(t *testing.T) {

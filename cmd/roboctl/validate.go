@@ -24,7 +24,8 @@ func newValidateCmd() *cobra.Command {
 		Long: `Compile workflow specs (YAML or JSON) without contacting a mesh.
 
 For each valid file it prints the IR hash and a short plan: tasks in
-dependency order with their capability, action, fan-outs and guards. For an
+dependency order with their capability, action, needs and joins, fan-outs
+and guards. For an
 invalid file it prints every error with file, line, column and task.
 Exits 1 if any file is invalid.`,
 		Example: `  roboctl validate examples/*.yaml
@@ -85,15 +86,23 @@ type inputSummary struct {
 }
 
 type taskSummary struct {
-	Name       string   `json:"name"`
-	Capability string   `json:"capability"`
-	Action     string   `json:"action"`
-	Needs      []string `json:"needs,omitempty"`
-	Spread     string   `json:"spread,omitempty"`
-	When       string   `json:"when,omitempty"`
-	Accept     string   `json:"accept,omitempty"`
-	OnFailure  string   `json:"on_failure"`
-	Attempts   uint32   `json:"max_attempts"`
+	Name       string       `json:"name"`
+	Capability string       `json:"capability"`
+	Action     string       `json:"action"`
+	Needs      []string     `json:"needs,omitempty"`
+	Join       *joinSummary `json:"join,omitempty"`
+	Spread     string       `json:"spread,omitempty"`
+	When       string       `json:"when,omitempty"`
+	Accept     string       `json:"accept,omitempty"`
+	OnFailure  string       `json:"on_failure"`
+	Attempts   uint32       `json:"max_attempts"`
+}
+
+// joinSummary is a task's N-of-M join: it starts once Min of its needs
+// completed, and with CancelRest cancels the others then.
+type joinSummary struct {
+	Min        uint32 `json:"min"`
+	CancelRest bool   `json:"cancel_rest,omitempty"`
 }
 
 type fileError struct {
@@ -134,11 +143,15 @@ func validateFile(file string) validation {
 		v.Inputs = append(v.Inputs, inputSummary{Name: in.GetName(), Type: typeName(in.GetType()), Required: in.GetRequired()})
 	}
 	for _, t := range dependencyOrder(wf.GetTasks()) {
-		v.Tasks = append(v.Tasks, taskSummary{
+		ts := taskSummary{
 			Name: t.GetName(), Capability: t.GetCapability(), Action: t.GetAction(), Needs: t.GetNeeds(),
 			Spread: t.GetSpread().GetSource(), When: t.GetWhen().GetSource(), Accept: t.GetAccept().GetSource(),
 			OnFailure: policyName(t.GetOnFailure()), Attempts: t.GetRetry().GetMaxAttempts(),
-		})
+		}
+		if j := t.GetJoin(); j != nil {
+			ts.Join = &joinSummary{Min: j.GetMin(), CancelRest: j.GetCancelRest()}
+		}
+		v.Tasks = append(v.Tasks, ts)
 	}
 	for _, o := range wf.GetOutputs() {
 		v.Outputs = append(v.Outputs, o.GetName())
@@ -214,7 +227,7 @@ func (v validation) print(w io.Writer) {
 	for i, t := range v.Tasks {
 		var notes []string
 		if len(t.Needs) > 0 {
-			notes = append(notes, "needs "+strings.Join(t.Needs, ", "))
+			notes = append(notes, "needs "+strings.Join(t.Needs, ", ")+t.Join.note(len(t.Needs)))
 		}
 		if t.Spread != "" {
 			notes = append(notes, "fan-out over "+t.Spread)
@@ -234,6 +247,19 @@ func (v validation) print(w io.Writer) {
 		fmt.Fprintf(tw, "    %d\t%s\t%s/%s\t%s\n", i+1, t.Name, t.Capability, t.Action, strings.Join(notes, " · "))
 	}
 	_ = tw.Flush()
+}
+
+// note describes the join after the needs it applies to: " (join: 2 of 3)"
+// or " (join: 2 of 3, cancel the rest)"; "" without a join.
+func (j *joinSummary) note(needs int) string {
+	if j == nil {
+		return ""
+	}
+	rest := ""
+	if j.CancelRest {
+		rest = ", cancel the rest"
+	}
+	return fmt.Sprintf(" (join: %d of %d%s)", j.Min, needs, rest)
 }
 
 func capabilityCounts(tasks []taskSummary) string {
