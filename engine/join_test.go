@@ -1,6 +1,8 @@
 package engine_test
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 
 	"github.com/google/uuid"
@@ -174,4 +176,87 @@ func TestJoinSurvivesLeaderKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// cancelRestSpec: q starts on the first of a, b and c with cancel_rest. c
+// waits for d, and k for c, so when a fires the join b is cancelled while
+// it runs, c while it waits (it never runs) and k is skipped because of c.
+const cancelRestSpec = `
+name: first-of
+version: 1
+tasks:
+  a: {capability: test.cap, action: echo, with: {v: a}}
+  b: {capability: test.cap, action: echo, with: {v: b}}
+  d: {capability: test.cap, action: echo, with: {v: d}}
+  c: {needs: [d], capability: test.cap, action: echo, with: {v: c}}
+  k: {needs: [c], capability: test.cap, action: echo, with: {v: k}}
+  q:
+    needs: [a, b, c]
+    join: {min: 1, cancel_rest: true}
+    capability: test.cap
+    action: echo
+    with: {a: "${{ tasks.a.output }}"}
+outputs:
+  q: ${{ tasks.q.output }}
+`
+
+// Watchers see every task cancel_rest cancels, whether or not it ran, and
+// every task skipped because of one, in causal order, each task with
+// exactly one terminal event.
+func TestJoinCancelRestEvents(t *testing.T) {
+	onEachStore(t, func(t *testing.T, h *harness) {
+		e := h.start(1)
+		id := h.submit(e, cancelRestSpec, nil)
+		d := byExec(h.disp.take(t, 3)) // a, b, d
+		w := watch(t, e, id, 0)
+		evs := []engine.Event{w.next()}
+		echo(e, d["a"])
+		q := h.disp.one(t, "q", 1)
+		h.disp.waitCancelled(t, d["b"].AttemptKey)
+		echo(e, d["b"]) // too late: ignored
+		echo(e, q)
+		echo(e, d["d"])
+		evs = append(evs, w.until(terminal)...)
+		checkConsecutive(t, evs)
+		if last := evs[len(evs)-1]; last.State != engine.StateComplete {
+			t.Fatalf("the instance ended %s:\n%s", last.State, describe(evs))
+		}
+
+		var got []string
+		terminals := map[string]int{}
+		for _, ev := range evs {
+			switch ev.Kind {
+			case engine.EventTaskCompleted, engine.EventTaskFailed, engine.EventTaskSkipped, engine.EventTaskCancelled:
+				terminals[ev.Task]++
+			case engine.EventTaskStarted:
+			default:
+				continue
+			}
+			got = append(got, fmt.Sprintf("%s %s#%d", ev.Kind, ev.Task, ev.Attempt))
+		}
+		want := []string{
+			"task_completed a#1",
+			"task_cancelled b#1",
+			"task_cancelled c#0",
+			"task_skipped k#0",
+			"task_started q#1",
+			"task_completed q#1",
+			"task_completed d#1",
+		}
+		if !slices.Equal(got, want) {
+			t.Fatalf("task events:\n  got  %q\n  want %q\n%s", got, want, describe(evs))
+		}
+		for _, name := range []string{"a", "b", "c", "d", "k", "q"} {
+			if terminals[name] != 1 {
+				t.Fatalf("%s has %d terminal events, want 1:\n%s", name, terminals[name], describe(evs))
+			}
+		}
+		// The view agrees with the events.
+		v := h.wait(e, id)
+		for name, st := range map[string]engine.TaskStatus{"b": engine.TaskCancelled, "c": engine.TaskCancelled, "k": engine.TaskSkipped} {
+			if got := task(t, v, name).Status; got != st {
+				t.Fatalf("%s is %s in the view, want %s", name, got, st)
+			}
+		}
+	})
 }

@@ -53,9 +53,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 		}
 		s.emit(inst, Event{Kind: EventTaskStarted, Task: t.GetName(), Index: e.Task.Index, Attempt: e.Attempt})
 	case graph.Cancel:
-		s.cancelOp(inst, e.Task, e.Attempt)
-		delete(inst.progress, e.Task)
-		s.emit(inst, Event{Kind: EventTaskCancelled, Task: pe.task(e.Task.Node).GetName(), Index: e.Task.Index, Attempt: e.Attempt})
+		s.cancelled(inst, e, now)
 	case graph.SetTimer:
 		heap.Push(&s.timers, timerEntry{at: e.Timer.At, inst: inst, t: e.Timer})
 		if e.Timer.Kind == graph.Retry {
@@ -65,6 +63,31 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 		}
 	case graph.Finished:
 		s.finish(inst, e.State)
+	}
+}
+
+// cancelled applies a Cancel effect: the attempt in flight, if any, is
+// stopped and the task (or instance) gets its task_cancelled. A task
+// cancelled as a whole (by a join's cancel_rest, or with its instance) is
+// announced, and resolves for its successors as a skipped task would: the
+// tasks skipped because of it are announced after it, O(d) in its
+// successors. (A timeout's Cancel stops an attempt that failed; the task
+// is not cancelled.)
+func (s *shard) cancelled(inst *instance, e graph.Effect, now time.Time) {
+	ref := e.Task
+	info := inst.g.Task(ref)
+	attempt := e.Attempt
+	if attempt > 0 {
+		s.cancelOp(inst, ref, attempt)
+		delete(inst.progress, ref)
+	} else {
+		attempt = info.Attempt // nothing in flight: the latest that ran, if any
+	}
+	s.emit(inst, Event{Kind: EventTaskCancelled, Task: inst.pe.task(ref.Node).GetName(), Index: ref.Index, Attempt: attempt})
+	if ref.Index < 0 && info.Status == graph.TaskCancelled && !inst.announced[ref.Node] {
+		inst.announced[ref.Node] = true
+		inst.finished[ref.Node] = now.UnixNano()
+		s.announceFrom(inst, inst.pe.succ[ref.Node], now)
 	}
 }
 

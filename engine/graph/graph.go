@@ -742,20 +742,26 @@ func (g *Graph) joinDecided(node int32) bool {
 
 // cancelRest cancels the needs of a decided join that have not resolved:
 // attempts in flight get a Cancel effect, pending retries are dropped, and
-// a need still waiting for its own needs never runs. Each resolves for its
-// other successors as a skipped task would (null output).
+// a need still waiting for its own needs never runs. Each cancelled need
+// gets one Cancel effect of its own (Index -1): its attempt's, or one with
+// Attempt 0 when it had none in flight (waiting, retrying, or a spread
+// after its instances' own). Each resolves for its other successors as a
+// skipped task would (null output).
 func (g *Graph) cancelRest(needs []int32) {
 	for _, need := range needs {
-		switch g.ns[need].status {
+		switch st := g.ns[need].status; st {
 		case TaskWaiting:
 			g.ns[need].status = TaskCancelled
 			if g.waiting--; g.waiting == 0 && g.state == Running {
 				g.state = Gathering
 			}
+			g.emit(Effect{Kind: Cancel, Task: Ref(need)}) // nothing in flight
 		case TaskRunning, TaskRetrying, TaskSpreading:
 			g.cancelTask(need)
 			if sp := g.spreads[need]; sp != nil {
 				sp.pending, sp.items, sp.due = 0, nil, nil
+				// The task as a whole, after its instances.
+				g.emit(Effect{Kind: Cancel, Task: Ref(need)})
 			}
 		default:
 			continue // resolved already
@@ -937,9 +943,10 @@ func (g *Graph) cancelInFlight() {
 	}
 }
 
-// cancelTask emits Cancel for the attempts of node in flight and marks the
-// task (and its instances in flight or waiting for a retry) cancelled when
-// it is running, retrying or spreading.
+// cancelTask emits Cancel for the attempts of node in flight, and one with
+// Attempt 0 for a task or instance waiting for a retry, and marks the task
+// (and its instances in flight or waiting for a retry) cancelled when it is
+// running, retrying or spreading.
 func (g *Graph) cancelTask(node int32) {
 	switch g.ns[node].status {
 	case TaskRunning:
@@ -947,6 +954,7 @@ func (g *Graph) cancelTask(node int32) {
 		g.stats.Cancelled++
 		g.ns[node].status = TaskCancelled
 	case TaskRetrying:
+		g.emit(Effect{Kind: Cancel, Task: Ref(node)}) // no attempt in flight
 		g.ns[node].status = TaskCancelled
 	case TaskSpreading:
 		sp := g.spreads[node]
@@ -957,6 +965,7 @@ func (g *Graph) cancelTask(node int32) {
 				g.stats.Cancelled++
 				sp.status[i] = TaskCancelled
 			case TaskRetrying:
+				g.emit(Effect{Kind: Cancel, Task: TaskRef{Node: node, Index: int32(i)}})
 				sp.status[i] = TaskCancelled
 			}
 		}

@@ -341,7 +341,7 @@ func TestAbortCancelsInFlightSiblings(t *testing.T) {
 	expect(t, h.done("c", 1, 1, "ok"))
 	expect(t, h.failed("d", -1, 1, "later"), `retry d#1 @1s`)
 	expect(t, h.failed("b", -1, 1, "fatal"),
-		`cancel a#1`, `cancel c[0]#1`, `cancel c[2]#1`, `finished FAILED`)
+		`cancel a#1`, `cancel c[0]#1`, `cancel c[2]#1`, `cancel d#0`, `finished FAILED`)
 	h.state(Failed)
 	if got := h.g.Err().Error(); got != `task "b" attempt 1 failed (on_failure: abort): fatal` {
 		t.Errorf("err = %q", got)
@@ -467,7 +467,8 @@ func TestCancel(t *testing.T) {
 	)), Options{})
 	h.start(nil)
 	expect(t, h.failed("b", -1, 1, "x"), `retry b#1 @1s`)
-	expect(t, formatEffects(h.p, h.g.Cancel(h.now)), `cancel a#1`, `finished CANCELLED`)
+	// b waits for its retry: a Cancel with no attempt says it is cancelled.
+	expect(t, formatEffects(h.p, h.g.Cancel(h.now)), `cancel a#1`, `cancel b#0`, `finished CANCELLED`)
 	h.state(Cancelled)
 	if h.g.Err() != nil {
 		t.Errorf("Err = %v", h.g.Err())

@@ -56,9 +56,9 @@ func TestJoinCancelRest(t *testing.T) {
 	h.outputs(`{"c":"C","q":"Q"}`)
 }
 
-// A need that is still waiting for its own needs is cancelled without an
-// effect and never runs; its upstream keeps running and the instance waits
-// for it.
+// A need that is still waiting for its own needs is cancelled with a Cancel
+// effect without an attempt (there is nothing to stop) and never runs; its
+// upstream keeps running and the instance waits for it.
 func TestJoinCancelRestWaitingNeed(t *testing.T) {
 	wf := newWorkflow(tasks(
 		newTask("a"), newTask("d"), newTask("c", needs("d")), newTask("k", needs("c")),
@@ -67,7 +67,7 @@ func TestJoinCancelRestWaitingNeed(t *testing.T) {
 	h := newHarness(t, wf, Options{})
 	expect(t, h.start(nil), `dispatch a#1 null`, `dispatch d#1 null`)
 	// c is cancelled; k, which needs only c, is skipped.
-	expect(t, h.done("a", -1, 1, 1), `dispatch q#1 null`)
+	expect(t, h.done("a", -1, 1, 1), `cancel c#0`, `dispatch q#1 null`)
 	for name, want := range map[string]TaskStatus{"c": TaskCancelled, "k": TaskSkipped} {
 		if got := h.g.Task(h.ref(name, -1)).Status; got != want {
 			t.Fatalf("%s is %s, want %s", name, got, want)
@@ -88,7 +88,7 @@ func TestJoinCancelRestSpreadingNeed(t *testing.T) {
 	h := newHarness(t, wf, Options{})
 	expect(t, h.start(nil), `dispatch a#1 null`, `dispatch s[0]#1 1`, `dispatch s[1]#1 2`)
 	expect(t, h.done("s", 0, 1, "x"))
-	expect(t, h.done("a", -1, 1, 1), `cancel s[1]#1`, `dispatch q#1 null`)
+	expect(t, h.done("a", -1, 1, 1), `cancel s[1]#1`, `cancel s#0`, `dispatch q#1 null`)
 	expect(t, h.done("q", -1, 1, 2), `finished COMPLETE`)
 }
 
@@ -208,4 +208,22 @@ func TestJoinInputFrozenAtFiring(t *testing.T) {
 		t.Fatal(err)
 	}
 	expect(t, formatEffects(h.p, g.Resume(h.now)), `dispatch q#2 {"a":"A","b":"B","c":null}`)
+}
+
+// A need waiting for its retry has nothing in flight: its Cancel has no
+// attempt, and the retry timer no longer applies.
+func TestJoinCancelRestRetryingNeed(t *testing.T) {
+	wf := newWorkflow(tasks(
+		newTask("a"), newTask("b", retry(2, time.Second, 1, 0, 0)),
+		newTask("q", needs("a", "b"), join(1, true)),
+	))
+	h := newHarness(t, wf, Options{})
+	h.start(nil)
+	expect(t, h.failed("b", -1, 1, "x"), `retry b#1 @1s`)
+	expect(t, h.done("a", -1, 1, 1), `cancel b#0`, `dispatch q#1 null`)
+	if info := h.g.Task(h.ref("b", -1)); info.Status != TaskCancelled || info.Attempt != 1 {
+		t.Fatalf("b = %+v, want cancelled after attempt 1", info)
+	}
+	expect(t, h.fire(Retry, "b", -1, 1, time.Second))
+	expect(t, h.done("q", -1, 1, 2), `finished COMPLETE`)
 }

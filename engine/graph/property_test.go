@@ -70,9 +70,15 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 	var armed []graph.Timer
 	var pendingTimers []graph.Timer
 	var done []attemptKey // completed attempts, for stale re-deliveries
+	// Cancel effects per task as a whole (Index -1) that cancelled it (not
+	// those of a timeout, which fail the attempt).
+	taskCancels := map[int32]int{}
 	apply := func(effs []graph.Effect) error {
 		for _, e := range effs {
 			k := attemptKey{e.Task, e.Attempt}
+			if e.Kind == graph.Cancel && e.Task.Index < 0 && g.Task(e.Task).Status == graph.TaskCancelled {
+				taskCancels[e.Task.Node]++
+			}
 			switch e.Kind {
 			case graph.Dispatch:
 				if _, dup := inflight[k]; dup {
@@ -107,6 +113,20 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 				inflight[k] = e.Input
 				dispatched = append(dispatched, refDispatch{refAttempt(k), string(enc)})
 			case graph.Cancel:
+				if e.Attempt == 0 {
+					// Nothing in flight: the task was cancelled while it
+					// waited (for a retry, or as a need of a join with
+					// cancel_rest), or it is a spread as a whole.
+					if st := g.Task(e.Task).Status; st != graph.TaskCancelled {
+						return fmt.Errorf("cancel of %v, which is %v", e.Task, st)
+					}
+					for a := range inflight {
+						if a.Task == e.Task {
+							return fmt.Errorf("cancel of %v without an attempt while %v is in flight", e.Task, a)
+						}
+					}
+					continue
+				}
 				if _, ok := inflight[k]; !ok {
 					return fmt.Errorf("cancel of %v, which is not in flight", k)
 				}
@@ -242,6 +262,20 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 
 	if len(inflight) != 0 {
 		return fmt.Errorf("terminal state %v with %d attempts still in flight", g.State(), len(inflight))
+	}
+	// Every task that ended cancelled was said so by exactly one Cancel of
+	// its own (the runloop announces it from that), and no other task got
+	// one; an expanded spread cancelled with the whole instance has only
+	// its instances' Cancels.
+	for node := range wf.GetTasks() {
+		info := g.Task(graph.Ref(int32(node)))
+		n := taskCancels[int32(node)]
+		switch {
+		case n > 1:
+			return fmt.Errorf("task %d got %d Cancel effects of its own", node, n)
+		case n == 0 && info.Status == graph.TaskCancelled && (info.Width < 0 || g.State() == graph.Complete):
+			return fmt.Errorf("task %d is cancelled without a Cancel effect of its own", node)
+		}
 	}
 	refDispatched, refCancelledAll, refArmed := ref.dispatched, ref.cancelled, ref.armed
 	if ref.state == graph.Failed {

@@ -79,8 +79,12 @@ const (
 	// Dispatch is at-least-once (Resume repeats in-flight dispatches), so
 	// workers deduplicate by ExecutionID.
 	Dispatch EffectKind = iota + 1
-	// Cancel: stop the in-flight attempt Effect.Attempt of Effect.Task; its
-	// completion, if it still arrives, is ignored.
+	// Cancel: Effect.Task is cancelled. When Effect.Attempt is not 0, stop
+	// that in-flight attempt; its completion, if it still arrives, is
+	// ignored. Attempt 0 means nothing runs to stop: the task was waiting
+	// for a retry, or it is a need of a join with cancel_rest that was
+	// still waiting for its own needs, or a spread task as a whole (after
+	// the Cancel effects of its instances).
 	Cancel
 	// SetTimer: call Graph.Fire(Effect.Timer, now) once now >= Timer.At.
 	// Timers need no explicit cancellation: a timer that is no longer
@@ -104,7 +108,7 @@ func (k EffectKind) String() string {
 type Effect struct {
 	Kind    EffectKind
 	Task    TaskRef // Dispatch, Cancel
-	Attempt uint32  // Dispatch, Cancel (1-based)
+	Attempt uint32  // Dispatch, Cancel (1-based; a Cancel with nothing in flight has 0)
 	// Input is the evaluated `with` of a Dispatch. It may share structure
 	// with task outputs and plan literals: treat it as read-only.
 	Input any
