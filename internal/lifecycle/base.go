@@ -41,9 +41,8 @@ type Base struct {
 	state State
 	done  chan struct{} // closed once the first stop and the group are over
 	err   error         // the first stop's outcome, read after done
-	group sync.WaitGroup
-	// running counts the group's goroutines; idle, made when Stop begins,
-	// is closed once it is zero.
+	// running counts the group's goroutines; idle, made when Stop begins
+	// (Go starts nothing after that), is closed once it is zero.
 	running int
 	idle    chan struct{}
 }
@@ -75,10 +74,8 @@ func (b *Base) Go(f func()) bool {
 	if b.state.Stopped() {
 		return false
 	}
-	b.group.Add(1)
 	b.running++
 	go func() {
-		defer b.group.Done()
 		defer b.ended()
 		f()
 	}()
@@ -95,10 +92,18 @@ func (b *Base) ended() {
 	}
 }
 
-// Wait waits for the goroutines started with Go. A stop function calls it
-// where its order matters (before closing what they use); Stop calls it
-// again after stop returns.
-func (b *Base) Wait() { b.group.Wait() }
+// Wait waits for the goroutines started with Go. It is for a stop
+// function, which calls it where the order matters (before closing what
+// they use); Stop waits again after stop returns.
+func (b *Base) Wait() {
+	b.mu.Lock()
+	idle := b.idle
+	b.mu.Unlock()
+	if idle == nil {
+		panic("lifecycle: Wait called before Stop began (it is for a stop function)")
+	}
+	<-idle
+}
 
 // Stop stops the component once and waits. The first call, whatever the
 // component's state, marks it Stopped (so Go starts nothing more) and runs
@@ -106,8 +111,9 @@ func (b *Base) Wait() { b.group.Wait() }
 // built) or Running — then waits for the group. Every call, the first
 // included and however many run at once, returns only after that is over,
 // with stop's error; a call whose ctx ends first returns ctx's error
-// instead (the stop, or the wait for the group, goes on). A Halt or an Abandon is a Stop with another
-// stop function: whichever comes first decides how the component goes.
+// instead (the stop, or the wait for the group, goes on). A Halt or an
+// Abandon is a Stop with another stop function: whichever comes first
+// decides how the component goes.
 func (b *Base) Stop(ctx context.Context, stop func(was State) error) error {
 	b.mu.Lock()
 	first := b.done == nil
