@@ -31,9 +31,8 @@ import (
 //     work spread over the workers running its elements now (those that
 //     sent a heartbeat for their attempt), but never less than its
 //     longest element, retry wait included: max(longest, work / workers).
-//     No completed
-//     element to take the mean from, or no worker running an element,
-//     and the spread has no estimate.
+//     No completed element to take the mean from, or no worker running an
+//     element, and the spread has no estimate.
 //   - The instance: everything still to run runs now (nothing waits), so
 //     it ends when the last of its tasks does — its ETA is the largest of
 //     their estimates. One task without an estimate makes it unknown.
