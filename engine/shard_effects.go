@@ -187,7 +187,7 @@ func (s *shard) settle(inst *instance) {
 		inst.h.state.Store(inst.shown)
 		s.emit(inst, Event{Kind: EventState})
 	}
-	if j := inst.g.Stats().Joins; j != inst.joins {
+	if j := inst.g.Joins(); j != inst.joins {
 		inst.joins, inst.structural = j, true
 	}
 	if inst.structural || (inst.sinceCount >= minSnapshotResults && 2*inst.sinceBytes >= inst.snapBytes) {

@@ -238,6 +238,10 @@ func (g *Graph) Outputs() map[string]any { return g.outputs }
 // Stats returns counters of what the Graph handled.
 func (g *Graph) Stats() Stats { return g.stats }
 
+// Joins is Stats().Joins, without copying the rest: the runloop reads it
+// after every event.
+func (g *Graph) Joins() uint64 { return g.stats.Joins }
+
 // Start binds the inputs (see Plan.BindInputs), moves the instance from
 // PENDING to RUNNING and handles the root tasks. It fails, changing nothing,
 // when the inputs are invalid or the instance was already started.
