@@ -41,10 +41,12 @@ type Base struct {
 	state State
 	done  chan struct{} // closed once the first stop and the group are over
 	err   error         // the first stop's outcome, read after done
-	// running counts the group's goroutines; idle, made when Stop begins
-	// (Go starts nothing after that), is closed once it is zero.
+	// closed: the first stop function returned; Go starts nothing more.
+	closed bool
+	// running counts the group's goroutines; zero, made when it leaves 0,
+	// is closed when it comes back to 0.
 	running int
-	idle    chan struct{}
+	zero    chan struct{}
 }
 
 // Start moves New to Running; name says whose error it is otherwise
@@ -66,13 +68,17 @@ func (b *Base) State() State {
 func (b *Base) Running() bool { return b.State().Running() }
 
 // Go runs f on a goroutine of the component's group, which Stop waits for.
-// Once Stop has begun it starts nothing and returns false: a goroutine
-// that would start while its owner stops has nothing left to do.
+// A stop function may still start goroutines to finish its work (the
+// engine sends its last cancels so); once it has returned, Go starts
+// nothing and returns false.
 func (b *Base) Go(f func()) bool {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.state.Stopped() {
+	if b.closed {
 		return false
+	}
+	if b.running == 0 {
+		b.zero = make(chan struct{})
 	}
 	b.running++
 	go func() {
@@ -86,54 +92,55 @@ func (b *Base) Go(f func()) bool {
 func (b *Base) ended() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.running--
-	if b.running == 0 && b.idle != nil {
-		close(b.idle)
+	if b.running--; b.running == 0 {
+		close(b.zero)
+		b.zero = nil
 	}
 }
 
-// Wait waits for the goroutines started with Go. It is for a stop
+// Wait waits until no goroutine started with Go runs. It is for a stop
 // function, which calls it where the order matters (before closing what
 // they use); Stop waits again after stop returns.
 func (b *Base) Wait() {
-	b.mu.Lock()
-	idle := b.idle
-	b.mu.Unlock()
-	if idle == nil {
-		panic("lifecycle: Wait called before Stop began (it is for a stop function)")
+	for {
+		b.mu.Lock()
+		idle := b.zero
+		b.mu.Unlock()
+		if idle == nil {
+			return
+		}
+		<-idle
 	}
-	<-idle
 }
 
 // Stop stops the component once and waits. The first call, whatever the
-// component's state, marks it Stopped (so Go starts nothing more) and runs
-// stop with the state it left — New (nothing runs yet; release what New
-// built) or Running — then waits for the group. Every call, the first
-// included and however many run at once, returns only after that is over,
-// with stop's error; a call whose ctx ends first returns ctx's error
-// instead (the stop, or the wait for the group, goes on). A Halt or an
-// Abandon is a Stop with another stop function: whichever comes first
-// decides how the component goes.
+// component's state, marks it Stopped and runs stop with the state it left
+// — New (nothing runs yet; release what New built) or Running — then
+// waits for the group, goroutines stop started included (after stop
+// returns, Go starts nothing more). Every call, the first included and
+// however many run at once, returns only after that is over, with stop's
+// error; a call whose ctx ends first returns ctx's error instead (the
+// stop, or the wait for the group, goes on). A Halt or an Abandon is a
+// Stop with another stop function: whichever comes first decides how the
+// component goes.
 func (b *Base) Stop(ctx context.Context, stop func(was State) error) error {
 	b.mu.Lock()
 	first := b.done == nil
 	if first {
 		b.done = make(chan struct{})
-		b.idle = make(chan struct{})
-		if b.running == 0 {
-			close(b.idle)
-		}
 	}
 	was := b.state.Stop()
-	done, idle := b.done, b.idle
+	done := b.done
 	b.mu.Unlock()
 	if first {
 		b.err = stop(was)
-		select {
-		case <-idle:
+		b.mu.Lock()
+		b.closed = true // no goroutine starts after this: idle is final
+		idle := b.zero
+		b.mu.Unlock()
+		if idle == nil {
 			close(done)
 			return b.err
-		default:
 		}
 		go func() {
 			<-idle

@@ -118,3 +118,40 @@ func TestBaseStopBoundedByContext(t *testing.T) {
 		t.Fatalf("later Stop once the group ended: %v", err)
 	}
 }
+
+// A stop function may start goroutines to finish its work; Stop waits for
+// them too, and once stop has returned Go starts nothing.
+func TestBaseStopWaitsForGoroutinesItsStopStarted(t *testing.T) {
+	var b Base
+	if err := b.Start("thing"); err != nil {
+		t.Fatal(err)
+	}
+	release := make(chan struct{})
+	finished := make(chan struct{})
+	stopped := make(chan error, 1)
+	go func() {
+		stopped <- b.Stop(context.Background(), func(State) error {
+			if !b.Go(func() { <-release; close(finished) }) {
+				t.Error("Go refused a goroutine the stop function started")
+			}
+			return nil
+		})
+	}()
+	select {
+	case err := <-stopped:
+		t.Fatalf("Stop returned %v while a goroutine its stop started still ran", err)
+	case <-time.After(50 * time.Millisecond):
+	}
+	close(release)
+	if err := <-stopped; err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-finished:
+	default:
+		t.Fatal("Stop returned before the goroutine its stop started ended")
+	}
+	if b.Go(func() {}) {
+		t.Fatal("Go started a goroutine after Stop")
+	}
+}
