@@ -373,9 +373,10 @@ func TestWritesWaitWithoutAStandby(t *testing.T) {
 	})
 	t.Logf("primary %s, standbys %v killed", primary, standbys)
 
-	// A write waits; the store says why.
-	done := make(chan error, 1)
-	go func() { done <- persistRound(context.WithoutCancel(t.Context()), s, o, ids, 1) }()
+	// The store says writes wait once no standby streams; a write then
+	// waits. (Written before that, a commit may still reach a standby
+	// whose processes SIGKILL has not ended yet, and be acknowledged
+	// rightly.)
 	deadline = time.Now().Add(30 * time.Second)
 	for !s.ReplicationStats().WritesWait() {
 		if time.Now().After(deadline) {
@@ -383,6 +384,8 @@ func TestWritesWaitWithoutAStandby(t *testing.T) {
 		}
 		time.Sleep(100 * time.Millisecond) // polling the store's view, read every 200 ms
 	}
+	done := make(chan error, 1)
+	go func() { done <- persistRound(context.WithoutCancel(t.Context()), s, o, ids, 1) }()
 	// Well past the monitor's 3 s to judge the standbys unhealthy: the
 	// write still waits, and the primary still requires a standby.
 	select {
