@@ -39,6 +39,10 @@ var (
 	// idempotent and is simply retried; a submission is safe to retry with
 	// its idempotency key, which answers the instance it started, if any.
 	ErrOutcomeUnknown = errors.New("outcome unknown")
+	// ErrStaleEpoch: FencePartitions was asked for an epoch of a partition
+	// that is not above the epoch stored for it by another owner: a newer
+	// owner fenced the partition already. The caller does not own it.
+	ErrStaleEpoch = errors.New("stale partition epoch")
 )
 
 // Store is the durable state of the engine: workflow versions, the instance
@@ -52,6 +56,17 @@ var (
 // ErrOwnershipLost for that instance. A claim may take over a live lease held
 // under an older term (the Raft term is the fencing token), not only an
 // expired one.
+//
+// Partitions: every instance belongs to one partition for life
+// (NewInstance.Partition, PartitionOf its id). A partition is *fenced* once
+// an owner called FencePartitions for it; from then on the store holds its
+// owner (a runloop's lock id) and epoch, and refuses every write of another
+// runloop on an instance of that partition — claims, progress, completions,
+// lease refreshes, submissions stored claimed — even one whose row lease is
+// still live: Temporal's range_id check, in the same statement as the lease
+// check. The owner's claims take the partition's rows whatever lease they
+// hold (a lease of an earlier owner is void). A partition never fenced is
+// gated by leases and terms alone, as before partitions existed.
 //
 // All methods are safe for concurrent use and batch-oriented: the runloop
 // group-commits many instances' progress in one call.
@@ -95,6 +110,17 @@ type Store interface {
 	// snapshot) and removes them from the queue, gated on the lease like
 	// PersistProgress.
 	CompleteInstances(ctx context.Context, batch []Completion) ([]error, error)
+	// FencePartitions makes req.Owner the owner of each partition at its
+	// epoch, in one transaction: a partition stored at a lower epoch (or
+	// not at all) is taken; one stored at the same epoch by the same owner
+	// is kept (a retry); any other — a higher epoch, or the same epoch of
+	// another owner — fails the whole call with ErrStaleEpoch and changes
+	// nothing. From its commit on, writes of any other runloop on those
+	// partitions' instances are refused (see the Store doc).
+	FencePartitions(ctx context.Context, req FenceRequest) error
+	// Partitions returns every fenced partition's owner and epoch, by
+	// partition.
+	Partitions(ctx context.Context) ([]PartitionOwner, error)
 	// RefreshLeases extends the leases Owner holds on ids. It returns the ids
 	// whose lease was lost, and the ids (still owned) on which a
 	// cancellation was requested.
@@ -194,6 +220,10 @@ type NewInstance struct {
 	State             []byte    // initial snapshot; may be empty
 	ScheduledAt       time.Time // zero: due at once
 	IdempotencyKey    string    // optional
+	// Partition is the instance's partition for life, PartitionOf(ID) for
+	// the mesh's partition count (0 in a mesh of one partition). The store
+	// keeps it beside the queue row; claims and the fence read it there.
+	Partition int
 	// Claim, when set, stores the instance already claimed by the
 	// runloop it names if the instance is new and due at once: running,
 	// leased to Claim.Owner under Claim.Term until the commit's time plus
@@ -229,6 +259,24 @@ type ClaimRequest struct {
 	Term  uint64        // fencing token: the Raft term of the claimer
 	Lease time.Duration // lease length
 	Limit int
+	// Partitions limits the claim to instances of these partitions; nil:
+	// every partition. In a fenced partition only its owner claims, and it
+	// takes rows whatever lease they hold.
+	Partitions []int
+}
+
+// FenceRequest asks for the ownership of partitions (FencePartitions).
+type FenceRequest struct {
+	Owner  uuid.UUID      // lock id of the runloop that will own them
+	Epochs map[int]uint64 // partition → its epoch, above every earlier one
+}
+
+// PartitionOwner is a fenced partition as the store holds it.
+type PartitionOwner struct {
+	Partition int
+	Owner     uuid.UUID
+	Epoch     uint64
+	FencedAt  time.Time
 }
 
 // ClaimedInstance is a leased instance with what is needed to hydrate it.

@@ -1,0 +1,41 @@
+package engine
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+
+	"github.com/google/uuid"
+)
+
+// MaxPartitions bounds a mesh's partition count: a partition is read from
+// the first 16 bits of an instance id.
+const MaxPartitions = 1024
+
+// PartitionOf returns the partition of the instance id in a mesh of count
+// partitions: the id's first two bytes, big-endian, modulo count. Any node
+// derives it without a lookup, so it routes a call about an instance to the
+// partition's owner in one hop. A count below 2 has one partition, 0, which
+// every id (those minted before partitions existed included) belongs to.
+func PartitionOf(id uuid.UUID, count int) int {
+	if count < 2 {
+		return 0
+	}
+	return int(binary.BigEndian.Uint16(id[:2])) % count
+}
+
+// NewIDIn mints a random (version 4) instance id of partition p in a mesh of
+// count partitions. The first 16 bits are p plus a random multiple of count
+// (so ids of one partition do not share a visible prefix, and a prefix a
+// user types still narrows a search); the rest is random as uuid.New's.
+func NewIDIn(p, count int) uuid.UUID {
+	id := uuid.New()
+	if count < 2 {
+		return id
+	}
+	var b [2]byte
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	span := (65536 - p + count - 1) / count // multiples k with p+k·count < 65536
+	k := int(binary.BigEndian.Uint16(b[:])) % span
+	binary.BigEndian.PutUint16(id[:2], uint16(p+k*count))
+	return id
+}

@@ -1,0 +1,39 @@
+package engine
+
+import (
+	"testing"
+
+	"github.com/google/uuid"
+)
+
+func TestNewIDInLandsInItsPartition(t *testing.T) {
+	for _, count := range []int{1, 2, 3, 7, 16, 1000, MaxPartitions} {
+		for p := range min(count, 40) {
+			seen := map[uint16]bool{}
+			for range 50 {
+				id := NewIDIn(p, count)
+				if got := PartitionOf(id, count); got != p {
+					t.Fatalf("count %d: NewIDIn(%d) = %s is in partition %d", count, p, id, got)
+				}
+				if id.Version() != 4 || id.Variant() != uuid.RFC4122 {
+					t.Fatalf("NewIDIn(%d, %d) = %s is not a version 4 UUID", p, count, id)
+				}
+				seen[uint16(id[0])<<8|uint16(id[1])] = true
+			}
+			if count <= 16 && len(seen) < 10 {
+				t.Fatalf("count %d partition %d: 50 ids share %d prefixes: the prefix is not random", count, p, len(seen))
+			}
+		}
+	}
+}
+
+func TestPartitionOfOneIsZero(t *testing.T) {
+	for range 100 {
+		if p := PartitionOf(uuid.New(), 1); p != 0 {
+			t.Fatalf("PartitionOf(_, 1) = %d", p)
+		}
+		if p := PartitionOf(uuid.New(), 0); p != 0 {
+			t.Fatalf("PartitionOf(_, 0) = %d", p)
+		}
+	}
+}
