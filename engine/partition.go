@@ -33,7 +33,7 @@ func NewIDIn(p, count int) uuid.UUID {
 		return id
 	}
 	var b [2]byte
-	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	_, _ = rand.Read(b[:])                  // crypto/rand.Read never fails on Linux
 	span := (65536 - p + count - 1) / count // multiples k with p+k·count < 65536
 	k := int(binary.BigEndian.Uint16(b[:])) % span
 	binary.BigEndian.PutUint16(id[:2], uint16(p+k*count))
