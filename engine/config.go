@@ -50,6 +50,16 @@ type Config struct {
 	// writes are refused from then on. Required.
 	Term uint64
 
+	// PartitionCount is the mesh's partition count (see PartitionOf); 0
+	// or 1: one partition. Partitions are the ones this engine owns,
+	// partition → epoch: Start fences them in the Store (FencePartitions)
+	// before its first claim, so from then on no other runloop writes
+	// their instances; the engine claims only their instances and mints
+	// the ids of new ones in them. nil: the engine fences nothing and
+	// claims every partition (a single server's store, tests).
+	PartitionCount int
+	Partitions     map[int]uint64
+
 	// Shards is the number of goroutines that own the in-memory instances,
 	// spread by instance id. Default: GOMAXPROCS.
 	Shards int
@@ -196,6 +206,17 @@ func (c Config) validate() error {
 	}
 	if c.Term == 0 {
 		bad("Term is required (at least 1): pass the Raft term, or a counter persisted and incremented at every start")
+	}
+	if c.PartitionCount < 0 || c.PartitionCount > MaxPartitions {
+		bad("PartitionCount must be 0 to %d, got %d", MaxPartitions, c.PartitionCount)
+	}
+	for p, epoch := range c.Partitions {
+		if p < 0 || p >= max(c.PartitionCount, 1) {
+			bad("partition %d is not one of the mesh's %d", p, max(c.PartitionCount, 1))
+		}
+		if epoch == 0 {
+			bad("partition %d has epoch 0: an owner's epoch is at least 1", p)
+		}
 	}
 	for _, f := range []struct {
 		name string

@@ -5,6 +5,8 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"sync/atomic"
 
@@ -71,6 +73,12 @@ type Engine struct {
 	// admit holds back claimed instances whose capabilities are
 	// saturated (admission.go).
 	admit admission
+	// owned are the partitions this engine owns, sorted (nil: every
+	// partition, unfenced); next picks the one of the next submission.
+	owned []int
+	next  atomic.Uint32
+	// parts counts, per partition of the mesh, what PartitionStats reports.
+	parts []partitionCounters
 
 	ignored   atomic.Uint64
 	evictions atomic.Uint64
@@ -117,6 +125,8 @@ func New(cfg Config) (*Engine, error) {
 		admit:        newAdmission(),
 	}
 	e.dueLeft.Store(true) // until the first claim looks
+	e.owned = slices.Sorted(maps.Keys(cfg.Partitions))
+	e.parts = make([]partitionCounters, max(cfg.PartitionCount, 1))
 	e.flusher = newFlusher(e)
 	e.outbox = newOutbox(e)
 	e.shards = make([]*shard, cfg.Shards)
@@ -140,6 +150,13 @@ func (e *Engine) Start(ctx context.Context) error {
 	defer e.mu.Unlock()
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("engine: starting: %w", err)
+	}
+	if len(e.cfg.Partitions) > 0 && e.life.State() == lifecycle.New {
+		// Before the first claim: from the fence's commit on, the
+		// partitions' previous owner writes nothing more of them.
+		if err := e.cfg.Store.FencePartitions(ctx, FenceRequest{Owner: e.cfg.Owner, Epochs: e.cfg.Partitions}); err != nil {
+			return fmt.Errorf("engine: fencing partitions %v: %w", e.owned, err)
+		}
 	}
 	if err := e.life.Start("engine"); err != nil {
 		if errors.Is(err, lifecycle.ErrStopped) {
@@ -165,7 +182,7 @@ func (e *Engine) Start(ctx context.Context) error {
 		})
 	}
 	e.log.Info("engine started", zap.Stringer("owner", e.cfg.Owner), zap.Int("shards", len(e.shards)),
-		zap.Int("max_instances", e.cfg.MaxInstances))
+		zap.Int("max_instances", e.cfg.MaxInstances), zap.Ints("partitions", e.owned))
 	return nil
 }
 
@@ -320,4 +337,48 @@ type Stats struct {
 // Stats returns the current counters.
 func (e *Engine) Stats() Stats {
 	return Stats{Held: int(e.heldCount.Load()), HeldBack: e.heldBackCount(), ResultsIgnored: e.ignored.Load(), Evictions: e.evictions.Load()}
+}
+
+// partitionCounters are one partition's counters.
+type partitionCounters struct {
+	tasks, evictions atomic.Uint64
+}
+
+// partitionOf is the partition of an instance of this engine's mesh.
+func (e *Engine) partitionOf(id uuid.UUID) *partitionCounters {
+	return &e.parts[PartitionOf(id, e.cfg.PartitionCount)]
+}
+
+// PartitionStat is what an engine counts of one partition it owns.
+type PartitionStat struct {
+	Partition int
+	Epoch     uint64 // 0: the engine fenced none (it serves every partition)
+	Held      int    // instances of the partition in memory now
+	Tasks     uint64 // attempts' results recorded since the engine started
+	Evictions uint64 // instances dropped because the store refused a write
+}
+
+// PartitionStats reports the partitions this engine owns (every partition
+// of the mesh when it fenced none), by partition. It walks the instances
+// in memory: a call for an operator's view, not for a hot path.
+func (e *Engine) PartitionStats() []PartitionStat {
+	held := make([]int, len(e.parts))
+	e.held.Range(func(k, _ any) bool {
+		held[PartitionOf(k.(uuid.UUID), e.cfg.PartitionCount)]++
+		return true
+	})
+	ps := e.owned
+	if len(ps) == 0 {
+		ps = make([]int, len(e.parts))
+		for i := range ps {
+			ps[i] = i
+		}
+	}
+	out := make([]PartitionStat, 0, len(ps))
+	for _, p := range ps {
+		c := &e.parts[p]
+		out = append(out, PartitionStat{Partition: p, Epoch: e.cfg.Partitions[p], Held: held[p],
+			Tasks: c.tasks.Load(), Evictions: c.evictions.Load()})
+	}
+	return out
 }

@@ -38,7 +38,7 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 	}
 	limit := int(min(room, int64(e.cfg.ClaimBatch)))
 	claimed, err := e.cfg.Store.ClaimInstances(ctx, ClaimRequest{
-		Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease, Limit: limit,
+		Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease, Limit: limit, Partitions: e.owned,
 	})
 	if err != nil {
 		if ctx.Err() == nil {

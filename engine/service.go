@@ -329,13 +329,28 @@ func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, d
 		st.deadline = deadline
 		st.deadlineAt = e.cfg.Clock.Now().Add(deadline)
 	}
+	id, partition := e.newID()
 	return NewInstance{
-		ID:                uuid.New(),
+		ID:                id,
+		Partition:         partition,
 		WorkflowVersionID: pe.id,
 		Inputs:            enc,
 		State:             st.encode(nil),
 		IdempotencyKey:    key,
 	}, nil
+}
+
+// newID mints a new instance's id in one of the partitions this engine
+// owns, in turn, so a submission never costs a hop to another owner; an
+// engine that owns none named (a single server) mints a random id, which
+// is in partition 0 of a mesh of one.
+func (e *Engine) newID() (uuid.UUID, int) {
+	if len(e.owned) == 0 {
+		id := uuid.New()
+		return id, PartitionOf(id, e.cfg.PartitionCount)
+	}
+	p := e.owned[int(e.next.Add(1))%len(e.owned)]
+	return NewIDIn(p, e.cfg.PartitionCount), p
 }
 
 // resolve finds (or registers) the workflow version a submission names.

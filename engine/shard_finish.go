@@ -95,6 +95,7 @@ func (s *shard) evict(inst *instance, reason string) {
 		return
 	}
 	s.e.evictions.Add(1)
+	s.e.partitionOf(inst.id).evictions.Add(1)
 	inst.lg.Warn("instance evicted", zap.String("reason", reason))
 	for _, a := range s.inFlight(inst) {
 		s.cancelOp(inst, a.ref, a.attempt)

@@ -78,6 +78,7 @@ func (s *shard) onResult(r *TaskResult) {
 		}
 	}
 	m := s.e.cfg.Metrics.Capability(inst.pe.task(ref.Node).GetCapability())
+	s.e.partitionOf(inst.id).tasks.Add(1)
 	if ar.OK {
 		m.Completed.Inc()
 	} else {

@@ -448,7 +448,256 @@ func (x UpdateScheduleRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpdateScheduleRequest_Op.Descriptor instead.
 func (UpdateScheduleRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55, 0}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58, 0}
+}
+
+type ListPartitionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionsRequest) Reset() {
+	*x = ListPartitionsRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionsRequest) ProtoMessage() {}
+
+func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{0}
+}
+
+type ListPartitionsResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The mesh's partition count, fixed when the mesh was created (0 while
+	// the first leader has not recorded it yet).
+	Count uint32 `protobuf:"varint,1,opt,name=count,proto3" json:"count,omitempty"`
+	// Sorted by partition.
+	Partitions []*PartitionInfo `protobuf:"bytes,2,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	// The node that answered.
+	AnsweredBy string `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	// How partitions are placed: "leader" (the Raft leader owns every one)
+	// or "balanced" (spread over the servers).
+	Placement     string `protobuf:"bytes,4,opt,name=placement,proto3" json:"placement,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListPartitionsResponse) Reset() {
+	*x = ListPartitionsResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListPartitionsResponse) ProtoMessage() {}
+
+func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListPartitionsResponse) GetCount() uint32 {
+	if x != nil {
+		return x.Count
+	}
+	return 0
+}
+
+func (x *ListPartitionsResponse) GetPartitions() []*PartitionInfo {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
+func (x *ListPartitionsResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+func (x *ListPartitionsResponse) GetPlacement() string {
+	if x != nil {
+		return x.Placement
+	}
+	return ""
+}
+
+// PartitionInfo is one partition of the mesh.
+type PartitionInfo struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Partition uint32                 `protobuf:"varint,1,opt,name=partition,proto3" json:"partition,omitempty"`
+	// The server that owns it; empty while none does.
+	Owner string `protobuf:"bytes,2,opt,name=owner,proto3" json:"owner,omitempty"`
+	// Epoch of the assignment: above every epoch and term used for it
+	// before, and the store refuses writes of the partition's earlier
+	// owners.
+	Epoch uint64 `protobuf:"varint,3,opt,name=epoch,proto3" json:"epoch,omitempty"`
+	// The Raft term of the leader that assigned it.
+	Term uint64 `protobuf:"varint,4,opt,name=term,proto3" json:"term,omitempty"`
+	// When the partition last moved (0: never), and why.
+	MovedAtUnixNanos int64  `protobuf:"varint,5,opt,name=moved_at_unix_nanos,json=movedAtUnixNanos,proto3" json:"moved_at_unix_nanos,omitempty"`
+	Reason           string `protobuf:"bytes,6,opt,name=reason,proto3" json:"reason,omitempty"`
+	// What the owner's engine counts; has_stats is false when its owner
+	// could not be asked or runs no engine (yet).
+	HasStats bool `protobuf:"varint,7,opt,name=has_stats,json=hasStats,proto3" json:"has_stats,omitempty"`
+	// Instances of the partition the owner holds in memory now.
+	InstancesHeld uint64 `protobuf:"varint,8,opt,name=instances_held,json=instancesHeld,proto3" json:"instances_held,omitempty"`
+	// Task results the owner recorded for the partition since its engine
+	// started, and how many a second over the last sampling window.
+	TasksTotal     uint64  `protobuf:"varint,9,opt,name=tasks_total,json=tasksTotal,proto3" json:"tasks_total,omitempty"`
+	TasksPerSecond float64 `protobuf:"fixed64,10,opt,name=tasks_per_second,json=tasksPerSecond,proto3" json:"tasks_per_second,omitempty"`
+	// Results and progress writes of the partition the store refused to
+	// its owner since its engine started (an earlier owner's are counted
+	// where they were refused, as robonet_engine_writes_refused_total).
+	WritesRefused uint64 `protobuf:"varint,11,opt,name=writes_refused,json=writesRefused,proto3" json:"writes_refused,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PartitionInfo) Reset() {
+	*x = PartitionInfo{}
+	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PartitionInfo) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PartitionInfo) ProtoMessage() {}
+
+func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
+func (*PartitionInfo) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *PartitionInfo) GetPartition() uint32 {
+	if x != nil {
+		return x.Partition
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetOwner() string {
+	if x != nil {
+		return x.Owner
+	}
+	return ""
+}
+
+func (x *PartitionInfo) GetEpoch() uint64 {
+	if x != nil {
+		return x.Epoch
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetTerm() uint64 {
+	if x != nil {
+		return x.Term
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetMovedAtUnixNanos() int64 {
+	if x != nil {
+		return x.MovedAtUnixNanos
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetReason() string {
+	if x != nil {
+		return x.Reason
+	}
+	return ""
+}
+
+func (x *PartitionInfo) GetHasStats() bool {
+	if x != nil {
+		return x.HasStats
+	}
+	return false
+}
+
+func (x *PartitionInfo) GetInstancesHeld() uint64 {
+	if x != nil {
+		return x.InstancesHeld
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetTasksTotal() uint64 {
+	if x != nil {
+		return x.TasksTotal
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetTasksPerSecond() float64 {
+	if x != nil {
+		return x.TasksPerSecond
+	}
+	return 0
+}
+
+func (x *PartitionInfo) GetWritesRefused() uint64 {
+	if x != nil {
+		return x.WritesRefused
+	}
+	return 0
 }
 
 // WorkflowInfo describes a registered workflow version.
@@ -470,7 +719,7 @@ type WorkflowInfo struct {
 
 func (x *WorkflowInfo) Reset() {
 	*x = WorkflowInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	mi := &file_robonet_v1_api_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -482,7 +731,7 @@ func (x *WorkflowInfo) String() string {
 func (*WorkflowInfo) ProtoMessage() {}
 
 func (x *WorkflowInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	mi := &file_robonet_v1_api_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -495,7 +744,7 @@ func (x *WorkflowInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkflowInfo.ProtoReflect.Descriptor instead.
 func (*WorkflowInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{0}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *WorkflowInfo) GetName() string {
@@ -560,7 +809,7 @@ type InlineSpec struct {
 
 func (x *InlineSpec) Reset() {
 	*x = InlineSpec{}
-	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	mi := &file_robonet_v1_api_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -572,7 +821,7 @@ func (x *InlineSpec) String() string {
 func (*InlineSpec) ProtoMessage() {}
 
 func (x *InlineSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	mi := &file_robonet_v1_api_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -585,7 +834,7 @@ func (x *InlineSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InlineSpec.ProtoReflect.Descriptor instead.
 func (*InlineSpec) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{1}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *InlineSpec) GetSource() []byte {
@@ -614,7 +863,7 @@ type WorkflowRef struct {
 
 func (x *WorkflowRef) Reset() {
 	*x = WorkflowRef{}
-	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	mi := &file_robonet_v1_api_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -626,7 +875,7 @@ func (x *WorkflowRef) String() string {
 func (*WorkflowRef) ProtoMessage() {}
 
 func (x *WorkflowRef) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	mi := &file_robonet_v1_api_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -639,7 +888,7 @@ func (x *WorkflowRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkflowRef.ProtoReflect.Descriptor instead.
 func (*WorkflowRef) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{2}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WorkflowRef) GetName() string {
@@ -665,7 +914,7 @@ type RegisterWorkflowRequest struct {
 
 func (x *RegisterWorkflowRequest) Reset() {
 	*x = RegisterWorkflowRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[3]
+	mi := &file_robonet_v1_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -677,7 +926,7 @@ func (x *RegisterWorkflowRequest) String() string {
 func (*RegisterWorkflowRequest) ProtoMessage() {}
 
 func (x *RegisterWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[3]
+	mi := &file_robonet_v1_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -690,7 +939,7 @@ func (x *RegisterWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *RegisterWorkflowRequest) GetSpec() *InlineSpec {
@@ -711,7 +960,7 @@ type RegisterWorkflowResponse struct {
 
 func (x *RegisterWorkflowResponse) Reset() {
 	*x = RegisterWorkflowResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[4]
+	mi := &file_robonet_v1_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +972,7 @@ func (x *RegisterWorkflowResponse) String() string {
 func (*RegisterWorkflowResponse) ProtoMessage() {}
 
 func (x *RegisterWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[4]
+	mi := &file_robonet_v1_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +985,7 @@ func (x *RegisterWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *RegisterWorkflowResponse) GetWorkflow() *WorkflowInfo {
@@ -765,7 +1014,7 @@ type ListWorkflowsRequest struct {
 
 func (x *ListWorkflowsRequest) Reset() {
 	*x = ListWorkflowsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[5]
+	mi := &file_robonet_v1_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -777,7 +1026,7 @@ func (x *ListWorkflowsRequest) String() string {
 func (*ListWorkflowsRequest) ProtoMessage() {}
 
 func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[5]
+	mi := &file_robonet_v1_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -790,7 +1039,7 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *ListWorkflowsRequest) GetName() string {
@@ -816,7 +1065,7 @@ type ListWorkflowsResponse struct {
 
 func (x *ListWorkflowsResponse) Reset() {
 	*x = ListWorkflowsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[6]
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -828,7 +1077,7 @@ func (x *ListWorkflowsResponse) String() string {
 func (*ListWorkflowsResponse) ProtoMessage() {}
 
 func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[6]
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -841,7 +1090,7 @@ func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ListWorkflowsResponse) GetWorkflows() []*WorkflowInfo {
@@ -883,7 +1132,7 @@ type SubmitWorkflowRequest struct {
 
 func (x *SubmitWorkflowRequest) Reset() {
 	*x = SubmitWorkflowRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[7]
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -895,7 +1144,7 @@ func (x *SubmitWorkflowRequest) String() string {
 func (*SubmitWorkflowRequest) ProtoMessage() {}
 
 func (x *SubmitWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[7]
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -908,7 +1157,7 @@ func (x *SubmitWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *SubmitWorkflowRequest) GetWorkflow() isSubmitWorkflowRequest_Workflow {
@@ -996,7 +1245,7 @@ type SubmitWorkflowResponse struct {
 
 func (x *SubmitWorkflowResponse) Reset() {
 	*x = SubmitWorkflowResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[8]
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1008,7 +1257,7 @@ func (x *SubmitWorkflowResponse) String() string {
 func (*SubmitWorkflowResponse) ProtoMessage() {}
 
 func (x *SubmitWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[8]
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1021,7 +1270,7 @@ func (x *SubmitWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *SubmitWorkflowResponse) GetInstanceId() string {
@@ -1068,7 +1317,7 @@ type SubmitWorkflowsRequest struct {
 
 func (x *SubmitWorkflowsRequest) Reset() {
 	*x = SubmitWorkflowsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1080,7 +1329,7 @@ func (x *SubmitWorkflowsRequest) String() string {
 func (*SubmitWorkflowsRequest) ProtoMessage() {}
 
 func (x *SubmitWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1093,7 +1342,7 @@ func (x *SubmitWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitWorkflowsRequest) GetWorkflow() isSubmitWorkflowsRequest_Workflow {
@@ -1159,7 +1408,7 @@ type SubmitItem struct {
 
 func (x *SubmitItem) Reset() {
 	*x = SubmitItem{}
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1171,7 +1420,7 @@ func (x *SubmitItem) String() string {
 func (*SubmitItem) ProtoMessage() {}
 
 func (x *SubmitItem) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1184,7 +1433,7 @@ func (x *SubmitItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitItem.ProtoReflect.Descriptor instead.
 func (*SubmitItem) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitItem) GetInputsJson() string {
@@ -1221,7 +1470,7 @@ type SubmitWorkflowsResponse struct {
 
 func (x *SubmitWorkflowsResponse) Reset() {
 	*x = SubmitWorkflowsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1233,7 +1482,7 @@ func (x *SubmitWorkflowsResponse) String() string {
 func (*SubmitWorkflowsResponse) ProtoMessage() {}
 
 func (x *SubmitWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1246,7 +1495,7 @@ func (x *SubmitWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubmitWorkflowsResponse) GetWorkflow() *WorkflowInfo {
@@ -1280,7 +1529,7 @@ type SubmittedInstance struct {
 
 func (x *SubmittedInstance) Reset() {
 	*x = SubmittedInstance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1292,7 +1541,7 @@ func (x *SubmittedInstance) String() string {
 func (*SubmittedInstance) ProtoMessage() {}
 
 func (x *SubmittedInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1305,7 +1554,7 @@ func (x *SubmittedInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmittedInstance.ProtoReflect.Descriptor instead.
 func (*SubmittedInstance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmittedInstance) GetInstanceId() string {
@@ -1346,7 +1595,7 @@ type TaskProgress struct {
 
 func (x *TaskProgress) Reset() {
 	*x = TaskProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1358,7 +1607,7 @@ func (x *TaskProgress) String() string {
 func (*TaskProgress) ProtoMessage() {}
 
 func (x *TaskProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1371,7 +1620,7 @@ func (x *TaskProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProgress.ProtoReflect.Descriptor instead.
 func (*TaskProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TaskProgress) GetAttempt() uint32 {
@@ -1494,7 +1743,7 @@ type TaskState struct {
 
 func (x *TaskState) Reset() {
 	*x = TaskState{}
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1506,7 +1755,7 @@ func (x *TaskState) String() string {
 func (*TaskState) ProtoMessage() {}
 
 func (x *TaskState) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1519,7 +1768,7 @@ func (x *TaskState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskState.ProtoReflect.Descriptor instead.
 func (*TaskState) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TaskState) GetName() string {
@@ -1678,7 +1927,7 @@ type TaskAttempt struct {
 
 func (x *TaskAttempt) Reset() {
 	*x = TaskAttempt{}
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1690,7 +1939,7 @@ func (x *TaskAttempt) String() string {
 func (*TaskAttempt) ProtoMessage() {}
 
 func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1703,7 +1952,7 @@ func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAttempt.ProtoReflect.Descriptor instead.
 func (*TaskAttempt) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskAttempt) GetIndex() int32 {
@@ -1791,7 +2040,7 @@ type InstanceProgress struct {
 
 func (x *InstanceProgress) Reset() {
 	*x = InstanceProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1803,7 +2052,7 @@ func (x *InstanceProgress) String() string {
 func (*InstanceProgress) ProtoMessage() {}
 
 func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1816,7 +2065,7 @@ func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceProgress.ProtoReflect.Descriptor instead.
 func (*InstanceProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *InstanceProgress) GetTotal() int32 {
@@ -1896,7 +2145,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1908,7 +2157,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1921,7 +2170,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *Instance) GetId() string {
@@ -2031,7 +2280,7 @@ type GetInstanceRequest struct {
 
 func (x *GetInstanceRequest) Reset() {
 	*x = GetInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2043,7 +2292,7 @@ func (x *GetInstanceRequest) String() string {
 func (*GetInstanceRequest) ProtoMessage() {}
 
 func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2056,7 +2305,7 @@ func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *GetInstanceRequest) GetInstanceId() string {
@@ -2075,7 +2324,7 @@ type GetInstanceResponse struct {
 
 func (x *GetInstanceResponse) Reset() {
 	*x = GetInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2087,7 +2336,7 @@ func (x *GetInstanceResponse) String() string {
 func (*GetInstanceResponse) ProtoMessage() {}
 
 func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2100,7 +2349,7 @@ func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceResponse.ProtoReflect.Descriptor instead.
 func (*GetInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *GetInstanceResponse) GetInstance() *Instance {
@@ -2139,7 +2388,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2151,7 +2400,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2164,7 +2413,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2262,7 +2511,7 @@ type WatchInstanceRequest struct {
 
 func (x *WatchInstanceRequest) Reset() {
 	*x = WatchInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2274,7 +2523,7 @@ func (x *WatchInstanceRequest) String() string {
 func (*WatchInstanceRequest) ProtoMessage() {}
 
 func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2287,7 +2536,7 @@ func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *WatchInstanceRequest) GetInstanceId() string {
@@ -2313,7 +2562,7 @@ type WatchInstanceResponse struct {
 
 func (x *WatchInstanceResponse) Reset() {
 	*x = WatchInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2574,7 @@ func (x *WatchInstanceResponse) String() string {
 func (*WatchInstanceResponse) ProtoMessage() {}
 
 func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2587,7 @@ func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceResponse.ProtoReflect.Descriptor instead.
 func (*WatchInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WatchInstanceResponse) GetEvent() *Event {
@@ -2357,7 +2606,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2369,7 +2618,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2382,7 +2631,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -2400,7 +2649,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2412,7 +2661,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2425,7 +2674,7 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 // InstanceSummary is one row of ListInstances.
@@ -2444,7 +2693,7 @@ type InstanceSummary struct {
 
 func (x *InstanceSummary) Reset() {
 	*x = InstanceSummary{}
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2456,7 +2705,7 @@ func (x *InstanceSummary) String() string {
 func (*InstanceSummary) ProtoMessage() {}
 
 func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2469,7 +2718,7 @@ func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSummary.ProtoReflect.Descriptor instead.
 func (*InstanceSummary) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *InstanceSummary) GetId() string {
@@ -2542,7 +2791,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2803,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2816,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *ListInstancesRequest) GetWorkflow() string {
@@ -2623,7 +2872,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2635,7 +2884,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2648,7 +2897,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceSummary {
@@ -2676,7 +2925,7 @@ type SpecErrors struct {
 
 func (x *SpecErrors) Reset() {
 	*x = SpecErrors{}
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2688,7 +2937,7 @@ func (x *SpecErrors) String() string {
 func (*SpecErrors) ProtoMessage() {}
 
 func (x *SpecErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2701,7 +2950,7 @@ func (x *SpecErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecErrors.ProtoReflect.Descriptor instead.
 func (*SpecErrors) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *SpecErrors) GetErrors() []*SpecError {
@@ -2736,7 +2985,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2748,7 +2997,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2761,7 +3010,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *SpecError) GetFile() string {
@@ -2831,7 +3080,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2843,7 +3092,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2856,7 +3105,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListMembersRequest) GetPools() bool {
@@ -2906,7 +3155,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2918,7 +3167,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2931,7 +3180,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *Member) GetName() string {
@@ -3044,7 +3293,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3056,7 +3305,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3069,7 +3318,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -3094,7 +3343,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3106,7 +3355,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3119,7 +3368,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
 }
 
 type GetLeaderResponse struct {
@@ -3139,7 +3388,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3151,7 +3400,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3164,7 +3413,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *GetLeaderResponse) GetName() string {
@@ -3207,7 +3456,7 @@ type ListWagglersRequest struct {
 
 func (x *ListWagglersRequest) Reset() {
 	*x = ListWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3219,7 +3468,7 @@ func (x *ListWagglersRequest) String() string {
 func (*ListWagglersRequest) ProtoMessage() {}
 
 func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3232,7 +3481,7 @@ func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
 func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListWagglersRequest) GetRolesOnly() bool {
@@ -3268,7 +3517,7 @@ type ListWagglersResponse struct {
 
 func (x *ListWagglersResponse) Reset() {
 	*x = ListWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3529,7 @@ func (x *ListWagglersResponse) String() string {
 func (*ListWagglersResponse) ProtoMessage() {}
 
 func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3542,7 @@ func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersResponse.ProtoReflect.Descriptor instead.
 func (*ListWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *ListWagglersResponse) GetWagglers() []*WagglerRole {
@@ -3350,7 +3599,7 @@ type WagglerRole struct {
 
 func (x *WagglerRole) Reset() {
 	*x = WagglerRole{}
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3362,7 +3611,7 @@ func (x *WagglerRole) String() string {
 func (*WagglerRole) ProtoMessage() {}
 
 func (x *WagglerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3375,7 +3624,7 @@ func (x *WagglerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagglerRole.ProtoReflect.Descriptor instead.
 func (*WagglerRole) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *WagglerRole) GetCapability() string {
@@ -3463,7 +3712,7 @@ type LocalWagglersRequest struct {
 
 func (x *LocalWagglersRequest) Reset() {
 	*x = LocalWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3475,7 +3724,7 @@ func (x *LocalWagglersRequest) String() string {
 func (*LocalWagglersRequest) ProtoMessage() {}
 
 func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3488,7 +3737,7 @@ func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersRequest.ProtoReflect.Descriptor instead.
 func (*LocalWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
 }
 
 type LocalWagglersResponse struct {
@@ -3503,7 +3752,7 @@ type LocalWagglersResponse struct {
 
 func (x *LocalWagglersResponse) Reset() {
 	*x = LocalWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3515,7 +3764,7 @@ func (x *LocalWagglersResponse) String() string {
 func (*LocalWagglersResponse) ProtoMessage() {}
 
 func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3528,7 +3777,7 @@ func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersResponse.ProtoReflect.Descriptor instead.
 func (*LocalWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *LocalWagglersResponse) GetWagglers() []*LocalWaggler {
@@ -3568,7 +3817,7 @@ type LocalWaggler struct {
 
 func (x *LocalWaggler) Reset() {
 	*x = LocalWaggler{}
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3580,7 +3829,7 @@ func (x *LocalWaggler) String() string {
 func (*LocalWaggler) ProtoMessage() {}
 
 func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3593,7 +3842,7 @@ func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWaggler.ProtoReflect.Descriptor instead.
 func (*LocalWaggler) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *LocalWaggler) GetCapability() string {
@@ -3665,7 +3914,7 @@ type KeyringRequest struct {
 
 func (x *KeyringRequest) Reset() {
 	*x = KeyringRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3677,7 +3926,7 @@ func (x *KeyringRequest) String() string {
 func (*KeyringRequest) ProtoMessage() {}
 
 func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3690,7 +3939,7 @@ func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringRequest.ProtoReflect.Descriptor instead.
 func (*KeyringRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *KeyringRequest) GetOp() KeyringOp {
@@ -3724,7 +3973,7 @@ type KeyringResponse struct {
 
 func (x *KeyringResponse) Reset() {
 	*x = KeyringResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3736,7 +3985,7 @@ func (x *KeyringResponse) String() string {
 func (*KeyringResponse) ProtoMessage() {}
 
 func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3749,7 +3998,7 @@ func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringResponse.ProtoReflect.Descriptor instead.
 func (*KeyringResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *KeyringResponse) GetNodes() []*NodeKeyring {
@@ -3774,7 +4023,7 @@ type NodeKeyring struct {
 
 func (x *NodeKeyring) Reset() {
 	*x = NodeKeyring{}
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3786,7 +4035,7 @@ func (x *NodeKeyring) String() string {
 func (*NodeKeyring) ProtoMessage() {}
 
 func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3799,7 +4048,7 @@ func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeyring.ProtoReflect.Descriptor instead.
 func (*NodeKeyring) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *NodeKeyring) GetNode() string {
@@ -3836,7 +4085,7 @@ type QuarantineRequest struct {
 
 func (x *QuarantineRequest) Reset() {
 	*x = QuarantineRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3848,7 +4097,7 @@ func (x *QuarantineRequest) String() string {
 func (*QuarantineRequest) ProtoMessage() {}
 
 func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3861,7 +4110,7 @@ func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *QuarantineRequest) GetOp() QuarantineOp {
@@ -3896,7 +4145,7 @@ type QuarantineResponse struct {
 
 func (x *QuarantineResponse) Reset() {
 	*x = QuarantineResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3908,7 +4157,7 @@ func (x *QuarantineResponse) String() string {
 func (*QuarantineResponse) ProtoMessage() {}
 
 func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3921,7 +4170,7 @@ func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *QuarantineResponse) GetNodes() []*QuarantinedNode {
@@ -3952,7 +4201,7 @@ type QuarantinedNode struct {
 
 func (x *QuarantinedNode) Reset() {
 	*x = QuarantinedNode{}
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3964,7 +4213,7 @@ func (x *QuarantinedNode) String() string {
 func (*QuarantinedNode) ProtoMessage() {}
 
 func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3977,7 +4226,7 @@ func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedNode.ProtoReflect.Descriptor instead.
 func (*QuarantinedNode) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *QuarantinedNode) GetNode() string {
@@ -4016,7 +4265,7 @@ type ListTrustRequest struct {
 
 func (x *ListTrustRequest) Reset() {
 	*x = ListTrustRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4028,7 +4277,7 @@ func (x *ListTrustRequest) String() string {
 func (*ListTrustRequest) ProtoMessage() {}
 
 func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4041,7 +4290,7 @@ func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustRequest.ProtoReflect.Descriptor instead.
 func (*ListTrustRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
 }
 
 type ListTrustResponse struct {
@@ -4059,7 +4308,7 @@ type ListTrustResponse struct {
 
 func (x *ListTrustResponse) Reset() {
 	*x = ListTrustResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4071,7 +4320,7 @@ func (x *ListTrustResponse) String() string {
 func (*ListTrustResponse) ProtoMessage() {}
 
 func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4084,7 +4333,7 @@ func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustResponse.ProtoReflect.Descriptor instead.
 func (*ListTrustResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *ListTrustResponse) GetDispatchTier() string {
@@ -4133,7 +4382,7 @@ type NodeTrust struct {
 
 func (x *NodeTrust) Reset() {
 	*x = NodeTrust{}
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4145,7 +4394,7 @@ func (x *NodeTrust) String() string {
 func (*NodeTrust) ProtoMessage() {}
 
 func (x *NodeTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4158,7 +4407,7 @@ func (x *NodeTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTrust.ProtoReflect.Descriptor instead.
 func (*NodeTrust) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *NodeTrust) GetNode() string {
@@ -4260,7 +4509,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4272,7 +4521,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4285,7 +4534,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *CreateScheduleRequest) GetName() string {
@@ -4346,7 +4595,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4358,7 +4607,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4371,7 +4620,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -4406,7 +4655,7 @@ type ScheduleInfo struct {
 
 func (x *ScheduleInfo) Reset() {
 	*x = ScheduleInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4418,7 +4667,7 @@ func (x *ScheduleInfo) String() string {
 func (*ScheduleInfo) ProtoMessage() {}
 
 func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4431,7 +4680,7 @@ func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
 func (*ScheduleInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ScheduleInfo) GetName() string {
@@ -4533,7 +4782,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4545,7 +4794,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4558,7 +4807,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
 }
 
 type ListSchedulesResponse struct {
@@ -4570,7 +4819,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4582,7 +4831,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4595,7 +4844,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
@@ -4615,7 +4864,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4627,7 +4876,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4640,7 +4889,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *UpdateScheduleRequest) GetName() string {
@@ -4666,7 +4915,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4678,7 +4927,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4691,7 +4940,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -4710,7 +4959,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4722,7 +4971,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4735,7 +4984,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -4753,7 +5002,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4765,7 +5014,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4778,7 +5027,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
 }
 
 type LocalPoolsRequest struct {
@@ -4789,7 +5038,7 @@ type LocalPoolsRequest struct {
 
 func (x *LocalPoolsRequest) Reset() {
 	*x = LocalPoolsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4801,7 +5050,7 @@ func (x *LocalPoolsRequest) String() string {
 func (*LocalPoolsRequest) ProtoMessage() {}
 
 func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4814,7 +5063,7 @@ func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsRequest.ProtoReflect.Descriptor instead.
 func (*LocalPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
 }
 
 type LocalPoolsResponse struct {
@@ -4828,7 +5077,7 @@ type LocalPoolsResponse struct {
 
 func (x *LocalPoolsResponse) Reset() {
 	*x = LocalPoolsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4840,7 +5089,7 @@ func (x *LocalPoolsResponse) String() string {
 func (*LocalPoolsResponse) ProtoMessage() {}
 
 func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4853,7 +5102,7 @@ func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsResponse.ProtoReflect.Descriptor instead.
 func (*LocalPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LocalPoolsResponse) GetPools() []*PoolStats {
@@ -4894,7 +5143,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4906,7 +5155,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4919,7 +5168,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *PoolStats) GetCapability() string {
@@ -5004,7 +5253,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5016,7 +5265,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5029,7 +5278,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *TaskLogsRequest) GetInstanceId() string {
@@ -5081,7 +5330,7 @@ type TaskLogsResponse struct {
 
 func (x *TaskLogsResponse) Reset() {
 	*x = TaskLogsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5093,7 +5342,7 @@ func (x *TaskLogsResponse) String() string {
 func (*TaskLogsResponse) ProtoMessage() {}
 
 func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5106,7 +5355,7 @@ func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsResponse.ProtoReflect.Descriptor instead.
 func (*TaskLogsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *TaskLogsResponse) GetTask() string {
@@ -5152,7 +5401,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5164,7 +5413,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5177,7 +5426,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *LogLine) GetStream() LogStream {
@@ -5206,7 +5455,30 @@ var File_robonet_v1_api_proto protoreflect.FileDescriptor
 const file_robonet_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"\x14robonet/v1/api.proto\x12\n" +
-	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\xec\x01\n" +
+	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n" +
+	"\x15ListPartitionsRequest\"\xa8\x01\n" +
+	"\x16ListPartitionsResponse\x12\x14\n" +
+	"\x05count\x18\x01 \x01(\rR\x05count\x129\n" +
+	"\n" +
+	"partitions\x18\x02 \x03(\v2\x19.robonet.v1.PartitionInfoR\n" +
+	"partitions\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\tR\n" +
+	"answeredBy\x12\x1c\n" +
+	"\tplacement\x18\x04 \x01(\tR\tplacement\"\xea\x02\n" +
+	"\rPartitionInfo\x12\x1c\n" +
+	"\tpartition\x18\x01 \x01(\rR\tpartition\x12\x14\n" +
+	"\x05owner\x18\x02 \x01(\tR\x05owner\x12\x14\n" +
+	"\x05epoch\x18\x03 \x01(\x04R\x05epoch\x12\x12\n" +
+	"\x04term\x18\x04 \x01(\x04R\x04term\x12-\n" +
+	"\x13moved_at_unix_nanos\x18\x05 \x01(\x03R\x10movedAtUnixNanos\x12\x16\n" +
+	"\x06reason\x18\x06 \x01(\tR\x06reason\x12\x1b\n" +
+	"\thas_stats\x18\a \x01(\bR\bhasStats\x12%\n" +
+	"\x0einstances_held\x18\b \x01(\x04R\rinstancesHeld\x12\x1f\n" +
+	"\vtasks_total\x18\t \x01(\x04R\n" +
+	"tasksTotal\x12(\n" +
+	"\x10tasks_per_second\x18\n" +
+	" \x01(\x01R\x0etasksPerSecond\x12%\n" +
+	"\x0ewrites_refused\x18\v \x01(\x04R\rwritesRefused\"\xec\x01\n" +
 	"\fWorkflowInfo\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12\x17\n" +
@@ -5674,7 +5946,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x0eCreateSchedule\x12!.robonet.v1.CreateScheduleRequest\x1a\".robonet.v1.CreateScheduleResponse\x12T\n" +
 	"\rListSchedules\x12 .robonet.v1.ListSchedulesRequest\x1a!.robonet.v1.ListSchedulesResponse\x12W\n" +
 	"\x0eUpdateSchedule\x12!.robonet.v1.UpdateScheduleRequest\x1a\".robonet.v1.UpdateScheduleResponse\x12W\n" +
-	"\x0eDeleteSchedule\x12!.robonet.v1.DeleteScheduleRequest\x1a\".robonet.v1.DeleteScheduleResponse2\xf8\x04\n" +
+	"\x0eDeleteSchedule\x12!.robonet.v1.DeleteScheduleRequest\x1a\".robonet.v1.DeleteScheduleResponse2\xd1\x05\n" +
 	"\vMeshService\x12N\n" +
 	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
 	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponse\x12Q\n" +
@@ -5685,7 +5957,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\aKeyring\x12\x1a.robonet.v1.KeyringRequest\x1a\x1b.robonet.v1.KeyringResponse\x12K\n" +
 	"\n" +
 	"Quarantine\x12\x1d.robonet.v1.QuarantineRequest\x1a\x1e.robonet.v1.QuarantineResponse\x12H\n" +
-	"\tListTrust\x12\x1c.robonet.v1.ListTrustRequest\x1a\x1d.robonet.v1.ListTrustResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\tListTrust\x12\x1c.robonet.v1.ListTrustRequest\x1a\x1d.robonet.v1.ListTrustResponse\x12W\n" +
+	"\x0eListPartitions\x12!.robonet.v1.ListPartitionsRequest\x1a\".robonet.v1.ListPartitionsResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -5700,7 +5973,7 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 68)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
@@ -5709,204 +5982,210 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(QuarantineOp)(0),                // 4: robonet.v1.QuarantineOp
 	(LogStream)(0),                   // 5: robonet.v1.LogStream
 	(UpdateScheduleRequest_Op)(0),    // 6: robonet.v1.UpdateScheduleRequest.Op
-	(*WorkflowInfo)(nil),             // 7: robonet.v1.WorkflowInfo
-	(*InlineSpec)(nil),               // 8: robonet.v1.InlineSpec
-	(*WorkflowRef)(nil),              // 9: robonet.v1.WorkflowRef
-	(*RegisterWorkflowRequest)(nil),  // 10: robonet.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil), // 11: robonet.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),     // 12: robonet.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 13: robonet.v1.ListWorkflowsResponse
-	(*SubmitWorkflowRequest)(nil),    // 14: robonet.v1.SubmitWorkflowRequest
-	(*SubmitWorkflowResponse)(nil),   // 15: robonet.v1.SubmitWorkflowResponse
-	(*SubmitWorkflowsRequest)(nil),   // 16: robonet.v1.SubmitWorkflowsRequest
-	(*SubmitItem)(nil),               // 17: robonet.v1.SubmitItem
-	(*SubmitWorkflowsResponse)(nil),  // 18: robonet.v1.SubmitWorkflowsResponse
-	(*SubmittedInstance)(nil),        // 19: robonet.v1.SubmittedInstance
-	(*TaskProgress)(nil),             // 20: robonet.v1.TaskProgress
-	(*TaskState)(nil),                // 21: robonet.v1.TaskState
-	(*TaskAttempt)(nil),              // 22: robonet.v1.TaskAttempt
-	(*InstanceProgress)(nil),         // 23: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 24: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 25: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 26: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 27: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 28: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 29: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 30: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 31: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 32: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 33: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 34: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 35: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 36: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 37: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 38: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 39: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 40: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 41: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 42: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 43: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 44: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 45: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 46: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 47: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 48: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 49: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 50: robonet.v1.NodeKeyring
-	(*QuarantineRequest)(nil),        // 51: robonet.v1.QuarantineRequest
-	(*QuarantineResponse)(nil),       // 52: robonet.v1.QuarantineResponse
-	(*QuarantinedNode)(nil),          // 53: robonet.v1.QuarantinedNode
-	(*ListTrustRequest)(nil),         // 54: robonet.v1.ListTrustRequest
-	(*ListTrustResponse)(nil),        // 55: robonet.v1.ListTrustResponse
-	(*NodeTrust)(nil),                // 56: robonet.v1.NodeTrust
-	(*CreateScheduleRequest)(nil),    // 57: robonet.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 58: robonet.v1.CreateScheduleResponse
-	(*ScheduleInfo)(nil),             // 59: robonet.v1.ScheduleInfo
-	(*ListSchedulesRequest)(nil),     // 60: robonet.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 61: robonet.v1.ListSchedulesResponse
-	(*UpdateScheduleRequest)(nil),    // 62: robonet.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 63: robonet.v1.UpdateScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 64: robonet.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 65: robonet.v1.DeleteScheduleResponse
-	(*LocalPoolsRequest)(nil),        // 66: robonet.v1.LocalPoolsRequest
-	(*LocalPoolsResponse)(nil),       // 67: robonet.v1.LocalPoolsResponse
-	(*PoolStats)(nil),                // 68: robonet.v1.PoolStats
-	(*TaskLogsRequest)(nil),          // 69: robonet.v1.TaskLogsRequest
-	(*TaskLogsResponse)(nil),         // 70: robonet.v1.TaskLogsResponse
-	(*LogLine)(nil),                  // 71: robonet.v1.LogLine
-	nil,                              // 72: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 73: robonet.v1.Member.WagglersEntry
-	nil,                              // 74: robonet.v1.NodeTrust.EvidenceEntry
-	(*timestamppb.Timestamp)(nil),    // 75: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 76: google.protobuf.Duration
+	(*ListPartitionsRequest)(nil),    // 7: robonet.v1.ListPartitionsRequest
+	(*ListPartitionsResponse)(nil),   // 8: robonet.v1.ListPartitionsResponse
+	(*PartitionInfo)(nil),            // 9: robonet.v1.PartitionInfo
+	(*WorkflowInfo)(nil),             // 10: robonet.v1.WorkflowInfo
+	(*InlineSpec)(nil),               // 11: robonet.v1.InlineSpec
+	(*WorkflowRef)(nil),              // 12: robonet.v1.WorkflowRef
+	(*RegisterWorkflowRequest)(nil),  // 13: robonet.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil), // 14: robonet.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),     // 15: robonet.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 16: robonet.v1.ListWorkflowsResponse
+	(*SubmitWorkflowRequest)(nil),    // 17: robonet.v1.SubmitWorkflowRequest
+	(*SubmitWorkflowResponse)(nil),   // 18: robonet.v1.SubmitWorkflowResponse
+	(*SubmitWorkflowsRequest)(nil),   // 19: robonet.v1.SubmitWorkflowsRequest
+	(*SubmitItem)(nil),               // 20: robonet.v1.SubmitItem
+	(*SubmitWorkflowsResponse)(nil),  // 21: robonet.v1.SubmitWorkflowsResponse
+	(*SubmittedInstance)(nil),        // 22: robonet.v1.SubmittedInstance
+	(*TaskProgress)(nil),             // 23: robonet.v1.TaskProgress
+	(*TaskState)(nil),                // 24: robonet.v1.TaskState
+	(*TaskAttempt)(nil),              // 25: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 26: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 27: robonet.v1.Instance
+	(*GetInstanceRequest)(nil),       // 28: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 29: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 30: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 31: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 32: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 33: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 34: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 35: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 36: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 37: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 38: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 39: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 40: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 41: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 42: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 43: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 44: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 45: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 46: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 47: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 48: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 49: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 50: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 51: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 52: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 53: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 54: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 55: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 56: robonet.v1.QuarantinedNode
+	(*ListTrustRequest)(nil),         // 57: robonet.v1.ListTrustRequest
+	(*ListTrustResponse)(nil),        // 58: robonet.v1.ListTrustResponse
+	(*NodeTrust)(nil),                // 59: robonet.v1.NodeTrust
+	(*CreateScheduleRequest)(nil),    // 60: robonet.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 61: robonet.v1.CreateScheduleResponse
+	(*ScheduleInfo)(nil),             // 62: robonet.v1.ScheduleInfo
+	(*ListSchedulesRequest)(nil),     // 63: robonet.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 64: robonet.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),    // 65: robonet.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 66: robonet.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 67: robonet.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 68: robonet.v1.DeleteScheduleResponse
+	(*LocalPoolsRequest)(nil),        // 69: robonet.v1.LocalPoolsRequest
+	(*LocalPoolsResponse)(nil),       // 70: robonet.v1.LocalPoolsResponse
+	(*PoolStats)(nil),                // 71: robonet.v1.PoolStats
+	(*TaskLogsRequest)(nil),          // 72: robonet.v1.TaskLogsRequest
+	(*TaskLogsResponse)(nil),         // 73: robonet.v1.TaskLogsResponse
+	(*LogLine)(nil),                  // 74: robonet.v1.LogLine
+	nil,                              // 75: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 76: robonet.v1.Member.WagglersEntry
+	nil,                              // 77: robonet.v1.NodeTrust.EvidenceEntry
+	(*timestamppb.Timestamp)(nil),    // 78: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 79: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	75,  // 0: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	8,   // 1: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	7,   // 2: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	7,   // 3: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	9,   // 4: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	8,   // 5: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	76,  // 6: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	7,   // 7: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	9,   // 8: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
-	8,   // 9: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
-	17,  // 10: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
-	76,  // 11: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
-	7,   // 12: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	19,  // 13: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
-	76,  // 14: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	75,  // 15: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
-	1,   // 16: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	75,  // 17: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	75,  // 18: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	20,  // 19: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	22,  // 20: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	75,  // 21: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	75,  // 22: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 23: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	75,  // 24: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 25: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	75,  // 26: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	21,  // 27: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	23,  // 28: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	76,  // 29: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
-	24,  // 30: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	75,  // 31: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 32: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,   // 33: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	75,  // 34: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	20,  // 35: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	24,  // 36: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	27,  // 37: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	0,   // 38: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	75,  // 39: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	75,  // 40: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 41: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	75,  // 42: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
-	32,  // 43: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	36,  // 44: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	72,  // 45: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	73,  // 46: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	68,  // 47: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
-	75,  // 48: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
-	38,  // 49: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	44,  // 50: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	47,  // 51: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	3,   // 52: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	50,  // 53: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	4,   // 54: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	53,  // 55: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	75,  // 56: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	56,  // 57: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
-	74,  // 58: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
-	75,  // 59: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
-	9,   // 60: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
-	76,  // 61: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	76,  // 62: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	59,  // 63: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	9,   // 64: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
-	76,  // 65: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
-	76,  // 66: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
-	75,  // 67: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
-	75,  // 68: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
-	75,  // 69: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
-	59,  // 70: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
-	6,   // 71: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
-	59,  // 72: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	68,  // 73: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
-	76,  // 74: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
-	76,  // 75: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
-	71,  // 76: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
-	5,   // 77: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
-	75,  // 78: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	10,  // 79: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	12,  // 80: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	14,  // 81: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	16,  // 82: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
-	25,  // 83: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	28,  // 84: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	30,  // 85: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	33,  // 86: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	69,  // 87: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
-	57,  // 88: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
-	60,  // 89: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
-	62,  // 90: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
-	64,  // 91: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
-	37,  // 92: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	40,  // 93: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	42,  // 94: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	45,  // 95: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	66,  // 96: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
-	48,  // 97: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	51,  // 98: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	54,  // 99: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
-	11,  // 100: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	13,  // 101: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	15,  // 102: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	18,  // 103: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
-	26,  // 104: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	29,  // 105: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	31,  // 106: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	34,  // 107: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	70,  // 108: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
-	58,  // 109: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
-	61,  // 110: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
-	63,  // 111: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
-	65,  // 112: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
-	39,  // 113: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	41,  // 114: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	43,  // 115: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	46,  // 116: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	67,  // 117: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
-	49,  // 118: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	52,  // 119: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	55,  // 120: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
-	100, // [100:121] is the sub-list for method output_type
-	79,  // [79:100] is the sub-list for method input_type
-	79,  // [79:79] is the sub-list for extension type_name
-	79,  // [79:79] is the sub-list for extension extendee
-	0,   // [0:79] is the sub-list for field type_name
+	9,   // 0: robonet.v1.ListPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
+	78,  // 1: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	11,  // 2: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	10,  // 3: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	10,  // 4: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	12,  // 5: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	11,  // 6: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	79,  // 7: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	10,  // 8: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	12,  // 9: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
+	11,  // 10: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
+	20,  // 11: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
+	79,  // 12: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	10,  // 13: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	22,  // 14: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
+	79,  // 15: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	78,  // 16: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	1,   // 17: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
+	78,  // 18: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	78,  // 19: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	23,  // 20: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	25,  // 21: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	78,  // 22: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	78,  // 23: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 24: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
+	78,  // 25: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	78,  // 26: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	78,  // 27: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	24,  // 28: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	26,  // 29: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	79,  // 30: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
+	27,  // 31: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	78,  // 32: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 33: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,   // 34: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	78,  // 35: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	23,  // 36: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	27,  // 37: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	30,  // 38: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	0,   // 39: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	78,  // 40: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	78,  // 41: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 42: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	78,  // 43: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	35,  // 44: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	39,  // 45: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	75,  // 46: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	76,  // 47: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	71,  // 48: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	78,  // 49: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	41,  // 50: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	47,  // 51: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	50,  // 52: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,   // 53: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	53,  // 54: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,   // 55: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	56,  // 56: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	78,  // 57: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	59,  // 58: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	77,  // 59: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	78,  // 60: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	12,  // 61: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	79,  // 62: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	79,  // 63: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	62,  // 64: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	12,  // 65: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	79,  // 66: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	79,  // 67: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	78,  // 68: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	78,  // 69: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	78,  // 70: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	62,  // 71: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	6,   // 72: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	62,  // 73: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	71,  // 74: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	79,  // 75: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	79,  // 76: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	74,  // 77: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
+	5,   // 78: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
+	78,  // 79: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	13,  // 80: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	15,  // 81: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	17,  // 82: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	19,  // 83: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	28,  // 84: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	31,  // 85: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	33,  // 86: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	36,  // 87: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	72,  // 88: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
+	60,  // 89: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	63,  // 90: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	65,  // 91: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	67,  // 92: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	40,  // 93: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	43,  // 94: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	45,  // 95: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	48,  // 96: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	69,  // 97: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	51,  // 98: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	54,  // 99: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	57,  // 100: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	7,   // 101: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
+	14,  // 102: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	16,  // 103: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	18,  // 104: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	21,  // 105: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	29,  // 106: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	32,  // 107: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	34,  // 108: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	37,  // 109: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	73,  // 110: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
+	61,  // 111: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	64,  // 112: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	66,  // 113: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	68,  // 114: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	42,  // 115: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	44,  // 116: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	46,  // 117: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	49,  // 118: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	70,  // 119: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	52,  // 120: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	55,  // 121: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	58,  // 122: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	8,   // 123: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
+	102, // [102:124] is the sub-list for method output_type
+	80,  // [80:102] is the sub-list for method input_type
+	80,  // [80:80] is the sub-list for extension type_name
+	80,  // [80:80] is the sub-list for extension extendee
+	0,   // [0:80] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -5914,11 +6193,11 @@ func file_robonet_v1_api_proto_init() {
 	if File_robonet_v1_api_proto != nil {
 		return
 	}
-	file_robonet_v1_api_proto_msgTypes[7].OneofWrappers = []any{
+	file_robonet_v1_api_proto_msgTypes[10].OneofWrappers = []any{
 		(*SubmitWorkflowRequest_Ref)(nil),
 		(*SubmitWorkflowRequest_Spec)(nil),
 	}
-	file_robonet_v1_api_proto_msgTypes[9].OneofWrappers = []any{
+	file_robonet_v1_api_proto_msgTypes[12].OneofWrappers = []any{
 		(*SubmitWorkflowsRequest_Ref)(nil),
 		(*SubmitWorkflowsRequest_Spec)(nil),
 	}
@@ -5928,7 +6207,7 @@ func file_robonet_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   68,
+			NumMessages:   71,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

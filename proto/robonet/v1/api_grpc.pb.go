@@ -716,14 +716,15 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	MeshService_ListMembers_FullMethodName   = "/robonet.v1.MeshService/ListMembers"
-	MeshService_GetLeader_FullMethodName     = "/robonet.v1.MeshService/GetLeader"
-	MeshService_ListWagglers_FullMethodName  = "/robonet.v1.MeshService/ListWagglers"
-	MeshService_LocalWagglers_FullMethodName = "/robonet.v1.MeshService/LocalWagglers"
-	MeshService_LocalPools_FullMethodName    = "/robonet.v1.MeshService/LocalPools"
-	MeshService_Keyring_FullMethodName       = "/robonet.v1.MeshService/Keyring"
-	MeshService_Quarantine_FullMethodName    = "/robonet.v1.MeshService/Quarantine"
-	MeshService_ListTrust_FullMethodName     = "/robonet.v1.MeshService/ListTrust"
+	MeshService_ListMembers_FullMethodName    = "/robonet.v1.MeshService/ListMembers"
+	MeshService_GetLeader_FullMethodName      = "/robonet.v1.MeshService/GetLeader"
+	MeshService_ListWagglers_FullMethodName   = "/robonet.v1.MeshService/ListWagglers"
+	MeshService_LocalWagglers_FullMethodName  = "/robonet.v1.MeshService/LocalWagglers"
+	MeshService_LocalPools_FullMethodName     = "/robonet.v1.MeshService/LocalPools"
+	MeshService_Keyring_FullMethodName        = "/robonet.v1.MeshService/Keyring"
+	MeshService_Quarantine_FullMethodName     = "/robonet.v1.MeshService/Quarantine"
+	MeshService_ListTrust_FullMethodName      = "/robonet.v1.MeshService/ListTrust"
+	MeshService_ListPartitions_FullMethodName = "/robonet.v1.MeshService/ListPartitions"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -782,6 +783,13 @@ type MeshServiceClient interface {
 	// own observations and what every Waggler node reports. Another node
 	// forwards it to the leader.
 	ListTrust(ctx context.Context, in *ListTrustRequest, opts ...grpc.CallOption) (*ListTrustResponse, error)
+	// ListPartitions lists the mesh's partitions (roboctl partitions): each
+	// one's owner server, epoch and last move (with why) from the
+	// replicated control state, and the instances its owner holds and the
+	// tasks it finished, as the owner's engine counts them. While the
+	// engine leader owns every partition, a node that does not lead
+	// forwards the call to it.
+	ListPartitions(ctx context.Context, in *ListPartitionsRequest, opts ...grpc.CallOption) (*ListPartitionsResponse, error)
 }
 
 type meshServiceClient struct {
@@ -872,6 +880,16 @@ func (c *meshServiceClient) ListTrust(ctx context.Context, in *ListTrustRequest,
 	return out, nil
 }
 
+func (c *meshServiceClient) ListPartitions(ctx context.Context, in *ListPartitionsRequest, opts ...grpc.CallOption) (*ListPartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListPartitionsResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListPartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -928,6 +946,13 @@ type MeshServiceServer interface {
 	// own observations and what every Waggler node reports. Another node
 	// forwards it to the leader.
 	ListTrust(context.Context, *ListTrustRequest) (*ListTrustResponse, error)
+	// ListPartitions lists the mesh's partitions (roboctl partitions): each
+	// one's owner server, epoch and last move (with why) from the
+	// replicated control state, and the instances its owner holds and the
+	// tasks it finished, as the owner's engine counts them. While the
+	// engine leader owns every partition, a node that does not lead
+	// forwards the call to it.
+	ListPartitions(context.Context, *ListPartitionsRequest) (*ListPartitionsResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -961,6 +986,9 @@ func (UnimplementedMeshServiceServer) Quarantine(context.Context, *QuarantineReq
 }
 func (UnimplementedMeshServiceServer) ListTrust(context.Context, *ListTrustRequest) (*ListTrustResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListTrust not implemented")
+}
+func (UnimplementedMeshServiceServer) ListPartitions(context.Context, *ListPartitionsRequest) (*ListPartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListPartitions not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -1127,6 +1155,24 @@ func _MeshService_ListTrust_Handler(srv interface{}, ctx context.Context, dec fu
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListPartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListPartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListPartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListPartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListPartitions(ctx, req.(*ListPartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1165,6 +1211,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListTrust",
 			Handler:    _MeshService_ListTrust_Handler,
+		},
+		{
+			MethodName: "ListPartitions",
+			Handler:    _MeshService_ListPartitions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
