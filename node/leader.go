@@ -86,7 +86,10 @@ type leaderLoop struct {
 	log  *zap.Logger
 	// newEngine builds (without starting) the engine of a term, with the
 	// Router that is its Dispatcher.
-	newEngine func(term uint64) (*termEngine, error)
+	newEngine func(term uint64, parts partitionSet) (*termEngine, error)
+	// partitions waits for the partitions this node owns in term (see
+	// awaitPartitions). nil: the engine owns none by name (tests).
+	partitions func(ctx context.Context, term uint64) (partitionSet, error)
 	// publish makes e the engine the API goes to; nil: none (the node
 	// follows).
 	publish func(e *engine.Engine)
@@ -180,7 +183,16 @@ func (l *leaderLoop) stepUp(ctx context.Context, term uint64) error {
 	if now := l.mesh.Leader(); !now.IsLeader || now.Term != term {
 		return errLeadershipMoved
 	}
-	e, err := l.newEngine(term)
+	var parts partitionSet
+	if l.partitions != nil {
+		if parts, err = l.partitions(ctx, term); err != nil {
+			if now := l.mesh.Leader(); !now.IsLeader || now.Term != term {
+				return errLeadershipMoved
+			}
+			return fmt.Errorf("waiting for this term's partitions: %w", err)
+		}
+	}
+	e, err := l.newEngine(term, parts)
 	if err != nil {
 		return fmt.Errorf("building the engine: %w", err)
 	}
@@ -190,7 +202,8 @@ func (l *leaderLoop) stepUp(ctx context.Context, term uint64) error {
 	}
 	l.cur = e
 	l.publish(e.Engine)
-	l.log.Info("leading: engine started", zap.Uint64("term", term), zap.Duration("took", time.Since(began)))
+	l.log.Info("leading: engine started", zap.Uint64("term", term), zap.Duration("took", time.Since(began)),
+		zap.Int("partitions", len(parts.epochs)), zap.Int("partition_count", parts.count))
 	return nil
 }
 
@@ -206,4 +219,30 @@ func (l *leaderLoop) stepDown(why string) {
 	e.Abandon()
 	l.publish(nil)
 	l.log.Info("following: engine abandoned", zap.Uint64("term", e.Term()), zap.String("reason", why))
+}
+
+// partitionSet is what an engine owns: partition → epoch, of count.
+type partitionSet struct {
+	count  int
+	epochs map[int]uint64
+}
+
+// awaitPartitions waits until the control state gives this node every
+// partition in term (the leader's reconciler assigns them right after the
+// election), or ctx ends, or barrierTimeout passes.
+func awaitPartitions(ctx context.Context, m meshNode, self string, term uint64) (partitionSet, error) {
+	ctx, cancel := context.WithTimeout(ctx, barrierTimeout)
+	defer cancel()
+	for {
+		changed := m.StateChanged()
+		st := m.State()
+		if epochs, ok := st.PartitionsOwnedBy(self, term); ok {
+			return partitionSet{count: st.PartitionCount, epochs: epochs}, nil
+		}
+		select {
+		case <-ctx.Done():
+			return partitionSet{}, fmt.Errorf("the control state gave this node no partitions in term %d: %w", term, ctx.Err())
+		case <-changed:
+		}
+	}
 }

@@ -131,7 +131,7 @@ func startLoop(t *testing.T) *loopHarness {
 	l := &leaderLoop{
 		mesh: h.mesh,
 		log:  zaptest.NewLogger(t),
-		newEngine: func(term uint64) (*termEngine, error) {
+		newEngine: func(term uint64, _ partitionSet) (*termEngine, error) {
 			e, err := engine.New(engine.Config{Store: store, Dispatcher: nopDispatcher{}, Term: term, Shards: 1})
 			return &termEngine{Engine: e}, err
 		},

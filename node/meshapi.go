@@ -80,6 +80,10 @@ type meshAPI struct {
 	// trust is this node's trust in the others, which ListTrust reports
 	// when this node leads. nil: ListTrust answers UNIMPLEMENTED.
 	trust *trustCenter
+	// engine is this node's running engine (nil: none), whose counts
+	// ListPartitions reports with rates from rates.
+	engine func() *engine.Engine
+	rates  *partitionRates
 }
 
 var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
@@ -89,6 +93,7 @@ var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
 func newMeshAPI(n *Node) *meshAPI {
 	api := &meshAPI{
 		self: n.cfg.Name, mesh: n.mesh, wagglers: n.wagglers, pools: n.workers, trust: n.trust,
+		engine: n.active.Load, rates: &n.partRates,
 		conn: func(node, addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(node, addr) },
 	}
 	if n.store != nil {

@@ -122,6 +122,9 @@ func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 		descStoreConns, descStoreFailover, descStoreResets, descStoreWriter, descStoreSync, descStoreWait} {
 		ch <- d
 	}
+	for _, d := range partitionDescs {
+		ch <- d
+	}
 }
 
 func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
@@ -207,6 +210,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descHeld, float64(st.Held))
 	gauge(descHeldB, float64(st.HeldBack))
+	collectPartitions(n, ch)
 }
 
 // runPoolStats collects, while this server's engine leads, every member's

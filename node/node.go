@@ -84,8 +84,11 @@ type Node struct {
 	// active is the running engine of the current term, published by the
 	// leader loop; nil while this node does not lead.
 	active atomic.Pointer[engine.Engine]
-	mesh   meshNode
-	conns  *connCache
+	// partRates samples the active engine's per-partition counts for
+	// ListPartitions' rates.
+	partRates partitionRates
+	mesh      meshNode
+	conns     *connCache
 
 	leading    *leaderLoop
 	stopLoop   context.CancelFunc
@@ -333,6 +336,7 @@ func (n *Node) startTrust() {
 		wg.Go(func() { n.runTrust(ctx) })
 		if n.store != nil {
 			wg.Go(func() { n.runPoolStats(ctx) })
+			wg.Go(func() { n.runPartitionRates(ctx, n.cfg.Clock) })
 		}
 		wg.Wait()
 	}()
@@ -364,7 +368,10 @@ func (n *Node) updateMeta(edit func(*mesh.NodeMeta)) error {
 // startLeaderLoop runs the loop that makes the engine follow leadership
 // (leader.go).
 func (n *Node) startLeaderLoop() {
-	n.leading = &leaderLoop{mesh: n.mesh, log: n.log.Named("leader"), newEngine: n.newTerm, publish: n.publish}
+	n.leading = &leaderLoop{mesh: n.mesh, log: n.log.Named("leader"), newEngine: n.newTerm, publish: n.publish,
+		partitions: func(ctx context.Context, term uint64) (partitionSet, error) {
+			return awaitPartitions(ctx, n.mesh, n.cfg.Name, term)
+		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopLoop, n.loopDone = cancel, make(chan struct{})
 	go func() {

@@ -111,7 +111,7 @@ func engineOf(t *termEngine) *engine.Engine {
 // The engine dispatches through a Verifier, which runs verified attempts
 // as several runs and passes the rest to the Router; the Router reports
 // to the Verifier, which reports to the engine.
-func (n *Node) newTerm(term uint64) (*termEngine, error) {
+func (n *Node) newTerm(term uint64, parts partitionSet) (*termEngine, error) {
 	t := &termEngine{}
 	verifier := wag.NewVerifier(wag.VerifierConfig{Sink: &lateSink{t: t}, Outcome: n.verifyOutcome, Logger: n.cfg.Logger})
 	var err error
@@ -135,6 +135,7 @@ func (n *Node) newTerm(term uint64) (*termEngine, error) {
 	ecfg.Admission = t.router
 	ecfg.Query = n.reader
 	ecfg.Metrics = n.metrics.engine
+	ecfg.PartitionCount, ecfg.Partitions = parts.count, parts.epochs
 	if t.Engine, err = engine.New(ecfg); err != nil {
 		return nil, err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
@@ -168,6 +169,50 @@ says why. A capability no node holds is "unassigned".`,
 				return client.WriteData(cmd.OutOrStdout(), format, views)
 			}
 			client.PrintWagglers(cmd.OutOrStdout(), resp)
+			return nil
+		},
+	}
+	outputFlag(cmd, &output)
+	return cmd
+}
+
+func newPartitionsCmd(g *globalOptions) *cobra.Command {
+	var output string
+	cmd := &cobra.Command{
+		Use:   "partitions",
+		Short: "List the mesh's partitions: owner, epoch, instances held, tasks/s, last move and why",
+		Long: `List the mesh's partitions. Every instance belongs to one partition for life
+(read from its id); each partition has one owner server, whose engine
+alone claims and writes its instances, at an epoch above every earlier
+one: the store refuses the writes of the partition's earlier owners.
+
+The owners, epochs and moves come from the replicated control state; the
+counts (instances held in memory, task results recorded and their rate
+over the last ten seconds, writes the store refused) from the owner's
+engine. The count of partitions is fixed when the mesh is created
+(robonode --partitions).`,
+		Args: cobra.NoArgs,
+		Example: `  roboctl partitions
+  roboctl partitions -o json | jq '.[] | select(.owner == "server-2")'`,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			format, err := client.ParseFormat(output)
+			if err != nil {
+				return err
+			}
+			resp, err := askMesh(cmd, g, func(ctx context.Context, mc robonetv1.MeshServiceClient) (*robonetv1.ListPartitionsResponse, error) {
+				return mc.ListPartitions(ctx, &robonetv1.ListPartitionsRequest{})
+			})
+			if err != nil {
+				return err
+			}
+			if format != client.FormatTable {
+				views := make([]client.PartitionView, 0, len(resp.GetPartitions()))
+				for _, p := range resp.GetPartitions() {
+					views = append(views, client.Partition(p))
+				}
+				return client.WriteData(cmd.OutOrStdout(), format, views)
+			}
+			client.PrintPartitions(cmd.OutOrStdout(), resp, time.Now())
 			return nil
 		},
 	}

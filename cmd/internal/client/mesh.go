@@ -312,3 +312,73 @@ func printPools(w io.Writer, members []*robonetv1.Member) {
 		fmt.Fprintln(w, n)
 	}
 }
+
+// PartitionView is one partition as roboctl partitions -o json shows it.
+type PartitionView struct {
+	Partition uint32 `json:"partition"`
+	// Owner is the server that owns it; empty while none does.
+	Owner string `json:"owner"`
+	Epoch uint64 `json:"epoch"`
+	Term  uint64 `json:"term"`
+	// MovedAt is when it last moved (RFC 3339; empty: never), Reason why.
+	MovedAt string `json:"moved_at,omitempty"`
+	Reason  string `json:"reason,omitempty"`
+	// Live says the owner's counts below were given.
+	Live           bool    `json:"live"`
+	InstancesHeld  uint64  `json:"instances_held"`
+	TasksTotal     uint64  `json:"tasks_total"`
+	TasksPerSecond float64 `json:"tasks_per_second"`
+	WritesRefused  uint64  `json:"writes_refused"`
+}
+
+// Partition returns the view of a partition.
+func Partition(p *robonetv1.PartitionInfo) PartitionView {
+	v := PartitionView{
+		Partition: p.GetPartition(), Owner: p.GetOwner(), Epoch: p.GetEpoch(), Term: p.GetTerm(), Reason: p.GetReason(),
+		Live: p.GetHasStats(), InstancesHeld: p.GetInstancesHeld(), TasksTotal: p.GetTasksTotal(),
+		TasksPerSecond: p.GetTasksPerSecond(), WritesRefused: p.GetWritesRefused(),
+	}
+	if at := p.GetMovedAtUnixNanos(); at != 0 {
+		v.MovedAt = time.Unix(0, at).UTC().Format(time.RFC3339Nano)
+	}
+	return v
+}
+
+// PrintPartitions writes the partitions as a table, with the count and the
+// placement above it.
+func PrintPartitions(w io.Writer, resp *robonetv1.ListPartitionsResponse, now time.Time) {
+	fmt.Fprintf(w, "%d partitions, placed on the %s (answered by %s)\n\n", resp.GetCount(), placementName(resp.GetPlacement()), resp.GetAnsweredBy())
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "PARTITION\tOWNER\tEPOCH\tHELD\tTASKS/S\tTASKS\tREFUSED\tMOVED\tWHY")
+	for _, p := range resp.GetPartitions() {
+		v := Partition(p)
+		counts := "-\t-\t-\t-"
+		if v.Live {
+			counts = fmt.Sprintf("%d\t%.1f\t%d\t%d", v.InstancesHeld, v.TasksPerSecond, v.TasksTotal, v.WritesRefused)
+		}
+		moved := "never"
+		if at := p.GetMovedAtUnixNanos(); at != 0 {
+			moved = ago(now.Sub(time.Unix(0, at)))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%d\t%s\t%s\t%s\n", v.Partition, dash(v.Owner), v.Epoch, counts, moved, dash(v.Reason))
+	}
+	_ = tw.Flush()
+}
+
+func placementName(p string) string {
+	switch p {
+	case "leader":
+		return "Raft leader"
+	case "balanced":
+		return "servers, balanced"
+	}
+	return dash(p)
+}
+
+// ago renders how long ago something happened, to the second.
+func ago(d time.Duration) string {
+	if d < time.Second {
+		return "just now"
+	}
+	return d.Truncate(time.Second).String() + " ago"
+}

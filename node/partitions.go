@@ -1,0 +1,161 @@
+package node
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+)
+
+// partitionRateWindow is how far back ListPartitions looks for the tasks a
+// second of each partition, and partitionSampleEvery how often the node
+// samples its engine's counts for it.
+const (
+	partitionRateWindow  = 10 * time.Second
+	partitionSampleEvery = time.Second
+)
+
+// partitionRates keeps recent samples of the engine's per-partition task
+// counts, so that a rate is there at the first ListPartitions.
+type partitionRates struct {
+	mu      sync.Mutex
+	owner   *engine.Engine // the engine the samples are of
+	samples []partitionSample
+}
+
+type partitionSample struct {
+	at    time.Time
+	tasks map[int]uint64
+}
+
+// sample records e's counts now, forgetting samples older than the window
+// or of another engine.
+func (r *partitionRates) sample(e *engine.Engine, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e != r.owner {
+		r.owner, r.samples = e, nil
+	}
+	if e == nil {
+		return
+	}
+	s := partitionSample{at: now, tasks: map[int]uint64{}}
+	for _, st := range e.PartitionStats() {
+		s.tasks[st.Partition] = st.Tasks
+	}
+	r.samples = append(r.samples, s)
+	cut := 0
+	for cut < len(r.samples)-1 && now.Sub(r.samples[cut].at) > partitionRateWindow {
+		cut++
+	}
+	r.samples = slices.Delete(r.samples, 0, cut)
+}
+
+// rate is partition p's tasks a second between the oldest sample and the
+// count now, or 0 before two samples a second apart exist.
+func (r *partitionRates) rate(e *engine.Engine, p int, tasks uint64, now time.Time) float64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if e != r.owner || len(r.samples) == 0 {
+		return 0
+	}
+	first := r.samples[0]
+	dt := now.Sub(first.at).Seconds()
+	if dt < 1 || tasks < first.tasks[p] {
+		return 0
+	}
+	return float64(tasks-first.tasks[p]) / dt
+}
+
+// runPartitionRates samples the active engine's counts every second.
+func (n *Node) runPartitionRates(ctx context.Context, clk clock.Clock) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-clk.After(partitionSampleEvery):
+		}
+		n.partRates.sample(n.active.Load(), clk.Now())
+	}
+}
+
+// ListPartitions lists the mesh's partitions: owners, epochs and moves
+// from the control state, and the owner's counts. Every partition is the
+// engine leader's, so a node that does not lead asks the leader.
+func (s *meshAPI) ListPartitions(ctx context.Context, req *robonetv1.ListPartitionsRequest) (*robonetv1.ListPartitionsResponse, error) {
+	l := s.mesh.Leader()
+	if !l.IsLeader {
+		cc, fctx, err := s.toLeader(ctx, l, "partitions", "to answer it")
+		if err != nil {
+			return nil, err
+		}
+		return robonetv1.NewMeshServiceClient(cc).ListPartitions(fctx, req)
+	}
+	st := s.mesh.State()
+	resp := &robonetv1.ListPartitionsResponse{AnsweredBy: s.self, Count: uint32(st.PartitionCount), Placement: "leader"}
+	stats := map[int]engine.PartitionStat{}
+	var e *engine.Engine
+	if s.engine != nil {
+		e = s.engine()
+	}
+	if e != nil {
+		for _, ps := range e.PartitionStats() {
+			stats[ps.Partition] = ps
+		}
+	}
+	now := time.Now()
+	for p := range st.PartitionCount {
+		a := st.Partitions[p]
+		pi := &robonetv1.PartitionInfo{Partition: uint32(p), Owner: a.Node, Epoch: a.Epoch, Term: a.Term, Reason: a.Reason}
+		if !a.At.IsZero() {
+			pi.MovedAtUnixNanos = a.At.UnixNano()
+		}
+		if ps, ok := stats[p]; ok && a.Node == s.self && ps.Epoch == a.Epoch {
+			pi.HasStats = true
+			pi.InstancesHeld = uint64(ps.Held)
+			pi.TasksTotal = ps.Tasks
+			pi.WritesRefused = ps.Evictions
+			pi.TasksPerSecond = s.rates.rate(e, p, ps.Tasks, now)
+		}
+		resp.Partitions = append(resp.Partitions, pi)
+	}
+	return resp, nil
+}
+
+var (
+	partLabels      = []string{"partition"}
+	descPartCount   = prometheus.NewDesc("robonet_partitions", "The mesh's partition count, as this server's control state says (0 until the first leader records it).", nil, nil)
+	descPartEpoch   = prometheus.NewDesc("robonet_partition_epoch", "The epoch at which this node's engine owns a partition (series only for the partitions it owns).", partLabels, nil)
+	descPartHeld    = prometheus.NewDesc("robonet_partition_instances_held", "Instances of a partition this node's engine holds in memory.", partLabels, nil)
+	descPartTasks   = prometheus.NewDesc("robonet_partition_tasks_total", "Task results this node's engine recorded for a partition since it started (it restarts with each term).", partLabels, nil)
+	descPartRefused = prometheus.NewDesc("robonet_partition_evictions_total", "Instances of a partition this node's engine dropped because the store refused its write (another owner fenced the partition, or took the instance).", partLabels, nil)
+)
+
+// partitionDescs are the partition series' descriptions.
+var partitionDescs = []*prometheus.Desc{descPartCount, descPartEpoch, descPartHeld, descPartTasks, descPartRefused}
+
+// collectPartitions adds the partition series: the count from the control
+// state (servers), the owned partitions' numbers from the active engine.
+func collectPartitions(n *Node, ch chan<- prometheus.Metric) {
+	if n.mesh != nil && n.cfg.IsServer() {
+		ch <- prometheus.MustNewConstMetric(descPartCount, prometheus.GaugeValue, float64(n.mesh.State().PartitionCount))
+	}
+	e := n.active.Load()
+	if e == nil {
+		return
+	}
+	for _, ps := range e.PartitionStats() {
+		p := strconv.Itoa(ps.Partition)
+		ch <- prometheus.MustNewConstMetric(descPartEpoch, prometheus.GaugeValue, float64(ps.Epoch), p)
+		ch <- prometheus.MustNewConstMetric(descPartHeld, prometheus.GaugeValue, float64(ps.Held), p)
+		ch <- prometheus.MustNewConstMetric(descPartTasks, prometheus.CounterValue, float64(ps.Tasks), p)
+		ch <- prometheus.MustNewConstMetric(descPartRefused, prometheus.CounterValue, float64(ps.Evictions), p)
+	}
+}
