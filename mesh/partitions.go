@@ -1,6 +1,11 @@
 package mesh
 
-import "fmt"
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+)
 
 // Partitions. The engine's work is split into a fixed number of
 // partitions, chosen when the mesh is created (Config.Partitions) and kept
@@ -48,6 +53,120 @@ func (p PartitionPlacement) String() string {
 		return "balanced"
 	}
 	return fmt.Sprintf("placement-%d", int(p))
+}
+
+// partitionInput is what planPartitions decides from.
+type partitionInput struct {
+	State ControlState
+	// Eligible are the servers that may own partitions, in any order.
+	Eligible []string
+	// Why says, when known, why a server is not eligible ("failed",
+	// "quarantined", …); the moves' reasons name it.
+	Why map[string]string
+	// Term is the leader's Raft term, Now its clock.
+	Term uint64
+	Now  time.Time
+	// EveryTerm re-assigns every partition assigned in an earlier term,
+	// to the same owner if it stays (leader placement: each engine life
+	// needs fresh epochs).
+	EveryTerm bool
+}
+
+// planPartitions returns the moves that place every partition on an
+// eligible server, in partition order (nil: nothing to change):
+//
+//   - a partition without an owner, or whose owner is not eligible, goes
+//     to the least loaded eligible server (ties: the smallest name);
+//   - then, while the most loaded server owns two more than the least
+//     loaded, the most loaded (ties: the smallest name) gives its highest
+//     partition to the least loaded: a server that joins gets only as many
+//     as balance needs, and nothing else moves;
+//   - with EveryTerm, a partition assigned in an earlier term is assigned
+//     again, to the same server.
+//
+// A partition moves at most once: one that went to the least loaded is
+// never taken from it again (it stays within one of the least). No count
+// or no eligible server: no moves.
+func planPartitions(in partitionInput) []PartitionMove {
+	count := in.State.PartitionCount
+	var servers []string // eligible, sorted, unique
+	for _, s := range in.Eligible {
+		if s != "" {
+			servers = append(servers, s)
+		}
+	}
+	slices.Sort(servers)
+	servers = slices.Compact(servers)
+	if count <= 0 || len(servers) == 0 {
+		return nil
+	}
+	load := make(map[string]int, len(servers))
+	for _, s := range servers {
+		load[s] = 0
+	}
+	owner := make([]string, count)
+	reason := make([]string, count)
+	var orphans []int
+	for p := range count {
+		a := in.State.Partitions[p]
+		_, ok := load[a.Node]
+		switch {
+		case a.Node == "":
+			reason[p] = "first placement"
+		case !ok:
+			reason[p] = fmt.Sprintf("owner %s is not an eligible server", a.Node)
+			if why := in.Why[a.Node]; why != "" {
+				reason[p] += " (" + why + ")"
+			}
+		default:
+			owner[p] = a.Node
+			load[a.Node]++
+			continue
+		}
+		orphans = append(orphans, p)
+	}
+	// least and most pick by load, ties by name (servers is sorted).
+	least := func() string {
+		return slices.MinFunc(servers, func(a, b string) int { return cmp.Or(cmp.Compare(load[a], load[b]), cmp.Compare(a, b)) })
+	}
+	most := func() string {
+		return slices.MinFunc(servers, func(a, b string) int { return cmp.Or(cmp.Compare(load[b], load[a]), cmp.Compare(a, b)) })
+	}
+	for _, p := range orphans {
+		s := least()
+		owner[p] = s
+		load[s]++
+	}
+	for {
+		lo, hi := least(), most()
+		if load[hi]-load[lo] <= 1 {
+			break
+		}
+		p := count - 1
+		for owner[p] != hi {
+			p--
+		}
+		owner[p] = lo
+		load[hi]--
+		load[lo]++
+		reason[p] = fmt.Sprintf("rebalance: %s joined", lo)
+	}
+	var moves []PartitionMove
+	for p := range count {
+		cur := in.State.Partitions[p]
+		why := reason[p]
+		switch {
+		case owner[p] != cur.Node:
+		case in.EveryTerm && cur.Term < in.Term:
+			why = fmt.Sprintf("new leadership term %d", in.Term)
+		default:
+			continue
+		}
+		moves = append(moves, PartitionMove{
+			Partition: p, Node: owner[p], Epoch: max(cur.Epoch, in.Term) + 1, Term: in.Term, At: in.Now, Reason: why,
+		})
+	}
+	return moves
 }
 
 // PartitionsOwnedBy returns the partitions node owns, each with its epoch,
