@@ -1,12 +1,23 @@
 package mesh
 
 import (
+	"context"
+	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net"
+	"os"
+	"path/filepath"
 	"reflect"
 	"slices"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 )
 
 // partState builds a control state of count partitions with the given
@@ -191,5 +202,120 @@ func TestPlanPartitionsBalances(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+func TestConfigPartitions(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name      string
+		count     int
+		set       bool
+		placement PartitionPlacement
+		want      int    // after defaults
+		err       string // part of the error, "" for none
+	}{
+		{name: "default", want: DefaultPartitions},
+		{name: "given", count: 8, set: true, want: 8},
+		{name: "given without the flag", count: 8, want: 8},
+		{name: "the bound", count: MaxPartitions, set: true, want: MaxPartitions},
+		{name: "zero given explicitly", set: true, err: "partitions 0 outside 1..1024"},
+		{name: "over the bound", count: MaxPartitions + 1, set: true, err: "partitions 1025 outside 1..1024"},
+		{name: "negative", count: -1, err: "partitions -1 outside"},
+		{name: "balanced", count: 4, placement: PlaceBalanced, want: 4},
+		{name: "unknown placement", placement: 7, want: DefaultPartitions, err: "unknown partition placement 7"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := TestConfig("n")
+			cfg.Partitions, cfg.PartitionsSet, cfg.PartitionPlacement = tc.count, tc.set, tc.placement
+			_, err := New(cfg)
+			if tc.err == "" && err != nil || tc.err != "" && (err == nil || !strings.Contains(err.Error(), tc.err)) {
+				t.Fatalf("New: %v, want %q", err, tc.err)
+			}
+			if d := cfg.WithDefaults(); tc.want != 0 && d.Partitions != tc.want {
+				t.Fatalf("partitions after defaults %d, want %d", d.Partitions, tc.want)
+			}
+		})
+	}
+}
+
+// A server that creates a mesh sets the count it was given; an explicit
+// count that matches passes CheckPartitions.
+func TestNewMeshSetsItsPartitionCount(t *testing.T) {
+	t.Parallel()
+	m := startSingleWith(t, "", func(c *Config) { c.Partitions, c.PartitionsSet = 5, true })
+	defer func() { _ = m.Halt() }()
+	if got := m.PartitionCount(); got != 5 {
+		t.Fatalf("partition count %d, want 5", got)
+	}
+	owned, ok := m.State().PartitionsOwnedBy("solo", m.Leader().Term)
+	if !ok || len(owned) != 5 {
+		t.Fatalf("owned %v (complete: %v)", owned, ok)
+	}
+	if err := m.CheckPartitions(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestMeshCreatedBeforePartitions: a server whose Raft state comes from a
+// mesh created before partitions existed (bootstrapped, no count) sets one
+// partition when it leads, whatever it was started with, and
+// CheckPartitions refuses the explicit count it was given.
+func TestMeshCreatedBeforePartitions(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	addr := raft.ServerAddress(net.JoinHostPort("127.0.0.1", strconv.Itoa(port)))
+
+	// The Raft state an older version leaves behind: a bootstrapped log
+	// with no partition count.
+	rdir := filepath.Join(dir, "raft")
+	if err := os.MkdirAll(rdir, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	bolt, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(rdir, "raft.db")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	snaps, err := raft.NewFileSnapshotStore(rdir, 2, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, trans := raft.NewInmemTransport(addr)
+	rc := raft.DefaultConfig()
+	rc.LocalID = "solo"
+	err = raft.BootstrapCluster(rc, bolt, bolt, snaps, trans,
+		raft.Configuration{Servers: []raft.Server{{Suffrage: raft.Voter, ID: "solo", Address: addr}}})
+	if cerr := bolt.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	m := startSingleWith(t, dir, func(c *Config) { c.RaftPort, c.Partitions, c.PartitionsSet = port, 16, true })
+	defer func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := m.Stop(ctx); err != nil {
+			t.Error(err)
+		}
+	}()
+	if got := m.PartitionCount(); got != 1 {
+		t.Fatalf("partition count %d, want 1", got)
+	}
+	if a := m.State().Partitions[0]; a.Node != "solo" || a.Epoch <= a.Term {
+		t.Fatalf("partition 0: %+v", a)
+	}
+	err = m.CheckPartitions()
+	want := "this mesh was created with 1 partition; this node was started with --partitions 16; " +
+		"the count never changes after a mesh is created: drop the flag or pass --partitions 1"
+	if !errors.Is(err, ErrPartitionCountMismatch) || !strings.Contains(err.Error(), want) {
+		t.Fatalf("CheckPartitions: %v", err)
 	}
 }
