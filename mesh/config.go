@@ -98,6 +98,22 @@ type Config struct {
 	// and never to a node ranked below zero (it betrayed). nil: every
 	// node ranks the same.
 	WagglerRank func(node string) int
+	// Partitions is the partition count of a mesh this server creates:
+	// 1..MaxPartitions, 0 for DefaultPartitions unless PartitionsSet. The
+	// first leader sets it in the control state if it took part in the
+	// bootstrap (it had BootstrapExpect, no Raft state when it started,
+	// and was a voter of the first configuration it saw); a leader that
+	// did not and finds no count leads a mesh created before partitions
+	// existed, and sets 1. A mesh keeps its count for ever, whatever
+	// later servers ask (see Mesh.CheckPartitions).
+	Partitions int
+	// PartitionsSet says the operator gave Partitions explicitly
+	// (--partitions): CheckPartitions then refuses a mesh created with
+	// another count, instead of silently using it.
+	PartitionsSet bool
+	// PartitionPlacement says where the leader places partitions.
+	// Default (zero): PlaceOnLeader.
+	PartitionPlacement PartitionPlacement
 	// ReconnectInterval is how often every failed (not left) server, and
 	// one other failed member whose backoff ran out, is tried again, so
 	// that a healed partition merges within about this interval (see
@@ -169,6 +185,9 @@ func (c Config) WithDefaults() Config {
 	if c.ReconcileInterval == 0 {
 		c.ReconcileInterval = DefaultReconcileInterval
 	}
+	if c.Partitions == 0 && !c.PartitionsSet {
+		c.Partitions = DefaultPartitions
+	}
 	if c.ReconnectInterval == 0 {
 		c.ReconnectInterval = DefaultReconnectInterval
 	}
@@ -231,6 +250,12 @@ func (c Config) validate() error {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s %v is negative", name, d))
 		}
+	}
+	if c.Partitions < 1 || c.Partitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("partitions %d outside 1..%d", c.Partitions, MaxPartitions))
+	}
+	if c.PartitionPlacement != PlaceOnLeader && c.PartitionPlacement != PlaceBalanced {
+		errs = append(errs, fmt.Errorf("unknown partition placement %d", int(c.PartitionPlacement)))
 	}
 	if c.EventBuffer < 1 {
 		errs = append(errs, fmt.Errorf("event buffer %d must be positive", c.EventBuffer))

@@ -2,8 +2,9 @@
 // each node can do (hashicorp/memberlist gossip with node metadata), which
 // server leads (a hashicorp/raft group of the server nodes), and the small
 // replicated control state every server agrees on (waggler assignments with
-// epochs, the quarantine list, cluster settings). It knows nothing about
-// workflows; the node package wires it to the engine.
+// epochs, the quarantine list, cluster settings, the engine's partition
+// count and each partition's owner). It knows nothing about workflows; the
+// node package wires it to the engine.
 //
 // # Membership
 //
@@ -84,11 +85,25 @@
 // The FSM is deterministic: Apply reads only the log entry and the state —
 // times (quarantine since) are supplied by the proposer, never read from a
 // clock. Commands are a type byte followed by a JSON body; an unknown type
-// is skipped with a warning, so newer nodes can add commands during a
-// rolling upgrade. Rejections (an AssignWaggler whose epoch does not exceed
-// the current one) are deterministic and returned to the proposer from
-// Apply. Snapshots are JSON with sorted keys, so equal states give equal
-// bytes.
+// is skipped with a warning only when its type carries IgnoreUnknown, and
+// otherwise stops the node rather than let its state diverge. Rejections
+// (an AssignWaggler or AssignPartitions whose epoch does not exceed the
+// current one, a second SetPartitionCount) are deterministic and returned
+// to the proposer from Apply. Snapshots are JSON with sorted keys, so
+// equal states give equal bytes.
+//
+// # Partitions
+//
+// The engine's work is split into a fixed number of partitions, set once
+// in the control state by the first leader of a new mesh (1 for a mesh
+// created before partitions existed) and never changed; CheckPartitions
+// tells a server started with another explicit count. Each partition has
+// an owner server and an epoch above every epoch and Raft term it had
+// before. The leader places them each reconciliation pass (planPartitions,
+// pure and table-tested): under PlaceOnLeader all on itself, with fresh
+// epochs in every term; under PlaceBalanced spread over the eligible
+// servers, moved at once off one that fails, leaves or is quarantined, and
+// rebalanced by as few moves as balance needs when one joins.
 //
 // # Testing
 //

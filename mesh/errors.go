@@ -15,6 +15,9 @@ var (
 	ErrNotServer = errors.New("not a server")
 	// ErrJoin is returned by Start when no join address answered in time.
 	ErrJoin = errors.New("joining the mesh")
+	// ErrPartitionCountMismatch is returned by CheckPartitions when this
+	// server asked for another partition count than the mesh has.
+	ErrPartitionCountMismatch = errors.New("partition count mismatch")
 )
 
 // NotLeaderError says that a call needs the leader (of Raft, and so of the

@@ -28,6 +28,28 @@ type ControlState struct {
 	// (trust.Anchor.Encode), registered by the leader from their gossip
 	// metadata: a node's chain outlives a gossip view that lost it.
 	Anchors map[string][]byte `json:"anchors,omitempty"`
+	// PartitionCount is the engine's number of partitions, set once when
+	// the mesh is created and never changed; 0 until it is set (see
+	// SetPartitionCount).
+	PartitionCount int `json:"partition_count,omitempty"`
+	// Partitions maps a partition (0 ≤ p < PartitionCount) to its owner
+	// server; a partition not in the map has none yet.
+	Partitions map[int]PartitionAssignment `json:"partitions,omitempty"`
+}
+
+// PartitionAssignment is one partition's owner. Epoch only grows, and is
+// above every Raft term and every epoch the partition had before (see
+// planPartitions): the owner's engine fences the partition's writes with
+// it.
+type PartitionAssignment struct {
+	Node  string `json:"node"`
+	Epoch uint64 `json:"epoch"`
+	// Term is the Raft term of the leader that made the assignment.
+	Term uint64 `json:"term"`
+	// At is when the leader made it (the proposer's clock).
+	At time.Time `json:"at"`
+	// Reason says why the partition went to Node.
+	Reason string `json:"reason"`
 }
 
 // WagglerAssignment is one capability's Waggler and the epoch of the
@@ -54,6 +76,7 @@ func newControlState() ControlState {
 		Quarantine: map[string]QuarantineEntry{},
 		Settings:   map[string]string{},
 		Anchors:    map[string][]byte{},
+		Partitions: map[int]PartitionAssignment{},
 	}
 }
 
@@ -64,6 +87,9 @@ func (s ControlState) clone() ControlState {
 		Quarantine: maps.Clone(s.Quarantine),
 		Settings:   maps.Clone(s.Settings),
 		Anchors:    maps.Clone(s.Anchors), // values are never changed in place
+
+		PartitionCount: s.PartitionCount,
+		Partitions:     maps.Clone(s.Partitions),
 	}
 	if c.Wagglers == nil {
 		c.Wagglers = map[string]WagglerAssignment{}
@@ -76,6 +102,9 @@ func (s ControlState) clone() ControlState {
 	}
 	if c.Anchors == nil {
 		c.Anchors = map[string][]byte{}
+	}
+	if c.Partitions == nil {
+		c.Partitions = map[int]PartitionAssignment{}
 	}
 	return c
 }
@@ -103,6 +132,10 @@ const (
 	// CmdRegisterAnchor may be skipped by an older node: anchors only
 	// help receivers verify stamps.
 	CmdRegisterAnchor CommandType = 6 | IgnoreUnknown
+	// Partition commands may not be skipped: servers that disagree about
+	// the count or the owners would run partitions twice or not at all.
+	CmdSetPartitionCount CommandType = 7
+	CmdAssignPartitions  CommandType = 8
 )
 
 // Command is one change to the control state, built by the constructors
@@ -118,7 +151,8 @@ func (c Command) Type() CommandType { return c.typ }
 // describe renders a command for logs: its type and body.
 func (c Command) describe() string {
 	names := map[CommandType]string{CmdAssignWaggler: "assign-waggler", CmdQuarantine: "quarantine",
-		CmdRelease: "release", CmdSetSetting: "set-setting", CmdUnassignWaggler: "unassign-waggler", CmdRegisterAnchor: "register-anchor"}
+		CmdRelease: "release", CmdSetSetting: "set-setting", CmdUnassignWaggler: "unassign-waggler", CmdRegisterAnchor: "register-anchor",
+		CmdSetPartitionCount: "set-partition-count", CmdAssignPartitions: "assign-partitions"}
 	name, ok := names[c.typ]
 	if !ok {
 		name = fmt.Sprintf("type-%d", c.typ)
@@ -164,6 +198,26 @@ type settingBody struct {
 	Value string `json:"value"`
 }
 
+type partitionCountBody struct {
+	Count int `json:"count"`
+}
+
+// PartitionMove assigns one partition: the body of AssignPartitions, and
+// what planPartitions returns.
+type PartitionMove struct {
+	Partition int    `json:"partition"`
+	Node      string `json:"node"`
+	Epoch     uint64 `json:"epoch"`
+	// Term is the Raft term of the leader that proposes the move.
+	Term   uint64    `json:"term"`
+	At     time.Time `json:"at"` // the proposer's clock
+	Reason string    `json:"reason"`
+}
+
+type assignPartitionsBody struct {
+	Moves []PartitionMove `json:"moves"`
+}
+
 func newCommand(t CommandType, body any) Command {
 	b, err := json.Marshal(body)
 	if err != nil { // the bodies are plain structs of strings, numbers and times
@@ -205,6 +259,27 @@ func RegisterAnchor(node string, anchor []byte) Command {
 	return newCommand(CmdRegisterAnchor, anchorBody{Node: node, Anchor: anchor})
 }
 
+// SetPartitionCount sets the number of partitions, 1..MaxPartitions. It
+// applies only while the count is not set (0): afterwards Apply refuses it
+// with ErrPartitionCountSet, whatever the count.
+func SetPartitionCount(n int) Command {
+	return newCommand(CmdSetPartitionCount, partitionCountBody{Count: n})
+}
+
+// AssignPartitions assigns partitions to servers, all or none: Apply
+// refuses the whole batch (ErrInvalidCommand) when the count is not set,
+// a partition is outside 0..count-1 or appears twice, a node is empty or
+// an epoch is not above its term, and (ErrStaleEpoch) when an epoch is
+// not above the partition's current one.
+func AssignPartitions(moves []PartitionMove) Command {
+	b := assignPartitionsBody{Moves: make([]PartitionMove, len(moves))}
+	for i, mv := range moves {
+		mv.At = mv.At.UTC().Round(0)
+		b.Moves[i] = mv
+	}
+	return newCommand(CmdAssignPartitions, b)
+}
+
 // SetSetting sets a cluster setting; an empty value deletes it.
 func SetSetting(key, value string) Command {
 	return newCommand(CmdSetSetting, settingBody{Key: key, Value: value})
@@ -215,8 +290,12 @@ func SetSetting(key, value string) Command {
 // way and the state does not change.
 var (
 	// ErrStaleEpoch rejects an AssignWaggler whose epoch is not greater
-	// than the capability's current one.
-	ErrStaleEpoch = errors.New("waggler epoch not greater than the current one")
+	// than the capability's current one, and an AssignPartitions with an
+	// epoch not greater than its partition's.
+	ErrStaleEpoch = errors.New("epoch not greater than the current one")
+	// ErrPartitionCountSet rejects a SetPartitionCount once the count is
+	// set: it never changes after the mesh is created.
+	ErrPartitionCountSet = errors.New("partition count already set")
 	// ErrUnknownCommand: a command of a type this node does not know and
 	// may not skip (see IgnoreUnknown). Apply stops the node on it.
 	ErrUnknownCommand = errors.New("unknown control command")
@@ -299,7 +378,7 @@ func (f *fsm) apply(index uint64, data []byte) error {
 			return fmt.Errorf("%w: assign waggler needs a capability and a node", ErrInvalidCommand)
 		}
 		if cur, ok := f.state.Wagglers[c.Capability]; ok && c.Epoch <= cur.Epoch {
-			return fmt.Errorf("%w: %s is at epoch %d (held by %s), got %d",
+			return fmt.Errorf("%w: waggler %s is at epoch %d (held by %s), got %d",
 				ErrStaleEpoch, c.Capability, cur.Epoch, cur.Node, c.Epoch)
 		}
 		f.state.Wagglers[c.Capability] = WagglerAssignment{Node: c.Node, Epoch: c.Epoch}
@@ -353,6 +432,31 @@ func (f *fsm) apply(index uint64, data []byte) error {
 		} else {
 			f.state.Settings[c.Key] = c.Value
 		}
+	case CmdSetPartitionCount:
+		var c partitionCountBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: set partition count: %w", ErrInvalidCommand, err)
+		}
+		if c.Count < 1 || c.Count > MaxPartitions {
+			return fmt.Errorf("%w: partition count %d outside 1..%d", ErrInvalidCommand, c.Count, MaxPartitions)
+		}
+		if f.state.PartitionCount != 0 {
+			return fmt.Errorf("%w: the mesh has %d partitions, asked for %d", ErrPartitionCountSet, f.state.PartitionCount, c.Count)
+		}
+		f.state.PartitionCount = c.Count
+	case CmdAssignPartitions:
+		var c assignPartitionsBody
+		if err := json.Unmarshal(body, &c); err != nil {
+			return fmt.Errorf("%w: assign partitions: %w", ErrInvalidCommand, err)
+		}
+		if err := checkPartitionMoves(f.state, c.Moves); err != nil {
+			return err
+		}
+		for _, mv := range c.Moves {
+			f.state.Partitions[mv.Partition] = PartitionAssignment{
+				Node: mv.Node, Epoch: mv.Epoch, Term: mv.Term, At: mv.At, Reason: mv.Reason,
+			}
+		}
 	default:
 		if typ&IgnoreUnknown == 0 {
 			return fmt.Errorf("%w: type %d at index %d comes from a newer version of robonode; upgrade this node",
@@ -366,6 +470,43 @@ func (f *fsm) apply(index uint64, data []byte) error {
 			zap.Uint8("type", uint8(typ)), zap.Uint64("index", index))
 	}
 	return nil
+}
+
+// checkPartitionMoves refuses a batch of moves unless every one applies
+// to state: AssignPartitions is all or nothing.
+func checkPartitionMoves(state ControlState, moves []PartitionMove) error {
+	if len(moves) == 0 {
+		return fmt.Errorf("%w: assign partitions needs at least one move", ErrInvalidCommand)
+	}
+	if state.PartitionCount == 0 {
+		return fmt.Errorf("%w: assign partitions before the partition count is set", ErrInvalidCommand)
+	}
+	seen := make(map[int]bool, len(moves))
+	for _, mv := range moves {
+		switch {
+		case mv.Partition < 0 || mv.Partition >= state.PartitionCount:
+			return fmt.Errorf("%w: partition %d outside 0..%d", ErrInvalidCommand, mv.Partition, state.PartitionCount-1)
+		case seen[mv.Partition]:
+			return fmt.Errorf("%w: partition %d moved twice in one batch", ErrInvalidCommand, mv.Partition)
+		case mv.Node == "":
+			return fmt.Errorf("%w: partition %d assigned to no node", ErrInvalidCommand, mv.Partition)
+		case mv.Epoch <= mv.Term:
+			return fmt.Errorf("%w: partition %d at epoch %d, not above term %d", ErrInvalidCommand, mv.Partition, mv.Epoch, mv.Term)
+		}
+		seen[mv.Partition] = true
+		if cur := state.Partitions[mv.Partition]; mv.Epoch <= cur.Epoch {
+			return fmt.Errorf("%w: partition %d is at epoch %d (owned by %s), got %d",
+				ErrStaleEpoch, mv.Partition, cur.Epoch, cur.Node, mv.Epoch)
+		}
+	}
+	return nil
+}
+
+// PartitionCount returns the partition count of the current state.
+func (f *fsm) PartitionCount() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.state.PartitionCount
 }
 
 // State returns a copy of the current state.

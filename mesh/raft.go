@@ -144,6 +144,7 @@ func (m *Mesh) raftLoop() {
 	for {
 		lead := m.refreshLeadership()
 		m.maybeBootstrap()
+		rec.noteCreation(m)
 		if lead.IsLeader {
 			rec.run(m, lead.Term)
 		}
@@ -335,6 +336,14 @@ type reconciler struct {
 	term     uint64
 	missing  map[string]time.Time
 	nonvoter map[string]nonvoterSeen
+	// barrier: this term's barrier returned, so the state holds every
+	// entry of earlier terms (placePartitions plans from it).
+	barrier bool
+
+	// Whether this server took part in creating the mesh (see
+	// noteCreation), decided once per process: kept across terms.
+	creationKnown bool
+	created       bool
 }
 
 type nonvoterSeen struct {
@@ -350,6 +359,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 		r.term = term
 		clear(r.missing)
 		clear(r.nonvoter)
+		r.barrier = false
 	}
 	now := time.Now()
 	m.mu.Lock()
@@ -413,6 +423,7 @@ func (r *reconciler) run(m *Mesh, term uint64) {
 	if !m.cfg.ManualWagglers {
 		r.placeWagglers(m, term)
 	}
+	r.placePartitions(m, term)
 	r.registerAnchors(m)
 }
 
@@ -650,4 +661,182 @@ func (m *Mesh) RaftConfiguration() []RaftServer {
 	}
 	slices.SortFunc(out, func(a, b RaftServer) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// noteCreation decides, at the first Raft configuration this process
+// sees, whether this server took part in creating the mesh: it expects a
+// bootstrap (BootstrapExpect > 0), had no Raft state when it started, and
+// is a voter of that first configuration. Every server of a fresh
+// bootstrap is a voter of the bootstrap configuration, whichever of them
+// bootstrapped it; a server added to an existing mesh is first a
+// non-voter (see planReconcile), and one that restarts has state. Only a
+// leader that took part in creating the mesh sets the partition count it
+// was configured with (placePartitions): any other finding the count
+// unset leads a mesh created before partitions existed.
+func (r *reconciler) noteCreation(m *Mesh) {
+	if r.creationKnown {
+		return
+	}
+	m.mu.Lock()
+	conf := m.raftConf
+	m.mu.Unlock()
+	if len(conf) == 0 {
+		return
+	}
+	r.creationKnown = true
+	r.created = m.cfg.BootstrapExpect > 0 && !m.hasState && slices.ContainsFunc(conf, func(s raft.Server) bool {
+		return string(s.ID) == m.name && s.Suffrage == raft.Voter
+	})
+	m.log.Debug("raft configuration first seen", zap.Bool("created_the_mesh", r.created))
+}
+
+// placePartitions sets the partition count if it is not set yet, then
+// places the partitions (see planPartitions) and applies the moves as one
+// AssignPartitions, logging each.
+//
+// The count: a leader that took part in creating the mesh (noteCreation)
+// sets Config.Partitions; any other leads a mesh created before
+// partitions existed, which keeps one partition (its engine's work was
+// never split).
+func (r *reconciler) placePartitions(m *Mesh, term uint64) {
+	if !r.barrier {
+		// Plan from every entry of earlier terms: a plan from a state that
+		// lags would only be refused (its epochs too low), but refused
+		// noisily.
+		if err := m.raft.Barrier(time.Second).Error(); err != nil {
+			if !errors.Is(err, raft.ErrRaftShutdown) && !m.isStopping() {
+				m.log.Debug("raft barrier before placing partitions failed", zap.Error(err))
+			}
+			return
+		}
+		r.barrier = true
+	}
+	state := m.fsm.State()
+	if state.PartitionCount == 0 {
+		count := 1
+		if r.created {
+			count = m.cfg.Partitions
+		}
+		if !m.applyControl(SetPartitionCount(count), "setting the partition count") {
+			return
+		}
+		if r.created {
+			m.log.Info("partition count set for the new mesh", zap.Int("partitions", count), zap.Uint64("term", term))
+		} else {
+			m.log.Info("mesh created before partitions: it keeps one partition", zap.Uint64("term", term))
+		}
+		state = m.fsm.State()
+	}
+	eligible, why := m.partitionEligible(state, term)
+	moves := planPartitions(partitionInput{
+		State: state, Eligible: eligible, Why: why, Term: term, Now: time.Now(),
+		EveryTerm: m.cfg.PartitionPlacement == PlaceOnLeader,
+	})
+	if len(moves) == 0 {
+		return
+	}
+	if !m.applyControl(AssignPartitions(moves), "assigning partitions") {
+		return
+	}
+	for _, mv := range moves {
+		m.log.Info("partition assigned", zap.Int("partition", mv.Partition), zap.String("from", state.Partitions[mv.Partition].Node),
+			zap.String("to", mv.Node), zap.Uint64("epoch", mv.Epoch), zap.Uint64("term", term), zap.String("reason", mv.Reason))
+	}
+}
+
+// partitionEligible returns the servers that may own partitions, and why
+// each other known server may not. Under PlaceBalanced: the voters that
+// gossip shows alive (suspect included) and not leaving, that are not
+// quarantined and whose Raft heartbeats do not fail in this term — as for
+// Waggler roles; a joining server gets partitions once promoted, when it
+// has the log and the leader reaches it. Under PlaceOnLeader: this
+// leader alone, whatever else holds (its engine is the only one).
+func (m *Mesh) partitionEligible(state ControlState, term uint64) ([]string, map[string]string) {
+	m.mu.Lock()
+	servers := m.serverViewsLocked()
+	conf := slices.Clone(m.raftConf)
+	m.mu.Unlock()
+	unreachable := m.reach.unreachable(term)
+	why := map[string]string{}
+	voter := map[string]bool{}
+	for _, s := range conf {
+		voter[string(s.ID)] = s.Suffrage == raft.Voter
+		if _, known := servers[string(s.ID)]; !known {
+			why[string(s.ID)] = "unknown to gossip"
+		}
+	}
+	var eligible []string
+	for name, v := range servers {
+		_, quarantined := state.Quarantine[name]
+		switch {
+		case v.Status == StatusFailed:
+			why[name] = "failed"
+		case v.Status == StatusLeft:
+			why[name] = "left"
+		case v.Leaving:
+			why[name] = "leaving"
+		case quarantined:
+			why[name] = "quarantined"
+		case unreachable[name]:
+			why[name] = "its raft heartbeats fail"
+		case !voter[name]:
+			why[name] = "not a raft voter"
+		default:
+			eligible = append(eligible, name)
+		}
+	}
+	if m.cfg.PartitionPlacement == PlaceOnLeader {
+		for _, name := range eligible {
+			why[name] = "not the leader"
+		}
+		delete(why, m.name)
+		return []string{m.name}, why
+	}
+	return eligible, why
+}
+
+// applyControl replicates a command of the leader's reconciliation and
+// reports whether it applied; a failure or a refusal is logged (and the
+// next pass tries again), except while stopping.
+func (m *Mesh) applyControl(cmd Command, what string) bool {
+	f := m.raft.Apply(cmd.Encode(), time.Second)
+	if err := f.Error(); err != nil {
+		if !errors.Is(err, raft.ErrRaftShutdown) && !m.isStopping() {
+			m.log.Warn(what+" failed", zap.Error(err))
+		}
+		return false
+	}
+	if err, ok := f.Response().(error); ok {
+		m.log.Warn(what+" refused", zap.Error(err), zap.String("command", cmd.describe()))
+		return false
+	}
+	return true
+}
+
+// PartitionCount returns the partition count of the control state as
+// applied on this server: 0 until it is set (and always on a worker).
+func (m *Mesh) PartitionCount() int { return m.fsm.PartitionCount() }
+
+// CheckPartitions returns an error (ErrPartitionCountMismatch) when this
+// server was given a partition count explicitly (Config.PartitionsSet)
+// and the mesh has another one: the count never changes after a mesh is
+// created, and a server must not run as if it had. nil when the count
+// matches, was not given, or is not known here yet (the control state has
+// not reached this server: call it again once it has).
+func (m *Mesh) CheckPartitions() error {
+	have := m.PartitionCount()
+	if !m.cfg.PartitionsSet || have == 0 || have == m.cfg.Partitions {
+		return nil
+	}
+	return fmt.Errorf("%w: this mesh was created with %s; this node was started with --partitions %d; "+
+		"the count never changes after a mesh is created: drop the flag or pass --partitions %d",
+		ErrPartitionCountMismatch, partitions(have), m.cfg.Partitions, have)
+}
+
+// partitions renders a count of partitions.
+func partitions(n int) string {
+	if n == 1 {
+		return "1 partition"
+	}
+	return fmt.Sprintf("%d partitions", n)
 }

@@ -47,8 +47,13 @@ func TestLeaderBroadcastCoalesces(t *testing.T) {
 	}
 }
 
-// startSingle starts a single server (bootstrap-expect 1) on dir.
-func startSingle(t *testing.T, dir string) *Mesh {
+// startSingle starts a single server (bootstrap-expect 1) on dir and
+// waits until it leads with its partitions placed.
+func startSingle(t *testing.T, dir string) *Mesh { return startSingleWith(t, dir, nil) }
+
+// startSingleWith is startSingle with the configuration adjusted by
+// configure.
+func startSingleWith(t *testing.T, dir string, configure func(*Config)) *Mesh {
 	t.Helper()
 	cfg := TestConfig("solo")
 	cfg.Server = true
@@ -56,6 +61,9 @@ func startSingle(t *testing.T, dir string) *Mesh {
 	cfg.DataDir = dir
 	cfg.Logger = zaptest.NewLogger(t)
 	cfg.ManualWagglers = true // the tests apply roles by hand
+	if configure != nil {
+		configure(&cfg)
+	}
 	m, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -76,7 +84,19 @@ func startSingle(t *testing.T, dir string) *Mesh {
 			if err := m.Barrier(ctx); err != nil {
 				t.Fatal(err)
 			}
-			return m
+			// Wait for the partitions of this term, so that the tests
+			// see a state the reconciler leaves alone.
+			for {
+				changed := m.StateChanged()
+				if _, ok := m.State().PartitionsOwnedBy("solo", l.Term); ok {
+					return m
+				}
+				select {
+				case <-changed:
+				case <-ctx.Done():
+					t.Fatal("partitions not placed on the single server")
+				}
+			}
 		case <-ctx.Done():
 			t.Fatal("single server did not become leader")
 		}
@@ -127,11 +147,24 @@ func TestSingleServerSnapshotAndRestart(t *testing.T) {
 	if !m2.hasState {
 		t.Fatal("restarted server did not find its raft state")
 	}
-	if got := m2.State(); !reflect.DeepEqual(got, want) {
-		t.Fatalf("state after restart:\n got %+v\nwant %+v", got, want)
-	}
-	if term2 := m2.Leader().Term; term2 <= term1 {
+	term2 := m2.Leader().Term
+	if term2 <= term1 {
 		t.Fatalf("term after restart %d, want > %d", term2, term1)
+	}
+	// The partitions were re-assigned in the new term, at higher epochs.
+	got := m2.State()
+	owned, ok := got.PartitionsOwnedBy("solo", term2)
+	if !ok || len(owned) != DefaultPartitions {
+		t.Fatalf("partitions after restart: %+v", got.Partitions)
+	}
+	for p, epoch := range owned {
+		if epoch <= want.Partitions[p].Epoch || epoch <= term2 {
+			t.Fatalf("partition %d at epoch %d after restart, before %d, term %d", p, epoch, want.Partitions[p].Epoch, term2)
+		}
+	}
+	got.Partitions, want.Partitions = nil, nil
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("state after restart:\n got %+v\nwant %+v", got, want)
 	}
 	if conf := m2.RaftConfiguration(); len(conf) != 1 || conf[0].Name != "solo" || !conf[0].Voter {
 		t.Fatalf("configuration after restart: %+v", conf)
