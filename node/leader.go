@@ -38,6 +38,10 @@ type meshNode interface {
 	// closed at its next change.
 	State() mesh.ControlState
 	StateChanged() <-chan struct{}
+	// CheckPartitions says why this server's --partitions does not match
+	// the mesh's count (nil: it matches, or was not given, or the count
+	// is not known yet).
+	CheckPartitions() error
 	// Apply commits cmd through Raft; only the leader can.
 	Apply(ctx context.Context, cmd mesh.Command) error
 	// GossipKeys and ChangeKeyring read and change the gossip keyring.

@@ -41,6 +41,7 @@ func (f *fakeMesh) UpdateMeta(mesh.NodeMeta) error { return nil }
 func (f *fakeMesh) State() mesh.ControlState       { return mesh.ControlState{} }
 func (f *fakeMesh) StateChanged() <-chan struct{}  { return nil }
 func (f *fakeMesh) GossipKeys() [][]byte           { return nil }
+func (f *fakeMesh) CheckPartitions() error         { return nil }
 func (f *fakeMesh) Apply(context.Context, mesh.Command) error {
 	return mesh.ErrNotLeader
 }

@@ -265,6 +265,11 @@ func (n *Node) start(ctx context.Context) (err error) {
 	if err := n.advertiseGRPC(); err != nil {
 		return err
 	}
+	if server && n.cfg.Mesh.PartitionsSet {
+		if err := n.checkPartitions(ctx); err != nil {
+			return err
+		}
+	}
 	if n.follower, err = n.newRoleFollower(); err != nil {
 		return err
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/clock"
@@ -83,6 +84,32 @@ func (n *Node) runPartitionRates(ctx context.Context, clk clock.Clock) {
 		case <-clk.After(partitionSampleEvery):
 		}
 		n.partRates.sample(n.active.Load(), clk.Now())
+	}
+}
+
+// partitionCheckWait bounds how long a server started with --partitions
+// waits for the mesh's partition count to reach it before it starts.
+const partitionCheckWait = 30 * time.Second
+
+// checkPartitions refuses to start a server whose --partitions differs
+// from the count the mesh was created with, once that count reached it
+// (a new mesh's first leader records it within a second; a server that
+// joins has it as soon as its log caught up).
+func (n *Node) checkPartitions(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, partitionCheckWait)
+	defer cancel()
+	for {
+		changed := n.mesh.StateChanged()
+		if n.mesh.State().PartitionCount > 0 {
+			return n.mesh.CheckPartitions()
+		}
+		select {
+		case <-ctx.Done():
+			n.log.Warn("the mesh's partition count did not reach this server in time: --partitions is not checked",
+				zap.Duration("waited", partitionCheckWait))
+			return nil
+		case <-changed:
+		}
 	}
 }
 

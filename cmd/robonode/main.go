@@ -224,6 +224,9 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		GossipKey:       s.GossipKey,
 	}
 	cfg.Wag.HeartbeatInterval, cfg.Wag.MissedHeartbeats = s.HeartbeatInterval, s.MissedHeartbeats
+	if s.Partitions > 0 {
+		cfg.Mesh.Partitions, cfg.Mesh.PartitionsSet = s.Partitions, true
+	}
 	for _, set := range s.Limits {
 		set(&cfg)
 	}

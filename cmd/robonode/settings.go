@@ -16,6 +16,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/robonet/robonet/internal/pki"
+	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/node"
 	"github.com/robonet/robonet/trust"
 	"github.com/robonet/robonet/wag"
@@ -37,6 +38,7 @@ import (
 //	--advertise          ROBONET_ADVERTISE          advertise
 //	--server             ROBONET_SERVER             server
 //	--bootstrap-expect   ROBONET_BOOTSTRAP_EXPECT   bootstrap_expect
+//	--partitions         ROBONET_PARTITIONS         partitions
 //	--gossip             ROBONET_GOSSIP             gossip
 //	--raft               ROBONET_RAFT               raft
 //	--gossip-key         ROBONET_GOSSIP_KEY         gossip_key
@@ -77,6 +79,7 @@ type settings struct {
 	Advertise       string
 	Server          *bool // nil: a server unless Join is set
 	BootstrapExpect int   // 0: 1 on servers
+	Partitions      int   // 0: not given (a new mesh gets mesh.DefaultPartitions)
 	Gossip          string
 	Raft            string
 	GossipKey       []byte
@@ -99,7 +102,7 @@ type settings struct {
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
-	"join", "advertise", "server", "bootstrap-expect", "gossip", "raft", "gossip-key",
+	"join", "advertise", "server", "bootstrap-expect", "partitions", "gossip", "raft", "gossip-key",
 	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "cpu-profile", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "dispatch-tier", "trust-peer", "limit"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
@@ -108,7 +111,7 @@ var listFlags = []string{"capability", "join", "trust-peer", "limit"}
 
 // optionalFlags have no default value: unset means "decide from the other
 // settings".
-var optionalFlags = []string{"server"}
+var optionalFlags = []string{"server", "partitions"}
 
 // addServerFlags declares the flags of a server; their defaults are the
 // settings' defaults.
@@ -124,6 +127,7 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.String("advertise", "", "host (IP or name) other nodes reach this node at, for gossip, Raft and gRPC (default: the bound address)")
 	fs.Bool("server", false, "run as a Raft server that may lead the engine (default: true without --join, false with it; a worker-only node opens no store)")
 	fs.Int("bootstrap-expect", 0, "number of servers to wait for before the first Raft election; more than 1 needs --postgres (default 1 on servers)")
+	fs.Int("partitions", mesh.DefaultPartitions, "partitions of a mesh this server creates, 1..1024 (fixed for the mesh's life; a server given a count the mesh was not created with refuses to start)")
 	fs.String("gossip", "7301", "gossip (memberlist) listen address: host:port, or a port on --bind; 0 picks a free port")
 	fs.String("raft", "7302", "Raft listen address on servers: host:port, or a port on --bind; 0 picks a free port")
 	fs.String("gossip-key", "", "base64 of a 16, 24 or 32 byte key that encrypts gossip; the same on every node")
@@ -286,7 +290,7 @@ func readTokens(file string) ([]string, error) {
 }
 
 // resolveMesh reads the mesh settings: --join, --advertise, --server,
-// --bootstrap-expect, --gossip, --raft and --gossip-key.
+// --bootstrap-expect, --partitions, --gossip, --raft and --gossip-key.
 func (s *settings) resolveMesh(raw map[string][]string, one func(string) string) error {
 	var errs []error
 	for _, j := range raw["join"] {
@@ -310,6 +314,11 @@ func (s *settings) resolveMesh(raw map[string][]string, one func(string) string)
 	var err error
 	if s.BootstrapExpect, err = strconv.Atoi(one("bootstrap-expect")); err != nil || s.BootstrapExpect < 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %q: want a number of servers, at least 1", one("bootstrap-expect")))
+	}
+	if v, ok := raw["partitions"]; ok {
+		if s.Partitions, err = strconv.Atoi(v[0]); err != nil || s.Partitions < 1 || s.Partitions > mesh.MaxPartitions {
+			errs = append(errs, fmt.Errorf("partitions %q: want a number of partitions, 1..%d (default %d)", v[0], mesh.MaxPartitions, mesh.DefaultPartitions))
+		}
 	}
 	if s.Gossip, err = listenAddr(one("gossip"), s.Bind, false); err != nil {
 		errs = append(errs, fmt.Errorf("gossip: %w", err))
