@@ -5,8 +5,9 @@
 //
 // # Schema, table by table
 //
-// migrations/0001_initial.sql holds the whole schema; Open applies what is
-// missing in one transaction under a per-schema advisory lock
+// migrations/ holds the schema, one numbered file per change
+// (0001_initial.sql the tables below); Open applies what is missing in one
+// transaction under a per-schema advisory lock
 // (pg_advisory_xact_lock), so nodes that start together apply each
 // migration once and the rest wait, then find nothing to do. Postgres DDL is
 // transactional: a failed migration leaves nothing behind. Applied versions
@@ -25,11 +26,15 @@
 //
 //   - queued_instances: the claim table, one row per live instance:
 //     scheduled_at (when it is next due), the lease — lock_uuid (owner) and
-//     lock_expires_at — the Raft term of the owner (the fencing token), and
-//     cancel_requested. Completion deletes the row, so this table is as small
-//     as the live work and claims stay cheap. scheduled_at and lock_uuid are
-//     indexed, lock_expires_at is not, so lease refreshes, the most frequent
-//     write, are HOT updates.
+//     lock_expires_at — the Raft term of the owner (the fencing token),
+//     cancel_requested, and the instance's partition (0 for rows queued
+//     before partitions). Completion deletes the row, so this table is as
+//     small as the live work and claims stay cheap. scheduled_at and
+//     lock_uuid are indexed, lock_expires_at is not, so lease refreshes,
+//     the most frequent write, are HOT updates.
+//
+//   - partitions: one row per fenced partition — its owner (a runloop's
+//     lock id), the epoch it fenced at, and when (see "Partitions" below).
 //
 //   - runner_actions_done: the append-only log of finished attempts, one row
 //     per (instance_id, execution_id, attempt), unique — a result is recorded

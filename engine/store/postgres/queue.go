@@ -26,9 +26,9 @@ const queueSQL = `-- name: queue_instances
 WITH input AS (
     SELECT *, owner IS NOT NULL AND coalesce(scheduled_at, now()) <= now() AS claim
     FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[],
-                $7::uuid[], $8::bigint[], $9::bigint[])
+                $7::uuid[], $8::bigint[], $9::bigint[], $10::integer[])
          WITH ORDINALITY AS t(instance_id, workflow_version_id, inputs, state, scheduled_at, idempotency_key,
-                              owner, term, lease, ord)
+                              owner, term, lease, partition, ord)
 ),
 runner AS (
     INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, idempotency_key, started_at)
@@ -40,11 +40,12 @@ runner AS (
     RETURNING instance_id, created_at, status = 'running' AS claimed
 ),
 queue AS (
-    INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term)
+    INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, partition)
     SELECT i.instance_id, coalesce(i.scheduled_at, now()),
            CASE WHEN i.claim THEN i.owner END,
            CASE WHEN i.claim THEN now() + i.lease * interval '1 microsecond' END,
-           CASE WHEN i.claim THEN i.term ELSE 0 END
+           CASE WHEN i.claim THEN i.term ELSE 0 END,
+           i.partition
     FROM input i JOIN runner r ON r.instance_id = i.instance_id
 )
 SELECT instance_id, created_at, claimed FROM runner`
@@ -88,6 +89,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		owners    []pgtype.UUID // NULL: no claim
 		terms     []int64
 		leases    []int64 // microseconds
+		parts     []int32
 	)
 	for i, inst := range insts {
 		if dup[i] >= 0 {
@@ -109,11 +111,12 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 			lease = micros(c.Lease)
 		}
 		owners, terms, leases = append(owners, owner), append(terms, term), append(leases, lease)
+		parts = append(parts, int32(inst.Partition)) // checked by PrepareInstances
 	}
 
 	out := make([]engine.Queued, len(insts))
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases)
+		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases, parts)
 		if err != nil {
 			return err
 		}

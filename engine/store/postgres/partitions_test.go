@@ -1,0 +1,86 @@
+package postgres
+
+import (
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/postgres/pgtest"
+)
+
+// TestConcurrentFencesOfANewPartition: fences racing for a partition that
+// has no row yet (so SELECT … FOR UPDATE locks nothing, and they meet only
+// at the insert) still judge by epoch, on two nodes. Of fences at distinct
+// epochs the highest wins and the stored row is its; of two at one epoch
+// exactly one succeeds; every loser gets ErrStaleEpoch and nothing else.
+func TestConcurrentFencesOfANewPartition(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	nodes := []*Store{openOn(t, dsn, schema, nil), openOn(t, dsn, schema, nil)}
+
+	const racers = 6
+	race := func(p int, epochs []uint64) (owners []uuid.UUID, errs []error) {
+		owners, errs = make([]uuid.UUID, len(epochs)), make([]error, len(epochs))
+		start := make(chan struct{})
+		var wg sync.WaitGroup
+		for i, epoch := range epochs {
+			owners[i] = uuid.New()
+			wg.Go(func() {
+				<-start
+				errs[i] = nodes[i%len(nodes)].FencePartitions(t.Context(),
+					engine.FenceRequest{Owner: owners[i], Epochs: map[int]uint64{p: epoch}})
+			})
+		}
+		close(start)
+		wg.Wait()
+		for i, err := range errs {
+			if err != nil && !errors.Is(err, engine.ErrStaleEpoch) {
+				t.Fatalf("partition %d: the fence at epoch %d failed with %v, want success or ErrStaleEpoch", p, epochs[i], err)
+			}
+		}
+		return owners, errs
+	}
+	stored := func(p int) engine.PartitionOwner {
+		all, err := nodes[0].Partitions(t.Context())
+		if err != nil {
+			t.Fatalf("Partitions: %v", err)
+		}
+		for _, got := range all {
+			if got.Partition == p {
+				return got
+			}
+		}
+		t.Fatalf("partition %d is not stored", p)
+		return engine.PartitionOwner{}
+	}
+
+	for p := range 40 {
+		if p%2 == 0 {
+			epochs := make([]uint64, racers)
+			for i := range epochs {
+				epochs[i] = uint64(racers - i) // the highest starts first
+			}
+			owners, errs := race(p, epochs)
+			if errs[0] != nil {
+				t.Fatalf("partition %d: the fence at the highest epoch failed: %v", p, errs[0])
+			}
+			if got := stored(p); got.Owner != owners[0] || got.Epoch != epochs[0] {
+				t.Fatalf("partition %d: stored %+v, want the highest epoch's owner %s at %d", p, got, owners[0], epochs[0])
+			}
+			continue
+		}
+		owners, errs := race(p, []uint64{7, 7})
+		if (errs[0] == nil) == (errs[1] == nil) {
+			t.Fatalf("partition %d: two owners fencing at one epoch: %v and %v, want exactly one to succeed", p, errs[0], errs[1])
+		}
+		winner := owners[0]
+		if errs[0] != nil {
+			winner = owners[1]
+		}
+		if got := stored(p); got.Owner != winner || got.Epoch != 7 {
+			t.Fatalf("partition %d: stored %+v, want the winner %s at 7", p, got, winner)
+		}
+	}
+}
