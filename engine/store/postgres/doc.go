@@ -87,18 +87,18 @@
 //
 // # Progress, and why the writes come in this order
 //
-// PersistProgress sends one pgx batch: one round trip and one implicit
+// PersistProgress sends one statement: one round trip and one implicit
 // transaction, whatever the number of instances (group commit). Each step
-// is a single multi-row statement over unnest()ed arrays, never a statement
-// per row:
+// is a multi-row part of it (a CTE) over unnest()ed arrays, never a
+// statement per row:
 //
-//  1. Lock the queue rows the caller still holds (lock_uuid = owner AND
-//     lock_expires_at > now(), FOR NO KEY UPDATE, in id order) and append
-//     the action results of exactly those instances. The lock keeps a
-//     concurrent claim from taking an instance over before the batch
-//     commits, so the next statements see the same owned set.
-//  2. Write the state snapshots, gated on the same lease condition.
-//  3. Write the next scheduled_at, gated likewise.
+//  1. `owned`: lock the queue rows the caller still holds (lock_uuid =
+//     owner AND lock_expires_at > now(), FOR NO KEY UPDATE, in id order).
+//     The lock keeps a concurrent claim from taking an instance over
+//     before the statement commits.
+//  2. Append the action results of exactly the owned instances.
+//  3. Write their state snapshots.
+//  4. Write their next scheduled_at.
 //
 // Results come first because they are the facts the snapshot is derived
 // from, and the log is append-only and idempotent: if a runloop writes its
@@ -108,7 +108,7 @@
 // recorded twice. The snapshot comes before the schedule because the
 // schedule only says when to look at the instance next; a due time without
 // the state that produced it would wake an owner to a stale instance. Here
-// all three land atomically anyway (one transaction), and the order still
+// all three land atomically anyway (one statement), and the order still
 // states the dependency for writers that split them across batches.
 //
 // Every write is gated on the lease, including the results: a deposed or
@@ -117,10 +117,10 @@
 // written; the rest of its batch is unaffected). It must drop the instance
 // from memory.
 //
-// CompleteInstances follows the same pattern in one batch and transaction:
-// final results, then status, output, error, final snapshot and finished_at
-// on runner_instances, then the deletion of the queue row — all gated on the
-// lease.
+// CompleteInstances follows the same pattern in one statement: final
+// results, then status, output, error, final snapshot and finished_at on
+// runner_instances, then the deletion of the queue row — all gated on
+// `owned`.
 //
 // # Queueing
 //
