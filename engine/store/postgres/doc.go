@@ -92,13 +92,20 @@
 // is a multi-row part of it (a CTE) over unnest()ed arrays, never a
 // statement per row:
 //
-//  1. `owned`: lock the queue rows the caller still holds (lock_uuid =
-//     owner AND lock_expires_at > now(), FOR NO KEY UPDATE, in id order).
-//     The lock keeps a concurrent claim from taking an instance over
-//     before the statement commits.
+//  1. `owned`: lock the queue rows the caller may still write (lock_uuid =
+//     owner AND lock_expires_at > now(), in a partition no other runloop
+//     fenced; FOR NO KEY UPDATE, in id order). The lock keeps a concurrent
+//     claim from taking an instance over before the statement commits.
 //  2. Append the action results of exactly the owned instances.
 //  3. Write their state snapshots.
 //  4. Write their next scheduled_at.
+//
+// One statement rather than a batch of them because the gate reads the
+// partitions table, which no row lock of the batch protects: statements of
+// their own would each read it afresh (READ COMMITTED), and a fence
+// committed between two of them would leave an instance's results written
+// and its snapshot refused while the batch reported it owned. In one
+// statement the lease and the fence are read with one snapshot.
 //
 // Results come first because they are the facts the snapshot is derived
 // from, and the log is append-only and idempotent: if a runloop writes its
@@ -121,6 +128,28 @@
 // results, then status, output, error, final snapshot and finished_at on
 // runner_instances, then the deletion of the queue row — all gated on
 // `owned`.
+//
+// # Partitions
+//
+// Every instance belongs to one partition for life (engine.PartitionOf its
+// id), kept in queued_instances.partition. FencePartitions makes a runloop
+// the owner of partitions at epochs, in one transaction: it locks their
+// rows (SELECT … FOR UPDATE, in partition order, so two fences serialise
+// and cannot deadlock), refuses the whole call with ErrStaleEpoch if any
+// partition is stored at a higher epoch or at the same epoch by another
+// owner, and writes the rest (INSERT … ON CONFLICT … WHERE the stored epoch
+// is lower; a row that a concurrent fence inserted meanwhile is judged
+// again). From its commit on, every write gate — `owned`, lease
+// refreshes, submissions stored claimed — refuses a runloop other than the
+// owner, however live its lease: Temporal's range_id check, in the same
+// statement as the lease check. A partition without a row is gated by
+// leases and terms alone.
+//
+// A write whose statement read the partitions table just before a fence
+// committed may still commit after it. That is harmless: the new owner
+// touches the instance only by claiming it, and the claim's row lock waits
+// for (or skips) the write's lock on the queue row, so the owner hydrates
+// everything the old one wrote, and nothing the old one writes later.
 //
 // # Queueing
 //

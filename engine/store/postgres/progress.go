@@ -14,21 +14,24 @@ import (
 
 // ownedCTE and resultsCTE open every progress and completion statement.
 // `owned` row-locks the queue rows of the instances the caller ($1 ids, $2
-// owners) may write: its lease is live. The lock keeps a concurrent claim
-// from taking them over until the statement commits. `results` then
-// appends the action results of owned instances only, in input order,
-// ignoring a duplicate (instance, execution, attempt).
+// owners) may write: its lease is live, and the instance's partition is
+// not fenced by another runloop (the range_id check). The lock keeps a
+// concurrent claim from taking them over until the statement commits.
+// `results` then appends the action results of owned instances only, in
+// input order, ignoring a duplicate (instance, execution, attempt).
 //
-// Every write of the batch is one statement, gated on `owned`: the gate is
-// read once, with one snapshot, so an instance is written whole or not at
-// all. (Statements of their own agree today only because `owned` locks the
-// queue rows the gate reads; a gate that reads another table would be read
-// afresh by each.)
+// Every write of the batch is one statement, gated on `owned`: the lease
+// and the fence are read once, with one snapshot, so an instance is
+// written whole or not at all even when a fence commits while the batch
+// runs. (Statements of their own would each read the partitions table
+// afresh, and a fence committed between two of them would leave an
+// instance's results written and its snapshot refused.)
 const ownedCTE = `owned AS (
     SELECT q.instance_id
     FROM queued_instances q
     JOIN unnest($1::uuid[], $2::uuid[]) AS i(instance_id, owner) ON i.instance_id = q.instance_id
     WHERE q.lock_uuid = i.owner AND q.lock_expires_at > now()
+      AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> i.owner)
     ORDER BY q.instance_id
     FOR NO KEY UPDATE OF q
 )`
@@ -104,7 +107,8 @@ WHERE r.status = i.status
 // statement (persistSQL): one round trip, one transaction, writes in the
 // order of the design — results, then snapshots, then schedules — each a
 // multi-row step over unnest()ed arrays (group commit), all gated on the
-// caller's lease. An instance whose lease is gone gets ErrOwnershipLost
+// caller's lease and its partition's fence. An instance whose lease is
+// gone, or whose partition another runloop fenced, gets ErrOwnershipLost
 // and nothing of it is written, its results included.
 func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
 	if len(batch) == 0 {
@@ -154,7 +158,7 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 // CompleteInstances implements engine.Store: one statement (completeSQL,
 // one round trip, one transaction) that writes the final results, then
 // the outcome and finished_at in runner_instances, then deletes the queue
-// rows — gated on the caller's lease like PersistProgress. A
+// rows — gated on the caller's lease and fence like PersistProgress. A
 // completion refused because the instance already finished with the same
 // status is a replay of one that committed, and counts as written (a
 // second query, only when something was refused).

@@ -19,12 +19,15 @@ import (
 // statement. An instance whose idempotency key is taken gets neither row
 // (ON CONFLICT … DO NOTHING drops it from `runner`, and only instances in
 // `runner` get a queue row). An instance with a claim (an owner) that is
-// due at once is stored claimed: running, started now, leased to the owner
-// under its term, as claimSQL would leave it. It returns the ids it
-// inserted, their creation times and whether each was claimed.
+// due at once, in a partition no other runloop fenced, is stored claimed:
+// running, started now, leased to the owner under its term, as claimSQL
+// would leave it; in a partition fenced by another it is queued unclaimed,
+// for the partition's owner to claim. It returns the ids it inserted,
+// their creation times and whether each was claimed.
 const queueSQL = `-- name: queue_instances
 WITH input AS (
-    SELECT *, owner IS NOT NULL AND coalesce(scheduled_at, now()) <= now() AS claim
+    SELECT *, owner IS NOT NULL AND coalesce(scheduled_at, now()) <= now()
+              AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = t.partition AND pt.owner <> t.owner) AS claim
     FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[],
                 $7::uuid[], $8::bigint[], $9::bigint[], $10::integer[])
          WITH ORDINALITY AS t(instance_id, workflow_version_id, inputs, state, scheduled_at, idempotency_key,
