@@ -64,7 +64,9 @@
 // ClaimInstances is one pgx batch (one round trip, one transaction) of two
 // statements. The first picks due rows (scheduled_at <= now()) that are
 // unlocked, whose lease expired, or whose lease is held under an older
-// term, oldest first, FOR UPDATE SKIP LOCKED — concurrent claimers on
+// term — in the claimer's partitions if it names them, never in a
+// partition fenced by another runloop, and in one fenced by the claimer
+// whatever lease another holds — oldest first, FOR UPDATE SKIP LOCKED — concurrent claimers on
 // several nodes take disjoint rows instead of queueing behind each other —
 // stamps lock_uuid, lock_expires_at = now() + lease and the claimer's term,
 // marks the runner rows running and returns their inputs and snapshots. The
@@ -139,11 +141,12 @@
 // partition is stored at a higher epoch or at the same epoch by another
 // owner, and writes the rest (INSERT … ON CONFLICT … WHERE the stored epoch
 // is lower; a row that a concurrent fence inserted meanwhile is judged
-// again). From its commit on, every write gate — `owned`, lease
+// again). From its commit on, every write gate — claims, `owned`, lease
 // refreshes, submissions stored claimed — refuses a runloop other than the
 // owner, however live its lease: Temporal's range_id check, in the same
-// statement as the lease check. A partition without a row is gated by
-// leases and terms alone.
+// statement as the lease check. The owner's claims take the partition's
+// rows whatever lease another runloop holds on them. A partition without
+// a row is gated by leases and terms alone.
 //
 // A write whose statement read the partitions table just before a fence
 // committed may still commit after it. That is harmless: the new owner

@@ -4,8 +4,10 @@ import (
 	"errors"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
@@ -82,5 +84,63 @@ func TestConcurrentFencesOfANewPartition(t *testing.T) {
 		if got := stored(p); got.Owner != winner || got.Epoch != 7 {
 			t.Fatalf("partition %d: stored %+v, want the winner %s at 7", p, got, winner)
 		}
+	}
+}
+
+// TestRowsQueuedBeforePartitionsArePartitionZero: a schema migrated up to
+// 0003 and holding a queued instance opens with the instance in partition
+// 0, where a claim of partition 0 finds it and a fence of partition 0
+// gates it.
+func TestRowsQueuedBeforePartitionsArePartitionZero(t *testing.T) {
+	dsn, schema := pgtest.Schema(t)
+	migrations, err := loadMigrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err := pgx.Connect(t.Context(), dsn)
+	if err != nil {
+		t.Fatalf("connecting: %v", err)
+	}
+	defer func() { _ = conn.Close(t.Context()) }()
+	exec := func(q string, args ...any) {
+		t.Helper()
+		if _, err := conn.Exec(t.Context(), q, args...); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	exec(`SET search_path = ` + pgx.Identifier{schema}.Sanitize())
+	exec(`CREATE TABLE schema_migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())`)
+	for _, m := range migrations {
+		if m.version < 4 {
+			exec(m.sql)
+			exec(`INSERT INTO schema_migrations (version, name) VALUES ($1, $2)`, m.version, m.name)
+		}
+	}
+	old := uuid.New()
+	exec(`INSERT INTO workflow_versions (workflow_name, workflow_version, ir_hash, ir) VALUES ('wf', 1, 'sha256:x', 'x')`)
+	exec(`INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state) VALUES ($1, 1, 'queued', '', '')`, old)
+	exec(`INSERT INTO queued_instances (instance_id, scheduled_at) VALUES ($1, now())`, old)
+
+	s := openOn(t, dsn, schema, nil)
+	claim := func(owner uuid.UUID, parts []int) []engine.ClaimedInstance {
+		got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 10, Partitions: parts})
+		if err != nil {
+			t.Fatalf("ClaimInstances(%v): %v", parts, err)
+		}
+		return got
+	}
+	a, b := uuid.New(), uuid.New()
+	if got := claim(a, []int{1, 2}); len(got) != 0 {
+		t.Fatalf("a claim of partitions 1 and 2 took %d instances", len(got))
+	}
+	if got := claim(a, []int{0}); len(got) != 1 || got[0].ID != old {
+		t.Fatalf("a claim of partition 0 took %d instances, want %s", len(got), old)
+	}
+	if err := s.FencePartitions(t.Context(), engine.FenceRequest{Owner: b, Epochs: map[int]uint64{0: 1}}); err != nil {
+		t.Fatalf("FencePartitions: %v", err)
+	}
+	out, err := s.PersistProgress(t.Context(), []engine.Progress{{InstanceID: old, Owner: a, State: []byte("a's")}})
+	if err != nil || !errors.Is(out[0], engine.ErrOwnershipLost) {
+		t.Fatalf("progress of a after b fenced partition 0 = %v, %v; want ErrOwnershipLost", out, err)
 	}
 }

@@ -200,23 +200,33 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 	return out, nil
 }
 
-// claimSQL leases due instances:
+// claimSQL leases due instances ($1 owner, $2 term, $3 lease in
+// microseconds, $4 limit; filter narrows the partitions):
 //
-//   - due: rows whose time has come and that nobody holds under a live lease
-//     of the same or a newer term, oldest first. SKIP LOCKED makes
-//     concurrent claimers take disjoint rows instead of waiting.
+//   - due: rows whose time has come, oldest first, that nobody holds under
+//     a live lease of the same or a newer term — or, in a partition fenced
+//     by the claimer, that another runloop holds whatever its lease (the
+//     lease of an earlier owner is void). Rows of partitions fenced by
+//     another runloop are never taken. SKIP LOCKED makes concurrent
+//     claimers take disjoint rows instead of waiting.
 //   - claimed: stamp owner, lease end and term on them.
 //   - the final UPDATE marks the instances running and returns inputs and
 //     snapshot. An UPDATE always acts on (and returns) the latest committed
 //     version of a row, so the snapshot is the last one written. Only a
 //     claim sets started_at, at its transaction's now(): a value other
 //     than this one's is an earlier claim's (HeldBefore).
-const claimSQL = `-- name: claim_instances
+//
+// Both partition tests read the small partitions table once per claim
+// (a hashed subplan, or an anti-join on its key), not once per row.
+func claimSQL(name, filter string) string {
+	return `-- name: ` + name + `
 WITH due AS (
     SELECT instance_id
-    FROM queued_instances
-    WHERE scheduled_at <= now()
-      AND (lock_uuid IS NULL OR lock_expires_at <= now() OR term < $2)
+    FROM queued_instances q
+    WHERE scheduled_at <= now()` + filter + `
+      AND (lock_uuid IS NULL OR lock_expires_at <= now() OR term < $2
+           OR (lock_uuid <> $1 AND q.partition IN (SELECT pt.partition FROM partitions pt WHERE pt.owner = $1)))
+      AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> $1)
     ORDER BY scheduled_at
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -236,6 +246,19 @@ FROM claimed c
 WHERE r.instance_id = c.instance_id
 RETURNING r.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, c.lock_expires_at, c.cancel_requested,
           c.scheduled_at, r.started_at <> now()`
+}
+
+var (
+	// claimAllSQL claims in every partition (ClaimRequest.Partitions nil):
+	// it scans queued_instances_scheduled in due order, as before
+	// partitions.
+	claimAllSQL = claimSQL("claim_instances", "")
+	// claimInSQL claims in the partitions of $5: the same scan in due
+	// order, the partition filtered on the row (migrations/0004 says why
+	// there is no index on it).
+	claimInSQL = claimSQL("claim_instances_in", `
+      AND q.partition = ANY($5::integer[])`)
+)
 
 // hydrateSQL returns the latest result of every execution of the instances
 // claimSQL just leased: DISTINCT ON over the (instance, execution, attempt
@@ -275,8 +298,12 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 		index = make(map[uuid.UUID]int)       // position in out
 		due   = make(map[uuid.UUID]time.Time) // for the order of out
 	)
+	claim, args := claimAllSQL, []any{req.Owner, term, lease, req.Limit}
+	if req.Partitions != nil {
+		claim, args = claimInSQL, append(args, int32s(req.Partitions))
+	}
 	b := &pgx.Batch{}
-	b.Queue(claimSQL, req.Owner, term, lease, req.Limit).Query(func(rows pgx.Rows) error {
+	b.Queue(claim, args...).Query(func(rows pgx.Rows) error {
 		var (
 			c         engine.ClaimedInstance
 			scheduled time.Time
