@@ -91,7 +91,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 				at, started, at); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
-			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, at); err != nil {
+			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, at, inst.Partition); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
 			out[i] = engine.Queued{ID: inst.ID, Claimed: claimed}

@@ -44,8 +44,8 @@ const (
 		    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, started_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertQueueSQL = `
-		INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`
+		INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, created_at, partition)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
 
 	// dueSQL: the due rows, scheduled and not held under a live lease of
 	// the same or a newer term.
