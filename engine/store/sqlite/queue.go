@@ -19,7 +19,8 @@ import (
 // same workflow version returns that instance (Existing), a key of another
 // version fails the whole call with engine.ErrIdempotencyConflict. A new
 // instance due at once with a Claim is stored leased, as ClaimInstances
-// would leave it.
+// would leave it, unless another runloop fenced its partition: then it is
+// queued unclaimed, for the partition's owner.
 func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
 	if len(in) == 0 {
 		return nil, nil
@@ -39,6 +40,19 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		insRunner, insQueue := tx.StmtContext(ctx, s.ws.insertRunner), tx.StmtContext(ctx, s.ws.insertQueue)
 
 		known := make(map[int64]bool)
+		fences := make(map[int]uuid.UUID) // partition → owner (uuid.Nil: not fenced), as looked up
+		fencedBy := func(p int) (uuid.UUID, error) {
+			if owner, ok := fences[p]; ok {
+				return owner, nil
+			}
+			var owner uuid.UUID
+			err := tx.StmtContext(ctx, s.ws.fencedBy).QueryRowContext(ctx, p).Scan(&owner)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return uuid.Nil, err
+			}
+			fences[p] = owner
+			return owner, nil
+		}
 		for i, inst := range insts {
 			if dup[i] >= 0 {
 				out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
@@ -81,6 +95,13 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 				term             int64
 			)
 			claimed := inst.Claim != nil && !inst.ScheduledAt.After(now)
+			if claimed {
+				fencer, err := fencedBy(inst.Partition)
+				if err != nil {
+					return err
+				}
+				claimed = fencer == uuid.Nil || fencer == inst.Claim.Owner
+			}
 			if claimed {
 				status, owner = "running", inst.Claim.Owner
 				started = sql.NullInt64{Int64: at, Valid: true}

@@ -22,10 +22,13 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (instance_id, execution_id, attempt) DO NOTHING`
 
-	// heldSQL: which of a JSON array of instances owner holds a live lease on.
+	// heldSQL: which of a JSON array of instances (?1) owner (?2) may
+	// write at ?3: it holds a live lease on them, and their partition is
+	// not fenced by another runloop.
 	heldSQL = `
-		SELECT instance_id FROM queued_instances
-		WHERE instance_id IN (SELECT value FROM json_each(?)) AND lock_uuid = ? AND lock_expires_at > ?`
+		SELECT instance_id FROM queued_instances q
+		WHERE instance_id IN (SELECT value FROM json_each(?1)) AND lock_uuid = ?2 AND lock_expires_at > ?3
+		  AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> ?2)`
 
 	setStateSQL     = `UPDATE runner_instances SET state = ?, updated_at = ? WHERE instance_id = ?`
 	setScheduledSQL = `UPDATE queued_instances SET scheduled_at = ? WHERE instance_id = ?`
@@ -46,6 +49,8 @@ const (
 	insertQueueSQL = `
 		INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, created_at, partition)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// fencedBySQL: the owner of a partition, if it is fenced.
+	fencedBySQL = `SELECT owner FROM partitions WHERE partition = ?`
 
 	// dueSQL: the due rows, scheduled and not held under a live lease of
 	// the same or a newer term.
@@ -85,7 +90,7 @@ const (
 // writerStmts are the hot statements, prepared on the writer.
 type writerStmts struct {
 	insertResult, held, setState, setScheduled, finish, dequeue,
-	insertRunner, insertQueue, due, lock, start, claimed, latestResults *sql.Stmt
+	insertRunner, insertQueue, fencedBy, due, lock, start, claimed, latestResults *sql.Stmt
 
 	all []*sql.Stmt // every one prepared, to close
 }
@@ -100,7 +105,8 @@ func prepareWriter(ctx context.Context, w *sql.DB) (*writerStmts, error) {
 	}{
 		{&ws.insertResult, insertResultSQL}, {&ws.held, heldSQL}, {&ws.setState, setStateSQL},
 		{&ws.setScheduled, setScheduledSQL}, {&ws.finish, finishSQL}, {&ws.dequeue, dequeueSQL},
-		{&ws.insertRunner, insertRunnerSQL}, {&ws.insertQueue, insertQueueSQL}, {&ws.due, dueSQL},
+		{&ws.insertRunner, insertRunnerSQL}, {&ws.insertQueue, insertQueueSQL}, {&ws.fencedBy, fencedBySQL},
+		{&ws.due, dueSQL},
 		{&ws.lock, lockSQL}, {&ws.start, startSQL}, {&ws.claimed, claimedSQL}, {&ws.latestResults, latestResultsSQL},
 	} {
 		st, err := w.PrepareContext(ctx, p.query)
