@@ -131,7 +131,8 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 // ClaimInstances implements engine.Store. SQLite has no SKIP LOCKED and
 // needs none: the claim is one write transaction on the single writer
 // connection, so no other write interleaves between choosing the due rows
-// and stamping them.
+// and stamping them (nor a fence between reading a partition's owner and
+// claiming its rows).
 func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
 	if err := storeutil.CheckClaim(req); err != nil {
 		return nil, err
@@ -142,7 +143,11 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 
 	var out []engine.ClaimedInstance
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		ids, err := scanIDs(tx.StmtContext(ctx, s.ws.due).QueryContext(ctx, micros(now), term, req.Limit))
+		due, args := s.ws.due, []any{micros(now), term, req.Limit, req.Owner}
+		if req.Partitions != nil {
+			due, args = s.ws.dueIn, append(args, partitionList(req.Partitions))
+		}
+		ids, err := scanIDs(tx.StmtContext(ctx, due).QueryContext(ctx, args...))
 		if err != nil || len(ids) == 0 {
 			return err
 		}
