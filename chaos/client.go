@@ -139,6 +139,21 @@ func (c *Client) Wagglers(ctx context.Context) (map[string]string, error) {
 	return out, err
 }
 
+// PartitionOwners returns each server owning partitions and how many.
+func (c *Client) PartitionOwners(ctx context.Context) (map[string]int, error) {
+	out := map[string]int{}
+	err := c.Call(ctx, func(ctx context.Context, conn *grpc.ClientConn) error {
+		r, err := robonetv1.NewMeshServiceClient(conn).ListPartitions(ctx, &robonetv1.ListPartitionsRequest{})
+		for _, p := range r.GetPartitions() {
+			if p.GetOwner() != "" {
+				out[p.GetOwner()]++
+			}
+		}
+		return err
+	})
+	return out, err
+}
+
 // Alive returns the names of the members gossip says are alive.
 func (c *Client) Alive(ctx context.Context) ([]string, error) {
 	var out []string

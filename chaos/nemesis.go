@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"sync"
@@ -53,12 +54,19 @@ const (
 	// a healthy primary and promotes nobody — the servers must wait it out
 	// without losing or doubling work, and resume at the heal.
 	PartitionPostgresPrimary FaultKind = "partition-postgres-primary"
+	// PausePartitionOwner freezes (docker pause: the cgroup freezer, as
+	// SIGSTOP) the server owning the most partitions for the hold, past
+	// their reassignment, then thaws it: it resumes believing it still
+	// owns them, and the store refuses its writes (the partitions were
+	// fenced at higher epochs), so nothing is recorded twice. While the
+	// Raft leader owns every partition, that server is the leader.
+	PausePartitionOwner FaultKind = "pause-partition-owner"
 )
 
 // AllFaults lists every kind, in the order a smoke run injects them.
 var AllFaults = []FaultKind{KillWorker, KillLeader, KillWaggler, PauseWorker, DisconnectWorker,
 	DisconnectLeader, PartitionMinority, RestartPostgres, KillAndPause,
-	KillPostgresPrimary, KillPostgresStandby, PartitionPostgresPrimary}
+	KillPostgresPrimary, KillPostgresStandby, PartitionPostgresPrimary, PausePartitionOwner}
 
 // Fault is one injected fault.
 type Fault struct {
@@ -202,6 +210,15 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 		f.Capabilities = []string{capability}
 	case PauseWorker:
 		pause(n.pick(Workers))
+	case PausePartitionOwner:
+		owners, err := n.Client.PartitionOwners(ctx)
+		if err == nil && len(owners) == 0 {
+			err = errors.New("no server owns a partition")
+		}
+		if err != nil {
+			return n.record(f, err)
+		}
+		pause(mostPartitions(owners))
 	case DisconnectWorker:
 		cut(n.pick(Workers))
 	case DisconnectLeader:
@@ -416,4 +433,16 @@ func (n *Nemesis) Random() FaultKind {
 // then the servers and the workers.
 func allServices() []string {
 	return slices.Concat([]string{Monitor}, PostgresNodes, Servers, Workers)
+}
+
+// mostPartitions is the owner of the most partitions (the smaller name
+// among equals).
+func mostPartitions(owners map[string]int) string {
+	best := ""
+	for _, o := range slices.Sorted(maps.Keys(owners)) {
+		if best == "" || owners[o] > owners[best] {
+			best = o
+		}
+	}
+	return best
 }
