@@ -291,6 +291,9 @@ type ClaimedInstance struct {
 	LeaseExpiresAt  time.Time
 	CancelRequested bool
 	CreatedAt       time.Time
+	// Gathering: an owner recorded that the instance reached GATHERING
+	// (Progress.Gathering).
+	Gathering bool
 	// HeldBefore says an engine claimed the instance before this claim (a
 	// deposed leader, or one that stopped): it may have dispatched tasks
 	// of it, even when nothing of it was recorded.
@@ -318,6 +321,12 @@ type Progress struct {
 	Results     []ActionResult
 	State       []byte     // nil: leave the snapshot as it is
 	ScheduledAt *time.Time // nil: leave it as it is
+	// Gathering records that the instance reached GATHERING (no task
+	// waits for its predecessors any more). The store keeps the first
+	// time; false leaves it as it is. Reads on every node show GATHERING
+	// from then on (InstanceRecord.Gathering), so an instance's state
+	// never goes back across owners.
+	Gathering bool
 }
 
 // Completion records a terminal instance.
@@ -367,6 +376,9 @@ type InstanceRecord struct {
 	StartedAt         *time.Time
 	FinishedAt        *time.Time
 	CancelRequested   bool
+	// Gathering: running, and its owner recorded that it reached
+	// GATHERING (Progress.Gathering).
+	Gathering bool
 }
 
 // InstanceFilter selects instances for ListInstances.

@@ -48,16 +48,21 @@ const resultsCTE = `results AS (
     ON CONFLICT (instance_id, execution_id, attempt) DO NOTHING
 )`
 
-// persistSQL writes a progress batch: results, then the snapshots ($12
-// ids, $13 states) and the next due times ($14 ids, $15 times) of owned
-// instances. It returns the owned ids.
+// persistSQL writes a progress batch: results, then the snapshots and
+// GATHERING marks ($12 ids, $13 states, $16 whether a state is given, $17
+// whether the instance reached GATHERING: one update per row, since a row
+// updated twice in one statement keeps only one of the updates) and the
+// next due times ($14 ids, $15 times) of owned instances. It returns the
+// owned ids.
 const persistSQL = `-- name: persist_progress
 WITH ` + ownedCTE + `,
 ` + resultsCTE + `,
 state AS (
     UPDATE runner_instances r
-    SET state = s.state, updated_at = now()
-    FROM unnest($12::uuid[], $13::bytea[]) AS s(instance_id, state)
+    SET state = CASE WHEN s.has_state THEN s.state ELSE r.state END,
+        gathering_at = CASE WHEN s.gathering THEN coalesce(r.gathering_at, now()) ELSE r.gathering_at END,
+        updated_at = now()
+    FROM unnest($12::uuid[], $13::bytea[], $16::boolean[], $17::boolean[]) AS s(instance_id, state, has_state, gathering)
     WHERE r.instance_id = s.instance_id AND s.instance_id IN (SELECT instance_id FROM owned)
 ),
 schedule AS (
@@ -124,6 +129,8 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 		results     resultColumns
 		stateIDs    []uuid.UUID
 		states      [][]byte
+		hasState    []bool
+		gathering   []bool
 		schedIDs    []uuid.UUID
 		scheduled   []pgtype.Timestamptz
 	)
@@ -133,9 +140,11 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 		for _, r := range p.Results {
 			results.add(p.InstanceID, r)
 		}
-		if p.State != nil {
+		if p.State != nil || p.Gathering {
 			stateIDs = append(stateIDs, p.InstanceID)
 			states = append(states, p.State)
+			hasState = append(hasState, p.State != nil)
+			gathering = append(gathering, p.Gathering)
 		}
 		if p.ScheduledAt != nil {
 			schedIDs = append(schedIDs, p.InstanceID)
@@ -144,7 +153,7 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 	}
 
 	args := append([]any{ids, owners}, results.args()...)
-	rows, err := s.pool.Query(ctx, persistSQL, append(args, stateIDs, states, schedIDs, scheduled)...)
+	rows, err := s.pool.Query(ctx, persistSQL, append(args, stateIDs, states, schedIDs, scheduled, hasState, gathering)...)
 	var owned map[uuid.UUID]bool
 	if err == nil {
 		owned, err = collectIDs(rows)

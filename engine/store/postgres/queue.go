@@ -245,7 +245,7 @@ SET status = 'running', started_at = coalesce(r.started_at, now())
 FROM claimed c
 WHERE r.instance_id = c.instance_id
 RETURNING r.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, c.lock_expires_at, c.cancel_requested,
-          c.scheduled_at, r.started_at <> now()`
+          c.scheduled_at, r.started_at <> now(), r.gathering_at IS NOT NULL`
 }
 
 var (
@@ -309,7 +309,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 			scheduled time.Time
 		)
 		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &c.CreatedAt,
-			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled, &c.HeldBefore}, func() error {
+			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled, &c.HeldBefore, &c.Gathering}, func() error {
 			got := c
 			due[got.ID] = scheduled
 			got.CreatedAt, got.LeaseExpiresAt = got.CreatedAt.UTC(), got.LeaseExpiresAt.UTC()

@@ -20,14 +20,14 @@ import (
 // r joined with workflow_versions w.
 const instanceColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
 	r.inputs, r.state, r.output, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
-	r.finished_at, r.cancel_requested`
+	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL`
 
 // listColumns are instanceColumns without the instance's inputs, snapshot
 // and output (NULL in their place): a listing needs none of them, and a
 // large instance's snapshot is megabytes.
 const listColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
 	NULL::bytea, NULL::bytea, NULL::bytea, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
-	r.finished_at, r.cancel_requested`
+	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL`
 
 func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 	var (
@@ -38,9 +38,10 @@ func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 	)
 	err := row.Scan(&rec.ID, &rec.WorkflowVersionID, &rec.WorkflowName, &version, &status,
 		&rec.Inputs, &rec.State, &rec.Output, &rec.Error, &rec.IdempotencyKey, &rec.CreatedAt, &started,
-		&finished, &rec.CancelRequested)
+		&finished, &rec.CancelRequested, &rec.Gathering)
 	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
 	rec.Status = engine.InstanceStatus(status)
+	rec.Gathering = rec.Gathering && rec.Status == engine.StatusRunning
 	rec.CreatedAt = rec.CreatedAt.UTC()
 	rec.StartedAt = timePtr(started)
 	rec.FinishedAt = timePtr(finished)

@@ -136,6 +136,11 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 					return err
 				}
 			}
+			if p.Gathering {
+				if _, err := b.stmt(s.ws.setGathering).ExecContext(ctx, micros(now), micros(now), p.InstanceID); err != nil {
+					return err
+				}
+			}
 			if p.ScheduledAt != nil {
 				if _, err := b.stmt(s.ws.setScheduled).ExecContext(ctx, micros(*p.ScheduledAt), p.InstanceID); err != nil {
 					return err

@@ -193,7 +193,7 @@ func (s *Store) readClaimed(ctx context.Context, tx *sql.Tx, list string, out *[
 			c                engine.ClaimedInstance
 			created, expires int64
 		)
-		if err := rows.Scan(&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &created, &expires, &c.CancelRequested, &c.HeldBefore); err != nil {
+		if err := rows.Scan(&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &created, &expires, &c.CancelRequested, &c.HeldBefore, &c.Gathering); err != nil {
 			return nil, err
 		}
 		c.CreatedAt, c.LeaseExpiresAt = fromMicros(created), fromMicros(expires)

@@ -31,6 +31,7 @@ const (
 		  AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> ?2)`
 
 	setStateSQL     = `UPDATE runner_instances SET state = ?, updated_at = ? WHERE instance_id = ?`
+	setGatheringSQL = `UPDATE runner_instances SET gathering_at = coalesce(gathering_at, ?), updated_at = ? WHERE instance_id = ?`
 	setScheduledSQL = `UPDATE queued_instances SET scheduled_at = ? WHERE instance_id = ?`
 
 	finishSQL = `
@@ -80,7 +81,7 @@ const (
 	// first claim, so a value here means an earlier one.
 	claimedSQL = `
 		SELECT q.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, q.lock_expires_at, q.cancel_requested,
-		       r.started_at IS NOT NULL
+		       r.started_at IS NOT NULL, r.gathering_at IS NOT NULL
 		FROM queued_instances q JOIN runner_instances r ON r.instance_id = q.instance_id
 		WHERE q.instance_id IN (SELECT value FROM json_each(?))
 		ORDER BY q.scheduled_at, q.instance_id`
@@ -99,7 +100,7 @@ const (
 
 // writerStmts are the hot statements, prepared on the writer.
 type writerStmts struct {
-	insertResult, held, setState, setScheduled, finish, dequeue,
+	insertResult, held, setState, setGathering, setScheduled, finish, dequeue,
 	insertRunner, insertQueue, fencedBy, due, dueIn, lock, start, claimed, latestResults *sql.Stmt
 
 	all []*sql.Stmt // every one prepared, to close
@@ -113,7 +114,7 @@ func prepareWriter(ctx context.Context, w *sql.DB) (*writerStmts, error) {
 		to    **sql.Stmt
 		query string
 	}{
-		{&ws.insertResult, insertResultSQL}, {&ws.held, heldSQL}, {&ws.setState, setStateSQL},
+		{&ws.insertResult, insertResultSQL}, {&ws.held, heldSQL}, {&ws.setState, setStateSQL}, {&ws.setGathering, setGatheringSQL},
 		{&ws.setScheduled, setScheduledSQL}, {&ws.finish, finishSQL}, {&ws.dequeue, dequeueSQL},
 		{&ws.insertRunner, insertRunnerSQL}, {&ws.insertQueue, insertQueueSQL}, {&ws.fencedBy, fencedBySQL},
 		{&ws.due, dueSQL}, {&ws.dueIn, dueInSQL},

@@ -2,6 +2,7 @@ package storetest
 
 import (
 	"bytes"
+	"errors"
 	"testing"
 	"time"
 
@@ -362,4 +363,61 @@ func testCompleteReplayed(t *testing.T, s engine.Store) {
 	// Another outcome is not a replay.
 	err = a.complete(t, s, engine.Completion{InstanceID: done, Status: engine.StatusFailed, Error: "late"})
 	wantErr(t, "completing again with another status", err, engine.ErrOwnershipLost)
+}
+
+// testProgressGathering: an owner records that an instance reached
+// GATHERING; gets, lists and the next owner's claim say so from then on,
+// a stale owner cannot record it, and a snapshot in the same progress is
+// written with it.
+func testProgressGathering(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 2)
+	id, other := ids[0], ids[1]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, ids...)
+	if rec := get(t, s, id); rec.Gathering {
+		t.Fatal("a running instance nobody marked says gathering")
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, Gathering: true, State: []byte("g1")})
+	rec := get(t, s, id)
+	if !rec.Gathering || string(rec.State) != "g1" {
+		t.Fatalf("after a gathering progress with a snapshot: gathering %v, state %q", rec.Gathering, rec.State)
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("g2")}) // a later progress keeps the mark
+	if rec := get(t, s, id); !rec.Gathering || string(rec.State) != "g2" {
+		t.Fatalf("a later snapshot: gathering %v, state %q", rec.Gathering, rec.State)
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: other, Gathering: true}) // the mark alone
+	page, err := s.ListInstances(ctx(t), engine.InstanceFilter{Limit: 10})
+	if err != nil {
+		t.Fatalf("ListInstances: %v", err)
+	}
+	for _, r := range page.Instances {
+		if !r.Gathering {
+			t.Fatalf("the list shows %s without its gathering mark", r.ID)
+		}
+	}
+	// The next owner hydrates the mark; a deposed owner cannot write it.
+	b := newOwner(2)
+	for _, c := range b.mustClaim(t, s, longLease, ids...) {
+		if !c.Gathering {
+			t.Fatalf("the new owner's claim of %s lacks the gathering mark", c.ID)
+		}
+	}
+	// Finished, it is not gathering any more.
+	if out, err := s.CompleteInstances(ctx(t), []engine.Completion{{InstanceID: id, Owner: b.id, Status: engine.StatusComplete, Output: []byte(`{}`)}}); err != nil || out[0] != nil {
+		t.Fatalf("CompleteInstances: %v %v", out, err)
+	}
+	if rec := get(t, s, id); rec.Gathering || rec.Status != engine.StatusComplete {
+		t.Fatalf("a completed instance: status %s, gathering %v", rec.Status, rec.Gathering)
+	}
+	third := queueN(t, s, 1)[0]
+	c := newOwner(3)
+	c.mustClaim(t, s, longLease, other, third)
+	newOwner(4).mustClaim(t, s, longLease, other, third)
+	if err := c.persist(t, s, engine.Progress{InstanceID: third, Gathering: true}); !errors.Is(err, engine.ErrOwnershipLost) {
+		t.Fatalf("a deposed owner's gathering mark = %v, want ErrOwnershipLost", err)
+	}
+	if get(t, s, third).Gathering {
+		t.Fatal("a deposed owner's gathering mark was written")
+	}
 }

@@ -68,6 +68,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ProgressResultsInOrder", testProgressResultsInOrder},
 		{"ProgressDuplicateResultIgnored", testProgressDuplicateResultIgnored},
 		{"ProgressStateAndSchedule", testProgressStateAndSchedule},
+		{"ProgressGathering", testProgressGathering},
 		{"ProgressSameInstanceTwiceInBatch", testProgressSameInstanceTwiceInBatch},
 		{"ProgressStaleOwnerRefused", testProgressStaleOwnerRefused},
 		{"ProgressTwoOwners", testProgressTwoOwners},

@@ -231,6 +231,7 @@ func MergeProgress(batch []engine.Progress) (Merged, error) {
 		if p.ScheduledAt != nil {
 			cur.ScheduledAt = p.ScheduledAt
 		}
+		cur.Gathering = cur.Gathering || p.Gathering
 	}
 	return m, nil
 }
