@@ -21,8 +21,14 @@ type flushItem struct {
 	results    []ActionResult
 	state      []byte
 	completion *Completion
+	// gathering: the instance reached GATHERING; it is shown so once
+	// that is durable (progressWrites.end).
+	gathering bool
 }
 
+// rows is what the item counts toward FlushMaxRows and the rows pending.
+// A GATHERING mark counts none: it rides on the instance's row that its
+// results or snapshot update, or is one small update of its own.
 func (it *flushItem) rows() int {
 	n := len(it.results)
 	if it.state != nil {
@@ -125,7 +131,8 @@ type pendingWrite struct {
 	results    []ActionResult
 	state      []byte
 	completion *Completion
-	mark       chan struct{} // a completion's: closed once its outcome is known
+	gathering  bool          // the progress records that the instance reached GATHERING
+	mark       chan struct{} // a completion's or GATHERING's: closed once its outcome is known
 }
 
 // rows is what the write counts toward FlushMaxRows.
@@ -133,7 +140,7 @@ func (w *pendingWrite) rows() int {
 	if w.completion != nil {
 		return len(w.completion.Results) + 1
 	}
-	if w.state != nil {
+	if w.state != nil || w.gathering {
 		return len(w.results) + 1
 	}
 	return len(w.results)
@@ -187,6 +194,7 @@ func (f *flusher) flush(ctx context.Context) error {
 		if it.completion != nil {
 			w.completion = it.completion
 		}
+		w.gathering = w.gathering || it.gathering
 	}
 	f.rows.Add(-int64(rows))
 
@@ -195,7 +203,7 @@ func (f *flusher) flush(ctx context.Context) error {
 		if w.completion != nil {
 			w.completion.Results = append(w.results, w.completion.Results...)
 			completions = append(completions, w)
-		} else if len(w.results) > 0 || w.state != nil {
+		} else if len(w.results) > 0 || w.state != nil || w.gathering {
 			progress = append(progress, w)
 		}
 	}
@@ -390,14 +398,35 @@ func (f *flusher) setAside(k writeKind, w *pendingWrite, err error) {
 	k.end(w, fmt.Errorf("set aside after %d refusals: %w", setAsideTries, err))
 }
 
-// progressWrites is PersistProgress.
+// progressWrites is PersistProgress. A progress that records GATHERING
+// is written like a completion: reads of its instance wait for the
+// outcome (holder.settled), since the Store, and so every other node, says
+// GATHERING as soon as the call commits; from the commit on, this node
+// does too.
 type progressWrites struct{ f *flusher }
 
-func (progressWrites) what() string        { return "persisting progress" }
-func (progressWrites) begin(*pendingWrite) {}
+func (progressWrites) what() string { return "persisting progress" }
+
+func (progressWrites) begin(w *pendingWrite) {
+	if w.gathering {
+		w.mark = make(chan struct{})
+		w.inst.h.committing.Store(&w.mark)
+	}
+}
+
 func (k progressWrites) end(w *pendingWrite, outcome error) {
-	if outcome != nil && !errors.Is(outcome, errWriteAbandoned) {
+	switch {
+	case errors.Is(outcome, errWriteAbandoned):
+	case outcome != nil:
 		k.f.lost(w.inst, outcome)
+	case w.gathering:
+		inst := w.inst
+		inst.h.state.CompareAndSwap(StateRunning, StateGathering)
+		inst.h.shard.send(func(s *shard) { s.gathered(inst) })
+	}
+	if w.mark != nil {
+		w.inst.h.committing.CompareAndSwap(&w.mark, nil)
+		close(w.mark)
 	}
 }
 
@@ -405,7 +434,7 @@ func (k progressWrites) call(ctx context.Context, ws []*pendingWrite) ([]error, 
 	owner := k.f.e.cfg.Owner
 	batch := make([]Progress, len(ws))
 	for i, w := range ws {
-		batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state}
+		batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state, Gathering: w.gathering}
 	}
 	return k.f.e.cfg.Store.PersistProgress(ctx, batch)
 }

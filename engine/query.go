@@ -157,7 +157,7 @@ func summaryOf(rec InstanceRecord) InstanceSummary {
 		ID:        rec.ID,
 		Workflow:  rec.WorkflowName,
 		Version:   rec.WorkflowVersion,
-		State:     statusState(rec.Status),
+		State:     recordState(rec),
 		Error:     rec.Error,
 		CreatedAt: rec.CreatedAt,
 	}
@@ -205,7 +205,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		ID:              rec.ID,
 		Workflow:        rec.WorkflowName,
 		Version:         rec.WorkflowVersion,
-		State:           statusState(rec.Status),
+		State:           recordState(rec),
 		Error:           rec.Error,
 		CreatedAt:       rec.CreatedAt,
 		CancelRequested: rec.CancelRequested,
@@ -252,12 +252,8 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 	}
 	if fx != nil {
 		drive(g, pe, newRecorded(hist), fx, now, nil, func(graph.Effect) {})
-		if s := g.State(); s == graph.Running || s == graph.Gathering {
-			v.State = apiState(s)
-			if s == graph.Gathering && len(hist) == 0 {
-				v.State = StateRunning // nothing finished yet: nothing gathered
-			}
-		}
+		// The state is the record's (recordState), not the replay's: a
+		// list reads the record, and a get must show what a list shows.
 	}
 	started := make(map[int32]time.Time)
 	finished := make(map[int32]time.Time)
@@ -317,7 +313,7 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 	}
 	var (
 		timer clock.Timer
-		last  InstanceStatus
+		last  InstanceState
 	)
 	for first := true; ; first = false {
 		var claim <-chan struct{}
@@ -331,9 +327,9 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 		if err != nil {
 			return false, fmt.Errorf("watch instance %s: %w", id, err)
 		}
-		terminal := rec.Status.Terminal()
+		terminal, state := rec.Status.Terminal(), recordState(rec)
 		switch {
-		case first || (terminal && rec.Status != last):
+		case first || (terminal && state != last):
 			v, err := view(ctx, id)
 			if err != nil {
 				return false, fmt.Errorf("watch instance %s: %w", id, err)
@@ -347,8 +343,8 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 					return false, err
 				}
 			}
-		case rec.Status != last:
-			if err := next(Event{Kind: EventState, State: statusState(rec.Status)}); err != nil {
+		case state != last:
+			if err := next(Event{Kind: EventState, State: state}); err != nil {
 				return false, err
 			}
 		}
@@ -359,7 +355,7 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 			}
 			return true, next(ev)
 		}
-		last = rec.Status
+		last = state
 		if timer == nil {
 			timer = q.cfg.Clock.NewTimer(q.cfg.WatchPollInterval)
 			defer timer.Stop()

@@ -110,6 +110,10 @@ type instance struct {
 	// restored mid-run). Until then a graph that is gathering — every task
 	// dispatched — is shown as RUNNING: nothing has been gathered yet.
 	resolvedAny bool
+	// gatherMarked: GATHERING was sent to the Store (or the Store had it
+	// when the instance was claimed); shown stays RUNNING until it is
+	// durable (gathered).
+	gatherMarked bool
 	log         *eventLog
 	announced   []bool  // per task: its resolution was announced
 	started     []int64 // per task: first dispatch (Unix ns)
@@ -209,6 +213,18 @@ func (inst *instance) clientState() InstanceState {
 	return clientState(inst.graphState, inst.resolvedAny)
 }
 
+// visibleState is the state a view shows: shown, or GATHERING once the
+// flusher made that durable and before the shard heard of it (a list on
+// this node reads the holder, and a get must not show less).
+func (inst *instance) visibleState() InstanceState {
+	if inst.shown == StateRunning {
+		if st, _ := inst.h.state.Load().(InstanceState); st == StateGathering {
+			return st
+		}
+	}
+	return inst.shown
+}
+
 func clientState(st graph.State, resolvedAny bool) InstanceState {
 	if st == graph.Gathering && !resolvedAny {
 		return StateRunning
@@ -232,6 +248,15 @@ func apiState(st graph.State) InstanceState {
 	default:
 		return StateCancelled
 	}
+}
+
+// recordState is a stored instance's client-facing state: its status's,
+// and GATHERING for a running one its owner recorded so (Progress.Gathering).
+func recordState(rec InstanceRecord) InstanceState {
+	if rec.Status == StatusRunning && rec.Gathering {
+		return StateGathering
+	}
+	return statusState(rec.Status)
 }
 
 // statusState maps a Store status to the client-facing state.

@@ -183,9 +183,20 @@ func (s *shard) settle(inst *instance) {
 	}
 	if st := inst.g.State(); !st.Terminal() && (st != inst.graphState || clientState(st, inst.resolvedAny) != inst.shown) {
 		inst.graphState = st
-		inst.shown = inst.clientState()
-		inst.h.state.Store(inst.shown)
-		s.emit(inst, Event{Kind: EventState})
+		switch next := inst.clientState(); {
+		case next == inst.shown, next == StateRunning && inst.shown == StateGathering: // never back
+		case next == StateGathering:
+			// Shown once the Store has it (gathered), so that no read, on
+			// this node or another, or after this engine, goes back.
+			if !inst.gatherMarked {
+				inst.gatherMarked = true
+				s.fl = append(s.fl, flushItem{inst: inst, gathering: true})
+			}
+		default:
+			inst.shown = next
+			inst.h.state.Store(inst.shown)
+			s.emit(inst, Event{Kind: EventState})
+		}
 	}
 	if j := inst.g.Joins(); j != inst.joins {
 		inst.joins, inst.structural = j, true
@@ -193,6 +204,17 @@ func (s *shard) settle(inst *instance) {
 	if inst.structural || (inst.sinceCount >= minSnapshotResults && 2*inst.sinceBytes >= inst.snapBytes) {
 		s.snapshot(inst)
 	}
+}
+
+// gathered runs once the Store records that inst reached GATHERING: the
+// instance is shown so from now on.
+func (s *shard) gathered(inst *instance) {
+	if s.insts[inst.id] != inst || inst.finishing || inst.shown != StateRunning {
+		return
+	}
+	inst.shown = StateGathering
+	inst.h.state.CompareAndSwap(StateRunning, StateGathering)
+	s.emit(inst, Event{Kind: EventState})
 }
 
 func (s *shard) snapshot(inst *instance) {

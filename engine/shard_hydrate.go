@@ -28,7 +28,10 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		shown:     StateRunning,
 		progress:  make(map[graph.TaskRef]*liveProgress),
 	}
-	h.state.Store(StateRunning)
+	if c.Gathering { // an earlier owner showed it GATHERING: never back
+		inst.shown, inst.gatherMarked = StateGathering, true
+	}
+	h.state.Store(inst.shown)
 	last, ok := s.lastSeq[c.ID]
 	if !ok {
 		last = s.e.cfg.Term << 32
@@ -90,7 +93,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		// the results recorded later replays it (hydration starts a fresh
 		// graph again and replays them), and an instance living past one
 		// group commit would otherwise write its row twice.
-		if inst.graphState = inst.g.State(); !inst.graphState.Terminal() {
+		if inst.graphState = inst.g.State(); !inst.graphState.Terminal() && !inst.gatherMarked {
 			inst.shown = inst.clientState()
 			inst.h.state.Store(inst.shown)
 		}

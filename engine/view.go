@@ -123,7 +123,7 @@ func (inst *instance) fullView(now time.Time) InstanceView {
 		ID:        inst.id,
 		Workflow:  inst.pe.info.Name,
 		Version:   inst.pe.info.Version,
-		State:     inst.shown,
+		State:     inst.visibleState(),
 		Inputs:    inst.g.Inputs(),
 		CreatedAt: inst.createdAt,
 		StartedAt: inst.envelope.startedAt,
