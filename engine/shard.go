@@ -114,13 +114,13 @@ type instance struct {
 	// when the instance was claimed); shown stays RUNNING until it is
 	// durable (gathered).
 	gatherMarked bool
-	log         *eventLog
-	announced   []bool  // per task: its resolution was announced
-	started     []int64 // per task: first dispatch (Unix ns)
-	finished    []int64 // per task: resolution (Unix ns)
-	progress    map[graph.TaskRef]*liveProgress
-	lost        map[graph.TaskRef]int // times an attempt in flight was reported lost
-	history     attemptBook           // attempts per execution, for the view (attempts.go)
+	log          *eventLog
+	announced    []bool  // per task: its resolution was announced
+	started      []int64 // per task: first dispatch (Unix ns)
+	finished     []int64 // per task: resolution (Unix ns)
+	progress     map[graph.TaskRef]*liveProgress
+	lost         map[graph.TaskRef]int // times an attempt in flight was reported lost
+	history      attemptBook           // attempts per execution, for the view (attempts.go)
 
 	// Snapshot amortisation, see settle.
 	snapBytes, sinceBytes, sinceCount int
