@@ -97,7 +97,8 @@ type Config struct {
 	// process on every CPU; Split, the server (and the single node the
 	// mesh is compared with) on the first half of the CPUs and the worker
 	// nodes on the other half, as if the workers had a machine of their
-	// own. A database server is not placed.
+	// own. A database server is not placed, nor are the processes of the
+	// partitions scenario (its servers are capped instead).
 	Placement string
 	// WorkerProcs, when above 0, is the GOMAXPROCS of each worker node of
 	// the mesh scenarios, as a container CPU limit of that many CPUs

@@ -383,13 +383,11 @@ func startPartitions(ctx context.Context, cfg *Config, label string, servers int
 // the leader's control state gives every partition an owner.
 func (t *target) waitPartitionsOwned(ctx context.Context, limit time.Duration) error {
 	deadline := time.Now().Add(limit)
-	why := "no answer yet"
 	for {
-		ok, reason := t.partitionsOwned(ctx)
+		ok, why := t.partitionsOwned(ctx)
 		if ok {
 			return nil
 		}
-		why = reason
 		if time.Now().After(deadline) {
 			return fmt.Errorf("the mesh did not settle within %s: %s", limit, why)
 		}

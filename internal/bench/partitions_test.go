@@ -1,11 +1,15 @@
 package bench
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 )
 
 // TestPartitionsRefused: the partitions scenario refuses to start without
@@ -117,5 +121,51 @@ func TestParseStat(t *testing.T) {
 	}
 	if st, err := readStat(os.Getpid()); err != nil || st.ppid != os.Getppid() {
 		t.Errorf("this process's stat: %+v, %v", st, err)
+	}
+}
+
+// TestPartitionsScenario runs the partitions scenario small on real
+// processes, where the tests have Postgres and a cgroup cpu controller
+// they may write (root): every size measured, each server capped and
+// compared with one server, Postgres' CPU read, a verdict, and no cap
+// left behind.
+func TestPartitionsScenario(t *testing.T) {
+	dsn := os.Getenv("ROBONET_TEST_POSTGRES")
+	if dsn == "" || testing.Short() {
+		t.Skip("needs ROBONET_TEST_POSTGRES (scripts/with-postgres), and not -short")
+	}
+	root, err := findCgroupRoot(cgroupV1CPU, cgroupV2)
+	if err != nil {
+		t.Skipf("no cgroup to cap the servers with: %v", err)
+	}
+	cfg := Config{Robonode: []string{robonode(t)}, Postgres: dsn, Scenarios: []string{Partitions},
+		Chains: 60, BatchSize: 20, Spreads: 3, SpreadsWidth: 100, Slots: 8, CopyRows: 5000}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	rep, err := Run(ctx, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Results) != len(partitionSizes) || len(rep.Verdicts) != 1 || !strings.HasPrefix(rep.Verdicts[0], "target of issue 34") {
+		t.Fatalf("%d results, verdicts %q", len(rep.Results), rep.Verdicts)
+	}
+	for i, r := range rep.Results {
+		sc := r.Scaling
+		if r.Tasks != 60*10+3*100 || r.TasksPerS <= 0 || sc == nil || sc.Servers != partitionSizes[i] || sc.CapCPUs != 0.25 ||
+			sc.OfOneServer <= 0 || sc.BusiestCPUPer1k <= 0 || sc.LeftCPUSeconds <= 0 || len(sc.Owners) == 0 {
+			t.Errorf("%s: %+v, scaling %+v", r.Label(), r, sc)
+			continue
+		}
+		if want := sc.Servers + partitionWorkers + 1; len(r.Nodes) != want || r.Nodes[len(r.Nodes)-1].Node != "postgres" {
+			t.Errorf("%s: processes %+v, want the servers, %d worker nodes and Postgres", r.Label(), r.Nodes, partitionWorkers)
+		}
+		for _, n := range r.Nodes[:sc.Servers] {
+			if n.CapCPUs != 0.25 {
+				t.Errorf("%s: server %s not capped: %+v", r.Label(), n.Node, n)
+			}
+		}
+	}
+	if left, _ := filepath.Glob(filepath.Join(root.dir, fmt.Sprintf("robonet-bench-%d-*", os.Getpid()))); len(left) > 0 {
+		t.Errorf("caps left behind: %v", left)
 	}
 }
