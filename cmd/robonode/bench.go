@@ -156,9 +156,9 @@ median and range (the baseline and the check use the medians).`,
 	f.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(bench.AllScenarios, ",")+"; "+
 		strings.Join(bench.NamedScenarios, ",")+" only when named)")
 	f.IntVar(&cfg.SpreadWidth, "spread-width", 100_000, "tasks of the spread scenarios")
-	f.IntVar(&cfg.Chains, "chains", 2000, "instances of the chain scenarios")
+	f.IntVar(&cfg.Chains, "chains", 2000, "instances of the chain scenarios (and of the partitions scenario's chains, in all, shared out over its servers)")
 	f.IntVar(&cfg.ChainClients, "clients", 32, "concurrent submitters of the chain and diamond scenarios")
-	f.IntVar(&cfg.BatchSize, "batch-size", 1000, "instances per SubmitWorkflows call in chains-batch (at most 1000)")
+	f.IntVar(&cfg.BatchSize, "batch-size", 1000, "instances per SubmitWorkflows call in chains-batch and partitions (at most 1000)")
 	f.IntVar(&cfg.Diamonds, "diamonds", 200, "instances of the diamond scenario")
 	f.StringVar(&rates, "rates", "100,500,1000", "the latency scenario's offered rates, submissions a second")
 	f.DurationVar(&cfg.RateDuration, "rate-duration", 10*time.Second, "how long the latency scenario submits at each rate")
