@@ -1,12 +1,14 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -46,6 +48,21 @@ fresh database, dropped afterwards):
   mesh-spread   spread with the tasks on three worker nodes (a server serving none)
   mesh-chains   chains with the tasks on three worker nodes
 
+and, only when named (it needs --postgres and, as root, a cgroup CPU
+controller: cgroup v1 at /sys/fs/cgroup/cpu or v2 at /sys/fs/cgroup):
+
+  partitions    the same workload against 1, 2 and 3 servers on one Postgres,
+                each server capped at --server-cpus in a cgroup of its own,
+                two uncapped worker-only nodes serving core (holding the
+                Wagglers): --chains chains through SubmitWorkflows and
+                --spreads spreads of --spreads-width, through every
+                server's API. It prints tasks/s and its ratio to one
+                server, each process's CPU (Postgres' too), the share of
+                the CPU the caps left that the uncapped processes used
+                (under 60% or the run is flagged), the busiest server's
+                CPU per 1,000 tasks, and a verdict against the target of
+                issue 34 that never fails the command
+
 With --placement split the server (and the single node a mesh scenario is
 compared with) runs on the first half of the CPUs and the worker nodes on
 the other half, as worker nodes on machines of their own would: the mesh
@@ -69,7 +86,8 @@ median and range (the baseline and the check use the medians).`,
 		Example: `  robonode bench --scenarios spread,chains
   robonode bench --postgres postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable -o json
   robonode bench --postgres $DSN --short --check docs/bench-baseline.json
-  robonode bench --scenarios chains,mesh-chains --rounds 5`,
+  robonode bench --scenarios chains,mesh-chains --rounds 5
+  robonode bench --scenarios partitions --postgres $DSN --server-cpus 0.25`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -135,16 +153,20 @@ median and range (the baseline and the check use the medians).`,
 	}
 	f := cmd.Flags()
 	f.StringVar(&cfg.Postgres, "postgres", "", "a Postgres server (URL DSN; the role must be allowed to create databases): run on it and measure the COPY reference; default SQLite")
-	f.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(bench.AllScenarios, ",")+")")
+	f.StringVar(&scenarios, "scenarios", "", "comma-separated scenarios to run (default all: "+strings.Join(bench.AllScenarios, ",")+"; "+
+		strings.Join(bench.NamedScenarios, ",")+" only when named)")
 	f.IntVar(&cfg.SpreadWidth, "spread-width", 100_000, "tasks of the spread scenarios")
-	f.IntVar(&cfg.Chains, "chains", 2000, "instances of the chain scenarios")
+	f.IntVar(&cfg.Chains, "chains", 2000, "instances of the chain scenarios (and of the partitions scenario's chains, in all, shared out over its servers)")
 	f.IntVar(&cfg.ChainClients, "clients", 32, "concurrent submitters of the chain and diamond scenarios")
-	f.IntVar(&cfg.BatchSize, "batch-size", 1000, "instances per SubmitWorkflows call in chains-batch (at most 1000)")
+	f.IntVar(&cfg.BatchSize, "batch-size", 1000, "instances per SubmitWorkflows call in chains-batch and partitions (at most 1000)")
 	f.IntVar(&cfg.Diamonds, "diamonds", 200, "instances of the diamond scenario")
 	f.StringVar(&rates, "rates", "100,500,1000", "the latency scenario's offered rates, submissions a second")
 	f.DurationVar(&cfg.RateDuration, "rate-duration", 10*time.Second, "how long the latency scenario submits at each rate")
 	f.IntVar(&cfg.CopyRows, "copy-rows", 200_000, "rows the COPY reference writes")
 	f.IntVar(&cfg.Slots, "slots", 64, "core slots of each node")
+	f.Float64Var(&cfg.ServerCPUs, "server-cpus", 0.25, "the partitions scenario's CPU cap of each server, in CPUs (a cgroup's CFS quota)")
+	f.IntVar(&cfg.Spreads, "spreads", 50, "spread instances of the partitions scenario, beside its --chains chains")
+	f.IntVar(&cfg.SpreadsWidth, "spreads-width", 2000, "tasks of each spread of the partitions scenario")
 	f.IntVar(&cfg.WorkerProcs, "worker-gomaxprocs", 0, "GOMAXPROCS of each worker node of the mesh scenarios, as a container CPU limit sets it (0: Go's default, every CPU)")
 	f.StringVar(&cfg.Placement, "placement", bench.Shared, "where the processes run: shared (every process on every CPU) or split (the server and the single node on half the CPUs, the worker nodes on the other half, as on machines of their own; Linux)")
 	f.IntVar(&cfg.Rounds, "rounds", 1, "run every scenario this many times, in turn, and report the medians (a mesh scenario is compared with the single node of its own round)")
@@ -240,17 +262,61 @@ func printReport(w io.Writer, rep *bench.Report) {
 		_ = tw.Flush()
 	}
 
+	printScaling(w, rep)
+
 	fmt.Fprintln(w)
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tPROCESS\tCPU S\tPEAK RSS MIB")
+	fmt.Fprintln(tw, "SCENARIO\tPROCESS\tCPU S\tPEAK RSS MIB\tCAP")
 	for _, r := range rep.Results {
 		name := roundLabel(r)
 		for _, n := range r.Nodes {
-			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%.0f\n", name, n.Node, n.CPUSeconds, n.PeakRSSMiB)
+			limit := "-"
+			if n.CapCPUs > 0 {
+				limit = fmt.Sprintf("%g CPUs, throttled in %.0f%% of periods", n.CapCPUs, 100*n.Throttled)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%.2f\t%s\t%s\n", name, n.Node, n.CPUSeconds, num(n.PeakRSSMiB), limit)
 		}
-		fmt.Fprintf(tw, "%s\t(the bench's clients)\t%.2f\t-\n", name, r.ClientCPUSeconds)
+		fmt.Fprintf(tw, "%s\t(the bench's clients)\t%.2f\t-\t-\n", name, r.ClientCPUSeconds)
 	}
 	_ = tw.Flush()
+	for _, v := range rep.Verdicts {
+		fmt.Fprintf(w, "\n%s\n", v)
+	}
+}
+
+// printScaling prints the partitions scenario's runs: throughput and
+// CPU against one server's, and whether the servers were the bound.
+func printScaling(w io.Writer, rep *bench.Report) {
+	var runs []bench.Result
+	for _, r := range rep.Results {
+		if r.Scaling != nil {
+			runs = append(runs, r)
+		}
+	}
+	if len(runs) == 0 {
+		return
+	}
+	sc := runs[0].Scaling
+	fmt.Fprintf(w, "\npartitions: each server capped at %g CPUs (%s); the worker nodes and Postgres uncapped, on %d CPUs in all\n",
+		sc.CapCPUs, sc.Cgroup, sc.CPUs)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SERVERS\tTASKS/S\tOF 1 SERVER\tBUSIEST SERVER\tITS CPU S/1K TASKS\tOF 1 SERVER\tUNCAPPED CPU S\tOF CPU LEFT\tPARTITIONS")
+	for _, r := range runs {
+		s := r.Scaling
+		owners := make([]string, 0, len(s.Owners))
+		for o, n := range s.Owners {
+			owners = append(owners, fmt.Sprintf("%s %d", cmp.Or(o, "none"), n))
+		}
+		slices.Sort(owners)
+		fmt.Fprintf(tw, "%d%s\t%.0f\t%.2f×\t%s\t%.3f\t%.2f×\t%.2f\t%.0f%%\t%s: %s\n", s.Servers, roundSuffix(r), r.TasksPerS, s.OfOneServer,
+			s.BusiestServer, s.BusiestCPUPer1k, s.BusiestOfOneServer, s.UncappedCPUSeconds, 100*s.UncappedShare, s.Placement, strings.Join(owners, ", "))
+	}
+	_ = tw.Flush()
+	for _, r := range runs {
+		if warn := r.Scaling.Warning(); warn != "" {
+			fmt.Fprintln(w, warn)
+		}
+	}
 }
 
 // roundLabel is a run's label with its round, when there are several.

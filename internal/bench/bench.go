@@ -40,6 +40,9 @@ const (
 	Latency     = "latency"      // open loop at each of Rates for RateDuration, one-task instances
 	MeshSpread  = "mesh-spread"  // Spread with the tasks on three worker nodes
 	MeshChains  = "mesh-chains"  // Chains with the tasks on three worker nodes
+	// Partitions: chains and spreads through every server's API against
+	// 1, 2 and 3 servers, each capped at ServerCPUs (partitions.go).
+	Partitions = "partitions"
 )
 
 // Placements (Config.Placement).
@@ -48,8 +51,13 @@ const (
 	Split  = "split"
 )
 
-// AllScenarios is every scenario, in the order they run.
+// AllScenarios is every scenario a run has by default, in the order they
+// run.
 var AllScenarios = []string{Spread, Chains, ChainsBatch, Diamonds, Latency, MeshSpread, MeshChains}
+
+// NamedScenarios run only when named: they need what a default run may
+// not have (Partitions: Postgres and a cgroup CPU controller to write).
+var NamedScenarios = []string{Partitions}
 
 // Config is a bench run.
 type Config struct {
@@ -72,11 +80,25 @@ type Config struct {
 	CopyRows     int           // the reference's rows; default 200,000
 	Slots        int           // each node's core slots; default 64
 
+	// The partitions scenario: each server's CPU cap (default 0.25), and
+	// Spreads spreads of SpreadsWidth tasks (default 50 of 2,000) beside
+	// Chains chains.
+	ServerCPUs   float64
+	Spreads      int
+	SpreadsWidth int
+	// cgroupV1 and cgroupV2 are where the caps are made (default the
+	// system's, cgroupV1CPU and cgroupV2); cgroups is the one check
+	// found, cpus the CPUs this process may run on.
+	cgroupV1, cgroupV2 string
+	cgroups            *cgroupRoot
+	cpus               int
+
 	// Placement is where the processes run: Shared (or empty), every
 	// process on every CPU; Split, the server (and the single node the
 	// mesh is compared with) on the first half of the CPUs and the worker
 	// nodes on the other half, as if the workers had a machine of their
-	// own. A database server is not placed.
+	// own. A database server is not placed, nor are the processes of the
+	// partitions scenario (its servers are capped instead).
 	Placement string
 	// WorkerProcs, when above 0, is the GOMAXPROCS of each worker node of
 	// the mesh scenarios, as a container CPU limit of that many CPUs
@@ -123,6 +145,14 @@ func (c *Config) defaults() {
 	def(&c.CopyRows, 200_000)
 	def(&c.Slots, 64)
 	def(&c.Rounds, 1)
+	def(&c.Spreads, 50)
+	def(&c.SpreadsWidth, 2000)
+	if c.ServerCPUs == 0 {
+		c.ServerCPUs = 0.25
+	}
+	if c.cgroupV1 == "" {
+		c.cgroupV1, c.cgroupV2 = cgroupV1CPU, cgroupV2
+	}
 	if len(c.Rates) == 0 {
 		c.Rates = []int{100, 500, 1000}
 	}
@@ -153,8 +183,8 @@ var ErrConfig = errors.New("bench configuration")
 
 func (c *Config) check() error {
 	for _, s := range c.Scenarios {
-		if !slices.Contains(AllScenarios, s) {
-			return fmt.Errorf("%w: unknown scenario %q: choose from %s", ErrConfig, s, strings.Join(AllScenarios, ", "))
+		if !slices.Contains(AllScenarios, s) && !slices.Contains(NamedScenarios, s) {
+			return fmt.Errorf("%w: unknown scenario %q: choose from %s", ErrConfig, s, strings.Join(append(slices.Clone(AllScenarios), NamedScenarios...), ", "))
 		}
 	}
 	switch {
@@ -162,7 +192,8 @@ func (c *Config) check() error {
 		return fmt.Errorf("%w: no robonode command to run", ErrConfig)
 	case c.BatchSize < 1 || c.BatchSize > 1000:
 		return fmt.Errorf("%w: batch size %d: want 1 to 1000", ErrConfig, c.BatchSize)
-	case c.SpreadWidth < 1 || c.Chains < 1 || c.ChainClients < 1 || c.Diamonds < 1 || c.CopyRows < 1 || c.Slots < 1 || c.Rounds < 1:
+	case c.SpreadWidth < 1 || c.Chains < 1 || c.ChainClients < 1 || c.Diamonds < 1 || c.CopyRows < 1 || c.Slots < 1 || c.Rounds < 1 ||
+		c.Spreads < 1 || c.SpreadsWidth < 1:
 		return fmt.Errorf("%w: every size must be at least 1", ErrConfig)
 	case c.WorkerProcs < 0:
 		return fmt.Errorf("%w: worker GOMAXPROCS %d: want 0 (Go's default) or more", ErrConfig, c.WorkerProcs)
@@ -192,6 +223,33 @@ func (c *Config) check() error {
 			return fmt.Errorf("%w: rate %d: want at least 1 a second", ErrConfig, r)
 		}
 	}
+	if slices.Contains(c.Scenarios, Partitions) {
+		return c.checkPartitions()
+	}
+	return nil
+}
+
+// checkPartitions checks what the partitions scenario needs: Postgres,
+// a cap that leaves the uncapped processes CPU at 3 servers, and a cgroup
+// CPU controller it can write (as root).
+func (c *Config) checkPartitions() error {
+	if c.cpus == 0 {
+		c.cpus = runtime.NumCPU()
+	}
+	most := partitionSizes[len(partitionSizes)-1]
+	switch {
+	case c.Postgres == "":
+		return fmt.Errorf("%w: scenario %s needs --postgres: its servers share one database", ErrConfig, Partitions)
+	case c.ServerCPUs < 0.01:
+		return fmt.Errorf("%w: server CPU cap %g: want at least 0.01", ErrConfig, c.ServerCPUs)
+	case float64(most)*c.ServerCPUs >= float64(c.cpus):
+		return fmt.Errorf("%w: %d servers at %g CPUs each leave none of this machine's %d CPUs to the worker nodes and Postgres: cap them lower",
+			ErrConfig, most, c.ServerCPUs, c.cpus)
+	}
+	var err error
+	if c.cgroups, err = findCgroupRoot(c.cgroupV1, c.cgroupV2); err != nil {
+		return fmt.Errorf("%w: scenario %s caps each server's CPU with a cgroup of its own: %w", ErrConfig, Partitions, err)
+	}
 	return nil
 }
 
@@ -213,6 +271,9 @@ type Report struct {
 	Results        []Result  `json:"results"`
 	// Medians summarise every round of each scenario (Rounds > 1 only).
 	Medians []Summary `json:"medians,omitempty"`
+	// Verdicts are the partitions scenario's, a line per round, against
+	// the target of issue 34 (informative: they never fail a run).
+	Verdicts []string `json:"verdicts,omitempty"`
 }
 
 // Summary is a scenario's figures over the rounds of a run.
@@ -296,6 +357,9 @@ type Result struct {
 	// OfSingle is a mesh scenario's TasksPerS over its single-node twin
 	// measured in the same run.
 	OfSingle float64 `json:"of_single,omitempty"`
+	// Scaling is the partitions scenario's: the servers, their cap, and
+	// how the run compares with one server.
+	Scaling *Scaling `json:"scaling,omitempty"`
 	// Rate is the offered rate of a latency run, per second.
 	Rate int `json:"rate,omitempty"`
 	// Latencies in milliseconds: submit acknowledged; acknowledgement to
@@ -327,6 +391,10 @@ type NodeUsage struct {
 	Node       string  `json:"node"`
 	CPUSeconds float64 `json:"cpu_seconds"`
 	PeakRSSMiB float64 `json:"peak_rss_mib"`
+	// CapCPUs is the process's CPU cap (0: none), Throttled the share of
+	// the cap's periods in which it held the process back.
+	CapCPUs   float64 `json:"cap_cpus,omitempty"`
+	Throttled float64 `json:"throttled,omitempty"`
 }
 
 // Run runs the scenarios of cfg in order.
@@ -359,6 +427,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if cfg.Rounds > 1 {
 		rep.Medians = summarise(rep.Results)
 	}
+	rep.Verdicts = verdicts(rep.Results)
 	return rep, nil
 }
 
@@ -393,6 +462,12 @@ func measureReference(ctx context.Context, cfg *Config) ([]float64, error) {
 func runRound(ctx context.Context, cfg *Config, rep *Report, round int) error {
 	single := map[string]float64{}
 	for _, name := range cfg.Scenarios {
+		if name == Partitions {
+			if err := runPartitions(ctx, cfg, rep, round); err != nil {
+				return fmt.Errorf("scenario %s: %w", name, err)
+			}
+			continue
+		}
 		rates := []int{0} // not paced
 		if name == Latency {
 			rates = cfg.Rates
@@ -427,7 +502,16 @@ type target struct {
 	conn  *grpc.ClientConn
 	api   robonetv1.WorkflowServiceClient
 
-	profiled bool // the processes write CPU profiles: stop them cleanly
+	// The partitions scenario's: every server's connection and API (conn
+	// and api are the first's), each process's cap (nil: none), and the
+	// Postgres server's process (0: not on this machine).
+	conns      []*grpc.ClientConn
+	apis       []robonetv1.WorkflowServiceClient
+	caps       []*cgroup
+	postmaster int
+
+	profiled bool          // the processes write CPU profiles: stop them cleanly
+	poll     time.Duration // how often waitComplete asks; 0: every 5 ms
 }
 
 // start starts one node serving core, or a server serving nothing with
@@ -464,7 +548,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	}
 	p, err := startProc(ctx, cfg.Robonode, cfg.Env, cfg.serverCPUs, nodeFile(cfg.LogDir, label, "server", ".log"), "server", withProfile(cfg, label, "server", first)...)
 	if err != nil {
-		t.stop()
+		_ = t.stop()
 		return nil, err
 	}
 	t.procs = append(t.procs, p)
@@ -474,7 +558,7 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 			w, err := startProc(ctx, cfg.Robonode, cfg.workerEnv(), cfg.workerCPUs, nodeFile(cfg.LogDir, label, name, ".log"), name, withProfile(cfg, label, name, append(slices.Clone(common), "--name", name,
 				"--data-dir", dir+"/"+name, "--join", p.gossip, "--capability", core))...)
 			if err != nil {
-				t.stop()
+				_ = t.stop()
 				return nil, err
 			}
 			t.procs = append(t.procs, w)
@@ -482,27 +566,37 @@ func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, 
 	}
 	t.conn, err = connect.Dial(p.addr, connect.Credentials{}, grpc.WithDefaultCallOptions(grpc.MaxCallRecvMsgSize(64<<20)))
 	if err != nil {
-		t.stop()
+		_ = t.stop()
 		return nil, err
 	}
 	t.api = robonetv1.NewWorkflowServiceClient(t.conn)
 	if err := t.register(ctx, cfg); err != nil {
-		t.stop()
+		_ = t.stop()
 		return nil, err
 	}
 	return t, nil
 }
 
-// stop kills the processes, drops the database and removes the data.
-func (t *target) stop() {
+// stop kills the processes, removes their caps, drops the database and
+// removes the data; it fails only when a cap could not be removed.
+func (t *target) stop() error {
 	if t.conn != nil {
 		_ = t.conn.Close()
+	}
+	for _, c := range t.conns[min(1, len(t.conns)):] { // the first is conn
+		_ = c.Close()
 	}
 	for _, p := range t.procs {
 		if t.profiled {
 			p.terminate()
 		} else {
 			p.kill()
+		}
+	}
+	var err error
+	for _, g := range t.caps {
+		if g != nil {
+			err = errors.Join(err, g.remove())
 		}
 	}
 	if t.db != nil {
@@ -513,6 +607,7 @@ func (t *target) stop() {
 	if t.dir != "" {
 		_ = os.RemoveAll(t.dir)
 	}
+	return err
 }
 
 // errorLogs are the error lines among the processes' last log lines, to
@@ -553,7 +648,7 @@ func runScenario(ctx context.Context, cfg *Config, name string, rate, round int)
 	if err != nil {
 		return Result{}, err
 	}
-	defer t.stop()
+	defer func() { _ = t.stop() }() // nothing capped
 	before, err := t.usage()
 	if err != nil {
 		return Result{}, err
@@ -608,8 +703,12 @@ func runScenario(ctx context.Context, cfg *Config, name string, rate, round int)
 	return r, nil
 }
 
-// Label names the run: the scenario, and a latency run's rate.
+// Label names the run: the scenario, and a latency run's rate or a
+// partitions run's servers.
 func (r Result) Label() string {
+	if r.Scaling != nil {
+		return fmt.Sprintf("%s/%d", r.Scenario, r.Scaling.Servers)
+	}
 	if r.Rate > 0 {
 		return fmt.Sprintf("%s@%d/s", r.Scenario, r.Rate)
 	}
@@ -626,6 +725,10 @@ func (r Result) summary() string {
 	}
 	if r.OfSingle > 0 {
 		s += fmt.Sprintf(", %.0f%% of one node", 100*r.OfSingle)
+	}
+	if sc := r.Scaling; sc != nil {
+		s = fmt.Sprintf("%s: %d tasks in %.2fs, %.0f tasks/s, %.2f× one server; busiest server %s at %.3f CPU s per 1,000 tasks (%.2f× one server's); uncapped processes at %.0f%% of the CPU left to them",
+			r.Label(), r.Tasks, r.Seconds, r.TasksPerS, sc.OfOneServer, sc.BusiestServer, sc.BusiestCPUPer1k, sc.BusiestOfOneServer, 100*sc.UncappedShare)
 	}
 	return s
 }

@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -273,7 +274,7 @@ func (t *target) waitComplete(ctx context.Context, ids []string, limit time.Dura
 		select {
 		case <-ctx.Done():
 			return ctx.Err()
-		case <-time.After(5 * time.Millisecond):
+		case <-time.After(cmp.Or(t.poll, 5*time.Millisecond)):
 		}
 	}
 	want := make(map[string]bool, len(ids))
