@@ -266,14 +266,14 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 	// Every task that ended cancelled was said so by exactly one Cancel of
 	// its own (the runloop announces it from that), and no other task got
 	// one; an expanded spread cancelled with the whole instance has only
-	// its instances' Cancels.
+	// its instances' Cancels, a started loop its iteration's.
 	for node := range wf.GetTasks() {
 		info := g.Task(graph.Ref(int32(node)))
 		n := taskCancels[int32(node)]
 		switch {
 		case n > 1:
 			return fmt.Errorf("task %d got %d Cancel effects of its own", node, n)
-		case n == 0 && info.Status == graph.TaskCancelled && (info.Width < 0 || g.State() == graph.Complete):
+		case n == 0 && info.Status == graph.TaskCancelled && ((info.Width < 0 && info.Iterations < 0) || g.State() == graph.Complete):
 			return fmt.Errorf("task %d is cancelled without a Cancel effect of its own", node)
 		}
 	}
@@ -410,6 +410,32 @@ func randomInputs(rng *rand.Rand) map[string]any {
 	return map[string]any{"n": int64(rng.IntN(10)), "xs": xs, "flag": rng.IntN(2) == 0}
 }
 
+// randomLoop is a loop until a condition on the iteration's output (which
+// reads previous and iteration too, and sometimes cannot be evaluated), or
+// over a list, with or without max and a pause.
+func randomLoop(rng *rand.Rand, upstream string) *robonetv1.Loop {
+	l := &robonetv1.Loop{}
+	if rng.IntN(2) == 0 {
+		untils := []string{"size(output.items) >= 2", "iteration >= 1 && output != null",
+			"previous != null && size(previous.items) <= size(output.items)", "output.items[0] > 50"}
+		l.Until = &robonetv1.Expr{Source: untils[rng.IntN(len(untils))]}
+		l.Max = uint32(1 + rng.IntN(4))
+	} else {
+		src := "inputs.xs"
+		if upstream != "" && rng.IntN(2) == 0 {
+			src = "tasks." + upstream + ".output.items"
+		}
+		l.Over = &robonetv1.Expr{Source: src}
+		if rng.IntN(3) == 0 {
+			l.Max = uint32(1 + rng.IntN(4))
+		}
+	}
+	if rng.IntN(2) == 0 {
+		l.Every = durationpb.New(2 * time.Second)
+	}
+	return l
+}
+
 func exprTemplate(src string) *robonetv1.Template {
 	return &robonetv1.Template{Kind: &robonetv1.Template_Expr{Expr: &robonetv1.Expr{Source: src}}}
 }
@@ -447,6 +473,8 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 				src = "tasks." + upstream + ".output.items"
 			}
 			t.Spread = &robonetv1.Expr{Source: src}
+		} else if rng.IntN(5) == 0 {
+			t.Loop = randomLoop(rng, upstream)
 		}
 		switch r := rng.IntN(5); {
 		case r == 0:
@@ -457,6 +485,14 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 			t.With = &robonetv1.Template{Kind: &robonetv1.Template_Map{Map: &robonetv1.TemplateMap{Entries: []*robonetv1.TemplateEntry{
 				{Key: "i", Value: exprTemplate("index")}, {Key: "item", Value: exprTemplate("item")},
 			}}}}
+		case r == 2 && t.Loop != nil:
+			entries := []*robonetv1.TemplateEntry{
+				{Key: "i", Value: exprTemplate("iteration")}, {Key: "prev", Value: exprTemplate("previous")},
+			}
+			if t.Loop.GetOver() != nil {
+				entries = append(entries, &robonetv1.TemplateEntry{Key: "item", Value: exprTemplate("item")})
+			}
+			t.With = &robonetv1.Template{Kind: &robonetv1.Template_Map{Map: &robonetv1.TemplateMap{Entries: entries}}}
 		case r == 3:
 			t.With = &robonetv1.Template{Kind: &robonetv1.Template_Interpolation{Interpolation: &robonetv1.Interpolation{Parts: []*robonetv1.InterpolationPart{
 				{Part: &robonetv1.InterpolationPart_Text{Text: "n="}},
