@@ -738,9 +738,26 @@ func (r *reconciler) placePartitions(m *Mesh, term uint64) {
 	if !m.applyControl(AssignPartitions(moves), "assigning partitions") {
 		return
 	}
+	// One line per (from, to, reason): a new term under leader placement
+	// moves every partition at once, for one reason.
+	type group struct{ from, to, reason string }
+	var order []group
+	byGroup := map[group][]PartitionMove{}
 	for _, mv := range moves {
-		m.log.Info("partition assigned", zap.Int("partition", mv.Partition), zap.String("from", state.Partitions[mv.Partition].Node),
-			zap.String("to", mv.Node), zap.Uint64("epoch", mv.Epoch), zap.Uint64("term", term), zap.String("reason", mv.Reason))
+		g := group{state.Partitions[mv.Partition].Node, mv.Node, mv.Reason}
+		if _, ok := byGroup[g]; !ok {
+			order = append(order, g)
+		}
+		byGroup[g] = append(byGroup[g], mv)
+	}
+	for _, g := range order {
+		mvs := byGroup[g]
+		parts, epochs := make([]int, len(mvs)), make([]uint64, len(mvs))
+		for i, mv := range mvs {
+			parts[i], epochs[i] = mv.Partition, mv.Epoch
+		}
+		m.log.Info("partitions assigned", zap.Ints("partitions", parts), zap.String("from", g.from),
+			zap.String("to", g.to), zap.Uint64s("epochs", epochs), zap.Uint64("term", term), zap.String("reason", g.reason))
 	}
 }
 

@@ -1149,3 +1149,51 @@ func TestGetShowsETA(t *testing.T) {
 		t.Errorf("get: want an eta line saying unknown:\n%s%s", r.stdout, r.stderr)
 	}
 }
+
+func TestPartitions(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	spec := writeSpec(t, "hello.yaml", helloSpec)
+	for range 4 {
+		if r := roboctl(t, addr, "submit", spec, "--wait", "-o", "json"); r.code != exitOK {
+			t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
+		}
+	}
+	type row struct {
+		Partition  uint32  `json:"partition"`
+		Owner      string  `json:"owner"`
+		Epoch      uint64  `json:"epoch"`
+		Term       uint64  `json:"term"`
+		MovedAt    string  `json:"moved_at"`
+		Reason     string  `json:"reason"`
+		Live       bool    `json:"live"`
+		Tasks      uint64  `json:"tasks_total"`
+		TasksPerS  float64 `json:"tasks_per_second"`
+		WritesRefd uint64  `json:"writes_refused"`
+	}
+	r := roboctl(t, addr, "partitions", "-o", "json")
+	var rows []row
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &rows) != nil {
+		t.Fatalf("partitions -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if len(rows) != 16 {
+		t.Fatalf("%d partitions, want the default 16:\n%s", len(rows), r.stdout)
+	}
+	var tasks uint64
+	for i, p := range rows {
+		if p.Partition != uint32(i) || p.Owner != "roboctl-test" || p.Epoch <= p.Term || p.Term == 0 || p.MovedAt == "" || p.Reason == "" || !p.Live {
+			t.Errorf("partition %d: %+v, want it owned by the node at an epoch above its term, with its numbers", i, p)
+		}
+		tasks += p.Tasks
+	}
+	// The submissions went round the partitions, one task each.
+	if tasks != 4 {
+		t.Errorf("the partitions count %d tasks, want the 4 run", tasks)
+	}
+	r = roboctl(t, addr, "partitions")
+	for _, want := range []string{"16 partitions, placed on the Raft leader", "PARTITION", "roboctl-test", "first placement"} {
+		if r.code != exitOK || !strings.Contains(r.stdout, want) {
+			t.Errorf("partitions (table) lacks %q: exit %d\n%s%s", want, r.code, r.stdout, r.stderr)
+		}
+	}
+}

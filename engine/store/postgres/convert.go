@@ -76,7 +76,7 @@ func (c *resultColumns) add(instance uuid.UUID, r engine.ActionResult) {
 	c.finishedAt = append(c.finishedAt, timestamptz(r.FinishedAt))
 }
 
-// args returns the arrays in the order of the insertResults parameters
+// args returns the arrays in the order of the resultsCTE parameters
 // $3 … $11.
 func (c *resultColumns) args() []any {
 	return []any{c.instanceIDs, c.executionIDs, c.attempts, c.oks, c.outputs, c.errs, c.workerIDs, c.startedAt, c.finishedAt}

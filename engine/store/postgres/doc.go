@@ -5,8 +5,9 @@
 //
 // # Schema, table by table
 //
-// migrations/0001_initial.sql holds the whole schema; Open applies what is
-// missing in one transaction under a per-schema advisory lock
+// migrations/ holds the schema, one numbered file per change
+// (0001_initial.sql the tables below); Open applies what is missing in one
+// transaction under a per-schema advisory lock
 // (pg_advisory_xact_lock), so nodes that start together apply each
 // migration once and the rest wait, then find nothing to do. Postgres DDL is
 // transactional: a failed migration leaves nothing behind. Applied versions
@@ -25,11 +26,15 @@
 //
 //   - queued_instances: the claim table, one row per live instance:
 //     scheduled_at (when it is next due), the lease — lock_uuid (owner) and
-//     lock_expires_at — the Raft term of the owner (the fencing token), and
-//     cancel_requested. Completion deletes the row, so this table is as small
-//     as the live work and claims stay cheap. scheduled_at and lock_uuid are
-//     indexed, lock_expires_at is not, so lease refreshes, the most frequent
-//     write, are HOT updates.
+//     lock_expires_at — the Raft term of the owner (the fencing token),
+//     cancel_requested, and the instance's partition (0 for rows queued
+//     before partitions). Completion deletes the row, so this table is as
+//     small as the live work and claims stay cheap. scheduled_at and
+//     lock_uuid are indexed, lock_expires_at is not, so lease refreshes,
+//     the most frequent write, are HOT updates.
+//
+//   - partitions: one row per fenced partition — its owner (a runloop's
+//     lock id), the epoch it fenced at, and when (see "Partitions" below).
 //
 //   - runner_actions_done: the append-only log of finished attempts, one row
 //     per (instance_id, execution_id, attempt), unique — a result is recorded
@@ -59,7 +64,9 @@
 // ClaimInstances is one pgx batch (one round trip, one transaction) of two
 // statements. The first picks due rows (scheduled_at <= now()) that are
 // unlocked, whose lease expired, or whose lease is held under an older
-// term, oldest first, FOR UPDATE SKIP LOCKED — concurrent claimers on
+// term — in the claimer's partitions if it names them, never in a
+// partition fenced by another runloop, and in one fenced by the claimer
+// whatever lease another holds — oldest first, FOR UPDATE SKIP LOCKED — concurrent claimers on
 // several nodes take disjoint rows instead of queueing behind each other —
 // stamps lock_uuid, lock_expires_at = now() + lease and the claimer's term,
 // marks the runner rows running and returns their inputs and snapshots. The
@@ -82,18 +89,25 @@
 //
 // # Progress, and why the writes come in this order
 //
-// PersistProgress sends one pgx batch: one round trip and one implicit
+// PersistProgress sends one statement: one round trip and one implicit
 // transaction, whatever the number of instances (group commit). Each step
-// is a single multi-row statement over unnest()ed arrays, never a statement
-// per row:
+// is a multi-row part of it (a CTE) over unnest()ed arrays, never a
+// statement per row:
 //
-//  1. Lock the queue rows the caller still holds (lock_uuid = owner AND
-//     lock_expires_at > now(), FOR NO KEY UPDATE, in id order) and append
-//     the action results of exactly those instances. The lock keeps a
-//     concurrent claim from taking an instance over before the batch
-//     commits, so the next statements see the same owned set.
-//  2. Write the state snapshots, gated on the same lease condition.
-//  3. Write the next scheduled_at, gated likewise.
+//  1. `owned`: lock the queue rows the caller may still write (lock_uuid =
+//     owner AND lock_expires_at > now(), in a partition no other runloop
+//     fenced; FOR NO KEY UPDATE, in id order). The lock keeps a concurrent
+//     claim from taking an instance over before the statement commits.
+//  2. Append the action results of exactly the owned instances.
+//  3. Write their state snapshots.
+//  4. Write their next scheduled_at.
+//
+// One statement rather than a batch of them because the gate reads the
+// partitions table, which no row lock of the batch protects: statements of
+// their own would each read it afresh (READ COMMITTED), and a fence
+// committed between two of them would leave an instance's results written
+// and its snapshot refused while the batch reported it owned. In one
+// statement the lease and the fence are read with one snapshot.
 //
 // Results come first because they are the facts the snapshot is derived
 // from, and the log is append-only and idempotent: if a runloop writes its
@@ -103,7 +117,7 @@
 // recorded twice. The snapshot comes before the schedule because the
 // schedule only says when to look at the instance next; a due time without
 // the state that produced it would wake an owner to a stale instance. Here
-// all three land atomically anyway (one transaction), and the order still
+// all three land atomically anyway (one statement), and the order still
 // states the dependency for writers that split them across batches.
 //
 // Every write is gated on the lease, including the results: a deposed or
@@ -112,10 +126,33 @@
 // written; the rest of its batch is unaffected). It must drop the instance
 // from memory.
 //
-// CompleteInstances follows the same pattern in one batch and transaction:
-// final results, then status, output, error, final snapshot and finished_at
-// on runner_instances, then the deletion of the queue row — all gated on the
-// lease.
+// CompleteInstances follows the same pattern in one statement: final
+// results, then status, output, error, final snapshot and finished_at on
+// runner_instances, then the deletion of the queue row — all gated on
+// `owned`.
+//
+// # Partitions
+//
+// Every instance belongs to one partition for life (engine.PartitionOf its
+// id), kept in queued_instances.partition. FencePartitions makes a runloop
+// the owner of partitions at epochs, in one transaction: it locks their
+// rows (SELECT … FOR UPDATE, in partition order, so two fences serialise
+// and cannot deadlock), refuses the whole call with ErrStaleEpoch if any
+// partition is stored at a higher epoch or at the same epoch by another
+// owner, and writes the rest (INSERT … ON CONFLICT … WHERE the stored epoch
+// is lower; a row that a concurrent fence inserted meanwhile is judged
+// again). From its commit on, every write gate — claims, `owned`, lease
+// refreshes, submissions stored claimed — refuses a runloop other than the
+// owner, however live its lease: Temporal's range_id check, in the same
+// statement as the lease check. The owner's claims take the partition's
+// rows whatever lease another runloop holds on them. A partition without
+// a row is gated by leases and terms alone.
+//
+// A write whose statement read the partitions table just before a fence
+// committed may still commit after it. That is harmless: the new owner
+// touches the instance only by claiming it, and the claim's row lock waits
+// for (or skips) the write's lock on the queue row, so the owner hydrates
+// everything the old one wrote, and nothing the old one writes later.
 //
 // # Queueing
 //

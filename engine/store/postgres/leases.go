@@ -13,14 +13,16 @@ import (
 )
 
 // refreshSQL extends the live leases the owner holds under a term no newer
-// than its own. Rows are locked in id order first, so that two refreshes
-// (or a refresh and a progress batch) of one owner cannot deadlock.
+// than its own, on instances of partitions no other runloop fenced. Rows
+// are locked in id order first, so that two refreshes (or a refresh and a
+// progress batch) of one owner cannot deadlock.
 const refreshSQL = `-- name: refresh_leases
 WITH mine AS (
     SELECT instance_id
-    FROM queued_instances
+    FROM queued_instances q
     WHERE instance_id = ANY($2::uuid[])
       AND lock_uuid = $1 AND lock_expires_at > now() AND term <= $3
+      AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> $1)
     ORDER BY instance_id
     FOR NO KEY UPDATE
 )
@@ -31,8 +33,10 @@ WHERE q.instance_id = mine.instance_id
 RETURNING q.instance_id, q.cancel_requested`
 
 // RefreshLeases implements engine.Store. A lease is extended only while it
-// is live and still the owner's; an expired lease is lost even if nobody
-// took it yet (the owner's writes were already being refused).
+// is live and still the owner's, and its partition is not fenced by
+// another runloop; an expired lease is lost even if nobody took it yet
+// (the owner's writes were already being refused), and so is one in a
+// partition fenced by another, however live.
 func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (engine.LeaseStatus, error) {
 	if len(req.IDs) == 0 {
 		return engine.LeaseStatus{}, nil

@@ -12,23 +12,31 @@ import (
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// insertResultsSQL is the first statement of every progress and completion
-// batch. `owned` row-locks the queue rows of the instances whose lease the
-// caller ($1 ids, $2 owners) still holds; the lock keeps a concurrent claim
-// from taking them over until the batch commits, so the later statements of
-// the batch see the same set. Results are then inserted for owned instances
-// only, in input order (the order of their ids), ignoring a duplicate
-// (instance, execution, attempt). It returns the owned ids.
-const insertResultsSQL = `-- name: persist_results
-WITH owned AS (
+// ownedCTE and resultsCTE open every progress and completion statement.
+// `owned` row-locks the queue rows of the instances the caller ($1 ids, $2
+// owners) may write: its lease is live, and the instance's partition is
+// not fenced by another runloop (the range_id check). The lock keeps a
+// concurrent claim from taking them over until the statement commits.
+// `results` then appends the action results of owned instances only, in
+// input order, ignoring a duplicate (instance, execution, attempt).
+//
+// Every write of the batch is one statement, gated on `owned`: the lease
+// and the fence are read once, with one snapshot, so an instance is
+// written whole or not at all even when a fence commits while the batch
+// runs. (Statements of their own would each read the partitions table
+// afresh, and a fence committed between two of them would leave an
+// instance's results written and its snapshot refused.)
+const ownedCTE = `owned AS (
     SELECT q.instance_id
     FROM queued_instances q
     JOIN unnest($1::uuid[], $2::uuid[]) AS i(instance_id, owner) ON i.instance_id = q.instance_id
     WHERE q.lock_uuid = i.owner AND q.lock_expires_at > now()
+      AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> i.owner)
     ORDER BY q.instance_id
     FOR NO KEY UPDATE OF q
-),
-results AS (
+)`
+
+const resultsCTE = `results AS (
     INSERT INTO runner_actions_done
         (instance_id, execution_id, attempt, ok, output, error, worker_id, started_at, finished_at)
     SELECT r.instance_id, r.execution_id, r.attempt, r.ok, r.output, r.error, r.worker_id, r.started_at, r.finished_at
@@ -38,43 +46,51 @@ results AS (
     WHERE r.instance_id IN (SELECT instance_id FROM owned)
     ORDER BY r.ord
     ON CONFLICT (instance_id, execution_id, attempt) DO NOTHING
+)`
+
+// persistSQL writes a progress batch: results, then the snapshots ($12
+// ids, $13 states) and the next due times ($14 ids, $15 times) of owned
+// instances. It returns the owned ids.
+const persistSQL = `-- name: persist_progress
+WITH ` + ownedCTE + `,
+` + resultsCTE + `,
+state AS (
+    UPDATE runner_instances r
+    SET state = s.state, updated_at = now()
+    FROM unnest($12::uuid[], $13::bytea[]) AS s(instance_id, state)
+    WHERE r.instance_id = s.instance_id AND s.instance_id IN (SELECT instance_id FROM owned)
+),
+schedule AS (
+    UPDATE queued_instances q
+    SET scheduled_at = s.scheduled_at
+    FROM unnest($14::uuid[], $15::timestamptz[]) AS s(instance_id, scheduled_at)
+    WHERE q.instance_id = s.instance_id AND s.instance_id IN (SELECT instance_id FROM owned)
 )
 SELECT instance_id FROM owned`
 
-// leaseHeld is the lease gate of every later statement of a batch: the
-// queue row of instance i is held by i.owner under a live lease. Inside the
-// batch's transaction now() is fixed and `owned` holds the row locks, so it
-// agrees with the first statement.
-const leaseHeld = `EXISTS (
-    SELECT 1 FROM queued_instances q
-    WHERE q.instance_id = i.instance_id AND q.lock_uuid = i.owner AND q.lock_expires_at > now())`
-
-// updateStateSQL writes the snapshots of owned instances.
-const updateStateSQL = `-- name: persist_state
-UPDATE runner_instances r
-SET state = i.state, updated_at = now()
-FROM unnest($1::uuid[], $2::uuid[], $3::bytea[]) AS i(instance_id, owner, state)
-WHERE r.instance_id = i.instance_id AND ` + leaseHeld
-
-// updateScheduleSQL writes the next due time of owned instances.
-const updateScheduleSQL = `-- name: persist_schedule
-UPDATE queued_instances q
-SET scheduled_at = i.scheduled_at
-FROM unnest($1::uuid[], $2::uuid[], $3::timestamptz[]) AS i(instance_id, owner, scheduled_at)
-WHERE q.instance_id = i.instance_id AND q.lock_uuid = i.owner AND q.lock_expires_at > now()`
-
-// completeRunnerSQL records the outcome of owned instances.
-const completeRunnerSQL = `-- name: complete_runner
-UPDATE runner_instances r
-SET status = i.status,
-    output = i.output,
-    error = i.error,
-    state = CASE WHEN i.has_state THEN i.state ELSE r.state END,
-    finished_at = now(),
-    updated_at = now()
-FROM unnest($1::uuid[], $2::uuid[], $3::text[], $4::bytea[], $5::text[], $6::boolean[], $7::bytea[])
-     AS i(instance_id, owner, status, output, error, has_state, state)
-WHERE r.instance_id = i.instance_id AND ` + leaseHeld
+// completeSQL records the outcome of owned instances ($12 … $16 in the
+// order of $1), after their final results, and removes them from the
+// claim table. It returns the owned ids.
+const completeSQL = `-- name: complete_instances
+WITH ` + ownedCTE + `,
+` + resultsCTE + `,
+runner AS (
+    UPDATE runner_instances r
+    SET status = c.status,
+        output = c.output,
+        error = c.error,
+        state = CASE WHEN c.has_state THEN c.state ELSE r.state END,
+        finished_at = now(),
+        updated_at = now()
+    FROM unnest($1::uuid[], $12::text[], $13::bytea[], $14::text[], $15::boolean[], $16::bytea[])
+         AS c(instance_id, status, output, error, has_state, state)
+    WHERE r.instance_id = c.instance_id AND c.instance_id IN (SELECT instance_id FROM owned)
+),
+dequeue AS (
+    DELETE FROM queued_instances q
+    WHERE q.instance_id IN (SELECT instance_id FROM owned)
+)
+SELECT instance_id FROM owned`
 
 // replayedSQL finds, among instances whose completion was refused, those
 // the store already records finished with the same status: the refused
@@ -87,18 +103,13 @@ JOIN unnest($1::uuid[], $2::text[]) AS i(instance_id, status) ON i.instance_id =
 WHERE r.status = i.status
   AND NOT EXISTS (SELECT 1 FROM queued_instances q WHERE q.instance_id = r.instance_id)`
 
-// dequeueSQL removes owned instances from the claim table.
-const dequeueSQL = `-- name: complete_dequeue
-DELETE FROM queued_instances q
-USING unnest($1::uuid[], $2::uuid[]) AS i(instance_id, owner)
-WHERE q.instance_id = i.instance_id AND q.lock_uuid = i.owner AND q.lock_expires_at > now()`
-
-// PersistProgress implements engine.Store. The whole batch is one pgx
-// batch: one round trip, one implicit transaction, statements in the order
-// of the design — results, then snapshots, then schedules — each of them a
-// single multi-row statement over unnest()ed arrays (group commit), each
-// gated on the caller's lease. An instance whose lease is gone gets
-// ErrOwnershipLost and nothing of it is written, its results included.
+// PersistProgress implements engine.Store. The whole batch is one
+// statement (persistSQL): one round trip, one transaction, writes in the
+// order of the design — results, then snapshots, then schedules — each a
+// multi-row step over unnest()ed arrays (group commit), all gated on the
+// caller's lease and its partition's fence. An instance whose lease is
+// gone, or whose partition another runloop fenced, gets ErrOwnershipLost
+// and nothing of it is written, its results included.
 func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
@@ -109,12 +120,12 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 	}
 
 	var (
-		ids, owners           []uuid.UUID
-		results               resultColumns
-		stateIDs, stateOwners []uuid.UUID
-		states                [][]byte
-		schedIDs, schedOwners []uuid.UUID
-		scheduled             []pgtype.Timestamptz
+		ids, owners []uuid.UUID
+		results     resultColumns
+		stateIDs    []uuid.UUID
+		states      [][]byte
+		schedIDs    []uuid.UUID
+		scheduled   []pgtype.Timestamptz
 	)
 	for _, p := range merged.Items {
 		ids = append(ids, p.InstanceID)
@@ -124,42 +135,33 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 		}
 		if p.State != nil {
 			stateIDs = append(stateIDs, p.InstanceID)
-			stateOwners = append(stateOwners, p.Owner)
 			states = append(states, p.State)
 		}
 		if p.ScheduledAt != nil {
 			schedIDs = append(schedIDs, p.InstanceID)
-			schedOwners = append(schedOwners, p.Owner)
 			scheduled = append(scheduled, pgtype.Timestamptz{Time: *p.ScheduledAt, Valid: true})
 		}
 	}
 
-	b := &pgx.Batch{}
+	args := append([]any{ids, owners}, results.args()...)
+	rows, err := s.pool.Query(ctx, persistSQL, append(args, stateIDs, states, schedIDs, scheduled)...)
 	var owned map[uuid.UUID]bool
-	b.Queue(insertResultsSQL, append([]any{ids, owners}, results.args()...)...).Query(func(rows pgx.Rows) error {
-		var err error
+	if err == nil {
 		owned, err = collectIDs(rows)
-		return err
-	})
-	if len(stateIDs) > 0 {
-		b.Queue(updateStateSQL, stateIDs, stateOwners, states)
 	}
-	if len(schedIDs) > 0 {
-		b.Queue(updateScheduleSQL, schedIDs, schedOwners, scheduled)
-	}
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	if err != nil {
 		return nil, fmt.Errorf("persist progress of %d instances: %w", len(merged.Items), s.check(ctx, err))
 	}
 	return merged.Expand(outcomes(merged.Items, owned)), nil
 }
 
-// CompleteInstances implements engine.Store: one pgx batch (one round trip,
-// one transaction) that writes the final results, then the outcome and
-// finished_at in runner_instances, then deletes the queue rows — each
-// statement gated on the caller's lease like PersistProgress. A completion
-// refused because the instance already finished with the same status is a
-// replay of one that committed, and counts as written (a second query,
-// only when something was refused).
+// CompleteInstances implements engine.Store: one statement (completeSQL,
+// one round trip, one transaction) that writes the final results, then
+// the outcome and finished_at in runner_instances, then deletes the queue
+// rows — gated on the caller's lease and fence like PersistProgress. A
+// completion refused because the instance already finished with the same
+// status is a replay of one that committed, and counts as written (a
+// second query, only when something was refused).
 func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
@@ -192,16 +194,13 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 		states = append(states, c.State)
 	}
 
-	b := &pgx.Batch{}
+	args := append([]any{ids, owners}, results.args()...)
+	rows, err := s.pool.Query(ctx, completeSQL, append(args, statuses, outputs, errs, hasState, states)...)
 	var owned map[uuid.UUID]bool
-	b.Queue(insertResultsSQL, append([]any{ids, owners}, results.args()...)...).Query(func(rows pgx.Rows) error {
-		var err error
+	if err == nil {
 		owned, err = collectIDs(rows)
-		return err
-	})
-	b.Queue(completeRunnerSQL, ids, owners, statuses, outputs, errs, hasState, states)
-	b.Queue(dequeueSQL, ids, owners)
-	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
+	}
+	if err != nil {
 		return nil, fmt.Errorf("complete %d instances: %w", len(batch), s.check(ctx, err))
 	}
 	var refusedIDs []uuid.UUID

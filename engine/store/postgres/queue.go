@@ -19,16 +19,19 @@ import (
 // statement. An instance whose idempotency key is taken gets neither row
 // (ON CONFLICT … DO NOTHING drops it from `runner`, and only instances in
 // `runner` get a queue row). An instance with a claim (an owner) that is
-// due at once is stored claimed: running, started now, leased to the owner
-// under its term, as claimSQL would leave it. It returns the ids it
-// inserted, their creation times and whether each was claimed.
+// due at once, in a partition no other runloop fenced, is stored claimed:
+// running, started now, leased to the owner under its term, as claimSQL
+// would leave it; in a partition fenced by another it is queued unclaimed,
+// for the partition's owner to claim. It returns the ids it inserted,
+// their creation times and whether each was claimed.
 const queueSQL = `-- name: queue_instances
 WITH input AS (
-    SELECT *, owner IS NOT NULL AND coalesce(scheduled_at, now()) <= now() AS claim
+    SELECT *, owner IS NOT NULL AND coalesce(scheduled_at, now()) <= now()
+              AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = t.partition AND pt.owner <> t.owner) AS claim
     FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[],
-                $7::uuid[], $8::bigint[], $9::bigint[])
+                $7::uuid[], $8::bigint[], $9::bigint[], $10::integer[])
          WITH ORDINALITY AS t(instance_id, workflow_version_id, inputs, state, scheduled_at, idempotency_key,
-                              owner, term, lease, ord)
+                              owner, term, lease, partition, ord)
 ),
 runner AS (
     INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, idempotency_key, started_at)
@@ -40,11 +43,12 @@ runner AS (
     RETURNING instance_id, created_at, status = 'running' AS claimed
 ),
 queue AS (
-    INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term)
+    INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, partition)
     SELECT i.instance_id, coalesce(i.scheduled_at, now()),
            CASE WHEN i.claim THEN i.owner END,
            CASE WHEN i.claim THEN now() + i.lease * interval '1 microsecond' END,
-           CASE WHEN i.claim THEN i.term ELSE 0 END
+           CASE WHEN i.claim THEN i.term ELSE 0 END,
+           i.partition
     FROM input i JOIN runner r ON r.instance_id = i.instance_id
 )
 SELECT instance_id, created_at, claimed FROM runner`
@@ -88,6 +92,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		owners    []pgtype.UUID // NULL: no claim
 		terms     []int64
 		leases    []int64 // microseconds
+		parts     []int32
 	)
 	for i, inst := range insts {
 		if dup[i] >= 0 {
@@ -109,11 +114,12 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 			lease = micros(c.Lease)
 		}
 		owners, terms, leases = append(owners, owner), append(terms, term), append(leases, lease)
+		parts = append(parts, int32(inst.Partition)) // checked by PrepareInstances
 	}
 
 	out := make([]engine.Queued, len(insts))
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases)
+		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases, parts)
 		if err != nil {
 			return err
 		}
@@ -194,23 +200,33 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 	return out, nil
 }
 
-// claimSQL leases due instances:
+// claimSQL leases due instances ($1 owner, $2 term, $3 lease in
+// microseconds, $4 limit; filter narrows the partitions):
 //
-//   - due: rows whose time has come and that nobody holds under a live lease
-//     of the same or a newer term, oldest first. SKIP LOCKED makes
-//     concurrent claimers take disjoint rows instead of waiting.
+//   - due: rows whose time has come, oldest first, that nobody holds under
+//     a live lease of the same or a newer term — or, in a partition fenced
+//     by the claimer, that another runloop holds whatever its lease (the
+//     lease of an earlier owner is void). Rows of partitions fenced by
+//     another runloop are never taken. SKIP LOCKED makes concurrent
+//     claimers take disjoint rows instead of waiting.
 //   - claimed: stamp owner, lease end and term on them.
 //   - the final UPDATE marks the instances running and returns inputs and
 //     snapshot. An UPDATE always acts on (and returns) the latest committed
 //     version of a row, so the snapshot is the last one written. Only a
 //     claim sets started_at, at its transaction's now(): a value other
 //     than this one's is an earlier claim's (HeldBefore).
-const claimSQL = `-- name: claim_instances
+//
+// Both partition tests read the small partitions table once per claim
+// (a hashed subplan, or an anti-join on its key), not once per row.
+func claimSQL(name, filter string) string {
+	return `-- name: ` + name + `
 WITH due AS (
     SELECT instance_id
-    FROM queued_instances
-    WHERE scheduled_at <= now()
-      AND (lock_uuid IS NULL OR lock_expires_at <= now() OR term < $2)
+    FROM queued_instances q
+    WHERE scheduled_at <= now()` + filter + `
+      AND (lock_uuid IS NULL OR lock_expires_at <= now() OR term < $2
+           OR (lock_uuid <> $1 AND q.partition IN (SELECT pt.partition FROM partitions pt WHERE pt.owner = $1)))
+      AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> $1)
     ORDER BY scheduled_at
     LIMIT $4
     FOR UPDATE SKIP LOCKED
@@ -230,6 +246,19 @@ FROM claimed c
 WHERE r.instance_id = c.instance_id
 RETURNING r.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, c.lock_expires_at, c.cancel_requested,
           c.scheduled_at, r.started_at <> now()`
+}
+
+var (
+	// claimAllSQL claims in every partition (ClaimRequest.Partitions nil):
+	// it scans queued_instances_scheduled in due order, as before
+	// partitions.
+	claimAllSQL = claimSQL("claim_instances", "")
+	// claimInSQL claims in the partitions of $5: the same scan in due
+	// order, the partition filtered on the row (migrations/0004 says why
+	// there is no index on it).
+	claimInSQL = claimSQL("claim_instances_in", `
+      AND q.partition = ANY($5::integer[])`)
+)
 
 // hydrateSQL returns the latest result of every execution of the instances
 // claimSQL just leased: DISTINCT ON over the (instance, execution, attempt
@@ -269,8 +298,12 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 		index = make(map[uuid.UUID]int)       // position in out
 		due   = make(map[uuid.UUID]time.Time) // for the order of out
 	)
+	claim, args := claimAllSQL, []any{req.Owner, term, lease, req.Limit}
+	if req.Partitions != nil {
+		claim, args = claimInSQL, append(args, int32s(req.Partitions))
+	}
 	b := &pgx.Batch{}
-	b.Queue(claimSQL, req.Owner, term, lease, req.Limit).Query(func(rows pgx.Rows) error {
+	b.Queue(claim, args...).Query(func(rows pgx.Rows) error {
 		var (
 			c         engine.ClaimedInstance
 			scheduled time.Time

@@ -43,3 +43,10 @@ func idList(ids []uuid.UUID) string {
 	b, _ := json.Marshal(ids) // uuid.UUID marshals as its string form; cannot fail
 	return string(b)
 }
+
+// partitionList encodes partition numbers as a JSON array, as idList does
+// ids.
+func partitionList(parts []int) string {
+	b, _ := json.Marshal(parts) // cannot fail
+	return string(b)
+}

@@ -1,9 +1,9 @@
 // Package sqlite is the embedded adapter of engine.Store, for a mesh with a
 // single server: one database file in the node's data directory, opened
 // with modernc.org/sqlite (pure Go, no cgo) through database/sql. It has the
-// same six tables as the Postgres adapter (see engine/store/postgres for
-// what each is for and why progress is written in its order) and passes the
-// same conformance suite (engine/store/storetest).
+// same tables as the Postgres adapter (see engine/store/postgres for what
+// each is for, why progress is written in its order and how partitions are
+// fenced) and passes the same conformance suite (engine/store/storetest).
 //
 // What differs, and why:
 //
@@ -14,6 +14,10 @@
 //     stamping the lease happen in one transaction that nothing can
 //     interleave with. Reads (Get/List/TaskHistory) use a separate pool of
 //     read-only connections; WAL mode lets them run while a write does.
+//     It also makes the partition fence plain: FencePartitions judges and
+//     writes in one write transaction, and each gated write reads the
+//     partitions table in its own, so no fence falls between a check and
+//     the write it allows.
 //   - The clock is the process's (Config.Now, injectable for tests): there
 //     is one process, so there is no clock to agree on. Times are stored as
 //     microseconds since the epoch, the precision Postgres keeps.

@@ -13,7 +13,8 @@ import (
 )
 
 // RefreshLeases implements engine.Store: extends the live leases the owner
-// holds under a term no newer than its own; the rest are lost.
+// holds under a term no newer than its own, on instances of partitions no
+// other runloop fenced; the rest are lost.
 func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (engine.LeaseStatus, error) {
 	if len(req.IDs) == 0 {
 		return engine.LeaseStatus{}, nil
@@ -26,9 +27,10 @@ func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (eng
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		rows, err := tx.QueryContext(ctx, `
-			UPDATE queued_instances SET lock_expires_at = ?
-			WHERE instance_id IN (SELECT value FROM json_each(?))
-			  AND lock_uuid = ? AND lock_expires_at > ? AND term <= ?
+			UPDATE queued_instances AS q SET lock_expires_at = ?1
+			WHERE instance_id IN (SELECT value FROM json_each(?2))
+			  AND lock_uuid = ?3 AND lock_expires_at > ?4 AND term <= ?5
+			  AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> ?3)
 			RETURNING instance_id, cancel_requested`,
 			micros(now.Add(req.Lease)), idList(req.IDs), req.Owner, micros(now), term)
 		if err != nil {

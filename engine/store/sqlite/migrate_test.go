@@ -2,6 +2,7 @@ package sqlite
 
 import (
 	"database/sql"
+	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -108,5 +109,73 @@ func TestResultsKeepTheirOrderAcrossTheRowidMigration(t *testing.T) {
 	}
 	if seq != 0 {
 		t.Fatalf("sqlite_sequence still counts runner_actions_done")
+	}
+}
+
+// TestRowsQueuedBeforePartitionsArePartitionZero: a database written
+// before 0005 opens with its queued instances in partition 0, where a
+// claim of partition 0 finds them and a fence of partition 0 gates them.
+func TestRowsQueuedBeforePartitionsArePartitionZero(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "robonet.db")
+	raw, err := sql.Open("sqlite", path+"?_pragma=foreign_keys(1)")
+	if err != nil {
+		t.Fatalf("opening %s: %v", path, err)
+	}
+	defer func() { _ = raw.Close() }()
+	if _, err := raw.Exec(`CREATE TABLE schema_migrations (version INTEGER PRIMARY KEY, name TEXT NOT NULL, applied_at INTEGER NOT NULL) STRICT`); err != nil {
+		t.Fatalf("creating schema_migrations: %v", err)
+	}
+	for v, name := range []string{"0001_initial.sql", "0002_schedules.sql", "0003_pool_slots.sql", "0004_results_rowid.sql"} {
+		body, err := migrationFiles.ReadFile("migrations/" + name)
+		if err != nil {
+			t.Fatalf("reading %s: %v", name, err)
+		}
+		if _, err := raw.Exec(string(body)); err != nil {
+			t.Fatalf("applying %s: %v", name, err)
+		}
+		if _, err := raw.Exec(`INSERT INTO schema_migrations VALUES (?, ?, 0)`, v+1, name); err != nil {
+			t.Fatalf("recording %s: %v", name, err)
+		}
+	}
+	old := uuid.New()
+	for _, q := range []string{
+		`INSERT INTO workflow_versions (workflow_name, workflow_version, ir_hash, ir, created_at) VALUES ('wf', 1, 'sha256:x', x'00', 0)`,
+		fmt.Sprintf(`INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, created_at, updated_at)
+			VALUES ('%s', 1, 'queued', x'', x'', 0, 0)`, old),
+		fmt.Sprintf(`INSERT INTO queued_instances (instance_id, scheduled_at, created_at) VALUES ('%s', 0, 0)`, old),
+	} {
+		if _, err := raw.Exec(q); err != nil {
+			t.Fatalf("%s: %v", q, err)
+		}
+	}
+	if err := raw.Close(); err != nil {
+		t.Fatalf("closing: %v", err)
+	}
+
+	s, err := Open(t.Context(), Config{Path: path, Logger: zaptest.NewLogger(t)})
+	if err != nil {
+		t.Fatalf("Open after 0004: %v", err)
+	}
+	defer func() { _ = s.Close() }()
+	claim := func(owner uuid.UUID, parts []int) []engine.ClaimedInstance {
+		got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 10, Partitions: parts})
+		if err != nil {
+			t.Fatalf("ClaimInstances(%v): %v", parts, err)
+		}
+		return got
+	}
+	a, b := uuid.New(), uuid.New()
+	if got := claim(a, []int{1, 2}); len(got) != 0 {
+		t.Fatalf("a claim of partitions 1 and 2 took %d instances", len(got))
+	}
+	if got := claim(a, []int{0}); len(got) != 1 || got[0].ID != old {
+		t.Fatalf("a claim of partition 0 took %d instances, want %s", len(got), old)
+	}
+	if err := s.FencePartitions(t.Context(), engine.FenceRequest{Owner: b, Epochs: map[int]uint64{0: 1}}); err != nil {
+		t.Fatalf("FencePartitions: %v", err)
+	}
+	out, err := s.PersistProgress(t.Context(), []engine.Progress{{InstanceID: old, Owner: a, State: []byte("a's")}})
+	if err != nil || !errors.Is(out[0], engine.ErrOwnershipLost) {
+		t.Fatalf("progress of a after b fenced partition 0 = %v, %v; want ErrOwnershipLost", out, err)
 	}
 }

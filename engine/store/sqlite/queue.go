@@ -19,7 +19,8 @@ import (
 // same workflow version returns that instance (Existing), a key of another
 // version fails the whole call with engine.ErrIdempotencyConflict. A new
 // instance due at once with a Claim is stored leased, as ClaimInstances
-// would leave it.
+// would leave it, unless another runloop fenced its partition: then it is
+// queued unclaimed, for the partition's owner.
 func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
 	if len(in) == 0 {
 		return nil, nil
@@ -39,6 +40,19 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		insRunner, insQueue := tx.StmtContext(ctx, s.ws.insertRunner), tx.StmtContext(ctx, s.ws.insertQueue)
 
 		known := make(map[int64]bool)
+		fences := make(map[int]uuid.UUID) // partition → owner (uuid.Nil: not fenced), as looked up
+		fencedBy := func(p int) (uuid.UUID, error) {
+			if owner, ok := fences[p]; ok {
+				return owner, nil
+			}
+			var owner uuid.UUID
+			err := tx.StmtContext(ctx, s.ws.fencedBy).QueryRowContext(ctx, p).Scan(&owner)
+			if err != nil && !errors.Is(err, sql.ErrNoRows) {
+				return uuid.Nil, err
+			}
+			fences[p] = owner
+			return owner, nil
+		}
 		for i, inst := range insts {
 			if dup[i] >= 0 {
 				out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
@@ -82,6 +96,13 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 			)
 			claimed := inst.Claim != nil && !inst.ScheduledAt.After(now)
 			if claimed {
+				fencer, err := fencedBy(inst.Partition)
+				if err != nil {
+					return err
+				}
+				claimed = fencer == uuid.Nil || fencer == inst.Claim.Owner
+			}
+			if claimed {
 				status, owner = "running", inst.Claim.Owner
 				started = sql.NullInt64{Int64: at, Valid: true}
 				expires = sql.NullInt64{Int64: micros(now.Add(inst.Claim.Lease)), Valid: true}
@@ -91,7 +112,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 				at, started, at); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
-			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, at); err != nil {
+			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, at, inst.Partition); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
 			out[i] = engine.Queued{ID: inst.ID, Claimed: claimed}
@@ -110,7 +131,8 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 // ClaimInstances implements engine.Store. SQLite has no SKIP LOCKED and
 // needs none: the claim is one write transaction on the single writer
 // connection, so no other write interleaves between choosing the due rows
-// and stamping them.
+// and stamping them (nor a fence between reading a partition's owner and
+// claiming its rows).
 func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
 	if err := storeutil.CheckClaim(req); err != nil {
 		return nil, err
@@ -121,7 +143,11 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 
 	var out []engine.ClaimedInstance
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		ids, err := scanIDs(tx.StmtContext(ctx, s.ws.due).QueryContext(ctx, micros(now), term, req.Limit))
+		due, args := s.ws.due, []any{micros(now), term, req.Limit, req.Owner}
+		if req.Partitions != nil {
+			due, args = s.ws.dueIn, append(args, partitionList(req.Partitions))
+		}
+		ids, err := scanIDs(tx.StmtContext(ctx, due).QueryContext(ctx, args...))
 		if err != nil || len(ids) == 0 {
 			return err
 		}

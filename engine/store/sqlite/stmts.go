@@ -22,10 +22,13 @@ const (
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT (instance_id, execution_id, attempt) DO NOTHING`
 
-	// heldSQL: which of a JSON array of instances owner holds a live lease on.
+	// heldSQL: which of a JSON array of instances (?1) owner (?2) may
+	// write at ?3: it holds a live lease on them, and their partition is
+	// not fenced by another runloop.
 	heldSQL = `
-		SELECT instance_id FROM queued_instances
-		WHERE instance_id IN (SELECT value FROM json_each(?)) AND lock_uuid = ? AND lock_expires_at > ?`
+		SELECT instance_id FROM queued_instances q
+		WHERE instance_id IN (SELECT value FROM json_each(?1)) AND lock_uuid = ?2 AND lock_expires_at > ?3
+		  AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> ?2)`
 
 	setStateSQL     = `UPDATE runner_instances SET state = ?, updated_at = ? WHERE instance_id = ?`
 	setScheduledSQL = `UPDATE queued_instances SET scheduled_at = ? WHERE instance_id = ?`
@@ -44,15 +47,27 @@ const (
 		    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, started_at, updated_at)
 		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertQueueSQL = `
-		INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, created_at)
-		VALUES (?, ?, ?, ?, ?, ?)`
+		INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, created_at, partition)
+		VALUES (?, ?, ?, ?, ?, ?, ?)`
+	// fencedBySQL: the owner of a partition, if it is fenced.
+	fencedBySQL = `SELECT owner FROM partitions WHERE partition = ?`
 
-	// dueSQL: the due rows, scheduled and not held under a live lease of
-	// the same or a newer term.
-	dueSQL = `
-		SELECT instance_id FROM queued_instances
-		WHERE scheduled_at <= ?1
-		  AND (lock_uuid IS NULL OR lock_expires_at <= ?1 OR term < ?2)
+	// dueSQL: the due rows (?1 now) claimer ?4 of term ?2 may take, up to
+	// ?3: scheduled, and not held under a live lease of the same or a
+	// newer term — or, in a partition fenced by the claimer, held by
+	// another runloop whatever its lease; never in a partition fenced by
+	// another runloop. dueInSQL takes them in the partitions of ?5 (a
+	// JSON array) only.
+	dueSQL   = dueHead + dueTail
+	dueInSQL = dueHead + `
+		  AND q.partition IN (SELECT value FROM json_each(?5))` + dueTail
+	dueHead = `
+		SELECT instance_id FROM queued_instances q
+		WHERE scheduled_at <= ?1`
+	dueTail = `
+		  AND (lock_uuid IS NULL OR lock_expires_at <= ?1 OR term < ?2
+		       OR (lock_uuid <> ?4 AND q.partition IN (SELECT pt.partition FROM partitions pt WHERE pt.owner = ?4)))
+		  AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = q.partition AND pt.owner <> ?4)
 		ORDER BY scheduled_at, instance_id
 		LIMIT ?3`
 	lockSQL = `
@@ -85,7 +100,7 @@ const (
 // writerStmts are the hot statements, prepared on the writer.
 type writerStmts struct {
 	insertResult, held, setState, setScheduled, finish, dequeue,
-	insertRunner, insertQueue, due, lock, start, claimed, latestResults *sql.Stmt
+	insertRunner, insertQueue, fencedBy, due, dueIn, lock, start, claimed, latestResults *sql.Stmt
 
 	all []*sql.Stmt // every one prepared, to close
 }
@@ -100,7 +115,8 @@ func prepareWriter(ctx context.Context, w *sql.DB) (*writerStmts, error) {
 	}{
 		{&ws.insertResult, insertResultSQL}, {&ws.held, heldSQL}, {&ws.setState, setStateSQL},
 		{&ws.setScheduled, setScheduledSQL}, {&ws.finish, finishSQL}, {&ws.dequeue, dequeueSQL},
-		{&ws.insertRunner, insertRunnerSQL}, {&ws.insertQueue, insertQueueSQL}, {&ws.due, dueSQL},
+		{&ws.insertRunner, insertRunnerSQL}, {&ws.insertQueue, insertQueueSQL}, {&ws.fencedBy, fencedBySQL},
+		{&ws.due, dueSQL}, {&ws.dueIn, dueInSQL},
 		{&ws.lock, lockSQL}, {&ws.start, startSQL}, {&ws.claimed, claimedSQL}, {&ws.latestResults, latestResultsSQL},
 	} {
 		st, err := w.PrepareContext(ctx, p.query)

@@ -88,6 +88,11 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ListInstancesFilters", testListInstancesFilters},
 		{"ListInstancesPaging", testListInstancesPaging},
 		{"TaskHistory", testTaskHistory},
+		{"FenceMonotonic", testFenceMonotonic},
+		{"ClaimScopedToPartitions", testClaimScopedToPartitions},
+		{"FenceRefusesLiveLeases", testFenceRefusesLiveLeases},
+		{"FencedPartitionNotClaimedByOthers", testFencedPartitionNotClaimedByOthers},
+		{"QueueClaimedInFencedPartition", testQueueClaimedInFencedPartition},
 		{"CloseIdempotent", testCloseIdempotent},
 	}
 	for _, tc := range tests {

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -58,8 +59,81 @@ func CheckClaim(req engine.ClaimRequest) error {
 	case req.Limit <= 0:
 		return fmt.Errorf("claim: limit must be positive, got %d", req.Limit)
 	}
+	for _, p := range req.Partitions {
+		if err := CheckPartition(p); err != nil {
+			return fmt.Errorf("claim: %w", err)
+		}
+	}
 	_, err := Term(req.Term)
 	return err
+}
+
+// CheckPartition rejects a partition number outside [0, MaxPartitions).
+func CheckPartition(p int) error {
+	if p < 0 || p >= engine.MaxPartitions {
+		return fmt.Errorf("partition %d is outside [0, %d)", p, engine.MaxPartitions)
+	}
+	return nil
+}
+
+// Epoch converts a partition epoch to the signed 64-bit integer both
+// databases store.
+func Epoch(epoch uint64) (int64, error) {
+	if epoch > math.MaxInt64 {
+		return 0, fmt.Errorf("epoch %d does not fit in a signed 64-bit integer", epoch)
+	}
+	return int64(epoch), nil
+}
+
+// CheckFence validates a FenceRequest and returns its partitions in
+// ascending order, the order in which adapters lock and write them (two
+// fences of overlapping sets then cannot deadlock).
+func CheckFence(req engine.FenceRequest) ([]int, error) {
+	if req.Owner == uuid.Nil {
+		return nil, errors.New("fence partitions: owner is required")
+	}
+	parts := make([]int, 0, len(req.Epochs))
+	for p, epoch := range req.Epochs {
+		if err := CheckPartition(p); err != nil {
+			return nil, fmt.Errorf("fence partitions: %w", err)
+		}
+		if _, err := Epoch(epoch); err != nil {
+			return nil, fmt.Errorf("fence partitions: partition %d: %w", p, err)
+		}
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	return parts, nil
+}
+
+// FenceAction is what FencePartitions does with one partition.
+type FenceAction int
+
+// The outcomes of JudgeFence.
+const (
+	FenceTake  FenceAction = iota // no row, or a lower epoch: write owner and epoch
+	FenceKeep                     // the same epoch of the same owner: a retry, leave the row
+	FenceStale                    // a higher epoch, or the same of another owner: refuse the call
+)
+
+// JudgeFence decides what fencing a partition at epoch for owner does,
+// given its stored row (stored nil: none).
+func JudgeFence(stored *engine.PartitionOwner, owner uuid.UUID, epoch uint64) FenceAction {
+	switch {
+	case stored == nil || stored.Epoch < epoch:
+		return FenceTake
+	case stored.Epoch == epoch && stored.Owner == owner:
+		return FenceKeep
+	default:
+		return FenceStale
+	}
+}
+
+// ErrStaleEpoch wraps engine.ErrStaleEpoch with the partition, its stored
+// owner and epoch, and the epoch asked for.
+func ErrStaleEpoch(stored engine.PartitionOwner, epoch uint64) error {
+	return fmt.Errorf("partition %d is at epoch %d of owner %s, asked for %d: %w",
+		stored.Partition, stored.Epoch, stored.Owner, epoch, engine.ErrStaleEpoch)
 }
 
 // CheckRefresh validates a LeaseRefresh.
@@ -90,6 +164,9 @@ func PrepareInstances(in []engine.NewInstance, now time.Time) ([]engine.NewInsta
 		seen[inst.ID] = true
 		if inst.WorkflowVersionID <= 0 {
 			return nil, fmt.Errorf("queue instances: instance %s: workflow version id is required", inst.ID)
+		}
+		if err := CheckPartition(inst.Partition); err != nil {
+			return nil, fmt.Errorf("queue instances: instance %s: %w", inst.ID, err)
 		}
 		if inst.ScheduledAt.IsZero() {
 			inst.ScheduledAt = now

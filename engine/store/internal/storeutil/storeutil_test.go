@@ -102,3 +102,59 @@ func TestPrepareInstances(t *testing.T) {
 		t.Fatalf("a missing workflow version was accepted")
 	}
 }
+
+func TestJudgeFence(t *testing.T) {
+	a, b := uuid.New(), uuid.New()
+	at := func(owner uuid.UUID, epoch uint64) *engine.PartitionOwner {
+		return &engine.PartitionOwner{Partition: 3, Owner: owner, Epoch: epoch}
+	}
+	for _, tc := range []struct {
+		name   string
+		stored *engine.PartitionOwner
+		owner  uuid.UUID
+		epoch  uint64
+		want   FenceAction
+	}{
+		{"no row", nil, a, 0, FenceTake},
+		{"a lower epoch of another", at(b, 4), a, 5, FenceTake},
+		{"a lower epoch of its own", at(a, 4), a, 5, FenceTake},
+		{"its own epoch again", at(a, 5), a, 5, FenceKeep},
+		{"another's epoch", at(b, 5), a, 5, FenceStale},
+		{"a higher epoch of another", at(b, 6), a, 5, FenceStale},
+		{"a higher epoch of its own", at(a, 6), a, 5, FenceStale},
+	} {
+		if got := JudgeFence(tc.stored, tc.owner, tc.epoch); got != tc.want {
+			t.Errorf("%s: JudgeFence = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if err := ErrStaleEpoch(*at(b, 6), 5); !errors.Is(err, engine.ErrStaleEpoch) {
+		t.Errorf("ErrStaleEpoch does not wrap engine.ErrStaleEpoch: %v", err)
+	}
+}
+
+func TestCheckFence(t *testing.T) {
+	owner := uuid.New()
+	parts, err := CheckFence(engine.FenceRequest{Owner: owner, Epochs: map[int]uint64{9: 1, 0: 2, engine.MaxPartitions - 1: 3, 4: 4}})
+	if err != nil || len(parts) != 4 || parts[0] != 0 || parts[1] != 4 || parts[2] != 9 || parts[3] != engine.MaxPartitions-1 {
+		t.Fatalf("CheckFence = %v, %v; want the partitions in order", parts, err)
+	}
+	if parts, err := CheckFence(engine.FenceRequest{Owner: owner}); err != nil || len(parts) != 0 {
+		t.Fatalf("CheckFence of nothing = %v, %v", parts, err)
+	}
+	for _, bad := range []engine.FenceRequest{
+		{Epochs: map[int]uint64{1: 1}},
+		{Owner: owner, Epochs: map[int]uint64{-1: 1}},
+		{Owner: owner, Epochs: map[int]uint64{engine.MaxPartitions: 1}},
+		{Owner: owner, Epochs: map[int]uint64{1: 1 << 63}},
+	} {
+		if _, err := CheckFence(bad); err == nil {
+			t.Errorf("CheckFence(%+v) accepted it", bad)
+		}
+	}
+	if err := CheckClaim(engine.ClaimRequest{Owner: owner, Lease: time.Second, Limit: 1, Partitions: []int{0, engine.MaxPartitions}}); err == nil {
+		t.Errorf("CheckClaim accepted a partition beyond MaxPartitions")
+	}
+	if _, err := PrepareInstances([]engine.NewInstance{{WorkflowVersionID: 1, Partition: -1}}, time.Now()); err == nil {
+		t.Errorf("PrepareInstances accepted partition -1")
+	}
+}
