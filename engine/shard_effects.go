@@ -48,7 +48,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			inst.started[e.Task.Node] = now.UnixNano()
 		}
 		inst.history.dispatched(e.Task, now)
-		if e.Task.Index == 0 && e.Attempt == 1 {
+		if e.Task.Index == 0 && e.Attempt == 1 && t.GetSpread() != nil {
 			inst.structural = true // a spread expanded
 		}
 		s.emit(inst, Event{Kind: EventTaskStarted, Task: t.GetName(), Index: e.Task.Index, Attempt: e.Attempt})
