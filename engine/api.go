@@ -235,18 +235,20 @@ const (
 // Event is one entry of an instance's event stream. Seq increases by one per
 // event of the instance; WatchInstance resumes after a given Seq.
 type Event struct {
-	Seq      uint64
-	Time     time.Time
-	Kind     EventKind
-	State    InstanceState // EventState, and the state after every event
-	Task     string
-	Index    int32 // spread index, -1 for a plain task or a whole spread
-	Attempt  uint32
-	Output   any
-	Error    string
-	RetryAt  time.Time     // EventTaskRetrying
-	Progress *TaskProgress // EventTaskProgress
-	Instance *InstanceView // EventSnapshot
+	Seq   uint64
+	Time  time.Time
+	Kind  EventKind
+	State InstanceState // EventState, and the state after every event
+	Task  string
+	Index int32 // spread index or loop iteration, -1 for a plain task or a whole spread or loop
+	// Iteration is set when Index is a loop's iteration ("task#3").
+	Iteration bool
+	Attempt   uint32
+	Output    any
+	Error     string
+	RetryAt   time.Time     // EventTaskRetrying
+	Progress  *TaskProgress // EventTaskProgress
+	Instance  *InstanceView // EventSnapshot
 }
 
 // ListRequest selects instances.

@@ -150,6 +150,11 @@ func (s *shard) announceFrom(inst *instance, nodes []int32, now time.Time) {
 // emit appends an event to the instance's log.
 func (s *shard) emit(inst *instance, ev Event) {
 	ev.Time = s.now()
+	if ev.Index >= 0 {
+		if node, ok := inst.pe.plan.Lookup(ev.Task); ok && inst.pe.task(node).GetLoop() != nil {
+			ev.Iteration = true
+		}
+	}
 	if ev.Kind == EventState {
 		ev.Index = -1
 	}
