@@ -103,7 +103,7 @@ func (c *compiler) pause(v *yaml.Node, w where) (time.Duration, bool) {
 		return 0, false
 	}
 	const hint = "write a duration with a unit, e.g. 500ms, 10s or 5m (0s: no pause)"
-	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && !(n.Tag == "!!int" && n.Value == "0")) {
+	if n.Kind != yaml.ScalarNode || (n.Tag != "!!str" && (n.Tag != "!!int" || n.Value != "0")) {
 		c.errorf(n, w, hint, "must be a duration, not %s", describe(n))
 		return 0, false
 	}
