@@ -143,7 +143,10 @@ outputs:
 // loop.every pauses on the engine's clock between iterations, with no
 // attempt in flight.
 func TestLoopEveryUsesTheClock(t *testing.T) {
-	h := newHarness(t)
+	onEachStore(t, testLoopEvery)
+}
+
+func testLoopEvery(t *testing.T, h *harness) {
 	e := h.start(1)
 	id := h.submit(e, pollWorkflow("10s"), nil)
 	answer(e, h.disp.one(t, "poll#0", 1), state("queued"))
@@ -238,5 +241,39 @@ func TestLoopResumesAfterLeaderKill(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// accept judges each iteration's attempts: a rejected one is a failed
+// attempt of its iteration, retried on its own; the loop goes on from the
+// accepted output.
+func TestLoopAcceptPerIteration(t *testing.T) {
+	h := newHarness(t)
+	e := h.start(1)
+	id := h.submit(e, `
+name: judged
+version: 1
+tasks:
+  poll:
+    capability: test.cap
+    action: echo
+    with: {n: "${{ iteration }}"}
+    accept: ${{ output.state != "bad" }}
+    retry: {max_attempts: 2, backoff: {initial: 1s}}
+    loop: {until: '${{ output.state == "done" }}', max: 5}
+outputs:
+  all: ${{ tasks.poll.output }}
+`, nil)
+	answer(e, h.disp.one(t, "poll#0", 1), state("running"))
+	answer(e, h.disp.one(t, "poll#1", 1), state("bad"))
+	h.clock.AdvanceToTimer(t, 5*time.Second)
+	answer(e, h.disp.one(t, "poll#1", 2), state("done"))
+	v := h.wait(e, id)
+	if got := jsonOf(t, v.Outputs); v.State != engine.StateComplete || got != `{"all":[{"state":"running"},{"state":"done"}]}` {
+		t.Fatalf("ended %s with %s: %s", v.State, got, v.Error)
+	}
+	hist := h.history(id)
+	if len(hist) != 3 || hist[1].ExecutionID != "poll#1" || hist[1].OK || hist[1].Error != `not accepted: ${{ output.state != "bad" }}` {
+		t.Fatalf("history: %+v", hist)
 	}
 }
