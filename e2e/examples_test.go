@@ -2,12 +2,17 @@ package e2e_test
 
 import (
 	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"syscall"
 	"testing"
 	"time"
+
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/internal/childproc"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -39,6 +44,9 @@ func TestExamplesRun(t *testing.T) {
 		// null; the instance still records it; fetch cancels the 30 s mirrors.
 		{"quorum.yaml", "", `{"decision": {"votes": ["commit", "commit"], "late": null}, "vote_c": {"slept": "2s"},
 			"fetched": {"from": "near"}}`},
+		{"foreach.yaml", "", `{"steps": ["alpha", "alpha beta", "alpha beta gamma"]}`},
+		// How many polls it takes depends on the clock: checked below.
+		{"loop-poll.yaml", "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -57,6 +65,27 @@ func TestExamplesRun(t *testing.T) {
 			wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
 			if c.outputs != "" {
 				wantOutputs(t, in, c.outputs)
+			}
+			if c.file == "loop-poll.yaml" {
+				var out struct {
+					State string `json:"state"`
+					Polls int    `json:"polls"`
+				}
+				if err := json.Unmarshal([]byte(in.GetOutputsJson()), &out); err != nil || out.State != "done" || out.Polls < 1 || out.Polls > 30 {
+					t.Fatalf("outputs %s (%v), want state done after 1 to 30 polls", in.GetOutputsJson(), err)
+				}
+				if poll := task(t, in, "poll"); !poll.GetLoop() || int(poll.GetIterations()) != out.Polls || len(poll.GetAttempts()) != out.Polls {
+					t.Fatalf("poll: loop %v, %d iterations, %d attempts; want %d", poll.GetLoop(), poll.GetIterations(), len(poll.GetAttempts()), out.Polls)
+				}
+				// Each iteration has its own log, named poll#i.
+				logs, err := readTaskLog(ctxFor(t, 10*time.Second), tn.api, &robonetv1.TaskLogsRequest{InstanceId: resp.GetInstanceId(), Task: "poll#0"})
+				if err != nil || len(logs.lines) != 1 || !strings.HasPrefix(logs.lines[0], `stdout: {"state": "`) || !strings.HasSuffix(logs.lines[0], `"poll": 0}`) {
+					t.Fatalf("the log of poll#0: %+v, %v", logs, err)
+				}
+				_, err = readTaskLog(ctxFor(t, 10*time.Second), tn.api, &robonetv1.TaskLogsRequest{InstanceId: resp.GetInstanceId(), Task: "poll"})
+				if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "poll#") {
+					t.Fatalf("the log of poll as a whole: %v, want an error naming an iteration", err)
+				}
 			}
 			if c.file == "demo.yaml" {
 				wantOutputs(t, in, `{"summary": `+demoSummary+`, "hashes": `+demoHashes+`}`)

@@ -629,6 +629,40 @@ outputs:
 	}
 }
 
+// verify applies to each iteration of a loop: every iteration's attempt
+// runs on two worker nodes (under its own run ids, poll#1#r1 and #r2),
+// and the loop goes on from the agreed output.
+func TestVerifyEachIterationOfALoop(t *testing.T) {
+	var runs atomic.Int64
+	m := startWagMeshWith(t, func(name string, cfg *node.Config) {
+		if name != "server" {
+			cfg.Wag.Registry = doubler(t, false, &runs)
+		}
+	}, "w1", "w2")
+	m.waggler("")
+	id := submitSpec(t, m.server.api, `
+name: verified-loop
+version: 1
+tasks:
+  d:
+    capability: work
+    action: double
+    verify: 2
+    with: {x: "${{ iteration + 20 }}"}
+    loop: {until: '${{ output == 42 }}', max: 5}
+outputs:
+  doubled: ${{ tasks.d.output }}
+`, `{}`)
+	in := waitDone(t, m.server.api, id, 60*time.Second)
+	wantOutputs(t, in, `{"doubled": [40, 42]}`)
+	if n := runs.Load(); n != 4 {
+		t.Fatalf("%d runs, want 4: two iterations on two nodes each", n)
+	}
+	if d := task(t, in, "d"); !d.GetLoop() || d.GetIterations() != 2 {
+		t.Fatalf("d: %v", d)
+	}
+}
+
 // An operator quarantines a worker node through any node (a worker-only
 // node forwards it to the leader, which commits it through Raft): what it
 // runs moves to the others and runs once more there, it gets nothing

@@ -171,6 +171,11 @@ type TaskView struct {
 	Width, Done, Failed int32
 	// IsSpread is set for a spread task, expanded or not.
 	IsSpread bool
+	// IsLoop is set for a loop task, started or not; Iterations counts
+	// the iterations it started (-1 before it starts): its Attempts are
+	// those of every iteration, Index being the iteration.
+	IsLoop     bool
+	Iterations int32
 	// Attempts lists the task's attempts — for a spread task, those of
 	// every instance — ordered by index, then attempt: each finished
 	// attempt as recorded, then the latest one if it has no result yet (in
@@ -188,7 +193,7 @@ const MaxAttemptsShown = 1000
 // AttemptView is one attempt of a task, or of one instance of a spread
 // task.
 type AttemptView struct {
-	Index   int32 // spread index; -1 for a plain task
+	Index   int32 // spread index, or a loop's iteration; -1 for a plain task
 	Attempt uint32
 	// WorkerID is the worker that ran it ("node/capability/slot" for the
 	// Waggler layer's workers). Empty when unknown: an attempt that timed
@@ -230,18 +235,20 @@ const (
 // Event is one entry of an instance's event stream. Seq increases by one per
 // event of the instance; WatchInstance resumes after a given Seq.
 type Event struct {
-	Seq      uint64
-	Time     time.Time
-	Kind     EventKind
-	State    InstanceState // EventState, and the state after every event
-	Task     string
-	Index    int32 // spread index, -1 for a plain task or a whole spread
-	Attempt  uint32
-	Output   any
-	Error    string
-	RetryAt  time.Time     // EventTaskRetrying
-	Progress *TaskProgress // EventTaskProgress
-	Instance *InstanceView // EventSnapshot
+	Seq   uint64
+	Time  time.Time
+	Kind  EventKind
+	State InstanceState // EventState, and the state after every event
+	Task  string
+	Index int32 // spread index or loop iteration, -1 for a plain task or a whole spread or loop
+	// Iteration is set when Index is a loop's iteration ("task#3").
+	Iteration bool
+	Attempt   uint32
+	Output    any
+	Error     string
+	RetryAt   time.Time     // EventTaskRetrying
+	Progress  *TaskProgress // EventTaskProgress
+	Instance  *InstanceView // EventSnapshot
 }
 
 // ListRequest selects instances.

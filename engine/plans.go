@@ -36,18 +36,30 @@ type planEntry struct {
 	rootKey  string
 }
 
-// executionID names a task or spread instance within an instance, as the
-// Store and AttemptKey do: "task" or "task[3]".
+// executionID names a task, spread instance or loop iteration within an
+// instance, as the Store and AttemptKey do: "task", "task[3]" (a spread's
+// element 3) or "task#3" (a loop's iteration 3).
 func (pe *planEntry) executionID(ref graph.TaskRef) string {
-	name := pe.wf.GetTasks()[ref.Node].GetName()
+	t := pe.wf.GetTasks()[ref.Node]
 	if ref.Index < 0 {
-		return name
+		return t.GetName()
 	}
-	return name + "[" + strconv.Itoa(int(ref.Index)) + "]"
+	if t.GetLoop() != nil {
+		return t.GetName() + "#" + strconv.Itoa(int(ref.Index))
+	}
+	return t.GetName() + "[" + strconv.Itoa(int(ref.Index)) + "]"
 }
 
 // parseExecution reverses executionID.
 func (pe *planEntry) parseExecution(exec string) (graph.TaskRef, bool) {
+	if name, iter, ok := strings.Cut(exec, "#"); ok {
+		i, err := strconv.ParseInt(iter, 10, 32)
+		node, known := pe.plan.Lookup(name)
+		if err != nil || i < 0 || !known || pe.task(node).GetLoop() == nil {
+			return graph.TaskRef{}, false
+		}
+		return graph.TaskRef{Node: node, Index: int32(i)}, true
+	}
 	name, index := exec, int32(-1)
 	if strings.HasSuffix(exec, "]") {
 		open := strings.LastIndexByte(exec, '[')
@@ -136,7 +148,8 @@ func unloadable(wfv WorkflowVersion, err error) error {
 
 // newPlanEntry builds the plan of wf with the configured limits.
 func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, error) {
-	plan, err := graph.NewPlan(wf, q.env, graph.Options{MaxSpreadWidth: q.cfg.SpreadLimit, MaxStepCost: q.cfg.StepCost})
+	plan, err := graph.NewPlan(wf, q.env, graph.Options{MaxSpreadWidth: q.cfg.SpreadLimit, MaxStepCost: q.cfg.StepCost,
+		MaxLoop: q.cfg.Spec.MaxLoop})
 	if err != nil {
 		return nil, err
 	}

@@ -394,13 +394,13 @@ func (q *Query) replayHistory(ctx context.Context, rec InstanceRecord, cursor *u
 		if !ok {
 			continue
 		}
-		name := pe.task(ref.Node).GetName()
+		name, iter := pe.task(ref.Node).GetName(), ref.Index >= 0 && pe.task(ref.Node).GetLoop() != nil
 		if !ar.StartedAt.IsZero() {
-			if err := emit(Event{Kind: EventTaskStarted, Time: ar.StartedAt, Task: name, Index: ref.Index, Attempt: ar.Attempt}); err != nil {
+			if err := emit(Event{Kind: EventTaskStarted, Time: ar.StartedAt, Task: name, Index: ref.Index, Iteration: iter, Attempt: ar.Attempt}); err != nil {
 				return err
 			}
 		}
-		done := Event{Kind: EventTaskCompleted, Time: ar.FinishedAt, Task: name, Index: ref.Index, Attempt: ar.Attempt}
+		done := Event{Kind: EventTaskCompleted, Time: ar.FinishedAt, Task: name, Index: ref.Index, Iteration: iter, Attempt: ar.Attempt}
 		if ar.OK {
 			if len(ar.Output) > 0 {
 				done.Output, _ = value.Decode(ar.Output)

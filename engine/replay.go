@@ -24,7 +24,10 @@ import (
 //     of an earlier attempt therefore failed (a later one exists), and is
 //     answered with a failure;
 //   - a retry timer for an execution whose later attempt is recorded fires
-//     at once instead of waiting for its backoff.
+//     at once instead of waiting for its backoff;
+//   - the pause before a loop's next iteration (loop.every) ends at once
+//     when that iteration has a recorded result: the loop resumes at the
+//     iteration it was in, and no recorded iteration runs again.
 //
 // Timeouts are recorded as failed results by the runloop, so a timed-out
 // attempt replays as the same failure.
@@ -97,6 +100,11 @@ func drive(g *graph.Graph, pe *planEntry, rec recorded, fx []graph.Effect, now t
 				}
 			case e.Kind == graph.SetTimer && e.Timer.Kind == graph.Retry:
 				if r, ok := rec[pe.executionID(e.Timer.Task)]; ok && r.Attempt > e.Timer.Attempt {
+					work = append(work, g.Fire(e.Timer, now)...)
+					continue
+				}
+			case e.Kind == graph.SetTimer && e.Timer.Kind == graph.Next:
+				if _, ok := rec[pe.executionID(e.Timer.Task)]; ok {
 					work = append(work, g.Fire(e.Timer, now)...)
 					continue
 				}

@@ -48,7 +48,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			inst.started[e.Task.Node] = now.UnixNano()
 		}
 		inst.history.dispatched(e.Task, now)
-		if e.Task.Index == 0 && e.Attempt == 1 {
+		if e.Task.Index == 0 && e.Attempt == 1 && t.GetSpread() != nil {
 			inst.structural = true // a spread expanded
 		}
 		s.emit(inst, Event{Kind: EventTaskStarted, Task: t.GetName(), Index: e.Task.Index, Attempt: e.Attempt})
@@ -150,6 +150,11 @@ func (s *shard) announceFrom(inst *instance, nodes []int32, now time.Time) {
 // emit appends an event to the instance's log.
 func (s *shard) emit(inst *instance, ev Event) {
 	ev.Time = s.now()
+	if ev.Index >= 0 {
+		if node, ok := inst.pe.plan.Lookup(ev.Task); ok && inst.pe.task(node).GetLoop() != nil {
+			ev.Iteration = true
+		}
+	}
 	if ev.Kind == EventState {
 		ev.Index = -1
 	}

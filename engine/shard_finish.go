@@ -149,6 +149,11 @@ func (s *shard) inFlight(inst *instance) []running {
 		switch info.Status {
 		case graph.TaskRunning:
 			out = append(out, running{ref, info.Attempt})
+		case graph.TaskLooping:
+			r := graph.TaskRef{Node: int32(node), Index: max(info.Iterations-1, 0)}
+			if ii := inst.g.Task(r); ii.Status == graph.TaskRunning {
+				out = append(out, running{r, ii.Attempt})
+			}
 		case graph.TaskSpreading:
 			for i := range info.Width {
 				r := graph.TaskRef{Node: int32(node), Index: i}

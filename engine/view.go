@@ -178,6 +178,8 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 			Action:      t.GetAction(),
 			Needs:       t.GetNeeds(),
 			IsSpread:    t.GetSpread() != nil,
+			IsLoop:      t.GetLoop() != nil,
+			Iterations:  info.Iterations,
 			Status:      taskStatus(info.Status),
 			Attempt:     info.Attempt,
 			MaxAttempts: pe.maxAttempts[node],
@@ -218,6 +220,27 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 			if info.Status == graph.TaskCompleted {
 				tv.Width = 0 // an empty spread
 			}
+		} else if info.Iterations >= 0 {
+			// A loop lists the attempts of every iteration, and shows the
+			// current one's progress.
+			for i := range info.Iterations {
+				iref := graph.TaskRef{Node: node, Index: i}
+				ii := g.Task(iref)
+				tv.Attempts = src.attempts(tv.Attempts, iref, ii)
+				if ii.Status == graph.TaskRunning && progress != nil {
+					tv.Progress = progress(iref)
+				}
+				if tv.Status != TaskCompleted && tv.Status != TaskRunning && ii.Error != "" && tv.Error == "" {
+					tv.Error = ii.Error
+				}
+			}
+			if tv.Status == TaskRunning {
+				tv.Error = "" // an earlier attempt's: it is in Attempts
+			}
+		} else if t.GetLoop() != nil {
+			if info.Status == graph.TaskCompleted {
+				tv.Iterations = 0 // a loop over an empty list
+			}
 		} else {
 			tv.Attempts = src.attempts(nil, ref, info)
 			if tv.Status == TaskCompleted || tv.Status == TaskRunning {
@@ -239,7 +262,7 @@ func (s TaskStatus) finished() bool {
 
 func taskStatus(st graph.TaskStatus) TaskStatus {
 	switch st {
-	case graph.TaskRunning, graph.TaskSpreading:
+	case graph.TaskRunning, graph.TaskSpreading, graph.TaskLooping:
 		return TaskRunning
 	case graph.TaskRetrying:
 		return TaskRetrying

@@ -110,6 +110,9 @@ func taskToProto(t *engine.TaskView) *robonetv1.TaskState {
 	if t.Width >= 0 {
 		ts.Spread, ts.Width, ts.Done, ts.Failed = true, t.Width, t.Done, t.Failed
 	}
+	if t.IsLoop {
+		ts.Loop, ts.Iterations = true, max(t.Iterations, 0)
+	}
 	if len(t.Attempts) > 0 {
 		ts.Attempts = make([]*robonetv1.TaskAttempt, 0, len(t.Attempts))
 		for i := range t.Attempts {
@@ -213,6 +216,7 @@ func eventToProto(e *engine.Event) *robonetv1.Event {
 		State:      stateToProto(e.State),
 		Task:       e.Task,
 		Index:      e.Index,
+		Iteration:  e.Iteration,
 		Attempt:    e.Attempt,
 		OutputJson: jsonText(e.Output, e.Kind == engine.EventTaskCompleted),
 		Error:      e.Error,

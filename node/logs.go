@@ -39,7 +39,7 @@ func (r *forwarder) TaskLogs(req *robonetv1.TaskLogsRequest, stream grpc.ServerS
 	if err != nil {
 		return err
 	}
-	name, index, err := parseTaskRef(req.GetTask())
+	ref, err := parseTaskRef(req.GetTask())
 	if err != nil {
 		return err
 	}
@@ -54,7 +54,7 @@ func (r *forwarder) TaskLogs(req *robonetv1.TaskLogsRequest, stream grpc.ServerS
 		return r.localLogs(ctx, key, req.GetFollow(), stream)
 	}
 	for {
-		found, err := r.findAttempt(ctx, id, name, index, req.GetAttempt(), req.GetFollow())
+		found, err := r.findAttempt(ctx, id, ref, req.GetAttempt(), req.GetFollow())
 		if err != nil {
 			return err
 		}
@@ -68,27 +68,52 @@ func (r *forwarder) TaskLogs(req *robonetv1.TaskLogsRequest, stream grpc.ServerS
 			return err
 		}
 		// Following the task: on to its next attempt, if it retries.
-		next, err := r.nextAttempt(ctx, id, name, index, key.Attempt)
+		next, err := r.nextAttempt(ctx, id, ref, key.Attempt)
 		if err != nil || !next {
 			return err
 		}
 	}
 }
 
-// parseTaskRef splits "name" or "name[index]" (index -1 for the former).
-func parseTaskRef(task string) (string, int32, error) {
+// taskRef names an execution: a task (index -1), one instance of a spread
+// ("name[index]") or one iteration of a loop ("name#index", loop set).
+type taskRef struct {
+	name  string
+	index int32
+	loop  bool
+}
+
+func (t taskRef) String() string {
+	switch {
+	case t.index < 0:
+		return t.name
+	case t.loop:
+		return t.name + "#" + strconv.Itoa(int(t.index))
+	}
+	return t.name + "[" + strconv.Itoa(int(t.index)) + "]"
+}
+
+// parseTaskRef reads "name", "name[index]" or "name#iteration".
+func parseTaskRef(task string) (taskRef, error) {
 	if err := tasklog.ValidateExecution(task); err != nil {
-		return "", 0, badRequest("task", fmt.Sprintf("%q is not a task: give its name, or name[index] for one instance of a spread task", task))
+		return taskRef{}, badRequest("task", fmt.Sprintf("%q is not a task: give its name, name[index] for one instance of a spread task, or name#iteration for one iteration of a loop", task))
+	}
+	if name, iter, loop := strings.Cut(task, "#"); loop {
+		i, err := strconv.ParseInt(iter, 10, 32)
+		if err != nil {
+			return taskRef{}, badRequest("task", fmt.Sprintf("%q: the iteration of a loop is a number from 0", task))
+		}
+		return taskRef{name: name, index: int32(i), loop: true}, nil
 	}
 	name, rest, spread := strings.Cut(task, "[")
 	if !spread {
-		return name, -1, nil
+		return taskRef{name: name, index: -1}, nil
 	}
 	i, err := strconv.ParseInt(strings.TrimSuffix(rest, "]"), 10, 32)
 	if err != nil {
-		return "", 0, badRequest("task", fmt.Sprintf("%q: the index of a spread instance is a number from 0", task))
+		return taskRef{}, badRequest("task", fmt.Sprintf("%q: the index of a spread instance is a number from 0", task))
 	}
-	return name, int32(i), nil
+	return taskRef{name: name, index: int32(i)}, nil
 }
 
 // foundAttempt is an attempt whose log to read, and the node holding it.
@@ -98,7 +123,8 @@ type foundAttempt struct {
 }
 
 // taskOf reads the instance and finds the task in it.
-func (r *forwarder) taskOf(ctx context.Context, id uuid.UUID, name string, index int32) (*robonetv1.Instance, *robonetv1.TaskState, error) {
+func (r *forwarder) taskOf(ctx context.Context, id uuid.UUID, ref taskRef) (*robonetv1.Instance, *robonetv1.TaskState, error) {
+	name, index := ref.name, ref.index
 	resp, err := r.GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: id.String()})
 	if err != nil {
 		return nil, nil, err
@@ -118,6 +144,13 @@ func (r *forwarder) taskOf(ctx context.Context, id uuid.UUID, name string, index
 		return nil, nil, badRequest("task", fmt.Sprintf("task %s is a spread of %d: name one of its instances, e.g. %s[0]", name, ts.GetWidth(), name))
 	case ts.GetSpread() && index >= ts.GetWidth():
 		return nil, nil, status.Errorf(codes.NotFound, "task %s is a spread of %d: there is no %s[%d]", name, ts.GetWidth(), name, index)
+	case ts.GetLoop() && index < 0:
+		return nil, nil, badRequest("task", fmt.Sprintf("task %s is a loop (%d iterations so far): name one of its iterations, e.g. %s#%d, the latest",
+			name, ts.GetIterations(), name, max(ts.GetIterations()-1, 0)))
+	case ts.GetLoop() && !ref.loop:
+		return nil, nil, badRequest("task", fmt.Sprintf("task %s is a loop: name an iteration as %s#%d", name, name, index))
+	case !ts.GetLoop() && ref.loop:
+		return nil, nil, badRequest("task", fmt.Sprintf("task %s is not a loop: %s has no iterations", name, ref))
 	}
 	return inst, ts, nil
 }
@@ -137,10 +170,10 @@ func attemptsOf(ts *robonetv1.TaskState, index int32) []*robonetv1.TaskAttempt {
 // findAttempt finds the attempt (0: the latest) and its node. Following,
 // it waits for an attempt that has not reached a worker yet (or for a
 // task's first attempt); otherwise that is an error saying so.
-func (r *forwarder) findAttempt(ctx context.Context, id uuid.UUID, name string, index int32, attempt uint32, follow bool) (foundAttempt, error) {
-	exec := execName(name, index)
+func (r *forwarder) findAttempt(ctx context.Context, id uuid.UUID, ref taskRef, attempt uint32, follow bool) (foundAttempt, error) {
+	exec, index := ref.String(), ref.index
 	for {
-		inst, ts, err := r.taskOf(ctx, id, name, index)
+		inst, ts, err := r.taskOf(ctx, id, ref)
 		if err != nil {
 			return foundAttempt{}, err
 		}
@@ -178,9 +211,10 @@ func (r *forwarder) findAttempt(ctx context.Context, id uuid.UUID, name string, 
 // nextAttempt waits until the execution has an attempt after last (true),
 // or will not have one (false): its task or instance ended, or last
 // succeeded.
-func (r *forwarder) nextAttempt(ctx context.Context, id uuid.UUID, name string, index int32, last uint32) (bool, error) {
+func (r *forwarder) nextAttempt(ctx context.Context, id uuid.UUID, ref taskRef, last uint32) (bool, error) {
+	index := ref.index
 	for {
-		inst, ts, err := r.taskOf(ctx, id, name, index)
+		inst, ts, err := r.taskOf(ctx, id, ref)
 		if err != nil {
 			return false, err
 		}
@@ -291,13 +325,6 @@ func logStreamToProto(s tasklog.Stream) robonetv1.LogStream {
 		return robonetv1.LogStream_LOG_STREAM_NOTE
 	}
 	return robonetv1.LogStream_LOG_STREAM_UNSPECIFIED
-}
-
-func execName(name string, index int32) string {
-	if index < 0 {
-		return name
-	}
-	return name + "[" + strconv.Itoa(int(index)) + "]"
 }
 
 func describeAttempts(attempts []*robonetv1.TaskAttempt, ts *robonetv1.TaskState) string {

@@ -35,16 +35,17 @@ func newLogsCmd(g *globalOptions) *cobra.Command {
 and stdout (exec actions), kept on the node that ran it. Any node answers:
 it fetches the log from the node that holds it.
 
-TASK names a task, or one instance of a spread task as name[index]. Without
+TASK names a task, one instance of a spread task as name[index], or one
+iteration of a loop as name#iteration (poll#3). Without
 --attempt it is the latest attempt. The process's stdout lines go to
 roboctl's stdout and its stderr lines to roboctl's stderr, in the order they
 were written (so 2>/dev/null keeps only stdout); --stdout or --stderr keeps
 one stream. With --follow, roboctl waits for the task to start and keeps
 printing until it ends, through its retries.
 
-Without TASK (or with a spread task's name), it prints the latest attempt of
-every task (or of every instance of the spread), each line prefixed by its
-task. By default a node keeps each attempt's last 4 MiB, 1 GiB in all, for
+Without TASK (or with a spread or loop task's name), it prints the latest
+attempt of every task (or of every instance of the spread, or iteration of
+the loop), each line prefixed by its task. By default a node keeps each attempt's last 4 MiB, 1 GiB in all, for
 72 hours (robonode --limit task-log-attempt-bytes, task-log-bytes and
 task-log-retention; docs/limits.md).`,
 		Args: func(cmd *cobra.Command, args []string) error {
@@ -103,7 +104,7 @@ task-log-retention; docs/limits.md).`,
 // printLogs prints one execution's log, or those of every execution of the
 // instance (task == "") or of a spread task.
 func printLogs(ctx context.Context, g *globalOptions, wf robonetv1.WorkflowServiceClient, p *logPrinter, id, task string) error {
-	if strings.Contains(task, "[") {
+	if strings.ContainsAny(task, "[#") {
 		return streamLogs(ctx, g, wf, p, id, task)
 	}
 	var resp *robonetv1.GetInstanceResponse
@@ -119,14 +120,14 @@ func printLogs(ctx context.Context, g *globalOptions, wf robonetv1.WorkflowServi
 		if task != "" && t.GetName() != task {
 			continue
 		}
-		if task != "" && !t.GetSpread() {
+		if task != "" && !t.GetSpread() && !t.GetLoop() {
 			return streamLogs(ctx, g, wf, p, id, task) // one plain task (follow, attempts)
 		}
 		seen := map[int32]bool{}
 		for _, a := range t.GetAttempts() {
 			if !seen[a.GetIndex()] {
 				seen[a.GetIndex()] = true
-				exec := execID(t.GetName(), a.GetIndex())
+				exec := execID(t.GetName(), a.GetIndex(), t.GetLoop())
 				execs = append(execs, exec)
 				actions[exec] = t.GetAction()
 			}
@@ -155,10 +156,14 @@ func printLogs(ctx context.Context, g *globalOptions, wf robonetv1.WorkflowServi
 	return nil
 }
 
-// execID is the task's name, or name[index] for an instance of a spread.
-func execID(name string, index int32) string {
-	if index < 0 {
+// execID is the task's name, name[index] for an instance of a spread, or
+// name#index for an iteration of a loop.
+func execID(name string, index int32, loop bool) string {
+	switch {
+	case index < 0:
 		return name
+	case loop:
+		return fmt.Sprintf("%s#%d", name, index)
 	}
 	return fmt.Sprintf("%s[%d]", name, index)
 }

@@ -442,6 +442,40 @@ func TestValidateShowsJoins(t *testing.T) {
 	}
 }
 
+// TestValidateShowsLoops: the plan shows a task's loop, and -o json
+// carries it.
+func TestValidateShowsLoops(t *testing.T) {
+	r := roboctl(t, "validate", "../../examples/loop-poll.yaml", "../../examples/foreach.yaml")
+	if r.code != exitOK {
+		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)^ +\d+ +poll +code.exec/exec +needs start · loop until output.state == "done" \(at most 30, every 1s\)$`),
+		regexp.MustCompile(`(?m)^ +\d+ +each +code.exec/exec +needs list · loop over tasks.list.output$`),
+	} {
+		if !want.MatchString(r.stdout) {
+			t.Errorf("the plan has no line matching %s:\n%s", want, r.stdout)
+		}
+	}
+	r = roboctl(t, "validate", "-o", "json", "../../examples/loop-poll.yaml")
+	var got []struct {
+		Tasks []struct {
+			Name string          `json:"name"`
+			Loop json.RawMessage `json:"loop"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 {
+		t.Fatalf("validate -o json: %v\n%s", err, r.stdout)
+	}
+	loops := map[string]string{}
+	for _, task := range got[0].Tasks {
+		loops[task.Name] = strings.Join(strings.Fields(string(task.Loop)), "")
+	}
+	if w := `{"until":"output.state==\"done\"","max":30,"every":"1s"}`; loops["poll"] != w || loops["start"] != "" {
+		t.Errorf("loops %q, want poll: %s", loops, w)
+	}
+}
+
 // TestMembersAndLeader: a single node is a mesh of one: it lists itself,
 // marked leader, and names itself leader with its term.
 func TestMembersAndLeader(t *testing.T) {

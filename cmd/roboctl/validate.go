@@ -24,8 +24,8 @@ func newValidateCmd() *cobra.Command {
 		Long: `Compile workflow specs (YAML or JSON) without contacting a mesh.
 
 For each valid file it prints the IR hash and a short plan: tasks in
-dependency order with their capability, action, needs and joins, fan-outs
-and guards. For an
+dependency order with their capability, action, needs and joins, fan-outs,
+loops and guards. For an
 invalid file it prints every error with file, line, column and task.
 Exits 1 if any file is invalid.`,
 		Example: `  roboctl validate examples/*.yaml
@@ -92,6 +92,7 @@ type taskSummary struct {
 	Needs      []string     `json:"needs,omitempty"`
 	Join       *joinSummary `json:"join,omitempty"`
 	Spread     string       `json:"spread,omitempty"`
+	Loop       *loopSummary `json:"loop,omitempty"`
 	When       string       `json:"when,omitempty"`
 	Accept     string       `json:"accept,omitempty"`
 	OnFailure  string       `json:"on_failure"`
@@ -103,6 +104,37 @@ type taskSummary struct {
 type joinSummary struct {
 	Min        uint32 `json:"min"`
 	CancelRest bool   `json:"cancel_rest,omitempty"`
+}
+
+// loopSummary is a task's loop: until a condition (with max) or over a
+// list, with an optional pause between iterations.
+type loopSummary struct {
+	Until string `json:"until,omitempty"`
+	Over  string `json:"over,omitempty"`
+	Max   uint32 `json:"max,omitempty"`
+	Every string `json:"every,omitempty"`
+}
+
+// note describes the loop: "loop until output.done (at most 30, every 10s)"
+// or "loop over tasks.list.output".
+func (l *loopSummary) note() string {
+	var s string
+	var more []string
+	if l.Until != "" {
+		s = "loop until " + l.Until
+	} else {
+		s = "loop over " + l.Over
+	}
+	if l.Max > 0 {
+		more = append(more, fmt.Sprintf("at most %d", l.Max))
+	}
+	if l.Every != "" {
+		more = append(more, "every "+l.Every)
+	}
+	if len(more) > 0 {
+		s += " (" + strings.Join(more, ", ") + ")"
+	}
+	return s
 }
 
 type fileError struct {
@@ -150,6 +182,12 @@ func validateFile(file string) validation {
 		}
 		if j := t.GetJoin(); j != nil {
 			ts.Join = &joinSummary{Min: j.GetMin(), CancelRest: j.GetCancelRest()}
+		}
+		if l := t.GetLoop(); l != nil {
+			ts.Loop = &loopSummary{Until: l.GetUntil().GetSource(), Over: l.GetOver().GetSource(), Max: l.GetMax()}
+			if d := l.GetEvery().AsDuration(); d > 0 {
+				ts.Loop.Every = d.String()
+			}
 		}
 		v.Tasks = append(v.Tasks, ts)
 	}
@@ -231,6 +269,9 @@ func (v validation) print(w io.Writer) {
 		}
 		if t.Spread != "" {
 			notes = append(notes, "fan-out over "+t.Spread)
+		}
+		if t.Loop != nil {
+			notes = append(notes, t.Loop.note())
 		}
 		if t.When != "" {
 			notes = append(notes, "when "+t.When)

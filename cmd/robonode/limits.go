@@ -57,6 +57,7 @@ var limits = []limit{
 	{"eval-result-bytes", limitBytes, mib(expr.DefaultLimits.MaxResultBytes), func(c *node.Config, v int64) { c.Engine.Spec.Expr.MaxResultBytes = int(v) }},
 	{"step-cost", limitCount, strconv.Itoa(graph.DefaultMaxStepCost), func(c *node.Config, v int64) { c.Engine.StepCost = uint64(v) }},
 	{"spread-width", limitCount, strconv.Itoa(graph.DefaultMaxSpreadWidth), func(c *node.Config, v int64) { c.Engine.SpreadLimit = int(v) }},
+	{"loop-max", limitCount, strconv.Itoa(spec.DefaultLimits.MaxLoop), func(c *node.Config, v int64) { c.Engine.Spec.MaxLoop = int(v) }},
 	{"input-bytes", limitBytes, mib(node.DefaultMaxInputBytes), func(c *node.Config, v int64) { c.MaxInputBytes = int(v) }},
 	{"output-bytes", limitBytes, mib(wag.DefaultMaxOutputBytes), func(c *node.Config, v int64) { c.Wag.MaxOutputBytes = int(v) }},
 	{"message-bytes", limitBytes, mib(node.DefaultMaxMessageBytes), func(c *node.Config, v int64) { c.MaxMessageBytes = int(v) }},

@@ -1,11 +1,15 @@
 // Package expr compiles and evaluates the CEL expressions of workflow specs.
 //
-// Expressions see five names:
+// Expressions see these names:
 //
 //	inputs        the workflow inputs, a map (inputs.targets)
 //	tasks         upstream results, read as tasks.<name>.output
 //	item, index   the element and its position, inside the `with` of a spread task
-//	output        the output of the attempt being checked, inside a task's `accept`
+//	              (item also in a loop over a list)
+//	output        the output of the attempt being checked, inside a task's `accept`,
+//	              and of the iteration, inside a loop's `until`
+//	iteration     the 0-based iteration of a loop, in its `with` and `until`
+//	previous      the output of the loop's previous iteration (null at 0)
 //
 // The environment declares them all; which an expression may use depends on
 // where it is written, and the compiler (package spec) enforces that from Refs.
@@ -49,6 +53,10 @@ const (
 	VarIndex  = "index"
 	// VarOutput is the output of the attempt an `accept` check judges.
 	VarOutput = "output"
+	// VarIteration is a loop's 0-based iteration, VarPrevious the output
+	// of the iteration before it (null at iteration 0).
+	VarIteration = "iteration"
+	VarPrevious  = "previous"
 	// FieldOutput is the one field of tasks.<name>.
 	FieldOutput = "output"
 )
@@ -126,6 +134,8 @@ func NewEnv(limits Limits) (*Env, error) {
 		cel.Variable(VarItem, cel.DynType),
 		cel.Variable(VarIndex, cel.IntType),
 		cel.Variable(VarOutput, cel.DynType),
+		cel.Variable(VarIteration, cel.IntType),
+		cel.Variable(VarPrevious, cel.DynType),
 		cel.EnableMacroCallTracking(),
 		ext.Strings(),
 		ext.Math(),
@@ -152,7 +162,9 @@ type Refs struct {
 	AllInputs bool     // `inputs` used as a whole
 	Item      bool
 	Index     bool
-	Output    bool // `output`, the attempt's output (accept only)
+	Output    bool // `output`, the attempt's output (accept, a loop's until)
+	Iteration bool // `iteration`, a loop's iteration
+	Previous  bool // `previous`, the output of a loop's previous iteration
 }
 
 func (r *Refs) merge(o Refs) {
@@ -162,6 +174,8 @@ func (r *Refs) merge(o Refs) {
 	r.Item = r.Item || o.Item
 	r.Index = r.Index || o.Index
 	r.Output = r.Output || o.Output
+	r.Iteration = r.Iteration || o.Iteration
+	r.Previous = r.Previous || o.Previous
 }
 
 func mergeSorted(a, b []string) []string {
@@ -263,7 +277,7 @@ func celIssue(kind string, iss *cel.Issues) *Issue {
 		issue.Column = loc.Column()
 	}
 	if strings.Contains(msg, "undeclared reference") {
-		issue.Hint = "expressions can use inputs.<name>, tasks.<name>.output, item and index inside a spread task, and output inside accept"
+		issue.Hint = "expressions can use inputs.<name>, tasks.<name>.output, item and index inside a spread task, output inside accept, and iteration and previous inside a loop"
 	}
 	return issue
 }
@@ -325,6 +339,10 @@ func extractRefs(a *celast.AST) (Refs, *Issue) {
 				refs.Index = true
 			case VarOutput:
 				refs.Output = true
+			case VarIteration:
+				refs.Iteration = true
+			case VarPrevious:
+				refs.Previous = true
 			}
 		}
 	}))
@@ -403,9 +421,14 @@ type Scope interface {
 	// Item and Index return the spread element being evaluated.
 	Item() any
 	Index() int64
-	// Output is the output of the attempt an accept check judges; nil
-	// elsewhere (the compiler lets only accept read it).
+	// Output is the output of the attempt an accept check judges, or of
+	// the iteration a loop's until judges; nil elsewhere (the compiler
+	// lets only those read it).
 	Output() any
+	// Iteration and Previous are a loop's 0-based iteration and the
+	// output of the iteration before it (nil at 0); 0 and nil elsewhere.
+	Iteration() int64
+	Previous() any
 }
 
 // ErrEval wraps every evaluation error.
@@ -523,8 +546,8 @@ func (p *Program) detectFastPath(e celast.Expr) {
 	}
 	slices.Reverse(path)
 	switch root := e.AsIdent(); root {
-	case VarItem, VarIndex, VarOutput:
-		if root == VarIndex && len(path) > 0 {
+	case VarItem, VarIndex, VarOutput, VarIteration, VarPrevious:
+		if (root == VarIndex || root == VarIteration) && len(path) > 0 {
 			return
 		}
 		p.root, p.path = root, path
@@ -632,6 +655,10 @@ func (p *Program) evalFast(s Scope) (any, bool) {
 		return s.Index(), true
 	case VarOutput:
 		v = s.Output()
+	case VarIteration:
+		return s.Iteration(), true
+	case VarPrevious:
+		v = s.Previous()
 	case VarInputs:
 		in, ok := s.Inputs()[p.name]
 		if !ok {
@@ -694,6 +721,10 @@ func (a *activation) ResolveName(name string) (any, bool) {
 		return a.scope.Index(), true
 	case VarOutput:
 		return a.scope.Output(), true
+	case VarIteration:
+		return a.scope.Iteration(), true
+	case VarPrevious:
+		return a.scope.Previous(), true
 	}
 	return nil, false
 }

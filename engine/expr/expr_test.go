@@ -29,9 +29,11 @@ func (s testScope) TaskOutputAt(i int32) (any, bool) {
 	}
 	return nil, false
 }
-func (s testScope) Item() any    { return s.item }
-func (s testScope) Index() int64 { return s.index }
-func (s testScope) Output() any  { return s.output }
+func (s testScope) Item() any        { return s.item }
+func (s testScope) Index() int64     { return s.index }
+func (s testScope) Output() any      { return s.output }
+func (s testScope) Iteration() int64 { return 0 }
+func (s testScope) Previous() any    { return nil }
 
 func newEnv(t testing.TB) *Env {
 	t.Helper()

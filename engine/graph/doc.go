@@ -59,6 +59,25 @@
 // Since a join may run before every task upstream of it resolved, in a
 // plan with joins the output node requires every task, not only the sinks.
 //
+// # Loops
+//
+// A task with a loop runs its iterations one after the other: iteration i
+// is TaskRef{Node, Index: i}, dispatched once iteration i-1 completed and,
+// with loop.every, once a Next timer set then has fired (no attempt is in
+// flight meanwhile). Each iteration has its own attempts, retries and
+// timeout; its with reads iteration, previous (the output of iteration
+// i-1, null at 0) and, in a loop over a list, item. A loop over a list
+// evaluates the list once, when the task is ready; an empty list completes
+// the task with [], and a list longer than loop.max (or Options.MaxLoop)
+// fails it without retry. A loop with until evaluates it after every
+// successful iteration (with output, iteration and previous): true
+// completes the task; an error or a non-bool fails it, as reaching
+// loop.max does. The task's output is the list of iteration outputs in
+// order. An iteration's completion touches the loop head alone, O(1); the
+// task resolves, and its successors hear of it, only when the loop ends.
+// An iteration that exhausts its attempts fails the loop under the task's
+// policy (skip: the task is failed and its dependents run).
+//
 // A ready task is handled in this order:
 //
 //  1. If every predecessor was skipped (by its guard or by this rule), the
@@ -77,7 +96,8 @@
 //     The instances share a barrier that fires when all N are resolved;
 //     the task's output is then the list of instance outputs in index
 //     order (null for instances that failed under skip).
-//  4. Otherwise `with` is evaluated and attempt 1 is dispatched.
+//  4. A loop task starts its loop (see Loops).
+//  5. Otherwise `with` is evaluated and attempt 1 is dispatched.
 //
 // A `with` that cannot be evaluated fails the attempt without retry.
 //

@@ -254,9 +254,10 @@ func mustDecode(t *testing.T, b []byte) any {
 
 // FuzzDifferential runs the differential test against the reference
 // scheduler on workflows built from the fuzzer's seeds: random joins (with
-// and without cancel_rest), spreads, guards and failure policies, completed
-// in random orders, with a snapshot and restore before event snap-1 (none
-// for 0 and 1).
+// and without cancel_rest), spreads, loops (until and over, with and
+// without a pause), guards and failure policies, completed in random
+// orders, with a snapshot and restore before event snap-1 (none for 0 and
+// 1) and, without joins, a replay of the recorded results there.
 func FuzzDifferential(f *testing.F) {
 	env, err := expr.NewEnv(expr.Limits{})
 	if err != nil {

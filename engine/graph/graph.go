@@ -47,8 +47,9 @@ type Graph struct {
 	// rather than one of each of four parallel arrays.
 	ns      []nodeState
 	output  []any
-	due     []int64   // retry time or timeout deadline (Unix ns), see Task
-	spreads []*spread // instances of an expanded spread task
+	due     []int64      // retry time or timeout deadline (Unix ns), see Task
+	spreads []*spread    // instances of an expanded spread task
+	loops   []*loopState // iterations of a started loop task; nil when the plan has no loop
 	errs    map[TaskRef]string
 	waiting int // tasks in TaskWaiting while active
 	// slack is, for a join task still waiting, how many more of its needs
@@ -86,6 +87,7 @@ type nodeState struct {
 	status    TaskStatus
 	live      bool // some resolved predecessor was not skipped
 	join      bool // the task has a join (see joinResolve)
+	loop      bool // the task has a loop (see startLoop)
 }
 
 // outcome is how a task resolved, as its successors see it.
@@ -124,14 +126,31 @@ func newSpread(items []any, withDue bool) *spread {
 	return sp
 }
 
+// loopState holds the iterations of a started loop task. Iterations run
+// one after the other: iteration i is TaskRef{Node, Index: i}, and the
+// current one is len(outputs). Only the current iteration has a status,
+// an attempt and a due time; the ones before it completed.
+type loopState struct {
+	items   []any // the list of a loop over a list (nil for until), while it runs
+	outputs []any // outputs of the completed iterations, in order
+	// status of the current iteration: TaskRunning, TaskRetrying, or
+	// TaskWaiting while the pause (loop.every) before it runs; TaskFailed
+	// or TaskCancelled when the loop ended so, TaskCompleted once done.
+	status  TaskStatus
+	attempt uint32
+	due     int64 // retry time, timeout deadline, or the end of the pause
+}
+
 // scope is what expressions read: the inputs, resolved task outputs, the
-// spread element being evaluated and, for an accept check, the output it
-// judges.
+// spread element or loop iteration being evaluated and, for an accept
+// check or a loop's until, the output it judges.
 type scope struct {
-	g      *Graph
-	item   any
-	index  int64
-	output any
+	g         *Graph
+	item      any
+	index     int64
+	iteration int64
+	previous  any
+	output    any
 	// cutoff, when not 0, hides the output of tasks resolved after it
 	// (see Graph.firedAt).
 	cutoff uint64
@@ -141,6 +160,13 @@ func (s *scope) Inputs() map[string]any { return s.g.inputs }
 func (s *scope) Item() any              { return s.item }
 func (s *scope) Index() int64           { return s.index }
 func (s *scope) Output() any            { return s.output }
+func (s *scope) Iteration() int64       { return s.iteration }
+func (s *scope) Previous() any          { return s.previous }
+
+// reset points the scope at a task with no element or iteration.
+func (s *scope) reset(cutoff uint64) {
+	s.item, s.index, s.iteration, s.previous, s.output, s.cutoff = nil, 0, 0, nil, nil, cutoff
+}
 
 // Spend charges an evaluation's cost to the current event (expr.Budget).
 func (s *scope) Spend(units uint64) error {
@@ -196,6 +222,12 @@ func (p *Plan) NewGraph(instanceID string) *Graph {
 	// needs only live to tell "every predecessor was skipped".
 	for i, r := range p.required {
 		g.ns[i].remaining, g.ns[i].live = r, r == 0
+	}
+	if p.loops {
+		g.loops = make([]*loopState, n)
+		for i := range p.nodes {
+			g.ns[i].loop = p.nodes[i].loop != nil
+		}
 	}
 	if p.joins {
 		g.slack = make([]int32, n)
@@ -287,7 +319,7 @@ func (g *Graph) Complete(ref TaskRef, attempt uint32, res Result, now time.Time)
 		g.attemptFailed(ref, attempt, "invalid output: "+err.Error(), true, now)
 	} else {
 		g.stats.Completed++
-		g.succeeded(ref, out)
+		g.succeeded(ref, out, now)
 	}
 	g.drain(now)
 	return g.result()
@@ -324,10 +356,7 @@ func (g *Graph) Accept(ref TaskRef, attempt uint32, output any) error {
 	g.begin()
 	// The check reads what the task's with reads: for a join, the needs as
 	// they were when it fired.
-	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, g.cutoffOf(ref.Node)
-	if ref.Index >= 0 {
-		g.sc.item, g.sc.index = g.spreads[ref.Node].items[ref.Index], int64(ref.Index)
-	}
+	g.unitScope(ref)
 	g.sc.output = output
 	v, err := nd.accept.Eval(&g.sc)
 	g.sc.output = nil
@@ -351,6 +380,10 @@ func (g *Graph) inFlight(ref TaskRef, attempt uint32) bool {
 	if ref.Index < 0 {
 		return g.ns[ref.Node].status == TaskRunning && g.ns[ref.Node].attempt == attempt
 	}
+	if g.ns[ref.Node].loop {
+		lp := g.loops[ref.Node]
+		return lp != nil && int(ref.Index) == len(lp.outputs) && lp.status == TaskRunning && lp.attempt == attempt
+	}
 	sp := g.spreads[ref.Node]
 	return sp != nil && int(ref.Index) < len(sp.status) &&
 		sp.status[ref.Index] == TaskRunning && sp.attempt[ref.Index] == attempt
@@ -365,6 +398,12 @@ func (g *Graph) Fire(t Timer, now time.Time) []Effect {
 	case Retry:
 		if g.state.active() && g.statusOf(t.Task) == TaskRetrying && g.attemptOf(t.Task) == t.Attempt {
 			g.dispatch(t.Task, t.Attempt+1, now)
+			g.drain(now)
+			return g.result()
+		}
+	case Next:
+		if g.pausing(t.Task) {
+			g.dispatch(t.Task, 1, now)
 			g.drain(now)
 			return g.result()
 		}
@@ -417,6 +456,14 @@ func (g *Graph) Resume(now time.Time) []Effect {
 		switch g.ns[node].status {
 		case TaskRunning, TaskRetrying:
 			g.resumeOne(ref, g.ns[node].status, g.ns[node].attempt, g.due[node], now)
+		case TaskLooping:
+			lp := g.loops[node]
+			ref := TaskRef{Node: int32(node), Index: int32(len(lp.outputs))}
+			if lp.status == TaskWaiting {
+				g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Next, Task: ref, At: unixTime(lp.due)}})
+			} else {
+				g.resumeOne(ref, lp.status, lp.attempt, lp.due, now)
+			}
 		case TaskSpreading:
 			sp := g.spreads[node]
 			for i, st := range sp.status {
@@ -479,11 +526,15 @@ func (g *Graph) resumeOne(ref TaskRef, st TaskStatus, attempt uint32, due int64,
 	}
 }
 
-// Task describes a task (ref.Index -1) or a spread instance.
+// Task describes a task (ref.Index -1), a spread instance or a loop
+// iteration.
 func (g *Graph) Task(ref TaskRef) TaskInfo {
-	info := TaskInfo{Status: TaskUnknown, Width: -1, Pending: -1}
+	info := TaskInfo{Status: TaskUnknown, Width: -1, Pending: -1, Iterations: -1}
 	if ref.Node < 0 || int(ref.Node) >= len(g.plan.nodes) {
 		return info
+	}
+	if g.ns[ref.Node].loop {
+		return g.loopTask(ref, info)
 	}
 	nd := &g.plan.nodes[ref.Node]
 	sp := g.spreads[ref.Node]
@@ -511,6 +562,48 @@ func (g *Graph) Task(ref TaskRef) TaskInfo {
 	info.Error = g.errs[ref]
 	if info.Status == TaskRetrying || (info.Status == TaskRunning && nd.timeout > 0) {
 		info.Due = unixTime(due)
+	}
+	return info
+}
+
+// loopTask is Task for a loop task or one of its iterations. The task as a
+// whole reports the current (or last) iteration's attempt, and its due
+// time while it retries or pauses.
+func (g *Graph) loopTask(ref TaskRef, info TaskInfo) TaskInfo {
+	nd := &g.plan.nodes[ref.Node]
+	lp := g.loops[ref.Node]
+	if ref.Index < 0 {
+		info.Status = g.ns[ref.Node].status
+		if info.Status.resolved() {
+			info.Output = g.output[ref.Node]
+		}
+		info.Error = g.errs[ref]
+		if lp == nil {
+			return info
+		}
+		info.Attempt, info.Iterations = lp.attempt, int32(len(lp.outputs))
+		if lp.status != TaskWaiting && lp.status != TaskCompleted {
+			info.Iterations++ // the current iteration started
+		}
+		if info.Status == TaskLooping && (lp.status == TaskRetrying || lp.status == TaskWaiting ||
+			(lp.status == TaskRunning && nd.timeout > 0)) {
+			info.Due = unixTime(lp.due)
+		}
+		return info
+	}
+	if lp == nil || int(ref.Index) > len(lp.outputs) {
+		return info
+	}
+	if int(ref.Index) < len(lp.outputs) {
+		info.Status, info.Output = TaskCompleted, lp.outputs[ref.Index]
+		return info
+	}
+	if lp.status == TaskCompleted {
+		return info // the loop ended with the iteration before
+	}
+	info.Status, info.Attempt, info.Error = lp.status, lp.attempt, g.errs[ref]
+	if lp.status == TaskRetrying || (lp.status == TaskRunning && nd.timeout > 0) {
+		info.Due = unixTime(lp.due)
 	}
 	return info
 }
@@ -544,6 +637,13 @@ func (g *Graph) statusOf(ref TaskRef) TaskStatus {
 	if ref.Index < 0 {
 		return g.ns[ref.Node].status
 	}
+	if g.ns[ref.Node].loop {
+		lp := g.loops[ref.Node]
+		if lp == nil || int(ref.Index) != len(lp.outputs) {
+			return TaskUnknown // a past iteration has no retry to fire
+		}
+		return lp.status
+	}
 	sp := g.spreads[ref.Node]
 	if sp == nil || int(ref.Index) >= len(sp.status) {
 		return TaskUnknown
@@ -556,6 +656,9 @@ func (g *Graph) attemptOf(ref TaskRef) uint32 {
 	if ref.Index < 0 {
 		return g.ns[ref.Node].attempt
 	}
+	if g.ns[ref.Node].loop {
+		return g.loops[ref.Node].attempt
+	}
 	return g.spreads[ref.Node].attempt[ref.Index]
 }
 
@@ -566,6 +669,14 @@ func (g *Graph) set(ref TaskRef, st TaskStatus, attempt uint32, due int64, withD
 		g.ns[ref.Node].status, g.ns[ref.Node].attempt = st, attempt
 		if withDue {
 			g.due[ref.Node] = due
+		}
+		return
+	}
+	if g.ns[ref.Node].loop {
+		lp := g.loops[ref.Node]
+		lp.status, lp.attempt = st, attempt
+		if withDue {
+			lp.due = due
 		}
 		return
 	}
@@ -677,7 +788,7 @@ func (g *Graph) ready(node int32, now time.Time) {
 		g.skip(node) // every predecessor was skipped
 		return
 	}
-	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, 0
+	g.sc.reset(0)
 	if nd.when != nil {
 		v, err := nd.when.Eval(&g.sc)
 		if err != nil {
@@ -696,6 +807,10 @@ func (g *Graph) ready(node int32, now time.Time) {
 	}
 	if nd.spread != nil {
 		g.expand(node, now)
+		return
+	}
+	if g.ns[node].loop {
+		g.startLoop(node, now)
 		return
 	}
 	g.dispatch(Ref(node), 1, now)
@@ -760,11 +875,16 @@ func (g *Graph) cancelRest(needs []int32) {
 				g.state = Gathering
 			}
 			g.emit(Effect{Kind: Cancel, Task: Ref(need)}) // nothing in flight
-		case TaskRunning, TaskRetrying, TaskSpreading:
+		case TaskRunning, TaskRetrying, TaskSpreading, TaskLooping:
 			g.cancelTask(need)
 			if sp := g.spreads[need]; sp != nil {
 				sp.pending, sp.items, sp.due = 0, nil, nil
 				// The task as a whole, after its instances.
+				g.emit(Effect{Kind: Cancel, Task: Ref(need)})
+			}
+			if st == TaskLooping {
+				g.loops[need].items = nil
+				// The task as a whole, after its iteration.
 				g.emit(Effect{Kind: Cancel, Task: Ref(need)})
 			}
 		default:
@@ -824,10 +944,7 @@ func (g *Graph) expand(node int32, now time.Time) {
 
 // evalWith evaluates the `with` of ref.
 func (g *Graph) evalWith(ref TaskRef) (any, error) {
-	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, g.cutoffOf(ref.Node)
-	if ref.Index >= 0 {
-		g.sc.item, g.sc.index = g.spreads[ref.Node].items[ref.Index], int64(ref.Index)
-	}
+	g.unitScope(ref)
 	nd := &g.plan.nodes[ref.Node]
 	if nd.withSlot >= 0 {
 		if out, ok := g.sc.TaskOutputAt(nd.withSlot); ok {
@@ -864,10 +981,14 @@ func (g *Graph) dispatch(ref TaskRef, attempt uint32, now time.Time) {
 }
 
 // succeeded records the output of a completed attempt.
-func (g *Graph) succeeded(ref TaskRef, out any) {
+func (g *Graph) succeeded(ref TaskRef, out any, now time.Time) {
 	if ref.Index < 0 {
 		g.ns[ref.Node].status, g.output[ref.Node] = TaskCompleted, out
 		g.resolve(ref.Node, completedOutcome)
+		return
+	}
+	if g.ns[ref.Node].loop {
+		g.iterationDone(ref, out, now)
 		return
 	}
 	sp := g.spreads[ref.Node]
@@ -908,6 +1029,14 @@ func (g *Graph) attemptFailed(ref TaskRef, attempt uint32, reason string, retrya
 		g.resolve(ref.Node, failedOutcome)
 		return
 	}
+	if g.ns[ref.Node].loop {
+		// The loop fails with its iteration.
+		g.errs[Ref(ref.Node)] = reason
+		g.loops[ref.Node].items = nil
+		g.ns[ref.Node].status, g.output[ref.Node] = TaskFailed, nil
+		g.resolve(ref.Node, failedOutcome)
+		return
+	}
 	sp := g.spreads[ref.Node]
 	sp.output[ref.Index] = nil
 	g.instanceResolved(ref.Node, sp)
@@ -929,6 +1058,9 @@ func (g *Graph) taskFailed(node int32, reason string) {
 
 // fail moves the instance to FAILED: in-flight attempts are cancelled.
 func (g *Graph) fail(err *WorkflowError) {
+	if n, ok := g.plan.names[err.Task]; ok && err.Output == "" {
+		err.Loop = g.ns[n].loop
+	}
 	g.state = Failed
 	g.err = err
 	g.cancelInFlight()
@@ -974,12 +1106,26 @@ func (g *Graph) cancelTask(node int32) {
 			}
 		}
 		g.ns[node].status = TaskCancelled
+	case TaskLooping:
+		lp := g.loops[node]
+		ref := TaskRef{Node: node, Index: int32(len(lp.outputs))}
+		switch lp.status {
+		case TaskRunning:
+			g.emit(Effect{Kind: Cancel, Task: ref, Attempt: lp.attempt})
+			g.stats.Cancelled++
+		case TaskRetrying:
+			g.emit(Effect{Kind: Cancel, Task: ref})
+		}
+		if lp.status == TaskRunning || lp.status == TaskRetrying || lp.status == TaskWaiting {
+			lp.status = TaskCancelled
+		}
+		g.ns[node].status = TaskCancelled
 	}
 }
 
 // finish evaluates the outputs: every task is resolved.
 func (g *Graph) finish() {
-	g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, 0
+	g.sc.reset(0)
 	outs := make(map[string]any, len(g.plan.outputs))
 	for _, o := range g.plan.outputs {
 		v, err := o.tmpl.Eval(&g.sc)

@@ -218,6 +218,9 @@ func (h *harness) outputs(wantJSON string) {
 
 func formatRef(p *Plan, r TaskRef) string {
 	name := p.nodeName(r.Node)
+	if r.Index >= 0 && p.nodes[r.Node].loop != nil {
+		return fmt.Sprintf("%s#%d", name, r.Index) // an iteration
+	}
 	if r.Index >= 0 {
 		return fmt.Sprintf("%s[%d]", name, r.Index)
 	}

@@ -34,7 +34,15 @@ type Options struct {
 	// not charged: it re-evaluates what earlier events already paid for.
 	// Zero means DefaultMaxStepCost.
 	MaxStepCost uint64
+	// MaxLoop bounds the iterations of one loop: a loop over a longer list
+	// fails its task (without retry), and so does a loop that reaches it
+	// (before its own max). Zero means DefaultMaxLoop.
+	MaxLoop int
 }
+
+// DefaultMaxLoop is the longest loop allowed when Options leaves MaxLoop
+// zero; the spec compiler's default bound on loop.max is the same.
+const DefaultMaxLoop = 10_000
 
 // DefaultMaxStepCost is the default of Options.MaxStepCost: five times the
 // default cost limit of one evaluation.
@@ -48,12 +56,18 @@ func (o Options) WithDefaults() Options {
 	if o.MaxStepCost == 0 {
 		o.MaxStepCost = DefaultMaxStepCost
 	}
+	if o.MaxLoop == 0 {
+		o.MaxLoop = DefaultMaxLoop
+	}
 	return o
 }
 
 func (o Options) validate() error {
 	if o.MaxSpreadWidth < 0 || o.MaxSpreadWidth > math.MaxInt32 {
 		return fmt.Errorf("graph: MaxSpreadWidth %d out of range [1, %d]", o.MaxSpreadWidth, math.MaxInt32)
+	}
+	if o.MaxLoop < 0 || o.MaxLoop > math.MaxInt32 {
+		return fmt.Errorf("graph: MaxLoop %d out of range [1, %d]", o.MaxLoop, math.MaxInt32)
 	}
 	return nil
 }
@@ -92,6 +106,8 @@ type Plan struct {
 	// task: the output node then requires every task instead, each having
 	// it as an extra successor.
 	joins bool
+	// loops is set when some task has a loop.
+	loops bool
 }
 
 // node is the compiled form of one task.
@@ -132,6 +148,26 @@ type taskMeta struct {
 	joinMin    int32
 	cancelRest bool
 	joinNeeds  []int32
+	// loop is the task's loop; nil for a task without one.
+	loop *loopPlan
+}
+
+// loopPlan is the compiled loop of a task: exactly one of until and over.
+type loopPlan struct {
+	until *expr.Program
+	over  *expr.Program
+	// max is loop.max, 0 when the loop has none (a loop over a list).
+	max   int32
+	every time.Duration
+}
+
+// limit returns the most iterations the loop may run, and the words that
+// name that bound in an error.
+func (l *loopPlan) limit(opts Options) (int, string) {
+	if l.max > 0 && int(l.max) <= opts.MaxLoop {
+		return int(l.max), fmt.Sprintf("loop.max %d", l.max)
+	}
+	return opts.MaxLoop, fmt.Sprintf("the loop limit of %d (loop-max)", opts.MaxLoop)
 }
 
 // needsDue reports whether instances of the task ever carry a due time.
@@ -415,13 +451,29 @@ func (p *Plan) compile() error {
 		}
 		for _, r := range refs {
 			if r.Output {
-				return planErr("task %q: only accept can read output", nd.name)
+				return planErr("task %q: only accept and loop.until can read output", nd.name)
 			}
 		}
 		if nd.accept != nil {
 			refs = append(refs, nd.accept.Refs())
 		}
+		if l := t.GetLoop(); l != nil {
+			if nd.loop, err = p.compileLoop(nd.name, t); err != nil {
+				return err
+			}
+			if nd.loop.until != nil {
+				refs = append(refs, nd.loop.until.Refs())
+			} else {
+				if r := nd.loop.over.Refs(); r.Output || r.Iteration || r.Previous || r.Item {
+					return planErr("task %q: loop.over reads what only an iteration has", nd.name)
+				}
+				refs = append(refs, nd.loop.over.Refs())
+			}
+		}
 		for _, r := range refs {
+			if (r.Iteration || r.Previous) && nd.loop == nil {
+				return planErr("task %q: only a loop task can read iteration and previous", nd.name)
+			}
 			if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
 				return err
 			}
@@ -455,6 +507,13 @@ func (p *Plan) compile() error {
 		if nd.accept != nil {
 			nd.accept.BindTasks(p.lookupTask)
 		}
+		if nd.loop != nil {
+			for _, prg := range []*expr.Program{nd.loop.until, nd.loop.over} {
+				if prg != nil {
+					prg.BindTasks(p.lookupTask)
+				}
+			}
+		}
 	}
 	seen := map[string]bool{}
 	for _, o := range p.wf.GetOutputs() {
@@ -478,8 +537,11 @@ func (p *Plan) compile() error {
 		if err := p.checkInputRefs("output "+quote(o.GetName()), tmpl.Refs()); err != nil {
 			return err
 		}
+		if r := tmpl.Refs(); r.Iteration || r.Previous {
+			return planErr("output %q: only a loop task can read iteration and previous", o.GetName())
+		}
 		if tmpl.Refs().Output {
-			return planErr("output %q: only accept can read output", o.GetName())
+			return planErr("output %q: only accept and loop.until can read output", o.GetName())
 		}
 		tmpl.BindTasks(p.lookupTask)
 		p.outputs = append(p.outputs, outputSpec{name: o.GetName(), tmpl: tmpl})
@@ -488,6 +550,34 @@ func (p *Plan) compile() error {
 }
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
+
+// compileLoop compiles and checks the loop of task t.
+func (p *Plan) compileLoop(name string, t *robonetv1.Task) (*loopPlan, error) {
+	l := t.GetLoop()
+	switch {
+	case t.GetSpread() != nil:
+		return nil, planErr("task %q has both loop and spread", name)
+	case (l.GetUntil() == nil) == (l.GetOver() == nil):
+		return nil, planErr("task %q: loop needs exactly one of until and over", name)
+	case l.GetUntil() != nil && l.GetMax() == 0:
+		return nil, planErr("task %q: loop.until needs loop.max", name)
+	case l.GetMax() > math.MaxInt32:
+		return nil, planErr("task %q: loop.max %d is too large", name, l.GetMax())
+	case l.GetEvery().AsDuration() < 0:
+		return nil, planErr("task %q: loop.every must not be negative", name)
+	}
+	lp := &loopPlan{max: int32(l.GetMax()), every: l.GetEvery().AsDuration()}
+	var err error
+	if l.GetUntil() != nil {
+		if lp.until, err = p.env.Compile(l.GetUntil().GetSource()); err != nil {
+			return nil, planErr("task %q: loop.until: %v", name, err)
+		}
+	} else if lp.over, err = p.env.Compile(l.GetOver().GetSource()); err != nil {
+		return nil, planErr("task %q: loop.over: %v", name, err)
+	}
+	p.loops = true
+	return lp, nil
+}
 
 func (p *Plan) checkInputRefs(where string, r expr.Refs) error {
 	for _, name := range r.Inputs {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"github.com/robonet/robonet/engine/graph"
 	"hash/fnv"
+	"maps"
 	"math/rand/v2"
 	"slices"
 	"testing"
@@ -23,7 +24,10 @@ import (
 // checks after every event that both agree on what is in flight and on the
 // workflow state, and at the end on every dispatch, cancellation, timer and
 // output. One run in three also snapshots the graph at a random step, restores
-// it and continues on the restored copy.
+// it and continues on the restored copy; one in three checks at every step
+// (the others at the snapshot) that replaying the recorded results into a
+// fresh graph, as the engine's hydration does, reaches the same state
+// (workflows without joins).
 func TestDifferentialAgainstReference(t *testing.T) {
 	runs := 3000
 	if testing.Short() {
@@ -70,6 +74,11 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 	var armed []graph.Timer
 	var pendingTimers []graph.Timer
 	var done []attemptKey // completed attempts, for stale re-deliveries
+	// rec is what the engine records: the latest result of every
+	// execution (a timeout as a failed result); cancelledAny is set once
+	// the instance was cancelled, which the engine applies apart.
+	rec := map[graph.TaskRef]recordedResult{}
+	cancelledAny := false
 	// Cancel effects per task as a whole (Index -1) that cancelled it (not
 	// those of a timeout, which fail the attempt).
 	taskCancels := map[int32]int{}
@@ -177,6 +186,13 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 		if step > 5000 {
 			return errors.New("no progress after 5000 events")
 		}
+		// Replay equivalence, at every step of one run in three without
+		// joins (and at the snapshot of the others).
+		if (step == snapshotAt || seed%3 == 1) && !cancelledAny && g.State() != graph.Complete && g.State() != graph.Failed && !hasJoins(wf) {
+			if err := sameAfterReplay(plan, g, inst, inputs, now, rec); err != nil {
+				return fmt.Errorf("step %d: %w", step, err)
+			}
+		}
 		if step == snapshotAt {
 			snap, err := g.Snapshot()
 			if err != nil {
@@ -226,6 +242,7 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 		case roll < 1:
 			apply(g.Cancel(now))
 			ref.cancel()
+			cancelledAny = true
 		case roll < 4 && len(done) > 0:
 			k := done[rng.IntN(len(done))]
 			if effs := g.Complete(k.Task, k.Attempt, graph.Result{Output: "stale"}, now); len(effs) != 0 {
@@ -237,6 +254,7 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 			now = now.Add(time.Duration(rng.IntN(3)) * time.Second)
 			delete(inflight, k)
 			done = append(done, k)
+			rec[k.Task] = recordedResult{k.Attempt, res}
 			if err := apply(g.Complete(k.Task, k.Attempt, res, now)); err != nil {
 				return err
 			}
@@ -247,6 +265,11 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 			pendingTimers = slices.Delete(pendingTimers, i, i+1)
 			if tm.At.After(now) {
 				now = tm.At
+			}
+			if _, running := inflight[attemptKey{tm.Task, tm.Attempt}]; running && tm.Kind == graph.Timeout && g.State() != graph.Complete &&
+				g.State() != graph.Failed && g.State() != graph.Cancelled {
+				d := wf.GetTasks()[tm.Task.Node].GetTimeout().AsDuration()
+				rec[tm.Task] = recordedResult{tm.Attempt, graph.Result{Err: fmt.Errorf("timed out after %s", d)}}
 			}
 			if err := apply(g.Fire(tm, now)); err != nil {
 				return err
@@ -266,14 +289,14 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 	// Every task that ended cancelled was said so by exactly one Cancel of
 	// its own (the runloop announces it from that), and no other task got
 	// one; an expanded spread cancelled with the whole instance has only
-	// its instances' Cancels.
+	// its instances' Cancels, a started loop its iteration's.
 	for node := range wf.GetTasks() {
 		info := g.Task(graph.Ref(int32(node)))
 		n := taskCancels[int32(node)]
 		switch {
 		case n > 1:
 			return fmt.Errorf("task %d got %d Cancel effects of its own", node, n)
-		case n == 0 && info.Status == graph.TaskCancelled && (info.Width < 0 || g.State() == graph.Complete):
+		case n == 0 && info.Status == graph.TaskCancelled && ((info.Width < 0 && info.Iterations < 0) || g.State() == graph.Complete):
 			return fmt.Errorf("task %d is cancelled without a Cancel effect of its own", node)
 		}
 	}
@@ -296,6 +319,101 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 	}
 	if ref.state == graph.Complete && !value.Equal(toAny(g.Outputs()), toAny(ref.outputs)) {
 		return fmt.Errorf("outputs differ: graph %v, reference %v", g.Outputs(), ref.outputs)
+	}
+	return nil
+}
+
+// recordedResult is the latest recorded result of one execution.
+type recordedResult struct {
+	attempt uint32
+	res     graph.Result
+}
+
+func hasJoins(wf *robonetv1.Workflow) bool {
+	return slices.ContainsFunc(wf.GetTasks(), func(t *robonetv1.Task) bool { return t.GetJoin() != nil })
+}
+
+// sameAfterReplay rebuilds the instance as the engine's hydration does
+// without a snapshot — a fresh graph, started again, each dispatch whose
+// result is recorded answered from the record, a retry whose later
+// attempt is recorded and a loop's pause before a recorded iteration fired
+// at once — and checks it reached the state of live: the same status,
+// attempt and output for every task, spread instance and loop iteration.
+// (Joins are left out: replay in another order than the results came may
+// decide one on other needs, which is why the engine snapshots a decided
+// join.)
+func sameAfterReplay(plan *graph.Plan, live *graph.Graph, inst string, inputs map[string]any, now time.Time, rec map[graph.TaskRef]recordedResult) error {
+	rec = maps.Clone(rec)
+	g := plan.NewGraph(inst)
+	fx, err := g.Start(inputs, now)
+	if err != nil {
+		return err
+	}
+	var pending []graph.Timer // timers armed and not fired by the replay
+	work := slices.Clone(fx)
+	for {
+		for i := 0; i < len(work); i++ {
+			e := work[i]
+			switch {
+			case e.Kind == graph.Dispatch:
+				if r, ok := rec[e.Task]; ok && r.attempt >= e.Attempt {
+					res := graph.Result{Err: errors.New("a later attempt is recorded")}
+					if r.attempt == e.Attempt {
+						delete(rec, e.Task)
+						res = r.res
+					}
+					work = append(work, g.Complete(e.Task, e.Attempt, res, now)...)
+				}
+			case e.Kind == graph.SetTimer && e.Timer.Kind == graph.Retry:
+				if r, ok := rec[e.Timer.Task]; ok && r.attempt > e.Timer.Attempt {
+					work = append(work, g.Fire(e.Timer, now)...)
+				} else {
+					pending = append(pending, e.Timer)
+				}
+			case e.Kind == graph.SetTimer && e.Timer.Kind == graph.Next:
+				if _, ok := rec[e.Timer.Task]; ok {
+					work = append(work, g.Fire(e.Timer, now)...)
+				} else {
+					pending = append(pending, e.Timer)
+				}
+			}
+		}
+		// A timer that fired in the live graph without a result since (a
+		// retry or an iteration in flight) fires again once the engine
+		// re-arms it; fire those now to compare.
+		work = work[:0]
+		for _, tm := range pending {
+			st := live.Task(tm.Task)
+			if (tm.Kind == graph.Retry && st.Attempt > tm.Attempt) || (tm.Kind == graph.Next && st.Attempt > 0) {
+				work = append(work, g.Fire(tm, now)...)
+			}
+		}
+		pending = pending[:0]
+		if len(work) == 0 {
+			break
+		}
+	}
+	if g.State() != live.State() {
+		return fmt.Errorf("replayed: state %s, live %s", g.State(), live.State())
+	}
+	same := func(what string, a, b graph.TaskInfo) error {
+		if a.Status != b.Status || a.Attempt != b.Attempt || a.Width != b.Width || a.Iterations != b.Iterations ||
+			!value.Equal(a.Output, b.Output) {
+			return fmt.Errorf("%s: replayed %+v, live %+v", what, a, b)
+		}
+		return nil
+	}
+	for node := range int32(plan.NumTasks()) {
+		a, b := g.Task(graph.Ref(node)), live.Task(graph.Ref(node))
+		if err := same(fmt.Sprintf("task %d", node), a, b); err != nil {
+			return err
+		}
+		for i := range max(b.Width, b.Iterations) {
+			ref := graph.TaskRef{Node: node, Index: i}
+			if err := same(fmt.Sprintf("task %d.%d", node, i), g.Task(ref), live.Task(ref)); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -410,6 +528,32 @@ func randomInputs(rng *rand.Rand) map[string]any {
 	return map[string]any{"n": int64(rng.IntN(10)), "xs": xs, "flag": rng.IntN(2) == 0}
 }
 
+// randomLoop is a loop until a condition on the iteration's output (which
+// reads previous and iteration too, and sometimes cannot be evaluated), or
+// over a list, with or without max and a pause.
+func randomLoop(rng *rand.Rand, upstream string) *robonetv1.Loop {
+	l := &robonetv1.Loop{}
+	if rng.IntN(2) == 0 {
+		untils := []string{"size(output.items) >= 2", "iteration >= 1 && output != null",
+			"previous != null && size(previous.items) <= size(output.items)", "output.items[0] > 50"}
+		l.Until = &robonetv1.Expr{Source: untils[rng.IntN(len(untils))]}
+		l.Max = uint32(1 + rng.IntN(4))
+	} else {
+		src := "inputs.xs"
+		if upstream != "" && rng.IntN(2) == 0 {
+			src = "tasks." + upstream + ".output.items"
+		}
+		l.Over = &robonetv1.Expr{Source: src}
+		if rng.IntN(3) == 0 {
+			l.Max = uint32(1 + rng.IntN(4))
+		}
+	}
+	if rng.IntN(2) == 0 {
+		l.Every = durationpb.New(2 * time.Second)
+	}
+	return l
+}
+
 func exprTemplate(src string) *robonetv1.Template {
 	return &robonetv1.Template{Kind: &robonetv1.Template_Expr{Expr: &robonetv1.Expr{Source: src}}}
 }
@@ -447,6 +591,8 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 				src = "tasks." + upstream + ".output.items"
 			}
 			t.Spread = &robonetv1.Expr{Source: src}
+		} else if rng.IntN(5) == 0 {
+			t.Loop = randomLoop(rng, upstream)
 		}
 		switch r := rng.IntN(5); {
 		case r == 0:
@@ -457,6 +603,14 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 			t.With = &robonetv1.Template{Kind: &robonetv1.Template_Map{Map: &robonetv1.TemplateMap{Entries: []*robonetv1.TemplateEntry{
 				{Key: "i", Value: exprTemplate("index")}, {Key: "item", Value: exprTemplate("item")},
 			}}}}
+		case r == 2 && t.Loop != nil:
+			entries := []*robonetv1.TemplateEntry{
+				{Key: "i", Value: exprTemplate("iteration")}, {Key: "prev", Value: exprTemplate("previous")},
+			}
+			if t.Loop.GetOver() != nil {
+				entries = append(entries, &robonetv1.TemplateEntry{Key: "item", Value: exprTemplate("item")})
+			}
+			t.With = &robonetv1.Template{Kind: &robonetv1.Template_Map{Map: &robonetv1.TemplateMap{Entries: entries}}}
 		case r == 3:
 			t.With = &robonetv1.Template{Kind: &robonetv1.Template_Interpolation{Interpolation: &robonetv1.Interpolation{Parts: []*robonetv1.InterpolationPart{
 				{Part: &robonetv1.InterpolationPart_Text{Text: "n="}},

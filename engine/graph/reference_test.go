@@ -51,7 +51,9 @@ type refTask struct {
 	status refStatus
 	output any
 	spread bool
-	units  []*refUnit // one for a plain task, N for a spread
+	loop   *robonetv1.Loop
+	items  []any      // the list of a loop over one
+	units  []*refUnit // one for a plain task, N for a spread, one per iteration started for a loop
 	// view is, for a join that fired, the output of every task that had
 	// resolved then: what its expressions read from then on.
 	view map[string]any
@@ -64,6 +66,8 @@ type refUnit struct {
 	attempt  uint32
 	running  bool // an attempt is in flight
 	waiting  bool // waiting for a retry timer
+	pausing  bool // a loop iteration waiting for its pause (loop.every)
+	previous any  // a loop iteration's previous output
 	resolved bool
 	failed   bool
 	output   any
@@ -82,7 +86,7 @@ type refDispatch struct {
 func newRef(wf *robonetv1.Workflow, env *expr.Env, inst string) *refScheduler {
 	r := &refScheduler{wf: wf, env: env, inst: inst, byName: map[string]*refTask{}, state: graph.Pending}
 	for i, t := range wf.GetTasks() {
-		rt := &refTask{ir: t, node: int32(i), spread: t.GetSpread() != nil}
+		rt := &refTask{ir: t, node: int32(i), spread: t.GetSpread() != nil, loop: t.GetLoop()}
 		r.tasks = append(r.tasks, rt)
 		r.byName[t.GetName()] = rt
 	}
@@ -175,7 +179,7 @@ func (r *refScheduler) decideJoin(t *refTask, now time.Time) {
 					u.running = false
 					r.cancelled = append(r.cancelled, refAttempt{graph.TaskRef{Node: nt.node, Index: u.index}, u.attempt})
 				}
-				u.waiting = false
+				u.waiting, u.pausing = false, false
 			}
 		}
 	}
@@ -268,6 +272,23 @@ func (r *refScheduler) run(t *refTask, now time.Time) {
 		}
 	}
 	t.status = refActive
+	if t.loop != nil {
+		if over := t.loop.GetOver(); over != nil {
+			v, err := r.eval(over.GetSource(), t.view)
+			list, isList := v.([]any)
+			if err != nil || !isList || len(list) > refLoopLimit(t) {
+				r.taskFailedHard(t, now)
+				return
+			}
+			if len(list) == 0 {
+				t.status, t.output = refDone, []any{}
+				return
+			}
+			t.items = list
+		}
+		r.startIteration(t, 0, now)
+		return
+	}
 	if t.spread {
 		v, err := r.eval(t.ir.GetSpread().GetSource(), t.view)
 		list, isList := v.([]any)
@@ -303,9 +324,74 @@ func (r *refScheduler) taskFailedHard(t *refTask, now time.Time) {
 	r.fail(fmt.Sprintf("task %s failed", t.ir.GetName()), now)
 }
 
+// refLoopLimit is the most iterations of a loop: its max, within the
+// default loop limit.
+func refLoopLimit(t *refTask) int {
+	if m := int(t.loop.GetMax()); m > 0 && m <= graph.DefaultMaxLoop {
+		return m
+	}
+	return graph.DefaultMaxLoop
+}
+
+// startIteration starts iteration i of a loop: at once, or after its pause.
+func (r *refScheduler) startIteration(t *refTask, i int, now time.Time) {
+	u := &refUnit{index: int32(i)}
+	if t.items != nil {
+		u.item = t.items[i]
+	}
+	if i > 0 {
+		u.previous = t.units[i-1].output
+	}
+	t.units = append(t.units, u)
+	if d := t.loop.GetEvery().AsDuration(); d > 0 && i > 0 {
+		u.pausing = true
+		r.armed = append(r.armed, graph.Timer{Kind: graph.Next, Task: graph.TaskRef{Node: t.node, Index: int32(i)}, At: now.Add(d)})
+		return
+	}
+	r.dispatch(t, u, 1, now)
+}
+
+// iterationDone decides what follows a completed iteration.
+func (r *refScheduler) iterationDone(t *refTask, u *refUnit, now time.Time) {
+	n := len(t.units)
+	if until := t.loop.GetUntil(); until != nil {
+		v, err := r.evalIn(until.GetSource(), refScope{r: r, view: t.view, output: u.output, iteration: int64(u.index), previous: u.previous})
+		b, isBool := v.(bool)
+		if err != nil || !isBool {
+			r.taskFailedHard(t, now)
+			return
+		}
+		if b {
+			r.loopDone(t)
+			return
+		}
+	}
+	if t.items != nil && n == len(t.items) {
+		r.loopDone(t)
+		return
+	}
+	if n >= refLoopLimit(t) {
+		r.taskFailedHard(t, now)
+		return
+	}
+	r.startIteration(t, n, now)
+}
+
+func (r *refScheduler) loopDone(t *refTask) {
+	out := make([]any, len(t.units))
+	for i, u := range t.units {
+		out[i] = u.output
+	}
+	t.status, t.output = refDone, out
+}
+
 func (r *refScheduler) dispatch(t *refTask, u *refUnit, attempt uint32, now time.Time) {
-	u.attempt, u.waiting = attempt, false
-	in, err := r.evalTemplate(t.ir.GetWith(), refScope{r, u.item, int64(u.index), t.view})
+	u.attempt, u.waiting, u.pausing = attempt, false, false
+	sc := refScope{r: r, item: u.item, index: int64(u.index), view: t.view}
+	if t.loop != nil {
+		sc.index, sc.iteration, sc.previous = 0, int64(u.index), u.previous
+	}
+	in, err := r.evalTemplate(t.ir.GetWith(), sc)
 	if err != nil {
 		// Input evaluation is deterministic: the unit fails without retry.
 		r.unitExhausted(t, u, now)
@@ -344,6 +430,11 @@ func (r *refScheduler) complete(ref graph.TaskRef, attempt uint32, res graph.Res
 	u.running = false
 	if res.Err == nil {
 		u.resolved, u.output = true, res.Output
+		if t.loop != nil {
+			r.iterationDone(t, u, now)
+			r.rescan(now)
+			return
+		}
 		if !t.spread {
 			t.status, t.output = refDone, res.Output
 		}
@@ -385,6 +476,10 @@ func (r *refScheduler) fire(tm graph.Timer, now time.Time) {
 	case graph.Retry:
 		if u != nil && u.waiting && u.attempt == tm.Attempt {
 			r.dispatch(t, u, tm.Attempt+1, now)
+		}
+	case graph.Next:
+		if u != nil && u.pausing {
+			r.dispatch(t, u, 1, now)
 		}
 	case graph.Timeout:
 		if u != nil && u.running && u.attempt == tm.Attempt {
@@ -473,10 +568,13 @@ func refBackoff(p *robonetv1.RetryPolicy, n uint32) time.Duration {
 // independently of the plan's compiled programs.
 
 type refScope struct {
-	r     *refScheduler
-	item  any
-	index int64
-	view  map[string]any // nil: every task's current output
+	r         *refScheduler
+	item      any
+	index     int64
+	view      map[string]any // nil: every task's current output
+	output    any            // a loop's until: the iteration's output
+	iteration int64
+	previous  any
 }
 
 func (s refScope) Inputs() map[string]any { return s.r.inputs }
@@ -493,9 +591,15 @@ func (s refScope) TaskOutput(name string) (any, bool) {
 func (s refScope) TaskOutputAt(int32) (any, bool) { return nil, false } // the reference never binds
 func (s refScope) Item() any                      { return s.item }
 func (s refScope) Index() int64                   { return s.index }
-func (s refScope) Output() any                    { return nil } // the reference has no accept
+func (s refScope) Output() any                    { return s.output } // the reference has no accept
+func (s refScope) Iteration() int64               { return s.iteration }
+func (s refScope) Previous() any                  { return s.previous }
 
 func (r *refScheduler) eval(src string, view map[string]any) (any, error) {
+	return r.evalIn(src, refScope{r: r, view: view})
+}
+
+func (r *refScheduler) evalIn(src string, sc refScope) (any, error) {
 	p, ok := r.programs[src]
 	if !ok {
 		var err error
@@ -507,7 +611,7 @@ func (r *refScheduler) eval(src string, view map[string]any) (any, error) {
 		}
 		r.programs[src] = p
 	}
-	return p.Eval(refScope{r: r, view: view})
+	return p.Eval(sc)
 }
 
 func (r *refScheduler) evalTemplate(t *robonetv1.Template, sc refScope) (any, error) {

@@ -74,18 +74,22 @@ func JitterUnit(instanceID, task string, index int32, attempt uint32) float64 {
 }
 
 // ExecutionID is the idempotency key of one attempt:
-// "<instanceID>/<task>#<attempt>", or "<instanceID>/<task>[<index>]#<attempt>"
-// for a spread instance. Workers and the action history deduplicate by it.
+// "<instanceID>/<task>#<attempt>", "<instanceID>/<task>[<index>]#<attempt>"
+// for a spread instance, or "<instanceID>/<task>#<iteration>#<attempt>" for
+// an iteration of a loop. Workers and the action history deduplicate by it.
 func ExecutionID(instanceID string, p *Plan, ref TaskRef, attempt uint32) string {
-	name := "?"
+	name, loop := "?", false
 	if ref.Node >= 0 && int(ref.Node) < len(p.nodes) {
-		name = p.nodes[ref.Node].name
+		name, loop = p.nodes[ref.Node].name, p.nodes[ref.Node].loop != nil
 	}
 	b := make([]byte, 0, len(instanceID)+len(name)+24)
 	b = append(b, instanceID...)
 	b = append(b, '/')
 	b = append(b, name...)
-	if ref.Index >= 0 {
+	if ref.Index >= 0 && loop {
+		b = append(b, '#')
+		b = strconv.AppendInt(b, int64(ref.Index), 10)
+	} else if ref.Index >= 0 {
 		b = append(b, '[')
 		b = strconv.AppendInt(b, int64(ref.Index), 10)
 		b = append(b, ']')

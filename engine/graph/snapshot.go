@@ -29,9 +29,14 @@ var ErrBadSnapshot = errors.New("invalid graph snapshot")
 //	byte state; val inputs unless PENDING
 //	FAILED:   str task, v index, uv attempt, uv policy, str output, str reason
 //	COMPLETE: val outputs
-//	per task: byte status, uv attempt, [v due], [val output], byte spread?
+//	per task: byte status, uv attempt, [v due], [val output],
+//	  byte 0 (nothing more), 1 (spread) or 2 (loop)
 //	  spread: uv width, width status bytes,
 //	          per instance: uv attempt, [v due], [val output]
+//	  loop:   uv items (the length of the list while a loop over one
+//	          runs, else 0), uv iterations completed, byte status and
+//	          uv attempt of the current iteration, [v due],
+//	          [val output] per completed iteration unless the task completed
 //	uv errors, per error sorted by (node, index): v node, v index, str reason
 //	only when the plan has joins: uv seq, per task: uv resolvedAt,
 //	  [uv firedAt] for a join (see Graph.firedAt)
@@ -73,6 +78,22 @@ func (g *Graph) Snapshot() ([]byte, error) {
 		}
 		if st == TaskCompleted {
 			w.val(g.output[node])
+		}
+		if lp := g.loopOf(int32(node)); lp != nil {
+			w.byte(2)
+			w.uv(uint64(len(lp.items)))
+			w.uv(uint64(len(lp.outputs)))
+			w.byte(byte(lp.status))
+			w.uv(uint64(lp.attempt))
+			if loopHasDue(lp.status, nd) {
+				w.v(lp.due)
+			}
+			if st != TaskCompleted {
+				for _, out := range lp.outputs {
+					w.val(out)
+				}
+			}
+			continue
 		}
 		sp := g.spreads[node]
 		if sp == nil {
@@ -128,6 +149,18 @@ func hasDue(st TaskStatus, nd *node) bool {
 	return st == TaskRetrying || (st == TaskRunning && nd.timeout > 0)
 }
 
+// loopHasDue is hasDue for the current iteration of a loop, which also
+// has one while it waits for its pause.
+func loopHasDue(st TaskStatus, nd *node) bool { return st == TaskWaiting || hasDue(st, nd) }
+
+// loopOf returns the loop state of node, nil when it has none (yet).
+func (g *Graph) loopOf(node int32) *loopState {
+	if g.loops == nil {
+		return nil
+	}
+	return g.loops[node]
+}
+
 // Restore rebuilds an instance from a Snapshot of an instance of the same
 // plan. Call Resume on the result to get the effects the runloop must
 // re-apply. Spread tasks that are still spreading evaluate their spread
@@ -174,6 +207,9 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 		e.Task, e.Index, e.Attempt = r.str(), int32(r.v()), uint32(r.uv())
 		e.Policy = robonetv1.FailurePolicy(r.uv())
 		e.Output, e.Reason = r.str(), r.str()
+		if n, ok := p.names[e.Task]; ok && e.Output == "" {
+			e.Loop = p.nodes[n].loop != nil
+		}
 		g.err = e
 	case Complete:
 		out, ok := r.val().(map[string]any)
@@ -195,9 +231,15 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 		if st == TaskCompleted {
 			g.output[node] = r.val()
 		}
-		if r.byte() == 0 {
-			if st == TaskSpreading {
-				return nil, fmt.Errorf("task %q is spreading without instances", nd.name)
+		switch r.byte() {
+		case 0:
+			if st == TaskSpreading || st == TaskLooping {
+				return nil, fmt.Errorf("task %q is %s without its state", nd.name, st)
+			}
+			continue
+		case 2:
+			if err := g.restoreLoop(&r, int32(node)); err != nil {
+				return nil, err
 			}
 			continue
 		}
@@ -288,6 +330,56 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 	return g, nil
 }
 
+// restoreLoop reads the loop state of node (after its status and output).
+func (g *Graph) restoreLoop(r *reader, node int32) error {
+	nd := &g.plan.nodes[node]
+	if nd.loop == nil {
+		return fmt.Errorf("task %q has iterations but no loop", nd.name)
+	}
+	st := g.ns[node].status
+	items, done := r.uv(), r.uv()
+	ist, attempt := TaskStatus(r.byte()), uint32(r.uv())
+	limit, _ := nd.loop.limit(g.plan.opts)
+	if r.err != nil {
+		return r.err
+	}
+	if done > uint64(limit) || (st != TaskCompleted && done > uint64(len(r.buf))) || items > uint64(limit) || (items > 0) != (st == TaskLooping && nd.loop.over != nil) ||
+		(items > 0 && done >= items) {
+		return fmt.Errorf("task %q: bad loop of %d items with %d iterations done", nd.name, items, done)
+	}
+	switch {
+	case st == TaskLooping && (ist == TaskRunning || ist == TaskRetrying || ist == TaskWaiting):
+	case st == TaskCompleted && ist == TaskCompleted,
+		st == TaskFailed && (ist == TaskFailed || ist == TaskCompleted),
+		st == TaskCancelled && (ist == TaskCancelled || ist == TaskCompleted):
+	default:
+		return fmt.Errorf("task %q is %s with its current iteration %s", nd.name, st, ist)
+	}
+	lp := &loopState{status: ist, attempt: attempt}
+	if loopHasDue(ist, nd) {
+		lp.due = r.v()
+	}
+	if st == TaskCompleted {
+		list, ok := g.output[node].([]any)
+		if !ok || uint64(len(list)) != done {
+			return fmt.Errorf("task %q: output does not match its %d iterations", nd.name, done)
+		}
+		lp.outputs = list
+	} else {
+		lp.outputs = make([]any, done)
+		for i := range lp.outputs {
+			lp.outputs[i] = r.val()
+		}
+	}
+	if items > 0 {
+		// Evaluated again once the readiness is derived (upstream
+		// outputs are immutable, so the list is the same).
+		lp.items = make([]any, items)
+	}
+	g.loops[node] = lp
+	return r.err
+}
+
 // deriveReadiness recomputes the readiness counters from the task statuses,
 // checks that the statuses are consistent with them, and evaluates the
 // spread lists of spreading tasks.
@@ -337,13 +429,23 @@ func (g *Graph) deriveReadiness() error {
 		case (st == TaskWaiting) != (g.ns[node].remaining > 0):
 			return fmt.Errorf("task %q is %s with %d unresolved predecessors", nd.name, st, g.ns[node].remaining)
 		}
+		if st == TaskLooping && nd.loop.over != nil {
+			lp := g.loops[node]
+			g.sc.reset(g.cutoffOf(int32(node)))
+			v, err := nd.loop.over.Eval(&g.sc)
+			items, ok := v.([]any)
+			if err != nil || !ok || len(items) != len(lp.items) {
+				return fmt.Errorf("task %q: loop.over no longer yields its %d items", nd.name, len(lp.items))
+			}
+			lp.items = items
+		}
 		sp := g.spreads[node]
 		switch st {
 		case TaskSpreading:
 			if sp.pending == 0 {
 				return fmt.Errorf("task %q is spreading with no instance pending", nd.name)
 			}
-			g.sc.item, g.sc.index, g.sc.cutoff = nil, 0, g.cutoffOf(int32(node))
+			g.sc.reset(g.cutoffOf(int32(node)))
 			v, err := nd.spread.Eval(&g.sc)
 			items, ok := v.([]any)
 			if err != nil || !ok || len(items) != len(sp.status) {

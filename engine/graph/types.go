@@ -53,8 +53,9 @@ func (s State) active() bool { return s == Running || s == Gathering }
 type TaskRef struct {
 	// Node is the task's index in Plan (the position in Workflow.Tasks).
 	Node int32
-	// Index is the spread index, or -1 for a task that is not a spread
-	// instance (including a spread task as a whole).
+	// Index is the spread index, or the iteration of a loop task, or -1
+	// for a task that is neither a spread instance nor an iteration
+	// (including a spread or a loop task as a whole).
 	Index int32
 }
 
@@ -124,6 +125,9 @@ const (
 	Retry TimerKind = iota + 1
 	// Timeout: attempt Timer.Attempt of Timer.Task has run too long.
 	Timeout
+	// Next: the pause (loop.every) before iteration Timer.Task.Index of a
+	// loop is over: dispatch it. Timer.Attempt is 0.
+	Next
 )
 
 func (k TimerKind) String() string {
@@ -132,6 +136,8 @@ func (k TimerKind) String() string {
 		return "retry"
 	case Timeout:
 		return "timeout"
+	case Next:
+		return "next"
 	}
 	return fmt.Sprintf("TimerKind(%d)", uint8(k))
 }
@@ -173,11 +179,14 @@ const (
 	// cancel_rest that had not resolved when the join was decided (then
 	// it may never have started).
 	TaskCancelled
-	// TaskUnknown: the TaskRef names no task or instance.
+	// TaskLooping: a loop task whose iterations are not done.
+	TaskLooping
+	// TaskUnknown: the TaskRef names no task or instance. (Never stored:
+	// the statuses before it keep their values in snapshots.)
 	TaskUnknown
 )
 
-var taskStatusNames = [...]string{"waiting", "running", "retrying", "spreading", "completed", "failed", "skipped", "cancelled", "unknown"}
+var taskStatusNames = [...]string{"waiting", "running", "retrying", "spreading", "completed", "failed", "skipped", "cancelled", "looping", "unknown"}
 
 func (s TaskStatus) String() string {
 	if int(s) < len(taskStatusNames) {
@@ -205,6 +214,11 @@ type TaskInfo struct {
 	// Width is the number of instances of an expanded spread task, -1
 	// otherwise. Pending is how many of them are unresolved.
 	Width, Pending int32
+	// Iterations is, for a loop task that started, the number of
+	// iterations started so far (completed ones and the current one, not
+	// one waiting for its pause); -1 otherwise. Attempt is then the
+	// current (or last) iteration's attempt.
+	Iterations int32
 	// Due is the pending retry time (TaskRetrying) or the timeout deadline
 	// of the in-flight attempt (TaskRunning with a timeout); zero otherwise.
 	Due time.Time
@@ -249,8 +263,13 @@ type Stats struct {
 type WorkflowError struct {
 	// Task is the name of the failed task; empty when Output is set.
 	Task string
-	// Index is the spread index of the failed instance, or -1.
+	// Index is the spread index of the failed instance, or the failed
+	// iteration of a loop task, or -1.
 	Index int32
+	// Loop is set when Task is a loop task: Index is then an iteration,
+	// and a failure with Attempt 0 is one of the loop itself (its until,
+	// or its max reached).
+	Loop bool
 	// Attempt is the failed attempt; 0 when the task failed before any
 	// attempt (its `when` or `spread` could not be evaluated).
 	Attempt uint32
@@ -269,12 +288,17 @@ func (e *WorkflowError) Error() string {
 		return b.String()
 	}
 	fmt.Fprintf(&b, "task %q", e.Task)
-	if e.Index >= 0 {
+	switch {
+	case e.Index >= 0 && e.Loop:
+		fmt.Fprintf(&b, "#%d", e.Index)
+	case e.Index >= 0:
 		fmt.Fprintf(&b, "[%d]", e.Index)
 	}
 	// The workflow failed: no retry is scheduled, whatever the policy,
 	// and the message must not suggest one.
 	switch {
+	case e.Attempt == 0 && e.Loop:
+		b.WriteString(" failed: ")
 	case e.Attempt == 0:
 		b.WriteString(" failed before its first attempt: ")
 	case e.Policy == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT:

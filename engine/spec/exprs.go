@@ -22,6 +22,10 @@ type scope struct {
 	anyTask bool     // outputs may read every task
 	spread  bool     // item and index are defined (the with or accept of a spread task)
 	accept  bool     // output is defined (a task's accept)
+	// loop: iteration and previous are defined (the with, accept and
+	// until of a loop task); loopItem: item too (a loop over a list);
+	// until: output is defined (a loop's until).
+	loop, loopItem, until bool
 }
 
 // checkExpr type-checks one expression piece of scalar n and checks that it
@@ -83,6 +87,17 @@ func (c *compiler) checkRefs(n *yaml.Node, p piece, refs expr.Refs, sc *scope, w
 	}
 	for _, name := range []string{expr.VarItem, expr.VarIndex} {
 		used := (name == expr.VarItem && refs.Item) || (name == expr.VarIndex && refs.Index)
+		if used && !sc.spread && sc.loopItem && name == expr.VarItem {
+			continue
+		}
+		if used && sc.loop {
+			hint := "a loop over a list reads its element as item, and every loop its iteration as iteration"
+			if name == expr.VarItem {
+				hint = "item is the element of a loop over a list (loop: {over: ${{ <list> }}}); this loop has no list"
+			}
+			report(name, hint, "%q is not defined in a loop's %s", name, sc.field)
+			continue
+		}
 		if used && !sc.spread {
 			hint := "add spread: ${{ <list> }} to the task to run it once per element"
 			if sc.task == "" || (sc.field != "with" && sc.field != "accept") {
@@ -91,12 +106,19 @@ func (c *compiler) checkRefs(n *yaml.Node, p piece, refs expr.Refs, sc *scope, w
 			report(name, hint, "%q is only defined inside the with or accept of a task that has spread", name)
 		}
 	}
-	if refs.Output && !sc.accept {
+	for _, name := range []string{expr.VarIteration, expr.VarPrevious} {
+		used := (name == expr.VarIteration && refs.Iteration) || (name == expr.VarPrevious && refs.Previous)
+		if used && !sc.loop {
+			report(name, "add loop: {until: ..., max: N} or loop: {over: ...} to the task to run it once per iteration",
+				"%q is only defined inside the with, accept or loop.until of a task that has loop", name)
+		}
+	}
+	if refs.Output && !sc.accept && !sc.until {
 		hint := "read a task's result as tasks.<name>.output"
 		if sc.task != "" {
-			hint = "output is the attempt's own output, read by the task's accept check; read other tasks' results as tasks.<name>.output"
+			hint = "output is the attempt's own output, read by the task's accept check and a loop's until; read other tasks' results as tasks.<name>.output"
 		}
-		report(expr.VarOutput, hint, "%q is only defined inside accept", expr.VarOutput)
+		report(expr.VarOutput, hint, "%q is only defined inside accept and loop.until", expr.VarOutput)
 	}
 	return ok
 }

@@ -31,6 +31,10 @@ const header = "name: demo\nversion: 1\n"
 // line 10.
 const joinBase = header + "tasks:\n  a: {capability: core, action: echo}\n  b: {capability: core, action: echo}\n  j:\n    capability: core\n    action: echo\n    needs: [a, b]\n"
 
+// loopBase is a spec whose task p (lines 5-7) may loop; cases append
+// line 8 on.
+const loopBase = header + "tasks:\n  list: {capability: core, action: echo}\n  p:\n    capability: core\n    action: echo\n"
+
 var invalidCases = []invalidCase{
 	// --- YAML and document shape
 	{name: "bad yaml", src: "name: demo\nversion: 1\ntasks: a: b: c\n",
@@ -211,6 +215,57 @@ var invalidCases = []invalidCase{
 		line: 7, col: 13, task: "a", field: "verify", msg: "verify must be between 1 and 3, not 4", hint: "compares their outputs"},
 	{name: "verify as a word", src: header + "tasks:\n  a:\n    capability: core\n    action: echo\n    verify: twice\n",
 		line: 7, col: 13, task: "a", field: "verify", msg: "verify must be a whole number", hint: "verify: 2"},
+	// --- loop
+	{name: "loop until without max", src: loopBase + "    loop:\n      until: ${{ output.done }}\n",
+		line: 8, col: 5, task: "p", field: "loop.max", msg: "loop.until needs max", hint: "max: 30"},
+	{name: "loop with until and over", src: loopBase + "    needs: list\n    loop:\n      until: ${{ output.done }}\n      over: ${{ tasks.list.output }}\n      max: 3\n",
+		line: 11, col: 7, task: "p", field: "loop.over", msg: "loop has both until and over"},
+	{name: "loop with neither", src: loopBase + "    loop: {max: 3}\n",
+		line: 8, col: 5, task: "p", field: "loop", msg: "loop needs until or over", hint: "loop: {until:"},
+	{name: "loop not a mapping", src: loopBase + "    loop: 3\n",
+		line: 8, col: 11, task: "p", field: "loop", msg: "loop must be a mapping, not the number 3"},
+	{name: "loop max over the limit", src: loopBase + "    loop:\n      until: ${{ output.done }}\n      max: 1000000\n",
+		line: 10, col: 12, task: "p", field: "loop.max", msg: "loop.max must be between 1 and 10000, not 1000000", hint: "loop-max limit"},
+	{name: "loop max over a lowered limit", src: loopBase + "    loop:\n      until: ${{ output.done }}\n      max: 6\n",
+		limits: spec.Limits{MaxLoop: 5},
+		line:   10, col: 12, task: "p", field: "loop.max", msg: "loop.max must be between 1 and 5, not 6"},
+	{name: "loop max 0", src: loopBase + "    loop:\n      until: ${{ output.done }}\n      max: 0\n",
+		line: 10, col: 12, task: "p", field: "loop.max", msg: "loop.max must be between 1 and 10000, not 0"},
+	{name: "loop max a string", src: loopBase + "    loop:\n      until: ${{ output.done }}\n      max: many\n",
+		line: 10, col: 12, task: "p", field: "loop.max", msg: "loop.max must be a whole number, not the string \"many\""},
+	{name: "loop until never reads output", src: loopBase + "    loop:\n      until: ${{ iteration > 3 }}\n      max: 10\n",
+		line: 9, col: 14, task: "p", field: "loop.until", msg: "until never reads output: it would be true or false for every iteration", hint: "until: ${{"},
+	{name: "loop until not a bool", src: loopBase + "    loop:\n      until: ${{ size(output) }}\n      max: 10\n",
+		line: 9, col: 14, task: "p", field: "loop.until", msg: "of type bool, but this expression has type int"},
+	{name: "loop until text", src: loopBase + "    loop:\n      until: done\n      max: 10\n",
+		line: 9, col: 14, task: "p", field: "loop.until", msg: "of type bool, not text"},
+	{name: "loop until reads item", src: loopBase + "    loop:\n      until: ${{ output == item }}\n      max: 10\n",
+		line: 9, col: 28, task: "p", field: "loop.until", msg: `"item" is not defined in a loop's loop.until`},
+	{name: "loop over not a list", src: loopBase + "    loop: {over: '${{ 3 }}'}\n",
+		line: 8, col: 19, task: "p", field: "loop.over", msg: "of type list, but this expression has type int"},
+	{name: "loop over reads item", src: loopBase + "    needs: list\n    loop: {over: '${{ tasks.list.output[item] }}'}\n",
+		line: 9, task: "p", field: "loop.over", msg: `"item" is only defined inside`},
+	{name: "loop every negative", src: loopBase + "    loop: {over: '${{ [1] }}', every: -1s}\n",
+		line: 8, col: 39, task: "p", field: "loop.every", msg: `duration "-1s" is negative`},
+	{name: "loop every not a duration", src: loopBase + "    loop: {over: '${{ [1] }}', every: soon}\n",
+		line: 8, col: 39, task: "p", field: "loop.every", msg: `invalid duration "soon"`, hint: "10s"},
+	{name: "loop misspelt until", src: loopBase + "    loop: {untl: '${{ output }}', max: 2}\n",
+		line: 8, col: 12, task: "p", field: "loop.untl", msg: `unknown key "untl" in loop`, hint: `did you mean "until"?`},
+	{name: "loop and spread", src: loopBase + "    needs: list\n    spread: ${{ tasks.list.output }}\n    loop: {over: '${{ [1, 2] }}'}\n",
+		line: 10, col: 5, task: "p", field: "loop", msg: "a task cannot have both loop and spread", hint: "loop: {over: ...}"},
+	{name: "iteration outside a loop", src: loopBase + "    with: {n: '${{ iteration }}'}\n",
+		line: 8, col: 20, task: "p", field: "with.n", msg: `"iteration" is only defined inside the with, accept or loop.until of a task that has loop`},
+	{name: "previous outside a loop", src: loopBase + "    with: {n: '${{ previous }}'}\n",
+		line: 8, col: 20, task: "p", field: "with.n", msg: `"previous" is only defined inside`},
+	{name: "item in a loop until's with", src: loopBase + "    loop: {until: '${{ output }}', max: 2}\n    with: {n: '${{ item }}'}\n",
+		line: 9, col: 20, task: "p", field: "with.n", msg: `"item" is not defined in a loop's with`, hint: "this loop has no list"},
+	{name: "index in a loop's with", src: loopBase + "    loop: {over: '${{ [1] }}'}\n    with: {n: '${{ index }}'}\n",
+		line: 9, col: 20, task: "p", field: "with.n", msg: `"index" is not defined in a loop's with`, hint: "iteration"},
+	{name: "output in a loop's with", src: loopBase + "    loop: {until: '${{ output }}', max: 2}\n    with: {n: '${{ output }}'}\n",
+		line: 9, col: 20, task: "p", field: "with.n", msg: `"output" is only defined inside accept and loop.until`},
+	{name: "iteration in a loop's when", src: loopBase + "    loop: {until: '${{ output }}', max: 2}\n    when: '${{ iteration == 0 }}'\n",
+		line: 9, task: "p", field: "when", msg: `"iteration" is only defined inside`},
+
 	// --- join
 	{name: "join min larger than needs", src: joinBase + "    join: {min: 3}\n",
 		line: 10, col: 17, task: "j", field: "join.min", msg: "join.min is 3, but the task has only 2 needs", hint: "use a min from 1 to 2"},

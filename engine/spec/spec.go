@@ -40,6 +40,9 @@ type Limits struct {
 	MaxExpressions int
 	// MaxErrors is how many problems are collected before giving up.
 	MaxErrors int
+	// MaxLoop bounds the iterations of one loop: a loop's max may not
+	// exceed it, and the engine fails a loop over a longer list.
+	MaxLoop int
 	// Expr are the limits of the expression language (length and cost).
 	Expr expr.Limits
 }
@@ -54,6 +57,7 @@ var DefaultLimits = Limits{
 	MaxIRBytes:       4 << 20,
 	MaxExpressions:   2000,
 	MaxErrors:        50,
+	MaxLoop:          10_000,
 	Expr:             expr.DefaultLimits,
 }
 
@@ -83,6 +87,9 @@ func (l Limits) WithDefaults() Limits {
 	}
 	if l.MaxErrors <= 0 {
 		l.MaxErrors = DefaultLimits.MaxErrors
+	}
+	if l.MaxLoop <= 0 {
+		l.MaxLoop = DefaultLimits.MaxLoop
 	}
 	l.Expr = l.Expr.WithDefaults()
 	return l

@@ -26,6 +26,7 @@ type taskSpec struct {
 	policy     policy
 	verify     uint32 // 0: absent
 	join       *joinSpec
+	loop       *loopSpec
 }
 
 // joinSpec is a task's `join: {min, cancel_rest}` as written.
@@ -125,6 +126,11 @@ func (c *compiler) task(e entry) *taskSpec {
 	if f, ok := fields["join"]; ok {
 		t.join = c.join(f, t.w.child("join"))
 		if t.join == nil {
+			t.ok = false
+		}
+	}
+	if f, ok := fields["loop"]; ok {
+		if t.loop = c.loop(f, t.w.child("loop")); t.loop == nil {
 			t.ok = false
 		}
 	}
@@ -316,6 +322,14 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 	if t.when != nil {
 		sc.field = "when"
 		ir.When = c.guardExpr(t.when, sc, "when", "bool", "${{ size(tasks.probe.output) > 0 }}")
+	}
+	if t.loop != nil {
+		if ir.Loop = c.buildLoop(t, sc); ir.Loop == nil {
+			t.ok = false
+		}
+		// An iteration's with and accept read iteration, previous and,
+		// in a loop over a list, item.
+		sc.loop, sc.loopItem = true, t.loop.over != nil
 	}
 	if t.with != nil {
 		sc.field = "with"

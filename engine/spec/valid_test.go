@@ -460,3 +460,28 @@ func TestJoinLandsInIR(t *testing.T) {
 		t.Fatal("a task without join has one in the IR")
 	}
 }
+
+// loop lands in the IR: until with max and every, over with max or without
+// (the engine's loop limit bounds it); with, accept and until read the loop's
+// names.
+func TestLoopLandsInIR(t *testing.T) {
+	src := "name: v\nversion: 1\ninputs: {job: {type: string, default: j1}}\ntasks:\n" +
+		"  list: {capability: core, action: echo, with: [a, b]}\n" +
+		"  poll:\n    capability: net.http\n    action: http\n" +
+		"    with: {url: \"https://api.example/jobs/${{ inputs.job }}?n=${{ iteration }}\", prev: \"${{ previous }}\"}\n" +
+		"    loop:\n      until: ${{ output.body.state == \"done\" }}\n      max: 30\n      every: 10s\n" +
+		"  each:\n    needs: list\n    loop:\n      over: ${{ tasks.list.output }}\n    capability: code.exec\n    action: exec\n" +
+		"    with: {argv: [process, \"${{ item }}\"], stdin: \"${{ iteration == 0 ? '' : string(previous) }}\"}\n" +
+		"    accept: ${{ output != item || iteration >= 0 }}\n" +
+		"  bounded:\n    needs: list\n    loop: {over: '${{ tasks.list.output }}', max: 5, every: 0s}\n    capability: core\n    action: echo\n"
+	wf := mustCompile(t, src)
+	assertProto(t, "poll.loop", task(t, wf, "poll").GetLoop(), &robonetv1.Loop{
+		Until: &robonetv1.Expr{Source: `output.body.state == "done"`}, Max: 30, Every: durationpb.New(10 * time.Second)})
+	assertProto(t, "each.loop", task(t, wf, "each").GetLoop(), &robonetv1.Loop{
+		Over: &robonetv1.Expr{Source: "tasks.list.output"}})
+	assertProto(t, "bounded.loop", task(t, wf, "bounded").GetLoop(), &robonetv1.Loop{
+		Over: &robonetv1.Expr{Source: "tasks.list.output"}, Max: 5})
+	if task(t, wf, "list").GetLoop() != nil {
+		t.Fatal("a task without loop has one in the IR")
+	}
+}

@@ -241,6 +241,15 @@ func liveTaskOf(t *robonetv1.TaskState) liveTask {
 		if t.GetFailed() > 0 {
 			lt.Label += fmt.Sprintf(", %d failed", t.GetFailed())
 		}
+	case t.GetLoop() && t.GetIterations() > 0:
+		if n := t.GetIterations(); lt.Status == "running" || lt.Status == "retrying" {
+			lt.Label = fmt.Sprintf("iteration #%d", n-1)
+		} else {
+			lt.Label = fmt.Sprintf("%d iterations", n)
+		}
+		if t.GetAttempt() > 1 {
+			lt.Label += fmt.Sprintf(", attempt %d", t.GetAttempt())
+		}
 	case t.GetAttempt() > 1:
 		lt.Label = fmt.Sprintf("attempt %d of %d", t.GetAttempt(), t.GetMaxAttempts())
 	case t.GetProgress() != nil && t.GetProgress().GetStepsTotal() > 0:
@@ -250,6 +259,9 @@ func liveTaskOf(t *robonetv1.TaskState) liveTask {
 		lt.Label = lt.Status
 	}
 	title := []string{t.GetName() + ": " + t.GetCapability() + " / " + t.GetAction() + " — " + lt.Status}
+	if t.GetLoop() && t.GetIterations() > 0 {
+		title = append(title, fmt.Sprintf("loop: %d iterations (%s#0 … %s#%d)", t.GetIterations(), t.GetName(), t.GetName(), t.GetIterations()-1))
+	}
 	if n := t.GetAttempt(); n > 0 {
 		title = append(title, fmt.Sprintf("attempt %d of %d", n, max(t.GetMaxAttempts(), 1)))
 	}

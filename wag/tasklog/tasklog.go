@@ -85,7 +85,7 @@ func (s Stream) String() string {
 // Key names one attempt.
 type Key struct {
 	Instance  uuid.UUID
-	Execution string // "task" or "task[i]", as engine.AttemptKey
+	Execution string // "task", "task[i]" or "task#i", as engine.AttemptKey
 	Attempt   uint32 // 1-based
 }
 
@@ -94,15 +94,16 @@ func (k Key) String() string {
 }
 
 // executionRE is what an execution id looks like: a task name (the spec's
-// identifiers) and, for a spread, an index. Anything else is refused, so a
-// key can never name a path outside the log directory.
-var executionRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\[[0-9]{1,9}\])?$`)
+// identifiers) and, for a spread, an index, or for a loop, an iteration.
+// Anything else is refused, so a key can never name a path outside the log
+// directory.
+var executionRE = regexp.MustCompile(`^[a-z_][a-z0-9_]{0,62}(\[[0-9]{1,9}\]|#[0-9]{1,9})?$`)
 
 // ValidateExecution reports whether exec is an execution id: a task name,
 // or name[index] for one instance of a spread task.
 func ValidateExecution(exec string) error {
 	if !executionRE.MatchString(exec) {
-		return fmt.Errorf("task log: %q is not a task (a task name, or name[index] for a spread)", exec)
+		return fmt.Errorf("task log: %q is not a task (a task name, name[index] for a spread, or name#iteration for a loop)", exec)
 	}
 	return nil
 }

@@ -123,3 +123,42 @@ wide      completed 3/3  2/2      n1,n2  core/echo          -     [1,2,3]
 		t.Errorf("spread attempt index %v, want 1", idx)
 	}
 }
+
+// A loop shows the iteration it is in, a line per failed or running
+// iteration attempt ("#2 attempt 1"), and in -o json the iteration of each
+// attempt; a watched event names an iteration as poll#2.
+func TestPrintInstanceLoop(t *testing.T) {
+	in := &robonetv1.Instance{Id: "i", Workflow: "w", Version: 1, State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING, Tasks: []*robonetv1.TaskState{
+		{Name: "poll", Capability: "core", Action: "http", Status: robonetv1.TaskStatus_TASK_STATUS_RUNNING, Attempt: 1, MaxAttempts: 2,
+			Loop: true, Iterations: 3,
+			Attempts: []*robonetv1.TaskAttempt{
+				{Index: 0, Attempt: 1, Node: "n1", Ok: true},
+				{Index: 1, Attempt: 1, Node: "n2", Error: "503"},
+				{Index: 1, Attempt: 2, Node: "n1", Ok: true},
+				{Index: 2, Attempt: 1, Running: true},
+			}},
+		{Name: "done", Capability: "core", Action: "echo", Status: robonetv1.TaskStatus_TASK_STATUS_COMPLETED, Attempt: 1, MaxAttempts: 1,
+			Loop: true, Iterations: 2, OutputJson: `[1,2]`,
+			Attempts: []*robonetv1.TaskAttempt{{Index: 0, Attempt: 1, Node: "n1", Ok: true}, {Index: 1, Attempt: 1, Node: "n1", Ok: true}}},
+	}}
+	var buf bytes.Buffer
+	PrintInstance(&buf, in)
+	out := trimLines(buf.String())
+	want := `TASK            STATUS                    ATTEMPT  NODE   CAPABILITY/ACTION  TIME  OUTPUT / ERROR
+poll            running #2                1/2      n1,n2  core/http          -
+  #1 attempt 1  failed                             n2     -                  -     error: 503
+  #2 attempt 1  running                            -      -                  -
+done            completed (2 iterations)  1/1      n1     core/echo          -     [1,2]
+`
+	if !strings.Contains(out, want) {
+		t.Errorf("table:\n%s\nwant it to contain:\n%s", out, want)
+	}
+	v := Instance(in)
+	if it := v.Tasks[0].Attempts[1].Iteration; it == nil || *it != 1 || v.Tasks[0].Attempts[1].Index != nil || v.Tasks[0].Loop.Iterations != 3 {
+		t.Errorf("loop attempt view %+v, task %+v", v.Tasks[0].Attempts[1], v.Tasks[0].Loop)
+	}
+	ev := EventLine(&robonetv1.Event{Seq: 7, Kind: robonetv1.EventKind_EVENT_KIND_TASK_STARTED, Task: "poll", Index: 2, Iteration: true, Attempt: 1})
+	if !strings.Contains(ev, " poll#2 attempt 1") {
+		t.Errorf("event line %q, want poll#2", ev)
+	}
+}

@@ -60,6 +60,13 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 				status += fmt.Sprintf(" (%d failed)", t.Spread.Failed)
 			}
 		}
+		if t.Loop != nil && t.Loop.Iterations > 0 {
+			if t.Status == "running" || t.Status == "retrying" {
+				status += fmt.Sprintf(" #%d", t.Loop.Iterations-1) // the iteration it is in
+			} else {
+				status += fmt.Sprintf(" (%d iterations)", t.Loop.Iterations)
+			}
+		}
 		attempt := "-"
 		if t.Attempt > 0 {
 			attempt = fmt.Sprintf("%d/%d", t.Attempt, t.MaxAttempts)
@@ -103,7 +110,7 @@ func taskNodes(t TaskView) string {
 	if len(t.Attempts) == 0 {
 		return "-"
 	}
-	if t.Spread == nil {
+	if t.Spread == nil && t.Loop == nil {
 		return dash(t.Attempts[len(t.Attempts)-1].Node)
 	}
 	var nodes []string
@@ -118,24 +125,29 @@ func taskNodes(t TaskView) string {
 
 // printAttempts writes a line per attempt under a task that took more
 // than one: every attempt of a plain task, the failed and cancelled ones
-// of a spread task (at most maxAttemptLines). A task that ran once shows
-// nothing more; -o json lists every attempt.
+// of a spread task and those of a loop's iterations (at most
+// maxAttemptLines), and a loop's running iteration. A task that ran once
+// shows nothing more; -o json lists every attempt.
 func printAttempts(tw io.Writer, t TaskView) {
-	if len(t.Attempts) < 2 && (len(t.Attempts) == 0 || t.Spread == nil) {
+	many := t.Spread != nil || t.Loop != nil
+	if len(t.Attempts) < 2 && (len(t.Attempts) == 0 || !many) {
 		return
 	}
 	shown, failed := 0, 0
 	for _, a := range t.Attempts {
-		if t.Spread != nil && (a.OK || a.Running) {
+		if many && (a.OK || (a.Running && t.Loop == nil)) {
 			continue
 		}
-		if failed++; t.Spread != nil && shown == maxAttemptLines {
+		if failed++; many && shown == maxAttemptLines {
 			continue
 		}
 		shown++
 		label := fmt.Sprintf("  #%d", a.Attempt)
-		if a.Index != nil {
+		switch {
+		case a.Index != nil:
 			label = fmt.Sprintf("  [%d] #%d", *a.Index, a.Attempt)
+		case a.Iteration != nil:
+			label = fmt.Sprintf("  #%d attempt %d", *a.Iteration, a.Attempt)
 		}
 		status, detail := "failed", "error: "+a.Error
 		switch {
@@ -215,8 +227,11 @@ func EventLine(ev *robonetv1.Event) string {
 	fmt.Fprintf(&b, "#%-4d %-15s", v.Seq, v.Kind)
 	if v.Task != "" {
 		task := v.Task
-		if v.Index != nil {
+		switch {
+		case v.Index != nil:
 			task += fmt.Sprintf("[%d]", *v.Index)
+		case v.Iteration != nil:
+			task += fmt.Sprintf("#%d", *v.Iteration)
 		}
 		b.WriteString(" " + task)
 		if v.Attempt > 0 {

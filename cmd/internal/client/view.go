@@ -62,6 +62,7 @@ type TaskView struct {
 	StartedAt   *time.Time      `json:"started_at,omitempty"`
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	Spread      *SpreadView     `json:"spread,omitempty"`
+	Loop        *LoopView       `json:"loop,omitempty"`
 	Progress    *TaskProgress   `json:"progress,omitempty"`
 	// Attempts lists every attempt (of every instance, for a spread task),
 	// by index, then attempt.
@@ -75,7 +76,9 @@ type TaskView struct {
 // node, worker and the times are empty (null) when unknown.
 type AttemptView struct {
 	// Index is the spread index; present for spread tasks only.
-	Index      *int32     `json:"index,omitempty"`
+	Index *int32 `json:"index,omitempty"`
+	// Iteration is the loop's iteration; present for loop tasks only.
+	Iteration  *int32     `json:"iteration,omitempty"`
 	Attempt    uint32     `json:"attempt"`
 	Node       string     `json:"node"`
 	Worker     string     `json:"worker"`
@@ -86,6 +89,11 @@ type AttemptView struct {
 	Running bool   `json:"running"`
 	OK      bool   `json:"ok"`
 	Error   string `json:"error"`
+}
+
+// LoopView summarises the iterations of a loop task.
+type LoopView struct {
+	Iterations int32 `json:"iterations"` // started so far
 }
 
 // SpreadView summarises the instances of a spread task.
@@ -110,18 +118,20 @@ type TaskProgress struct {
 
 // EventView is one event of an instance's stream.
 type EventView struct {
-	Seq      uint64          `json:"seq"`
-	Time     *time.Time      `json:"time,omitempty"`
-	Kind     string          `json:"kind"`
-	State    string          `json:"state"`
-	Task     string          `json:"task,omitempty"`
-	Index    *int32          `json:"index,omitempty"`
-	Attempt  uint32          `json:"attempt,omitempty"`
-	Output   json.RawMessage `json:"output,omitempty"`
-	Error    string          `json:"error,omitempty"`
-	RetryAt  *time.Time      `json:"retry_at,omitempty"`
-	Progress *TaskProgress   `json:"progress,omitempty"`
-	Instance *InstanceView   `json:"instance,omitempty"`
+	Seq   uint64     `json:"seq"`
+	Time  *time.Time `json:"time,omitempty"`
+	Kind  string     `json:"kind"`
+	State string     `json:"state"`
+	Task  string     `json:"task,omitempty"`
+	Index *int32     `json:"index,omitempty"`
+	// Iteration is set instead of Index for an iteration of a loop.
+	Iteration *int32          `json:"iteration,omitempty"`
+	Attempt   uint32          `json:"attempt,omitempty"`
+	Output    json.RawMessage `json:"output,omitempty"`
+	Error     string          `json:"error,omitempty"`
+	RetryAt   *time.Time      `json:"retry_at,omitempty"`
+	Progress  *TaskProgress   `json:"progress,omitempty"`
+	Instance  *InstanceView   `json:"instance,omitempty"`
 }
 
 // SummaryView is one row of an instance listing.
@@ -206,6 +216,9 @@ func Instance(in *robonetv1.Instance) InstanceView {
 		if t.GetSpread() {
 			tv.Spread = &SpreadView{Width: t.GetWidth(), Done: t.GetDone(), Failed: t.GetFailed()}
 		}
+		if t.GetLoop() {
+			tv.Loop = &LoopView{Iterations: t.GetIterations()}
+		}
 		tv.Attempts, tv.AttemptsOmitted = make([]AttemptView, 0, len(t.GetAttempts())), t.GetAttemptsOmitted()
 		for _, a := range t.GetAttempts() {
 			av := AttemptView{
@@ -216,6 +229,10 @@ func Instance(in *robonetv1.Instance) InstanceView {
 			if t.GetSpread() {
 				idx := a.GetIndex()
 				av.Index = &idx
+			}
+			if t.GetLoop() && a.GetIndex() >= 0 {
+				idx := a.GetIndex()
+				av.Iteration = &idx
 			}
 			tv.Attempts = append(tv.Attempts, av)
 		}
@@ -240,7 +257,11 @@ func Event(ev *robonetv1.Event) EventView {
 	}
 	if ev.GetTask() != "" && ev.GetIndex() >= 0 {
 		idx := ev.GetIndex()
-		v.Index = &idx
+		if ev.GetIteration() {
+			v.Iteration = &idx
+		} else {
+			v.Index = &idx
+		}
 	}
 	if ev.GetInstance() != nil {
 		iv := Instance(ev.GetInstance())

@@ -1576,7 +1576,8 @@ type TaskProgress struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Attempt the heartbeat belongs to.
 	Attempt uint32 `protobuf:"varint,1,opt,name=attempt,proto3" json:"attempt,omitempty"`
-	// Execution id, e.g. "probe[3]" for one instance of a spread task.
+	// Execution id, e.g. "probe[3]" for one instance of a spread task, or
+	// "poll#3" for an iteration of a loop.
 	ExecutionId string `protobuf:"bytes,2,opt,name=execution_id,json=executionId,proto3" json:"execution_id,omitempty"`
 	WorkerId    string `protobuf:"bytes,3,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
 	// Heartbeat sequence number.
@@ -1736,7 +1737,12 @@ type TaskState struct {
 	Attempts        []*TaskAttempt `protobuf:"bytes,16,rep,name=attempts,proto3" json:"attempts,omitempty"`
 	AttemptsOmitted int32          `protobuf:"varint,17,opt,name=attempts_omitted,json=attemptsOmitted,proto3" json:"attempts_omitted,omitempty"`
 	// The tasks it depends on (its needs): the edges of the workflow's DAG.
-	Needs         []string `protobuf:"bytes,18,rep,name=needs,proto3" json:"needs,omitempty"`
+	Needs []string `protobuf:"bytes,18,rep,name=needs,proto3" json:"needs,omitempty"`
+	// True for a loop task; iterations then counts the iterations it started
+	// (its execution ids are "name#0", "name#1", ...), and the index of its
+	// attempts is their iteration.
+	Loop          bool  `protobuf:"varint,19,opt,name=loop,proto3" json:"loop,omitempty"`
+	Iterations    int32 `protobuf:"varint,20,opt,name=iterations,proto3" json:"iterations,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -1897,11 +1903,25 @@ func (x *TaskState) GetNeeds() []string {
 	return nil
 }
 
+func (x *TaskState) GetLoop() bool {
+	if x != nil {
+		return x.Loop
+	}
+	return false
+}
+
+func (x *TaskState) GetIterations() int32 {
+	if x != nil {
+		return x.Iterations
+	}
+	return 0
+}
+
 // TaskAttempt is one attempt of a task, or of one instance of a spread
 // task.
 type TaskAttempt struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
-	// Spread index; -1 for a plain task.
+	// Spread index, or the iteration of a loop task; -1 for a plain task.
 	Index   int32  `protobuf:"varint,1,opt,name=index,proto3" json:"index,omitempty"`
 	Attempt uint32 `protobuf:"varint,2,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// The node that ran it: the first part of worker. Empty when unknown.
@@ -2370,7 +2390,8 @@ type Event struct {
 	State InstanceState `protobuf:"varint,4,opt,name=state,proto3,enum=robonet.v1.InstanceState" json:"state,omitempty"`
 	// The task the event is about; empty for instance events.
 	Task string `protobuf:"bytes,5,opt,name=task,proto3" json:"task,omitempty"`
-	// Spread index; -1 for a plain task or a whole spread.
+	// Spread index, or a loop's iteration (see iteration); -1 for a plain
+	// task or a whole spread or loop.
 	Index   int32  `protobuf:"varint,6,opt,name=index,proto3" json:"index,omitempty"`
 	Attempt uint32 `protobuf:"varint,7,opt,name=attempt,proto3" json:"attempt,omitempty"`
 	// Canonical JSON output of TASK_COMPLETED; empty otherwise.
@@ -2381,7 +2402,10 @@ type Event struct {
 	// TASK_PROGRESS.
 	Progress *TaskProgress `protobuf:"bytes,11,opt,name=progress,proto3" json:"progress,omitempty"`
 	// SNAPSHOT.
-	Instance      *Instance `protobuf:"bytes,12,opt,name=instance,proto3" json:"instance,omitempty"`
+	Instance *Instance `protobuf:"bytes,12,opt,name=instance,proto3" json:"instance,omitempty"`
+	// Set when index is the iteration of a loop task ("task#index"), not a
+	// spread index ("task[index]").
+	Iteration     bool `protobuf:"varint,13,opt,name=iteration,proto3" json:"iteration,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2498,6 +2522,13 @@ func (x *Event) GetInstance() *Instance {
 		return x.Instance
 	}
 	return nil
+}
+
+func (x *Event) GetIteration() bool {
+	if x != nil {
+		return x.Iteration
+	}
+	return false
 }
 
 type WatchInstanceRequest struct {
@@ -5237,7 +5268,8 @@ func (x *PoolStats) GetLatencyP99() *durationpb.Duration {
 type TaskLogsRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
-	// The task, as "name"; one instance of a spread task as "name[index]".
+	// The task, as "name"; one instance of a spread task as "name[index]",
+	// one iteration of a loop as "name#iteration".
 	Task string `protobuf:"bytes,2,opt,name=task,proto3" json:"task,omitempty"`
 	// The attempt; 0: the latest.
 	Attempt uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
@@ -5556,7 +5588,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\tmem_bytes\x18\t \x01(\x04R\bmemBytes\x12\x18\n" +
 	"\amessage\x18\n" +
 	" \x01(\tR\amessage\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf9\x04\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xad\x05\n" +
 	"\tTaskState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -5581,7 +5613,11 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x06failed\x18\x0f \x01(\x05R\x06failed\x123\n" +
 	"\battempts\x18\x10 \x03(\v2\x17.robonet.v1.TaskAttemptR\battempts\x12)\n" +
 	"\x10attempts_omitted\x18\x11 \x01(\x05R\x0fattemptsOmitted\x12\x14\n" +
-	"\x05needs\x18\x12 \x03(\tR\x05needs\"\xa1\x02\n" +
+	"\x05needs\x18\x12 \x03(\tR\x05needs\x12\x12\n" +
+	"\x04loop\x18\x13 \x01(\bR\x04loop\x12\x1e\n" +
+	"\n" +
+	"iterations\x18\x14 \x01(\x05R\n" +
+	"iterations\"\xa1\x02\n" +
 	"\vTaskAttempt\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
@@ -5627,7 +5663,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"G\n" +
 	"\x13GetInstanceResponse\x120\n" +
-	"\binstance\x18\x01 \x01(\v2\x14.robonet.v1.InstanceR\binstance\"\xbf\x03\n" +
+	"\binstance\x18\x01 \x01(\v2\x14.robonet.v1.InstanceR\binstance\"\xdd\x03\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12)\n" +
@@ -5642,7 +5678,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\bretry_at\x18\n" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\x124\n" +
 	"\bprogress\x18\v \x01(\v2\x18.robonet.v1.TaskProgressR\bprogress\x120\n" +
-	"\binstance\x18\f \x01(\v2\x14.robonet.v1.InstanceR\binstance\"T\n" +
+	"\binstance\x18\f \x01(\v2\x14.robonet.v1.InstanceR\binstance\x12\x1c\n" +
+	"\titeration\x18\r \x01(\bR\titeration\"T\n" +
 	"\x14WatchInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1b\n" +

@@ -448,7 +448,11 @@ type Task struct {
 	AcceptText string `protobuf:"bytes,14,opt,name=accept_text,json=acceptText,proto3" json:"accept_text,omitempty"`
 	// When set, an N-of-M join: the task becomes ready once join.min of its
 	// needs have completed, instead of all of them.
-	Join          *Join `protobuf:"bytes,15,opt,name=join,proto3" json:"join,omitempty"`
+	Join *Join `protobuf:"bytes,15,opt,name=join,proto3" json:"join,omitempty"`
+	// When set, the task runs in a loop: one execution per iteration
+	// ("task#0", "task#1", ...), one after the other, each with its own
+	// attempts; the task's output is the list of iteration outputs in order.
+	Loop          *Loop `protobuf:"bytes,16,opt,name=loop,proto3" json:"loop,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -588,6 +592,92 @@ func (x *Task) GetJoin() *Join {
 	return nil
 }
 
+func (x *Task) GetLoop() *Loop {
+	if x != nil {
+		return x.Loop
+	}
+	return nil
+}
+
+// Loop runs a task again and again: until a condition on its output holds,
+// or once per element of a list. Exactly one of until and over is set.
+type Loop struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Evaluated after every successful iteration, with `output` (that
+	// iteration's output), `iteration` (0-based) and `previous` (the output
+	// of the iteration before, null at 0) in scope: true ends the loop.
+	// Reaching max iterations without it fails the task.
+	Until *Expr `protobuf:"bytes,1,opt,name=until,proto3" json:"until,omitempty"`
+	// A list evaluated once, when the task becomes ready: one iteration per
+	// element, with `item` bound to it in `with`.
+	Over *Expr `protobuf:"bytes,2,opt,name=over,proto3" json:"over,omitempty"`
+	// The most iterations: required with until; with over, a longer list
+	// fails the task (0: the engine's loop limit bounds it).
+	Max uint32 `protobuf:"varint,3,opt,name=max,proto3" json:"max,omitempty"`
+	// Pause between two iterations (none when zero).
+	Every         *durationpb.Duration `protobuf:"bytes,4,opt,name=every,proto3" json:"every,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Loop) Reset() {
+	*x = Loop{}
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Loop) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Loop) ProtoMessage() {}
+
+func (x *Loop) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Loop.ProtoReflect.Descriptor instead.
+func (*Loop) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *Loop) GetUntil() *Expr {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *Loop) GetOver() *Expr {
+	if x != nil {
+		return x.Over
+	}
+	return nil
+}
+
+func (x *Loop) GetMax() uint32 {
+	if x != nil {
+		return x.Max
+	}
+	return 0
+}
+
+func (x *Loop) GetEvery() *durationpb.Duration {
+	if x != nil {
+		return x.Every
+	}
+	return nil
+}
+
 // Join makes a task ready once min of its needs have completed (succeeded).
 // The needs still unresolved then (the rest) keep running, and the task
 // reads null for them, unless cancel_rest cancels them. When so many needs
@@ -606,7 +696,7 @@ type Join struct {
 
 func (x *Join) Reset() {
 	*x = Join{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -618,7 +708,7 @@ func (x *Join) String() string {
 func (*Join) ProtoMessage() {}
 
 func (x *Join) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -631,7 +721,7 @@ func (x *Join) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Join.ProtoReflect.Descriptor instead.
 func (*Join) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Join) GetMin() uint32 {
@@ -659,7 +749,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -671,7 +761,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -684,7 +774,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Output) GetName() string {
@@ -711,7 +801,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -723,7 +813,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -736,7 +826,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Expr) GetSource() string {
@@ -764,7 +854,7 @@ type Template struct {
 
 func (x *Template) Reset() {
 	*x = Template{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -776,7 +866,7 @@ func (x *Template) String() string {
 func (*Template) ProtoMessage() {}
 
 func (x *Template) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -789,7 +879,7 @@ func (x *Template) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Template.ProtoReflect.Descriptor instead.
 func (*Template) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Template) GetKind() isTemplate_Kind {
@@ -892,7 +982,7 @@ type Interpolation struct {
 
 func (x *Interpolation) Reset() {
 	*x = Interpolation{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -904,7 +994,7 @@ func (x *Interpolation) String() string {
 func (*Interpolation) ProtoMessage() {}
 
 func (x *Interpolation) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -917,7 +1007,7 @@ func (x *Interpolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interpolation.ProtoReflect.Descriptor instead.
 func (*Interpolation) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Interpolation) GetParts() []*InterpolationPart {
@@ -940,7 +1030,7 @@ type InterpolationPart struct {
 
 func (x *InterpolationPart) Reset() {
 	*x = InterpolationPart{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -952,7 +1042,7 @@ func (x *InterpolationPart) String() string {
 func (*InterpolationPart) ProtoMessage() {}
 
 func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -965,7 +1055,7 @@ func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterpolationPart.ProtoReflect.Descriptor instead.
 func (*InterpolationPart) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *InterpolationPart) GetPart() isInterpolationPart_Part {
@@ -1018,7 +1108,7 @@ type TemplateList struct {
 
 func (x *TemplateList) Reset() {
 	*x = TemplateList{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1030,7 +1120,7 @@ func (x *TemplateList) String() string {
 func (*TemplateList) ProtoMessage() {}
 
 func (x *TemplateList) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1043,7 +1133,7 @@ func (x *TemplateList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateList.ProtoReflect.Descriptor instead.
 func (*TemplateList) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *TemplateList) GetItems() []*Template {
@@ -1063,7 +1153,7 @@ type TemplateMap struct {
 
 func (x *TemplateMap) Reset() {
 	*x = TemplateMap{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1075,7 +1165,7 @@ func (x *TemplateMap) String() string {
 func (*TemplateMap) ProtoMessage() {}
 
 func (x *TemplateMap) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1088,7 +1178,7 @@ func (x *TemplateMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateMap.ProtoReflect.Descriptor instead.
 func (*TemplateMap) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TemplateMap) GetEntries() []*TemplateEntry {
@@ -1108,7 +1198,7 @@ type TemplateEntry struct {
 
 func (x *TemplateEntry) Reset() {
 	*x = TemplateEntry{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1120,7 +1210,7 @@ func (x *TemplateEntry) String() string {
 func (*TemplateEntry) ProtoMessage() {}
 
 func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1133,7 +1223,7 @@ func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateEntry.ProtoReflect.Descriptor instead.
 func (*TemplateEntry) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TemplateEntry) GetKey() string {
@@ -1174,7 +1264,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xab\x04\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xd1\x04\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1195,7 +1285,13 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\x06accept\x18\r \x01(\v2\x10.robonet.v1.ExprR\x06accept\x12\x1f\n" +
 	"\vaccept_text\x18\x0e \x01(\tR\n" +
 	"acceptText\x12$\n" +
-	"\x04join\x18\x0f \x01(\v2\x10.robonet.v1.JoinR\x04join\"9\n" +
+	"\x04join\x18\x0f \x01(\v2\x10.robonet.v1.JoinR\x04join\x12$\n" +
+	"\x04loop\x18\x10 \x01(\v2\x10.robonet.v1.LoopR\x04loop\"\x97\x01\n" +
+	"\x04Loop\x12&\n" +
+	"\x05until\x18\x01 \x01(\v2\x10.robonet.v1.ExprR\x05until\x12$\n" +
+	"\x04over\x18\x02 \x01(\v2\x10.robonet.v1.ExprR\x04over\x12\x10\n" +
+	"\x03max\x18\x03 \x01(\rR\x03max\x12/\n" +
+	"\x05every\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x05every\"9\n" +
 	"\x04Join\x12\x10\n" +
 	"\x03min\x18\x01 \x01(\rR\x03min\x12\x1f\n" +
 	"\vcancel_rest\x18\x02 \x01(\bR\n" +
@@ -1253,7 +1349,7 @@ func file_robonet_v1_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 13)
+var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_robonet_v1_workflow_proto_goTypes = []any{
 	(ValueType)(0),              // 0: robonet.v1.ValueType
 	(FailurePolicy)(0),          // 1: robonet.v1.FailurePolicy
@@ -1261,47 +1357,52 @@ var file_robonet_v1_workflow_proto_goTypes = []any{
 	(*Input)(nil),               // 3: robonet.v1.Input
 	(*RetryPolicy)(nil),         // 4: robonet.v1.RetryPolicy
 	(*Task)(nil),                // 5: robonet.v1.Task
-	(*Join)(nil),                // 6: robonet.v1.Join
-	(*Output)(nil),              // 7: robonet.v1.Output
-	(*Expr)(nil),                // 8: robonet.v1.Expr
-	(*Template)(nil),            // 9: robonet.v1.Template
-	(*Interpolation)(nil),       // 10: robonet.v1.Interpolation
-	(*InterpolationPart)(nil),   // 11: robonet.v1.InterpolationPart
-	(*TemplateList)(nil),        // 12: robonet.v1.TemplateList
-	(*TemplateMap)(nil),         // 13: robonet.v1.TemplateMap
-	(*TemplateEntry)(nil),       // 14: robonet.v1.TemplateEntry
-	(*durationpb.Duration)(nil), // 15: google.protobuf.Duration
+	(*Loop)(nil),                // 6: robonet.v1.Loop
+	(*Join)(nil),                // 7: robonet.v1.Join
+	(*Output)(nil),              // 8: robonet.v1.Output
+	(*Expr)(nil),                // 9: robonet.v1.Expr
+	(*Template)(nil),            // 10: robonet.v1.Template
+	(*Interpolation)(nil),       // 11: robonet.v1.Interpolation
+	(*InterpolationPart)(nil),   // 12: robonet.v1.InterpolationPart
+	(*TemplateList)(nil),        // 13: robonet.v1.TemplateList
+	(*TemplateMap)(nil),         // 14: robonet.v1.TemplateMap
+	(*TemplateEntry)(nil),       // 15: robonet.v1.TemplateEntry
+	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
 }
 var file_robonet_v1_workflow_proto_depIdxs = []int32{
 	3,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
 	5,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
-	7,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
+	8,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
 	0,  // 3: robonet.v1.Input.type:type_name -> robonet.v1.ValueType
-	15, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
-	15, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	9,  // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
-	8,  // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
-	8,  // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
+	16, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
+	16, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	10, // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
+	9,  // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
+	9,  // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
 	1,  // 9: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
 	4,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
-	15, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
-	8,  // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
-	6,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
-	9,  // 14: robonet.v1.Output.value:type_name -> robonet.v1.Template
-	8,  // 15: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
-	10, // 16: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
-	12, // 17: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
-	13, // 18: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
-	11, // 19: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
-	8,  // 20: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
-	9,  // 21: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
-	14, // 22: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
-	9,  // 23: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
-	24, // [24:24] is the sub-list for method output_type
-	24, // [24:24] is the sub-list for method input_type
-	24, // [24:24] is the sub-list for extension type_name
-	24, // [24:24] is the sub-list for extension extendee
-	0,  // [0:24] is the sub-list for field type_name
+	16, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
+	9,  // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
+	7,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
+	6,  // 14: robonet.v1.Task.loop:type_name -> robonet.v1.Loop
+	9,  // 15: robonet.v1.Loop.until:type_name -> robonet.v1.Expr
+	9,  // 16: robonet.v1.Loop.over:type_name -> robonet.v1.Expr
+	16, // 17: robonet.v1.Loop.every:type_name -> google.protobuf.Duration
+	10, // 18: robonet.v1.Output.value:type_name -> robonet.v1.Template
+	9,  // 19: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
+	11, // 20: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
+	13, // 21: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
+	14, // 22: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
+	12, // 23: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
+	9,  // 24: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
+	10, // 25: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
+	15, // 26: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
+	10, // 27: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
+	28, // [28:28] is the sub-list for method output_type
+	28, // [28:28] is the sub-list for method input_type
+	28, // [28:28] is the sub-list for extension type_name
+	28, // [28:28] is the sub-list for extension extendee
+	0,  // [0:28] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_workflow_proto_init() }
@@ -1309,14 +1410,14 @@ func file_robonet_v1_workflow_proto_init() {
 	if File_robonet_v1_workflow_proto != nil {
 		return
 	}
-	file_robonet_v1_workflow_proto_msgTypes[7].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[8].OneofWrappers = []any{
 		(*Template_LiteralJson)(nil),
 		(*Template_Expr)(nil),
 		(*Template_Interpolation)(nil),
 		(*Template_List)(nil),
 		(*Template_Map)(nil),
 	}
-	file_robonet_v1_workflow_proto_msgTypes[9].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[10].OneofWrappers = []any{
 		(*InterpolationPart_Text)(nil),
 		(*InterpolationPart_Expr)(nil),
 	}
@@ -1326,7 +1427,7 @@ func file_robonet_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_workflow_proto_rawDesc), len(file_robonet_v1_workflow_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   13,
+			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
