@@ -121,6 +121,14 @@ func (fakeMesh) Quarantine(context.Context, *robonetv1.QuarantineRequest) (*robo
 	return &robonetv1.QuarantineResponse{Nodes: []*robonetv1.QuarantinedNode{{Node: "w1", Reason: "replayed heartbeats", Since: timestamppb.Now()}}}, nil
 }
 
+func (fakeMesh) ListPartitions(context.Context, *robonetv1.ListPartitionsRequest) (*robonetv1.ListPartitionsResponse, error) {
+	return &robonetv1.ListPartitionsResponse{Count: 2, Placement: "leader", Partitions: []*robonetv1.PartitionInfo{
+		{Partition: 0, Owner: "s1", Epoch: 9, Term: 7, MovedAtUnixNanos: time.Now().Add(-2 * time.Minute).UnixNano(), Reason: "new leadership term 7",
+			HasStats: true, InstancesHeld: 3, TasksTotal: 41, TasksPerSecond: 2.5},
+		{Partition: 1, Owner: "s1", Epoch: 9, Term: 7, Reason: "new leadership term 7"},
+	}}, nil
+}
+
 func newTestServer(t *testing.T, authorize func(string) bool) (*httptest.Server, *fakeAPI) {
 	t.Helper()
 	api := &fakeAPI{}
@@ -160,7 +168,8 @@ func TestPages(t *testing.T) {
 		want []string
 	}{
 		{"/ui/", 200, []string{`id="members"`, "s1", `class="badge leader"`, "term 7", "MONITORING", `<span class="tier provisional"`, "replayed heartbeats",
-			`<meter min="0" max="4" value="1">`, "w1 is failed", "established", "just now", "3m ago"}},
+			`<meter min="0" max="4" value="1">`, "w1 is failed", "established", "just now", "3m ago",
+			`id="partitions"`, "2 partitions, placed on the Raft leader", "<td>2.5</td>", "2m ago", "new leadership term 7", "not reported by its owner"}},
 		{"/ui/instances?state=running&workflow=diamond", 200, []string{`href="/ui/instances/` + instanceID + `"`, "diamond v2", `id="next-page"`, "page=tok2"}},
 		{"/ui/instances?state=bogus", 400, []string{"choose pending, running"}},
 		{"/ui/instances?age=bogus", 400, []string{"choose 1h, 24h or 7d"}},

@@ -36,6 +36,8 @@ var funcs = template.FuncMap{
 		}
 		return "just now"
 	},
+	// agoNanos is how long ago a time in Unix nanoseconds was.
+	"agoNanos":   func(ns int64) string { return roundAgo(time.Since(time.Unix(0, ns))) },
 	"state":      stateName,
 	"taskStatus": taskStatusName,
 	"clip":       func(s string) string { return clip(s, nameRunesMax) },
@@ -78,7 +80,8 @@ func terminal(s robonetv1.InstanceState) bool {
 // ages are the instance list's age filters.
 var ages = map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour}
 
-// meshPage: members, leader, Waggler roles, trust, quarantine, pools.
+// meshPage: members, leader, Waggler roles, trust, quarantine, pools,
+// partitions.
 func (s *server) meshPage(w http.ResponseWriter, r *http.Request) {
 	c, cancel := ctx(r)
 	defer cancel()
@@ -113,6 +116,11 @@ func (s *server) meshPage(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	data["Quarantined"] = quarantined
+	if ps, err := s.cfg.Mesh.ListPartitions(c, &robonetv1.ListPartitionsRequest{}); err == nil {
+		data["Partitions"] = ps
+	} else {
+		data["PartitionsError"] = "partitions: " + errMessage(err)
+	}
 	s.render(w, r, "mesh", http.StatusOK, data)
 }
 
