@@ -1,6 +1,7 @@
 package engine_test
 
 import (
+	"context"
 	"fmt"
 	"slices"
 	"testing"
@@ -35,6 +36,12 @@ outputs:
 
 func everyWorkflow(extra string) string { return fmt.Sprintf(everySpec, extra) }
 
+// answerOn answers d with output from a worker of the node it is pinned to.
+func answerOn(e *engine.Engine, d engine.TaskDispatch, output any) {
+	e.TaskResult(context.Background(), engine.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: output,
+		WorkerID: d.Node + "/test.cap/1", StartedAt: time.Unix(1, 0), FinishedAt: time.Unix(2, 0)})
+}
+
 // takeRuns takes n dispatches and returns them by execution id.
 func takeRuns(t *testing.T, h *harness, n int) map[string]engine.TaskDispatch {
 	t.Helper()
@@ -66,7 +73,7 @@ func TestEveryNodeRunsOncePerNode(t *testing.T) {
 		}
 		for _, i := range []int{2, 0, 1} {
 			d := runs[fmt.Sprintf("inventory[%d]", i)]
-			answer(e, d, "host-"+d.Node)
+			answerOn(e, d, "host-"+d.Node)
 		}
 		after := h.disp.one(t, "after", 1)
 		if after.Node != "" {
@@ -117,7 +124,7 @@ func TestEveryNodeRetryStaysOnItsNode(t *testing.T) {
 			t.Fatalf("the retry goes to %q", retry.Node)
 		}
 		failWith(e, retry, "node n2 left while running")
-		answer(e, runs["inventory[0]"], "one")
+		answerOn(e, runs["inventory[0]"], "one")
 		echo(e, h.disp.one(t, "after", 1))
 		v := h.wait(e, id)
 		if got := jsonOf(t, v.Outputs["all"]); v.State != engine.StateComplete ||
@@ -140,7 +147,7 @@ func TestEveryNodeResumesAfterLeaderKill(t *testing.T) {
 			id := h.submit(first, everyWorkflow(""), nil)
 			echo(first, h.disp.one(t, "first", 1))
 			runs := takeRuns(t, h, 3)
-			answer(first, runs["inventory[1]"], "two")
+			answerOn(first, runs["inventory[1]"], "two")
 			h.waitResults(id, 2)
 			first.Abandon()
 			h.disp.mu.Lock()
@@ -163,8 +170,8 @@ func TestEveryNodeResumesAfterLeaderKill(t *testing.T) {
 			if n := h.disp.nodesAsked(); n != asked {
 				t.Fatalf("the next engine asked for nodes again (%d times)", n-asked)
 			}
-			answer(second, again["inventory[2]"], "three")
-			answer(second, again["inventory[0]"], "one")
+			answerOn(second, again["inventory[2]"], "three")
+			answerOn(second, again["inventory[0]"], "one")
 			echo(second, h.disp.one(t, "after", 1))
 			v := h.wait(second, id)
 			if got := jsonOf(t, v.Outputs["all"]); v.State != engine.StateComplete ||
@@ -184,4 +191,30 @@ func TestEveryNodeResumesAfterLeaderKill(t *testing.T) {
 			}
 		})
 	}
+}
+
+// A run's output counts only from a worker of the node it is pinned to:
+// from another node (a copy an earlier engine dispatched under another
+// node list) it is a failed attempt, retried on the right node.
+func TestEveryNodeOutputFromAnotherNodeFails(t *testing.T) {
+	onEachStore(t, func(t *testing.T, h *harness) {
+		h.disp.setNodes("test.cap", "n1")
+		e := h.start(1)
+		id := h.submit(e, everyWorkflow("\n    retry: {max_attempts: 2, backoff: {initial: 1s, factor: 1}}"), nil)
+		echo(e, h.disp.one(t, "first", 1))
+		d := h.disp.one(t, "inventory[0]", 1)
+		answer(e, d, "from w1") // worker "w1": not of node n1
+		h.clock.AdvanceToTimer(t, time.Minute)
+		retry := h.disp.one(t, "inventory[0]", 2)
+		answerOn(e, retry, "from n1")
+		echo(e, h.disp.one(t, "after", 1))
+		v := h.wait(e, id)
+		if got := jsonOf(t, v.Outputs["all"]); v.State != engine.StateComplete || got != `[{"node":"n1","output":"from n1"}]` {
+			t.Fatalf("ended %s: %s (%s)", v.State, got, v.Error)
+		}
+		tv := task(t, v, "inventory")
+		if len(tv.Attempts) != 2 || tv.Attempts[0].OK || tv.Attempts[0].Error != "ran on node w1, not on node n1 it is pinned to" {
+			t.Fatalf("inventory attempts: %+v", tv.Attempts)
+		}
+	})
 }
