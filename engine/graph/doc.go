@@ -88,7 +88,9 @@
 // is TaskRef{Node, Index: i}, pinned to node i (Graph.NodeOf), its with
 // reading item (the node's name) and index. Its output is the list of
 // {node, output} in node order. No node fails the task before its first
-// attempt ("no node serves CAP"). The list is part of the snapshot, so a
+// attempt ("no node serves CAP"). The runloop answers after the other
+// effects of the event that made the task ready, so a task a join's
+// cancel_rest cancelled in that same event has its Scatter ignored. The list is part of the snapshot, so a
 // restored graph never asks again; one restored while it waits asks
 // again on Resume.
 //
