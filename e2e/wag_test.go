@@ -835,4 +835,10 @@ outputs:
 	if runs := m.marks.snapshot(); len(runs) != 3 {
 		t.Fatalf("%d runs, want 3 (none moved): %+v", len(runs), runs)
 	}
+	// The API shows it as a spread over the nodes (roboctl get: completed
+	// 2/3 (1 failed), the nodes that ran it, a line for the failed run).
+	inv := task(t, in, "inventory")
+	if !inv.GetSpread() || inv.GetWidth() != 3 || inv.GetDone() != 2 || inv.GetFailed() != 1 {
+		t.Fatalf("inventory: %v", inv)
+	}
 }
