@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -47,6 +48,9 @@ func TestExamplesRun(t *testing.T) {
 		{"foreach.yaml", "", `{"steps": ["alpha", "alpha beta", "alpha beta gamma"]}`},
 		// How many polls it takes depends on the clock: checked below.
 		{"loop-poll.yaml", "", ""},
+		// One node serves code.exec: inventory runs once, there. Its
+		// output is the host's name: checked below.
+		{"every-node.yaml", "", ""},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -65,6 +69,14 @@ func TestExamplesRun(t *testing.T) {
 			wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
 			if c.outputs != "" {
 				wantOutputs(t, in, c.outputs)
+			}
+			if c.file == "every-node.yaml" {
+				host, err := os.Hostname()
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := fmt.Sprintf(`{"hosts": [{"node": %q, "output": %q}], "report": {"nodes": 1, "names": [%[1]q]}}`, cfg.Name, host)
+				wantOutputs(t, in, want)
 			}
 			if c.file == "loop-poll.yaml" {
 				var out struct {

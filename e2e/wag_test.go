@@ -724,3 +724,121 @@ func TestQuarantineMovesWorkOff(t *testing.T) {
 		t.Fatalf("after its release, %s ran nothing", victim)
 	}
 }
+
+// on: every_node runs a task once on each node serving its capability:
+// three worker nodes (started out of name order; the server serves none
+// of it) each run it once — the output each run returns is the name of
+// the node that ran it — and the output lists them by node name.
+func TestEveryNodeRunsOncePerNode(t *testing.T) {
+	m := startWagMeshWith(t, func(name string, cfg *node.Config) {
+		if name == "server" {
+			return
+		}
+		reg := wag.NewRegistry()
+		if err := reg.Register("whoami", func(context.Context, *wag.Call) (any, error) { return name, nil }); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Wag.Registry = reg
+	}, "w2", "w3", "w1")
+	m.waggler("")
+	eventually(t, 30*time.Second, "three nodes serving work", func() bool {
+		n := 0
+		for _, mem := range m.server.node.Members() {
+			if mem.Status == mesh.StatusAlive && mem.Capabilities["work"] > 0 {
+				n++
+			}
+		}
+		return n == 3
+	})
+	id := submitSpec(t, m.server.api, `
+name: every
+version: 1
+tasks:
+  inventory:
+    capability: work
+    action: whoami
+    on: every_node
+outputs:
+  all: ${{ tasks.inventory.output }}
+`, `{}`)
+	in := waitDone(t, m.server.api, id, 60*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	wantOutputs(t, in, `{"all": [{"node": "w1", "output": "w1"}, {"node": "w2", "output": "w2"}, {"node": "w3", "output": "w3"}]}`)
+	checkOncePerExecution(t, id, m.history(id), 3)
+}
+
+// A node that dies while it runs its run of an on: every_node task: that
+// run fails ("node X left while running") and is not moved to another
+// node; under on_failure: skip its output is null and the task completes
+// with the other nodes' outputs.
+func TestEveryNodeRunFailsWithItsNode(t *testing.T) {
+	m := startWagMesh(t, "w1", "w2", "w3")
+	holder := m.waggler("")
+	eventually(t, 30*time.Second, "three nodes serving work", func() bool {
+		n := 0
+		for _, mem := range m.server.node.Members() {
+			if mem.Status == mesh.StatusAlive && mem.Capabilities["work"] > 0 {
+				n++
+			}
+		}
+		return n == 3
+	})
+	id := submitSpec(t, m.server.api, `
+name: every-dies
+version: 1
+tasks:
+  inventory:
+    capability: work
+    action: mark
+    on: every_node
+    on_failure: skip
+    retry: {max_attempts: 1}
+outputs:
+  all: '${{ tasks.inventory.output.map(r, r.output == null ? "" : r.output.node) }}'
+`, `{}`)
+	before := m.marks.waitRuns(t, "three runs", func(r []markRun) bool { return len(r) == 3 })
+	victim := ""
+	for _, r := range before {
+		if r.node != holder && victim == "" {
+			victim = r.node
+		}
+		if want := map[string]string{"w1": "inventory[0]", "w2": "inventory[1]", "w3": "inventory[2]"}[r.node]; r.exec != want {
+			t.Fatalf("%s ran on %s", r.exec, r.node)
+		}
+	}
+	m.workers[victim].halted = true
+	m.workers[victim].node.Halt()
+	index := int32(map[string]int{"w1": 0, "w2": 1, "w3": 2}[victim])
+	var lost *robonetv1.TaskAttempt
+	eventually(t, 30*time.Second, "the victim's run to fail", func() bool {
+		resp, err := m.server.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			return false
+		}
+		for _, a := range task(t, resp.GetInstance(), "inventory").GetAttempts() {
+			if a.GetIndex() == index && !a.GetRunning() && !a.GetOk() {
+				lost = a
+				return true
+			}
+		}
+		return false
+	})
+	if !strings.Contains(lost.GetError(), "node "+victim+" left while running") {
+		t.Fatalf("the victim's run: %v", lost)
+	}
+	close(m.marks.release)
+	in := waitDone(t, m.server.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	want := []string{`"w1"`, `"w2"`, `"w3"`}
+	want[map[string]int{"w1": 0, "w2": 1, "w3": 2}[victim]] = `""`
+	wantOutputs(t, in, `{"all": [`+strings.Join(want, ", ")+`]}`)
+	if runs := m.marks.snapshot(); len(runs) != 3 {
+		t.Fatalf("%d runs, want 3 (none moved): %+v", len(runs), runs)
+	}
+	// The API shows it as a spread over the nodes (roboctl get: completed
+	// 2/3 (1 failed), the nodes that ran it, a line for the failed run).
+	inv := task(t, in, "inventory")
+	if !inv.GetSpread() || inv.GetWidth() != 3 || inv.GetDone() != 2 || inv.GetFailed() != 1 {
+		t.Fatalf("inventory: %v", inv)
+	}
+}

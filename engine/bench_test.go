@@ -30,6 +30,8 @@ func (d *echoDispatcher) Dispatch(ctx context.Context, tasks []engine.TaskDispat
 
 func (d *echoDispatcher) Cancel(context.Context, uint64, []engine.AttemptKey) error { return nil }
 
+func (d *echoDispatcher) Nodes(string) []string { return []string{"bench"} }
+
 func chainOf(n int) string {
 	s := "name: chain10\nversion: 1\ntasks:\n  t0: {capability: test.cap, action: echo, with: {v: 0}}\n"
 	for i := 1; i < n; i++ {

@@ -28,6 +28,9 @@ type fakeDispatcher struct {
 	calls   int
 	changed chan struct{}
 	next    int // index of the next dispatch handed to the test
+	// nodes answers Nodes: the nodes serving each capability.
+	nodes map[string][]string
+	asked int // Nodes calls
 }
 
 func newFakeDispatcher() *fakeDispatcher { return &fakeDispatcher{changed: make(chan struct{})} }
@@ -70,6 +73,30 @@ func (d *fakeDispatcher) Cancel(_ context.Context, _ uint64, keys []engine.Attem
 	d.cancelled = append(d.cancelled, keys...)
 	d.notifyLocked()
 	return nil
+}
+
+func (d *fakeDispatcher) Nodes(capability string) []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	d.asked++
+	return slices.Clone(d.nodes[capability])
+}
+
+// setNodes sets the nodes that serve capability.
+func (d *fakeDispatcher) setNodes(capability string, nodes ...string) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.nodes == nil {
+		d.nodes = map[string][]string{}
+	}
+	d.nodes[capability] = nodes
+}
+
+// nodesAsked is how many times the engine asked for nodes.
+func (d *fakeDispatcher) nodesAsked() int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.asked
 }
 
 func (d *fakeDispatcher) notifyLocked() {

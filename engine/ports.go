@@ -69,6 +69,12 @@ type TaskDispatch struct {
 	// worker nodes, none of them in Avoid.
 	Group string
 	Avoid []string
+	// Node, on a run of a task with on: every_node, is the node it is
+	// pinned to: the Waggler assigns it only to a worker of that node,
+	// and fails it ("node X left while running") rather than moving it
+	// when that node's worker is declared dead, or when no worker of the
+	// node registers in time. Empty: any node.
+	Node string
 }
 
 // Dispatcher is how the engine hands work to the Waggler layer: package wag
@@ -90,6 +96,10 @@ type Dispatcher interface {
 	// the request and answers ErrStaleTerm: the attempts belong to a newer
 	// engine now, which may have dispatched them again.
 	Cancel(ctx context.Context, term uint64, attempts []AttemptKey) error
+	// Nodes returns the nodes that serve capability now: alive, not
+	// quarantined, with workers of it; sorted by name. A task with on:
+	// every_node runs once on each (TaskDispatch.Node). It must not block.
+	Nodes(capability string) []string
 }
 
 // TaskResult is the outcome of one attempt, reported by the Waggler layer.

@@ -251,7 +251,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		fx, _ = g.Start(v.Inputs, now) // an error leaves the graph PENDING
 	}
 	if fx != nil {
-		drive(g, pe, newRecorded(hist), fx, now, nil, func(graph.Effect) {})
+		drive(g, pe, newRecorded(hist), fx, now, nil, nil, func(graph.Effect) {})
 		// The state is the record's (recordState), not the replay's: a
 		// list reads the record, and a get must show what a list shows.
 	}

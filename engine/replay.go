@@ -77,11 +77,18 @@ func resultBytes(r ActionResult) int {
 // results it replayed. Effects are applied in order; out must not call the
 // graph's event methods (Complete, Fire, Cancel, Start, Resume).
 func drive(g *graph.Graph, pe *planEntry, rec recorded, fx []graph.Effect, now time.Time,
-	work []graph.Effect, out func(graph.Effect)) ([]graph.Effect, int) {
+	work []graph.Effect, nodes func(capability string) []string, out func(graph.Effect)) ([]graph.Effect, int) {
 	work = append(work[:0], fx...) // fx aliases the graph's buffer
 	replayed := 0
 	for i := 0; i < len(work); i++ {
 		e := work[i]
+		if e.Kind == graph.Scatter && nodes != nil {
+			// A task with on: every_node is ready: it runs on the nodes
+			// serving its capability now, and its runs' dispatches go
+			// through this loop (a recorded one is answered from rec).
+			work = append(work, g.Scatter(e.Task, nodes(pe.task(e.Task.Node).GetCapability()), now)...)
+			continue
+		}
 		if len(rec) > 0 {
 			switch {
 			case e.Kind == graph.Dispatch:

@@ -16,7 +16,12 @@ func (s *shard) process(inst *instance, fx []graph.Effect, now time.Time) {
 		return
 	}
 	var replayed int
-	s.work, replayed = drive(inst.g, inst.pe, inst.rec, fx, now, s.work, func(e graph.Effect) { s.effect(inst, e, now) })
+	s.work, replayed = drive(inst.g, inst.pe, inst.rec, fx, now, s.work, func(capability string) []string {
+		// The node list is decided now, once: the next snapshot, written
+		// with this event's results, carries it, so no replay asks again.
+		inst.structural = true
+		return s.e.cfg.Dispatcher.Nodes(capability)
+	}, func(e graph.Effect) { s.effect(inst, e, now) })
 	inst.sinceBytes += replayed
 	if replayed > 0 {
 		inst.sinceCount++
@@ -31,6 +36,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 		t := pe.task(e.Task.Node)
 		s.e.cfg.Metrics.Capability(t.GetCapability()).Dispatched.Inc()
 		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
+		node, _ := inst.g.NodeOf(e.Task) // "" unless a run of on: every_node
 		s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
 			AttemptKey: key,
 			Term:       s.e.cfg.Term,
@@ -43,6 +49,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			Timeout:    t.GetTimeout().AsDuration(),
 			Verify:     int(t.GetVerify()),
 			Resumed:    inst.resuming,
+			Node:       node,
 		}})
 		if inst.started[e.Task.Node] == 0 {
 			inst.started[e.Task.Node] = now.UnixNano()

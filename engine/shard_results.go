@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -43,6 +44,14 @@ func (s *shard) onResult(r *TaskResult) {
 		r.OK, r.Error = false, fmt.Sprintf("lost %d times by the Waggler layer (last: %s)", inst.lost[ref], r.Error)
 	}
 	delete(inst.lost, ref)
+	if pinned, ok := inst.g.NodeOf(ref); ok && r.OK && r.WorkerID != "" {
+		// A run of on: every_node counts only from the node it is pinned
+		// to: a copy an earlier engine dispatched under another node list
+		// (it died before that list was durable) is a failed attempt.
+		if ran, _, _ := strings.Cut(r.WorkerID, "/"); ran != pinned {
+			r.OK, r.Error = false, fmt.Sprintf("ran on node %s, not on node %s it is pinned to", ran, pinned)
+		}
+	}
 	inst.resolvedAny = true
 	ar := ActionResult{InstanceID: inst.id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: StorableText(r.WorkerID),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}

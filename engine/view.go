@@ -10,6 +10,7 @@ import (
 
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/internal/clock"
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
 // GetInstance returns an instance with its tasks: live from the graph when
@@ -177,7 +178,7 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 			Capability:  t.GetCapability(),
 			Action:      t.GetAction(),
 			Needs:       t.GetNeeds(),
-			IsSpread:    t.GetSpread() != nil,
+			IsSpread:    t.GetSpread() != nil || t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE, // one run per node
 			IsLoop:      t.GetLoop() != nil,
 			Iterations:  info.Iterations,
 			Status:      taskStatus(info.Status),

@@ -112,6 +112,7 @@ type nopDispatcher struct{}
 
 func (nopDispatcher) Dispatch(context.Context, []engine.TaskDispatch) []error   { return nil }
 func (nopDispatcher) Cancel(context.Context, uint64, []engine.AttemptKey) error { return nil }
+func (nopDispatcher) Nodes(string) []string                                     { return nil }
 
 // loopHarness runs a leader loop over a fake mesh and records what it
 // publishes.

@@ -120,6 +120,7 @@ func (n *Node) newTerm(term uint64, parts partitionSet) (*termEngine, error) {
 		Holds:   func(id uuid.UUID) bool { return t.Engine != nil && t.Holds(id) },
 		Metrics: n.metrics.wag,
 		Slots:   n.slotsServing,
+		Nodes:   n.nodesServing,
 		OnDrain: func(c string) {
 			if t.Engine != nil {
 				t.CapacityFreed(c)
@@ -291,6 +292,19 @@ func (n *Node) servingNodes(capability string) ([]string, bool) {
 		}
 	}
 	return nodes, true
+}
+
+// nodesServing names the members up now whose gossip metadata lists a pool
+// of capability; before the mesh runs, this node if it serves it (the
+// Router's answer to a task with on: every_node, wag.RouterConfig.Nodes).
+func (n *Node) nodesServing(capability string) []string {
+	if nodes, known := n.servingNodes(capability); known {
+		return nodes
+	}
+	if n.cfg.Capabilities[capability] > 0 {
+		return []string{n.cfg.Name}
+	}
+	return nil
 }
 
 // slotsServing is the pool slots of capability on the members up now (the

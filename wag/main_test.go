@@ -203,6 +203,8 @@ func (l *testNode) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []
 	return l.router.Dispatch(ctx, tasks)
 }
 
+func (l *testNode) Nodes(capability string) []string { return l.router.Nodes(capability) }
+
 func (l *testNode) Cancel(ctx context.Context, term uint64, keys []engine.AttemptKey) error {
 	return l.router.Cancel(ctx, term, keys)
 }

@@ -98,7 +98,7 @@ func (w *Waggler) pickLocal(e *entry) int {
 // distinct nodes.
 func (w *Waggler) waitLocal(e *entry) bool {
 	busy := w.busy[w.node]
-	if busy == 0 || w.localTurn.n == 0 || e.d.Group != "" || w.rankOf(w.node) < topRank {
+	if busy == 0 || w.localTurn.n == 0 || e.d.Group != "" || e.d.Node != "" || w.rankOf(w.node) < topRank {
 		return false
 	}
 	if w.clock.Now().Sub(w.localFreed) >= localBelow {
@@ -147,12 +147,13 @@ func (w *Waggler) withinAllowance(node string) bool {
 }
 
 // allowed reports whether ww may run e: not on a quarantined node nor on
-// one that runs all its trust allows; and a run of a verified attempt goes
+// one that runs all its trust allows, and only on its node when it is
+// pinned to one (TaskDispatch.Node); and a run of a verified attempt goes
 // neither to a node in its Avoid nor to a node that was given a run of its
 // group (running or finished), so the runs compare distinct nodes.
 func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
 	node := ww.node
-	if w.quarantined[node] || !w.withinAllowance(node) {
+	if w.quarantined[node] || !w.withinAllowance(node) || (e.d.Node != "" && e.d.Node != node) {
 		return false
 	}
 	if e.d.Group == "" {

@@ -85,6 +85,10 @@ type RouterConfig struct {
 	// capability: with BacklogPerSlot, the backlog that saturates it
 	// (Saturated). Nil: MinBacklog alone.
 	Slots func(capability string) int
+	// Nodes, when set, names the nodes up now that serve a capability
+	// (Router.Nodes leaves out the quarantined ones). Nil: none, and a
+	// task with on: every_node fails ("no node serves X").
+	Nodes func(capability string) []string
 	// BacklogPerSlot, MinBacklog and BacklogStall set when a capability
 	// is saturated (see Saturated). Defaults DefaultBacklogPerSlot,
 	// DefaultMinBacklog, DefaultBacklogStall.
@@ -278,6 +282,24 @@ func (r *Router) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []erro
 	fx := r.onDispatch(tasks, now)
 	r.unlock(fx)
 	return fx.errs
+}
+
+// Nodes implements engine.Dispatcher: the nodes up now that serve
+// capability (RouterConfig.Nodes), without the quarantined ones, sorted.
+func (r *Router) Nodes(capability string) []string {
+	if r.cfg.Nodes == nil {
+		return nil
+	}
+	nodes := slices.Clone(r.cfg.Nodes(capability))
+	r.mu.Lock()
+	quar := r.quar
+	r.mu.Unlock()
+	nodes = slices.DeleteFunc(nodes, func(n string) bool {
+		_, found := slices.BinarySearch(quar, n)
+		return found
+	})
+	slices.Sort(nodes)
+	return slices.Compact(nodes)
 }
 
 // Cancel forgets attempts; those a Waggler holds are cancelled there.

@@ -27,6 +27,7 @@ type fakeDir struct {
 	// refuse, when set, is what the links answer every handoff of these
 	// attempts.
 	refuse map[engine.AttemptKey]error
+	quar   []string // quarantined nodes, sorted
 }
 
 func newFakeDir() *fakeDir {
@@ -47,7 +48,11 @@ func (d *fakeDir) Roles() map[string]Role {
 	return maps.Clone(d.roles)
 }
 
-func (d *fakeDir) Quarantined() []string { return nil }
+func (d *fakeDir) Quarantined() []string {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return d.quar
+}
 
 func (d *fakeDir) Changed() <-chan struct{} {
 	d.mu.Lock()

@@ -109,6 +109,9 @@ func runOf(d engine.TaskDispatch, i int, avoid []string) engine.TaskDispatch {
 	return r
 }
 
+// Nodes implements engine.Dispatcher: the next dispatcher's answer.
+func (v *Verifier) Nodes(capability string) []string { return v.next.Nodes(capability) }
+
 // Dispatch implements engine.Dispatcher: verified attempts go out as their
 // runs, the rest as they are. An attempt's error is its own, or that of a
 // run refused (its other runs are then cancelled, so that the engine

@@ -22,6 +22,8 @@ type fakeNext struct {
 	refuse     map[string]error // by execution id
 }
 
+func (f *fakeNext) Nodes(string) []string { return []string{"n1", "n2"} }
+
 func (f *fakeNext) Dispatch(_ context.Context, ds []engine.TaskDispatch) []error {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -178,6 +178,9 @@ type entry struct {
 	noticed    bool // "waiting: no worker" progress sent
 	// unsure: held back in Waggler.unsure, not queued (see there).
 	unsure bool
+	// orphaned is when a queued attempt pinned to a node (TaskDispatch.Node)
+	// was first seen with no live worker of that node; zero otherwise.
+	orphaned time.Time
 	// prevGen is the generation of an assignment that ended without a
 	// report while the attempt is queued again: one inherited from a
 	// predecessor that its worker, registered here, does not run, or one
@@ -312,6 +315,7 @@ type Waggler struct {
 	// its stream. This node's pools hand theirs over in the same call.
 	registeredAt time.Time
 	groups       map[string][]*entry // runs of one verified attempt (TaskDispatch.Group) held here
+	pinned       int                 // attempts held here pinned to a node (TaskDispatch.Node)
 	// groupNodes are the nodes each group's runs were given to, while the
 	// group is held: no node takes two runs of a group, even after the
 	// first finished.

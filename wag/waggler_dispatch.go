@@ -137,19 +137,21 @@ func (w *Waggler) pump(fx *effects) {
 	// found none, none will, and only runs of groups are still tried — so
 	// a long queue facing workers on probation costs one scan, not one per
 	// attempt.
+	// (Attempts pinned to a node depend on the attempt too, like runs.)
 	plainBlocked := false
 	for w.queued > 0 && len(w.idle) > 0 {
-		if plainBlocked && len(w.groups) == 0 {
+		if plainBlocked && len(w.groups) == 0 && w.pinned == 0 {
 			break
 		}
 		e := w.popQueue()
-		if plainBlocked && e.d.Group == "" {
+		plain := e.d.Group == "" && e.d.Node == ""
+		if plainBlocked && plain {
 			held = append(held, e)
 			continue
 		}
 		i := w.pickIdle(e)
 		if i < 0 {
-			plainBlocked = plainBlocked || e.d.Group == ""
+			plainBlocked = plainBlocked || plain
 			held = append(held, e)
 			continue
 		}
@@ -164,13 +166,22 @@ func (w *Waggler) pump(fx *effects) {
 
 // hold and release keep the entries held here, by key and by group.
 func (w *Waggler) hold(e *entry) {
+	if old := w.byKey[e.d.AttemptKey]; old != nil && old.d.Node != "" {
+		w.pinned-- // replaced (a worker's copy wins over a queued one)
+	}
 	w.byKey[e.d.AttemptKey] = e
+	if e.d.Node != "" {
+		w.pinned++
+	}
 	if g := e.d.Group; g != "" {
 		w.groups[g] = append(w.groups[g], e)
 	}
 }
 
 func (w *Waggler) release(e *entry) {
+	if e.d.Node != "" && w.byKey[e.d.AttemptKey] == e {
+		w.pinned--
+	}
 	delete(w.byKey, e.d.AttemptKey)
 	if g := e.d.Group; g != "" {
 		w.groups[g] = slices.DeleteFunc(w.groups[g], func(o *entry) bool { return o == e })

@@ -1,6 +1,9 @@
 package wag
 
 import (
+	"fmt"
+	"time"
+
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
@@ -46,6 +49,7 @@ func (w *Waggler) tick() {
 		// node's workers may have to go to others now (see waitLocal).
 		w.pump(&fx)
 	}
+	w.orphans(now, &fx)
 	if w.queued > 0 {
 		alive := w.anyAlive()
 		for _, e := range w.queue[w.head:] {
@@ -56,6 +60,8 @@ func (w *Waggler) tick() {
 			switch {
 			case !alive:
 				msg = "waiting: no worker offers capability " + w.capability
+			case e.d.Node != "" && !w.placeable(e):
+				msg = "waiting: pinned to node " + e.d.Node + ", which has no live worker of " + w.capability
 			case e.d.Group != "" && !w.placeable(e):
 				msg = "waiting: verify runs each attempt on distinct worker nodes, and no other node serving " +
 					w.capability + " is available"
@@ -112,6 +118,18 @@ func (w *Waggler) failover(e *entry, fields []zap.Field, fx *effects) {
 	old.entry = nil // busyGen stays: a late report frees (and revives) it
 	e.worker = nil
 	w.running--
+	if e.d.Node != "" {
+		// Pinned to its node (on: every_node): it does not move. The
+		// attempt fails, and the task's retries and on_failure decide.
+		w.mon.stop(e.d.AttemptKey, e.gen)
+		w.dropBackup(e)
+		w.release(e)
+		w.setState(StateDispatching)
+		w.log.Warn("worker declared dead: attempt pinned to its node failed", append(fields, zap.String("node", e.d.Node))...)
+		w.failPinned(e, fmt.Sprintf("node %s left while running (its worker %s was declared dead)", e.d.Node, old.id), old.id, fx)
+		w.pump(fx)
+		return
+	}
 	w.failovers++
 	w.m.WorkerFailovers.Inc()
 	backup := e.backup
@@ -160,5 +178,43 @@ func (w *Waggler) dropBackup(e *entry) {
 		e.backup = nil
 		b.reserved = nil
 		w.free(b)
+	}
+}
+
+// failPinned reports a failed result for e, an attempt pinned to a node
+// that it can no longer run on; the caller released it.
+func (w *Waggler) failPinned(e *entry, reason, worker string, fx *effects) {
+	now := w.clock.Now()
+	w.finish(engine.TaskResult{AttemptKey: e.d.AttemptKey, Error: reason, WorkerID: worker, FinishedAt: now}, fx)
+}
+
+// orphans fails the queued attempts pinned to a node with no live worker
+// of this capability for InheritGrace (its workers did not register, or
+// the node left); the others keep waiting.
+func (w *Waggler) orphans(now time.Time, fx *effects) {
+	if w.pinned == 0 || w.queued == 0 {
+		return
+	}
+	live := map[string]bool{}
+	for _, ww := range w.workers {
+		if !ww.dead {
+			live[ww.node] = true
+		}
+	}
+	for _, e := range w.queue[w.head:] {
+		if e.cancelled || e.worker != nil || e.d.Node == "" {
+			continue
+		}
+		switch {
+		case live[e.d.Node]:
+			e.orphaned = time.Time{}
+		case e.orphaned.IsZero():
+			e.orphaned = now
+		case now.Sub(e.orphaned) >= w.grace:
+			w.dropWaiting(e)
+			w.release(e)
+			w.log.Warn("no worker of the node an attempt is pinned to: it failed", attemptFields(e.d.AttemptKey, zap.String("node", e.d.Node))...)
+			w.failPinned(e, fmt.Sprintf("node %s left while running (no worker of it serves %s)", e.d.Node, w.capability), "", fx)
+		}
 	}
 }

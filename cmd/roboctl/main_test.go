@@ -476,6 +476,36 @@ func TestValidateShowsLoops(t *testing.T) {
 	}
 }
 
+// TestValidateShowsEveryNode: the plan says a task with on: every_node
+// runs once on every node serving its capability; -o json has on.
+func TestValidateShowsEveryNode(t *testing.T) {
+	r := roboctl(t, "validate", "../../examples/every-node.yaml")
+	if r.code != exitOK {
+		t.Fatalf("validate: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	want := regexp.MustCompile(`(?m)^ +\d+ +inventory +code.exec/exec +once on every node serving code.exec$`)
+	if !want.MatchString(r.stdout) {
+		t.Errorf("the plan has no line matching %s:\n%s", want, r.stdout)
+	}
+	r = roboctl(t, "validate", "-o", "json", "../../examples/every-node.yaml")
+	var got []struct {
+		Tasks []struct {
+			Name string `json:"name"`
+			On   string `json:"on"`
+		} `json:"tasks"`
+	}
+	if err := json.Unmarshal([]byte(r.stdout), &got); err != nil || len(got) != 1 {
+		t.Fatalf("validate -o json: %v\n%s", err, r.stdout)
+	}
+	on := map[string]string{}
+	for _, task := range got[0].Tasks {
+		on[task.Name] = task.On
+	}
+	if on["inventory"] != "every_node" || on["report"] != "" {
+		t.Errorf("on %q, want inventory: every_node", on)
+	}
+}
+
 // TestMembersAndLeader: a single node is a mesh of one: it lists itself,
 // marked leader, and names itself leader with its term.
 func TestMembersAndLeader(t *testing.T) {

@@ -25,7 +25,7 @@ func newValidateCmd() *cobra.Command {
 
 For each valid file it prints the IR hash and a short plan: tasks in
 dependency order with their capability, action, needs and joins, fan-outs,
-loops and guards. For an
+loops, runs on every node and guards. For an
 invalid file it prints every error with file, line, column and task.
 Exits 1 if any file is invalid.`,
 		Example: `  roboctl validate examples/*.yaml
@@ -93,6 +93,7 @@ type taskSummary struct {
 	Join       *joinSummary `json:"join,omitempty"`
 	Spread     string       `json:"spread,omitempty"`
 	Loop       *loopSummary `json:"loop,omitempty"`
+	On         string       `json:"on,omitempty"`
 	When       string       `json:"when,omitempty"`
 	Accept     string       `json:"accept,omitempty"`
 	OnFailure  string       `json:"on_failure"`
@@ -183,6 +184,9 @@ func validateFile(file string) validation {
 		if j := t.GetJoin(); j != nil {
 			ts.Join = &joinSummary{Min: j.GetMin(), CancelRest: j.GetCancelRest()}
 		}
+		if t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE {
+			ts.On = "every_node"
+		}
 		if l := t.GetLoop(); l != nil {
 			ts.Loop = &loopSummary{Until: l.GetUntil().GetSource(), Over: l.GetOver().GetSource(), Max: l.GetMax()}
 			if d := l.GetEvery().AsDuration(); d > 0 {
@@ -272,6 +276,9 @@ func (v validation) print(w io.Writer) {
 		}
 		if t.Loop != nil {
 			notes = append(notes, t.Loop.note())
+		}
+		if t.On == "every_node" {
+			notes = append(notes, "once on every node serving "+t.Capability)
 		}
 		if t.When != "" {
 			notes = append(notes, "when "+t.When)

@@ -78,6 +78,22 @@
 // An iteration that exhausts its attempts fails the loop under the task's
 // policy (skip: the task is failed and its dependents run).
 //
+// # One run on every node
+//
+// A task with on: every_node does not know where it runs until it is
+// ready: the nodes serving its capability are the mesh's, not the
+// graph's. Ready, it emits a Scatter effect and waits (TaskSpreading,
+// width 0); the runloop answers at once with Graph.Scatter and the nodes
+// it sees. The task then is a spread over the node names, sorted: run i
+// is TaskRef{Node, Index: i}, pinned to node i (Graph.NodeOf), its with
+// reading item (the node's name) and index. Its output is the list of
+// {node, output} in node order. No node fails the task before its first
+// attempt ("no node serves CAP"). The runloop answers after the other
+// effects of the event that made the task ready, so a task a join's
+// cancel_rest cancelled in that same event has its Scatter ignored. The list is part of the snapshot, so a
+// restored graph never asks again; one restored while it waits asks
+// again on Resume.
+//
 // A ready task is handled in this order:
 //
 //  1. If every predecessor was skipped (by its guard or by this rule), the
@@ -96,7 +112,8 @@
 //     The instances share a barrier that fires when all N are resolved;
 //     the task's output is then the list of instance outputs in index
 //     order (null for instances that failed under skip).
-//  4. A loop task starts its loop (see Loops).
+//  4. A loop task starts its loop (see Loops); a task with on: every_node
+//     asks for its nodes (see One run on every node).
 //  5. Otherwise `with` is evaluated and attempt 1 is dispatched.
 //
 // A `with` that cannot be evaluated fails the attempt without retry.

@@ -109,6 +109,11 @@ type spread struct {
 	output  []any   // becomes the task's output when the barrier fires
 	due     []int64 // nil unless the task has a timeout or retries
 	pending int32   // unresolved instances; the barrier fires at 0
+	// nodes, for a task with on: every_node, are the names of the nodes
+	// its runs are pinned to, sorted (items holds the same names); nil
+	// while the task waits for Graph.Scatter.
+	nodes []string
+	every bool // the task has on: every_node
 }
 
 func newSpread(items []any, withDue bool) *spread {
@@ -466,6 +471,9 @@ func (g *Graph) Resume(now time.Time) []Effect {
 			}
 		case TaskSpreading:
 			sp := g.spreads[node]
+			if sp.every && sp.nodes == nil {
+				g.emit(Effect{Kind: Scatter, Task: ref}) // still waits for its nodes
+			}
 			for i, st := range sp.status {
 				if st == TaskRunning || st == TaskRetrying {
 					var due int64
@@ -809,6 +817,12 @@ func (g *Graph) ready(node int32, now time.Time) {
 		g.expand(node, now)
 		return
 	}
+	if nd.everyNode {
+		g.ns[node].status = TaskSpreading
+		g.spreads[node] = &spread{every: true}
+		g.emit(Effect{Kind: Scatter, Task: Ref(node)})
+		return
+	}
 	if g.ns[node].loop {
 		g.startLoop(node, now)
 		return
@@ -1002,7 +1016,11 @@ func (g *Graph) instanceResolved(node int32, sp *spread) {
 	if sp.pending--; sp.pending > 0 {
 		return
 	}
-	g.ns[node].status, g.output[node] = TaskCompleted, sp.output
+	out := sp.output
+	if sp.every {
+		out = everyOutput(sp.nodes, sp.output)
+	}
+	g.ns[node].status, g.output[node] = TaskCompleted, out
 	sp.items, sp.due = nil, nil
 	g.resolve(node, completedOutcome)
 }

@@ -237,6 +237,8 @@ func formatEffect(p *Plan, e Effect) string {
 		return fmt.Sprintf("%s %s#%d @%s", e.Timer.Kind, formatRef(p, e.Timer.Task), e.Timer.Attempt, e.Timer.At.Sub(t0))
 	case Finished:
 		return "finished " + e.State.String()
+	case Scatter:
+		return "scatter " + formatRef(p, e.Task)
 	}
 	return fmt.Sprintf("effect %d", e.Kind)
 }

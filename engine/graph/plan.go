@@ -150,6 +150,10 @@ type taskMeta struct {
 	joinNeeds  []int32
 	// loop is the task's loop; nil for a task without one.
 	loop *loopPlan
+	// everyNode is set for a task with on: every_node (see Graph.Scatter);
+	// capability is then its capability, for messages.
+	everyNode  bool
+	capability string
 }
 
 // loopPlan is the compiled loop of a task: exactly one of until and over.
@@ -430,6 +434,14 @@ func (p *Plan) compile() error {
 		}
 		if nd.spread, err = compileExpr(nd.name, "spread", t.GetSpread()); err != nil {
 			return err
+		}
+		if t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE {
+			if t.GetSpread() != nil || t.GetLoop() != nil {
+				return planErr("task %q: on: every_node cannot be combined with spread or loop", nd.name)
+			}
+			nd.everyNode, nd.capability = true, t.GetCapability()
+		} else if t.GetOn() != robonetv1.TaskOn_TASK_ON_UNSPECIFIED {
+			return planErr("task %q: unknown on %v", nd.name, t.GetOn())
 		}
 		if nd.with, err = p.env.CompileTemplate(t.GetWith()); err != nil {
 			return planErr("task %q: with: %v", nd.name, err)

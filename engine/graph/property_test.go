@@ -83,7 +83,9 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 	// those of a timeout, which fail the attempt).
 	taskCancels := map[int32]int{}
 	apply := func(effs []graph.Effect) error {
-		for _, e := range effs {
+		effs = slices.Clone(effs) // Scatter below reuses the graph's buffer
+		for i := 0; i < len(effs); i++ {
+			e := effs[i]
 			k := attemptKey{e.Task, e.Attempt}
 			if e.Kind == graph.Cancel && e.Task.Index < 0 && g.Task(e.Task).Status == graph.TaskCancelled {
 				taskCancels[e.Task.Node]++
@@ -144,6 +146,11 @@ func runDifferential(env *expr.Env, wf *robonetv1.Workflow, rng *rand.Rand, seed
 			case graph.SetTimer:
 				armed = append(armed, e.Timer)
 				pendingTimers = append(pendingTimers, e.Timer)
+			case graph.Scatter:
+				// The runloop answers at once with the nodes serving the
+				// task's capability; what that does comes after the
+				// event's other effects (as in the engine's drive).
+				effs = append(effs, g.Scatter(e.Task, everyNodes(wf.GetTasks()[e.Task.Node].GetName()), now)...)
 			}
 		}
 		return nil
@@ -376,6 +383,8 @@ func sameAfterReplay(plan *graph.Plan, live *graph.Graph, inst string, inputs ma
 				} else {
 					pending = append(pending, e.Timer)
 				}
+			case e.Kind == graph.Scatter:
+				work = append(work, g.Scatter(e.Task, everyNodes(plan.Task(e.Task.Node).GetName()), now)...)
 			}
 		}
 		// A timer that fired in the live graph without a result since (a
@@ -593,13 +602,15 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 			t.Spread = &robonetv1.Expr{Source: src}
 		} else if rng.IntN(5) == 0 {
 			t.Loop = randomLoop(rng, upstream)
+		} else if rng.IntN(5) == 0 {
+			t.On = robonetv1.TaskOn_TASK_ON_EVERY_NODE // over everyNodes(t.Name)
 		}
 		switch r := rng.IntN(5); {
 		case r == 0:
 			t.With = &robonetv1.Template{Kind: &robonetv1.Template_LiteralJson{LiteralJson: []byte(`{"k":1}`)}}
 		case r == 1 && upstream != "":
 			t.With = exprTemplate("tasks." + upstream + ".output")
-		case r == 2 && t.Spread != nil:
+		case r == 2 && (t.Spread != nil || t.On == robonetv1.TaskOn_TASK_ON_EVERY_NODE):
 			t.With = &robonetv1.Template{Kind: &robonetv1.Template_Map{Map: &robonetv1.TemplateMap{Entries: []*robonetv1.TemplateEntry{
 				{Key: "i", Value: exprTemplate("index")}, {Key: "item", Value: exprTemplate("item")},
 			}}}}
@@ -644,4 +655,13 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 		wf.Outputs = append(wf.Outputs, &robonetv1.Output{Name: "count", Value: exprTemplate("size(inputs.xs)")})
 	}
 	return wf
+}
+
+// everyNodes is the nodes that serve a task with on: every_node in the
+// differential test: a fixed answer per task name, from none to four with
+// a duplicate, not sorted (the graph sorts and deduplicates).
+func everyNodes(task string) []string {
+	h := fnv.New32a()
+	h.Write([]byte(task))
+	return []string{"node-c", "node-a", "node-b", "node-a"}[:h.Sum32()%5]
 }

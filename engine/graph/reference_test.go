@@ -51,6 +51,10 @@ type refTask struct {
 	status refStatus
 	output any
 	spread bool
+	every  bool // on: every_node: a spread over everyNodes(name)
+	// asking: an every_node task that is ready and waits for its nodes,
+	// which come once the event that made it ready is over (scatter).
+	asking bool
 	loop   *robonetv1.Loop
 	items  []any      // the list of a loop over one
 	units  []*refUnit // one for a plain task, N for a spread, one per iteration started for a loop
@@ -86,7 +90,8 @@ type refDispatch struct {
 func newRef(wf *robonetv1.Workflow, env *expr.Env, inst string) *refScheduler {
 	r := &refScheduler{wf: wf, env: env, inst: inst, byName: map[string]*refTask{}, state: graph.Pending}
 	for i, t := range wf.GetTasks() {
-		rt := &refTask{ir: t, node: int32(i), spread: t.GetSpread() != nil, loop: t.GetLoop()}
+		every := t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE
+		rt := &refTask{ir: t, node: int32(i), spread: t.GetSpread() != nil || every, every: every, loop: t.GetLoop()}
 		r.tasks = append(r.tasks, rt)
 		r.byName[t.GetName()] = rt
 	}
@@ -116,10 +121,13 @@ func (r *refScheduler) rescan(now time.Time) {
 				r.makeReady(t, now)
 				changed = true
 			}
-			if t.status == refActive && t.spread && allUnitsResolved(t) {
+			if t.status == refActive && t.spread && !t.asking && allUnitsResolved(t) {
 				out := make([]any, len(t.units))
 				for i, u := range t.units {
 					out[i] = u.output
+					if t.every {
+						out[i] = map[string]any{"node": u.item, "output": u.output}
+					}
 				}
 				t.status, t.output = refDone, out
 				changed = true
@@ -142,6 +150,42 @@ func (r *refScheduler) rescan(now time.Time) {
 	}
 	if r.state == graph.Running && r.noneWaiting() {
 		r.state = graph.Gathering
+	}
+	r.scatter(now)
+}
+
+// scatter expands the every_node tasks that wait for their nodes, once the
+// event that made them ready is over (as the runloop answers the graph's
+// Scatter effects after the event's other effects): over the nodes
+// serving the task, sorted, each once; none fails the task. A task
+// cancelled meanwhile (a join's cancel_rest) never asks.
+func (r *refScheduler) scatter(now time.Time) {
+	for _, t := range r.tasks {
+		if !t.asking || r.terminal() {
+			continue
+		}
+		t.asking = false
+		if t.status != refActive {
+			continue
+		}
+		nodes := slices.Clone(everyNodes(t.ir.GetName()))
+		slices.Sort(nodes)
+		nodes = slices.Compact(nodes)
+		if len(nodes) == 0 {
+			r.taskFailedHard(t, now)
+		} else {
+			for i, n := range nodes {
+				t.units = append(t.units, &refUnit{index: int32(i), item: n})
+			}
+			for _, u := range t.units {
+				r.dispatch(t, u, 1, now)
+				if r.terminal() {
+					break
+				}
+			}
+		}
+		r.rescan(now)
+		return // rescan scattered the rest
 	}
 }
 
@@ -287,6 +331,10 @@ func (r *refScheduler) run(t *refTask, now time.Time) {
 			t.items = list
 		}
 		r.startIteration(t, 0, now)
+		return
+	}
+	if t.every {
+		t.asking = true // see scatter
 		return
 	}
 	if t.spread {

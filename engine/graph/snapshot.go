@@ -30,7 +30,9 @@ var ErrBadSnapshot = errors.New("invalid graph snapshot")
 //	FAILED:   str task, v index, uv attempt, uv policy, str output, str reason
 //	COMPLETE: val outputs
 //	per task: byte status, uv attempt, [v due], [val output],
-//	  byte 0 (nothing more), 1 (spread) or 2 (loop)
+//	  byte 0 (nothing more), 1 (spread), 2 (loop) or 3 (on: every_node)
+//	  every_node: uv nodes, str per node (sorted), then, unless there
+//	          are none yet (the task waits for Graph.Scatter), as a spread
 //	  spread: uv width, width status bytes,
 //	          per instance: uv attempt, [v due], [val output]
 //	  loop:   uv items (the length of the list while a loop over one
@@ -100,7 +102,18 @@ func (g *Graph) Snapshot() ([]byte, error) {
 			w.byte(0)
 			continue
 		}
-		w.byte(1)
+		if sp.every {
+			w.byte(3)
+			w.uv(uint64(len(sp.nodes)))
+			for _, n := range sp.nodes {
+				w.str(n)
+			}
+			if sp.nodes == nil {
+				continue // waiting for its nodes
+			}
+		} else {
+			w.byte(1)
+		}
 		w.uv(uint64(len(sp.status)))
 		for _, ist := range sp.status {
 			w.byte(byte(ist))
@@ -242,15 +255,47 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 				return nil, err
 			}
 			continue
+		case 1:
+			if nd.spread == nil {
+				return nil, fmt.Errorf("task %q has instances but no spread", nd.name)
+			}
+		case 3:
+			if !nd.everyNode {
+				return nil, fmt.Errorf("task %q has nodes but no on: every_node", nd.name)
+			}
+		default:
+			return nil, fmt.Errorf("task %q: unknown task state kind", nd.name)
 		}
-		if nd.spread == nil {
-			return nil, fmt.Errorf("task %q has instances but no spread", nd.name)
+		var nodes []string
+		if nd.everyNode {
+			n := r.uv()
+			if n > uint64(p.opts.MaxSpreadWidth) || n > uint64(len(r.buf)) {
+				return nil, fmt.Errorf("task %q: bad node count %d", nd.name, n)
+			}
+			if n == 0 {
+				if st != TaskSpreading && st != TaskCancelled {
+					return nil, fmt.Errorf("task %q is %s, waiting for its nodes", nd.name, st)
+				}
+				g.spreads[node] = &spread{every: true}
+				continue
+			}
+			nodes = make([]string, n)
+			for i := range nodes {
+				nodes[i] = r.str()
+			}
 		}
 		width := r.uv()
-		if width == 0 || width > uint64(p.opts.MaxSpreadWidth) || width > uint64(len(r.buf)) {
+		if width == 0 || width > uint64(p.opts.MaxSpreadWidth) || width > uint64(len(r.buf)) ||
+			(nodes != nil && width != uint64(len(nodes))) {
 			return nil, fmt.Errorf("task %q: bad spread width %d", nd.name, width)
 		}
 		sp := newSpread(make([]any, width), nd.needsDue())
+		if nodes != nil {
+			sp.every, sp.nodes = true, nodes
+			for i, n := range nodes {
+				sp.items[i] = n
+			}
+		}
 		sp.pending = 0
 		for i := range sp.status {
 			ist := TaskStatus(r.byte())
@@ -281,6 +326,11 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 				return nil, fmt.Errorf("task %q: output does not match its instances", nd.name)
 			}
 			sp.output, sp.items, sp.due = list, nil, nil
+			if sp.every {
+				if sp.output, ok = everyOutputs(sp.nodes, list); !ok {
+					return nil, fmt.Errorf("task %q: output does not match its nodes", nd.name)
+				}
+			}
 		}
 		g.spreads[node] = sp
 	}
@@ -442,8 +492,14 @@ func (g *Graph) deriveReadiness() error {
 		sp := g.spreads[node]
 		switch st {
 		case TaskSpreading:
+			if sp.every && sp.nodes == nil {
+				continue // waiting for its nodes: Resume asks again
+			}
 			if sp.pending == 0 {
 				return fmt.Errorf("task %q is spreading with no instance pending", nd.name)
+			}
+			if sp.every {
+				continue // items are the node names
 			}
 			g.sc.reset(g.cutoffOf(int32(node)))
 			v, err := nd.spread.Eval(&g.sc)

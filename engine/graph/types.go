@@ -93,9 +93,13 @@ const (
 	SetTimer
 	// Finished: the instance reached terminal state Effect.State.
 	Finished
+	// Scatter: Effect.Task, a task with on: every_node (Index -1), is
+	// ready: call Graph.Scatter with the nodes that serve its capability
+	// now. The task waits (TaskSpreading, width 0) until then.
+	Scatter
 )
 
-var effectKindNames = [...]string{"?", "dispatch", "cancel", "set-timer", "finished"}
+var effectKindNames = [...]string{"?", "dispatch", "cancel", "set-timer", "finished", "scatter"}
 
 func (k EffectKind) String() string {
 	if int(k) < len(effectKindNames) {
@@ -163,7 +167,9 @@ const (
 	TaskRunning
 	// TaskRetrying: an attempt failed and the retry timer is pending.
 	TaskRetrying
-	// TaskSpreading: a spread task whose instances are not all resolved.
+	// TaskSpreading: a spread task whose instances are not all resolved;
+	// or a task with on: every_node whose runs are not all resolved, or
+	// that waits for its node list (Graph.Scatter; width 0).
 	TaskSpreading
 	// TaskCompleted: resolved with an output.
 	TaskCompleted

@@ -27,6 +27,8 @@ type taskSpec struct {
 	verify     uint32 // 0: absent
 	join       *joinSpec
 	loop       *loopSpec
+	onN        *yaml.Node // the on key, nil when absent
+	on         robonetv1.TaskOn
 }
 
 // joinSpec is a task's `join: {min, cancel_rest}` as written.
@@ -133,6 +135,13 @@ func (c *compiler) task(e entry) *taskSpec {
 		if t.loop = c.loop(f, t.w.child("loop")); t.loop == nil {
 			t.ok = false
 		}
+	}
+	if f, ok := fields["on"]; ok {
+		t.onN = f.keyN
+		if t.on = c.on(f.value, t.w.child("on")); t.on == robonetv1.TaskOn_TASK_ON_UNSPECIFIED {
+			t.ok = false
+		}
+		c.checkOn(t)
 	}
 	t.policy = c.policy(fields, t.w)
 	if t.policy.onFailure == robonetv1.FailurePolicy_FAILURE_POLICY_ABORT && t.policy.retryNode != nil {
@@ -333,17 +342,20 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 	}
 	if t.with != nil {
 		sc.field = "with"
-		sc.spread = t.spread != nil
+		// An every_node run reads its node's name as item, its place in
+		// the node list as index.
+		sc.spread = t.spread != nil || t.on == robonetv1.TaskOn_TASK_ON_EVERY_NODE
 		ir.With = c.template(t.with, sc)
 	}
 	if t.accept != nil {
-		sc.field, sc.spread, sc.accept = "accept", t.spread != nil, true
+		sc.field, sc.spread, sc.accept = "accept", t.spread != nil || t.on == robonetv1.TaskOn_TASK_ON_EVERY_NODE, true
 		ir.Accept, ir.AcceptText = c.acceptExpr(t.accept, sc)
 	}
 	ir.OnFailure, ir.Retry, ir.Timeout = fold(t.policy, defaults)
 	if t.verify > 1 {
 		ir.Verify = t.verify
 	}
+	ir.On = t.on
 	if t.join != nil {
 		if ir.Join = c.checkJoin(t, ir.Needs); ir.Join == nil {
 			t.ok = false
@@ -358,4 +370,39 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 // describeWant is the start of messages about spread and when.
 func describeWant(want string) string {
 	return fmt.Sprintf("must be a single ${{ expression }} of type %s", want)
+}
+
+// on reads a task's `on:`; only every_node exists. UNSPECIFIED means the
+// value was refused (an error was reported).
+func (c *compiler) on(v *yaml.Node, w where) robonetv1.TaskOn {
+	const hint = "on: every_node runs the task once on each node serving its capability; remove on to run it once"
+	n := c.resolve(v)
+	if n == nil {
+		return robonetv1.TaskOn_TASK_ON_UNSPECIFIED
+	}
+	if n.Kind != yaml.ScalarNode || n.Tag != "!!str" || n.Value != "every_node" {
+		c.errorf(n, w, hint, "unknown on %s (only every_node exists)", describe(n))
+		return robonetv1.TaskOn_TASK_ON_UNSPECIFIED
+	}
+	return robonetv1.TaskOn_TASK_ON_EVERY_NODE
+}
+
+// checkOn refuses what on: every_node cannot be combined with (yet):
+// spread, loop and verify.
+func (c *compiler) checkOn(t *taskSpec) {
+	w := t.w.child("on")
+	for _, other := range []struct {
+		set  bool
+		key  string
+		hint string
+	}{
+		{t.spread != nil, "spread", "put the spread in a task of its own; on: every_node already runs one execution per node"},
+		{t.loop != nil, "loop", "put the loop in a task of its own that needs this one"},
+		{t.verify > 0, "verify", "remove verify: each run of on: every_node is pinned to its own node, so it cannot be compared across nodes"},
+	} {
+		if other.set {
+			c.errorf(t.onN, w, other.hint, "a task cannot have both on: every_node and %s", other.key)
+			t.ok = false
+		}
+	}
 }

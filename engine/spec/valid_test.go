@@ -485,3 +485,18 @@ func TestLoopLandsInIR(t *testing.T) {
 		t.Fatal("a task without loop has one in the IR")
 	}
 }
+
+// on: every_node lands in the IR; its with and accept read item (the
+// node's name) and index.
+func TestOnEveryNode(t *testing.T) {
+	wf := mustCompile(t, "name: inv\nversion: 1\ntasks:\n"+
+		"  inventory:\n    capability: net.scan\n    action: exec\n    on: every_node\n"+
+		"    with: {argv: [hostname], env: {NODE: '${{ item }}'}}\n    accept: ${{ index >= 0 && output.node == item }}\n"+
+		"  plain: {capability: core, action: echo}\n")
+	if got := task(t, wf, "inventory").GetOn(); got != robonetv1.TaskOn_TASK_ON_EVERY_NODE {
+		t.Fatalf("inventory.on = %v", got)
+	}
+	if got := task(t, wf, "plain").GetOn(); got != robonetv1.TaskOn_TASK_ON_UNSPECIFIED {
+		t.Fatalf("plain.on = %v", got)
+	}
+}

@@ -43,7 +43,7 @@ func dispatchToProto(d engine.TaskDispatch) (*robonetv1.Dispatch, error) {
 	return &robonetv1.Dispatch{
 		Key: keyToProto(d.AttemptKey), Term: d.Term, Workflow: d.Workflow, Task: d.Task, Index: d.Index,
 		Capability: d.Capability, Action: d.Action, InputJson: in, TimeoutNs: int64(d.Timeout), Verify: uint32(min(max(d.Verify, 0), 3)),
-		Group: d.Group, Avoid: d.Avoid,
+		Group: d.Group, Avoid: d.Avoid, Node: d.Node,
 	}, nil
 }
 
@@ -61,7 +61,7 @@ func dispatchFromProto(p *robonetv1.Dispatch) (engine.TaskDispatch, error) {
 	return engine.TaskDispatch{
 		AttemptKey: k, Term: p.GetTerm(), Workflow: p.GetWorkflow(), Task: p.GetTask(), Index: p.GetIndex(),
 		Capability: p.GetCapability(), Action: p.GetAction(), Input: in, Timeout: time.Duration(p.GetTimeoutNs()),
-		Verify: int(p.GetVerify()), Group: p.GetGroup(), Avoid: p.GetAvoid(),
+		Verify: int(p.GetVerify()), Group: p.GetGroup(), Avoid: p.GetAvoid(), Node: p.GetNode(),
 	}, nil
 }
 

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -29,5 +30,26 @@ func TestReportRoundTrip(t *testing.T) {
 			!got.StartedAt.Equal(want.StartedAt) || !got.FinishedAt.Equal(want.FinishedAt) {
 			t.Errorf("round trip of %+v gave %+v", want, got)
 		}
+	}
+}
+
+// A dispatch keeps its placement across the wire: the node a run of a
+// task with on: every_node is pinned to, and a verified run's group.
+func TestDispatchPlacementRoundTrip(t *testing.T) {
+	want := engine.TaskDispatch{AttemptKey: testKey, Term: 2, Capability: "net.scan", Action: "exec", Node: "node-b",
+		Group: "g", Avoid: []string{"node-a"}}
+	p, err := dispatchToProto(want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := checkDispatch("dispatch", p); err != nil {
+		t.Fatal(err)
+	}
+	got, err := dispatchFromProto(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Node != "node-b" || got.Group != "g" || len(got.Avoid) != 1 {
+		t.Fatalf("round trip gave %+v", got)
 	}
 }

@@ -61,7 +61,7 @@ func keyBound(k *robonetv1.AttemptKey) int {
 // within a few hundred bytes is as good for a limit of megabytes).
 func dispatchBound(d *robonetv1.Dispatch) int {
 	n := keyBound(d.GetKey()) + len(d.GetWorkflow()) + len(d.GetTask()) + len(d.GetCapability()) + len(d.GetAction()) +
-		len(d.GetInputJson()) + len(d.GetGroup()) + 12*fieldRoom
+		len(d.GetInputJson()) + len(d.GetGroup()) + len(d.GetNode()) + 13*fieldRoom
 	for _, a := range d.GetAvoid() {
 		n += len(a) + fieldRoom
 	}

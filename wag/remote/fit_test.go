@@ -209,7 +209,7 @@ func TestRegistrationWithinOneMessage(t *testing.T) {
 func TestSizeBounds(t *testing.T) {
 	key := &robonetv1.AttemptKey{InstanceId: "0190b5c6-6e0a-7c4e-9d6a-3f1e2d4c5b6a", ExecutionId: strings.Repeat("e", 300), Attempt: math.MaxUint32}
 	d := &robonetv1.Dispatch{Key: key, Term: math.MaxUint64, Workflow: "wf", Task: "t", Index: math.MinInt32, Capability: "c", Action: "a",
-		InputJson: []byte(strings.Repeat("x", 5000)), TimeoutNs: math.MinInt64, Verify: math.MaxUint32, Group: "g", Avoid: []string{"n1", "n2", "n3"}}
+		InputJson: []byte(strings.Repeat("x", 5000)), TimeoutNs: math.MinInt64, Verify: math.MaxUint32, Group: "g", Avoid: []string{"n1", "n2", "n3"}, Node: "node-a"}
 	h := &robonetv1.Handoff{Dispatch: d, Epoch: math.MaxUint64, WorkerId: "w/c/1", Generation: math.MaxUint64}
 	sa := &robonetv1.SlotAssignment{WorkerId: "w/c/1", Assignment: &robonetv1.Assignment{Dispatch: d, Generation: math.MaxUint64}}
 	r := &robonetv1.WagResult{Seq: math.MaxUint64, Key: key, Ok: true, OutputJson: []byte("[1,2]"), Error: "e", WorkerId: "w/c/1",

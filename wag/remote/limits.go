@@ -180,6 +180,7 @@ func checkDispatch(what string, d *robonetv1.Dispatch) error {
 			return nil
 		},
 		func() error { return checkField(what, "group", d.GetGroup(), 2*maxExecIDBytes) },
+		func() error { return checkField(what, "node", d.GetNode(), maxNameBytes) },
 		func() error {
 			if len(d.GetAvoid()) > 3 {
 				return invalid("%s: %d nodes to avoid, at most 3", what, len(d.GetAvoid()))

@@ -228,8 +228,11 @@ type Dispatch struct {
 	Verify uint32 `protobuf:"varint,10,opt,name=verify,proto3" json:"verify,omitempty"`
 	// On one run of a verified attempt: the group of its runs, placed on
 	// distinct worker nodes, and nodes to keep it off.
-	Group         string   `protobuf:"bytes,11,opt,name=group,proto3" json:"group,omitempty"`
-	Avoid         []string `protobuf:"bytes,12,rep,name=avoid,proto3" json:"avoid,omitempty"`
+	Group string   `protobuf:"bytes,11,opt,name=group,proto3" json:"group,omitempty"`
+	Avoid []string `protobuf:"bytes,12,rep,name=avoid,proto3" json:"avoid,omitempty"`
+	// On a run of a task with on: every_node: the node it is pinned to
+	// (engine.TaskDispatch.Node); empty: any node.
+	Node          string `protobuf:"bytes,13,opt,name=node,proto3" json:"node,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -346,6 +349,13 @@ func (x *Dispatch) GetAvoid() []string {
 		return x.Avoid
 	}
 	return nil
+}
+
+func (x *Dispatch) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
 }
 
 // Handoff is an attempt for the Waggler of its capability at epoch; with a
@@ -2907,7 +2917,7 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12!\n" +
 	"\fexecution_id\x18\x02 \x01(\tR\vexecutionId\x12\x18\n" +
-	"\aattempt\x18\x03 \x01(\rR\aattempt\"\xc8\x02\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\"\xdc\x02\n" +
 	"\bDispatch\x12(\n" +
 	"\x03key\x18\x01 \x01(\v2\x16.robonet.v1.AttemptKeyR\x03key\x12\x12\n" +
 	"\x04term\x18\x02 \x01(\x04R\x04term\x12\x1a\n" +
@@ -2925,7 +2935,8 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\x06verify\x18\n" +
 	" \x01(\rR\x06verify\x12\x14\n" +
 	"\x05group\x18\v \x01(\tR\x05group\x12\x14\n" +
-	"\x05avoid\x18\f \x03(\tR\x05avoid\"\xa7\x01\n" +
+	"\x05avoid\x18\f \x03(\tR\x05avoid\x12\x12\n" +
+	"\x04node\x18\r \x01(\tR\x04node\"\xa7\x01\n" +
 	"\aHandoff\x120\n" +
 	"\bdispatch\x18\x01 \x01(\v2\x14.robonet.v1.DispatchR\bdispatch\x12\x14\n" +
 	"\x05epoch\x18\x02 \x01(\x04R\x05epoch\x12\x1b\n" +

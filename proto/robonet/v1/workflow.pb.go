@@ -150,6 +150,55 @@ func (FailurePolicy) EnumDescriptor() ([]byte, []int) {
 	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{1}
 }
 
+// TaskOn is a task's `on:`.
+type TaskOn int32
+
+const (
+	// The task runs once, on any node serving its capability.
+	TaskOn_TASK_ON_UNSPECIFIED TaskOn = 0
+	// `on: every_node`: once on every node serving its capability.
+	TaskOn_TASK_ON_EVERY_NODE TaskOn = 1
+)
+
+// Enum value maps for TaskOn.
+var (
+	TaskOn_name = map[int32]string{
+		0: "TASK_ON_UNSPECIFIED",
+		1: "TASK_ON_EVERY_NODE",
+	}
+	TaskOn_value = map[string]int32{
+		"TASK_ON_UNSPECIFIED": 0,
+		"TASK_ON_EVERY_NODE":  1,
+	}
+)
+
+func (x TaskOn) Enum() *TaskOn {
+	p := new(TaskOn)
+	*p = x
+	return p
+}
+
+func (x TaskOn) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (TaskOn) Descriptor() protoreflect.EnumDescriptor {
+	return file_robonet_v1_workflow_proto_enumTypes[2].Descriptor()
+}
+
+func (TaskOn) Type() protoreflect.EnumType {
+	return &file_robonet_v1_workflow_proto_enumTypes[2]
+}
+
+func (x TaskOn) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use TaskOn.Descriptor instead.
+func (TaskOn) EnumDescriptor() ([]byte, []int) {
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{2}
+}
+
 // Workflow is the compiled, validated intermediate representation (IR) of a
 // workflow spec. It is what the engine stores per (name, version) and executes.
 //
@@ -452,7 +501,12 @@ type Task struct {
 	// When set, the task runs in a loop: one execution per iteration
 	// ("task#0", "task#1", ...), one after the other, each with its own
 	// attempts; the task's output is the list of iteration outputs in order.
-	Loop          *Loop `protobuf:"bytes,16,opt,name=loop,proto3" json:"loop,omitempty"`
+	Loop *Loop `protobuf:"bytes,16,opt,name=loop,proto3" json:"loop,omitempty"`
+	// Where the task runs: TASK_ON_EVERY_NODE runs it once on each alive,
+	// non-quarantined node serving its capability when it becomes ready
+	// ("task[i]", i in the node list sorted by name, pinned to that node);
+	// its output is the list of {node, output} in node name order.
+	On            TaskOn `protobuf:"varint,17,opt,name=on,proto3,enum=robonet.v1.TaskOn" json:"on,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -597,6 +651,13 @@ func (x *Task) GetLoop() *Loop {
 		return x.Loop
 	}
 	return nil
+}
+
+func (x *Task) GetOn() TaskOn {
+	if x != nil {
+		return x.On
+	}
+	return TaskOn_TASK_ON_UNSPECIFIED
 }
 
 // Loop runs a task again and again: until a condition on its output holds,
@@ -1264,7 +1325,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xd1\x04\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xf5\x04\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1286,7 +1347,8 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\vaccept_text\x18\x0e \x01(\tR\n" +
 	"acceptText\x12$\n" +
 	"\x04join\x18\x0f \x01(\v2\x10.robonet.v1.JoinR\x04join\x12$\n" +
-	"\x04loop\x18\x10 \x01(\v2\x10.robonet.v1.LoopR\x04loop\"\x97\x01\n" +
+	"\x04loop\x18\x10 \x01(\v2\x10.robonet.v1.LoopR\x04loop\x12\"\n" +
+	"\x02on\x18\x11 \x01(\x0e2\x12.robonet.v1.TaskOnR\x02on\"\x97\x01\n" +
 	"\x04Loop\x12&\n" +
 	"\x05until\x18\x01 \x01(\v2\x10.robonet.v1.ExprR\x05until\x12$\n" +
 	"\x04over\x18\x02 \x01(\v2\x10.robonet.v1.ExprR\x04over\x12\x10\n" +
@@ -1334,7 +1396,10 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\x1aFAILURE_POLICY_UNSPECIFIED\x10\x00\x12\x18\n" +
 	"\x14FAILURE_POLICY_RETRY\x10\x01\x12\x17\n" +
 	"\x13FAILURE_POLICY_SKIP\x10\x02\x12\x18\n" +
-	"\x14FAILURE_POLICY_ABORT\x10\x03B7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\x14FAILURE_POLICY_ABORT\x10\x03*9\n" +
+	"\x06TaskOn\x12\x17\n" +
+	"\x13TASK_ON_UNSPECIFIED\x10\x00\x12\x16\n" +
+	"\x12TASK_ON_EVERY_NODE\x10\x01B7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_workflow_proto_rawDescOnce sync.Once
@@ -1348,61 +1413,63 @@ func file_robonet_v1_workflow_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_workflow_proto_rawDescData
 }
 
-var file_robonet_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
+var file_robonet_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
 var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
 var file_robonet_v1_workflow_proto_goTypes = []any{
 	(ValueType)(0),              // 0: robonet.v1.ValueType
 	(FailurePolicy)(0),          // 1: robonet.v1.FailurePolicy
-	(*Workflow)(nil),            // 2: robonet.v1.Workflow
-	(*Input)(nil),               // 3: robonet.v1.Input
-	(*RetryPolicy)(nil),         // 4: robonet.v1.RetryPolicy
-	(*Task)(nil),                // 5: robonet.v1.Task
-	(*Loop)(nil),                // 6: robonet.v1.Loop
-	(*Join)(nil),                // 7: robonet.v1.Join
-	(*Output)(nil),              // 8: robonet.v1.Output
-	(*Expr)(nil),                // 9: robonet.v1.Expr
-	(*Template)(nil),            // 10: robonet.v1.Template
-	(*Interpolation)(nil),       // 11: robonet.v1.Interpolation
-	(*InterpolationPart)(nil),   // 12: robonet.v1.InterpolationPart
-	(*TemplateList)(nil),        // 13: robonet.v1.TemplateList
-	(*TemplateMap)(nil),         // 14: robonet.v1.TemplateMap
-	(*TemplateEntry)(nil),       // 15: robonet.v1.TemplateEntry
-	(*durationpb.Duration)(nil), // 16: google.protobuf.Duration
+	(TaskOn)(0),                 // 2: robonet.v1.TaskOn
+	(*Workflow)(nil),            // 3: robonet.v1.Workflow
+	(*Input)(nil),               // 4: robonet.v1.Input
+	(*RetryPolicy)(nil),         // 5: robonet.v1.RetryPolicy
+	(*Task)(nil),                // 6: robonet.v1.Task
+	(*Loop)(nil),                // 7: robonet.v1.Loop
+	(*Join)(nil),                // 8: robonet.v1.Join
+	(*Output)(nil),              // 9: robonet.v1.Output
+	(*Expr)(nil),                // 10: robonet.v1.Expr
+	(*Template)(nil),            // 11: robonet.v1.Template
+	(*Interpolation)(nil),       // 12: robonet.v1.Interpolation
+	(*InterpolationPart)(nil),   // 13: robonet.v1.InterpolationPart
+	(*TemplateList)(nil),        // 14: robonet.v1.TemplateList
+	(*TemplateMap)(nil),         // 15: robonet.v1.TemplateMap
+	(*TemplateEntry)(nil),       // 16: robonet.v1.TemplateEntry
+	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
 }
 var file_robonet_v1_workflow_proto_depIdxs = []int32{
-	3,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
-	5,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
-	8,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
+	4,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
+	6,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
+	9,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
 	0,  // 3: robonet.v1.Input.type:type_name -> robonet.v1.ValueType
-	16, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
-	16, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	10, // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
-	9,  // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
-	9,  // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
+	17, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
+	17, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	11, // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
+	10, // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
+	10, // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
 	1,  // 9: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
-	4,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
-	16, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
-	9,  // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
-	7,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
-	6,  // 14: robonet.v1.Task.loop:type_name -> robonet.v1.Loop
-	9,  // 15: robonet.v1.Loop.until:type_name -> robonet.v1.Expr
-	9,  // 16: robonet.v1.Loop.over:type_name -> robonet.v1.Expr
-	16, // 17: robonet.v1.Loop.every:type_name -> google.protobuf.Duration
-	10, // 18: robonet.v1.Output.value:type_name -> robonet.v1.Template
-	9,  // 19: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
-	11, // 20: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
-	13, // 21: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
-	14, // 22: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
-	12, // 23: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
-	9,  // 24: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
-	10, // 25: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
-	15, // 26: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
-	10, // 27: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
-	28, // [28:28] is the sub-list for method output_type
-	28, // [28:28] is the sub-list for method input_type
-	28, // [28:28] is the sub-list for extension type_name
-	28, // [28:28] is the sub-list for extension extendee
-	0,  // [0:28] is the sub-list for field type_name
+	5,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
+	17, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
+	10, // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
+	8,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
+	7,  // 14: robonet.v1.Task.loop:type_name -> robonet.v1.Loop
+	2,  // 15: robonet.v1.Task.on:type_name -> robonet.v1.TaskOn
+	10, // 16: robonet.v1.Loop.until:type_name -> robonet.v1.Expr
+	10, // 17: robonet.v1.Loop.over:type_name -> robonet.v1.Expr
+	17, // 18: robonet.v1.Loop.every:type_name -> google.protobuf.Duration
+	11, // 19: robonet.v1.Output.value:type_name -> robonet.v1.Template
+	10, // 20: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
+	12, // 21: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
+	14, // 22: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
+	15, // 23: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
+	13, // 24: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
+	10, // 25: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
+	11, // 26: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
+	16, // 27: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
+	11, // 28: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
+	29, // [29:29] is the sub-list for method output_type
+	29, // [29:29] is the sub-list for method input_type
+	29, // [29:29] is the sub-list for extension type_name
+	29, // [29:29] is the sub-list for extension extendee
+	0,  // [0:29] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_workflow_proto_init() }
@@ -1426,7 +1493,7 @@ func file_robonet_v1_workflow_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_workflow_proto_rawDesc), len(file_robonet_v1_workflow_proto_rawDesc)),
-			NumEnums:      2,
+			NumEnums:      3,
 			NumMessages:   14,
 			NumExtensions: 0,
 			NumServices:   0,
