@@ -637,6 +637,28 @@ func (t *target) usage() ([]usage, error) {
 	return out, nil
 }
 
+// nodeUsages is every process's CPU since before and its peak RSS, with
+// its CPU cap and how often the cap throttled it, if it has one.
+func (t *target) nodeUsages(before []usage) ([]NodeUsage, error) {
+	after, err := t.usage()
+	if err != nil {
+		return nil, err
+	}
+	out := make([]NodeUsage, len(t.procs))
+	for i, p := range t.procs {
+		u := NodeUsage{Node: p.name, CPUSeconds: (after[i].CPU - before[i].CPU).Seconds(), PeakRSSMiB: float64(after[i].PeakRSS) / (1 << 20)}
+		if i < len(t.caps) && t.caps[i] != nil {
+			g := t.caps[i]
+			u.CapCPUs = g.cpus
+			if periods, throttled := g.throttle(); periods > 0 {
+				u.Throttled = float64(throttled) / float64(periods)
+			}
+		}
+		out[i] = u
+	}
+	return out, nil
+}
+
 // runScenario runs one scenario on fresh processes.
 func runScenario(ctx context.Context, cfg *Config, name string, rate, round int) (Result, error) {
 	label := Result{Scenario: name, Rate: rate}.Label()
@@ -682,14 +704,11 @@ func runScenario(ctx context.Context, cfg *Config, name string, rate, round int)
 		r.Round = round
 	}
 	r.ClientCPUSeconds = (selfCPU() - client0).Seconds()
-	after, err := t.usage()
+	nodes, err := t.nodeUsages(before)
 	if err != nil {
 		return Result{}, err
 	}
-	for i, p := range t.procs {
-		r.Nodes = append(r.Nodes, NodeUsage{Node: p.name, CPUSeconds: (after[i].CPU - before[i].CPU).Seconds(),
-			PeakRSSMiB: float64(after[i].PeakRSS) / (1 << 20)})
-	}
+	r.Nodes = append(r.Nodes, nodes...)
 	if t.db != nil && r.Tasks > 0 {
 		wal1, err := walLSN(ctx, t.db.dsn)
 		if err != nil {

@@ -255,20 +255,11 @@ func runPartitionSize(ctx context.Context, cfg *Config, servers, round int) (_ R
 		r.Round = round
 	}
 	r.ClientCPUSeconds = (selfCPU() - client0).Seconds()
-	after, err := t.usage()
+	nodes, err := t.nodeUsages(before)
 	if err != nil {
 		return Result{}, err
 	}
-	for i, p := range t.procs {
-		u := NodeUsage{Node: p.name, CPUSeconds: (after[i].CPU - before[i].CPU).Seconds(), PeakRSSMiB: float64(after[i].PeakRSS) / (1 << 20)}
-		if g := t.caps[i]; g != nil {
-			u.CapCPUs = g.cpus
-			if periods, throttled := g.throttle(); periods > 0 {
-				u.Throttled = float64(throttled) / float64(periods)
-			}
-		}
-		r.Nodes = append(r.Nodes, u)
-	}
+	r.Nodes = append(r.Nodes, nodes...)
 	sc := &Scaling{Servers: servers, CapCPUs: cfg.ServerCPUs, Cgroup: cfg.cgroups.String(), CPUs: cfg.cpus}
 	if pgErr == nil {
 		pg1, err := clusterCPU(t.postmaster)
