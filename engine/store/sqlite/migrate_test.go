@@ -2,7 +2,6 @@ package sqlite
 
 import (
 	"database/sql"
-	"errors"
 	"fmt"
 	"path/filepath"
 	"strings"
@@ -13,6 +12,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/storetest"
 )
 
 // TestResultsKeepTheirOrderAcrossTheRowidMigration: a database written
@@ -157,25 +157,5 @@ func TestRowsQueuedBeforePartitionsArePartitionZero(t *testing.T) {
 		t.Fatalf("Open after 0004: %v", err)
 	}
 	defer func() { _ = s.Close() }()
-	claim := func(owner uuid.UUID, parts []int) []engine.ClaimedInstance {
-		got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 10, Partitions: parts})
-		if err != nil {
-			t.Fatalf("ClaimInstances(%v): %v", parts, err)
-		}
-		return got
-	}
-	a, b := uuid.New(), uuid.New()
-	if got := claim(a, []int{1, 2}); len(got) != 0 {
-		t.Fatalf("a claim of partitions 1 and 2 took %d instances", len(got))
-	}
-	if got := claim(a, []int{0}); len(got) != 1 || got[0].ID != old {
-		t.Fatalf("a claim of partition 0 took %d instances, want %s", len(got), old)
-	}
-	if err := s.FencePartitions(t.Context(), engine.FenceRequest{Owner: b, Epochs: map[int]uint64{0: 1}}); err != nil {
-		t.Fatalf("FencePartitions: %v", err)
-	}
-	out, err := s.PersistProgress(t.Context(), []engine.Progress{{InstanceID: old, Owner: a, State: []byte("a's")}})
-	if err != nil || !errors.Is(out[0], engine.ErrOwnershipLost) {
-		t.Fatalf("progress of a after b fenced partition 0 = %v, %v; want ErrOwnershipLost", out, err)
-	}
+	storetest.CheckUpgradedRow(t, s, old)
 }

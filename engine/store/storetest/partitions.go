@@ -1,6 +1,7 @@
 package storetest
 
 import (
+	"errors"
 	"testing"
 	"time"
 
@@ -298,4 +299,35 @@ func testQueueClaimedInFencedPartition(t *testing.T, s engine.Store) {
 	}
 	a.mustPersist(t, s, engine.Progress{InstanceID: free.ID, State: []byte("a's")})
 	b.mustPersist(t, s, engine.Progress{InstanceID: own.ID, State: []byte("b's")})
+}
+
+// CheckUpgradedRow checks, on a store just migrated from a schema without
+// partitions, that the instance old queued before the migration is in
+// partition 0: a claim of other partitions leaves it, a claim of
+// partition 0 takes it, and once another runloop fences partition 0 the
+// claimer's writes on it are refused. Each adapter's migration test
+// builds the old schema its own way, then calls this.
+func CheckUpgradedRow(t *testing.T, s engine.Store, old uuid.UUID) {
+	t.Helper()
+	claim := func(owner uuid.UUID, parts []int) []engine.ClaimedInstance {
+		got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 10, Partitions: parts})
+		if err != nil {
+			t.Fatalf("ClaimInstances(%v): %v", parts, err)
+		}
+		return got
+	}
+	a, b := uuid.New(), uuid.New()
+	if got := claim(a, []int{1, 2}); len(got) != 0 {
+		t.Fatalf("a claim of partitions 1 and 2 took %d instances", len(got))
+	}
+	if got := claim(a, []int{0}); len(got) != 1 || got[0].ID != old {
+		t.Fatalf("a claim of partition 0 took %d instances, want %s", len(got), old)
+	}
+	if err := s.FencePartitions(t.Context(), engine.FenceRequest{Owner: b, Epochs: map[int]uint64{0: 1}}); err != nil {
+		t.Fatalf("FencePartitions: %v", err)
+	}
+	out, err := s.PersistProgress(t.Context(), []engine.Progress{{InstanceID: old, Owner: a, State: []byte("a's")}})
+	if err != nil || !errors.Is(out[0], engine.ErrOwnershipLost) {
+		t.Fatalf("progress of a after b fenced partition 0 = %v, %v; want ErrOwnershipLost", out, err)
+	}
 }
