@@ -64,15 +64,7 @@ func (g *Graph) scatter(node int32, names []string, now time.Time) {
 	sp := newSpread(items, nd.needsDue())
 	sp.every, sp.nodes = true, names
 	g.spreads[node] = sp
-	for i := range items {
-		g.dispatch(TaskRef{Node: node, Index: int32(i)}, 1, now)
-		if !g.state.active() {
-			for j := i + 1; j < len(items); j++ {
-				sp.status[j] = TaskCancelled
-			}
-			return
-		}
-	}
+	g.dispatchInstances(node, sp, now)
 }
 
 // NodeOf returns the node a run of a task with on: every_node is pinned

@@ -942,13 +942,18 @@ func (g *Graph) expand(node int32, now time.Time) {
 	if free := cap(g.fx) - len(g.fx); free < len(items)*perInstance {
 		g.fx = append(make([]Effect, 0, len(g.fx)+len(items)*perInstance+8), g.fx...)
 	}
-	sp := g.spreads[node]
-	for i := range items {
+	g.dispatchInstances(node, g.spreads[node], now)
+}
+
+// dispatchInstances dispatches every instance of a spread (or every run of
+// an on: every_node task), in index order.
+func (g *Graph) dispatchInstances(node int32, sp *spread, now time.Time) {
+	for i := range sp.status {
 		g.dispatch(TaskRef{Node: node, Index: int32(i)}, 1, now)
 		if !g.state.active() {
 			// An instance failed the workflow (its with could not be
 			// evaluated): the rest are never dispatched.
-			for j := i + 1; j < len(items); j++ {
+			for j := i + 1; j < len(sp.status); j++ {
 				sp.status[j] = TaskCancelled
 			}
 			return
