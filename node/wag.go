@@ -42,14 +42,14 @@ func (d meshDirectory) Quarantined() []string {
 
 func (d meshDirectory) Changed() <-chan struct{} { return d.n.mesh.StateChanged() }
 
-func (d meshDirectory) Open(ctx context.Context, node string, term uint64, up wag.Uplink) (wag.Link, error) {
+func (d meshDirectory) Open(ctx context.Context, node string, owner wag.Owner, up wag.Uplink) (wag.Link, error) {
 	if f := d.n.cfg.Faults; f != nil && f.LoseWagglerStarts {
 		up = startsLost{up}
 	}
 	if node == d.n.cfg.Name {
-		return d.n.wagglers.Open(term, up)
+		return d.n.wagglers.OpenOwner(owner, up)
 	}
-	return d.n.openRemoteWaggler(ctx, node, term, up)
+	return d.n.openRemoteWaggler(ctx, node, owner, up)
 }
 
 // startsLost is an uplink that loses the starts (Faults.LoseWagglerStarts).
@@ -367,7 +367,7 @@ func (n *Node) memberGRPC(node string) (string, error) {
 }
 
 // openRemoteWaggler opens a Lead session with node's Waggler host.
-func (n *Node) openRemoteWaggler(ctx context.Context, node string, term uint64, up wag.Uplink) (wag.Link, error) {
+func (n *Node) openRemoteWaggler(ctx context.Context, node string, owner wag.Owner, up wag.Uplink) (wag.Link, error) {
 	addr, err := n.memberGRPC(node)
 	if err != nil {
 		return nil, err
@@ -376,7 +376,7 @@ func (n *Node) openRemoteWaggler(ctx context.Context, node string, term uint64, 
 	if err != nil {
 		return nil, err
 	}
-	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), term, n.cfg.Name, node, up, n.log,
+	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), owner, n.cfg.Name, node, up, n.log,
 		remote.LeadOptions{OnViolation: n.peerViolation, Trust: n.trust, OnObservations: n.trust.observedBy, MaxMessageBytes: n.cfg.MaxMessageBytes})
 }
 

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
@@ -89,9 +90,21 @@ type WagglerHost struct {
 	// quarantined are the nodes the leader says are quarantined: the
 	// Wagglers give their workers nothing.
 	quarantined map[string]bool
-	session     *Session    // of the newest leader; nil when none
-	seq         uint64      // last result sequence number
-	pending     []SeqResult // results not acknowledged yet, by Seq
+	// leader is the session of the newest Raft leader (it sets the roles);
+	// nil when none.
+	leader *Session
+	// count is the mesh's partition count, told by the first partitioned
+	// session (0 until then: every result is of partition 0); epochs the
+	// newest epoch a session named per partition, and owners the session
+	// that owns each partition now.
+	count  int
+	epochs map[int]uint64
+	owners map[int]*Session
+	seq    uint64 // last result sequence number
+	// pending are the results not acknowledged yet, per partition, by
+	// Seq; dirty the partitions with results their owner was not sent.
+	pending map[int][]SeqResult
+	dirty   map[int]struct{}
 	// attachers are called whenever the roles change, so that this node's
 	// own workers can follow the Waggler of their capability.
 	watchers []func()
@@ -107,6 +120,10 @@ func NewWagglerHost(cfg Config) (*WagglerHost, error) {
 		cfg:      cfg,
 		log:      cfg.Logger.Named("waggler").With(zap.String("node", cfg.NodeName)),
 		wagglers: make(map[string]*Waggler),
+		epochs:   map[int]uint64{},
+		owners:   map[int]*Session{},
+		pending:  map[int][]SeqResult{},
+		dirty:    map[int]struct{}{},
 	}, nil
 }
 
@@ -133,7 +150,8 @@ func (h *WagglerHost) Stop(ctx context.Context) error {
 		h.mu.Lock()
 		ws := slices.Collect(maps.Values(h.wagglers))
 		clear(h.wagglers)
-		h.session = nil
+		h.leader = nil
+		clear(h.owners)
 		h.mu.Unlock()
 		for _, w := range ws {
 			w.close()
@@ -142,48 +160,180 @@ func (h *WagglerHost) Stop(ctx context.Context) error {
 	})
 }
 
-// Session is one leader's connection to this host: its term fences what it
-// says, and what the host reports goes to its uplink while it is the newest.
-type Session struct {
-	h    *WagglerHost
-	term uint64
-	up   Uplink
-	sent uint64 // results up to this Seq were sent on this session
+// Owner is who opens a session with a host, and what the session may
+// command: a runloop (an engine) of a leadership term, and the partitions
+// it owns.
+type Owner struct {
+	// Term is the Raft term the owner's engine started in.
+	Term uint64
+	// Follower: the owner is not the Raft leader. Its session dispatches
+	// and cancels the attempts of its partitions and receives their
+	// results, but does not set the host's roles, and the host's
+	// observations (the Sentinel's evidence) go to the leader.
+	Follower bool
+	// Count is the mesh's partition count and Partitions the partitions
+	// the owner's engine owns, at their epochs. A session takes each
+	// partition from any session of an older epoch, and is refused when
+	// one of them has a newer owner already: the epoch fences, per
+	// partition, as the term fences the roles. Count 0: the session owns
+	// every instance, fenced by Term alone (one engine for the mesh).
+	Count      int
+	Partitions map[int]uint64
 }
 
-// Open starts a session of a leader of term, reporting to up. A session of
-// an older term than the newest seen is refused (engine.ErrStaleTerm).
-// Results not acknowledged by an earlier leader are sent to this one.
+// Session is one owner's connection to this host: what it may command is
+// fenced by its term (the roles) and its partitions' epochs (attempts),
+// and the results, progress and starts of its partitions' instances go to
+// its uplink while it owns them.
+type Session struct {
+	h     *WagglerHost
+	owner Owner
+	up    Uplink
+	// sent: per partition, the results up to this Seq were sent on this
+	// session. Guarded by h.mu.
+	sent map[int]uint64
+}
+
+// Open starts a session of a leader of term that owns every instance
+// (Owner.Count 0), reporting to up.
 func (h *WagglerHost) Open(term uint64, up Uplink) (*Session, error) {
-	if err := h.terms.admit(term); err != nil {
-		return nil, err
+	return h.OpenOwner(Owner{Term: term}, up)
+}
+
+// OpenOwner starts a session of o, reporting to up. A leader's session of
+// an older term than the newest seen is refused (engine.ErrStaleTerm), and
+// so is a session that names a partition at an older epoch than one seen.
+// Results not acknowledged by an earlier owner of a partition are sent to
+// this one.
+func (h *WagglerHost) OpenOwner(o Owner, up Uplink) (*Session, error) {
+	if !o.Follower {
+		if err := h.terms.admit(o.Term); err != nil {
+			return nil, err
+		}
 	}
-	s := &Session{h: h, term: term, up: up}
+	s := &Session{h: h, owner: o, up: up, sent: map[int]uint64{}}
 	h.mu.Lock()
 	if h.life.State().Stopped() {
 		h.mu.Unlock()
 		return nil, ErrNotRunning
 	}
-	if h.session == nil || h.session.term <= term {
-		h.session = s
+	if o.Count > 0 {
+		if h.count != 0 && h.count != o.Count {
+			h.mu.Unlock()
+			return nil, fmt.Errorf("wag: a session of %d partitions, but this host serves a mesh of %d", o.Count, h.count)
+		}
+		for p, e := range o.Partitions {
+			if e < h.epochs[p] {
+				h.mu.Unlock()
+				return nil, fmt.Errorf("%w: partition %d at epoch %d, but epoch %d owns it", engine.ErrStaleTerm, p, e, h.epochs[p])
+			}
+		}
+		if h.count == 0 {
+			h.setCount(o.Count)
+		}
+		for p, e := range o.Partitions {
+			h.epochs[p] = e
+			h.owners[p] = s
+			h.dirty[p] = struct{}{}
+		}
+	}
+	if !o.Follower && (h.leader == nil || h.leader.owner.Term <= o.Term) {
+		h.leader = s
+		if o.Count == 0 {
+			for p := range h.pending {
+				h.dirty[p] = struct{}{}
+			}
+		}
 	}
 	h.mu.Unlock()
 	h.flush()
 	return s, nil
 }
 
-// Close ends a session; what the host reports waits for the next.
-func (s *Session) Close() {
-	s.h.mu.Lock()
-	if s.h.session == s {
-		s.h.session = nil
+// setCount fixes the host's partition count and files the results kept
+// so far under their partitions. Called with h.mu held.
+func (h *WagglerHost) setCount(count int) {
+	h.count = count
+	old := h.pending[0]
+	delete(h.pending, 0)
+	for _, r := range old {
+		p := engine.PartitionOf(r.InstanceID, count)
+		h.pending[p] = append(h.pending[p], r)
+		h.dirty[p] = struct{}{}
 	}
-	s.h.mu.Unlock()
 }
 
-// current reports whether s is the newest session, which may command.
-func (s *Session) current() error {
-	if err := s.h.terms.admit(s.term); err != nil {
+// partition is the partition of instance id on this host (0 until a
+// partitioned session told the count). Called with h.mu held.
+func (h *WagglerHost) partition(id uuid.UUID) int {
+	if h.count == 0 {
+		return 0
+	}
+	return engine.PartitionOf(id, h.count)
+}
+
+// ownerOf is the session that receives partition p's reports: its owner's,
+// or the leader's session when that one owns every instance. Called with
+// h.mu held.
+func (h *WagglerHost) ownerOf(p int) *Session {
+	if s := h.owners[p]; s != nil {
+		return s
+	}
+	if h.leader != nil && h.leader.owner.Count == 0 {
+		return h.leader
+	}
+	return nil
+}
+
+// Close ends a session; what the host reports for its partitions waits for
+// the next owner.
+func (s *Session) Close() {
+	h := s.h
+	h.mu.Lock()
+	for p, o := range h.owners {
+		if o == s {
+			delete(h.owners, p)
+		}
+	}
+	if h.leader == s {
+		h.leader = nil
+	}
+	h.mu.Unlock()
+}
+
+// mayCommand says whether s may dispatch and cancel the attempts of
+// partition p: it owns p (or, owning every instance, is the newest
+// leader's session). Called with h.mu held.
+func (s *Session) mayCommand(p int) error {
+	h := s.h
+	if h.life.State().Stopped() {
+		return ErrNotRunning
+	}
+	if s.owner.Count == 0 {
+		if err := h.terms.admit(s.owner.Term); err != nil {
+			return err
+		}
+		if h.leader != s {
+			return fmt.Errorf("%w: a newer leader's session replaced this one", engine.ErrStaleTerm)
+		}
+		return nil
+	}
+	if h.owners[p] != s {
+		if _, ok := s.owner.Partitions[p]; !ok {
+			return fmt.Errorf("%w: this session does not own partition %d", engine.ErrStaleTerm, p)
+		}
+		return fmt.Errorf("%w: partition %d has a newer owner (epoch %d)", engine.ErrStaleTerm, p, h.epochs[p])
+	}
+	return nil
+}
+
+// leads reports whether s is the newest leader's session, which sets the
+// roles.
+func (s *Session) leads() error {
+	if s.owner.Follower {
+		return errors.New("wag: only the raft leader's session sets roles")
+	}
+	if err := s.h.terms.admit(s.owner.Term); err != nil {
 		return err
 	}
 	s.h.mu.Lock()
@@ -191,7 +341,7 @@ func (s *Session) current() error {
 	if s.h.life.State().Stopped() {
 		return ErrNotRunning
 	}
-	if s.h.session != s {
+	if s.h.leader != s {
 		return fmt.Errorf("%w: a newer leader's session replaced this one", engine.ErrStaleTerm)
 	}
 	return nil
@@ -202,7 +352,7 @@ func (s *Session) current() error {
 // replaces the Waggler of a capability (the old one's attempts are the
 // leader's to hand over), roles no longer listed stop theirs.
 func (s *Session) SetRoles(roles map[string]uint64, quarantined []string) error {
-	if err := s.current(); err != nil {
+	if err := s.leads(); err != nil {
 		return err
 	}
 	h := s.h
@@ -264,9 +414,6 @@ func (s *Session) SetRoles(roles map[string]uint64, quarantined []string) error 
 // that name a worker or may run on one are inherited (see
 // Waggler.Inherit).
 func (s *Session) Dispatch(hs []Handoff) []error {
-	if err := s.current(); err != nil {
-		return allErr(len(hs), err)
-	}
 	h := s.h
 	var errs []error
 	refuse := func(i int, err error) {
@@ -283,7 +430,20 @@ func (s *Session) Dispatch(hs []Handoff) []error {
 	var order []*Waggler
 	busy := map[*Waggler]error{}
 	h.mu.Lock()
+	if s.owner.Count == 0 {
+		// One fence for the whole batch: the session owns every instance.
+		if err := s.mayCommand(0); err != nil {
+			h.mu.Unlock()
+			return allErr(len(hs), err)
+		}
+	}
 	for i, d := range hs {
+		if s.owner.Count > 0 {
+			if err := s.mayCommand(h.partition(d.InstanceID)); err != nil {
+				refuse(i, err)
+				continue
+			}
+		}
 		w := h.wagglers[d.Capability]
 		if w == nil || w.epoch != d.Epoch {
 			refuse(i, fmt.Errorf("%w: %s at epoch %d", ErrNotWaggler, d.Capability, d.Epoch))
@@ -320,31 +480,60 @@ func (s *Session) Dispatch(hs []Handoff) []error {
 	return errs
 }
 
-// Cancel cancels attempts wherever this node's Wagglers hold them.
+// Cancel cancels attempts wherever this node's Wagglers hold them; a
+// session cancels only the attempts of the partitions it owns (the others'
+// are left alone: their owner moved on).
 func (s *Session) Cancel(keys []engine.AttemptKey) error {
-	if err := s.current(); err != nil {
-		return err
+	h := s.h
+	h.mu.Lock()
+	if s.owner.Count == 0 {
+		if err := s.mayCommand(0); err != nil {
+			h.mu.Unlock()
+			return err
+		}
+	} else {
+		mine := keys[:0:0]
+		for _, k := range keys {
+			if s.mayCommand(h.partition(k.InstanceID)) == nil {
+				mine = append(mine, k)
+			}
+		}
+		if len(mine) < len(keys) && len(mine) == 0 {
+			h.mu.Unlock()
+			return fmt.Errorf("%w: this session owns none of the attempts' partitions now", engine.ErrStaleTerm)
+		}
+		keys = mine
 	}
-	for _, w := range s.h.snapshot() {
+	h.mu.Unlock()
+	for _, w := range h.snapshot() {
 		w.cancel(keys)
 	}
 	return nil
 }
 
-// Ack acknowledges the results up to seq: the leader has them.
+// Ack acknowledges the results up to seq that were sent on this session
+// for the partitions it owns: their owner has them.
 func (s *Session) Ack(seq uint64) {
 	h := s.h
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	i := 0
-	for i < len(h.pending) && h.pending[i].Seq <= seq {
-		i++
+	for p, sent := range s.sent {
+		if h.ownerOf(p) != s {
+			continue
+		}
+		upTo := min(seq, sent)
+		rs := h.pending[p]
+		i := 0
+		for i < len(rs) && rs[i].Seq <= upTo {
+			i++
+		}
+		// Move what awaits an ack to the front, keeping the array:
+		// trimming the front off instead made every append past it grow
+		// a new one.
+		n := copy(rs, rs[i:])
+		clear(rs[n:])
+		h.pending[p] = rs[:n]
 	}
-	// Move what awaits an ack to the front, keeping the array: trimming
-	// the front off instead made every append past it grow a new one.
-	n := copy(h.pending, h.pending[i:])
-	clear(h.pending[n:])
-	h.pending = h.pending[:n]
 }
 
 // snapshot returns the running Wagglers.
@@ -440,59 +629,91 @@ func (u hostUplink) TaskResult(_ context.Context, r engine.TaskResult) {
 	h := u.h
 	h.mu.Lock()
 	h.seq++
-	h.pending = append(h.pending, SeqResult{Seq: h.seq, TaskResult: r})
+	p := h.partition(r.InstanceID)
+	h.pending[p] = append(h.pending[p], SeqResult{Seq: h.seq, TaskResult: r})
+	h.dirty[p] = struct{}{}
 	h.mu.Unlock()
 	h.flush()
 }
 
 func (u hostUplink) TaskProgress(_ context.Context, p engine.TaskProgress) {
-	if s := u.h.current(); s != nil {
+	h := u.h
+	h.mu.Lock()
+	s := h.ownerOf(h.partition(p.InstanceID))
+	h.mu.Unlock()
+	if s != nil {
 		s.up.Progress([]engine.TaskProgress{p})
 	}
 }
 
 func (u hostUplink) TaskStarted(ss []Started) {
-	if s := u.h.current(); s != nil {
+	h := u.h
+	h.mu.Lock()
+	to := map[*Session][]Started{}
+	for _, st := range ss {
+		if s := h.ownerOf(h.partition(st.Key.InstanceID)); s != nil {
+			to[s] = append(to[s], st)
+		}
+	}
+	h.mu.Unlock()
+	for s, ss := range to {
 		s.up.Started(ss)
 	}
 }
 
-// current returns the newest session, or nil.
-func (h *WagglerHost) current() *Session {
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	return h.session
-}
-
-// flush sends the results the current session has not been sent.
+// flush sends each partition's owner the results it has not been sent.
 func (h *WagglerHost) flush() {
 	h.flushMu.Lock()
 	defer h.flushMu.Unlock()
-	h.mu.Lock()
-	s := h.session
-	if s == nil {
-		h.mu.Unlock()
-		return
+	type out struct {
+		batch []SeqResult
+		parts map[int][2]uint64 // partition → the first and last Seq sent of it
 	}
-	// pending is in Seq order: what this session has not been sent starts
-	// after s.sent (a search, not a scan: thousands may await an ack).
-	i, _ := slices.BinarySearchFunc(h.pending, s.sent+1, func(r SeqResult, seq uint64) int { return cmp.Compare(r.Seq, seq) })
-	batch := slices.Clone(h.pending[i:])
-	if len(batch) > 0 {
-		s.sent = batch[len(batch)-1].Seq
+	var outs map[*Session]*out
+	h.mu.Lock()
+	for p := range h.dirty {
+		s := h.ownerOf(p)
+		if s == nil {
+			continue // kept until an owner opens a session
+		}
+		delete(h.dirty, p)
+		rs := h.pending[p]
+		// In Seq order: what this session has not been sent starts after
+		// s.sent[p] (a search, not a scan: thousands may await an ack).
+		i, _ := slices.BinarySearchFunc(rs, s.sent[p]+1, func(r SeqResult, seq uint64) int { return cmp.Compare(r.Seq, seq) })
+		if i == len(rs) {
+			continue
+		}
+		if outs == nil {
+			outs = map[*Session]*out{}
+		}
+		o := outs[s]
+		if o == nil {
+			o = &out{parts: map[int][2]uint64{}}
+			outs[s] = o
+		}
+		o.batch = append(o.batch, rs[i:]...)
+		o.parts[p] = [2]uint64{rs[i].Seq, rs[len(rs)-1].Seq}
+		s.sent[p] = rs[len(rs)-1].Seq
 	}
 	h.mu.Unlock()
-	if len(batch) == 0 {
-		return
-	}
-	if err := s.up.Results(batch); err != nil {
-		// The leader's stream broke: the results wait for the next one.
-		h.mu.Lock()
-		if s.sent == batch[len(batch)-1].Seq {
-			s.sent = batch[0].Seq - 1
+	for s, o := range outs {
+		if len(o.parts) > 1 {
+			slices.SortFunc(o.batch, func(a, b SeqResult) int { return cmp.Compare(a.Seq, b.Seq) })
 		}
-		h.mu.Unlock()
-		h.log.Debug("results not delivered; kept for the next leader", zap.Int("results", len(batch)), zap.Error(err))
+		if err := s.up.Results(o.batch); err != nil {
+			// The owner's stream broke: the results wait for its next
+			// session, or the partition's next owner.
+			h.mu.Lock()
+			for p, r := range o.parts {
+				if s.sent[p] == r[1] {
+					s.sent[p] = r[0] - 1
+				}
+				h.dirty[p] = struct{}{}
+			}
+			h.mu.Unlock()
+			h.log.Debug("results not delivered; kept for the next session", zap.Int("results", len(o.batch)), zap.Error(err))
+		}
 	}
 }
 

@@ -24,7 +24,10 @@ import (
 // A node's link asks nextSend what to send on its session, sends it, and
 // reports how that went with onSent.
 type routeCore struct {
-	term       uint64
+	term uint64
+	// setsRoles: the Router is the Raft leader's, which tells the hosts
+	// their roles; a follower owner's Router only follows them.
+	setsRoles  bool
 	atts       map[engine.AttemptKey]*att
 	waiting    map[string][]*att // capability → attempts no Waggler takes yet
 	queues     map[string]*nodeQueue
@@ -47,9 +50,10 @@ type routeCore struct {
 	fx routeFx // of the event being handled
 }
 
-func newRouteCore(term uint64, resultHold time.Duration) routeCore {
+func newRouteCore(term uint64, setsRoles bool, resultHold time.Duration) routeCore {
 	return routeCore{
 		term:       term,
+		setsRoles:  setsRoles,
 		resultHold: resultHold,
 		atts:       make(map[engine.AttemptKey]*att),
 		waiting:    make(map[string][]*att),
@@ -316,7 +320,7 @@ type sendOutcome struct {
 func (c *routeCore) nextSend(node string) routeSend {
 	q := c.queue(node)
 	s := routeSend{rolesGen: q.rolesGen, cancels: q.cancels}
-	if q.rolesSent != q.rolesGen {
+	if q.rolesSent != q.rolesGen && c.setsRoles {
 		s.roles, s.quar = c.rolesOf(node), c.quar
 	}
 	q.cancels = nil

@@ -29,7 +29,7 @@ type coreHarness struct {
 }
 
 func newCore(t *testing.T) *coreHarness {
-	return &coreHarness{t: t, c: newRouteCore(1, DefaultResultHold), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
+	return &coreHarness{t: t, c: newRouteCore(1, true, DefaultResultHold), now: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)}
 }
 
 // coreKey is the key of the attempt named name, of an instance named

@@ -30,9 +30,9 @@ type Directory interface {
 	// Changed returns a channel closed at the next change of the roles or
 	// the quarantine.
 	Changed() <-chan struct{}
-	// Open opens a session of term with node's Waggler host; what the host
-	// reports arrives on up.
-	Open(ctx context.Context, node string, term uint64, up Uplink) (Link, error)
+	// Open opens a session of owner with node's Waggler host; what the
+	// host reports arrives on up.
+	Open(ctx context.Context, node string, owner Owner, up Uplink) (Link, error)
 }
 
 // Role is one capability's Waggler: the node and the epoch of the
@@ -61,6 +61,13 @@ type RouterConfig struct {
 	// Term is the leadership term of the engine the Router serves; it
 	// fences every session it opens. Required.
 	Term uint64
+	// Follower, PartitionCount and Partitions say what the engine owns
+	// (see Owner): a follower's Router dispatches the attempts of its
+	// partitions and never sets the hosts' roles, which are the Raft
+	// leader's to set. PartitionCount 0: the engine owns every instance.
+	Follower       bool
+	PartitionCount int
+	Partitions     map[int]uint64
 	// Sink is the engine: results and progress go there. Required.
 	Sink engine.ResultSink
 	// Directory is the mesh as the Router sees it. Required.
@@ -168,7 +175,7 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 		cfg:       cfg,
 		log:       cfg.Logger.Named("router").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
 		nodes:     make(map[string]*nodeLink),
-		routeCore: newRouteCore(cfg.Term, cfg.ResultHold),
+		routeCore: newRouteCore(cfg.Term, !cfg.Follower, cfg.ResultHold),
 	}, nil
 }
 
@@ -234,6 +241,11 @@ func (r *Router) Stop(ctx context.Context) error {
 		}
 		return nil
 	})
+}
+
+// owner is who the Router's sessions are of.
+func (r *Router) owner() Owner {
+	return Owner{Term: r.cfg.Term, Follower: r.cfg.Follower, Count: r.cfg.PartitionCount, Partitions: r.cfg.Partitions}
 }
 
 // followRoles applies every change of the Waggler roles after the one
@@ -485,7 +497,7 @@ func (n *nodeLink) open() (Link, error) {
 	if l != nil {
 		return l, nil
 	}
-	l, err := r.cfg.Directory.Open(r.ctx, n.name, r.cfg.Term, &routerUplink{n: n})
+	l, err := r.cfg.Directory.Open(r.ctx, n.name, r.owner(), &routerUplink{n: n})
 	if err != nil {
 		return nil, fmt.Errorf("opening a session with %s: %w", n.name, err)
 	}

@@ -60,7 +60,7 @@ func (d *fakeDir) Changed() <-chan struct{} {
 	return d.changed
 }
 
-func (d *fakeDir) Open(_ context.Context, node string, _ uint64, up Uplink) (Link, error) {
+func (d *fakeDir) Open(_ context.Context, node string, _ Owner, up Uplink) (Link, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	l := &fakeLink{done: make(chan struct{}), hold: d.holdRoles, up: up, refuse: d.refuse}

@@ -55,11 +55,11 @@ func (d *StaticDirectory) Changed() <-chan struct{} {
 }
 
 // Open implements Directory: a session with this node's host.
-func (d *StaticDirectory) Open(_ context.Context, node string, term uint64, up Uplink) (Link, error) {
+func (d *StaticDirectory) Open(_ context.Context, node string, owner Owner, up Uplink) (Link, error) {
 	if node != d.node {
 		return nil, fmt.Errorf("wag: node %s is not reachable from a static directory of %s", node, d.node)
 	}
-	return d.host.Open(term, up)
+	return d.host.OpenOwner(owner, up)
 }
 
 // LocalTarget is the source of a Waggler on this node: every pool works

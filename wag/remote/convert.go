@@ -299,3 +299,36 @@ func observationsFromProto(ps []*robonetv1.Observation) []sentinel.Observation {
 	}
 	return out
 }
+
+// ownerToProto fills open with what o says of the session's owner.
+func ownerToProto(o wag.Owner, open *robonetv1.LeadOpen) {
+	open.Term, open.Follower, open.PartitionCount = o.Term, o.Follower, uint32(o.Count)
+	if len(o.Partitions) > 0 {
+		open.Partitions = make(map[uint32]uint64, len(o.Partitions))
+		for p, e := range o.Partitions {
+			open.Partitions[uint32(p)] = e
+		}
+	}
+}
+
+// ownerFromProto reads the session's owner from open, refusing a partition
+// set no honest owner sends.
+func ownerFromProto(open *robonetv1.LeadOpen) (wag.Owner, error) {
+	o := wag.Owner{Term: open.GetTerm(), Follower: open.GetFollower(), Count: int(open.GetPartitionCount())}
+	if o.Count > engine.MaxPartitions {
+		return wag.Owner{}, fmt.Errorf("LeadOpen: %d partitions, more than the %d a mesh can have", o.Count, engine.MaxPartitions)
+	}
+	if len(open.GetPartitions()) > 0 && o.Count == 0 {
+		return wag.Owner{}, errors.New("LeadOpen: partitions without a partition count")
+	}
+	if len(open.GetPartitions()) > 0 {
+		o.Partitions = make(map[int]uint64, len(open.GetPartitions()))
+		for p, e := range open.GetPartitions() {
+			if int(p) >= o.Count {
+				return wag.Owner{}, fmt.Errorf("LeadOpen: partition %d of a mesh of %d", p, o.Count)
+			}
+			o.Partitions[int(p)] = e
+		}
+	}
+	return o, nil
+}

@@ -118,7 +118,7 @@ func workStreamMesh(t *testing.T, hostLimit, poolLimit int, run func(target *Wor
 		return robonetv1.NewWagServiceClient(cc)
 	}
 	up := &resultLog{got: make(chan wag.SeqResult, 16)}
-	l, err := OpenLead(t.Context(), dialWith(16<<20), 1, "leader", "h", up, log, LeadOptions{MaxMessageBytes: 16 << 20})
+	l, err := OpenLead(t.Context(), dialWith(16<<20), wag.Owner{Term: 1}, "leader", "h", up, log, LeadOptions{MaxMessageBytes: 16 << 20})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -60,12 +60,12 @@ type LeadOptions struct {
 	MaxMessageBytes int
 }
 
-// OpenLead opens a session of term with the Waggler host behind client;
+// OpenLead opens a session of owner with the Waggler host behind client;
 // what it reports arrives on up. It returns once the host took the session
 // (LeadReady), or with the reason it did not. The session lives until
 // Close or until the stream breaks (then every call fails and the Router
 // opens another). peer names the host's node.
-func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint64, leader, peer string, up wag.Uplink, log *zap.Logger, opts LeadOptions) (*LeadLink, error) {
+func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, owner wag.Owner, leader, peer string, up wag.Uplink, log *zap.Logger, opts LeadOptions) (*LeadLink, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -83,7 +83,8 @@ func OpenLead(ctx context.Context, client robonetv1.WagServiceClient, term uint6
 		pending: map[uint64]chan *robonetv1.LeadAnswer{}, ready: make(chan struct{}), done: make(chan struct{})}
 	l.out = newSender(stream.Send, log.With(zap.String("stream", "Lead to "+peer)))
 	go l.recv()
-	open := &robonetv1.LeadOpen{Term: term, Leader: leader, MaxMessageBytes: said(opts.MaxMessageBytes)}
+	open := &robonetv1.LeadOpen{Leader: leader, MaxMessageBytes: said(opts.MaxMessageBytes)}
+	ownerToProto(owner, open)
 	if err := l.out.push(&robonetv1.LeadRequest{Msg: &robonetv1.LeadRequest_Open{Open: open}}); err != nil {
 		l.Close()
 		return nil, err

@@ -58,7 +58,7 @@ func TestLeadDispatchLargerThanOneMessage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cc.Close() })
-	l, err := OpenLead(t.Context(), robonetv1.NewWagServiceClient(cc), 1, "leader", "h", nopUplink{}, zaptest.NewLogger(t), LeadOptions{})
+	l, err := OpenLead(t.Context(), robonetv1.NewWagServiceClient(cc), wag.Owner{Term: 1}, "leader", "h", nopUplink{}, zaptest.NewLogger(t), LeadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -115,7 +115,11 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	out := newSender(stamped(s.opts.Trust, stream.Send, setLeadStamp), s.log.With(zap.String("stream", "Lead from "+open.GetLeader())))
 	defer out.close()
 	up := leadUplink{out: out, log: s.log, leader: open.GetLeader(), limit: limit(s.opts.MaxMessageBytes, open.GetMaxMessageBytes())}
-	sess, err := s.host.Open(open.GetTerm(), up)
+	owner, err := ownerFromProto(open)
+	if err != nil {
+		return s.violated(open.GetLeader(), err)
+	}
+	sess, err := s.host.OpenOwner(owner, up)
 	if err != nil {
 		if errors.Is(err, engine.ErrStaleTerm) {
 			return status.Error(codes.FailedPrecondition, err.Error())
@@ -126,8 +130,9 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}); err != nil {
 		return err
 	}
-	s.log.Debug("leader session opened", zap.String("leader", open.GetLeader()), zap.Uint64("term", open.GetTerm()))
-	if s.opts.Evidence != nil {
+	s.log.Debug("owner session opened", zap.String("owner", open.GetLeader()), zap.Uint64("term", open.GetTerm()),
+		zap.Bool("leader", !owner.Follower), zap.Int("partitions", len(owner.Partitions)))
+	if s.opts.Evidence != nil && !owner.Follower { // the Sentinel is the leader's
 		ctx, cancel := context.WithCancel(stream.Context())
 		var wg sync.WaitGroup
 		wg.Go(func() { s.sendEvidence(ctx, out) })

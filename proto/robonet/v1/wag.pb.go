@@ -578,8 +578,18 @@ type LeadOpen struct {
 	// The largest message the leader takes (its message-bytes); 0: not
 	// said. The host fails a result that would not fit instead of sending it.
 	MaxMessageBytes uint64 `protobuf:"varint,3,opt,name=max_message_bytes,json=maxMessageBytes,proto3" json:"max_message_bytes,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// The owner is not the Raft leader: its session dispatches and cancels
+	// the attempts of its partitions and receives their reports, but does
+	// not set roles, and the host's observations go to the leader.
+	Follower bool `protobuf:"varint,4,opt,name=follower,proto3" json:"follower,omitempty"`
+	// The mesh's partition count and the partitions the owner's engine owns,
+	// partition → epoch. partition_count 0: the session owns every instance,
+	// fenced by term alone. The host refuses a session that names a
+	// partition at an older epoch than one it has seen.
+	PartitionCount uint32            `protobuf:"varint,5,opt,name=partition_count,json=partitionCount,proto3" json:"partition_count,omitempty"`
+	Partitions     map[uint32]uint64 `protobuf:"bytes,6,rep,name=partitions,proto3" json:"partitions,omitempty" protobuf_key:"varint,1,opt,name=key" protobuf_val:"varint,2,opt,name=value"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
 }
 
 func (x *LeadOpen) Reset() {
@@ -631,6 +641,27 @@ func (x *LeadOpen) GetMaxMessageBytes() uint64 {
 		return x.MaxMessageBytes
 	}
 	return 0
+}
+
+func (x *LeadOpen) GetFollower() bool {
+	if x != nil {
+		return x.Follower
+	}
+	return false
+}
+
+func (x *LeadOpen) GetPartitionCount() uint32 {
+	if x != nil {
+		return x.PartitionCount
+	}
+	return 0
+}
+
+func (x *LeadOpen) GetPartitions() map[uint32]uint64 {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
 }
 
 // LeadReady is the host's first message of a session: the host took the
@@ -2951,11 +2982,19 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\bdispatch\x18\x03 \x01(\v2\x18.robonet.v1.LeadDispatchH\x00R\bdispatch\x120\n" +
 	"\x06cancel\x18\x04 \x01(\v2\x16.robonet.v1.LeadCancelH\x00R\x06cancel\x12'\n" +
 	"\x03ack\x18\x05 \x01(\v2\x13.robonet.v1.LeadAckH\x00R\x03ackB\x05\n" +
-	"\x03msg\"b\n" +
+	"\x03msg\"\xac\x02\n" +
 	"\bLeadOpen\x12\x12\n" +
 	"\x04term\x18\x01 \x01(\x04R\x04term\x12\x16\n" +
 	"\x06leader\x18\x02 \x01(\tR\x06leader\x12*\n" +
-	"\x11max_message_bytes\x18\x03 \x01(\x04R\x0fmaxMessageBytes\"7\n" +
+	"\x11max_message_bytes\x18\x03 \x01(\x04R\x0fmaxMessageBytes\x12\x1a\n" +
+	"\bfollower\x18\x04 \x01(\bR\bfollower\x12'\n" +
+	"\x0fpartition_count\x18\x05 \x01(\rR\x0epartitionCount\x12D\n" +
+	"\n" +
+	"partitions\x18\x06 \x03(\v2$.robonet.v1.LeadOpen.PartitionsEntryR\n" +
+	"partitions\x1a=\n" +
+	"\x0fPartitionsEntry\x12\x10\n" +
+	"\x03key\x18\x01 \x01(\rR\x03key\x12\x14\n" +
+	"\x05value\x18\x02 \x01(\x04R\x05value:\x028\x01\"7\n" +
 	"\tLeadReady\x12*\n" +
 	"\x11max_message_bytes\x18\x01 \x01(\x04R\x0fmaxMessageBytes\"\xaf\x01\n" +
 	"\tLeadRoles\x12\x0e\n" +
@@ -3192,7 +3231,7 @@ func file_robonet_v1_wag_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_wag_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 40)
+var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
 var file_robonet_v1_wag_proto_goTypes = []any{
 	(ObservationKind)(0),     // 0: robonet.v1.ObservationKind
 	(ErrorKind)(0),           // 1: robonet.v1.ErrorKind
@@ -3234,8 +3273,9 @@ var file_robonet_v1_wag_proto_goTypes = []any{
 	(*SlotCancel)(nil),       // 37: robonet.v1.SlotCancel
 	(*WorkCancel)(nil),       // 38: robonet.v1.WorkCancel
 	(*WorkAck)(nil),          // 39: robonet.v1.WorkAck
-	nil,                      // 40: robonet.v1.LeadRoles.RolesEntry
-	nil,                      // 41: robonet.v1.LeadAnswer.AttemptErrorsEntry
+	nil,                      // 40: robonet.v1.LeadOpen.PartitionsEntry
+	nil,                      // 41: robonet.v1.LeadRoles.RolesEntry
+	nil,                      // 42: robonet.v1.LeadAnswer.AttemptErrorsEntry
 }
 var file_robonet_v1_wag_proto_depIdxs = []int32{
 	2,  // 0: robonet.v1.Dispatch.key:type_name -> robonet.v1.AttemptKey
@@ -3245,57 +3285,58 @@ var file_robonet_v1_wag_proto_depIdxs = []int32{
 	9,  // 4: robonet.v1.LeadRequest.dispatch:type_name -> robonet.v1.LeadDispatch
 	10, // 5: robonet.v1.LeadRequest.cancel:type_name -> robonet.v1.LeadCancel
 	11, // 6: robonet.v1.LeadRequest.ack:type_name -> robonet.v1.LeadAck
-	40, // 7: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
-	4,  // 8: robonet.v1.LeadDispatch.handoffs:type_name -> robonet.v1.Handoff
-	2,  // 9: robonet.v1.LeadCancel.keys:type_name -> robonet.v1.AttemptKey
-	17, // 10: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
-	19, // 11: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
-	21, // 12: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
-	23, // 13: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
-	15, // 14: robonet.v1.LeadResponse.observations:type_name -> robonet.v1.LeadObservations
-	7,  // 15: robonet.v1.LeadResponse.ready:type_name -> robonet.v1.LeadReady
-	13, // 16: robonet.v1.LeadResponse.stamp:type_name -> robonet.v1.Stamp
-	0,  // 17: robonet.v1.Observation.kind:type_name -> robonet.v1.ObservationKind
-	14, // 18: robonet.v1.LeadObservations.items:type_name -> robonet.v1.Observation
-	1,  // 19: robonet.v1.WagError.kind:type_name -> robonet.v1.ErrorKind
-	16, // 20: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
-	41, // 21: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
-	2,  // 22: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
-	18, // 23: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
-	2,  // 24: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
-	20, // 25: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
-	2,  // 26: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
-	22, // 27: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
-	26, // 28: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
-	31, // 29: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
-	33, // 30: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
-	25, // 31: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
-	13, // 32: robonet.v1.WorkRequest.stamp:type_name -> robonet.v1.Stamp
-	29, // 33: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
-	3,  // 34: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
-	28, // 35: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
-	2,  // 36: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
-	30, // 37: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
-	2,  // 38: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
-	32, // 39: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
-	36, // 40: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
-	38, // 41: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
-	39, // 42: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
-	27, // 43: robonet.v1.WorkResponse.ready:type_name -> robonet.v1.WorkReady
-	28, // 44: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
-	35, // 45: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
-	2,  // 46: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
-	37, // 47: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
-	16, // 48: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
-	5,  // 49: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
-	24, // 50: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
-	12, // 51: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
-	34, // 52: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
-	51, // [51:53] is the sub-list for method output_type
-	49, // [49:51] is the sub-list for method input_type
-	49, // [49:49] is the sub-list for extension type_name
-	49, // [49:49] is the sub-list for extension extendee
-	0,  // [0:49] is the sub-list for field type_name
+	40, // 7: robonet.v1.LeadOpen.partitions:type_name -> robonet.v1.LeadOpen.PartitionsEntry
+	41, // 8: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
+	4,  // 9: robonet.v1.LeadDispatch.handoffs:type_name -> robonet.v1.Handoff
+	2,  // 10: robonet.v1.LeadCancel.keys:type_name -> robonet.v1.AttemptKey
+	17, // 11: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
+	19, // 12: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
+	21, // 13: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
+	23, // 14: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
+	15, // 15: robonet.v1.LeadResponse.observations:type_name -> robonet.v1.LeadObservations
+	7,  // 16: robonet.v1.LeadResponse.ready:type_name -> robonet.v1.LeadReady
+	13, // 17: robonet.v1.LeadResponse.stamp:type_name -> robonet.v1.Stamp
+	0,  // 18: robonet.v1.Observation.kind:type_name -> robonet.v1.ObservationKind
+	14, // 19: robonet.v1.LeadObservations.items:type_name -> robonet.v1.Observation
+	1,  // 20: robonet.v1.WagError.kind:type_name -> robonet.v1.ErrorKind
+	16, // 21: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
+	42, // 22: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
+	2,  // 23: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
+	18, // 24: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
+	2,  // 25: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
+	20, // 26: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
+	2,  // 27: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
+	22, // 28: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
+	26, // 29: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
+	31, // 30: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
+	33, // 31: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
+	25, // 32: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
+	13, // 33: robonet.v1.WorkRequest.stamp:type_name -> robonet.v1.Stamp
+	29, // 34: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
+	3,  // 35: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
+	28, // 36: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
+	2,  // 37: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
+	30, // 38: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
+	2,  // 39: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
+	32, // 40: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
+	36, // 41: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
+	38, // 42: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
+	39, // 43: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
+	27, // 44: robonet.v1.WorkResponse.ready:type_name -> robonet.v1.WorkReady
+	28, // 45: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
+	35, // 46: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
+	2,  // 47: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
+	37, // 48: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
+	16, // 49: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
+	5,  // 50: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
+	24, // 51: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
+	12, // 52: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
+	34, // 53: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
+	52, // [52:54] is the sub-list for method output_type
+	50, // [50:52] is the sub-list for method input_type
+	50, // [50:50] is the sub-list for extension type_name
+	50, // [50:50] is the sub-list for extension extendee
+	0,  // [0:50] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_wag_proto_init() }
@@ -3336,7 +3377,7 @@ func file_robonet_v1_wag_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_wag_proto_rawDesc), len(file_robonet_v1_wag_proto_rawDesc)),
 			NumEnums:      2,
-			NumMessages:   40,
+			NumMessages:   41,
 			NumExtensions: 0,
 			NumServices:   1,
 		},
