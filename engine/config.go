@@ -59,6 +59,11 @@ type Config struct {
 	// claims every partition (a single server's store, tests).
 	PartitionCount int
 	Partitions     map[int]uint64
+	// Follower: the engine is not the Raft leader's. It runs its
+	// partitions' instances only: no schedules, no retention sweep, no
+	// reclaim of lapsed leases — the leader's engine does those for the
+	// whole mesh.
+	Follower bool
 
 	// Shards is the number of goroutines that own the in-memory instances,
 	// spread by instance id. Default: GOMAXPROCS.

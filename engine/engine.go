@@ -139,6 +139,20 @@ func New(cfg Config) (*Engine, error) {
 // Owner returns the lock id this engine claims instances with.
 func (e *Engine) Owner() uuid.UUID { return e.cfg.Owner }
 
+// Owns reports whether the instance id is of a partition this engine owns
+// (every instance, for an engine given no partitions).
+func (e *Engine) Owns(id uuid.UUID) bool {
+	if len(e.cfg.Partitions) == 0 {
+		return true
+	}
+	_, ok := e.cfg.Partitions[PartitionOf(id, e.cfg.PartitionCount)]
+	return ok
+}
+
+// Follower reports whether the engine runs only its partitions, the
+// leader's engine running the schedules and sweeps (Config.Follower).
+func (e *Engine) Follower() bool { return e.cfg.Follower }
+
 // Term returns the fencing token this engine claims instances under.
 func (e *Engine) Term() uint64 { return e.cfg.Term }
 
@@ -174,7 +188,11 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, s := range e.shards {
 		e.goAll(func() { s.run(runCtx) })
 	}
-	for _, loop := range []func(context.Context){e.claimLoop, e.admitLoop, e.leaseLoop, e.sweepLoop, e.scheduleLoop} {
+	loops := []func(context.Context){e.claimLoop, e.admitLoop, e.leaseLoop}
+	if !e.cfg.Follower {
+		loops = append(loops, e.sweepLoop, e.scheduleLoop)
+	}
+	for _, loop := range loops {
 		e.loops.Add(1)
 		e.goAll(func() {
 			defer e.loops.Done()

@@ -70,6 +70,10 @@ type partitionInput struct {
 	// to the same owner if it stays (leader placement: each engine life
 	// needs fresh epochs).
 	EveryTerm bool
+	// Leader, when eligible, is given at least one partition: its engine
+	// runs the schedules and sweeps, and mints the ids of the instances
+	// schedules start in a partition it owns.
+	Leader string
 }
 
 // planPartitions returns the moves that place every partition on an
@@ -81,6 +85,8 @@ type partitionInput struct {
 //     loaded, the most loaded (ties: the smallest name) gives its highest
 //     partition to the least loaded: a server that joins gets only as many
 //     as balance needs, and nothing else moves;
+//   - if the leader is eligible and owns none (more servers than
+//     partitions), the most loaded server gives it its highest partition;
 //   - with EveryTerm, a partition assigned in an earlier term is assigned
 //     again, to the same server.
 //
@@ -150,6 +156,17 @@ func planPartitions(in partitionInput) []PartitionMove {
 		load[hi]--
 		load[lo]++
 		reason[p] = fmt.Sprintf("rebalance: %s joined", lo)
+	}
+	if _, ok := load[in.Leader]; ok && load[in.Leader] == 0 {
+		hi := most()
+		p := count - 1
+		for owner[p] != hi {
+			p--
+		}
+		owner[p] = in.Leader
+		load[hi]--
+		load[in.Leader]++
+		reason[p] = fmt.Sprintf("the leader %s runs the schedules and sweeps", in.Leader)
 	}
 	var moves []PartitionMove
 	for p := range count {

@@ -68,6 +68,7 @@ func TestPlanPartitions(t *testing.T) {
 		why       map[string]string
 		term      uint64
 		everyTerm bool
+		leader    string
 		want      []string // "partition node epoch reason"
 		loads     map[string]int
 	}{
@@ -113,12 +114,17 @@ func TestPlanPartitions(t *testing.T) {
 				"0 b 10 owner a is not an eligible server (not the leader)", "1 b 10 new leadership term 9",
 				"2 b 10 owner a is not an eligible server (not the leader)",
 			}, loads: map[string]int{"b": 3}},
+		{name: "more servers than partitions: the leader gets one", state: partState(2, "a@3/2", "b@3/2"),
+			eligible: []string{"a", "b", "c"}, leader: "c", term: 4,
+			want: []string{"0 c 5 the leader c runs the schedules and sweeps"}, loads: map[string]int{"b": 1, "c": 1}},
+		{name: "the leader owning one already: nothing", state: partState(2, "a@3/2", "b@3/2"),
+			eligible: []string{"a", "b", "c"}, leader: "b", term: 4},
 		{name: "everyTerm keeps owners, with epochs above the term", state: partState(2, "a@12/2", "b@3/2"),
 			eligible: []string{"a", "b"}, term: 5, everyTerm: true,
 			want: []string{"0 a 13 new leadership term 5", "1 b 6 new leadership term 5"}, loads: map[string]int{"a": 1, "b": 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			in := partitionInput{State: tc.state, Eligible: tc.eligible, Why: tc.why, Term: tc.term, Now: now, EveryTerm: tc.everyTerm}
+			in := partitionInput{State: tc.state, Eligible: tc.eligible, Why: tc.why, Term: tc.term, Now: now, EveryTerm: tc.everyTerm, Leader: tc.leader}
 			moves := planPartitions(in)
 			var got []string
 			for _, mv := range moves {

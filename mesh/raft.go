@@ -730,7 +730,7 @@ func (r *reconciler) placePartitions(m *Mesh, term uint64) {
 	eligible, why := m.partitionEligible(state, term)
 	moves := planPartitions(partitionInput{
 		State: state, Eligible: eligible, Why: why, Term: term, Now: time.Now(),
-		EveryTerm: m.cfg.PartitionPlacement == PlaceOnLeader,
+		EveryTerm: m.cfg.PartitionPlacement == PlaceOnLeader, Leader: m.name,
 	})
 	if len(moves) == 0 {
 		return

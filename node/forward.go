@@ -102,27 +102,84 @@ type forwarder struct {
 
 var _ robonetv1.WorkflowServiceServer = (*forwarder)(nil)
 
-// target is where one call goes: the local engine or the leader's API.
+// target is where one call goes: the local engine or another node's API.
 type target struct {
 	local  *engine.Engine
 	remote robonetv1.WorkflowServiceClient
-	leader string
+	node   string
+	// toOwner: the call goes to the owner of an instance's partition (it
+	// carries ownerHeader and is not forwarded again).
+	toOwner bool
 }
 
-// resolve waits (with backoff, within deadline) until a leader is known
-// and returns where to send a leader-only call. A forwarded call is never
-// forwarded again: a node that does not lead answers it NotLeaderError.
-func (r *forwarder) resolve(ctx context.Context, deadline time.Time) (target, error) {
+// ownerHeader marks a call a node forwarded to the owner of an instance's
+// partition. A node that receives it and does not own the partition
+// answers with a NotLeaderError naming the owner it knows (UNAVAILABLE:
+// the forwarding node reads the control state again and retries), never
+// forwarding it again.
+const ownerHeader = "robonet-to-owner"
+
+// route says which engine answers a call.
+type route struct {
+	kind routeKind
+	id   uuid.UUID // of routeOwner
+}
+
+type routeKind int
+
+const (
+	// routeLeader: the Raft leader's engine (schedules).
+	routeLeader routeKind = iota
+	// routeAny: any running engine — this node's, else the leader's
+	// (registrations and submissions: a submission goes into a partition
+	// the receiving engine owns, so it costs no hop).
+	routeAny
+	// routeOwner: the engine that owns the instance's partition (gets,
+	// watches, cancels), found in the control state without a lookup.
+	routeOwner
+)
+
+// resolve waits (with backoff, within deadline) until the engine rt
+// names is known and returns where to send the call. A call forwarded to
+// the leader may be forwarded once more, to the owner of an instance's
+// partition (a worker-only node knows no partitions); a call forwarded to
+// an owner, or to the leader for anything else, is never forwarded again.
+func (r *forwarder) resolve(ctx context.Context, deadline time.Time, rt route) (target, error) {
 	forwarded := isForwarded(ctx)
 	backoff := forwardBackoffMin
 	for {
-		if e := r.active(); e != nil {
-			return target{local: e, leader: r.self}, nil
+		e := r.active()
+		switch rt.kind {
+		case routeAny:
+			if e != nil {
+				return target{local: e, node: r.self}, nil
+			}
+		case routeOwner:
+			if e != nil && e.Owns(rt.id) {
+				return target{local: e, node: r.self}, nil
+			}
+			t, where, err := r.toOwner(ctx, rt.id)
+			switch {
+			case err != nil || where == ownerElsewhere:
+				return t, err
+			case where == ownerWait:
+				// This node owns it and its engine is not running it
+				// yet (starting, or the assignment just landed), or the
+				// owner is not up (the leader moves its partitions): wait.
+				if err := sleepUntil(ctx, deadline, backoff); err != nil {
+					return target{}, err
+				}
+				backoff = min(2*backoff, forwardBackoffMax)
+				continue
+			}
 		}
 		l := r.mesh.Leader()
 		switch {
+		case l.IsLeader && e != nil && !e.Follower() && (rt.kind != routeOwner || !r.partitionsKnown()):
+			return target{local: e, node: r.self}, nil
 		case l.IsLeader:
-			// Elected, engine not running yet (Barrier): wait for it.
+			// Elected, engine not running yet (Barrier), or the instance's
+			// owner not known yet: wait for it.
 		case forwarded:
 			return target{}, &mesh.NotLeaderError{Leader: l.Leader, LeaderGRPC: l.LeaderGRPC, Term: l.Term}
 		case l.Leader != "" && l.LeaderGRPC != "" && l.Leader != r.self:
@@ -130,13 +187,61 @@ func (r *forwarder) resolve(ctx context.Context, deadline time.Time) (target, er
 			if err != nil {
 				return target{}, err
 			}
-			return target{remote: c, leader: l.Leader}, nil
+			return target{remote: c, node: l.Leader}, nil
 		}
 		if err := sleepUntil(ctx, deadline, backoff); err != nil {
 			return target{}, err
 		}
 		backoff = min(2*backoff, forwardBackoffMax)
 	}
+}
+
+// partitionsKnown reports whether this node knows the mesh's partitions
+// (a server, once the count is set).
+func (r *forwarder) partitionsKnown() bool { return r.mesh.State().PartitionCount > 0 }
+
+// ownerWhere is where toOwner found an instance's owner.
+type ownerWhere int
+
+const (
+	ownerUnknown   ownerWhere = iota // a worker-only node, or no assignment yet
+	ownerWait                        // this node, whose engine does not run it yet, or a node not up
+	ownerElsewhere                   // another node: the target, or an error
+)
+
+// toOwner finds the owner of instance id's partition as the control state
+// names it. Elsewhere, it returns the owner's API, or an error when this
+// call was sent here as the owner's (ownerHeader) or the owner is not up:
+// the caller retries once the placement moved on.
+func (r *forwarder) toOwner(ctx context.Context, id uuid.UUID) (target, ownerWhere, error) {
+	st := r.mesh.State()
+	if st.PartitionCount == 0 {
+		return target{}, ownerUnknown, nil
+	}
+	owner := st.Partitions[engine.PartitionOf(id, st.PartitionCount)].Node
+	switch owner {
+	case "":
+		return target{}, ownerUnknown, nil
+	case r.self:
+		return target{}, ownerWait, nil
+	}
+	addr := ""
+	for _, m := range r.mesh.Members() {
+		if m.Name == owner && (m.Status == mesh.StatusAlive || m.Status == mesh.StatusSuspect) {
+			addr = m.GRPCAddr
+		}
+	}
+	switch {
+	case isToOwner(ctx):
+		return target{}, ownerElsewhere, &mesh.NotLeaderError{Leader: owner, LeaderGRPC: addr, Term: r.mesh.Leader().Term}
+	case addr == "":
+		return target{}, ownerWait, nil
+	}
+	c, err := r.conns.get(owner, addr)
+	if err != nil {
+		return target{}, ownerElsewhere, err
+	}
+	return target{remote: c, node: owner, toOwner: true}, ownerElsewhere, nil
 }
 
 // sleepUntil waits d, or fails with ErrNoLeader if that would pass the
@@ -151,6 +256,29 @@ func sleepUntil(ctx context.Context, deadline time.Time, d time.Duration) error 
 func isForwarded(ctx context.Context) bool {
 	md, _ := metadata.FromIncomingContext(ctx)
 	return len(md.Get(forwardedHeader)) > 0
+}
+
+// ownsHere reports whether this node's engine answers rt: it runs the
+// instance's partition.
+func (r *forwarder) ownsHere(rt route) bool {
+	e := r.active()
+	return e != nil && (rt.kind != routeOwner || e.Owns(rt.id))
+}
+
+// instanceRoute routes a call about the instance named id to its
+// partition's owner; an id that does not parse goes to any engine, whose
+// API says what is wrong with it.
+func instanceRoute(id string) route {
+	u, err := uuid.Parse(id)
+	if err != nil {
+		return route{kind: routeAny}
+	}
+	return route{kind: routeOwner, id: u}
+}
+
+func isToOwner(ctx context.Context) bool {
+	md, _ := metadata.FromIncomingContext(ctx)
+	return len(md.Get(ownerHeader)) > 0
 }
 
 // retryable reports whether a forwarded call's error means "try the next
@@ -171,9 +299,10 @@ func retryable(err error) bool {
 	return true
 }
 
-// leaderCall runs a leader-only unary call: locally when this node's
-// engine runs, otherwise on the leader, retrying while leadership moves.
-func leaderCall[Req, Resp any](ctx context.Context, r *forwarder, req Req,
+// leaderCall runs a unary call on the engine rt names: locally when this
+// node's engine is that one, otherwise on the node that runs it, retrying
+// while leadership and ownership move.
+func leaderCall[Req, Resp any](ctx context.Context, r *forwarder, rt route, req Req,
 	local func(*apiServer, context.Context, Req) (Resp, error),
 	remote func(robonetv1.WorkflowServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 ) (Resp, error) {
@@ -181,20 +310,20 @@ func leaderCall[Req, Resp any](ctx context.Context, r *forwarder, req Req,
 	deadline := time.Now().Add(r.timeout)
 	backoff := forwardBackoffMin
 	for {
-		t, err := r.resolve(ctx, deadline)
+		t, err := r.resolve(ctx, deadline, rt)
 		if err != nil {
 			return zero, err
 		}
 		if t.local != nil {
 			return local(r.api(t.local), ctx, req)
 		}
-		resp, callErr := remote(t.remote, r.outgoing(ctx), req)
+		resp, callErr := remote(t.remote, r.outgoing(ctx, t), req)
 		if callErr == nil || !retryable(callErr) || isForwarded(ctx) {
 			return resp, callErr
 		}
-		r.log.Debug("forwarded call failed; retrying with the next leader", zap.String("leader", t.leader), zap.Error(callErr))
+		r.log.Debug("forwarded call failed; retrying", zap.String("node", t.node), zap.Error(callErr))
 		if err := sleepUntil(ctx, deadline, backoff); err != nil {
-			return zero, fmt.Errorf("%w (the last leader tried, %s, answered: %s)", err, t.leader, status.Convert(callErr).Message())
+			return zero, fmt.Errorf("%w (the last node tried, %s, answered: %s)", err, t.node, status.Convert(callErr).Message())
 		}
 		backoff = min(2*backoff, forwardBackoffMax)
 	}
@@ -215,8 +344,11 @@ func (r *forwarder) servedCapabilities() map[string]bool {
 	return served
 }
 
-// outgoing marks ctx's call as forwarded by this node.
-func (r *forwarder) outgoing(ctx context.Context) context.Context {
+// outgoing marks ctx's call as forwarded by this node, to t.
+func (r *forwarder) outgoing(ctx context.Context, t target) context.Context {
+	if t.toOwner {
+		return metadata.AppendToOutgoingContext(ctx, forwardedHeader, r.self, ownerHeader, t.node)
+	}
 	return metadata.AppendToOutgoingContext(ctx, forwardedHeader, r.self)
 }
 
@@ -238,7 +370,7 @@ func (r *forwarder) readAPI() *apiServer {
 }
 
 func (r *forwarder) RegisterWorkflow(ctx context.Context, req *robonetv1.RegisterWorkflowRequest) (*robonetv1.RegisterWorkflowResponse, error) {
-	return leaderCall(ctx, r, req, (*apiServer).RegisterWorkflow, robonetv1.WorkflowServiceClient.RegisterWorkflow)
+	return leaderCall(ctx, r, route{kind: routeAny}, req, (*apiServer).RegisterWorkflow, robonetv1.WorkflowServiceClient.RegisterWorkflow)
 }
 
 func (r *forwarder) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkflowRequest) (*robonetv1.SubmitWorkflowResponse, error) {
@@ -249,7 +381,7 @@ func (r *forwarder) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWor
 		req = cloneSubmit(req)
 		req.IdempotencyKey = "forwarded:" + uuid.NewString()
 	}
-	return leaderCall(ctx, r, req, (*apiServer).SubmitWorkflow, robonetv1.WorkflowServiceClient.SubmitWorkflow)
+	return leaderCall(ctx, r, route{kind: routeAny}, req, (*apiServer).SubmitWorkflow, robonetv1.WorkflowServiceClient.SubmitWorkflow)
 }
 
 func (r *forwarder) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWorkflowsRequest) (*robonetv1.SubmitWorkflowsResponse, error) {
@@ -265,75 +397,77 @@ func (r *forwarder) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWo
 			}
 		}
 	}
-	return leaderCall(ctx, r, req, (*apiServer).SubmitWorkflows, robonetv1.WorkflowServiceClient.SubmitWorkflows)
+	return leaderCall(ctx, r, route{kind: routeAny}, req, (*apiServer).SubmitWorkflows, robonetv1.WorkflowServiceClient.SubmitWorkflows)
 }
 
 func (r *forwarder) CancelInstance(ctx context.Context, req *robonetv1.CancelInstanceRequest) (*robonetv1.CancelInstanceResponse, error) {
-	return leaderCall(ctx, r, req, (*apiServer).CancelInstance, robonetv1.WorkflowServiceClient.CancelInstance)
+	return leaderCall(ctx, r, instanceRoute(req.GetInstanceId()), req, (*apiServer).CancelInstance, robonetv1.WorkflowServiceClient.CancelInstance)
 }
 
 func (r *forwarder) ListWorkflows(ctx context.Context, req *robonetv1.ListWorkflowsRequest) (*robonetv1.ListWorkflowsResponse, error) {
 	if a := r.reads(); a != nil {
 		return a.ListWorkflows(ctx, req)
 	}
-	return leaderCall(ctx, r, req, (*apiServer).ListWorkflows, robonetv1.WorkflowServiceClient.ListWorkflows)
+	return leaderCall(ctx, r, route{kind: routeAny}, req, (*apiServer).ListWorkflows, robonetv1.WorkflowServiceClient.ListWorkflows)
 }
 
 func (r *forwarder) CreateSchedule(ctx context.Context, req *robonetv1.CreateScheduleRequest) (*robonetv1.CreateScheduleResponse, error) {
-	return leaderCall(ctx, r, req, (*apiServer).CreateSchedule, robonetv1.WorkflowServiceClient.CreateSchedule)
+	return leaderCall(ctx, r, route{kind: routeLeader}, req, (*apiServer).CreateSchedule, robonetv1.WorkflowServiceClient.CreateSchedule)
 }
 
 func (r *forwarder) UpdateSchedule(ctx context.Context, req *robonetv1.UpdateScheduleRequest) (*robonetv1.UpdateScheduleResponse, error) {
-	return leaderCall(ctx, r, req, (*apiServer).UpdateSchedule, robonetv1.WorkflowServiceClient.UpdateSchedule)
+	return leaderCall(ctx, r, route{kind: routeLeader}, req, (*apiServer).UpdateSchedule, robonetv1.WorkflowServiceClient.UpdateSchedule)
 }
 
 func (r *forwarder) DeleteSchedule(ctx context.Context, req *robonetv1.DeleteScheduleRequest) (*robonetv1.DeleteScheduleResponse, error) {
-	return leaderCall(ctx, r, req, (*apiServer).DeleteSchedule, robonetv1.WorkflowServiceClient.DeleteSchedule)
+	return leaderCall(ctx, r, route{kind: routeLeader}, req, (*apiServer).DeleteSchedule, robonetv1.WorkflowServiceClient.DeleteSchedule)
 }
 
 func (r *forwarder) ListSchedules(ctx context.Context, req *robonetv1.ListSchedulesRequest) (*robonetv1.ListSchedulesResponse, error) {
 	if a := r.reads(); a != nil {
 		return a.ListSchedules(ctx, req)
 	}
-	return leaderCall(ctx, r, req, (*apiServer).ListSchedules, robonetv1.WorkflowServiceClient.ListSchedules)
+	return leaderCall(ctx, r, route{kind: routeAny}, req, (*apiServer).ListSchedules, robonetv1.WorkflowServiceClient.ListSchedules)
 }
 
 func (r *forwarder) ListInstances(ctx context.Context, req *robonetv1.ListInstancesRequest) (*robonetv1.ListInstancesResponse, error) {
 	if a := r.reads(); a != nil {
 		return a.ListInstances(ctx, req)
 	}
-	return leaderCall(ctx, r, req, (*apiServer).ListInstances, robonetv1.WorkflowServiceClient.ListInstances)
+	return leaderCall(ctx, r, route{kind: routeAny}, req, (*apiServer).ListInstances, robonetv1.WorkflowServiceClient.ListInstances)
 }
 
-// GetInstance answers from the store on a follower when the instance has
-// finished (the store has all of it) and asks the leader while it runs
-// (the leader holds the live per-task detail). Without a leader within
-// the forwarding window, a follower answers from the store after all:
-// the instance's state is right, only live attempts and progress are
-// missing.
+// GetInstance answers from the store on a server that does not own the
+// instance when it has finished (the store has all of it) and asks the
+// owner of its partition while it runs (the owner holds the live per-task
+// detail). Without an owner within the forwarding window, a server
+// answers from the store after all: the instance's state is right, only
+// live attempts and progress are missing.
 func (r *forwarder) GetInstance(ctx context.Context, req *robonetv1.GetInstanceRequest) (*robonetv1.GetInstanceResponse, error) {
-	if e := r.active(); e != nil || r.reader == nil {
-		return leaderCall(ctx, r, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
+	rt := instanceRoute(req.GetInstanceId())
+	if r.ownsHere(rt) || r.reader == nil {
+		return leaderCall(ctx, r, rt, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
 	}
 	stored, err := r.readAPI().GetInstance(ctx, req)
 	if err != nil || instanceFinished(stored.GetInstance().GetState()) {
 		return stored, err
 	}
-	resp, err := leaderCall(ctx, r, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
+	resp, err := leaderCall(ctx, r, rt, req, (*apiServer).GetInstance, robonetv1.WorkflowServiceClient.GetInstance)
 	if errors.Is(err, ErrNoLeader) {
 		return stored, nil
 	}
 	return resp, err
 }
 
-// WatchInstance streams from the leader while the instance runs, and
-// resumes after the last event it relayed when the leader changes, so a
-// client watching through a follower sees a failover as a gap filled by
-// a snapshot, not as an error. A finished instance is answered from the
-// store.
+// WatchInstance streams from the owner of the instance's partition while
+// the instance runs, and resumes after the last event it relayed when the
+// owner changes, so a client watching through another node sees a
+// failover as a gap filled by a snapshot, not as an error. A finished
+// instance is answered from the store.
 func (r *forwarder) WatchInstance(req *robonetv1.WatchInstanceRequest, stream grpc.ServerStreamingServer[robonetv1.WatchInstanceResponse]) error {
 	ctx := stream.Context()
-	if r.active() == nil && r.reader != nil {
+	rt := instanceRoute(req.GetInstanceId())
+	if !r.ownsHere(rt) && r.reader != nil {
 		stored, err := r.readAPI().GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: req.GetInstanceId()})
 		if err != nil {
 			return err
@@ -346,14 +480,14 @@ func (r *forwarder) WatchInstance(req *robonetv1.WatchInstanceRequest, stream gr
 	deadline := time.Now().Add(r.timeout)
 	backoff := forwardBackoffMin
 	for {
-		t, err := r.resolve(ctx, deadline)
+		t, err := r.resolve(ctx, deadline, rt)
 		if err != nil {
 			return err
 		}
 		if t.local != nil {
 			return r.api(t.local).WatchInstance(&robonetv1.WatchInstanceRequest{InstanceId: req.GetInstanceId(), AfterSeq: after}, stream)
 		}
-		relayed, err := relayWatch(r.outgoing(ctx), t.remote, req.GetInstanceId(), &after, stream)
+		relayed, err := relayWatch(r.outgoing(ctx, t), t.remote, req.GetInstanceId(), &after, stream)
 		if err == nil || !retryable(err) || isForwarded(ctx) {
 			return err
 		}
@@ -361,7 +495,7 @@ func (r *forwarder) WatchInstance(req *robonetv1.WatchInstanceRequest, stream gr
 			// Progress was made: the window starts again for the next leader.
 			deadline, backoff = time.Now().Add(r.timeout), forwardBackoffMin
 		}
-		r.log.Debug("forwarded watch ended; resuming with the next leader", zap.String("leader", t.leader),
+		r.log.Debug("forwarded watch ended; resuming with the next owner", zap.String("node", t.node),
 			zap.Uint64("after_seq", after), zap.Error(err))
 		if err := sleepUntil(ctx, deadline, backoff); err != nil {
 			return err

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"time"
 
 	"go.uber.org/zap"
@@ -62,55 +64,89 @@ const (
 	establishBackoffMax = 2 * time.Second
 )
 
-// leaderLoop makes the engine follow leadership: one Engine per Raft term,
-// running only on the leader. It is the only writer of the node's active
-// engine.
+// ownerLoop makes the node's engine follow what the node owns: the Raft
+// leadership and, in the control state, the partitions assigned to it. It
+// is the only writer of the node's active engine.
 //
-// It consumes the mesh's Leadership subscription, which always ends on the
-// latest value, so a signal dropped in between cannot leave two runloops:
-// the loop acts on the state it is told about, not on edges. For every
-// value it
+// What the node should run is an ownership (want): on the Raft leader, the
+// engine of its term with the partitions it owns (leader placement: all of
+// them, re-assigned in every term); on any other server, under balanced
+// placement, an engine for the partitions it owns while it knows a
+// leader; otherwise nothing. Whenever the ownership changes — a new term
+// on the leader, partitions gained or lost, epochs raised, the leader lost
+// for longer than ownerLease — the running engine is Abandoned (no
+// writes, no cancels, no lease releases: a newer owner may have its
+// instances already) and unpublished before anything else happens, and
+// an engine for the new ownership is started. The loop acts on the state
+// it reads, not on edges: the Leadership subscription always ends on the
+// latest value and the control state is read afresh after each change,
+// so a signal dropped in between cannot leave a stale engine running.
 //
-//  1. steps down first: if an engine runs and the value is not "leader in
-//     that engine's term", the engine is Abandoned at once (no writes, no
-//     cancels, no lease releases: a newer term may already own the
-//     instances) and unpublished — before anything else happens;
-//  2. steps up: if the value says this node leads and no engine runs, it
-//     waits for a Raft Barrier (every entry of earlier terms applied),
-//     checks that it still leads in that term, and starts a new Engine
-//     with the Raft term as its fencing token. The store refuses the
-//     writes of an older term once a newer one claimed, so even an engine
-//     started just before a step-down it has not seen yet cannot
-//     overwrite its successor's state.
-//
-// A failed Barrier or engine start is retried with backoff while the node
-// still leads in that term.
-type leaderLoop struct {
+// The leader's engine starts after a Raft Barrier (every entry of earlier
+// terms applied, its placement included). Safety never rests on this loop
+// being quick: every partition's writes are fenced by its epoch in the
+// store (FencePartitions), and the Waggler hosts refuse a session naming
+// an older epoch, so an engine started just before a move it has not seen
+// yet cannot overwrite its successor's state. A failed Barrier or engine
+// start is retried with backoff while the ownership stays.
+type ownerLoop struct {
 	mesh meshNode
 	log  *zap.Logger
-	// newEngine builds (without starting) the engine of a term, with the
-	// Router that is its Dispatcher.
-	newEngine func(term uint64, parts partitionSet) (*termEngine, error)
-	// partitions waits for the partitions this node owns in term (see
-	// awaitPartitions). nil: the engine owns none by name (tests).
-	partitions func(ctx context.Context, term uint64) (partitionSet, error)
+	// newEngine builds (without starting) the engine of an ownership, with
+	// the Router that is its Dispatcher.
+	newEngine func(o ownership) (*termEngine, error)
+	// want says what this node should own now (see ownerLoop); nil: the
+	// leader owns every instance by name (one engine per term, tests).
+	want func(lead mesh.Leadership, now time.Time) (ownership, bool)
 	// publish makes e the engine the API goes to; nil: none (the node
 	// follows).
 	publish func(e *engine.Engine)
 
 	cur *termEngine // the running engine; only the loop's goroutine touches it
+	own ownership   // what cur runs
 }
 
-// run follows leadership until ctx ends. It returns the engine still
+// ownership is what one engine life runs: its fencing term, whether it is
+// the Raft leader's (which also runs the schedules and sweeps), and the
+// partitions it owns with their epochs.
+type ownership struct {
+	term   uint64
+	leader bool
+	parts  partitionSet
+}
+
+// same reports whether o and p are one engine life: a follower's engine
+// outlives terms as long as its partitions stay.
+func (o ownership) same(p ownership) bool {
+	if o.leader != p.leader || (o.leader && o.term != p.term) || o.parts.count != p.parts.count {
+		return false
+	}
+	return maps.Equal(o.parts.epochs, p.parts.epochs)
+}
+
+func (o ownership) String() string {
+	role := "follower"
+	if o.leader {
+		role = "leader"
+	}
+	return fmt.Sprintf("%s of term %d owning %d of %d partitions", role, o.term, len(o.parts.epochs), o.parts.count)
+}
+
+// recheckEvery is how often the loop looks again without a signal: the
+// owner lease is measured in time, not announced.
+const recheckEvery = 100 * time.Millisecond
+
+// run follows ownership until ctx ends. It returns the engine still
 // running then (nil if none), still published: the node stops it
-// gracefully, or abandons it if leadership moved meanwhile.
-func (l *leaderLoop) run(ctx context.Context) *termEngine {
+// gracefully, or abandons it if ownership moved meanwhile.
+func (l *ownerLoop) run(ctx context.Context) *termEngine {
 	updates, cancel := l.mesh.Leadership()
 	defer cancel()
 	var (
 		latest  mesh.Leadership
 		retry   *time.Timer
 		backoff = establishBackoffMin
+		tried   ownership // what the last failed start was for
 	)
 	stopRetry := func() {
 		if retry != nil {
@@ -119,6 +155,8 @@ func (l *leaderLoop) run(ctx context.Context) *termEngine {
 		}
 	}
 	defer stopRetry()
+	recheck := time.NewTicker(recheckEvery)
+	defer recheck.Stop()
 	for {
 		var retryC <-chan time.Time
 		if retry != nil {
@@ -129,74 +167,86 @@ func (l *leaderLoop) run(ctx context.Context) *termEngine {
 			return l.cur
 		case v, ok := <-updates:
 			if !ok {
-				// The mesh stopped: nothing leads from here on.
+				// The mesh stopped: nothing is owned from here on.
 				l.stepDown("the mesh stopped")
 				return nil
 			}
-			if v.IsLeader != latest.IsLeader || v.Term != latest.Term {
-				backoff = establishBackoffMin
-			}
 			latest = v
+		case <-l.mesh.StateChanged():
+		case <-recheck.C:
 		case <-retryC:
 			retry = nil
 		}
-		stopRetry()
-
-		if l.cur != nil && (!latest.IsLeader || latest.Term != l.cur.Term()) {
-			why := "leadership lost"
-			if latest.IsLeader {
-				why = "a new term began"
-			}
-			l.stepDown(why)
+		want, ok := l.wanted(latest)
+		if l.cur != nil && (!ok || !want.same(l.own)) {
+			l.stepDown(l.why(latest, want, ok))
 		}
-		if !latest.IsLeader || l.cur != nil {
+		if !ok || l.cur != nil || (retry != nil && want.same(tried)) {
 			continue
 		}
-		if err := l.stepUp(ctx, latest.Term); err != nil {
+		if !want.same(tried) {
+			backoff = establishBackoffMin
+		}
+		stopRetry()
+		if err := l.stepUp(ctx, want); err != nil {
 			if ctx.Err() != nil {
 				return l.cur
 			}
 			if errors.Is(err, errLeadershipMoved) {
-				l.log.Debug("leadership moved before the engine started", zap.Uint64("term", latest.Term))
+				l.log.Debug("leadership moved before the engine started", zap.Uint64("term", want.term))
 				continue // the subscription brings the new value
 			}
-			l.log.Warn("starting the engine of this term failed; retrying while this node leads",
-				zap.Uint64("term", latest.Term), zap.Duration("backoff", backoff), zap.Error(err))
+			l.log.Warn("starting the engine failed; retrying while this node owns the same",
+				zap.Stringer("ownership", want), zap.Duration("backoff", backoff), zap.Error(err))
+			tried = want
 			retry = time.NewTimer(backoff)
 			backoff = min(2*backoff, establishBackoffMax)
+			continue
 		}
+		tried = ownership{}
 	}
+}
+
+// wanted is the ownership this node should run now.
+func (l *ownerLoop) wanted(lead mesh.Leadership) (ownership, bool) {
+	if l.want != nil {
+		return l.want(lead, time.Now())
+	}
+	return ownership{term: lead.Term, leader: true}, lead.IsLeader
+}
+
+// why says why the running engine stops.
+func (l *ownerLoop) why(lead mesh.Leadership, want ownership, ok bool) string {
+	switch {
+	case l.own.leader && !lead.IsLeader:
+		return "leadership lost"
+	case l.own.leader && lead.Term != l.own.term:
+		return "a new term began"
+	case !ok:
+		return "this node owns nothing now"
+	}
+	return "ownership changed: now " + want.String()
 }
 
 // errLeadershipMoved: the term to start an engine for ended while the
 // loop waited for the Barrier.
 var errLeadershipMoved = errors.New("leadership moved")
 
-// stepUp starts the engine of term after a Barrier.
-func (l *leaderLoop) stepUp(ctx context.Context, term uint64) error {
+// stepUp starts the engine of o, after a Barrier on the leader.
+func (l *ownerLoop) stepUp(ctx context.Context, o ownership) error {
 	began := time.Now()
-	bctx, cancel := context.WithTimeout(ctx, barrierTimeout)
-	err := l.mesh.Barrier(bctx)
-	cancel()
-	if err != nil {
-		if now := l.mesh.Leader(); !now.IsLeader || now.Term != term {
+	if o.leader {
+		bctx, cancel := context.WithTimeout(ctx, barrierTimeout)
+		err := l.mesh.Barrier(bctx)
+		cancel()
+		if now := l.mesh.Leader(); !now.IsLeader || now.Term != o.term {
 			return errLeadershipMoved
 		}
-		return fmt.Errorf("raft barrier: %w", err)
-	}
-	if now := l.mesh.Leader(); !now.IsLeader || now.Term != term {
-		return errLeadershipMoved
-	}
-	var parts partitionSet
-	if l.partitions != nil {
-		if parts, err = l.partitions(ctx, term); err != nil {
-			if now := l.mesh.Leader(); !now.IsLeader || now.Term != term {
-				return errLeadershipMoved
-			}
-			return fmt.Errorf("waiting for this term's partitions: %w", err)
+		if err != nil {
+			return fmt.Errorf("raft barrier: %w", err)
 		}
 	}
-	e, err := l.newEngine(term, parts)
+	e, err := l.newEngine(o)
 	if err != nil {
 		return fmt.Errorf("building the engine: %w", err)
 	}
@@ -204,25 +254,25 @@ func (l *leaderLoop) stepUp(ctx context.Context, term uint64) error {
 		e.Abandon()
 		return fmt.Errorf("starting the engine: %w", err)
 	}
-	l.cur = e
+	l.cur, l.own = e, o
 	l.publish(e.Engine)
-	l.log.Info("leading: engine started", zap.Uint64("term", term), zap.Duration("took", time.Since(began)),
-		zap.Int("partitions", len(parts.epochs)), zap.Int("partition_count", parts.count))
+	l.log.Info("engine started", zap.Bool("leader", o.leader), zap.Uint64("term", o.term), zap.Duration("took", time.Since(began)),
+		zap.Ints("partitions", slices.Sorted(maps.Keys(o.parts.epochs))), zap.Int("partition_count", o.parts.count))
 	return nil
 }
 
 // stepDown abandons the running engine, if any, then unpublishes it. An
 // API call that still reaches the abandoned engine meanwhile is answered
 // from the store, as by any engine that does not run.
-func (l *leaderLoop) stepDown(why string) {
+func (l *ownerLoop) stepDown(why string) {
 	if l.cur == nil {
 		return
 	}
 	e := l.cur
-	l.cur = nil
+	l.cur, l.own = nil, ownership{}
 	e.Abandon()
 	l.publish(nil)
-	l.log.Info("following: engine abandoned", zap.Uint64("term", e.Term()), zap.String("reason", why))
+	l.log.Info("engine abandoned", zap.Uint64("term", e.Term()), zap.String("reason", why))
 }
 
 // partitionSet is what an engine owns: partition → epoch, of count.
@@ -231,22 +281,41 @@ type partitionSet struct {
 	epochs map[int]uint64
 }
 
-// awaitPartitions waits until the control state gives this node every
-// partition in term (the leader's reconciler assigns them right after the
-// election), or ctx ends, or barrierTimeout passes.
-func awaitPartitions(ctx context.Context, m meshNode, self string, term uint64) (partitionSet, error) {
-	ctx, cancel := context.WithTimeout(ctx, barrierTimeout)
-	defer cancel()
-	for {
-		changed := m.StateChanged()
-		st := m.State()
-		if epochs, ok := st.PartitionsOwnedBy(self, term); ok {
-			return partitionSet{count: st.PartitionCount, epochs: epochs}, nil
-		}
-		select {
-		case <-ctx.Done():
-			return partitionSet{}, fmt.Errorf("the control state gave this node no partitions in term %d: %w", term, ctx.Err())
-		case <-changed:
-		}
+// ownerLease is how long a server that is not the leader keeps running
+// its partitions without knowing a leader. It is shorter than the
+// earliest its partitions can be given to another server — the leader
+// moves them once memberlist declares the server failed or its Raft
+// heartbeats to it fail in a new term, which takes an election (at least
+// the Raft heartbeat timeout) and a detection — so a server cut off from
+// the leader stops dispatching before anyone else owns its partitions.
+// Safety does not rest on it: the store refuses the writes of an older
+// epoch whenever they come.
+const ownerLease = time.Second
+
+// owned is what this node should own under placement (the node's want):
+// see ownerLoop. lastLeader is when this node last knew a leader (kept
+// up to date by the caller).
+func owned(lead mesh.Leadership, st mesh.ControlState, self string, placement mesh.PartitionPlacement, leaderless time.Duration) (ownership, bool) {
+	if lead.Term == 0 {
+		return ownership{}, false
 	}
+	if lead.IsLeader {
+		asked := lead.Term // leader placement: this term's assignment
+		if placement == mesh.PlaceBalanced {
+			asked = 0
+		}
+		epochs, ok := st.PartitionsOwnedBy(self, asked)
+		if !ok || len(epochs) == 0 {
+			return ownership{}, false // the reconciler places them right after the election
+		}
+		return ownership{term: lead.Term, leader: true, parts: partitionSet{count: st.PartitionCount, epochs: epochs}}, true
+	}
+	if leaderless > ownerLease {
+		return ownership{}, false
+	}
+	epochs, ok := st.PartitionsOwnedBy(self, 0)
+	if !ok || len(epochs) == 0 {
+		return ownership{}, false
+	}
+	return ownership{term: lead.Term, parts: partitionSet{count: st.PartitionCount, epochs: epochs}}, true
 }

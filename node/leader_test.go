@@ -130,11 +130,11 @@ func startLoop(t *testing.T) *loopHarness {
 	}
 	t.Cleanup(func() { _ = store.Close() })
 	h := &loopHarness{mesh: newFakeMesh(), published: make(chan *engine.Engine, 16)}
-	l := &leaderLoop{
+	l := &ownerLoop{
 		mesh: h.mesh,
 		log:  zaptest.NewLogger(t),
-		newEngine: func(term uint64, _ partitionSet) (*termEngine, error) {
-			e, err := engine.New(engine.Config{Store: store, Dispatcher: nopDispatcher{}, Term: term, Shards: 1})
+		newEngine: func(o ownership) (*termEngine, error) {
+			e, err := engine.New(engine.Config{Store: store, Dispatcher: nopDispatcher{}, Term: o.term, Shards: 1})
 			return &termEngine{Engine: e}, err
 		},
 		publish: func(e *engine.Engine) { h.published <- e },

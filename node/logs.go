@@ -285,7 +285,7 @@ func (r *forwarder) relayLogs(ctx context.Context, key tasklog.Key, node string,
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	remote, err := c.TaskLogs(r.outgoing(ctx), &robonetv1.TaskLogsRequest{
+	remote, err := c.TaskLogs(r.outgoing(ctx, target{node: node}), &robonetv1.TaskLogsRequest{
 		InstanceId: key.Instance.String(), Task: key.Execution, Attempt: key.Attempt, Follow: follow, Node: node,
 	})
 	if err != nil {

@@ -84,6 +84,10 @@ type meshAPI struct {
 	// ListPartitions reports with rates from rates.
 	engine func() *engine.Engine
 	rates  *partitionRates
+	// server: the node replicates the control state (ListPartitions
+	// answers from it); placement is how its leader places partitions.
+	server    bool
+	placement mesh.PartitionPlacement
 }
 
 var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
@@ -93,7 +97,7 @@ var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
 func newMeshAPI(n *Node) *meshAPI {
 	api := &meshAPI{
 		self: n.cfg.Name, mesh: n.mesh, wagglers: n.wagglers, pools: n.workers, trust: n.trust,
-		engine: n.active.Load, rates: &n.partRates,
+		engine: n.active.Load, rates: &n.partRates, server: n.cfg.IsServer(), placement: n.cfg.Mesh.PartitionPlacement,
 		conn: func(node, addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(node, addr) },
 	}
 	if n.store != nil {

@@ -226,7 +226,7 @@ func (n *Node) runPoolStats(ctx context.Context) {
 			return
 		case <-tick.C:
 		}
-		if n.active.Load() == nil {
+		if e := n.active.Load(); e == nil || e.Follower() {
 			continue // only the leader's engine writes
 		}
 		now := time.Now().UTC()

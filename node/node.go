@@ -90,10 +90,10 @@ type Node struct {
 	mesh      meshNode
 	conns     *connCache
 
-	leading    *leaderLoop
+	owning     *ownerLoop
 	stopLoop   context.CancelFunc
 	loopDone   chan struct{}
-	loopEngine *termEngine // what the leader loop left running when it stopped
+	loopEngine *termEngine // what the owner loop left running when it stopped
 	stopFollow func()      // ends the follower
 	followDone chan struct{}
 	trust      *trustCenter
@@ -281,7 +281,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 	n.startFollower()
 	n.startTrust()
 	if server {
-		n.startLeaderLoop()
+		n.startOwnerLoop()
 	}
 	if err := n.startHTTP(); err != nil {
 		return err
@@ -370,18 +370,30 @@ func (n *Node) updateMeta(edit func(*mesh.NodeMeta)) error {
 	return nil
 }
 
-// startLeaderLoop runs the loop that makes the engine follow leadership
-// (leader.go).
-func (n *Node) startLeaderLoop() {
-	n.leading = &leaderLoop{mesh: n.mesh, log: n.log.Named("leader"), newEngine: n.newTerm, publish: n.publish,
-		partitions: func(ctx context.Context, term uint64) (partitionSet, error) {
-			return awaitPartitions(ctx, n.mesh, n.cfg.Name, term)
+// startOwnerLoop runs the loop that makes the engine follow what this
+// node owns (leader.go).
+func (n *Node) startOwnerLoop() {
+	var ( // only the loop's goroutine calls want
+		lastLeader time.Time
+		lastTerm   uint64
+	)
+	placement := n.cfg.Mesh.PartitionPlacement
+	n.owning = &ownerLoop{mesh: n.mesh, log: n.log.Named("owner"), newEngine: n.newTerm, publish: n.publish,
+		want: func(lead mesh.Leadership, now time.Time) (ownership, bool) {
+			if lead.Leader != "" {
+				lastLeader = now
+			}
+			// Between leaders the mesh says term 0: a follower's engine
+			// keeps (or starts with) the last term it knew.
+			lastTerm = max(lastTerm, lead.Term)
+			lead.Term = max(lead.Term, lastTerm)
+			return owned(lead, n.mesh.State(), n.cfg.Name, placement, now.Sub(lastLeader))
 		}}
 	ctx, cancel := context.WithCancel(context.Background())
 	n.stopLoop, n.loopDone = cancel, make(chan struct{})
 	go func() {
 		defer close(n.loopDone)
-		n.loopEngine = n.leading.run(ctx)
+		n.loopEngine = n.owning.run(ctx)
 	}()
 }
 
@@ -571,13 +583,28 @@ func (n *Node) Members() []mesh.Member {
 	return n.mesh.Members()
 }
 
-// Term is the fencing term of the engine running on this node: the Raft
-// term it leads in; 0 while it does not lead.
+// Term is the fencing term of the leader's engine running on this node:
+// the Raft term it leads in; 0 while it does not lead (an engine of a
+// server that owns partitions without leading says nothing here).
 func (n *Node) Term() uint64 {
-	if e := n.active.Load(); e != nil {
+	if e := n.active.Load(); e != nil && !e.Follower() {
 		return e.Term()
 	}
 	return 0
+}
+
+// Partitions returns the partitions this node's engine owns, with their
+// epochs (nil: no engine runs here).
+func (n *Node) Partitions() map[int]uint64 {
+	e := n.active.Load()
+	if e == nil {
+		return nil
+	}
+	out := map[int]uint64{}
+	for _, ps := range e.PartitionStats() {
+		out[ps.Partition] = ps.Epoch
+	}
+	return out
 }
 
 // Failed delivers an error if one of the node's servers stops on its own;
@@ -715,17 +742,23 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 	return errors.Join(errs...)
 }
 
-// stopEngine stops the engine the leader loop left running: gracefully
+// stopEngine stops the engine the owner loop left running: gracefully
 // (attempts cancelled, results written, leases released so the next
-// leader claims at once) while this node still leads in its term;
-// abandoned otherwise, since a newer term may own its instances already.
+// owner claims at once) while this node still owns what the engine runs —
+// the leader in its term, a follower its partitions at their epochs
+// (what it writes is fenced by them anyway); abandoned otherwise, since
+// a newer owner may have its instances already.
 func (n *Node) stopEngine(ctx context.Context, graceful bool) error {
 	e := n.loopEngine
 	if e == nil {
 		return nil
 	}
 	n.publish(nil)
-	if l := n.mesh.Leader(); !graceful || !l.IsLeader || l.Term != e.Term() {
+	stillOwned := e.Follower()
+	if l := n.mesh.Leader(); l.IsLeader && l.Term == e.Term() {
+		stillOwned = true
+	}
+	if !graceful || !stillOwned {
 		e.Abandon()
 		return nil
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -117,44 +118,87 @@ func (n *Node) checkPartitions(ctx context.Context) error {
 }
 
 // ListPartitions lists the mesh's partitions: owners, epochs and moves
-// from the control state, and the owner's counts. Every partition is the
-// engine leader's, so a node that does not lead asks the leader.
+// from this server's control state, and each owner's counts — its own
+// engine's, and every other owner's through LocalPartitions, asked in
+// parallel (an owner that does not answer within the ask timeout leaves
+// its partitions without stats). A worker-only node has no control state
+// and asks the leader.
 func (s *meshAPI) ListPartitions(ctx context.Context, req *robonetv1.ListPartitionsRequest) (*robonetv1.ListPartitionsResponse, error) {
-	l := s.mesh.Leader()
-	if !l.IsLeader {
+	st := s.mesh.State()
+	if !s.server {
+		l := s.mesh.Leader()
 		cc, fctx, err := s.toLeader(ctx, l, "partitions", "to answer it")
 		if err != nil {
 			return nil, err
 		}
 		return robonetv1.NewMeshServiceClient(cc).ListPartitions(fctx, req)
 	}
-	st := s.mesh.State()
-	resp := &robonetv1.ListPartitionsResponse{AnsweredBy: s.self, Count: uint32(st.PartitionCount), Placement: "leader"}
-	stats := map[int]engine.PartitionStat{}
-	var e *engine.Engine
-	if s.engine != nil {
-		e = s.engine()
-	}
-	if e != nil {
-		for _, ps := range e.PartitionStats() {
-			stats[ps.Partition] = ps
+	resp := &robonetv1.ListPartitionsResponse{AnsweredBy: s.self, Count: uint32(st.PartitionCount), Placement: s.placement.String()}
+	owners := map[string]bool{}
+	for _, a := range st.Partitions {
+		if a.Node != "" {
+			owners[a.Node] = true
 		}
 	}
-	now := time.Now()
+	byName := map[string]mesh.Member{}
+	for _, m := range s.mesh.Members() {
+		byName[m.Name] = m
+	}
+	var (
+		mu    sync.Mutex
+		wg    sync.WaitGroup
+		stats = map[int]*robonetv1.PartitionInfo{}
+	)
+	for owner := range owners {
+		wg.Go(func() {
+			got, err := askNode(ctx, s, owner, byName, s.LocalPartitions, robonetv1.MeshServiceClient.LocalPartitions)
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, pi := range got.GetPartitions() {
+				if pi.GetOwner() == owner {
+					stats[int(pi.GetPartition())] = pi
+				}
+			}
+		})
+	}
+	wg.Wait()
 	for p := range st.PartitionCount {
 		a := st.Partitions[p]
 		pi := &robonetv1.PartitionInfo{Partition: uint32(p), Owner: a.Node, Epoch: a.Epoch, Term: a.Term, Reason: a.Reason}
 		if !a.At.IsZero() {
 			pi.MovedAtUnixNanos = a.At.UnixNano()
 		}
-		if ps, ok := stats[p]; ok && a.Node == s.self && ps.Epoch == a.Epoch {
+		if got, ok := stats[p]; ok && got.GetEpoch() == a.Epoch {
 			pi.HasStats = true
-			pi.InstancesHeld = uint64(ps.Held)
-			pi.TasksTotal = ps.Tasks
-			pi.WritesRefused = ps.Evictions
-			pi.TasksPerSecond = s.rates.rate(e, p, ps.Tasks, now)
+			pi.InstancesHeld, pi.TasksTotal = got.GetInstancesHeld(), got.GetTasksTotal()
+			pi.WritesRefused, pi.TasksPerSecond = got.GetWritesRefused(), got.GetTasksPerSecond()
 		}
 		resp.Partitions = append(resp.Partitions, pi)
+	}
+	return resp, nil
+}
+
+// LocalPartitions reports the partitions this server's engine owns, at
+// the epochs it owns them, with its counts.
+func (s *meshAPI) LocalPartitions(context.Context, *robonetv1.LocalPartitionsRequest) (*robonetv1.LocalPartitionsResponse, error) {
+	resp := &robonetv1.LocalPartitionsResponse{}
+	var e *engine.Engine
+	if s.engine != nil {
+		e = s.engine()
+	}
+	if e == nil {
+		return resp, nil
+	}
+	now := time.Now()
+	for _, ps := range e.PartitionStats() {
+		resp.Partitions = append(resp.Partitions, &robonetv1.PartitionInfo{
+			Partition: uint32(ps.Partition), Owner: s.self, Epoch: ps.Epoch, HasStats: true,
+			InstancesHeld: uint64(ps.Held), TasksTotal: ps.Tasks, WritesRefused: ps.Evictions,
+			TasksPerSecond: s.rates.rate(e, ps.Partition, ps.Tasks, now),
+		})
 	}
 	return resp, nil
 }

@@ -111,12 +111,14 @@ func engineOf(t *termEngine) *engine.Engine {
 // The engine dispatches through a Verifier, which runs verified attempts
 // as several runs and passes the rest to the Router; the Router reports
 // to the Verifier, which reports to the engine.
-func (n *Node) newTerm(term uint64, parts partitionSet) (*termEngine, error) {
+func (n *Node) newTerm(o ownership) (*termEngine, error) {
+	term, parts := o.term, o.parts
 	t := &termEngine{}
 	verifier := wag.NewVerifier(wag.VerifierConfig{Sink: &lateSink{t: t}, Outcome: n.verifyOutcome, Logger: n.cfg.Logger})
 	var err error
 	t.router, err = wag.NewRouter(wag.RouterConfig{
 		Term: term, Sink: verifier, Directory: meshDirectory{n}, Logger: n.cfg.Logger, NodeName: n.cfg.Name,
+		Follower: !o.leader, PartitionCount: parts.count, Partitions: parts.epochs,
 		Holds:   func(id uuid.UUID) bool { return t.Engine != nil && t.Holds(id) },
 		Metrics: n.metrics.wag,
 		Slots:   n.slotsServing,
@@ -136,11 +138,25 @@ func (n *Node) newTerm(term uint64, parts partitionSet) (*termEngine, error) {
 	ecfg.Admission = t.router
 	ecfg.Query = n.reader
 	ecfg.Metrics = n.metrics.engine
-	ecfg.PartitionCount, ecfg.Partitions = parts.count, parts.epochs
+	ecfg.PartitionCount, ecfg.Partitions, ecfg.Follower = parts.count, parts.epochs, !o.leader
+	ecfg.Owner = engineOwner(n.cfg.Name)
 	if t.Engine, err = engine.New(ecfg); err != nil {
 		return nil, err
 	}
 	return t, nil
+}
+
+// engineOwner is the owner id of every engine this node runs, in every
+// process of it: derived from the node's name, so that a new engine life
+// of the same assignment — the engine restarted when the node gained
+// partitions, or the node restarted before its partitions moved — fences
+// its partitions at the epoch they are assigned at (the store refuses
+// that epoch to any other owner), and claims what an earlier life left
+// leased. Two lives never run at once: the owner loop abandons one, and
+// waits for it, before it starts the next, and a node's data directory is
+// locked to one process.
+func engineOwner(node string) uuid.UUID {
+	return uuid.NewSHA1(uuid.NameSpaceOID, []byte("robonet/engine/"+node))
 }
 
 // lateSink is the Router's sink: the engine, built after the Router.

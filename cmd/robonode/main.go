@@ -227,6 +227,7 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 	if s.Partitions > 0 {
 		cfg.Mesh.Partitions, cfg.Mesh.PartitionsSet = s.Partitions, true
 	}
+	cfg.Mesh.PartitionPlacement = s.Placement
 	for _, set := range s.Limits {
 		set(&cfg)
 	}

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
+	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -78,7 +79,7 @@ func TestDefaults(t *testing.T) {
 	want := settings{DataDir: "robonode-data", Bind: "127.0.0.1", GRPC: "127.0.0.1:7233", HTTP: "127.0.0.1:7280",
 		Gossip: "127.0.0.1:7301", Raft: "127.0.0.1:7302",
 		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
-		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats, DispatchTier: "established"}
+		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats, DispatchTier: "established", Placement: mesh.PlaceBalanced}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
 	}
@@ -106,7 +107,7 @@ capabilities: {core: 3, code.exec: 5}
 		Capabilities: map[string]int{"core": 3, "code.exec": 5},
 		LogFormat:    "json", LogLevel: "warn", ShutdownTimeout: 30 * time.Second,
 		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats,
-		DispatchTier: "established",
+		DispatchTier: "established", Placement: mesh.PlaceBalanced,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("settings:\n got %+v\nwant %+v", s, want)

@@ -80,6 +80,8 @@ type settings struct {
 	Server          *bool // nil: a server unless Join is set
 	BootstrapExpect int   // 0: 1 on servers
 	Partitions      int   // 0: not given (a new mesh gets mesh.DefaultPartitions)
+	// Placement is how this server places partitions when it leads.
+	Placement       mesh.PartitionPlacement
 	Gossip          string
 	Raft            string
 	GossipKey       []byte
@@ -102,7 +104,7 @@ type settings struct {
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
-	"join", "advertise", "server", "bootstrap-expect", "partitions", "gossip", "raft", "gossip-key",
+	"join", "advertise", "server", "bootstrap-expect", "partitions", "partition-placement", "gossip", "raft", "gossip-key",
 	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "cpu-profile", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "dispatch-tier", "trust-peer", "limit"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
@@ -128,6 +130,7 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.Bool("server", false, "run as a Raft server that may lead the engine (default: true without --join, false with it; a worker-only node opens no store)")
 	fs.Int("bootstrap-expect", 0, "number of servers to wait for before the first Raft election; more than 1 needs --postgres (default 1 on servers)")
 	fs.Int("partitions", mesh.DefaultPartitions, "partitions of a mesh this server creates, 1..1024 (fixed for the mesh's life; a server given a count the mesh was not created with refuses to start)")
+	fs.String("partition-placement", "balanced", "how the leader places partitions: balanced (spread over the servers, each running the engine of its own) or leader (every partition on the Raft leader, one engine for the mesh); use the same on every server")
 	fs.String("gossip", "7301", "gossip (memberlist) listen address: host:port, or a port on --bind; 0 picks a free port")
 	fs.String("raft", "7302", "Raft listen address on servers: host:port, or a port on --bind; 0 picks a free port")
 	fs.String("gossip-key", "", "base64 of a 16, 24 or 32 byte key that encrypts gossip; the same on every node")
@@ -319,6 +322,14 @@ func (s *settings) resolveMesh(raw map[string][]string, one func(string) string)
 		if s.Partitions, err = strconv.Atoi(v[0]); err != nil || s.Partitions < 1 || s.Partitions > mesh.MaxPartitions {
 			errs = append(errs, fmt.Errorf("partitions %q: want a number of partitions, 1..%d (default %d)", v[0], mesh.MaxPartitions, mesh.DefaultPartitions))
 		}
+	}
+	switch v := one("partition-placement"); v {
+	case "balanced":
+		s.Placement = mesh.PlaceBalanced
+	case "leader":
+		s.Placement = mesh.PlaceOnLeader
+	default:
+		errs = append(errs, fmt.Errorf("partition-placement %q: want balanced or leader", v))
 	}
 	if s.Gossip, err = listenAddr(one("gossip"), s.Bind, false); err != nil {
 		errs = append(errs, fmt.Errorf("gossip: %w", err))

@@ -448,7 +448,7 @@ func (x UpdateScheduleRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpdateScheduleRequest_Op.Descriptor instead.
 func (UpdateScheduleRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58, 0}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60, 0}
 }
 
 type ListPartitionsRequest struct {
@@ -487,6 +487,88 @@ func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
 	return file_robonet_v1_api_proto_rawDescGZIP(), []int{0}
 }
 
+type LocalPartitionsRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalPartitionsRequest) Reset() {
+	*x = LocalPartitionsRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalPartitionsRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalPartitionsRequest) ProtoMessage() {}
+
+func (x *LocalPartitionsRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalPartitionsRequest.ProtoReflect.Descriptor instead.
+func (*LocalPartitionsRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{1}
+}
+
+// LocalPartitionsResponse is what one server's engine counts of the
+// partitions it owns (has_stats set on each), at the epochs it owns them.
+type LocalPartitionsResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Partitions    []*PartitionInfo       `protobuf:"bytes,1,rep,name=partitions,proto3" json:"partitions,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *LocalPartitionsResponse) Reset() {
+	*x = LocalPartitionsResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *LocalPartitionsResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*LocalPartitionsResponse) ProtoMessage() {}
+
+func (x *LocalPartitionsResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use LocalPartitionsResponse.ProtoReflect.Descriptor instead.
+func (*LocalPartitionsResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *LocalPartitionsResponse) GetPartitions() []*PartitionInfo {
+	if x != nil {
+		return x.Partitions
+	}
+	return nil
+}
+
 type ListPartitionsResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// The mesh's partition count, fixed when the mesh was created (0 while
@@ -505,7 +587,7 @@ type ListPartitionsResponse struct {
 
 func (x *ListPartitionsResponse) Reset() {
 	*x = ListPartitionsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	mi := &file_robonet_v1_api_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -517,7 +599,7 @@ func (x *ListPartitionsResponse) String() string {
 func (*ListPartitionsResponse) ProtoMessage() {}
 
 func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	mi := &file_robonet_v1_api_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -530,7 +612,7 @@ func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{1}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *ListPartitionsResponse) GetCount() uint32 {
@@ -595,7 +677,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	mi := &file_robonet_v1_api_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -607,7 +689,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	mi := &file_robonet_v1_api_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -620,7 +702,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{2}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *PartitionInfo) GetPartition() uint32 {
@@ -719,7 +801,7 @@ type WorkflowInfo struct {
 
 func (x *WorkflowInfo) Reset() {
 	*x = WorkflowInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[3]
+	mi := &file_robonet_v1_api_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -731,7 +813,7 @@ func (x *WorkflowInfo) String() string {
 func (*WorkflowInfo) ProtoMessage() {}
 
 func (x *WorkflowInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[3]
+	mi := &file_robonet_v1_api_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -744,7 +826,7 @@ func (x *WorkflowInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkflowInfo.ProtoReflect.Descriptor instead.
 func (*WorkflowInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *WorkflowInfo) GetName() string {
@@ -809,7 +891,7 @@ type InlineSpec struct {
 
 func (x *InlineSpec) Reset() {
 	*x = InlineSpec{}
-	mi := &file_robonet_v1_api_proto_msgTypes[4]
+	mi := &file_robonet_v1_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -821,7 +903,7 @@ func (x *InlineSpec) String() string {
 func (*InlineSpec) ProtoMessage() {}
 
 func (x *InlineSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[4]
+	mi := &file_robonet_v1_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -834,7 +916,7 @@ func (x *InlineSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InlineSpec.ProtoReflect.Descriptor instead.
 func (*InlineSpec) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *InlineSpec) GetSource() []byte {
@@ -863,7 +945,7 @@ type WorkflowRef struct {
 
 func (x *WorkflowRef) Reset() {
 	*x = WorkflowRef{}
-	mi := &file_robonet_v1_api_proto_msgTypes[5]
+	mi := &file_robonet_v1_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -875,7 +957,7 @@ func (x *WorkflowRef) String() string {
 func (*WorkflowRef) ProtoMessage() {}
 
 func (x *WorkflowRef) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[5]
+	mi := &file_robonet_v1_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -888,7 +970,7 @@ func (x *WorkflowRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkflowRef.ProtoReflect.Descriptor instead.
 func (*WorkflowRef) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WorkflowRef) GetName() string {
@@ -914,7 +996,7 @@ type RegisterWorkflowRequest struct {
 
 func (x *RegisterWorkflowRequest) Reset() {
 	*x = RegisterWorkflowRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[6]
+	mi := &file_robonet_v1_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -926,7 +1008,7 @@ func (x *RegisterWorkflowRequest) String() string {
 func (*RegisterWorkflowRequest) ProtoMessage() {}
 
 func (x *RegisterWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[6]
+	mi := &file_robonet_v1_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -939,7 +1021,7 @@ func (x *RegisterWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *RegisterWorkflowRequest) GetSpec() *InlineSpec {
@@ -960,7 +1042,7 @@ type RegisterWorkflowResponse struct {
 
 func (x *RegisterWorkflowResponse) Reset() {
 	*x = RegisterWorkflowResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[7]
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -972,7 +1054,7 @@ func (x *RegisterWorkflowResponse) String() string {
 func (*RegisterWorkflowResponse) ProtoMessage() {}
 
 func (x *RegisterWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[7]
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -985,7 +1067,7 @@ func (x *RegisterWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *RegisterWorkflowResponse) GetWorkflow() *WorkflowInfo {
@@ -1014,7 +1096,7 @@ type ListWorkflowsRequest struct {
 
 func (x *ListWorkflowsRequest) Reset() {
 	*x = ListWorkflowsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[8]
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1108,7 @@ func (x *ListWorkflowsRequest) String() string {
 func (*ListWorkflowsRequest) ProtoMessage() {}
 
 func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[8]
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1121,7 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *ListWorkflowsRequest) GetName() string {
@@ -1065,7 +1147,7 @@ type ListWorkflowsResponse struct {
 
 func (x *ListWorkflowsResponse) Reset() {
 	*x = ListWorkflowsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1077,7 +1159,7 @@ func (x *ListWorkflowsResponse) String() string {
 func (*ListWorkflowsResponse) ProtoMessage() {}
 
 func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1090,7 +1172,7 @@ func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *ListWorkflowsResponse) GetWorkflows() []*WorkflowInfo {
@@ -1132,7 +1214,7 @@ type SubmitWorkflowRequest struct {
 
 func (x *SubmitWorkflowRequest) Reset() {
 	*x = SubmitWorkflowRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1144,7 +1226,7 @@ func (x *SubmitWorkflowRequest) String() string {
 func (*SubmitWorkflowRequest) ProtoMessage() {}
 
 func (x *SubmitWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1157,7 +1239,7 @@ func (x *SubmitWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *SubmitWorkflowRequest) GetWorkflow() isSubmitWorkflowRequest_Workflow {
@@ -1245,7 +1327,7 @@ type SubmitWorkflowResponse struct {
 
 func (x *SubmitWorkflowResponse) Reset() {
 	*x = SubmitWorkflowResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1257,7 +1339,7 @@ func (x *SubmitWorkflowResponse) String() string {
 func (*SubmitWorkflowResponse) ProtoMessage() {}
 
 func (x *SubmitWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1270,7 +1352,7 @@ func (x *SubmitWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *SubmitWorkflowResponse) GetInstanceId() string {
@@ -1317,7 +1399,7 @@ type SubmitWorkflowsRequest struct {
 
 func (x *SubmitWorkflowsRequest) Reset() {
 	*x = SubmitWorkflowsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1329,7 +1411,7 @@ func (x *SubmitWorkflowsRequest) String() string {
 func (*SubmitWorkflowsRequest) ProtoMessage() {}
 
 func (x *SubmitWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1342,7 +1424,7 @@ func (x *SubmitWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *SubmitWorkflowsRequest) GetWorkflow() isSubmitWorkflowsRequest_Workflow {
@@ -1408,7 +1490,7 @@ type SubmitItem struct {
 
 func (x *SubmitItem) Reset() {
 	*x = SubmitItem{}
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1420,7 +1502,7 @@ func (x *SubmitItem) String() string {
 func (*SubmitItem) ProtoMessage() {}
 
 func (x *SubmitItem) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1433,7 +1515,7 @@ func (x *SubmitItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitItem.ProtoReflect.Descriptor instead.
 func (*SubmitItem) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitItem) GetInputsJson() string {
@@ -1470,7 +1552,7 @@ type SubmitWorkflowsResponse struct {
 
 func (x *SubmitWorkflowsResponse) Reset() {
 	*x = SubmitWorkflowsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1482,7 +1564,7 @@ func (x *SubmitWorkflowsResponse) String() string {
 func (*SubmitWorkflowsResponse) ProtoMessage() {}
 
 func (x *SubmitWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1495,7 +1577,7 @@ func (x *SubmitWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SubmitWorkflowsResponse) GetWorkflow() *WorkflowInfo {
@@ -1529,7 +1611,7 @@ type SubmittedInstance struct {
 
 func (x *SubmittedInstance) Reset() {
 	*x = SubmittedInstance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1541,7 +1623,7 @@ func (x *SubmittedInstance) String() string {
 func (*SubmittedInstance) ProtoMessage() {}
 
 func (x *SubmittedInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1554,7 +1636,7 @@ func (x *SubmittedInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmittedInstance.ProtoReflect.Descriptor instead.
 func (*SubmittedInstance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubmittedInstance) GetInstanceId() string {
@@ -1596,7 +1678,7 @@ type TaskProgress struct {
 
 func (x *TaskProgress) Reset() {
 	*x = TaskProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1608,7 +1690,7 @@ func (x *TaskProgress) String() string {
 func (*TaskProgress) ProtoMessage() {}
 
 func (x *TaskProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1621,7 +1703,7 @@ func (x *TaskProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProgress.ProtoReflect.Descriptor instead.
 func (*TaskProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *TaskProgress) GetAttempt() uint32 {
@@ -1749,7 +1831,7 @@ type TaskState struct {
 
 func (x *TaskState) Reset() {
 	*x = TaskState{}
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1761,7 +1843,7 @@ func (x *TaskState) String() string {
 func (*TaskState) ProtoMessage() {}
 
 func (x *TaskState) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1774,7 +1856,7 @@ func (x *TaskState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskState.ProtoReflect.Descriptor instead.
 func (*TaskState) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *TaskState) GetName() string {
@@ -1947,7 +2029,7 @@ type TaskAttempt struct {
 
 func (x *TaskAttempt) Reset() {
 	*x = TaskAttempt{}
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1959,7 +2041,7 @@ func (x *TaskAttempt) String() string {
 func (*TaskAttempt) ProtoMessage() {}
 
 func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1972,7 +2054,7 @@ func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAttempt.ProtoReflect.Descriptor instead.
 func (*TaskAttempt) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *TaskAttempt) GetIndex() int32 {
@@ -2060,7 +2142,7 @@ type InstanceProgress struct {
 
 func (x *InstanceProgress) Reset() {
 	*x = InstanceProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2072,7 +2154,7 @@ func (x *InstanceProgress) String() string {
 func (*InstanceProgress) ProtoMessage() {}
 
 func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2085,7 +2167,7 @@ func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceProgress.ProtoReflect.Descriptor instead.
 func (*InstanceProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *InstanceProgress) GetTotal() int32 {
@@ -2165,7 +2247,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2177,7 +2259,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2190,7 +2272,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *Instance) GetId() string {
@@ -2300,7 +2382,7 @@ type GetInstanceRequest struct {
 
 func (x *GetInstanceRequest) Reset() {
 	*x = GetInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2312,7 +2394,7 @@ func (x *GetInstanceRequest) String() string {
 func (*GetInstanceRequest) ProtoMessage() {}
 
 func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2325,7 +2407,7 @@ func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *GetInstanceRequest) GetInstanceId() string {
@@ -2344,7 +2426,7 @@ type GetInstanceResponse struct {
 
 func (x *GetInstanceResponse) Reset() {
 	*x = GetInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2356,7 +2438,7 @@ func (x *GetInstanceResponse) String() string {
 func (*GetInstanceResponse) ProtoMessage() {}
 
 func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2369,7 +2451,7 @@ func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceResponse.ProtoReflect.Descriptor instead.
 func (*GetInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetInstanceResponse) GetInstance() *Instance {
@@ -2412,7 +2494,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2424,7 +2506,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2437,7 +2519,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2542,7 +2624,7 @@ type WatchInstanceRequest struct {
 
 func (x *WatchInstanceRequest) Reset() {
 	*x = WatchInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2554,7 +2636,7 @@ func (x *WatchInstanceRequest) String() string {
 func (*WatchInstanceRequest) ProtoMessage() {}
 
 func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2567,7 +2649,7 @@ func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WatchInstanceRequest) GetInstanceId() string {
@@ -2593,7 +2675,7 @@ type WatchInstanceResponse struct {
 
 func (x *WatchInstanceResponse) Reset() {
 	*x = WatchInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2687,7 @@ func (x *WatchInstanceResponse) String() string {
 func (*WatchInstanceResponse) ProtoMessage() {}
 
 func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2700,7 @@ func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceResponse.ProtoReflect.Descriptor instead.
 func (*WatchInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchInstanceResponse) GetEvent() *Event {
@@ -2637,7 +2719,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2649,7 +2731,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2662,7 +2744,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -2680,7 +2762,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2692,7 +2774,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2705,7 +2787,7 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 // InstanceSummary is one row of ListInstances.
@@ -2724,7 +2806,7 @@ type InstanceSummary struct {
 
 func (x *InstanceSummary) Reset() {
 	*x = InstanceSummary{}
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2818,7 @@ func (x *InstanceSummary) String() string {
 func (*InstanceSummary) ProtoMessage() {}
 
 func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2831,7 @@ func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSummary.ProtoReflect.Descriptor instead.
 func (*InstanceSummary) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *InstanceSummary) GetId() string {
@@ -2822,7 +2904,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2834,7 +2916,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2847,7 +2929,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *ListInstancesRequest) GetWorkflow() string {
@@ -2903,7 +2985,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2915,7 +2997,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2928,7 +3010,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceSummary {
@@ -2956,7 +3038,7 @@ type SpecErrors struct {
 
 func (x *SpecErrors) Reset() {
 	*x = SpecErrors{}
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2968,7 +3050,7 @@ func (x *SpecErrors) String() string {
 func (*SpecErrors) ProtoMessage() {}
 
 func (x *SpecErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2981,7 +3063,7 @@ func (x *SpecErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecErrors.ProtoReflect.Descriptor instead.
 func (*SpecErrors) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *SpecErrors) GetErrors() []*SpecError {
@@ -3016,7 +3098,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3028,7 +3110,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3041,7 +3123,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SpecError) GetFile() string {
@@ -3111,7 +3193,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3123,7 +3205,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3136,7 +3218,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *ListMembersRequest) GetPools() bool {
@@ -3186,7 +3268,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3198,7 +3280,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3211,7 +3293,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *Member) GetName() string {
@@ -3324,7 +3406,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3336,7 +3418,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3349,7 +3431,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -3374,7 +3456,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3386,7 +3468,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3399,7 +3481,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
 }
 
 type GetLeaderResponse struct {
@@ -3419,7 +3501,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3431,7 +3513,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3444,7 +3526,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *GetLeaderResponse) GetName() string {
@@ -3487,7 +3569,7 @@ type ListWagglersRequest struct {
 
 func (x *ListWagglersRequest) Reset() {
 	*x = ListWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3499,7 +3581,7 @@ func (x *ListWagglersRequest) String() string {
 func (*ListWagglersRequest) ProtoMessage() {}
 
 func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3512,7 +3594,7 @@ func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
 func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *ListWagglersRequest) GetRolesOnly() bool {
@@ -3548,7 +3630,7 @@ type ListWagglersResponse struct {
 
 func (x *ListWagglersResponse) Reset() {
 	*x = ListWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3560,7 +3642,7 @@ func (x *ListWagglersResponse) String() string {
 func (*ListWagglersResponse) ProtoMessage() {}
 
 func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3573,7 +3655,7 @@ func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersResponse.ProtoReflect.Descriptor instead.
 func (*ListWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListWagglersResponse) GetWagglers() []*WagglerRole {
@@ -3630,7 +3712,7 @@ type WagglerRole struct {
 
 func (x *WagglerRole) Reset() {
 	*x = WagglerRole{}
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3724,7 @@ func (x *WagglerRole) String() string {
 func (*WagglerRole) ProtoMessage() {}
 
 func (x *WagglerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3737,7 @@ func (x *WagglerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagglerRole.ProtoReflect.Descriptor instead.
 func (*WagglerRole) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *WagglerRole) GetCapability() string {
@@ -3743,7 +3825,7 @@ type LocalWagglersRequest struct {
 
 func (x *LocalWagglersRequest) Reset() {
 	*x = LocalWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3755,7 +3837,7 @@ func (x *LocalWagglersRequest) String() string {
 func (*LocalWagglersRequest) ProtoMessage() {}
 
 func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3768,7 +3850,7 @@ func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersRequest.ProtoReflect.Descriptor instead.
 func (*LocalWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
 }
 
 type LocalWagglersResponse struct {
@@ -3783,7 +3865,7 @@ type LocalWagglersResponse struct {
 
 func (x *LocalWagglersResponse) Reset() {
 	*x = LocalWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3795,7 +3877,7 @@ func (x *LocalWagglersResponse) String() string {
 func (*LocalWagglersResponse) ProtoMessage() {}
 
 func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3808,7 +3890,7 @@ func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersResponse.ProtoReflect.Descriptor instead.
 func (*LocalWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *LocalWagglersResponse) GetWagglers() []*LocalWaggler {
@@ -3848,7 +3930,7 @@ type LocalWaggler struct {
 
 func (x *LocalWaggler) Reset() {
 	*x = LocalWaggler{}
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3860,7 +3942,7 @@ func (x *LocalWaggler) String() string {
 func (*LocalWaggler) ProtoMessage() {}
 
 func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3873,7 +3955,7 @@ func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWaggler.ProtoReflect.Descriptor instead.
 func (*LocalWaggler) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LocalWaggler) GetCapability() string {
@@ -3945,7 +4027,7 @@ type KeyringRequest struct {
 
 func (x *KeyringRequest) Reset() {
 	*x = KeyringRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3957,7 +4039,7 @@ func (x *KeyringRequest) String() string {
 func (*KeyringRequest) ProtoMessage() {}
 
 func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3970,7 +4052,7 @@ func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringRequest.ProtoReflect.Descriptor instead.
 func (*KeyringRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *KeyringRequest) GetOp() KeyringOp {
@@ -4004,7 +4086,7 @@ type KeyringResponse struct {
 
 func (x *KeyringResponse) Reset() {
 	*x = KeyringResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4016,7 +4098,7 @@ func (x *KeyringResponse) String() string {
 func (*KeyringResponse) ProtoMessage() {}
 
 func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4029,7 +4111,7 @@ func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringResponse.ProtoReflect.Descriptor instead.
 func (*KeyringResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *KeyringResponse) GetNodes() []*NodeKeyring {
@@ -4054,7 +4136,7 @@ type NodeKeyring struct {
 
 func (x *NodeKeyring) Reset() {
 	*x = NodeKeyring{}
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4066,7 +4148,7 @@ func (x *NodeKeyring) String() string {
 func (*NodeKeyring) ProtoMessage() {}
 
 func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4079,7 +4161,7 @@ func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeyring.ProtoReflect.Descriptor instead.
 func (*NodeKeyring) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *NodeKeyring) GetNode() string {
@@ -4116,7 +4198,7 @@ type QuarantineRequest struct {
 
 func (x *QuarantineRequest) Reset() {
 	*x = QuarantineRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4128,7 +4210,7 @@ func (x *QuarantineRequest) String() string {
 func (*QuarantineRequest) ProtoMessage() {}
 
 func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4141,7 +4223,7 @@ func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *QuarantineRequest) GetOp() QuarantineOp {
@@ -4176,7 +4258,7 @@ type QuarantineResponse struct {
 
 func (x *QuarantineResponse) Reset() {
 	*x = QuarantineResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4188,7 +4270,7 @@ func (x *QuarantineResponse) String() string {
 func (*QuarantineResponse) ProtoMessage() {}
 
 func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4201,7 +4283,7 @@ func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QuarantineResponse) GetNodes() []*QuarantinedNode {
@@ -4232,7 +4314,7 @@ type QuarantinedNode struct {
 
 func (x *QuarantinedNode) Reset() {
 	*x = QuarantinedNode{}
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4244,7 +4326,7 @@ func (x *QuarantinedNode) String() string {
 func (*QuarantinedNode) ProtoMessage() {}
 
 func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4257,7 +4339,7 @@ func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedNode.ProtoReflect.Descriptor instead.
 func (*QuarantinedNode) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QuarantinedNode) GetNode() string {
@@ -4296,7 +4378,7 @@ type ListTrustRequest struct {
 
 func (x *ListTrustRequest) Reset() {
 	*x = ListTrustRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4308,7 +4390,7 @@ func (x *ListTrustRequest) String() string {
 func (*ListTrustRequest) ProtoMessage() {}
 
 func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4321,7 +4403,7 @@ func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustRequest.ProtoReflect.Descriptor instead.
 func (*ListTrustRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
 }
 
 type ListTrustResponse struct {
@@ -4339,7 +4421,7 @@ type ListTrustResponse struct {
 
 func (x *ListTrustResponse) Reset() {
 	*x = ListTrustResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4351,7 +4433,7 @@ func (x *ListTrustResponse) String() string {
 func (*ListTrustResponse) ProtoMessage() {}
 
 func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4364,7 +4446,7 @@ func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustResponse.ProtoReflect.Descriptor instead.
 func (*ListTrustResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListTrustResponse) GetDispatchTier() string {
@@ -4413,7 +4495,7 @@ type NodeTrust struct {
 
 func (x *NodeTrust) Reset() {
 	*x = NodeTrust{}
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4425,7 +4507,7 @@ func (x *NodeTrust) String() string {
 func (*NodeTrust) ProtoMessage() {}
 
 func (x *NodeTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4438,7 +4520,7 @@ func (x *NodeTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTrust.ProtoReflect.Descriptor instead.
 func (*NodeTrust) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *NodeTrust) GetNode() string {
@@ -4540,7 +4622,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4552,7 +4634,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4565,7 +4647,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *CreateScheduleRequest) GetName() string {
@@ -4626,7 +4708,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4638,7 +4720,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4651,7 +4733,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -4686,7 +4768,7 @@ type ScheduleInfo struct {
 
 func (x *ScheduleInfo) Reset() {
 	*x = ScheduleInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4698,7 +4780,7 @@ func (x *ScheduleInfo) String() string {
 func (*ScheduleInfo) ProtoMessage() {}
 
 func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4711,7 +4793,7 @@ func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
 func (*ScheduleInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *ScheduleInfo) GetName() string {
@@ -4813,7 +4895,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4825,7 +4907,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4838,7 +4920,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
 }
 
 type ListSchedulesResponse struct {
@@ -4850,7 +4932,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4862,7 +4944,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4875,7 +4957,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
@@ -4895,7 +4977,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +4989,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5002,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *UpdateScheduleRequest) GetName() string {
@@ -4946,7 +5028,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4958,7 +5040,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4971,7 +5053,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -4990,7 +5072,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5002,7 +5084,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5015,7 +5097,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5033,7 +5115,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5045,7 +5127,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5058,7 +5140,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
 }
 
 type LocalPoolsRequest struct {
@@ -5069,7 +5151,7 @@ type LocalPoolsRequest struct {
 
 func (x *LocalPoolsRequest) Reset() {
 	*x = LocalPoolsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5081,7 +5163,7 @@ func (x *LocalPoolsRequest) String() string {
 func (*LocalPoolsRequest) ProtoMessage() {}
 
 func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5094,7 +5176,7 @@ func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsRequest.ProtoReflect.Descriptor instead.
 func (*LocalPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
 }
 
 type LocalPoolsResponse struct {
@@ -5108,7 +5190,7 @@ type LocalPoolsResponse struct {
 
 func (x *LocalPoolsResponse) Reset() {
 	*x = LocalPoolsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5120,7 +5202,7 @@ func (x *LocalPoolsResponse) String() string {
 func (*LocalPoolsResponse) ProtoMessage() {}
 
 func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5133,7 +5215,7 @@ func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsResponse.ProtoReflect.Descriptor instead.
 func (*LocalPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *LocalPoolsResponse) GetPools() []*PoolStats {
@@ -5174,7 +5256,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5186,7 +5268,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5199,7 +5281,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *PoolStats) GetCapability() string {
@@ -5285,7 +5367,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5297,7 +5379,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5310,7 +5392,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *TaskLogsRequest) GetInstanceId() string {
@@ -5362,7 +5444,7 @@ type TaskLogsResponse struct {
 
 func (x *TaskLogsResponse) Reset() {
 	*x = TaskLogsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5374,7 +5456,7 @@ func (x *TaskLogsResponse) String() string {
 func (*TaskLogsResponse) ProtoMessage() {}
 
 func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5387,7 +5469,7 @@ func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsResponse.ProtoReflect.Descriptor instead.
 func (*TaskLogsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TaskLogsResponse) GetTask() string {
@@ -5433,7 +5515,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5445,7 +5527,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5458,7 +5540,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *LogLine) GetStream() LogStream {
@@ -5488,7 +5570,12 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"\x14robonet/v1/api.proto\x12\n" +
 	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n" +
-	"\x15ListPartitionsRequest\"\xa8\x01\n" +
+	"\x15ListPartitionsRequest\"\x18\n" +
+	"\x16LocalPartitionsRequest\"T\n" +
+	"\x17LocalPartitionsResponse\x129\n" +
+	"\n" +
+	"partitions\x18\x01 \x03(\v2\x19.robonet.v1.PartitionInfoR\n" +
+	"partitions\"\xa8\x01\n" +
 	"\x16ListPartitionsResponse\x12\x14\n" +
 	"\x05count\x18\x01 \x01(\rR\x05count\x129\n" +
 	"\n" +
@@ -5983,7 +6070,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x0eCreateSchedule\x12!.robonet.v1.CreateScheduleRequest\x1a\".robonet.v1.CreateScheduleResponse\x12T\n" +
 	"\rListSchedules\x12 .robonet.v1.ListSchedulesRequest\x1a!.robonet.v1.ListSchedulesResponse\x12W\n" +
 	"\x0eUpdateSchedule\x12!.robonet.v1.UpdateScheduleRequest\x1a\".robonet.v1.UpdateScheduleResponse\x12W\n" +
-	"\x0eDeleteSchedule\x12!.robonet.v1.DeleteScheduleRequest\x1a\".robonet.v1.DeleteScheduleResponse2\xd1\x05\n" +
+	"\x0eDeleteSchedule\x12!.robonet.v1.DeleteScheduleRequest\x1a\".robonet.v1.DeleteScheduleResponse2\xad\x06\n" +
 	"\vMeshService\x12N\n" +
 	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
 	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponse\x12Q\n" +
@@ -5995,7 +6082,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"Quarantine\x12\x1d.robonet.v1.QuarantineRequest\x1a\x1e.robonet.v1.QuarantineResponse\x12H\n" +
 	"\tListTrust\x12\x1c.robonet.v1.ListTrustRequest\x1a\x1d.robonet.v1.ListTrustResponse\x12W\n" +
-	"\x0eListPartitions\x12!.robonet.v1.ListPartitionsRequest\x1a\".robonet.v1.ListPartitionsResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\x0eListPartitions\x12!.robonet.v1.ListPartitionsRequest\x1a\".robonet.v1.ListPartitionsResponse\x12Z\n" +
+	"\x0fLocalPartitions\x12\".robonet.v1.LocalPartitionsRequest\x1a#.robonet.v1.LocalPartitionsResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -6010,7 +6098,7 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 71)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
@@ -6020,209 +6108,214 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(LogStream)(0),                   // 5: robonet.v1.LogStream
 	(UpdateScheduleRequest_Op)(0),    // 6: robonet.v1.UpdateScheduleRequest.Op
 	(*ListPartitionsRequest)(nil),    // 7: robonet.v1.ListPartitionsRequest
-	(*ListPartitionsResponse)(nil),   // 8: robonet.v1.ListPartitionsResponse
-	(*PartitionInfo)(nil),            // 9: robonet.v1.PartitionInfo
-	(*WorkflowInfo)(nil),             // 10: robonet.v1.WorkflowInfo
-	(*InlineSpec)(nil),               // 11: robonet.v1.InlineSpec
-	(*WorkflowRef)(nil),              // 12: robonet.v1.WorkflowRef
-	(*RegisterWorkflowRequest)(nil),  // 13: robonet.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil), // 14: robonet.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),     // 15: robonet.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 16: robonet.v1.ListWorkflowsResponse
-	(*SubmitWorkflowRequest)(nil),    // 17: robonet.v1.SubmitWorkflowRequest
-	(*SubmitWorkflowResponse)(nil),   // 18: robonet.v1.SubmitWorkflowResponse
-	(*SubmitWorkflowsRequest)(nil),   // 19: robonet.v1.SubmitWorkflowsRequest
-	(*SubmitItem)(nil),               // 20: robonet.v1.SubmitItem
-	(*SubmitWorkflowsResponse)(nil),  // 21: robonet.v1.SubmitWorkflowsResponse
-	(*SubmittedInstance)(nil),        // 22: robonet.v1.SubmittedInstance
-	(*TaskProgress)(nil),             // 23: robonet.v1.TaskProgress
-	(*TaskState)(nil),                // 24: robonet.v1.TaskState
-	(*TaskAttempt)(nil),              // 25: robonet.v1.TaskAttempt
-	(*InstanceProgress)(nil),         // 26: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 27: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 28: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 29: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 30: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 31: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 32: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 33: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 34: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 35: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 36: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 37: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 38: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 39: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 40: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 41: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 42: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 43: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 44: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 45: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 46: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 47: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 48: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 49: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 50: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 51: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 52: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 53: robonet.v1.NodeKeyring
-	(*QuarantineRequest)(nil),        // 54: robonet.v1.QuarantineRequest
-	(*QuarantineResponse)(nil),       // 55: robonet.v1.QuarantineResponse
-	(*QuarantinedNode)(nil),          // 56: robonet.v1.QuarantinedNode
-	(*ListTrustRequest)(nil),         // 57: robonet.v1.ListTrustRequest
-	(*ListTrustResponse)(nil),        // 58: robonet.v1.ListTrustResponse
-	(*NodeTrust)(nil),                // 59: robonet.v1.NodeTrust
-	(*CreateScheduleRequest)(nil),    // 60: robonet.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 61: robonet.v1.CreateScheduleResponse
-	(*ScheduleInfo)(nil),             // 62: robonet.v1.ScheduleInfo
-	(*ListSchedulesRequest)(nil),     // 63: robonet.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 64: robonet.v1.ListSchedulesResponse
-	(*UpdateScheduleRequest)(nil),    // 65: robonet.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 66: robonet.v1.UpdateScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 67: robonet.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 68: robonet.v1.DeleteScheduleResponse
-	(*LocalPoolsRequest)(nil),        // 69: robonet.v1.LocalPoolsRequest
-	(*LocalPoolsResponse)(nil),       // 70: robonet.v1.LocalPoolsResponse
-	(*PoolStats)(nil),                // 71: robonet.v1.PoolStats
-	(*TaskLogsRequest)(nil),          // 72: robonet.v1.TaskLogsRequest
-	(*TaskLogsResponse)(nil),         // 73: robonet.v1.TaskLogsResponse
-	(*LogLine)(nil),                  // 74: robonet.v1.LogLine
-	nil,                              // 75: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 76: robonet.v1.Member.WagglersEntry
-	nil,                              // 77: robonet.v1.NodeTrust.EvidenceEntry
-	(*timestamppb.Timestamp)(nil),    // 78: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 79: google.protobuf.Duration
+	(*LocalPartitionsRequest)(nil),   // 8: robonet.v1.LocalPartitionsRequest
+	(*LocalPartitionsResponse)(nil),  // 9: robonet.v1.LocalPartitionsResponse
+	(*ListPartitionsResponse)(nil),   // 10: robonet.v1.ListPartitionsResponse
+	(*PartitionInfo)(nil),            // 11: robonet.v1.PartitionInfo
+	(*WorkflowInfo)(nil),             // 12: robonet.v1.WorkflowInfo
+	(*InlineSpec)(nil),               // 13: robonet.v1.InlineSpec
+	(*WorkflowRef)(nil),              // 14: robonet.v1.WorkflowRef
+	(*RegisterWorkflowRequest)(nil),  // 15: robonet.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil), // 16: robonet.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),     // 17: robonet.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 18: robonet.v1.ListWorkflowsResponse
+	(*SubmitWorkflowRequest)(nil),    // 19: robonet.v1.SubmitWorkflowRequest
+	(*SubmitWorkflowResponse)(nil),   // 20: robonet.v1.SubmitWorkflowResponse
+	(*SubmitWorkflowsRequest)(nil),   // 21: robonet.v1.SubmitWorkflowsRequest
+	(*SubmitItem)(nil),               // 22: robonet.v1.SubmitItem
+	(*SubmitWorkflowsResponse)(nil),  // 23: robonet.v1.SubmitWorkflowsResponse
+	(*SubmittedInstance)(nil),        // 24: robonet.v1.SubmittedInstance
+	(*TaskProgress)(nil),             // 25: robonet.v1.TaskProgress
+	(*TaskState)(nil),                // 26: robonet.v1.TaskState
+	(*TaskAttempt)(nil),              // 27: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 28: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 29: robonet.v1.Instance
+	(*GetInstanceRequest)(nil),       // 30: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 31: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 32: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 33: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 34: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 35: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 36: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 37: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 38: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 39: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 40: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 41: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 42: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 43: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 44: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 45: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 46: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 47: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 48: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 49: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 50: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 51: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 52: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 53: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 54: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 55: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 56: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 57: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 58: robonet.v1.QuarantinedNode
+	(*ListTrustRequest)(nil),         // 59: robonet.v1.ListTrustRequest
+	(*ListTrustResponse)(nil),        // 60: robonet.v1.ListTrustResponse
+	(*NodeTrust)(nil),                // 61: robonet.v1.NodeTrust
+	(*CreateScheduleRequest)(nil),    // 62: robonet.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 63: robonet.v1.CreateScheduleResponse
+	(*ScheduleInfo)(nil),             // 64: robonet.v1.ScheduleInfo
+	(*ListSchedulesRequest)(nil),     // 65: robonet.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 66: robonet.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),    // 67: robonet.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 68: robonet.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 69: robonet.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 70: robonet.v1.DeleteScheduleResponse
+	(*LocalPoolsRequest)(nil),        // 71: robonet.v1.LocalPoolsRequest
+	(*LocalPoolsResponse)(nil),       // 72: robonet.v1.LocalPoolsResponse
+	(*PoolStats)(nil),                // 73: robonet.v1.PoolStats
+	(*TaskLogsRequest)(nil),          // 74: robonet.v1.TaskLogsRequest
+	(*TaskLogsResponse)(nil),         // 75: robonet.v1.TaskLogsResponse
+	(*LogLine)(nil),                  // 76: robonet.v1.LogLine
+	nil,                              // 77: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 78: robonet.v1.Member.WagglersEntry
+	nil,                              // 79: robonet.v1.NodeTrust.EvidenceEntry
+	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 81: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	9,   // 0: robonet.v1.ListPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
-	78,  // 1: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	11,  // 2: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	10,  // 3: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	10,  // 4: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	12,  // 5: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	11,  // 6: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	79,  // 7: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	10,  // 8: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	12,  // 9: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
-	11,  // 10: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
-	20,  // 11: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
-	79,  // 12: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
-	10,  // 13: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	22,  // 14: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
-	79,  // 15: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	78,  // 16: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
-	1,   // 17: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	78,  // 18: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	78,  // 19: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	23,  // 20: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	25,  // 21: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	78,  // 22: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	78,  // 23: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 24: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	78,  // 25: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	78,  // 26: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	78,  // 27: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	24,  // 28: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	26,  // 29: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	79,  // 30: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
-	27,  // 31: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	78,  // 32: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 33: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,   // 34: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	78,  // 35: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	23,  // 36: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	27,  // 37: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	30,  // 38: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	0,   // 39: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	78,  // 40: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	78,  // 41: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 42: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	78,  // 43: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
-	35,  // 44: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	39,  // 45: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	75,  // 46: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	76,  // 47: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	71,  // 48: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
-	78,  // 49: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
-	41,  // 50: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	47,  // 51: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	50,  // 52: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	3,   // 53: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	53,  // 54: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	4,   // 55: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	56,  // 56: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	78,  // 57: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	59,  // 58: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
-	77,  // 59: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
-	78,  // 60: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
-	12,  // 61: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
-	79,  // 62: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	79,  // 63: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	62,  // 64: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	12,  // 65: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
-	79,  // 66: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
-	79,  // 67: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
-	78,  // 68: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
-	78,  // 69: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
-	78,  // 70: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
-	62,  // 71: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
-	6,   // 72: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
-	62,  // 73: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	71,  // 74: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
-	79,  // 75: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
-	79,  // 76: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
-	74,  // 77: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
-	5,   // 78: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
-	78,  // 79: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	13,  // 80: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	15,  // 81: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	17,  // 82: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	19,  // 83: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
-	28,  // 84: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	31,  // 85: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	33,  // 86: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	36,  // 87: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	72,  // 88: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
-	60,  // 89: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
-	63,  // 90: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
-	65,  // 91: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
-	67,  // 92: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
-	40,  // 93: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	43,  // 94: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	45,  // 95: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	48,  // 96: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	69,  // 97: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
-	51,  // 98: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	54,  // 99: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	57,  // 100: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
-	7,   // 101: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
-	14,  // 102: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	16,  // 103: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	18,  // 104: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	21,  // 105: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
-	29,  // 106: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	32,  // 107: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	34,  // 108: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	37,  // 109: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	73,  // 110: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
-	61,  // 111: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
-	64,  // 112: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
-	66,  // 113: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
-	68,  // 114: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
-	42,  // 115: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	44,  // 116: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	46,  // 117: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	49,  // 118: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	70,  // 119: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
-	52,  // 120: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	55,  // 121: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	58,  // 122: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
-	8,   // 123: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
-	102, // [102:124] is the sub-list for method output_type
-	80,  // [80:102] is the sub-list for method input_type
-	80,  // [80:80] is the sub-list for extension type_name
-	80,  // [80:80] is the sub-list for extension extendee
-	0,   // [0:80] is the sub-list for field type_name
+	11,  // 0: robonet.v1.LocalPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
+	11,  // 1: robonet.v1.ListPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
+	80,  // 2: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	13,  // 3: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	12,  // 4: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	12,  // 5: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	14,  // 6: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	13,  // 7: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	81,  // 8: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	12,  // 9: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	14,  // 10: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
+	13,  // 11: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
+	22,  // 12: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
+	81,  // 13: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	12,  // 14: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	24,  // 15: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
+	81,  // 16: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	80,  // 17: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	1,   // 18: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
+	80,  // 19: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 20: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	25,  // 21: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	27,  // 22: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	80,  // 23: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 24: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 25: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
+	80,  // 26: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 27: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	80,  // 28: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	26,  // 29: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	28,  // 30: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	81,  // 31: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
+	29,  // 32: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	80,  // 33: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 34: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,   // 35: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	80,  // 36: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	25,  // 37: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	29,  // 38: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	32,  // 39: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	0,   // 40: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	80,  // 41: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	80,  // 42: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 43: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	80,  // 44: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	37,  // 45: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	41,  // 46: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	77,  // 47: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	78,  // 48: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	73,  // 49: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	80,  // 50: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	43,  // 51: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	49,  // 52: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	52,  // 53: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,   // 54: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	55,  // 55: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,   // 56: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	58,  // 57: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	80,  // 58: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	61,  // 59: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	79,  // 60: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	80,  // 61: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	14,  // 62: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	81,  // 63: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	81,  // 64: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	64,  // 65: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	14,  // 66: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	81,  // 67: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	81,  // 68: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	80,  // 69: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	80,  // 70: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	80,  // 71: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	64,  // 72: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	6,   // 73: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	64,  // 74: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	73,  // 75: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	81,  // 76: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	81,  // 77: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	76,  // 78: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
+	5,   // 79: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
+	80,  // 80: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	15,  // 81: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	17,  // 82: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	19,  // 83: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	21,  // 84: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	30,  // 85: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	33,  // 86: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	35,  // 87: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	38,  // 88: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	74,  // 89: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
+	62,  // 90: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	65,  // 91: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	67,  // 92: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	69,  // 93: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	42,  // 94: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	45,  // 95: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	47,  // 96: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	50,  // 97: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	71,  // 98: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	53,  // 99: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	56,  // 100: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	59,  // 101: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	7,   // 102: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
+	8,   // 103: robonet.v1.MeshService.LocalPartitions:input_type -> robonet.v1.LocalPartitionsRequest
+	16,  // 104: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	18,  // 105: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	20,  // 106: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	23,  // 107: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	31,  // 108: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	34,  // 109: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	36,  // 110: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	39,  // 111: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	75,  // 112: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
+	63,  // 113: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	66,  // 114: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	68,  // 115: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	70,  // 116: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	44,  // 117: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	46,  // 118: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	48,  // 119: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	51,  // 120: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	72,  // 121: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	54,  // 122: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	57,  // 123: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	60,  // 124: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	10,  // 125: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
+	9,   // 126: robonet.v1.MeshService.LocalPartitions:output_type -> robonet.v1.LocalPartitionsResponse
+	104, // [104:127] is the sub-list for method output_type
+	81,  // [81:104] is the sub-list for method input_type
+	81,  // [81:81] is the sub-list for extension type_name
+	81,  // [81:81] is the sub-list for extension extendee
+	0,   // [0:81] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -6230,11 +6323,11 @@ func file_robonet_v1_api_proto_init() {
 	if File_robonet_v1_api_proto != nil {
 		return
 	}
-	file_robonet_v1_api_proto_msgTypes[10].OneofWrappers = []any{
+	file_robonet_v1_api_proto_msgTypes[12].OneofWrappers = []any{
 		(*SubmitWorkflowRequest_Ref)(nil),
 		(*SubmitWorkflowRequest_Spec)(nil),
 	}
-	file_robonet_v1_api_proto_msgTypes[12].OneofWrappers = []any{
+	file_robonet_v1_api_proto_msgTypes[14].OneofWrappers = []any{
 		(*SubmitWorkflowsRequest_Ref)(nil),
 		(*SubmitWorkflowsRequest_Spec)(nil),
 	}
@@ -6244,7 +6337,7 @@ func file_robonet_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   71,
+			NumMessages:   73,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -716,15 +716,16 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 }
 
 const (
-	MeshService_ListMembers_FullMethodName    = "/robonet.v1.MeshService/ListMembers"
-	MeshService_GetLeader_FullMethodName      = "/robonet.v1.MeshService/GetLeader"
-	MeshService_ListWagglers_FullMethodName   = "/robonet.v1.MeshService/ListWagglers"
-	MeshService_LocalWagglers_FullMethodName  = "/robonet.v1.MeshService/LocalWagglers"
-	MeshService_LocalPools_FullMethodName     = "/robonet.v1.MeshService/LocalPools"
-	MeshService_Keyring_FullMethodName        = "/robonet.v1.MeshService/Keyring"
-	MeshService_Quarantine_FullMethodName     = "/robonet.v1.MeshService/Quarantine"
-	MeshService_ListTrust_FullMethodName      = "/robonet.v1.MeshService/ListTrust"
-	MeshService_ListPartitions_FullMethodName = "/robonet.v1.MeshService/ListPartitions"
+	MeshService_ListMembers_FullMethodName     = "/robonet.v1.MeshService/ListMembers"
+	MeshService_GetLeader_FullMethodName       = "/robonet.v1.MeshService/GetLeader"
+	MeshService_ListWagglers_FullMethodName    = "/robonet.v1.MeshService/ListWagglers"
+	MeshService_LocalWagglers_FullMethodName   = "/robonet.v1.MeshService/LocalWagglers"
+	MeshService_LocalPools_FullMethodName      = "/robonet.v1.MeshService/LocalPools"
+	MeshService_Keyring_FullMethodName         = "/robonet.v1.MeshService/Keyring"
+	MeshService_Quarantine_FullMethodName      = "/robonet.v1.MeshService/Quarantine"
+	MeshService_ListTrust_FullMethodName       = "/robonet.v1.MeshService/ListTrust"
+	MeshService_ListPartitions_FullMethodName  = "/robonet.v1.MeshService/ListPartitions"
+	MeshService_LocalPartitions_FullMethodName = "/robonet.v1.MeshService/LocalPartitions"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -786,10 +787,13 @@ type MeshServiceClient interface {
 	// ListPartitions lists the mesh's partitions (roboctl partitions): each
 	// one's owner server, epoch and last move (with why) from the
 	// replicated control state, and the instances its owner holds and the
-	// tasks it finished, as the owner's engine counts them. While the
-	// engine leader owns every partition, a node that does not lead
-	// forwards the call to it.
+	// tasks it finished, as each owner's engine counts them (the answering
+	// server asks every other owner with LocalPartitions). A worker-only
+	// node forwards the call to the leader.
 	ListPartitions(ctx context.Context, in *ListPartitionsRequest, opts ...grpc.CallOption) (*ListPartitionsResponse, error)
+	// LocalPartitions reports the partitions the answering server's engine
+	// owns, with its counts; ListPartitions asks each owner with it.
+	LocalPartitions(ctx context.Context, in *LocalPartitionsRequest, opts ...grpc.CallOption) (*LocalPartitionsResponse, error)
 }
 
 type meshServiceClient struct {
@@ -890,6 +894,16 @@ func (c *meshServiceClient) ListPartitions(ctx context.Context, in *ListPartitio
 	return out, nil
 }
 
+func (c *meshServiceClient) LocalPartitions(ctx context.Context, in *LocalPartitionsRequest, opts ...grpc.CallOption) (*LocalPartitionsResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(LocalPartitionsResponse)
+	err := c.cc.Invoke(ctx, MeshService_LocalPartitions_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -949,10 +963,13 @@ type MeshServiceServer interface {
 	// ListPartitions lists the mesh's partitions (roboctl partitions): each
 	// one's owner server, epoch and last move (with why) from the
 	// replicated control state, and the instances its owner holds and the
-	// tasks it finished, as the owner's engine counts them. While the
-	// engine leader owns every partition, a node that does not lead
-	// forwards the call to it.
+	// tasks it finished, as each owner's engine counts them (the answering
+	// server asks every other owner with LocalPartitions). A worker-only
+	// node forwards the call to the leader.
 	ListPartitions(context.Context, *ListPartitionsRequest) (*ListPartitionsResponse, error)
+	// LocalPartitions reports the partitions the answering server's engine
+	// owns, with its counts; ListPartitions asks each owner with it.
+	LocalPartitions(context.Context, *LocalPartitionsRequest) (*LocalPartitionsResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -989,6 +1006,9 @@ func (UnimplementedMeshServiceServer) ListTrust(context.Context, *ListTrustReque
 }
 func (UnimplementedMeshServiceServer) ListPartitions(context.Context, *ListPartitionsRequest) (*ListPartitionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListPartitions not implemented")
+}
+func (UnimplementedMeshServiceServer) LocalPartitions(context.Context, *LocalPartitionsRequest) (*LocalPartitionsResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method LocalPartitions not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -1173,6 +1193,24 @@ func _MeshService_ListPartitions_Handler(srv interface{}, ctx context.Context, d
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_LocalPartitions_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(LocalPartitionsRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).LocalPartitions(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_LocalPartitions_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).LocalPartitions(ctx, req.(*LocalPartitionsRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1215,6 +1253,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListPartitions",
 			Handler:    _MeshService_ListPartitions_Handler,
+		},
+		{
+			MethodName: "LocalPartitions",
+			Handler:    _MeshService_LocalPartitions_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},
