@@ -66,8 +66,19 @@ func newBacklog() backlog {
 	return backlog{inflight: map[string]int{}, done: map[string]uint64{}, seen: map[string]progress{}, gated: map[string]int{}, slots: map[string]slotCount{}}
 }
 
+// share is this Router's part of a mesh-wide backlog limit: its engine's
+// share of the partitions (every engine dispatches to the same Wagglers
+// and workers, so the engines' backlogs add up to the mesh's).
+func (r *Router) share(limit int) int {
+	if r.cfg.PartitionCount <= 1 || len(r.cfg.Partitions) == 0 {
+		return limit
+	}
+	return max(1, limit*len(r.cfg.Partitions)/r.cfg.PartitionCount)
+}
+
 // Saturated reports whether capability has so many attempts in flight —
-// at least BacklogPerSlot per slot serving it, and MinBacklog — that a
+// at least BacklogPerSlot per slot serving it, and MinBacklog, or this
+// engine's share of that (share) — that a
 // new instance needing it would only queue behind them, while results
 // still arrive (a capability silent for BacklogStall is not saturated;
 // a result is dated when Saturated first sees it counted).
@@ -77,7 +88,7 @@ func (r *Router) Saturated(capability string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	n := r.bl.inflight[capability]
-	if n < r.cfg.MinBacklog {
+	if n < r.share(r.cfg.MinBacklog) {
 		return false
 	}
 	now := r.cfg.Clock.Now()
@@ -90,6 +101,7 @@ func (r *Router) Saturated(capability string) bool {
 		}
 		limit = max(limit, sc.n*r.cfg.BacklogPerSlot)
 	}
+	limit = r.share(limit)
 	if n < limit {
 		return false
 	}

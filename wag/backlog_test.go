@@ -121,3 +121,35 @@ func TestRouterBacklogSaturatesAndDrains(t *testing.T) {
 		t.Fatalf("drained reports %v, want a second one once the backlog emptied", got)
 	}
 }
+
+// An engine that owns a part of the mesh's partitions saturates a
+// capability at its share of the mesh-wide limit: the engines dispatch to
+// the same workers, so their backlogs add up.
+func TestRouterBacklogIsShared(t *testing.T) {
+	for _, tc := range []struct {
+		count, owned, limit int
+	}{{0, 0, 12}, {1, 1, 12}, {4, 2, 6}, {16, 5, 3}, {16, 1, 1}} {
+		parts := map[int]uint64{}
+		for p := range tc.owned {
+			parts[p] = 1
+		}
+		r, err := NewRouter(RouterConfig{Term: 1, Sink: newSink(), Directory: newFakeDir(), Clock: clocktest.New(),
+			MinBacklog: 4, BacklogPerSlot: 2, Slots: func(string) int { return 6 }, PartitionCount: tc.count, Partitions: parts})
+		if err != nil {
+			t.Fatal(err)
+		}
+		saturatedAt := 0
+		for n := 1; n <= 20 && saturatedAt == 0; n++ {
+			r.mu.Lock()
+			r.bl.inflight["code.exec"] = n
+			r.bl.done["code.exec"]++ // results keep coming
+			r.mu.Unlock()
+			if r.Saturated("code.exec") {
+				saturatedAt = n
+			}
+		}
+		if saturatedAt != tc.limit {
+			t.Errorf("%d of %d partitions: saturated at %d in flight, want %d", tc.owned, tc.count, saturatedAt, tc.limit)
+		}
+	}
+}
