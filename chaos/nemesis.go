@@ -61,12 +61,18 @@ const (
 	// fenced at higher epochs), so nothing is recorded twice. While the
 	// Raft leader owns every partition, that server is the leader.
 	PausePartitionOwner FaultKind = "pause-partition-owner"
+	// KillPartitionOwner is SIGKILL of a server that owns partitions but
+	// is not the Raft leader (the one owning the most; the leader when it
+	// owns them all), started again after the hold: its partitions move
+	// to the others at higher epochs, and the attempts its engine had in
+	// flight are taken over, not run twice.
+	KillPartitionOwner FaultKind = "kill-partition-owner"
 )
 
 // AllFaults lists every kind, in the order a smoke run injects them.
 var AllFaults = []FaultKind{KillWorker, KillLeader, KillWaggler, PauseWorker, DisconnectWorker,
 	DisconnectLeader, PartitionMinority, RestartPostgres, KillAndPause,
-	KillPostgresPrimary, KillPostgresStandby, PartitionPostgresPrimary, PausePartitionOwner}
+	KillPostgresPrimary, KillPostgresStandby, PartitionPostgresPrimary, PausePartitionOwner, KillPartitionOwner}
 
 // Fault is one injected fault.
 type Fault struct {
@@ -219,6 +225,18 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 			return n.record(f, err)
 		}
 		pause(mostPartitions(owners))
+	case KillPartitionOwner:
+		owners, err := n.Client.PartitionOwners(ctx)
+		if err == nil && len(owners) == 0 {
+			err = errors.New("no server owns a partition")
+		}
+		if err != nil {
+			return n.record(f, err)
+		}
+		if l, err := leader(); err == nil && len(owners) > 1 {
+			delete(owners, l) // a partition owner that is not the leader
+		}
+		kill(mostPartitions(owners))
 	case DisconnectWorker:
 		cut(n.pick(Workers))
 	case DisconnectLeader:

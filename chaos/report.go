@@ -241,7 +241,7 @@ var faultColors = map[FaultKind]string{
 	KillWorker: "#e4572e", KillLeader: "#a31621", KillWaggler: "#f3a712", PauseWorker: "#29335c",
 	DisconnectWorker: "#669bbc", DisconnectLeader: "#003049", PartitionMinority: "#7b2cbf",
 	RestartPostgres: "#2a9d8f", KillAndPause: "#6d597a", KillPostgresPrimary: "#0b6e4f",
-	KillPostgresStandby: "#90be6d", PartitionPostgresPrimary: "#577590", PausePartitionOwner: "#bc4749",
+	KillPostgresStandby: "#90be6d", PartitionPostgresPrimary: "#577590", PausePartitionOwner: "#bc4749", KillPartitionOwner: "#6a4c93",
 }
 
 // WriteSVG draws the timeline: completions per second as a line, each

@@ -178,6 +178,50 @@ func TestProcessMeshKill9Leader(t *testing.T) {
 	checkOncePerExecution(t, id, taskHistory(t, postgresStore, "", m.dsn, m.schema, id), 9)
 }
 
+// TestProcessMeshKill9PartitionOwner: three robonode processes with
+// balanced partitions; a workflow submitted through a server that owns
+// partitions but does not lead (so it lives in one of that server's
+// partitions), and that server killed with SIGKILL mid-run: its
+// partitions move to the others at higher epochs, the new owner takes the
+// workflow over, and it completes with the right outputs, each task
+// completion recorded once. Workflows submitted through the other servers
+// meanwhile complete too.
+func TestProcessMeshKill9PartitionOwner(t *testing.T) {
+	m := startProcessMesh(t, 3)
+	leader, _ := m.leader("", 60*time.Second)
+	m.balanced(60 * time.Second)
+	victim := m.partitionOwner(leader)
+	logFile := filepath.Join(t.TempDir(), "runs.log")
+	id := submitSpec(t, m.api(victim), crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
+	other := m.survivor(victim)
+	api := m.api(other)
+	otherLog := filepath.Join(t.TempDir(), "other.log")
+	otherID := submitSpec(t, api, crashSpec, fmt.Sprintf(`{"log": %q}`, otherLog))
+
+	eventually(t, 60*time.Second, "two spread instances to complete", func() bool {
+		resp, err := api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatalf("GetInstance through %s: %v", other, err)
+		}
+		if isTerminal(resp.GetInstance().GetState()) {
+			t.Fatal("the instance finished before the kill; nothing was tested")
+		}
+		return resp.GetInstance().GetProgress().GetDone() >= 2
+	})
+	killed := time.Now()
+	m.procs[victim].kill9(t)
+	at := m.ownedAgain(other, victim)
+	t.Logf("killed partition owner %s (the leader is %s); its partitions owned again after %s", victim, leader,
+		at.Sub(killed).Round(time.Millisecond))
+
+	for _, run := range []string{id, otherID} {
+		in := waitDone(t, api, run, 90*time.Second)
+		wantOutputs(t, in, `{"work": [10, 20, 30, 40, 50, 60, 70, 80], "sum": 360}`)
+		checkOncePerExecution(t, run, taskHistory(t, postgresStore, "", m.dsn, m.schema, run), 9)
+	}
+	t.Logf("completed %s after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
 // failoverBenchSpec: four long tasks that log when they start, so that
 // attempts are in flight when the leader dies and the first start after
 // the kill marks the new leader's first dispatch.
@@ -196,14 +240,19 @@ tasks:
       argv: [sh, -c, 'echo "$(date +%s%N)" >> "$1"; sleep 10; echo 1', work, "${{ inputs.log }}"]
 `
 
-// BenchmarkFailover measures leader failover with robonode's default
-// timings: three robonode processes, a workflow with attempts in flight,
-// the leader killed with SIGKILL, and the time from the kill to the first
-// task the new leader dispatches (the first task start logged after the
-// kill: only the leader dispatches, and the old one is dead). The killed
-// server is restarted on its data directory before the next run, so each
-// run kills a leader of a full three-server mesh. Runs: $ROBONET_FAILOVER_RUNS
-// (default 20). Reports p50, p99 and max in milliseconds.
+// BenchmarkFailover measures the failover of a partition owner with
+// robonode's default timings (balanced placement): three robonode
+// processes, a workflow submitted through the victim (so it lives in one
+// of the victim's partitions) with attempts in flight, the victim killed
+// with SIGKILL, and the time from the kill until every partition is owned
+// by a live server again, and until the first task start logged after the
+// kill (the attempts that ran on the victim's own workers, run again
+// elsewhere once memberlist declares it failed). The killed server is
+// restarted on its data directory before the next run, so each run kills
+// a server of a full three-server mesh. Sub-benchmarks: "leader" kills the
+// Raft leader (an election comes first), "owner" a partition owner that
+// is not the leader. Runs: $ROBONET_FAILOVER_RUNS (default 20). Reports
+// p50, p99 and max in milliseconds.
 //
 //	scripts/with-postgres go test -run '^$' -bench Failover -benchtime 1x ./e2e/
 func BenchmarkFailover(b *testing.B) {
@@ -211,8 +260,14 @@ func BenchmarkFailover(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("ROBONET_FAILOVER_RUNS")); err == nil && v > 0 {
 		runs = v
 	}
+	b.Run("leader", func(b *testing.B) { benchFailover(b, runs, false) })
+	b.Run("owner", func(b *testing.B) { benchFailover(b, runs, true) })
+}
+
+// benchFailover runs failoverRuns and reports its figures.
+func benchFailover(b *testing.B, runs int, notLeader bool) {
 	for b.Loop() {
-		samples, owned := failoverRuns(b, runs)
+		samples, owned := failoverRuns(b, runs, notLeader)
 		for _, s := range []struct {
 			what, unit string
 			d          []time.Duration
@@ -229,9 +284,9 @@ func BenchmarkFailover(b *testing.B) {
 }
 
 // ownedAgain waits until every partition is owned, as a server other
-// than dead answers, by a server other than dead, assigned in a term
-// after term, and returns when it saw that.
-func (m *processMesh) ownedAgain(via, dead string, term uint64) time.Time {
+// than dead answers, by a server other than dead, and returns when it saw
+// that.
+func (m *processMesh) ownedAgain(via, dead string) time.Time {
 	mc := robonetv1.NewMeshServiceClient(dial(m.t, m.procs[via].addr))
 	var at time.Time
 	eventually(m.t, 30*time.Second, "every partition owned again", func() bool {
@@ -240,7 +295,7 @@ func (m *processMesh) ownedAgain(via, dead string, term uint64) time.Time {
 			return false
 		}
 		for _, p := range resp.GetPartitions() {
-			if p.GetOwner() == "" || p.GetOwner() == dead || p.GetTerm() <= term {
+			if p.GetOwner() == "" || p.GetOwner() == dead {
 				return false
 			}
 		}
@@ -250,20 +305,27 @@ func (m *processMesh) ownedAgain(via, dead string, term uint64) time.Time {
 	return at
 }
 
-// failoverRuns runs the failover measurement runs times on one mesh.
-func failoverRuns(b *testing.B, runs int) (firstDispatch, partitionsOwned []time.Duration) {
+// failoverRuns runs the failover measurement runs times on one mesh,
+// killing the leader, or with notLeader a partition owner that is not the
+// leader.
+func failoverRuns(b *testing.B, runs int, notLeader bool) (firstDispatch, partitionsOwned []time.Duration) {
 	m := startProcessMesh(b, 3)
 	logFile := filepath.Join(b.TempDir(), "starts.log")
 	var samples, owned []time.Duration
-	leader, term := m.leader("", 60*time.Second)
+	leader, _ := m.leader("", 60*time.Second)
 	for run := range runs {
-		api := m.api(m.survivor(leader))
+		victim := leader
+		if notLeader {
+			victim = m.partitionOwner(leader)
+		}
+		api := m.api(victim)
 		before := countLines(b, logFile) // before the submission: its first tasks may start as it is acknowledged
 		id := submitSpec(b, api, failoverBenchSpec, fmt.Sprintf(`{"log": %q, "run": %d}`, logFile, run))
 		eventually(b, 30*time.Second, "four tasks to start", func() bool { return countLines(b, logFile) >= before+4 })
+		api = m.api(m.survivor(victim))
 		killed := time.Now()
-		m.procs[leader].kill9(b)
-		owned = append(owned, m.ownedAgain(m.survivor(leader), leader, term).Sub(killed))
+		m.procs[victim].kill9(b)
+		owned = append(owned, m.ownedAgain(m.survivor(victim), victim).Sub(killed))
 		var first time.Time
 		eventually(b, 60*time.Second, "a task start after the kill", func() bool {
 			for _, ts := range startsAfter(b, logFile, before+4) {
@@ -275,10 +337,10 @@ func failoverRuns(b *testing.B, runs int) (firstDispatch, partitionsOwned []time
 			return false
 		})
 		samples = append(samples, first.Sub(killed))
-		next, nextTerm := m.leader(leader, 30*time.Second)
+		next, nextTerm := m.leader(victim, 30*time.Second)
 		if testing.Verbose() {
 			fmt.Fprintf(os.Stderr, "failover run %d: %s killed; %s leads in term %d; partitions owned again after %s; first dispatch after %s\n",
-				run+1, leader, next, nextTerm, owned[len(owned)-1].Round(time.Millisecond), first.Sub(killed).Round(time.Millisecond))
+				run+1, victim, next, nextTerm, owned[len(owned)-1].Round(time.Millisecond), first.Sub(killed).Round(time.Millisecond))
 		}
 		if _, err := api.CancelInstance(ctxFor(b, 30*time.Second), &robonetv1.CancelInstanceRequest{InstanceId: id}); err != nil {
 			b.Fatalf("cancelling run %d: %v", run+1, err)
@@ -286,12 +348,59 @@ func failoverRuns(b *testing.B, runs int) (firstDispatch, partitionsOwned []time
 		// Bring the killed server back on its data directory and wait
 		// until it follows the new leader, so the next run kills the
 		// leader of a full mesh.
-		m.procs[leader] = startChild(b, m.bin, m.args[leader]...)
+		m.procs[victim] = startChild(b, m.bin, m.args[victim]...)
 		m.leader("", 60*time.Second)
 		m.converged(60 * time.Second)
-		leader, term = next, nextTerm
+		m.balanced(60 * time.Second)
+		leader = next
 	}
 	return samples, owned
+}
+
+// partitionOwner returns a running server other than not that owns
+// partitions, as the answering server's ListPartitions says.
+func (m *processMesh) partitionOwner(not string) string {
+	m.t.Helper()
+	mc := robonetv1.NewMeshServiceClient(dial(m.t, m.procs[not].addr))
+	var owner string
+	eventually(m.t, 30*time.Second, "a partition owner other than "+not, func() bool {
+		resp, err := mc.ListPartitions(ctxFor(m.t, 5*time.Second), &robonetv1.ListPartitionsRequest{})
+		if err != nil {
+			return false
+		}
+		for _, p := range resp.GetPartitions() {
+			if o := p.GetOwner(); o != "" && o != not && m.procs[o].cmd.ProcessState == nil && (owner == "" || o < owner) {
+				owner = o
+			}
+		}
+		return owner != ""
+	})
+	return owner
+}
+
+// balanced waits until every running server owns partitions, as each
+// says (a restarted server is given its share back by a rebalance).
+func (m *processMesh) balanced(timeout time.Duration) {
+	m.t.Helper()
+	eventually(m.t, timeout, "every server owning partitions", func() bool {
+		for name, c := range m.procs {
+			if c.cmd.ProcessState != nil {
+				continue
+			}
+			resp, err := robonetv1.NewMeshServiceClient(dial(m.t, c.addr)).ListPartitions(ctxFor(m.t, 5*time.Second), &robonetv1.ListPartitionsRequest{})
+			if err != nil {
+				return false
+			}
+			owns := false
+			for _, p := range resp.GetPartitions() {
+				owns = owns || (p.GetOwner() == name && p.GetHasStats())
+			}
+			if !owns {
+				return false
+			}
+		}
+		return true
+	})
 }
 
 // countLines counts the lines of a file (0 if it does not exist).

@@ -256,7 +256,11 @@ func (l *ownerLoop) stepUp(ctx context.Context, o ownership) error {
 	}
 	l.cur, l.own = e, o
 	l.publish(e.Engine)
-	l.log.Info("engine started", zap.Bool("leader", o.leader), zap.Uint64("term", o.term), zap.Duration("took", time.Since(began)),
+	msg := "owning partitions: engine started"
+	if o.leader {
+		msg = "leading: engine started"
+	}
+	l.log.Info(msg, zap.Bool("leader", o.leader), zap.Uint64("term", o.term), zap.Duration("took", time.Since(began)),
 		zap.Ints("partitions", slices.Sorted(maps.Keys(o.parts.epochs))), zap.Int("partition_count", o.parts.count))
 	return nil
 }
