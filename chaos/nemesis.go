@@ -216,7 +216,7 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 		f.Capabilities = []string{capability}
 	case PauseWorker:
 		pause(n.pick(Workers))
-	case PausePartitionOwner:
+	case PausePartitionOwner, KillPartitionOwner:
 		owners, err := n.Client.PartitionOwners(ctx)
 		if err == nil && len(owners) == 0 {
 			err = errors.New("no server owns a partition")
@@ -224,14 +224,9 @@ func (n *Nemesis) Inject(ctx context.Context, kind FaultKind) error {
 		if err != nil {
 			return n.record(f, err)
 		}
-		pause(mostPartitions(owners))
-	case KillPartitionOwner:
-		owners, err := n.Client.PartitionOwners(ctx)
-		if err == nil && len(owners) == 0 {
-			err = errors.New("no server owns a partition")
-		}
-		if err != nil {
-			return n.record(f, err)
+		if kind == PausePartitionOwner {
+			pause(mostPartitions(owners))
+			break
 		}
 		if l, err := leader(); err == nil && len(owners) > 1 {
 			delete(owners, l) // a partition owner that is not the leader

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -154,18 +155,10 @@ func TestProcessMeshKill9Leader(t *testing.T) {
 	follower := m.survivor(leader)
 	api := m.api(follower)
 	logFile := filepath.Join(t.TempDir(), "runs.log")
-	id := submitSpec(t, api, crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
-
-	eventually(t, 60*time.Second, "two spread instances to complete", func() bool {
-		resp, err := api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
-		if err != nil {
-			t.Fatalf("GetInstance: %v", err)
-		}
-		if isTerminal(resp.GetInstance().GetState()) {
-			t.Fatal("the instance finished before the kill; nothing was tested")
-		}
-		return resp.GetInstance().GetProgress().GetDone() >= 2
-	})
+	// Submitted through the leader: the instance is in one of its
+	// partitions, so its engine is the one that dies.
+	id := submitSpec(t, m.api(leader), crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
+	waitUnderway(t, api, id)
 	killed := time.Now()
 	m.procs[leader].kill9(t)
 	next, nextTerm := m.leader(leader, 30*time.Second)
@@ -198,16 +191,7 @@ func TestProcessMeshKill9PartitionOwner(t *testing.T) {
 	otherLog := filepath.Join(t.TempDir(), "other.log")
 	otherID := submitSpec(t, api, crashSpec, fmt.Sprintf(`{"log": %q}`, otherLog))
 
-	eventually(t, 60*time.Second, "two spread instances to complete", func() bool {
-		resp, err := api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
-		if err != nil {
-			t.Fatalf("GetInstance through %s: %v", other, err)
-		}
-		if isTerminal(resp.GetInstance().GetState()) {
-			t.Fatal("the instance finished before the kill; nothing was tested")
-		}
-		return resp.GetInstance().GetProgress().GetDone() >= 2
-	})
+	waitUnderway(t, api, id)
 	killed := time.Now()
 	m.procs[victim].kill9(t)
 	at := m.ownedAgain(other, victim)
@@ -220,6 +204,64 @@ func TestProcessMeshKill9PartitionOwner(t *testing.T) {
 		checkOncePerExecution(t, run, taskHistory(t, postgresStore, "", m.dsn, m.schema, run), 9)
 	}
 	t.Logf("completed %s after the kill", time.Since(killed).Round(time.Millisecond))
+}
+
+// TestProcessMeshPausedPartitionOwner: a server that owns partitions but
+// does not lead is paused (SIGSTOP) mid-workflow for longer than its
+// partitions take to move, then resumed (SIGCONT). It wakes believing it
+// still owns them, with its engine's writes in flight; the store refuses
+// them (the partitions were fenced at higher epochs: engine's
+// TestAPartitionsNewOwnerFencesTheEarlierOne is the check that fails
+// without the epoch check), it stops its engine once it reads the new
+// assignment, and the workflow completes once, each task recorded once.
+func TestProcessMeshPausedPartitionOwner(t *testing.T) {
+	m := startProcessMesh(t, 3)
+	leader, _ := m.leader("", 60*time.Second)
+	m.balanced(60 * time.Second)
+	victim := m.partitionOwner(leader)
+	logFile := filepath.Join(t.TempDir(), "runs.log")
+	id := submitSpec(t, m.api(victim), crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
+	other := m.survivor(victim)
+	api := m.api(other)
+	waitUnderway(t, api, id)
+
+	p := m.procs[victim].cmd.Process
+	if err := p.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	paused := time.Now()
+	m.ownedAgain(other, victim)
+	moved := time.Since(paused)
+	time.Sleep(2 * time.Second) // the new owner writes meanwhile
+	logged := len(m.procs[victim].logText())
+	if err := p.Signal(syscall.SIGCONT); err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("paused partition owner %s (the leader is %s); its partitions moved after %s; resumed after %s",
+		victim, leader, moved.Round(time.Millisecond), time.Since(paused).Round(time.Millisecond))
+
+	in := waitDone(t, api, id, 90*time.Second)
+	wantOutputs(t, in, `{"work": [10, 20, 30, 40, 50, 60, 70, 80], "sum": 360}`)
+	checkOncePerExecution(t, id, taskHistory(t, postgresStore, "", m.dsn, m.schema, id), 9)
+	eventually(t, 30*time.Second, "the resumed server to stop its stale engine", func() bool {
+		return strings.Contains(m.procs[victim].logText()[logged:], `"msg":"engine abandoned"`)
+	})
+}
+
+// waitUnderway waits until two of crashSpec's spread instances completed,
+// failing if the instance finished before (nothing would be tested).
+func waitUnderway(t *testing.T, api robonetv1.WorkflowServiceClient, id string) {
+	t.Helper()
+	eventually(t, 60*time.Second, "two spread instances to complete", func() bool {
+		resp, err := api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatalf("GetInstance: %v", err)
+		}
+		if isTerminal(resp.GetInstance().GetState()) {
+			t.Fatal("the instance finished before the kill; nothing was tested")
+		}
+		return resp.GetInstance().GetProgress().GetDone() >= 2
+	})
 }
 
 // failoverBenchSpec: four long tasks that log when they start, so that

@@ -43,12 +43,12 @@ outputs:
   b: ${{ tasks.b.output }}
 `
 
-// Reads through every server of a mesh agree and never go back while the
-// leader — the owner of every partition — is killed and started again:
-// gets and lists through any server, the killed one once it is back
-// included, never show an instance in an earlier state (GATHERING before
-// RUNNING counting) than any read through any server that returned before
-// it started.
+// Reads through every server of a mesh agree and never go back while
+// partition owners are killed and started again — the leader first, then
+// a server that owns partitions without leading: gets and lists through
+// any server, the killed one once it is back included, never show an
+// instance in an earlier state (GATHERING before RUNNING counting) than
+// any read through any server that returned before it started.
 func TestProcessMeshReadsNeverGoBack(t *testing.T) {
 	m := startProcessMesh(t, 3)
 	leader, _ := m.leader("", 60*time.Second)
@@ -142,6 +142,14 @@ func TestProcessMeshReadsNeverGoBack(t *testing.T) {
 	t.Logf("killed %s; %s leads", leader, next)
 	time.Sleep(3 * time.Second)
 	m.procs[leader] = startChild(t, m.bin, m.args[leader]...)
+	now, _ := m.leader("", 60*time.Second)
+	m.balanced(60 * time.Second)
+	owner := m.partitionOwner(now)
+	m.procs[owner].kill9(t)
+	m.ownedAgain(now, owner)
+	t.Logf("killed partition owner %s; its partitions moved", owner)
+	time.Sleep(3 * time.Second)
+	m.procs[owner] = startChild(t, m.bin, m.args[owner]...)
 	m.leader("", 60*time.Second)
 	// Reads go on until enough instances were seen moving to the end
 	// (a loaded machine is slower), for 5 to 30 s.

@@ -94,6 +94,14 @@ type Engine struct {
 	mu          sync.Mutex
 	cancelRun   context.CancelFunc // ends every goroutine
 	cancelLoops context.CancelFunc // ends the claimer, heartbeat and sweeper
+	// loopsCtx is the loops' context; leaderCancel ends the leader's
+	// loops (schedules, sweeps) while they run (nil otherwise). Both
+	// guarded by mu.
+	loopsCtx     context.Context
+	leaderCancel context.CancelFunc
+	// leads: the engine runs the leader's loops (Config.Follower off, or
+	// SetLeader since).
+	leads atomic.Bool
 	loops       sync.WaitGroup
 }
 
@@ -126,6 +134,7 @@ func New(cfg Config) (*Engine, error) {
 	}
 	e.dueLeft.Store(true) // until the first claim looks
 	e.owned = slices.Sorted(maps.Keys(cfg.Partitions))
+	e.leads.Store(!cfg.Follower)
 	e.parts = make([]partitionCounters, max(cfg.PartitionCount, 1))
 	e.flusher = newFlusher(e)
 	e.outbox = newOutbox(e)
@@ -151,7 +160,7 @@ func (e *Engine) Owns(id uuid.UUID) bool {
 
 // Follower reports whether the engine runs only its partitions, the
 // leader's engine running the schedules and sweeps (Config.Follower).
-func (e *Engine) Follower() bool { return e.cfg.Follower }
+func (e *Engine) Follower() bool { return !e.leads.Load() }
 
 // Term returns the fencing token this engine claims instances under.
 func (e *Engine) Term() uint64 { return e.cfg.Term }
@@ -188,16 +197,12 @@ func (e *Engine) Start(ctx context.Context) error {
 	for _, s := range e.shards {
 		e.goAll(func() { s.run(runCtx) })
 	}
-	loops := []func(context.Context){e.claimLoop, e.admitLoop, e.leaseLoop}
-	if !e.cfg.Follower {
-		loops = append(loops, e.sweepLoop, e.scheduleLoop)
+	e.loopsCtx = loopsCtx
+	for _, loop := range []func(context.Context){e.claimLoop, e.admitLoop, e.leaseLoop} {
+		e.goLoop(loopsCtx, loop)
 	}
-	for _, loop := range loops {
-		e.loops.Add(1)
-		e.goAll(func() {
-			defer e.loops.Done()
-			loop(loopsCtx)
-		})
+	if !e.cfg.Follower {
+		e.startLeaderLoops()
 	}
 	e.log.Info("engine started", zap.Stringer("owner", e.cfg.Owner), zap.Int("shards", len(e.shards)),
 		zap.Int("max_instances", e.cfg.MaxInstances), zap.Ints("partitions", e.owned))
@@ -205,6 +210,57 @@ func (e *Engine) Start(ctx context.Context) error {
 }
 
 func (e *Engine) goAll(f func()) { e.life.Go(f) }
+
+// goLoop runs loop on ctx as one of the loops a graceful Stop ends first.
+func (e *Engine) goLoop(ctx context.Context, loop func(context.Context)) {
+	e.loops.Add(1)
+	e.goAll(func() {
+		defer e.loops.Done()
+		loop(ctx)
+	})
+}
+
+// startLeaderLoops starts what the Raft leader's engine runs for the whole
+// mesh: the schedules, the retention sweep and the reclaim of lapsed
+// leases. Called with e.mu held, while running.
+func (e *Engine) startLeaderLoops() {
+	if e.leaderCancel != nil {
+		return
+	}
+	ctx, cancel := context.WithCancel(e.loopsCtx)
+	e.leaderCancel = cancel
+	e.leads.Store(true)
+	e.goLoop(ctx, e.sweepLoop)
+	e.goLoop(ctx, e.scheduleLoop)
+}
+
+// SetLeader makes a running engine run the leader's loops (schedules,
+// sweeps) or stop them, when the Raft leadership moves while the engine's
+// partitions stay: the engine itself goes on. A follower's schedules stop
+// at once (another leader may fire the same slots meanwhile: firing is
+// at-least-once, each slot starting one instance by its idempotency key).
+func (e *Engine) SetLeader(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.running.Load() {
+		if e.life.State() == lifecycle.New {
+			e.cfg.Follower = !on
+			e.leads.Store(on)
+		}
+		return
+	}
+	if on {
+		e.startLeaderLoops()
+		e.log.Info("engine runs the leader's schedules and sweeps")
+		return
+	}
+	if e.leaderCancel != nil {
+		e.leaderCancel()
+		e.leaderCancel = nil
+		e.leads.Store(false)
+		e.log.Info("engine left the leader's schedules and sweeps to the new leader")
+	}
+}
 
 // Stop shuts the runloop down gracefully: it stops claiming and
 // dispatching, cancels the attempts in flight, writes every pending result
@@ -235,7 +291,9 @@ func (e *Engine) stop(ctx context.Context, was lifecycle.State, graceful bool) e
 	if was != lifecycle.Running {
 		return nil
 	}
+	e.mu.Lock() // SetLeader starts loops only while running
 	e.running.Store(false)
+	e.mu.Unlock()
 	if !graceful {
 		e.cancelRun()
 		e.life.Wait()

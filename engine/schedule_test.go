@@ -306,3 +306,34 @@ func TestScheduleRetriesWhenTheStoreFails(t *testing.T) {
 	echo(e, h.disp.one(t, "only", 1))
 	waitSchedule(t, e, "minutely", "the slot run at last", func(s engine.Schedule) bool { return s.NextRunAt.Equal(t0.Add(2 * time.Minute)) })
 }
+
+// A follower owner's engine fires no schedule; given the leader's part
+// (SetLeader) it fires the due slots, and without it again it stops.
+func TestScheduleOnlyOnTheLeadersEngine(t *testing.T) {
+	h := newHarness(t)
+	e := startScheduler(h, 1, func(c *engine.Config) { c.Follower = true })
+	registerSingle(t, e)
+	if _, err := e.CreateSchedule(ctxOf(t), engine.ScheduleSpec{Name: "minutely", Workflow: "single", Inputs: map[string]any{"n": 1}, Interval: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	h.clock.Advance(3 * time.Minute)
+	time.Sleep(50 * time.Millisecond)
+	if n := h.disp.pending(); n != 0 {
+		t.Fatalf("a follower's engine fired %d runs", n)
+	}
+	if !e.Follower() {
+		t.Fatal("Follower() = false on a follower's engine")
+	}
+	e.SetLeader(true)
+	echo(e, h.disp.one(t, "only", 1)) // the missed slots collapse into one catch-up run
+	if e.Follower() {
+		t.Fatal("Follower() = true after SetLeader(true)")
+	}
+	e.SetLeader(false)
+	waitUntil(t, "the scheduler to stop", func() bool { return e.Follower() })
+	h.clock.Advance(5 * time.Minute)
+	time.Sleep(50 * time.Millisecond)
+	if n := h.disp.pending(); n != 0 {
+		t.Fatalf("the engine fired %d runs after leaving the leader's part", n)
+	}
+}

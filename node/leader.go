@@ -115,13 +115,23 @@ type ownership struct {
 	parts  partitionSet
 }
 
-// same reports whether o and p are one engine life: a follower's engine
-// outlives terms as long as its partitions stay.
+// same reports whether o and p are one engine life: an engine outlives
+// terms and leadership as long as its partitions stay (leadership moving
+// only promotes or demotes it: see promote). Without partitions (tests)
+// every term is a new life.
 func (o ownership) same(p ownership) bool {
-	if o.leader != p.leader || (o.leader && o.term != p.term) || o.parts.count != p.parts.count {
+	if o.parts.count != p.parts.count || (o.parts.count == 0 && (o.leader != p.leader || o.term != p.term)) {
 		return false
 	}
 	return maps.Equal(o.parts.epochs, p.parts.epochs)
+}
+
+// leads is the Raft term o leads in; 0 for a follower.
+func (o ownership) leads() uint64 {
+	if o.leader {
+		return o.term
+	}
+	return 0
 }
 
 func (o ownership) String() string {
@@ -181,6 +191,19 @@ func (l *ownerLoop) run(ctx context.Context) *termEngine {
 		if l.cur != nil && (!ok || !want.same(l.own)) {
 			l.stepDown(l.why(latest, want, ok))
 		}
+		if l.cur != nil && want.leads() != l.own.leads() {
+			if err := l.promote(ctx, want); err != nil {
+				if ctx.Err() != nil {
+					return l.cur
+				}
+				l.log.Warn("taking the leader's part in the running engine failed; retrying while this node leads",
+					zap.Uint64("term", want.term), zap.Error(err))
+				stopRetry()
+				retry = time.NewTimer(backoff)
+				backoff = min(2*backoff, establishBackoffMax)
+			}
+			continue
+		}
 		if !ok || l.cur != nil || (retry != nil && want.same(tried)) {
 			continue
 		}
@@ -226,6 +249,32 @@ func (l *ownerLoop) why(lead mesh.Leadership, want ownership, ok bool) string {
 		return "this node owns nothing now"
 	}
 	return "ownership changed: now " + want.String()
+}
+
+// promote gives the running engine the leader's part (after a Barrier,
+// when this node now leads) or takes it away, its partitions staying: the
+// engine runs on, its Router's sessions are opened again as the new
+// owner's.
+func (l *ownerLoop) promote(ctx context.Context, o ownership) error {
+	if o.leader {
+		bctx, cancel := context.WithTimeout(ctx, barrierTimeout)
+		err := l.mesh.Barrier(bctx)
+		cancel()
+		if now := l.mesh.Leader(); !now.IsLeader || now.Term != o.term {
+			return nil // the subscription brings the new value
+		}
+		if err != nil {
+			return fmt.Errorf("raft barrier: %w", err)
+		}
+	}
+	l.cur.SetLeader(o.leads())
+	l.own = o
+	msg := "following: engine keeps its partitions"
+	if o.leader {
+		msg = "leading: engine promoted"
+	}
+	l.log.Info(msg, zap.Uint64("term", o.term), zap.Ints("partitions", slices.Sorted(maps.Keys(o.parts.epochs))))
+	return nil
 }
 
 // errLeadershipMoved: the term to start an engine for ended while the

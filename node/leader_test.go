@@ -3,6 +3,7 @@ package node
 import (
 	"context"
 	"errors"
+	"maps"
 	"path/filepath"
 	"sync"
 	"testing"
@@ -124,6 +125,13 @@ type loopHarness struct {
 
 func startLoop(t *testing.T) *loopHarness {
 	t.Helper()
+	return startLoopWanting(t, nil)
+}
+
+// startLoopWanting runs a leader loop whose ownership comes from want
+// (nil: the leader owns every instance).
+func startLoopWanting(t *testing.T, want func(mesh.Leadership, time.Time) (ownership, bool)) *loopHarness {
+	t.Helper()
 	store, err := sqlite.Open(context.Background(), sqlite.Config{Path: filepath.Join(t.TempDir(), "db")})
 	if err != nil {
 		t.Fatal(err)
@@ -134,9 +142,11 @@ func startLoop(t *testing.T) *loopHarness {
 		mesh: h.mesh,
 		log:  zaptest.NewLogger(t),
 		newEngine: func(o ownership) (*termEngine, error) {
-			e, err := engine.New(engine.Config{Store: store, Dispatcher: nopDispatcher{}, Term: o.term, Shards: 1})
+			e, err := engine.New(engine.Config{Store: store, Dispatcher: nopDispatcher{}, Term: o.term, Shards: 1,
+				PartitionCount: o.parts.count, Partitions: o.parts.epochs, Follower: !o.leader, Owner: engineOwner("a")})
 			return &termEngine{Engine: e}, err
 		},
+		want:    want,
 		publish: func(e *engine.Engine) { h.published <- e },
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -287,4 +297,69 @@ func TestRouterRedirectsForwardedCalls(t *testing.T) {
 	if took := time.Since(began); took > 2*time.Second {
 		t.Errorf("took %s with a 200ms window", took)
 	}
+}
+
+// TestOwnerLoopKeepsTheEngineAcrossLeadership: an engine lives as long as
+// its partitions stay; the Raft leadership moving only gives it the
+// leader's part (schedules, sweeps) or takes it away, and a follower that
+// has known no leader for longer than the owner lease stops it.
+func TestOwnerLoopKeepsTheEngineAcrossLeadership(t *testing.T) {
+	var (
+		mu    sync.Mutex
+		parts = map[int]uint64{1: 5, 3: 5}
+		lost  bool // the owner lease lapsed
+	)
+	h := startLoopWanting(t, func(l mesh.Leadership, _ time.Time) (ownership, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		if l.Term == 0 || lost {
+			return ownership{}, false
+		}
+		return ownership{term: l.Term, leader: l.IsLeader, parts: partitionSet{count: 4, epochs: maps.Clone(parts)}}, true
+	})
+
+	h.mesh.set(mesh.Leadership{IsLeader: true, Term: 3, Leader: "a"})
+	e := h.next(t)
+	if e == nil || e.Follower() {
+		t.Fatalf("published %v, want the leader's engine", e)
+	}
+	h.mesh.set(mesh.Leadership{Term: 4, Leader: "b", LeaderGRPC: "127.0.0.1:2"})
+	waitFor(t, "the engine to follow", func() bool { return e.Follower() })
+	h.mesh.set(mesh.Leadership{IsLeader: true, Term: 6, Leader: "a"})
+	waitFor(t, "the engine to lead again", func() bool { return !e.Follower() })
+	h.none(t) // the same engine all along
+
+	mu.Lock()
+	parts = map[int]uint64{1: 5, 3: 5, 2: 7} // a partition gained: a new engine life
+	mu.Unlock()
+	h.mesh.set(mesh.Leadership{IsLeader: true, Term: 6, Leader: "a"})
+	if got := h.next(t); got != nil {
+		t.Fatalf("published %v, want nil (the engine abandoned first)", got)
+	}
+	e2 := h.next(t)
+	if e2 == nil || e2 == e || len(e2.PartitionStats()) != 3 {
+		t.Fatalf("published %v, want a new engine of three partitions", e2)
+	}
+	if err := e.Start(context.Background()); !errors.Is(err, engine.ErrStopped) {
+		t.Errorf("the first engine was not stopped: Start = %v", err)
+	}
+
+	mu.Lock()
+	lost = true
+	mu.Unlock()
+	h.mesh.set(mesh.Leadership{Term: 7})
+	if got := h.next(t); got != nil {
+		t.Fatalf("published %v, want nil once nothing is owned", got)
+	}
+}
+
+// waitFor polls cond for up to 10 s.
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(5 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
 }

@@ -588,7 +588,9 @@ func (n *Node) Members() []mesh.Member {
 // server that owns partitions without leading says nothing here).
 func (n *Node) Term() uint64 {
 	if e := n.active.Load(); e != nil && !e.Follower() {
-		return e.Term()
+		if l := n.mesh.Leader(); l.IsLeader {
+			return l.Term
+		}
 	}
 	return 0
 }
@@ -754,10 +756,7 @@ func (n *Node) stopEngine(ctx context.Context, graceful bool) error {
 		return nil
 	}
 	n.publish(nil)
-	stillOwned := e.Follower()
-	if l := n.mesh.Leader(); l.IsLeader && l.Term == e.Term() {
-		stillOwned = true
-	}
+	stillOwned := e.Follower() || n.mesh.Leader().IsLeader
 	if !graceful || !stillOwned {
 		e.Abandon()
 		return nil

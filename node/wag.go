@@ -90,6 +90,15 @@ func (t *termEngine) Stop(ctx context.Context) error {
 	return err
 }
 
+// SetLeader gives the engine and its Router the Raft leader's part in
+// term, or takes it away (term 0).
+func (t *termEngine) SetLeader(term uint64) {
+	t.Engine.SetLeader(term != 0)
+	if t.router != nil {
+		t.router.SetLeader(term)
+	}
+}
+
 // Abandon drops the engine and the Router without a word to anyone: a
 // newer term may own everything already.
 func (t *termEngine) Abandon() {

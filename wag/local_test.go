@@ -651,14 +651,7 @@ func TestConfigValidation(t *testing.T) {
 // one can neither start attempts nor cancel the new one's; nor can an
 // older term open a session at all.
 func TestTermFence(t *testing.T) {
-	host, err := NewWagglerHost(testConfig(t, newSink(), nil).Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := host.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = host.Stop(context.Background()) })
+	host := startedHost(t)
 	old, err := host.Open(2, nopUplink{})
 	if err != nil {
 		t.Fatal(err)

@@ -12,6 +12,21 @@ import (
 	"github.com/robonet/robonet/engine"
 )
 
+// startedHost is a running Waggler host with no workers, stopped at the
+// test's end.
+func startedHost(t *testing.T) *WagglerHost {
+	t.Helper()
+	host, err := NewWagglerHost(testConfig(t, newSink(), nil).Config)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := host.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = host.Stop(context.Background()) })
+	return host
+}
+
 // recUplink records the results a session is sent.
 type recUplink struct {
 	mu      sync.Mutex
@@ -56,14 +71,7 @@ func (u *recUplink) lastSeq() uint64 {
 // or cancel there, nor acknowledge for the new one. A follower's session
 // cannot set roles, and a session naming an older epoch is refused.
 func TestHostServesOwnersByPartition(t *testing.T) {
-	host, err := NewWagglerHost(testConfig(t, newSink(), nil).Config)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := host.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = host.Stop(context.Background()) })
+	host := startedHost(t)
 
 	const count = 2
 	leaderUp, otherUp := &recUplink{}, &recUplink{}

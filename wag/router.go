@@ -139,6 +139,13 @@ type Router struct {
 	// it returns (unlock).
 	routeCore
 
+	// leadTerm is the Raft term the Router's sessions lead in while it
+	// sets roles (routeCore.setsRoles); ownerGen counts SetLeader's
+	// changes, so a session opened across one is opened again. Guarded by
+	// mu.
+	leadTerm uint64
+	ownerGen uint64
+
 	ctx    context.Context
 	cancel context.CancelFunc
 }
@@ -171,11 +178,16 @@ func NewRouter(cfg RouterConfig) (*Router, error) {
 	if cfg.BacklogStall <= 0 {
 		cfg.BacklogStall = DefaultBacklogStall
 	}
+	var leadTerm uint64
+	if !cfg.Follower {
+		leadTerm = cfg.Term
+	}
 	return &Router{
 		cfg:       cfg,
 		log:       cfg.Logger.Named("router").With(zap.String("node", cfg.NodeName), zap.Uint64("term", cfg.Term)),
 		nodes:     make(map[string]*nodeLink),
 		routeCore: newRouteCore(cfg.Term, !cfg.Follower, cfg.ResultHold),
+		leadTerm:  leadTerm,
 	}, nil
 }
 
@@ -243,9 +255,37 @@ func (r *Router) Stop(ctx context.Context) error {
 	})
 }
 
-// owner is who the Router's sessions are of.
-func (r *Router) owner() Owner {
-	return Owner{Term: r.cfg.Term, Follower: r.cfg.Follower, Count: r.cfg.PartitionCount, Partitions: r.cfg.Partitions}
+// owner is who the Router's sessions are of now, and the generation of
+// that (SetLeader changes it). Called with r.mu held.
+func (r *Router) owner() (Owner, uint64) {
+	o := Owner{Term: r.cfg.Term, Follower: !r.setsRoles, Count: r.cfg.PartitionCount, Partitions: r.cfg.Partitions}
+	if r.setsRoles {
+		o.Term = r.leadTerm
+	}
+	return o, r.ownerGen
+}
+
+// SetLeader makes the Router's sessions those of the Raft leader of term
+// — they set the hosts' roles and carry their observations — or, with
+// term 0, those of a follower owner, when the leadership moves while the
+// engine's partitions stay. Every session is opened again under the new
+// owner and everything in flight handed over again (Wagglers ignore what
+// they hold).
+func (r *Router) SetLeader(term uint64) {
+	r.mu.Lock()
+	if (term != 0) == r.setsRoles && term == r.leadTerm {
+		r.mu.Unlock()
+		return
+	}
+	r.setsRoles, r.leadTerm = term != 0, term
+	r.ownerGen++
+	links := slices.Collect(maps.Values(r.nodes))
+	r.mu.Unlock()
+	r.log.Info("router sessions opened again", zap.Bool("leader", term != 0), zap.Uint64("leader_term", term))
+	for _, n := range links {
+		n.close()
+		n.wake()
+	}
 }
 
 // followRoles applies every change of the Waggler roles after the one
@@ -497,11 +537,19 @@ func (n *nodeLink) open() (Link, error) {
 	if l != nil {
 		return l, nil
 	}
-	l, err := r.cfg.Directory.Open(r.ctx, n.name, r.owner(), &routerUplink{n: n})
+	r.mu.Lock()
+	owner, gen := r.owner()
+	r.mu.Unlock()
+	l, err := r.cfg.Directory.Open(r.ctx, n.name, owner, &routerUplink{n: n})
 	if err != nil {
 		return nil, fmt.Errorf("opening a session with %s: %w", n.name, err)
 	}
 	r.mu.Lock()
+	if gen != r.ownerGen { // SetLeader meanwhile: open it again as the new owner
+		r.mu.Unlock()
+		l.Close()
+		return nil, errors.New("the router's owner changed while its session opened")
+	}
 	n.link = l
 	r.onOpened(n.name)
 	r.mu.Unlock()

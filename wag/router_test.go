@@ -22,6 +22,7 @@ type fakeDir struct {
 	changed chan struct{}
 	links   map[string]*fakeLink
 	opens   map[string]int
+	owners  map[string][]Owner // who each session of a node was opened as
 	// holdRoles, when set, makes the links' SetRoles wait for it to close.
 	holdRoles chan struct{}
 	// refuse, when set, is what the links answer every handoff of these
@@ -60,9 +61,13 @@ func (d *fakeDir) Changed() <-chan struct{} {
 	return d.changed
 }
 
-func (d *fakeDir) Open(_ context.Context, node string, _ Owner, up Uplink) (Link, error) {
+func (d *fakeDir) Open(_ context.Context, node string, o Owner, up Uplink) (Link, error) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
+	if d.owners == nil {
+		d.owners = map[string][]Owner{}
+	}
+	d.owners[node] = append(d.owners[node], o)
 	l := &fakeLink{done: make(chan struct{}), hold: d.holdRoles, up: up, refuse: d.refuse}
 	d.links[node] = l
 	d.opens[node]++
@@ -335,4 +340,68 @@ func TestRouterHandsResumedAttemptsAsMayRun(t *testing.T) {
 	if h, _ := dir.link("a").handoff(fresh.AttemptKey); h.MayRun {
 		t.Error("a new attempt was handed over as one that may run")
 	}
+}
+
+// A follower owner's Router hands attempts to the Wagglers but never sets
+// the hosts' roles; promoted to the leader's (SetLeader), it opens its
+// sessions again as the leader of the new term, sets the roles and hands
+// over again what is in flight; demoted, it opens them again as a
+// follower.
+func TestRouterFollowerAndPromotion(t *testing.T) {
+	dir := newFakeDir()
+	dir.set("code.exec", "a", 1)
+	r, err := NewRouter(RouterConfig{Term: 2, Sink: newSink(), Directory: dir, Logger: zaptest.NewLogger(t),
+		Follower: true, PartitionCount: 2, Partitions: map[int]uint64{1: 3}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Start(t.Context()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = r.Stop(context.Background()) })
+	d := task("echo", nil)
+	d.Term = 2
+	if errs := r.Dispatch(t.Context(), []engine.TaskDispatch{d}); errs != nil {
+		t.Fatal(errs)
+	}
+	handedOn := func(l *fakeLink) bool {
+		if l == nil {
+			return false
+		}
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		return slices.Contains(l.dispatched, d.AttemptKey)
+	}
+	waitUntil(t, "the attempt handed to a", func() bool { return handedOn(dir.link("a")) })
+	owners := func() []Owner {
+		dir.mu.Lock()
+		defer dir.mu.Unlock()
+		return slices.Clone(dir.owners["a"])
+	}
+	if o := owners(); len(o) != 1 || !o[0].Follower || o[0].Term != 2 || o[0].Count != 2 || o[0].Partitions[1] != 3 {
+		t.Fatalf("sessions opened as %+v, want one of a follower of term 2 owning partition 1 at epoch 3", o)
+	}
+	if _, n := dir.link("a").lastRoles(); n != 0 {
+		t.Fatalf("a follower's Router set roles %d times", n)
+	}
+
+	first := dir.link("a")
+	r.SetLeader(5)
+	waitUntil(t, "a session opened again as the leader's", func() bool {
+		l := dir.link("a")
+		_, n := l.lastRoles()
+		return l != first && n > 0 && handedOn(l)
+	})
+	if o := owners(); len(o) != 2 || o[1].Follower || o[1].Term != 5 {
+		t.Fatalf("sessions opened as %+v, want the second one the leader's of term 5", o)
+	}
+	if roles, _ := dir.link("a").lastRoles(); roles["code.exec"] != 1 {
+		t.Fatalf("roles set %v, want code.exec at epoch 1", roles)
+	}
+
+	r.SetLeader(0)
+	waitUntil(t, "a session opened again as a follower's", func() bool {
+		o := owners()
+		return len(o) == 3 && o[2].Follower && o[2].Term == 2
+	})
 }

@@ -292,6 +292,7 @@ func (t *target) waitComplete(ctx context.Context, ids []string, limit time.Dura
 		for _, in := range resp.GetInstances() {
 			if want[in.GetId()] {
 				complete++
+				delete(want, in.GetId())
 			}
 		}
 		if token = resp.GetNextPageToken(); token == "" {
@@ -299,7 +300,20 @@ func (t *target) waitComplete(ctx context.Context, ids []string, limit time.Dura
 		}
 	}
 	if complete != len(ids) {
-		return fmt.Errorf("%d of %d instances COMPLETE: the others failed or were cancelled (the node's log says why)", complete, len(ids))
+		var why []string
+		for id := range want {
+			if len(why) == 3 {
+				break
+			}
+			got, err := t.api.GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: id})
+			if err != nil {
+				why = append(why, fmt.Sprintf("%s: %v", id, err))
+				continue
+			}
+			why = append(why, fmt.Sprintf("%s %s: %s", id, got.GetInstance().GetState(), got.GetInstance().GetError()))
+		}
+		return fmt.Errorf("%d of %d instances COMPLETE: the others failed or were cancelled (the node's log says why), e.g. %s",
+			complete, len(ids), strings.Join(why, "; "))
 	}
 	return nil
 }
