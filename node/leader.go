@@ -113,6 +113,8 @@ type ownership struct {
 	term   uint64
 	leader bool
 	parts  partitionSet
+	// none says, when the node should own nothing, why.
+	none string
 }
 
 // same reports whether o and p are one engine life: an engine outlives
@@ -245,6 +247,8 @@ func (l *ownerLoop) why(lead mesh.Leadership, want ownership, ok bool) string {
 		return "leadership lost"
 	case l.own.leader && lead.Term != l.own.term:
 		return "a new term began"
+	case !ok && want.none != "":
+		return want.none
 	case !ok:
 		return "this node owns nothing now"
 	}
@@ -336,14 +340,17 @@ type partitionSet struct {
 
 // ownerLease is how long a server that is not the leader keeps running
 // its partitions without knowing a leader. It is shorter than the
-// earliest its partitions can be given to another server — the leader
-// moves them once memberlist declares the server failed or its Raft
-// heartbeats to it fail in a new term, which takes an election (at least
-// the Raft heartbeat timeout) and a detection — so a server cut off from
-// the leader stops dispatching before anyone else owns its partitions.
-// Safety does not rest on it: the store refuses the writes of an older
-// epoch whenever they come.
-const ownerLease = time.Second
+// earliest a live server's partitions can be given to another — the
+// leader moves them once memberlist declares it failed (its suspicion
+// timeout: about 4 s with robonode's memberlist settings) or the Raft
+// heartbeats to it fail (their RPC timeout, 10 s) — so a server cut off
+// from the leader stops dispatching before anyone else owns its
+// partitions (a killed server's move sooner, but it runs nothing). It is
+// longer than an election under load (about a second at a quarter of a
+// CPU), which must not cost every follower its engine. Safety does not
+// rest on it: the store refuses the writes of an older epoch whenever
+// they come.
+const ownerLease = 2 * time.Second
 
 // owned is what this node should own under placement (the node's want):
 // see ownerLoop. lastLeader is when this node last knew a leader (kept
@@ -364,7 +371,7 @@ func owned(lead mesh.Leadership, st mesh.ControlState, self string, placement me
 		return ownership{term: lead.Term, leader: true, parts: partitionSet{count: st.PartitionCount, epochs: epochs}}, true
 	}
 	if leaderless > ownerLease {
-		return ownership{}, false
+		return ownership{none: fmt.Sprintf("no leader known for %s (the owner lease)", leaderless.Round(time.Millisecond))}, false
 	}
 	epochs, ok := st.PartitionsOwnedBy(self, 0)
 	if !ok || len(epochs) == 0 {
