@@ -404,6 +404,7 @@ func (c *children) prepare(ctx context.Context, op childOp) (NewInstance, *planE
 		return NewInstance{}, nil, fmt.Errorf("child workflow %s: %w", label, err)
 	}
 	id := ChildID(op.key, e.cfg.PartitionCount)
+	parent := ParentRef(op.key)
 	return NewInstance{
 		ID:                id,
 		Partition:         PartitionOf(id, e.cfg.PartitionCount),
@@ -411,7 +412,7 @@ func (c *children) prepare(ctx context.Context, op childOp) (NewInstance, *planE
 		Inputs:            enc,
 		State:             instanceState{depth: op.depth, pins: pins}.encode(nil),
 		IdempotencyKey:    "child:" + op.key.IdempotencyKey(),
-		Parent:            &ParentRef{InstanceID: op.key.InstanceID, ExecutionID: op.key.ExecutionID, Attempt: op.key.Attempt},
+		Parent:            &parent,
 	}, pe, nil
 }
 

@@ -382,15 +382,7 @@ func TestChildWorkflowSurvivesTakeover(t *testing.T) {
 		// takes the instances over and completes b, then dies too.
 		b := ps["b"].InstanceID
 		owner := uuid.New()
-		var claimed []engine.ClaimedInstance
-		waitUntil(t, "a claim of term 2", func() bool {
-			var err error
-			claimed, err = h.store.ClaimInstances(ctxOf(t), engine.ClaimRequest{Owner: owner, Term: 2, Lease: time.Hour, Limit: 100})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return slices.ContainsFunc(claimed, func(c engine.ClaimedInstance) bool { return c.ID == b })
-		})
+		claimed := h.claimUntil(owner, 2, b)
 		for _, c := range claimed {
 			if c.ID == b && (c.Parent == nil || c.Parent.InstanceID != id || c.Parent.ExecutionID != "scan[1]") {
 				t.Fatalf("child b claimed with parent %+v", c.Parent)
@@ -470,13 +462,7 @@ func TestChildWorkflowOrphanCancelled(t *testing.T) {
 		first.Abandon()
 
 		owner := uuid.New()
-		waitUntil(t, "a claim of term 2", func() bool {
-			claimed, err := h.store.ClaimInstances(ctxOf(t), engine.ClaimRequest{Owner: owner, Term: 2, Lease: time.Hour, Limit: 100})
-			if err != nil {
-				t.Fatal(err)
-			}
-			return slices.ContainsFunc(claimed, func(c engine.ClaimedInstance) bool { return c.ID == id })
-		})
+		h.claimUntil(owner, 2, id)
 		out, err := h.store.CompleteInstances(ctxOf(t), []engine.Completion{{InstanceID: id, Owner: owner,
 			Status: engine.StatusCancelled, Error: "cancelled by request"}})
 		if err != nil || out[0] != nil {
@@ -489,4 +475,20 @@ func TestChildWorkflowOrphanCancelled(t *testing.T) {
 			t.Fatalf("the orphan ended %s: %q", cv.State, cv.Error)
 		}
 	})
+}
+
+// claimUntil claims due instances for owner under term, as a newer
+// engine's claimer would, until a claim takes id; it returns that claim.
+func (h *harness) claimUntil(owner uuid.UUID, term uint64, id uuid.UUID) []engine.ClaimedInstance {
+	h.t.Helper()
+	var claimed []engine.ClaimedInstance
+	waitUntil(h.t, fmt.Sprintf("a claim of term %d taking %s", term, id), func() bool {
+		var err error
+		claimed, err = h.store.ClaimInstances(ctxOf(h.t), engine.ClaimRequest{Owner: owner, Term: term, Lease: time.Hour, Limit: 100})
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		return slices.ContainsFunc(claimed, func(c engine.ClaimedInstance) bool { return c.ID == id })
+	})
+	return claimed
 }

@@ -248,7 +248,7 @@ type ParentRef struct {
 
 // AttemptKey is the parent's attempt the child runs for.
 func (p ParentRef) AttemptKey() AttemptKey {
-	return AttemptKey{InstanceID: p.InstanceID, ExecutionID: p.ExecutionID, Attempt: p.Attempt}
+	return AttemptKey(p)
 }
 
 // SubmitClaim is the runloop a new instance is stored claimed by (see
