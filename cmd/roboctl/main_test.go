@@ -1332,4 +1332,10 @@ func TestChildWorkflowWithRoboctl(t *testing.T) {
 	if r.code != exitOK || strings.Count(r.stdout, "(child of "+inst.ID[:8]+")") != 2 {
 		t.Fatalf("ls: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
+	// The logs of a child task are its child's: the node says which.
+	r = roboctl(t, addr, "logs", inst.ID, "each[1]")
+	if r.code == exitOK || !strings.Contains(r.stderr, "runs the child workflow host, not a program") ||
+		!strings.Contains(r.stderr, "roboctl logs "+each.Attempts[1].Child) {
+		t.Fatalf("logs of a child task: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
 }
