@@ -80,6 +80,17 @@ func probes(t *testing.T, h *harness, n int) map[string]engine.TaskDispatch {
 	return out
 }
 
+// startScans starts an engine of term, registers scan-host v1, submits
+// scan-all (scan-host, the latest) over hosts and waits for the probe of
+// each child; it returns the engine, the parent and the probes by host.
+func (h *harness) startScans(term uint64, hosts ...any) (*engine.Engine, uuid.UUID, map[string]engine.TaskDispatch) {
+	h.t.Helper()
+	e := h.start(term)
+	h.registerSpec(e, "scan-host.yaml", scanHostSpec(1))
+	id := h.submit(e, scanAllSpec("scan-host", ""), map[string]any{"hosts": hosts})
+	return e, id, probes(h.t, h, len(hosts))
+}
+
 // getView reads an instance through e.
 func getView(t *testing.T, e *engine.Engine, id uuid.UUID) engine.InstanceView {
 	t.Helper()
@@ -331,10 +342,7 @@ func TestChildrenPerInstanceLimit(t *testing.T) {
 // a child attempt that times out cancels its child.
 func TestChildWorkflowCancelled(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
-		e := h.start(1)
-		h.registerSpec(e, "scan-host.yaml", scanHostSpec(1))
-		id := h.submit(e, scanAllSpec("scan-host", ""), map[string]any{"hosts": []any{"a", "b"}})
-		ps := probes(t, h, 2)
+		e, id, ps := h.startScans(1, "a", "b")
 		if err := e.CancelInstance(ctxOf(t), id); err != nil {
 			t.Fatal(err)
 		}
@@ -370,10 +378,7 @@ func TestChildWorkflowCancelled(t *testing.T) {
 // answered from the store.
 func TestChildWorkflowSurvivesTakeover(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
-		first := h.start(1)
-		h.registerSpec(first, "scan-host.yaml", scanHostSpec(1))
-		id := h.submit(first, scanAllSpec("scan-host", ""), map[string]any{"hosts": []any{"a", "b"}})
-		ps := probes(t, h, 2)
+		first, id, ps := h.startScans(1, "a", "b")
 		answer(first, ps["a"], map[string]any{"open": []any{1}})
 		h.waitResults(ps["a"].InstanceID, 1)
 		first.Abandon()
@@ -424,10 +429,8 @@ func TestChildWorkflowSurvivesTakeover(t *testing.T) {
 // second child, and the child's outputs complete the parent.
 func TestChildWorkflowResumesMidChild(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
-		first := h.start(1)
-		h.registerSpec(first, "scan-host.yaml", scanHostSpec(1))
-		id := h.submit(first, scanAllSpec("scan-host", ""), map[string]any{"hosts": []any{"a"}})
-		before := probes(t, h, 1)["a"]
+		first, id, ps := h.startScans(1, "a")
+		before := ps["a"]
 		first.Abandon()
 
 		second := h.start(2)
@@ -455,10 +458,8 @@ func TestChildWorkflowResumesMidChild(t *testing.T) {
 // the engine that takes the child over.
 func TestChildWorkflowOrphanCancelled(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
-		first := h.start(1)
-		h.registerSpec(first, "scan-host.yaml", scanHostSpec(1))
-		id := h.submit(first, scanAllSpec("scan-host", ""), map[string]any{"hosts": []any{"a"}})
-		child := probes(t, h, 1)["a"].InstanceID
+		first, id, ps := h.startScans(1, "a")
+		child := ps["a"].InstanceID
 		first.Abandon()
 
 		owner := uuid.New()
