@@ -51,6 +51,8 @@ func TestExamplesRun(t *testing.T) {
 		// One node serves code.exec: inventory runs once, there. Its
 		// output is the host's name: checked below.
 		{"every-node.yaml", "", ""},
+		// 8 numbers: 15 instances of child, 4 levels: checked below.
+		{"child.yaml", "", `{"sum": 31, "levels": 4}`},
 	}
 	for _, c := range cases {
 		t.Run(c.file, func(t *testing.T) {
@@ -97,6 +99,29 @@ func TestExamplesRun(t *testing.T) {
 				_, err = readTaskLog(ctxFor(t, 10*time.Second), tn.api, &robonetv1.TaskLogsRequest{InstanceId: resp.GetInstanceId(), Task: "poll"})
 				if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), "poll#") {
 					t.Fatalf("the log of poll as a whole: %v, want an error naming an iteration", err)
+				}
+			}
+			if c.file == "child.yaml" {
+				list, err := tn.api.ListInstances(ctxFor(t, 10*time.Second), &robonetv1.ListInstancesRequest{Workflow: "child", PageSize: 100})
+				if err != nil {
+					t.Fatal(err)
+				}
+				children := 0
+				for _, s := range list.GetInstances() {
+					if s.GetParentInstanceId() != "" {
+						children++
+					}
+					if s.GetState() != robonetv1.InstanceState_INSTANCE_STATE_COMPLETE {
+						t.Errorf("instance %s is %s", s.GetId(), s.GetState())
+					}
+				}
+				if len(list.GetInstances()) != 15 || children != 14 {
+					t.Fatalf("%d instances of child, %d of them children; want 15 and 14", len(list.GetInstances()), children)
+				}
+				sum := task(t, in, "sum_halves")
+				if sum.GetWorkflow() != "child" || sum.GetWorkflowVersion() != 1 || len(sum.GetAttempts()) != 2 ||
+					sum.GetAttempts()[0].GetChildInstanceId() == "" {
+					t.Fatalf("sum_halves: %v", sum)
 				}
 			}
 			if c.file == "demo.yaml" {

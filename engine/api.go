@@ -130,6 +130,10 @@ type InstanceView struct {
 	// instances and of instances being cancelled leave it unknown.
 	ETA      time.Duration
 	ETAKnown bool
+	// Parent is the task attempt that started the instance, when it is a
+	// child instance (a task whose body is a workflow starts one per
+	// attempt); nil otherwise.
+	Parent *ParentRef
 }
 
 // TaskStatus is a task's status as clients see it.
@@ -176,6 +180,12 @@ type TaskView struct {
 	// those of every iteration, Index being the iteration.
 	IsLoop     bool
 	Iterations int32
+	// Workflow is, for a task whose body is a child workflow (Capability
+	// and Action are then empty), that workflow's name, and
+	// WorkflowVersion the version its children run (0 when unknown).
+	// Each attempt's Child is the child instance it started.
+	Workflow        string
+	WorkflowVersion uint32
 	// Attempts lists the task's attempts — for a spread task, those of
 	// every instance — ordered by index, then attempt: each finished
 	// attempt as recorded, then the latest one if it has no result yet (in
@@ -210,6 +220,10 @@ type AttemptView struct {
 	// Error is why it failed; "cancelled" for an attempt cancelled in
 	// flight.
 	Error string
+	// Child is, for an attempt of a task whose body is a child workflow,
+	// the child instance it started (uuid.Nil: none was started — a limit
+	// refused it, or its inputs did not bind). WorkerID is then empty.
+	Child uuid.UUID
 }
 
 // EventKind classifies instance events.
@@ -270,6 +284,9 @@ type InstanceSummary struct {
 	Error      string
 	CreatedAt  time.Time
 	FinishedAt time.Time
+	// Parent is, for a child instance, its parent instance; uuid.Nil
+	// otherwise.
+	Parent uuid.UUID
 }
 
 // ListResult is one page of instances.

@@ -3,6 +3,7 @@ package engine
 import (
 	"errors"
 	"fmt"
+	"math"
 	"runtime"
 	"time"
 
@@ -113,6 +114,14 @@ type Config struct {
 	// instance cannot hold a shard, and every other instance on it, for
 	// long. Default: graph.DefaultMaxStepCost (5,000,000).
 	StepCost uint64
+	// ChildDepth bounds how deep child workflows nest: a task of an
+	// instance this deep starts no child (its attempt fails without
+	// retry). Default: graph.DefaultMaxChildDepth (8).
+	ChildDepth int
+	// ChildrenPerInstance bounds the child instances one instance starts
+	// in its life, retries included. Default: graph.DefaultMaxChildren
+	// (1,000).
+	ChildrenPerInstance int
 	// Spec bounds compiled specs and expressions (its Expr field bounds
 	// every expression evaluated by the runloop too). Zero fields:
 	// spec.DefaultLimits.
@@ -234,6 +243,9 @@ func (c Config) validate() error {
 	}
 	if c.SpreadLimit < 0 {
 		bad("SpreadLimit must not be negative, got %d", c.SpreadLimit)
+	}
+	if c.ChildDepth < 0 || c.ChildrenPerInstance < 0 || c.ChildrenPerInstance > math.MaxInt32 {
+		bad("ChildDepth (%d) and ChildrenPerInstance (%d) must not be negative", c.ChildDepth, c.ChildrenPerInstance)
 	}
 	for _, f := range []struct {
 		name string

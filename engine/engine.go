@@ -44,8 +44,8 @@ import (
 // queued for whichever engine runs, reads come from the Store.
 //
 // Goroutines, all owned and waited for: one per shard, the claimer, the
-// lease heartbeat, the retention sweeper, the flusher (group commit) and the
-// outbox (dispatches).
+// lease heartbeat, the retention sweeper, the flusher (group commit), the
+// outbox (dispatches) and the children loop (child workflow instances).
 type Engine struct {
 	cfg Config
 	log *zap.Logger
@@ -53,10 +53,11 @@ type Engine struct {
 	// plans, and everything read from the Store.
 	q *Query
 
-	shards  []*shard
-	flusher *flusher
-	outbox  *outbox
-	submits submitBatcher // group-commits concurrent submissions
+	shards   []*shard
+	flusher  *flusher
+	outbox   *outbox
+	children *children     // starts and cancels child instances (children.go)
+	submits  submitBatcher // group-commits concurrent submissions
 
 	latestVersions latestVersions // newest version per workflow name, for submissions by name
 	scheduleWake   chan struct{}  // wakes the scheduler
@@ -138,6 +139,7 @@ func New(cfg Config) (*Engine, error) {
 	e.parts = make([]partitionCounters, max(cfg.PartitionCount, 1))
 	e.flusher = newFlusher(e)
 	e.outbox = newOutbox(e)
+	e.children = newChildren(e)
 	e.shards = make([]*shard, cfg.Shards)
 	for i := range e.shards {
 		e.shards[i] = newShard(e, i)
@@ -194,6 +196,7 @@ func (e *Engine) Start(ctx context.Context) error {
 
 	e.goAll(func() { e.flusher.run(runCtx) })
 	e.outbox.start(runCtx)
+	e.goAll(func() { e.children.run(runCtx) })
 	for _, s := range e.shards {
 		e.goAll(func() { s.run(runCtx) })
 	}

@@ -178,7 +178,7 @@ func (e *Engine) adopt(pe *planEntry, ins []NewInstance, qs []Queued, reserved i
 			orphans = append(orphans, q.ID)
 		default:
 			e.take(ClaimedInstance{ID: q.ID, WorkflowVersionID: ins[i].WorkflowVersionID, Inputs: ins[i].Inputs,
-				State: ins[i].State, CreatedAt: q.CreatedAt}, pe, nil)
+				State: ins[i].State, CreatedAt: q.CreatedAt, Parent: ins[i].Parent}, pe, nil)
 			taken++
 		}
 	}
@@ -255,20 +255,27 @@ func (e *Engine) refreshOnce(ctx context.Context) bool {
 			}
 		}
 		for _, id := range st.CancelRequested {
-			if e.cancelHeldBack(id) {
-				continue
-			}
-			if h, found := e.held.Load(id); found {
-				h := h.(*holder)
-				h.shard.send(func(s *shard) {
-					if inst := s.insts[h.id]; inst != nil && inst.h == h {
-						s.cancel(inst, "cancelled by request", s.now())
-					}
-				})
-			}
+			e.cancelHeld(id, "cancelled by request")
 		}
 	}
 	return ok
+}
+
+// cancelHeld applies a cancellation, durable already, to an instance this
+// engine holds: at once to one held back, on its shard otherwise; nothing
+// to one it does not hold.
+func (e *Engine) cancelHeld(id uuid.UUID, reason string) {
+	if e.cancelHeldBack(id) {
+		return
+	}
+	if h, found := e.held.Load(id); found {
+		h := h.(*holder)
+		h.shard.send(func(s *shard) {
+			if inst := s.insts[h.id]; inst != nil && inst.h == h {
+				s.cancel(inst, reason, s.now())
+			}
+		})
+	}
 }
 
 // evictHolder evicts the instance h names, if it is still held.

@@ -29,13 +29,33 @@ func PartitionOf(id uuid.UUID, count int) int {
 // user types still narrows a search); the rest is random as uuid.New's.
 func NewIDIn(p, count int) uuid.UUID {
 	id := uuid.New()
-	if count < 2 {
-		return id
-	}
 	var b [2]byte
-	_, _ = rand.Read(b[:])                  // crypto/rand.Read never fails on Linux
-	span := (65536 - p + count - 1) / count // multiples k with p+k·count < 65536
-	k := int(binary.BigEndian.Uint16(b[:])) % span
-	binary.BigEndian.PutUint16(id[:2], uint16(p+k*count))
+	_, _ = rand.Read(b[:]) // crypto/rand.Read never fails on Linux
+	placeIn(&id, p, count, binary.BigEndian.Uint16(b[:]))
 	return id
+}
+
+// ChildID is the id of the child instance that attempt of a task whose
+// body is a workflow starts: a name-based (version 5) id derived from the
+// attempt, so that a replay, or the same attempt dispatched again by the
+// engine that takes the parent over, names the same child; and in the
+// parent's partition of a mesh of count partitions, so that a parent and
+// its children always have one owner.
+func ChildID(attempt AttemptKey, count int) uuid.UUID {
+	id := uuid.NewSHA1(attempt.InstanceID, []byte(attempt.ExecutionID+"#"+itoa(attempt.Attempt)))
+	placeIn(&id, PartitionOf(attempt.InstanceID, count), count, binary.BigEndian.Uint16(id[:2]))
+	return id
+}
+
+// placeIn sets the first 16 bits of id to partition p of a mesh of count
+// partitions: p plus a multiple of count picked by r (so ids of one
+// partition do not share a visible prefix). A count below 2 leaves id as
+// it is.
+func placeIn(id *uuid.UUID, p, count int, r uint16) {
+	if count < 2 {
+		return
+	}
+	span := (65536 - p + count - 1) / count // multiples k with p+k·count < 65536
+	k := int(r) % span
+	binary.BigEndian.PutUint16(id[:2], uint16(p+k*count))
 }

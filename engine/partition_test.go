@@ -37,3 +37,30 @@ func TestPartitionOfOneIsZero(t *testing.T) {
 		}
 	}
 }
+
+// A child's id is its parent's attempt's: the same for the same attempt,
+// another for another attempt or execution, always in the parent's
+// partition, and a version 5 UUID.
+func TestChildIDIsTheAttemptsInTheParentsPartition(t *testing.T) {
+	for _, count := range []int{0, 1, 2, 7, 16, MaxPartitions} {
+		for range 50 {
+			parent := NewIDIn(int(uuid.New()[0])%max(count, 1), count)
+			key := AttemptKey{InstanceID: parent, ExecutionID: "scan[3]", Attempt: 2}
+			id := ChildID(key, count)
+			if got, want := PartitionOf(id, count), PartitionOf(parent, count); got != want {
+				t.Fatalf("count %d: child %s is in partition %d, its parent %s in %d", count, id, got, parent, want)
+			}
+			if id != ChildID(key, count) {
+				t.Fatal("the same attempt names two children")
+			}
+			if id.Version() != 5 || id.Variant() != uuid.RFC4122 || id == parent {
+				t.Fatalf("ChildID = %s", id)
+			}
+			for _, other := range []AttemptKey{{parent, "scan[3]", 3}, {parent, "scan[4]", 2}, {uuid.New(), "scan[3]", 2}} {
+				if ChildID(other, count) == id {
+					t.Fatalf("%+v and %+v name the same child", key, other)
+				}
+			}
+		}
+	}
+}

@@ -31,9 +31,17 @@ type planEntry struct {
 	maxAttempts []uint32
 	// rootCaps are the capabilities of the tasks that need none, sorted:
 	// what a new instance dispatches first (see admission.go); rootKey
-	// joins them.
+	// joins them. None when a first task runs a child workflow, which no
+	// capability's backlog holds up.
 	rootCaps []string
 	rootKey  string
+	// labels are the tasks' capabilities as metrics count them: a task
+	// whose body is a child workflow counts as "workflow:NAME".
+	labels []string
+	// latestChildren names the child workflows that tasks run without
+	// naming a version, sorted: each instance runs the latest version at
+	// its submission (instanceState.pins).
+	latestChildren []string
 }
 
 // executionID names a task, spread instance or loop iteration within an
@@ -81,6 +89,9 @@ func (pe *planEntry) parseExecution(exec string) (graph.TaskRef, bool) {
 
 // task returns the IR of a task.
 func (pe *planEntry) task(node int32) *robonetv1.Task { return pe.wf.GetTasks()[node] }
+
+// isChild reports whether task node's body is a child workflow.
+func (pe *planEntry) isChild(node int32) bool { return pe.task(node).GetWorkflow() != nil }
 
 // plans caches compiled workflow versions by store id. Versions are
 // immutable, so an entry never goes stale; the cache holds one entry per
@@ -149,7 +160,7 @@ func unloadable(wfv WorkflowVersion, err error) error {
 // newPlanEntry builds the plan of wf with the configured limits.
 func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, error) {
 	plan, err := graph.NewPlan(wf, q.env, graph.Options{MaxSpreadWidth: q.cfg.SpreadLimit, MaxStepCost: q.cfg.StepCost,
-		MaxLoop: q.cfg.Spec.MaxLoop})
+		MaxLoop: q.cfg.Spec.MaxLoop, MaxChildDepth: q.cfg.ChildDepth, MaxChildren: q.cfg.ChildrenPerInstance})
 	if err != nil {
 		return nil, err
 	}
@@ -169,7 +180,15 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 		},
 	}
 	indeg := make([]int, n)
+	pe.labels = make([]string, n)
 	for i, t := range wf.GetTasks() {
+		pe.labels[i] = t.GetCapability()
+		if c := t.GetWorkflow(); c != nil {
+			pe.labels[i] = "workflow:" + c.GetName()
+			if c.GetVersion() == 0 && !slices.Contains(pe.latestChildren, c.GetName()) {
+				pe.latestChildren = append(pe.latestChildren, c.GetName())
+			}
+		}
 		for _, need := range t.GetNeeds() {
 			pred, _ := plan.Lookup(need) // NewPlan checked every need
 			pe.succ[pred] = append(pe.succ[pred], int32(i))
@@ -191,7 +210,11 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 			}
 		}
 	}
+	slices.Sort(pe.latestChildren)
 	slices.Sort(pe.rootCaps)
+	if slices.Contains(pe.rootCaps, "") { // a first task runs a child workflow
+		pe.rootCaps = nil
+	}
 	pe.rootKey = strings.Join(pe.rootCaps, ",")
 	for len(level) > 0 {
 		pe.order = append(pe.order, level...)
@@ -213,7 +236,7 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 func capabilitiesOf(wf *robonetv1.Workflow) []string {
 	var caps []string
 	for _, t := range wf.GetTasks() {
-		if c := t.GetCapability(); !slices.Contains(caps, c) {
+		if c := t.GetCapability(); c != "" && !slices.Contains(caps, c) { // "": a child workflow
 			caps = append(caps, c)
 		}
 	}

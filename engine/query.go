@@ -164,6 +164,9 @@ func summaryOf(rec InstanceRecord) InstanceSummary {
 	if rec.FinishedAt != nil {
 		sum.FinishedAt = *rec.FinishedAt
 	}
+	if rec.Parent != nil {
+		sum.Parent = rec.Parent.InstanceID
+	}
 	return sum
 }
 
@@ -209,6 +212,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		Error:           rec.Error,
 		CreatedAt:       rec.CreatedAt,
 		CancelRequested: rec.CancelRequested,
+		Parent:          rec.Parent,
 	}
 	if rec.StartedAt != nil {
 		v.StartedAt = *rec.StartedAt
@@ -244,10 +248,12 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		if g, err = pe.plan.Restore(rec.ID.String(), st.graph); err != nil {
 			return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
 		}
+		g.SetDepth(st.depth)
 		if !rec.Status.Terminal() {
 			fx = g.Resume(now)
 		}
 	case rec.Status == StatusRunning:
+		g.SetDepth(st.depth)
 		fx, _ = g.Start(v.Inputs, now) // an error leaves the graph PENDING
 	}
 	if fx != nil {
@@ -281,6 +287,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 			return appendUnrecorded(append(out, done...), ref, info, last, AttemptView{})
 		},
 	})
+	childViews(&v, pe, &st)
 	boundAttempts(&v)
 	return v, nil
 }

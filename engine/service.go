@@ -28,6 +28,9 @@ func (e *Engine) RegisterWorkflow(ctx context.Context, file string, src []byte) 
 	if err != nil {
 		return WorkflowInfo{}, fmt.Errorf("register workflow %s: %w", file, err)
 	}
+	if err := e.checkChildren(ctx, pe, file, src); err != nil {
+		return WorkflowInfo{}, err
+	}
 	pe, existing, err := e.register(ctx, pe)
 	if err != nil {
 		return WorkflowInfo{}, err
@@ -128,7 +131,11 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 		return SubmitResult{}, err
 	}
 	what := fmt.Sprintf("submit %s v%d", pe.info.Name, pe.info.Version)
-	in, err := e.newInstance(pe, req.Inputs, req.IdempotencyKey, req.Deadline)
+	pins, err := e.childPins(ctx, pe)
+	if err != nil {
+		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
+	}
+	in, err := e.newInstance(pe, req.Inputs, req.IdempotencyKey, req.Deadline, pins)
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -181,9 +188,13 @@ func (e *Engine) SubmitBatch(ctx context.Context, req SubmitBatchRequest) (Submi
 		return SubmitBatchResult{}, err
 	}
 	what := fmt.Sprintf("submit %d instances of %s v%d", len(req.Items), pe.info.Name, pe.info.Version)
+	pins, err := e.childPins(ctx, pe)
+	if err != nil {
+		return SubmitBatchResult{}, fmt.Errorf("%s: %w", what, err)
+	}
 	ins := make([]NewInstance, len(req.Items))
 	for i, it := range req.Items {
-		if ins[i], err = e.newInstance(pe, it.Inputs, it.IdempotencyKey, it.Deadline); err != nil {
+		if ins[i], err = e.newInstance(pe, it.Inputs, it.IdempotencyKey, it.Deadline, pins); err != nil {
 			return SubmitBatchResult{}, fmt.Errorf("%s: item %d: %w", what, i, err)
 		}
 	}
@@ -258,6 +269,9 @@ func (e *Engine) registerInlineDev(ctx context.Context, src []byte, file string,
 	if err := check(pe); err != nil {
 		return nil, false, err
 	}
+	if err := e.checkChildren(ctx, pe, file, src); err != nil {
+		return nil, false, err
+	}
 	registered, _, err := e.register(ctx, pe)
 	if !dev || !errors.Is(err, ErrVersionConflict) {
 		return registered, false, err
@@ -314,8 +328,9 @@ func checkDeadline(d time.Duration) error {
 	return nil
 }
 
-// newInstance binds one submission's inputs and builds its queue row.
-func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, deadline time.Duration) (NewInstance, error) {
+// newInstance binds one submission's inputs and builds its queue row;
+// pins are the versions its child workflows named without one run.
+func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, deadline time.Duration, pins []childPin) (NewInstance, error) {
 	bound, err := pe.plan.BindInputs(inputs)
 	if err != nil {
 		return NewInstance{}, err
@@ -324,7 +339,7 @@ func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, d
 	if err != nil {
 		return NewInstance{}, fmt.Errorf("encoding the inputs: %w", err)
 	}
-	var st instanceState
+	st := instanceState{pins: pins}
 	if deadline > 0 {
 		st.deadline = deadline
 		st.deadlineAt = e.cfg.Clock.Now().Add(deadline)

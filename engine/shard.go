@@ -132,6 +132,9 @@ type instance struct {
 	// resuming is set while the instance's hydration dispatches what an
 	// earlier engine may have in flight (TaskDispatch.Resumed).
 	resuming bool
+	// parent is the task attempt that started the instance, when it is a
+	// child instance: told of the outcome once it is durable.
+	parent *ParentRef
 
 	finishing    bool   // Finished seen; the completion is being written
 	failReason   string // overrides the terminal state: FAILED with this error

@@ -34,23 +34,33 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 	switch e.Kind {
 	case graph.Dispatch:
 		t := pe.task(e.Task.Node)
-		s.e.cfg.Metrics.Capability(t.GetCapability()).Dispatched.Inc()
+		s.e.cfg.Metrics.Capability(pe.labels[e.Task.Node]).Dispatched.Inc()
 		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
-		node, _ := inst.g.NodeOf(e.Task) // "" unless a run of on: every_node
-		s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
-			AttemptKey: key,
-			Term:       s.e.cfg.Term,
-			Workflow:   pe.info.Name,
-			Task:       t.GetName(),
-			Index:      e.Task.Index,
-			Capability: t.GetCapability(),
-			Action:     t.GetAction(),
-			Input:      e.Input,
-			Timeout:    t.GetTimeout().AsDuration(),
-			Verify:     int(t.GetVerify()),
-			Resumed:    inst.resuming,
-			Node:       node,
-		}})
+		if name, version, ok := pe.plan.Child(e.Task.Node); ok {
+			// The attempt is a child instance: the children loop starts
+			// it; no Waggler sees it.
+			if version == 0 {
+				version = inst.envelope.pin(name)
+			}
+			s.e.children.push(childOp{kind: spawnChild, key: key, parent: inst.h, name: name, version: version,
+				input: e.Input, depth: inst.g.Depth() + 1})
+		} else {
+			node, _ := inst.g.NodeOf(e.Task) // "" unless a run of on: every_node
+			s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
+				AttemptKey: key,
+				Term:       s.e.cfg.Term,
+				Workflow:   pe.info.Name,
+				Task:       t.GetName(),
+				Index:      e.Task.Index,
+				Capability: t.GetCapability(),
+				Action:     t.GetAction(),
+				Input:      e.Input,
+				Timeout:    t.GetTimeout().AsDuration(),
+				Verify:     int(t.GetVerify()),
+				Resumed:    inst.resuming,
+				Node:       node,
+			}})
+		}
 		if inst.started[e.Task.Node] == 0 {
 			inst.started[e.Task.Node] = now.UnixNano()
 		}
@@ -64,7 +74,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 	case graph.SetTimer:
 		heap.Push(&s.timers, timerEntry{at: e.Timer.At, inst: inst, t: e.Timer})
 		if e.Timer.Kind == graph.Retry {
-			s.e.cfg.Metrics.Capability(pe.task(e.Timer.Task.Node).GetCapability()).Retried.Inc()
+			s.e.cfg.Metrics.Capability(pe.labels[e.Timer.Task.Node]).Retried.Inc()
 			s.emit(inst, Event{Kind: EventTaskRetrying, Task: pe.task(e.Timer.Task.Node).GetName(), Index: e.Timer.Task.Index,
 				Attempt: e.Timer.Attempt, RetryAt: e.Timer.At})
 		}

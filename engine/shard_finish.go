@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"context"
 	"fmt"
 	"time"
 
@@ -63,7 +64,24 @@ func (s *shard) completed(inst *instance, c *Completion) {
 		fields = append(fields, zap.Duration("duration", s.now().Sub(inst.envelope.startedAt)))
 	}
 	inst.lg.Info("instance finished", fields...)
+	p := inst.parent
+	var r TaskResult
+	if p != nil {
+		var outputs map[string]any
+		if c.Status == StatusComplete && inst.g != nil {
+			outputs = inst.g.Outputs()
+		}
+		started, finished := inst.envelope.startedAt, s.now()
+		r = childResult(inst.id, c.Status, c.Output, outputs, c.Error, &started, &finished)
+		r.AttemptKey = p.AttemptKey()
+	}
 	s.remove(inst)
+	if p != nil {
+		// A child instance: its parent's attempt has its outcome now. Told
+		// once it left memory, so that a dispatch of the same attempt
+		// that does not find it held reads it finished from the store.
+		s.e.TaskResult(context.Background(), r)
+	}
 }
 
 // cancel applies a cancellation (by request) to a held instance.
@@ -97,9 +115,7 @@ func (s *shard) evict(inst *instance, reason string) {
 	s.e.evictions.Add(1)
 	s.e.partitionOf(inst.id).evictions.Add(1)
 	inst.lg.Warn("instance evicted", zap.String("reason", reason))
-	for _, a := range s.inFlight(inst) {
-		s.cancelOp(inst, a.ref, a.attempt)
-	}
+	s.stopInFlight(inst)
 	if len(s.lastSeq) > 100_000 { // bound the memory of numbering
 		clear(s.lastSeq)
 	}
@@ -122,8 +138,27 @@ func (s *shard) remove(inst *instance) {
 	}
 }
 
-// cancelOp queues the cancellation of attempt of ref.
+// stopInFlight cancels the attempts in flight of an instance this engine
+// lets go of (evicted, or the engine stopping): the next owner dispatches
+// them again. A child instance is left running: it is an instance of its
+// own, which the next owner takes over with its parent.
+func (s *shard) stopInFlight(inst *instance) {
+	for _, a := range s.inFlight(inst) {
+		if !inst.pe.isChild(a.ref.Node) {
+			s.cancelOp(inst, a.ref, a.attempt)
+		}
+	}
+}
+
+// cancelOp queues the cancellation of attempt of ref: of the child
+// instance it started, for a task whose body is a child workflow.
 func (s *shard) cancelOp(inst *instance, ref graph.TaskRef, attempt uint32) {
+	if inst.pe.isChild(ref.Node) {
+		key := AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: attempt}
+		s.e.children.push(childOp{kind: cancelChild, key: key, parent: inst.h,
+			reason: fmt.Sprintf("its parent %s cancelled %s attempt %d", inst.id, key.ExecutionID, attempt)})
+		return
+	}
 	s.out = append(s.out, outOp{h: inst.h, cancel: true, d: TaskDispatch{
 		AttemptKey: AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: attempt},
 		Term:       s.e.cfg.Term,
@@ -175,9 +210,7 @@ func (s *shard) shutdown() {
 		if inst.g == nil || inst.finishing {
 			continue
 		}
-		for _, a := range s.inFlight(inst) {
-			s.cancelOp(inst, a.ref, a.attempt)
-		}
+		s.stopInFlight(inst)
 		if inst.sinceCount > 0 || inst.structural {
 			s.snapshot(inst)
 		}

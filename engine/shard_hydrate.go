@@ -27,6 +27,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		lg:        s.log.With(zap.Stringer("instance", c.ID)),
 		shown:     StateRunning,
 		progress:  make(map[graph.TaskRef]*liveProgress),
+		parent:    c.Parent,
 	}
 	if c.Gathering { // an earlier owner showed it GATHERING: never back
 		inst.shown, inst.gatherMarked = StateGathering, true
@@ -70,6 +71,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			s.failEarly(inst, fmt.Sprintf("cannot restore its snapshot: %v", err))
 			return
 		}
+		inst.g.SetDepth(st.depth)
 		inst.graphState = inst.g.State()
 		inst.cancelReason = "cancelled by request"
 		if fx = inst.g.Cancel(now); fx == nil {
@@ -84,6 +86,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			return
 		}
 		inst.g = pe.plan.NewGraph(c.ID.String())
+		inst.g.SetDepth(st.depth)
 		if fx, err = inst.g.Start(in, now); err != nil {
 			s.failEarly(inst, fmt.Sprintf("cannot start: %v", err))
 			return
@@ -104,6 +107,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 			s.failEarly(inst, fmt.Sprintf("cannot restore its snapshot: %v", err))
 			return
 		}
+		inst.g.SetDepth(st.depth)
 		inst.graphState = inst.g.State()
 		inst.resolvedAny = true   // restored mid-run
 		inst.envelope.graph = nil // every later snapshot is taken from the graph
@@ -120,6 +124,11 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 	// flight already: resumed, or ready when that engine stopped, its
 	// first tasks included. (Only an engine that claimed it writes its
 	// snapshot or results, so those imply HeldBefore.)
+	if c.HeldBefore && c.Parent != nil {
+		// Taken over: the engine that ended its parent may have died
+		// before it cancelled this child.
+		s.e.children.push(childOp{kind: checkParent, key: c.Parent.AttemptKey(), parent: inst.h, child: c.ID})
+	}
 	inst.resuming = c.HeldBefore
 	s.process(inst, fx, now)
 	inst.resuming = false

@@ -86,7 +86,7 @@ func (s *shard) onResult(r *TaskResult) {
 			ar.Error = "failed"
 		}
 	}
-	m := s.e.cfg.Metrics.Capability(inst.pe.task(ref.Node).GetCapability())
+	m := s.e.cfg.Metrics.Capability(inst.pe.labels[ref.Node])
 	s.e.partitionOf(inst.id).tasks.Add(1)
 	if ar.OK {
 		m.Completed.Inc()

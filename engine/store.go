@@ -224,6 +224,9 @@ type NewInstance struct {
 	// the mesh's partition count (0 in a mesh of one partition). The store
 	// keeps it beside the queue row; claims and the fence read it there.
 	Partition int
+	// Parent, when set, is the task attempt of another instance that
+	// starts this one as a child workflow (see ParentRef).
+	Parent *ParentRef
 	// Claim, when set, stores the instance already claimed by the
 	// runloop it names if the instance is new and due at once: running,
 	// leased to Claim.Owner under Claim.Term until the commit's time plus
@@ -232,6 +235,20 @@ type NewInstance struct {
 	// transaction after each submission's. An instance scheduled later,
 	// or one an existing idempotency key answers, is queued as without it.
 	Claim *SubmitClaim
+}
+
+// ParentRef names the task attempt that started a child instance: a
+// task whose body is a workflow starts one child per attempt. The store
+// keeps it on the child's row for life.
+type ParentRef struct {
+	InstanceID  uuid.UUID
+	ExecutionID string // the parent's execution, e.g. "scan[2]"
+	Attempt     uint32
+}
+
+// AttemptKey is the parent's attempt the child runs for.
+func (p ParentRef) AttemptKey() AttemptKey {
+	return AttemptKey(p)
 }
 
 // SubmitClaim is the runloop a new instance is stored claimed by (see
@@ -298,6 +315,9 @@ type ClaimedInstance struct {
 	// deposed leader, or one that stopped): it may have dispatched tasks
 	// of it, even when nothing of it was recorded.
 	HeldBefore bool
+	// Parent is the task attempt that started the instance, when it is a
+	// child instance (NewInstance.Parent).
+	Parent *ParentRef
 }
 
 // ActionResult is one finished attempt of one execution (a task or a spread
@@ -309,9 +329,12 @@ type ActionResult struct {
 	OK          bool
 	Output      []byte // canonical JSON when OK
 	Error       string // when !OK
-	WorkerID    string
-	StartedAt   time.Time
-	FinishedAt  time.Time
+	// WorkerID is the worker that ran the attempt ("node/capability/slot");
+	// for an attempt of a task whose body is a child workflow, the child
+	// instance's id (empty when none was started).
+	WorkerID   string
+	StartedAt  time.Time
+	FinishedAt time.Time
 }
 
 // Progress is one instance's share of a group commit.
@@ -379,6 +402,9 @@ type InstanceRecord struct {
 	// Gathering: running, and its owner recorded that it reached
 	// GATHERING (Progress.Gathering).
 	Gathering bool
+	// Parent is the task attempt that started the instance, when it is a
+	// child instance (NewInstance.Parent); ListInstances returns it too.
+	Parent *ParentRef
 }
 
 // InstanceFilter selects instances for ListInstances.

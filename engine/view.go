@@ -51,6 +51,7 @@ func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, e
 			return InstanceView{}, fmt.Errorf("get instance %s: its attempts: %w", id, err)
 		}
 		completeAttempts(&v, pe, hist)
+		childViews(&v, pe, nil)
 	}
 	boundAttempts(&v)
 	return v, nil
@@ -137,6 +138,7 @@ func (inst *instance) fullView(now time.Time) InstanceView {
 		v.State = st
 	}
 	v.CancelRequested = inst.cancelReason != ""
+	v.Parent = inst.parent
 	v.Tasks = taskViews(inst.pe, inst.g, viewSource{
 		times: func(node int32) (time.Time, time.Time) {
 			return clock.FromUnixNanos(inst.started[node]), clock.FromUnixNanos(inst.finished[node])
@@ -150,6 +152,7 @@ func (inst *instance) fullView(now time.Time) InstanceView {
 		},
 		attempts: inst.appendAttempts,
 	})
+	childViews(&v, inst.pe, &inst.envelope)
 	v.ETA, v.ETAKnown = inst.eta(now)
 	return v
 }
@@ -254,6 +257,40 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 		out = append(out, tv)
 	}
 	return out
+}
+
+// childViews fills in what the tasks whose body is a child workflow show:
+// the workflow, the version their children run (the IR's, or st's pin for
+// one named without a version; st nil leaves what is there) and, for each
+// attempt, the child instance it started — recorded as the attempt's
+// worker. It may run again on a view it filled.
+func childViews(v *InstanceView, pe *planEntry, st *instanceState) {
+	if !pe.plan.HasChildren() {
+		return
+	}
+	for i := range v.Tasks {
+		if i >= len(pe.order) {
+			break
+		}
+		name, version, ok := pe.plan.Child(pe.order[i])
+		if !ok {
+			continue
+		}
+		tv := &v.Tasks[i]
+		tv.Workflow = name
+		if version == 0 && st != nil {
+			version = st.pin(name)
+		}
+		if version != 0 {
+			tv.WorkflowVersion = version
+		}
+		for j := range tv.Attempts {
+			a := &tv.Attempts[j]
+			if id, err := uuid.Parse(a.WorkerID); err == nil {
+				a.Child, a.WorkerID = id, ""
+			}
+		}
+	}
 }
 
 // finished reports whether a task with this status is over.

@@ -89,6 +89,9 @@ func instanceToProto(v *engine.InstanceView) *robonetv1.Instance {
 	if v.ETAKnown {
 		in.Eta = durationpb.New(v.ETA)
 	}
+	if p := v.Parent; p != nil {
+		in.Parent = &robonetv1.InstanceParent{InstanceId: p.InstanceID.String(), Execution: p.ExecutionID, Attempt: p.Attempt}
+	}
 	return in
 }
 
@@ -106,6 +109,10 @@ func taskToProto(t *engine.TaskView) *robonetv1.TaskState {
 		StartedAt:   timestamp(t.StartedAt),
 		FinishedAt:  timestamp(t.FinishedAt),
 		Progress:    taskProgressToProto(t.Progress),
+		Workflow:    t.Workflow,
+	}
+	if t.Workflow != "" {
+		ts.WorkflowVersion = t.WorkflowVersion
 	}
 	if t.Width >= 0 {
 		ts.Spread, ts.Width, ts.Done, ts.Failed = true, t.Width, t.Done, t.Failed
@@ -136,6 +143,9 @@ func attemptToProto(a *engine.AttemptView) *robonetv1.TaskAttempt {
 	}
 	if a.WorkerID != "" {
 		pa.Node = wag.Started{WorkerID: a.WorkerID}.Node()
+	}
+	if a.Child != uuid.Nil {
+		pa.ChildInstanceId = a.Child.String()
 	}
 	return pa
 }
@@ -230,10 +240,14 @@ func eventToProto(e *engine.Event) *robonetv1.Event {
 }
 
 func summaryToProto(s *engine.InstanceSummary) *robonetv1.InstanceSummary {
-	return &robonetv1.InstanceSummary{
+	sum := &robonetv1.InstanceSummary{
 		Id: s.ID.String(), Workflow: s.Workflow, Version: s.Version, State: stateToProto(s.State),
 		Error: s.Error, CreatedAt: timestamp(s.CreatedAt), FinishedAt: timestamp(s.FinishedAt),
 	}
+	if s.Parent != uuid.Nil {
+		sum.ParentInstanceId = s.Parent.String()
+	}
+	return sum
 }
 
 // jsonText encodes a canonical value as JSON text; present false (no

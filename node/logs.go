@@ -189,6 +189,13 @@ func (r *forwarder) findAttempt(ctx context.Context, id uuid.UUID, ref taskRef, 
 		}
 		finished := instanceFinished(inst.GetState())
 		switch {
+		case ts.GetWorkflow() != "" && at != nil && at.GetChildInstanceId() != "":
+			child := at.GetChildInstanceId()
+			return foundAttempt{}, status.Errorf(codes.FailedPrecondition, "task %s runs the child workflow %s, not a program: its attempt %d is the instance %s, whose tasks have the logs (roboctl logs %s)",
+				exec, ts.GetWorkflow(), at.GetAttempt(), child, child)
+		case ts.GetWorkflow() != "":
+			return foundAttempt{}, status.Errorf(codes.FailedPrecondition, "task %s runs the child workflow %s, not a program: the tasks of its child instances have the logs (roboctl get lists them)",
+				exec, ts.GetWorkflow())
 		case at != nil && at.GetNode() != "":
 			return foundAttempt{attempt: at.GetAttempt(), node: at.GetNode()}, nil
 		case at != nil && !at.GetRunning():

@@ -1261,3 +1261,81 @@ func TestPartitions(t *testing.T) {
 		}
 	}
 }
+
+// TestValidateShowsChildWorkflow: the plan names the child workflow a task
+// runs instead of a capability; -o json has workflow.
+func TestValidateShowsChildWorkflow(t *testing.T) {
+	r := roboctl(t, "validate", "../../examples/child.yaml")
+	want := regexp.MustCompile(`(?m)^ +\d+ +sum_halves +workflow child +needs halves · fan-out over tasks.halves.output.halves$`)
+	if r.code != exitOK || !want.MatchString(r.stdout) || !strings.Contains(r.stdout, "workflow child ×1") {
+		t.Fatalf("validate: exit %d, want a line matching %s:\n%s%s", r.code, want, r.stdout, r.stderr)
+	}
+	r = roboctl(t, "validate", "-o", "json", writeSpec(t, "p.yaml", "name: p\nversion: 1\ntasks:\n  c: {workflow: scan-host@2}\n"))
+	if r.code != exitOK || !strings.Contains(r.stdout, `"workflow": "scan-host@2"`) {
+		t.Fatalf("validate -o json: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}
+
+// registrationOrder registers a workflow after the child workflows it
+// runs that other files define; the rest keep their order.
+func TestRegistrationOrder(t *testing.T) {
+	spec := func(name, child string) []byte {
+		task := "{capability: core, action: echo}"
+		if child != "" {
+			task = "{workflow: " + child + "}"
+		}
+		return []byte("name: " + name + "\nversion: 1\ntasks:\n  t: " + task + "\n")
+	}
+	files := []string{"a.yaml", "broken.yaml", "b.yaml", "c.yaml", "self.yaml"}
+	srcs := [][]byte{spec("a", "b"), []byte("name: [\n"), spec("b", "c@1"), spec("c", ""), spec("self", "self")}
+	if got := registrationOrder(files, srcs); !slices.Equal(got, []int{1, 3, 4, 2, 0}) {
+		t.Fatalf("order %v, want broken, c, self, b, a", got)
+	}
+}
+
+// TestChildWorkflowWithRoboctl: files registered in any order (children
+// first), a parent that runs a child per host, get of the parent naming
+// its children and of a child naming its parent, and ls marking children.
+func TestChildWorkflowWithRoboctl(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	child := writeSpec(t, "host.yaml", "name: host\nversion: 1\ninputs:\n  host: {type: string}\ntasks:\n"+
+		"  look: {capability: core, action: echo, with: {seen: '${{ inputs.host }}'}}\noutputs:\n  seen: ${{ tasks.look.output.seen }}\n")
+	parent := writeSpec(t, "hosts.yaml", "name: hosts\nversion: 1\ntasks:\n"+
+		"  each:\n    workflow: host@1\n    spread: ${{ ['a', 'b'] }}\n    with: {host: '${{ item }}'}\noutputs:\n  seen: ${{ tasks.each.output }}\n")
+	if r := roboctl(t, addr, "workflows", "register", parent, child); r.code != exitOK ||
+		strings.Index(r.stdout, "registered host v1") > strings.Index(r.stdout, "registered hosts v1") {
+		t.Fatalf("register: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r := roboctl(t, addr, "submit", "--workflow", "hosts", "--wait", "-o", "json")
+	var (
+		inst    client.InstanceView
+		outputs bytes.Buffer
+	)
+	if r.code != exitOK || json.Unmarshal([]byte(r.stdout), &inst) != nil || json.Compact(&outputs, inst.Outputs) != nil ||
+		outputs.String() != `{"seen":[{"seen":"a"},{"seen":"b"}]}` {
+		t.Fatalf("submit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	each := inst.Tasks[0]
+	if each.Workflow != "host" || each.WorkflowVersion != 1 || len(each.Attempts) != 2 || each.Attempts[1].Child == "" {
+		t.Fatalf("each: %+v", each)
+	}
+	r = roboctl(t, addr, "get", inst.ID)
+	if r.code != exitOK || !strings.Contains(r.stdout, "workflow host v1") || !strings.Contains(r.stdout, "child "+each.Attempts[1].Child) {
+		t.Fatalf("get the parent: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = roboctl(t, addr, "get", each.Attempts[1].Child)
+	if r.code != exitOK || !strings.Contains(r.stdout, "parent    "+inst.ID+" (task each[1], attempt 1)") {
+		t.Fatalf("get the child: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	r = roboctl(t, addr, "ls")
+	if r.code != exitOK || strings.Count(r.stdout, "(child of "+inst.ID[:8]+")") != 2 {
+		t.Fatalf("ls: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	// The logs of a child task are its child's: the node says which.
+	r = roboctl(t, addr, "logs", inst.ID, "each[1]")
+	if r.code == exitOK || !strings.Contains(r.stderr, "runs the child workflow host, not a program") ||
+		!strings.Contains(r.stderr, "roboctl logs "+each.Attempts[1].Child) {
+		t.Fatalf("logs of a child task: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+}

@@ -24,8 +24,8 @@ func newValidateCmd() *cobra.Command {
 		Long: `Compile workflow specs (YAML or JSON) without contacting a mesh.
 
 For each valid file it prints the IR hash and a short plan: tasks in
-dependency order with their capability, action, needs and joins, fan-outs,
-loops, runs on every node and guards. For an
+dependency order with their capability and action (or the child workflow
+they run), needs and joins, fan-outs, loops, runs on every node and guards. For an
 invalid file it prints every error with file, line, column and task.
 Exits 1 if any file is invalid.`,
 		Example: `  roboctl validate examples/*.yaml
@@ -94,10 +94,13 @@ type taskSummary struct {
 	Spread     string       `json:"spread,omitempty"`
 	Loop       *loopSummary `json:"loop,omitempty"`
 	On         string       `json:"on,omitempty"`
-	When       string       `json:"when,omitempty"`
-	Accept     string       `json:"accept,omitempty"`
-	OnFailure  string       `json:"on_failure"`
-	Attempts   uint32       `json:"max_attempts"`
+	// Workflow is the child workflow the task runs (name@version, or
+	// name for the latest); capability and action are then empty.
+	Workflow  string `json:"workflow,omitempty"`
+	When      string `json:"when,omitempty"`
+	Accept    string `json:"accept,omitempty"`
+	OnFailure string `json:"on_failure"`
+	Attempts  uint32 `json:"max_attempts"`
 }
 
 // joinSummary is a task's N-of-M join: it starts once Min of its needs
@@ -186,6 +189,12 @@ func validateFile(file string) validation {
 		}
 		if t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE {
 			ts.On = "every_node"
+		}
+		if c := t.GetWorkflow(); c != nil {
+			ts.Workflow = c.GetName()
+			if c.GetVersion() > 0 {
+				ts.Workflow += fmt.Sprintf("@%d", c.GetVersion())
+			}
 		}
 		if l := t.GetLoop(); l != nil {
 			ts.Loop = &loopSummary{Until: l.GetUntil().GetSource(), Over: l.GetOver().GetSource(), Max: l.GetMax()}
@@ -292,7 +301,7 @@ func (v validation) print(w io.Writer) {
 		if t.OnFailure != "retry" {
 			notes = append(notes, "on failure "+t.OnFailure)
 		}
-		fmt.Fprintf(tw, "    %d\t%s\t%s/%s\t%s\n", i+1, t.Name, t.Capability, t.Action, strings.Join(notes, " · "))
+		fmt.Fprintf(tw, "    %d\t%s\t%s\t%s\n", i+1, t.Name, t.body(), strings.Join(notes, " · "))
 	}
 	_ = tw.Flush()
 }
@@ -310,10 +319,23 @@ func (j *joinSummary) note(needs int) string {
 	return fmt.Sprintf(" (join: %d of %d%s)", j.Min, needs, rest)
 }
 
+// body is what runs the task: "capability/action", or "workflow NAME"
+// for a task whose body is a child workflow.
+func (t taskSummary) body() string {
+	if t.Workflow != "" {
+		return "workflow " + t.Workflow
+	}
+	return t.Capability + "/" + t.Action
+}
+
 func capabilityCounts(tasks []taskSummary) string {
 	counts := map[string]int{}
 	for _, t := range tasks {
-		counts[t.Capability]++
+		if t.Workflow != "" {
+			counts["workflow "+t.Workflow]++
+		} else {
+			counts[t.Capability]++
+		}
 	}
 	caps := make([]string, 0, len(counts))
 	for c := range counts {

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/engine/spec"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -38,7 +39,10 @@ func newWorkflowsRegisterCmd(g *globalOptions) *cobra.Command {
 		Short: "Compile and register workflow versions",
 		Long: `Compile and register workflow specs as immutable versions. Registering
 the same definition again is a no-op; changing a registered version is
-refused (register it under a new version). Exits 1 if any file failed.`,
+refused (register it under a new version). A workflow whose tasks run
+child workflows needs them registered first: the files are registered
+children first (roboctl workflows register examples/*.yaml works in any
+order). Exits 1 if any file failed.`,
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			format, err := client.ParseFormat(output)
@@ -53,9 +57,14 @@ refused (register it under a new version). Exits 1 if any file failed.`,
 			out := cmd.OutOrStdout()
 			results := make([]registration, 0, len(args))
 			failed := false
-			for _, file := range args {
+			srcs := make([][]byte, len(args))
+			errs := make([]error, len(args))
+			for i, file := range args {
+				srcs[i], errs[i] = os.ReadFile(file)
+			}
+			for _, i := range registrationOrder(args, srcs) {
+				file, src, err := args[i], srcs[i], errs[i]
 				r := registration{File: file}
-				src, err := os.ReadFile(file)
 				if err == nil {
 					var resp *robonetv1.RegisterWorkflowResponse
 					err = g.call(cmd.Context(), func(ctx context.Context) (err error) {
@@ -147,4 +156,53 @@ func newWorkflowsListCmd(g *globalOptions) *cobra.Command {
 	cmd.Flags().IntVar(&limit, "limit", 0, "show at most this many versions (0: the node's default)")
 	outputFlag(cmd, &output)
 	return cmd
+}
+
+// registrationOrder is the order to register files in: every workflow
+// after the child workflows it runs that other files define, otherwise as
+// given. A file that does not compile here (or cannot be read) keeps its
+// place: the node reports what is wrong with it.
+func registrationOrder(files []string, srcs [][]byte) []int {
+	names := make([]string, len(files))      // the workflow each file defines
+	children := make([][]string, len(files)) // the child workflows it runs
+	for i := range files {
+		wf, err := spec.Compile(files[i], srcs[i], spec.Options{})
+		if err != nil {
+			continue
+		}
+		names[i] = wf.GetName()
+		for _, t := range wf.GetTasks() {
+			if c := t.GetWorkflow(); c != nil && c.GetName() != wf.GetName() {
+				children[i] = append(children[i], c.GetName())
+			}
+		}
+	}
+	placed := make([]bool, len(files))
+	order := make([]int, 0, len(files))
+	waits := func(i int) bool { // a child of i is defined by a file not placed yet
+		for _, c := range children[i] {
+			for j := range files {
+				if j != i && !placed[j] && names[j] == c {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	for len(order) < len(files) {
+		progressed := false
+		for i := range files {
+			if !placed[i] && !waits(i) {
+				placed[i], order, progressed = true, append(order, i), true
+			}
+		}
+		if !progressed { // children that run each other: as given
+			for i := range files {
+				if !placed[i] {
+					placed[i], order = true, append(order, i)
+				}
+			}
+		}
+	}
+	return order
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -58,6 +59,10 @@ var limits = []limit{
 	{"step-cost", limitCount, strconv.Itoa(graph.DefaultMaxStepCost), func(c *node.Config, v int64) { c.Engine.StepCost = uint64(v) }},
 	{"spread-width", limitCount, strconv.Itoa(graph.DefaultMaxSpreadWidth), func(c *node.Config, v int64) { c.Engine.SpreadLimit = int(v) }},
 	{"loop-max", limitCount, strconv.Itoa(spec.DefaultLimits.MaxLoop), func(c *node.Config, v int64) { c.Engine.Spec.MaxLoop = int(v) }},
+	{"child-depth", limitCount, strconv.Itoa(graph.DefaultMaxChildDepth), func(c *node.Config, v int64) { c.Engine.ChildDepth = int(v) }},
+	{"children-per-instance", limitCount, strconv.Itoa(graph.DefaultMaxChildren), func(c *node.Config, v int64) {
+		c.Engine.ChildrenPerInstance = int(min(v, math.MaxInt32))
+	}},
 	{"input-bytes", limitBytes, mib(node.DefaultMaxInputBytes), func(c *node.Config, v int64) { c.MaxInputBytes = int(v) }},
 	{"output-bytes", limitBytes, mib(wag.DefaultMaxOutputBytes), func(c *node.Config, v int64) { c.Wag.MaxOutputBytes = int(v) }},
 	{"message-bytes", limitBytes, mib(node.DefaultMaxMessageBytes), func(c *node.Config, v int64) { c.MaxMessageBytes = int(v) }},

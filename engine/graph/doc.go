@@ -94,6 +94,20 @@
 // restored graph never asks again; one restored while it waits asks
 // again on Resume.
 //
+// # Child workflows
+//
+// A task whose body is another workflow (Task.workflow) is scheduled as any
+// task is: each attempt is a Dispatch whose input (its with) is the child
+// instance's inputs, and Complete brings the child's outputs or its
+// failure, so spreads, loops, retries, timeouts and cancels apply as they
+// are; Plan.Child names the workflow, and starting the child is the
+// runloop's. The graph bounds children deterministically, so that a replay
+// refuses exactly what the first run did: an instance at
+// Options.MaxChildDepth (its depth set by SetDepth) starts none, and one
+// starts at most Options.MaxChildren in its life (the count is in the
+// snapshot). A refused attempt fails without retry, like a with that
+// cannot be evaluated.
+//
 // A ready task is handled in this order:
 //
 //  1. If every predecessor was skipped (by its guard or by this rule), the

@@ -102,19 +102,7 @@ func TestEveryNodeSnapshotRestore(t *testing.T) {
 	h := newHarness(t, inventory(), Options{})
 	restore := func() []string {
 		t.Helper()
-		snap, err := h.g.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		g, err := h.p.Restore("inst", snap)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if again, _ := g.Snapshot(); string(again) != string(snap) {
-			t.Fatal("the snapshot of the restored graph differs")
-		}
-		h.g = g
-		return formatEffects(h.p, g.Resume(h.now))
+		return formatEffects(h.p, h.restored().Resume(h.now))
 	}
 	h.start(nil)
 	h.done("a", -1, 1, 1)

@@ -76,6 +76,11 @@ type Graph struct {
 	// Options.MaxStepCost; free is set while Resume re-evaluates.
 	spent uint64
 	free  bool
+
+	// depth is the instance's depth among child workflows (SetDepth);
+	// children counts the child instances it started (see child.go).
+	depth    int
+	children uint32
 }
 
 // nodeState is the per-instance state of one task (or of the output node).
@@ -987,6 +992,13 @@ func (g *Graph) dispatch(ref TaskRef, attempt uint32, now time.Time) {
 		g.stats.FailedAttempts++
 		g.attemptFailed(ref, attempt, "with: "+err.Error(), false, now)
 		return
+	}
+	if nd.child {
+		if refused := g.startChild(nd); refused != "" {
+			g.stats.FailedAttempts++
+			g.attemptFailed(ref, attempt, refused, false, now)
+			return
+		}
 	}
 	g.stats.Dispatched++
 	g.emit(Effect{Kind: Dispatch, Task: ref, Attempt: attempt, Input: in})

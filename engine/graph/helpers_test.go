@@ -201,6 +201,25 @@ func (h *harness) fire(kind TimerKind, name string, index int32, attempt uint32,
 	return formatEffects(h.p, h.g.Fire(Timer{Kind: kind, Task: h.ref(name, index), Attempt: attempt, At: h.now}, h.now))
 }
 
+// restored snapshots the graph and restores it: the restored graph takes
+// the harness's place, and its own snapshot must be the same bytes.
+func (h *harness) restored() *Graph {
+	h.t.Helper()
+	snap, err := h.g.Snapshot()
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	g, err := h.p.Restore("inst", snap)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if again, err := g.Snapshot(); err != nil || string(again) != string(snap) {
+		h.t.Fatalf("the snapshot of the restored graph differs (%v)", err)
+	}
+	h.g = g
+	return g
+}
+
 func (h *harness) state(want State) {
 	h.t.Helper()
 	if got := h.g.State(); got != want {

@@ -38,6 +38,14 @@ type Options struct {
 	// fails its task (without retry), and so does a loop that reaches it
 	// (before its own max). Zero means DefaultMaxLoop.
 	MaxLoop int
+	// MaxChildDepth bounds how deep child workflows nest: an instance at
+	// this depth (Graph.SetDepth) starts no child, its attempt failing
+	// without retry. Zero means DefaultMaxChildDepth.
+	MaxChildDepth int
+	// MaxChildren bounds the child instances one instance starts in its
+	// life; the attempt past it fails without retry. Zero means
+	// DefaultMaxChildren.
+	MaxChildren int
 }
 
 // DefaultMaxLoop is the longest loop allowed when Options leaves MaxLoop
@@ -59,6 +67,12 @@ func (o Options) WithDefaults() Options {
 	if o.MaxLoop == 0 {
 		o.MaxLoop = DefaultMaxLoop
 	}
+	if o.MaxChildDepth == 0 {
+		o.MaxChildDepth = DefaultMaxChildDepth
+	}
+	if o.MaxChildren == 0 {
+		o.MaxChildren = DefaultMaxChildren
+	}
 	return o
 }
 
@@ -68,6 +82,9 @@ func (o Options) validate() error {
 	}
 	if o.MaxLoop < 0 || o.MaxLoop > math.MaxInt32 {
 		return fmt.Errorf("graph: MaxLoop %d out of range [1, %d]", o.MaxLoop, math.MaxInt32)
+	}
+	if o.MaxChildDepth < 0 || o.MaxChildren < 0 || o.MaxChildren > math.MaxInt32 {
+		return fmt.Errorf("graph: MaxChildDepth %d and MaxChildren %d must not be negative", o.MaxChildDepth, o.MaxChildren)
 	}
 	return nil
 }
@@ -108,6 +125,9 @@ type Plan struct {
 	joins bool
 	// loops is set when some task has a loop.
 	loops bool
+	// children is set when some task runs a child workflow: the snapshot
+	// then carries how many the instance started.
+	children bool
 }
 
 // node is the compiled form of one task.
@@ -123,6 +143,8 @@ type node struct {
 	// sequential arrays instead of chasing the template; withSlot is -1
 	// otherwise, and withPath is nil when there is no path.
 	withSlot int32
+	// child: the task's body is a child workflow (childRef, see child.go).
+	child    bool
 	withPath *[]string
 	spread   *expr.Program // nil unless the task fans out
 	when     *expr.Program // nil unless the task is guarded
@@ -154,6 +176,9 @@ type taskMeta struct {
 	// capability is then its capability, for messages.
 	everyNode  bool
 	capability string
+	// childRef is the workflow the task runs as a child instance; nil
+	// unless node.child.
+	childRef *childPlan
 }
 
 // loopPlan is the compiled loop of a task: exactly one of until and over.
@@ -443,6 +468,10 @@ func (p *Plan) compile() error {
 		} else if t.GetOn() != robonetv1.TaskOn_TASK_ON_UNSPECIFIED {
 			return planErr("task %q: unknown on %v", nd.name, t.GetOn())
 		}
+		if err := compileChild(nd, t); err != nil {
+			return err
+		}
+		p.children = p.children || nd.child
 		if nd.with, err = p.env.CompileTemplate(t.GetWith()); err != nil {
 			return planErr("task %q: with: %v", nd.name, err)
 		}

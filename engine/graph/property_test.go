@@ -605,6 +605,13 @@ func randomWorkflow(rng *rand.Rand) *robonetv1.Workflow {
 		} else if rng.IntN(5) == 0 {
 			t.On = robonetv1.TaskOn_TASK_ON_EVERY_NODE // over everyNodes(t.Name)
 		}
+		if t.On == robonetv1.TaskOn_TASK_ON_UNSPECIFIED && rng.IntN(4) == 0 {
+			// A child workflow task is scheduled as any task is (the
+			// reference knows nothing of it); its count is in the
+			// snapshot, which the replay and restore checks compare.
+			t.Capability, t.Action = "", ""
+			t.Workflow = &robonetv1.ChildWorkflow{Name: "child", Version: uint32(rng.IntN(3))}
+		}
 		switch r := rng.IntN(5); {
 		case r == 0:
 			t.With = &robonetv1.Template{Kind: &robonetv1.Template_LiteralJson{LiteralJson: []byte(`{"k":1}`)}}

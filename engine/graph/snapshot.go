@@ -5,6 +5,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"slices"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -42,6 +43,7 @@ var ErrBadSnapshot = errors.New("invalid graph snapshot")
 //	uv errors, per error sorted by (node, index): v node, v index, str reason
 //	only when the plan has joins: uv seq, per task: uv resolvedAt,
 //	  [uv firedAt] for a join (see Graph.firedAt)
+//	only when the plan has child workflow tasks: uv children started
 //
 // A due time is present for a retrying attempt and for a running attempt of
 // a task with a timeout. An output is present for a completed task, and for
@@ -149,6 +151,9 @@ func (g *Graph) Snapshot() ([]byte, error) {
 				w.uv(g.firedAt[node])
 			}
 		}
+	}
+	if p.children {
+		w.uv(uint64(g.children))
 	}
 	if w.err != nil {
 		return nil, fmt.Errorf("graph: snapshot of %s: %w", g.id, w.err)
@@ -359,6 +364,9 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 				return nil, fmt.Errorf("task %q: resolution order beyond %d", p.nodes[node].name, seq)
 			}
 		}
+	}
+	if p.children {
+		g.children = uint32(min(r.uv(), math.MaxUint32))
 	}
 	if r.err != nil {
 		return nil, r.err

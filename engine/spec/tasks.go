@@ -29,6 +29,10 @@ type taskSpec struct {
 	loop       *loopSpec
 	onN        *yaml.Node // the on key, nil when absent
 	on         robonetv1.TaskOn
+	// child is the workflow the task runs as a child instance (workflow:),
+	// nil when absent or invalid; workflowN is its key.
+	child     *robonetv1.ChildWorkflow
+	workflowN *yaml.Node
 }
 
 // joinSpec is a task's `join: {min, cancel_rest}` as written.
@@ -98,12 +102,21 @@ func (c *compiler) task(e entry) *taskSpec {
 		return t
 	}
 	fields := c.checkKeys(entries, taskKeys, t.w, "a task")
-	t.capability = c.requiredName(fields, "capability", t, capabilityRE,
-		"add e.g. capability: net.scan (the class of workers that run the task)",
-		"use lowercase words separated by dots, each starting with a letter, e.g. net.scan or ai.inference")
-	t.action = c.requiredName(fields, "action", t, actionRE,
-		"add e.g. action: exec (exec, http, sleep or echo)",
-		"use lowercase letters, digits, '_', '.' and '-', starting with a letter, e.g. exec")
+	if f, ok := fields["workflow"]; ok {
+		// The task's body is another workflow: it has no action of its own.
+		t.workflowN = f.keyN
+		if t.child = c.childWorkflow(f.value, t.w.child("workflow")); t.child == nil {
+			t.ok = false
+		}
+		c.checkChild(t, fields)
+	} else {
+		t.capability = c.requiredName(fields, "capability", t, capabilityRE,
+			"add e.g. capability: net.scan (the class of workers that run the task), or workflow: NAME@VERSION to run a registered workflow",
+			"use lowercase words separated by dots, each starting with a letter, e.g. net.scan or ai.inference")
+		t.action = c.requiredName(fields, "action", t, actionRE,
+			"add e.g. action: exec (exec, http, sleep or echo)",
+			"use lowercase letters, digits, '_', '.' and '-', starting with a letter, e.g. exec")
+	}
 	if f, ok := fields["description"]; ok {
 		t.desc, _ = c.str(f.value, t.w.child("description"))
 	}
@@ -356,6 +369,7 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 		ir.Verify = t.verify
 	}
 	ir.On = t.on
+	ir.Workflow = t.child
 	if t.join != nil {
 		if ir.Join = c.checkJoin(t, ir.Needs); ir.Join == nil {
 			t.ok = false

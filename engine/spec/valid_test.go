@@ -500,3 +500,52 @@ func TestOnEveryNode(t *testing.T) {
 		t.Fatalf("plain.on = %v", got)
 	}
 }
+
+// workflow: lands in the IR as Task.workflow, with no capability or action;
+// a spread or a loop of child workflows reads item, index and iteration in
+// its with (the child's inputs) as any task does.
+func TestChildWorkflowLandsInIR(t *testing.T) {
+	wf := mustCompile(t, "name: parent\nversion: 1\ninputs:\n  hosts: {type: list}\ntasks:\n"+
+		"  scan:\n    workflow: scan-host@2\n    spread: ${{ inputs.hosts }}\n    with: {host: '${{ item }}', n: '${{ index }}'}\n"+
+		"  again:\n    needs: scan\n    workflow: scan-host\n    loop: {over: '${{ inputs.hosts }}'}\n    with: {host: '${{ item }}'}\n"+
+		"    retry: {max_attempts: 2}\n    timeout: 1m\n")
+	scan := task(t, wf, "scan")
+	assertProto(t, "scan.workflow", scan.GetWorkflow(), &robonetv1.ChildWorkflow{Name: "scan-host", Version: 2})
+	if scan.GetCapability() != "" || scan.GetAction() != "" {
+		t.Fatalf("scan has capability %q and action %q", scan.GetCapability(), scan.GetAction())
+	}
+	again := task(t, wf, "again")
+	assertProto(t, "again.workflow", again.GetWorkflow(), &robonetv1.ChildWorkflow{Name: "scan-host"})
+	if again.GetRetry().GetMaxAttempts() != 2 || again.GetTimeout().AsDuration() != time.Minute || again.GetLoop() == nil {
+		t.Fatalf("again: %v", again)
+	}
+	// Another version of the child, or another child, is another IR.
+	other := mustCompile(t, "name: parent\nversion: 1\ntasks:\n  c: {workflow: scan-host@3}\n")
+	same := mustCompile(t, "name: parent\nversion: 1\ntasks:\n  c: {workflow: scan-host@2}\n")
+	if spec.Hash(other) == spec.Hash(same) {
+		t.Fatal("scan-host@2 and scan-host@3 hash the same")
+	}
+}
+
+// Locate finds a value by its path of keys, through flow and block
+// mappings; a missing key, or a source that does not parse, is 0, 0.
+func TestLocate(t *testing.T) {
+	src := []byte("name: p\nversion: 1\ntasks:\n  a: {workflow: x@1}\n  b:\n    needs: a\n    workflow: y\n")
+	for _, c := range []struct {
+		path      []string
+		line, col int
+	}{
+		{[]string{"tasks", "a", "workflow"}, 4, 17},
+		{[]string{"tasks", "b", "workflow"}, 7, 15},
+		{[]string{"tasks", "b"}, 6, 5},
+		{[]string{"tasks", "c", "workflow"}, 0, 0},
+		{[]string{"tasks", "b", "needs", "x"}, 0, 0},
+	} {
+		if l, col := spec.Locate(src, c.path...); l != c.line || col != c.col {
+			t.Errorf("Locate(%v) = %d:%d, want %d:%d", c.path, l, col, c.line, c.col)
+		}
+	}
+	if l, c := spec.Locate([]byte("tasks: [unclosed\n"), "tasks"); l != 0 || c != 0 {
+		t.Errorf("Locate in bad YAML = %d:%d", l, c)
+	}
+}

@@ -18,7 +18,7 @@ var (
 	topKeys     = []string{"name", "version", "description", "inputs", "defaults", "tasks", "outputs"}
 	inputKeys   = []string{"type", "required", "default", "description"}
 	defaultKeys = []string{"retry", "timeout", "on_failure"}
-	taskKeys    = []string{"description", "capability", "action", "with", "needs", "spread", "when", "on_failure", "retry", "timeout", "verify", "accept", "join", "loop", "on"}
+	taskKeys    = []string{"description", "capability", "action", "with", "needs", "spread", "when", "on_failure", "retry", "timeout", "verify", "accept", "join", "loop", "on", "workflow"}
 	joinKeys    = []string{"min", "cancel_rest"}
 	loopKeys    = []string{"until", "over", "max", "every"}
 )

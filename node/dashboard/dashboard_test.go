@@ -34,7 +34,20 @@ type fakeAPI struct {
 
 const instanceID = "0b9c6f3e-4a52-4d6b-9d9e-6f1f0c2a7e11"
 
+// childID is a child instance of instanceID, which starts one of its own.
+const childID = "5a1e2b3c-4d5e-5f60-8a7b-8c9d0e1f2a3b"
+
 func (f *fakeAPI) GetInstance(_ context.Context, req *robonetv1.GetInstanceRequest) (*robonetv1.GetInstanceResponse, error) {
+	if req.GetInstanceId() == childID {
+		return &robonetv1.GetInstanceResponse{Instance: &robonetv1.Instance{Id: childID, Workflow: "scan-host", Version: 2,
+			State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING, CreatedAt: timestamppb.Now(),
+			Parent: &robonetv1.InstanceParent{InstanceId: instanceID, Execution: "scan[3]", Attempt: 2},
+			Tasks: []*robonetv1.TaskState{{Name: "deeper", Workflow: "scan-port", WorkflowVersion: 1, Status: robonetv1.TaskStatus_TASK_STATUS_RUNNING,
+				Spread: true, Width: 2, Attempts: []*robonetv1.TaskAttempt{
+					{Index: 0, Attempt: 1, Running: true, ChildInstanceId: "grandchild-0"},
+					{Index: 1, Attempt: 1, Running: true, ChildInstanceId: "grandchild-1"},
+				}}}}}, nil
+	}
 	if req.GetInstanceId() != instanceID {
 		return nil, status.Error(codes.NotFound, "instance "+req.GetInstanceId()+" not found")
 	}
@@ -79,6 +92,8 @@ func (f *fakeAPI) ListInstances(_ context.Context, req *robonetv1.ListInstancesR
 	f.mu.Unlock()
 	return &robonetv1.ListInstancesResponse{NextPageToken: "tok2", Instances: []*robonetv1.InstanceSummary{
 		{Id: instanceID, Workflow: "diamond", Version: 2, State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING, CreatedAt: timestamppb.Now()},
+		{Id: childID, Workflow: "scan-host", Version: 2, State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING, CreatedAt: timestamppb.Now(),
+			ParentInstanceId: instanceID},
 		{Id: "old-instance", Workflow: "diamond", Version: 1, State: robonetv1.InstanceState_INSTANCE_STATE_COMPLETE,
 			CreatedAt: timestamppb.New(time.Now().Add(-48 * time.Hour))},
 	}}, nil
@@ -177,6 +192,11 @@ func TestPages(t *testing.T) {
 		{"/ui/instances/" + instanceID, 200, []string{`<g class="task running" data-task="a"`, `data-task="d"`, `id="cancel"`, "0/10 done",
 			"attempt 2 of 3", "&lt;script&gt;boom&lt;/script&gt;", `data-live="/ui/instances/` + instanceID + `/live"`}},
 		{"/ui/instances/nope", 404, []string{"instance nope not found"}},
+		// A child links to its parent, a task whose body is a child
+		// workflow to the children it started, a listing to the parents.
+		{"/ui/instances/" + childID, 200, []string{`id="parent"`, `href="/ui/instances/` + instanceID + `"`, "task scan[3], attempt 2",
+			"workflow scan-port v1", `href="/ui/instances/grandchild-1">[1] #1 grandchild-1</a>`, "deeper: workflow scan-port v1 — running"}},
+		{"/ui/instances", 200, []string{`(child of <a class="mono" href="/ui/instances/` + instanceID + `">0b9c6f3e</a>)`}},
 		{"/ui/workflows", 200, []string{"diamond", "nightly", "30 2 * * *"}},
 		{"/ui/static/app.js", 200, []string{"EventSource"}},
 		{"/ui/static/app.css", 200, []string{".dag .task.completed rect"}},

@@ -45,6 +45,60 @@ var funcs = template.FuncMap{
 	"dur": func(d interface{ AsDuration() time.Duration }) string {
 		return d.AsDuration().Round(time.Microsecond).String()
 	},
+	"body":     taskBody,
+	"children": childLinks,
+}
+
+// taskBody says what runs a task: "capability / action", or the child
+// workflow it runs.
+func taskBody(t *robonetv1.TaskState) string {
+	if t.GetWorkflow() == "" {
+		return t.GetCapability() + " / " + t.GetAction()
+	}
+	if v := t.GetWorkflowVersion(); v > 0 {
+		return fmt.Sprintf("workflow %s v%d", t.GetWorkflow(), v)
+	}
+	return "workflow " + t.GetWorkflow()
+}
+
+// childLink is a child instance a task's attempt started, for a link.
+type childLink struct {
+	ID, Label string
+}
+
+// maxChildLinks bounds the child instances a task's row links to.
+const maxChildLinks = 12
+
+// taskChildren are the child instances of a task's attempts to link to,
+// and how many more were left out.
+type taskChildren struct {
+	Links []childLink
+	More  int
+}
+
+// childLinks are the child instances of a task's attempts (at most
+// maxChildLinks), labelled as roboctl get labels attempts: "[2] #1",
+// "#2 attempt 1", "#1".
+func childLinks(t *robonetv1.TaskState) taskChildren {
+	var c taskChildren
+	for _, a := range t.GetAttempts() {
+		if a.GetChildInstanceId() == "" {
+			continue
+		}
+		if len(c.Links) == maxChildLinks {
+			c.More++
+			continue
+		}
+		label := fmt.Sprintf("#%d", a.GetAttempt())
+		switch {
+		case t.GetSpread():
+			label = fmt.Sprintf("[%d] #%d", a.GetIndex(), a.GetAttempt())
+		case t.GetLoop():
+			label = fmt.Sprintf("#%d attempt %d", a.GetIndex(), a.GetAttempt())
+		}
+		c.Links = append(c.Links, childLink{ID: a.GetChildInstanceId(), Label: label})
+	}
+	return c
 }
 
 func roundAgo(d time.Duration) string {
@@ -266,7 +320,7 @@ func liveTaskOf(t *robonetv1.TaskState) liveTask {
 	default:
 		lt.Label = lt.Status
 	}
-	title := []string{t.GetName() + ": " + t.GetCapability() + " / " + t.GetAction() + " — " + lt.Status}
+	title := []string{t.GetName() + ": " + taskBody(t) + " — " + lt.Status}
 	if t.GetLoop() && t.GetIterations() > 0 {
 		title = append(title, fmt.Sprintf("loop: %d iterations (%s#0 … %s#%d)", t.GetIterations(), t.GetName(), t.GetName(), t.GetIterations()-1))
 	}

@@ -162,3 +162,48 @@ done            completed (2 iterations)  1/1      n1     core/echo          -  
 		t.Errorf("event line %q, want poll#2", ev)
 	}
 }
+
+// A task whose body is a child workflow shows the workflow and version
+// instead of a capability, and a line per child it started (failed ones
+// first); a child instance shows its parent; -o json names the children,
+// the workflow and the parent.
+func TestPrintInstanceChildren(t *testing.T) {
+	in := &robonetv1.Instance{Id: "p", Workflow: "scan-all", Version: 1, State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING,
+		Tasks: []*robonetv1.TaskState{
+			{Name: "scan", Workflow: "scan-host", WorkflowVersion: 2, Status: robonetv1.TaskStatus_TASK_STATUS_RUNNING, Attempt: 1, MaxAttempts: 1,
+				Spread: true, Width: 2, Done: 1,
+				Attempts: []*robonetv1.TaskAttempt{
+					{Index: 0, Attempt: 1, Ok: true, ChildInstanceId: "c0"},
+					{Index: 1, Attempt: 1, Running: true, ChildInstanceId: "c1"},
+				}},
+		}}
+	var buf bytes.Buffer
+	PrintInstance(&buf, in)
+	out := trimLines(buf.String())
+	want := `TASK      STATUS       ATTEMPT  NODE  CAPABILITY/ACTION      TIME  OUTPUT / ERROR
+scan      running 1/2  1/1      -     workflow scan-host v2  -
+  [1] #1  running               -     child c1               -
+  [0] #1  completed             -     child c0               -
+`
+	if !strings.Contains(out, want) {
+		t.Errorf("table:\n%s\nwant it to contain:\n%s", out, want)
+	}
+	v := Instance(in)
+	if v.Tasks[0].Workflow != "scan-host" || v.Tasks[0].WorkflowVersion != 2 || v.Tasks[0].Attempts[1].Child != "c1" {
+		t.Errorf("task view %+v", v.Tasks[0])
+	}
+
+	child := &robonetv1.Instance{Id: "c1", Workflow: "scan-host", Version: 2, State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING,
+		Parent: &robonetv1.InstanceParent{InstanceId: "p", Execution: "scan[1]", Attempt: 1}}
+	buf.Reset()
+	PrintInstance(&buf, child)
+	if !strings.Contains(buf.String(), "parent    p (task scan[1], attempt 1)") {
+		t.Errorf("child:\n%s\nwant its parent", buf.String())
+	}
+	if p := Instance(child).Parent; p == nil || *p != (ParentView{ID: "p", Execution: "scan[1]", Attempt: 1}) {
+		t.Errorf("child view parent %+v", p)
+	}
+	if s := Summary(&robonetv1.InstanceSummary{Id: "c1", ParentInstanceId: "p"}); s.Parent != "p" {
+		t.Errorf("summary %+v", s)
+	}
+}

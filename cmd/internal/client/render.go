@@ -21,6 +21,9 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintf(tw, "instance\t%s\n", v.ID)
 	fmt.Fprintf(tw, "workflow\t%s v%d\n", v.Workflow, v.Version)
+	if p := v.Parent; p != nil {
+		fmt.Fprintf(tw, "parent\t%s (task %s, attempt %d)\n", p.ID, p.Execution, p.Attempt)
+	}
 	state := v.State
 	if v.CancelRequested && !Terminal(in.GetState()) {
 		state += " (cancel requested)"
@@ -89,8 +92,19 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 		default:
 			detail = compactJSON(t.Output)
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s/%s\t%s\t%s\n", t.Name, status, attempt, taskNodes(t), t.Capability, t.Action, took, truncate(oneLine(detail), 70))
-		printAttempts(tw, t)
+		body := t.Capability + "/" + t.Action
+		if t.Workflow != "" {
+			body = "workflow " + t.Workflow
+			if t.WorkflowVersion > 0 {
+				body += fmt.Sprintf(" v%d", t.WorkflowVersion)
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", t.Name, status, attempt, taskNodes(t), body, took, truncate(oneLine(detail), 70))
+		if t.Workflow != "" {
+			printChildren(tw, t)
+		} else {
+			printAttempts(tw, t)
+		}
 	}
 	_ = tw.Flush()
 
@@ -142,31 +156,70 @@ func printAttempts(tw io.Writer, t TaskView) {
 			continue
 		}
 		shown++
-		label := fmt.Sprintf("  #%d", a.Attempt)
-		switch {
-		case a.Index != nil:
-			label = fmt.Sprintf("  [%d] #%d", *a.Index, a.Attempt)
-		case a.Iteration != nil:
-			label = fmt.Sprintf("  #%d attempt %d", *a.Iteration, a.Attempt)
-		}
-		status, detail := "failed", "error: "+a.Error
-		switch {
-		case a.Running:
-			status, detail = "running", ""
-		case a.OK:
-			status, detail = "completed", ""
-		case a.Error == "cancelled":
-			status, detail = "cancelled", ""
-		}
-		took := "-"
-		if a.StartedAt != nil && a.FinishedAt != nil {
-			took = roundDuration(a.FinishedAt.Sub(*a.StartedAt)).String()
-		}
-		fmt.Fprintf(tw, "%s\t%s\t\t%s\t%s\t%s\t%s\n", label, status, dash(a.Node), dash(a.Worker), took, truncate(oneLine(detail), 70))
+		l := lineOf(a)
+		fmt.Fprintf(tw, "%s\t%s\t\t%s\t%s\t%s\t%s\n", l.label, l.status, dash(a.Node), dash(a.Worker), l.took, l.detail)
 	}
 	if more := failed - shown; more > 0 {
 		fmt.Fprintf(tw, "  … %d more failed attempts (-o json lists them)\t\t\t\t\t\t\n", more)
 	}
+}
+
+// printChildren writes a line per attempt of a task whose body is a child
+// workflow, naming the child instance it started (roboctl get CHILD shows
+// it): at most maxAttemptLines, failed and running ones first.
+func printChildren(tw io.Writer, t TaskView) {
+	attempts := slices.Clone(t.Attempts)
+	slices.SortStableFunc(attempts, func(a, b AttemptView) int {
+		rank := func(a AttemptView) int {
+			if a.OK {
+				return 1
+			}
+			return 0
+		}
+		return rank(a) - rank(b)
+	})
+	for i, a := range attempts {
+		if i == maxAttemptLines {
+			fmt.Fprintf(tw, "  … %d more (-o json lists them)\t\t\t\t\t\t\n", len(attempts)-i)
+			break
+		}
+		child := "-"
+		if a.Child != "" {
+			child = "child " + a.Child
+		}
+		l := lineOf(a)
+		fmt.Fprintf(tw, "%s\t%s\t\t-\t%s\t%s\t%s\n", l.label, l.status, child, l.took, l.detail)
+	}
+}
+
+// attemptLine is what a line under a task says of one attempt.
+type attemptLine struct {
+	label, status, took, detail string
+}
+
+// lineOf is the line of attempt a: "  [2] #1", its outcome, how long it
+// took and, when it failed, why.
+func lineOf(a AttemptView) attemptLine {
+	l := attemptLine{label: fmt.Sprintf("  #%d", a.Attempt), status: "failed", took: "-", detail: "error: " + a.Error}
+	switch {
+	case a.Index != nil:
+		l.label = fmt.Sprintf("  [%d] #%d", *a.Index, a.Attempt)
+	case a.Iteration != nil:
+		l.label = fmt.Sprintf("  #%d attempt %d", *a.Iteration, a.Attempt)
+	}
+	switch {
+	case a.Running:
+		l.status, l.detail = "running", ""
+	case a.OK:
+		l.status, l.detail = "completed", ""
+	case a.Error == "cancelled":
+		l.status, l.detail = "cancelled", ""
+	}
+	if a.StartedAt != nil && a.FinishedAt != nil {
+		l.took = roundDuration(a.FinishedAt.Sub(*a.StartedAt)).String()
+	}
+	l.detail = truncate(oneLine(l.detail), 70)
+	return l
 }
 
 // PrintOutputs writes a JSON object of outputs indented, one key per line.
@@ -199,7 +252,11 @@ func PrintSummaries(w io.Writer, rows []*robonetv1.InstanceSummary) {
 	fmt.Fprintln(tw, "ID\tWORKFLOW\tSTATE\tCREATED\tFINISHED\tERROR")
 	for _, r := range rows {
 		v := Summary(r)
-		fmt.Fprintf(tw, "%s\t%s v%d\t%s\t%s\t%s\t%s\n", v.ID, v.Workflow, v.Version, v.State,
+		wf := fmt.Sprintf("%s v%d", v.Workflow, v.Version)
+		if v.Parent != "" { // a child instance: its parent's id prefix, as get takes it
+			wf += fmt.Sprintf(" (child of %.8s)", v.Parent)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", v.ID, wf, v.State,
 			shortTime(v.CreatedAt), shortTime(v.FinishedAt), truncate(oneLine(v.Error), 60))
 	}
 	_ = tw.Flush()

@@ -33,8 +33,18 @@ type InstanceView struct {
 	// ETA is the estimated time left while the instance runs, as a Go
 	// duration ("1m20s"); absent when the node does not know one (see
 	// docs/workflows.md, "Progress and ETA").
-	ETA   string     `json:"eta,omitempty"`
-	Tasks []TaskView `json:"tasks"`
+	ETA string `json:"eta,omitempty"`
+	// Parent is, for a child instance, the task attempt of its parent that
+	// started it.
+	Parent *ParentView `json:"parent,omitempty"`
+	Tasks  []TaskView  `json:"tasks"`
+}
+
+// ParentView names the task attempt that started a child instance.
+type ParentView struct {
+	ID        string `json:"instance_id"`
+	Execution string `json:"execution"` // "scan", "scan[2]" or "scan#2"
+	Attempt   uint32 `json:"attempt"`
 }
 
 // ProgressView counts units of work (see robonetv1.InstanceProgress).
@@ -63,7 +73,12 @@ type TaskView struct {
 	FinishedAt  *time.Time      `json:"finished_at,omitempty"`
 	Spread      *SpreadView     `json:"spread,omitempty"`
 	Loop        *LoopView       `json:"loop,omitempty"`
-	Progress    *TaskProgress   `json:"progress,omitempty"`
+	// Workflow is, for a task whose body is a child workflow, its name,
+	// and WorkflowVersion the version its children run (when known);
+	// each attempt's child_instance_id is the child it started.
+	Workflow        string        `json:"workflow,omitempty"`
+	WorkflowVersion uint32        `json:"workflow_version,omitempty"`
+	Progress        *TaskProgress `json:"progress,omitempty"`
 	// Attempts lists every attempt (of every instance, for a spread task),
 	// by index, then attempt.
 	Attempts []AttemptView `json:"attempts"`
@@ -89,6 +104,9 @@ type AttemptView struct {
 	Running bool   `json:"running"`
 	OK      bool   `json:"ok"`
 	Error   string `json:"error"`
+	// Child is the child instance the attempt started, for a task whose
+	// body is a child workflow.
+	Child string `json:"child_instance_id,omitempty"`
 }
 
 // LoopView summarises the iterations of a loop task.
@@ -143,6 +161,8 @@ type SummaryView struct {
 	Error      string     `json:"error,omitempty"`
 	CreatedAt  *time.Time `json:"created_at,omitempty"`
 	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// Parent is, for a child instance, its parent instance.
+	Parent string `json:"parent_instance_id,omitempty"`
 }
 
 // WorkflowView is a registered workflow version.
@@ -199,6 +219,9 @@ func Instance(in *robonetv1.Instance) InstanceView {
 	if eta := in.GetEta(); eta != nil {
 		v.ETA = roundDuration(eta.AsDuration()).String()
 	}
+	if p := in.GetParent(); p != nil {
+		v.Parent = &ParentView{ID: p.GetInstanceId(), Execution: p.GetExecution(), Attempt: p.GetAttempt()}
+	}
 	for _, t := range in.GetTasks() {
 		tv := TaskView{
 			Name:        t.GetName(),
@@ -212,6 +235,10 @@ func Instance(in *robonetv1.Instance) InstanceView {
 			StartedAt:   timeOf(t.GetStartedAt()),
 			FinishedAt:  timeOf(t.GetFinishedAt()),
 			Progress:    taskProgressOf(t.GetProgress()),
+			Workflow:    t.GetWorkflow(),
+		}
+		if tv.Workflow != "" {
+			tv.WorkflowVersion = t.GetWorkflowVersion()
 		}
 		if t.GetSpread() {
 			tv.Spread = &SpreadView{Width: t.GetWidth(), Done: t.GetDone(), Failed: t.GetFailed()}
@@ -224,7 +251,7 @@ func Instance(in *robonetv1.Instance) InstanceView {
 			av := AttemptView{
 				Attempt: a.GetAttempt(), Node: a.GetNode(), Worker: a.GetWorker(),
 				StartedAt: timeOf(a.GetStartedAt()), FinishedAt: timeOf(a.GetFinishedAt()),
-				Running: a.GetRunning(), OK: a.GetOk(), Error: a.GetError(),
+				Running: a.GetRunning(), OK: a.GetOk(), Error: a.GetError(), Child: a.GetChildInstanceId(),
 			}
 			if t.GetSpread() {
 				idx := a.GetIndex()
@@ -275,6 +302,7 @@ func Summary(s *robonetv1.InstanceSummary) SummaryView {
 	return SummaryView{
 		ID: s.GetId(), Workflow: s.GetWorkflow(), Version: s.GetVersion(), State: StateName(s.GetState()),
 		Error: s.GetError(), CreatedAt: timeOf(s.GetCreatedAt()), FinishedAt: timeOf(s.GetFinishedAt()),
+		Parent: s.GetParentInstanceId(),
 	}
 }
 

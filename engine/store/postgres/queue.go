@@ -29,14 +29,15 @@ WITH input AS (
     SELECT *, owner IS NOT NULL AND coalesce(scheduled_at, now()) <= now()
               AND NOT EXISTS (SELECT 1 FROM partitions pt WHERE pt.partition = t.partition AND pt.owner <> t.owner) AS claim
     FROM unnest($1::uuid[], $2::bigint[], $3::bytea[], $4::bytea[], $5::timestamptz[], $6::text[],
-                $7::uuid[], $8::bigint[], $9::bigint[], $10::integer[])
+                $7::uuid[], $8::bigint[], $9::bigint[], $10::integer[], $11::uuid[], $12::text[], $13::bigint[])
          WITH ORDINALITY AS t(instance_id, workflow_version_id, inputs, state, scheduled_at, idempotency_key,
-                              owner, term, lease, partition, ord)
+                              owner, term, lease, partition, parent_instance_id, parent_execution, parent_attempt, ord)
 ),
 runner AS (
-    INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, idempotency_key, started_at)
+    INSERT INTO runner_instances (instance_id, workflow_version_id, status, inputs, state, idempotency_key, started_at,
+                                  parent_instance_id, parent_execution, parent_attempt)
     SELECT instance_id, workflow_version_id, CASE WHEN claim THEN 'running' ELSE 'queued' END, inputs, state,
-           idempotency_key, CASE WHEN claim THEN now() END
+           idempotency_key, CASE WHEN claim THEN now() END, parent_instance_id, parent_execution, parent_attempt
     FROM input
     ORDER BY ord
     ON CONFLICT (idempotency_key) WHERE idempotency_key IS NOT NULL DO NOTHING
@@ -93,6 +94,9 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		terms     []int64
 		leases    []int64 // microseconds
 		parts     []int32
+		parents   []pgtype.UUID // NULL: not a child instance
+		execs     []pgtype.Text
+		attempts  []pgtype.Int8
 	)
 	for i, inst := range insts {
 		if dup[i] >= 0 {
@@ -115,11 +119,23 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		}
 		owners, terms, leases = append(owners, owner), append(terms, term), append(leases, lease)
 		parts = append(parts, int32(inst.Partition)) // checked by PrepareInstances
+		var (
+			parent  pgtype.UUID
+			exec    pgtype.Text
+			attempt pgtype.Int8
+		)
+		if p := inst.Parent; p != nil {
+			parent = pgtype.UUID{Bytes: p.InstanceID, Valid: true}
+			exec = pgtype.Text{String: p.ExecutionID, Valid: true}
+			attempt = pgtype.Int8{Int64: int64(p.Attempt), Valid: true}
+		}
+		parents, execs, attempts = append(parents, parent), append(execs, exec), append(attempts, attempt)
 	}
 
 	out := make([]engine.Queued, len(insts))
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases, parts)
+		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases, parts,
+			parents, execs, attempts)
 		if err != nil {
 			return err
 		}
@@ -245,7 +261,8 @@ SET status = 'running', started_at = coalesce(r.started_at, now())
 FROM claimed c
 WHERE r.instance_id = c.instance_id
 RETURNING r.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, c.lock_expires_at, c.cancel_requested,
-          c.scheduled_at, r.started_at <> now(), r.gathering_at IS NOT NULL`
+          c.scheduled_at, r.started_at <> now(), r.gathering_at IS NOT NULL,
+          r.parent_instance_id, r.parent_execution, r.parent_attempt`
 }
 
 var (
@@ -307,10 +324,13 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 		var (
 			c         engine.ClaimedInstance
 			scheduled time.Time
+			parent    parentColumns
 		)
 		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &c.CreatedAt,
-			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled, &c.HeldBefore, &c.Gathering}, func() error {
+			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled, &c.HeldBefore, &c.Gathering,
+			&parent.id, &parent.exec, &parent.attempt}, func() error {
 			got := c
+			got.Parent = parent.ref()
 			due[got.ID] = scheduled
 			got.CreatedAt, got.LeaseExpiresAt = got.CreatedAt.UTC(), got.LeaseExpiresAt.UTC()
 			index[got.ID] = len(out)

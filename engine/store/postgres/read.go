@@ -20,14 +20,16 @@ import (
 // r joined with workflow_versions w.
 const instanceColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
 	r.inputs, r.state, r.output, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
-	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL`
+	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL,
+	r.parent_instance_id, r.parent_execution, r.parent_attempt`
 
 // listColumns are instanceColumns without the instance's inputs, snapshot
 // and output (NULL in their place): a listing needs none of them, and a
 // large instance's snapshot is megabytes.
 const listColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
 	NULL::bytea, NULL::bytea, NULL::bytea, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
-	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL`
+	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL,
+	r.parent_instance_id, r.parent_execution, r.parent_attempt`
 
 func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 	var (
@@ -35,10 +37,12 @@ func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 		version           int64
 		status            string
 		started, finished pgtype.Timestamptz
+		parent            parentColumns
 	)
 	err := row.Scan(&rec.ID, &rec.WorkflowVersionID, &rec.WorkflowName, &version, &status,
 		&rec.Inputs, &rec.State, &rec.Output, &rec.Error, &rec.IdempotencyKey, &rec.CreatedAt, &started,
-		&finished, &rec.CancelRequested, &rec.Gathering)
+		&finished, &rec.CancelRequested, &rec.Gathering, &parent.id, &parent.exec, &parent.attempt)
+	rec.Parent = parent.ref()
 	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
 	rec.Status = engine.InstanceStatus(status)
 	rec.Gathering = rec.Gathering && rec.Status == engine.StatusRunning
@@ -188,4 +192,20 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 		return nil, fmt.Errorf("task history of %s: %w", id, engine.ErrNotFound)
 	}
 	return out, nil
+}
+
+// parentColumns scans a row's parent_instance_id, parent_execution and
+// parent_attempt (all NULL unless the instance is a child instance).
+type parentColumns struct {
+	id      pgtype.UUID
+	exec    pgtype.Text
+	attempt pgtype.Int8
+}
+
+// ref is the parent the columns name, nil for none.
+func (p *parentColumns) ref() *engine.ParentRef {
+	if !p.id.Valid {
+		return nil
+	}
+	return &engine.ParentRef{InstanceID: p.id.Bytes, ExecutionID: p.exec.String, Attempt: uint32(p.attempt.Int64)} // CHECK keeps it in range
 }

@@ -108,8 +108,18 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 				expires = sql.NullInt64{Int64: micros(now.Add(inst.Claim.Lease)), Valid: true}
 				term, _ = storeutil.Term(inst.Claim.Term) // checked by PrepareInstances
 			}
+			var (
+				parent  uuid.NullUUID
+				exec    sql.NullString
+				attempt sql.NullInt64
+			)
+			if p := inst.Parent; p != nil {
+				parent = uuid.NullUUID{UUID: p.InstanceID, Valid: true}
+				exec = sql.NullString{String: p.ExecutionID, Valid: true}
+				attempt = sql.NullInt64{Int64: int64(p.Attempt), Valid: true}
+			}
 			if _, err := insRunner.ExecContext(ctx, inst.ID, inst.WorkflowVersionID, status, inst.Inputs, inst.State, key,
-				at, started, at); err != nil {
+				at, started, at, parent, exec, attempt); err != nil {
 				return fmt.Errorf("instance %s: %w", inst.ID, err)
 			}
 			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, at, inst.Partition); err != nil {
@@ -192,10 +202,13 @@ func (s *Store) readClaimed(ctx context.Context, tx *sql.Tx, list string, out *[
 		var (
 			c                engine.ClaimedInstance
 			created, expires int64
+			parent           parentColumns
 		)
-		if err := rows.Scan(&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &created, &expires, &c.CancelRequested, &c.HeldBefore, &c.Gathering); err != nil {
+		if err := rows.Scan(&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &created, &expires, &c.CancelRequested, &c.HeldBefore, &c.Gathering,
+			&parent.id, &parent.exec, &parent.attempt); err != nil {
 			return nil, err
 		}
+		c.Parent = parent.ref()
 		c.CreatedAt, c.LeaseExpiresAt = fromMicros(created), fromMicros(expires)
 		index[c.ID] = len(*out)
 		*out = append(*out, c)

@@ -45,8 +45,9 @@ const (
 	// and term) as a claim would leave it.
 	insertRunnerSQL = `
 		INSERT INTO runner_instances
-		    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, started_at, updated_at)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)`
+		    (instance_id, workflow_version_id, status, inputs, state, idempotency_key, created_at, started_at, updated_at,
+		     parent_instance_id, parent_execution, parent_attempt)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`
 	insertQueueSQL = `
 		INSERT INTO queued_instances (instance_id, scheduled_at, lock_uuid, lock_expires_at, term, created_at, partition)
 		VALUES (?, ?, ?, ?, ?, ?, ?)`
@@ -81,7 +82,7 @@ const (
 	// first claim, so a value here means an earlier one.
 	claimedSQL = `
 		SELECT q.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, q.lock_expires_at, q.cancel_requested,
-		       r.started_at IS NOT NULL, r.gathering_at IS NOT NULL
+		       r.started_at IS NOT NULL, r.gathering_at IS NOT NULL, r.parent_instance_id, r.parent_execution, r.parent_attempt
 		FROM queued_instances q JOIN runner_instances r ON r.instance_id = q.instance_id
 		WHERE q.instance_id IN (SELECT value FROM json_each(?))
 		ORDER BY q.scheduled_at, q.instance_id`

@@ -320,8 +320,8 @@ func CheckUpgradedRow(t *testing.T, s engine.Store, old uuid.UUID) {
 	if got := claim(a, []int{1, 2}); len(got) != 0 {
 		t.Fatalf("a claim of partitions 1 and 2 took %d instances", len(got))
 	}
-	if got := claim(a, []int{0}); len(got) != 1 || got[0].ID != old {
-		t.Fatalf("a claim of partition 0 took %d instances, want %s", len(got), old)
+	if got := claim(a, []int{0}); len(got) != 1 || got[0].ID != old || got[0].Parent != nil {
+		t.Fatalf("a claim of partition 0 took %d instances, want %s without a parent: %+v", len(got), old, got)
 	}
 	if err := s.FencePartitions(t.Context(), engine.FenceRequest{Owner: b, Epochs: map[int]uint64{0: 1}}); err != nil {
 		t.Fatalf("FencePartitions: %v", err)

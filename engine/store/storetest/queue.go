@@ -289,3 +289,65 @@ func testQueueClaimed(t *testing.T, s engine.Store) {
 		wantErr(t, "the instance of a refused claim", err, engine.ErrNotFound)
 	}
 }
+
+// testQueueChildInstances: an instance queued with a parent (a child
+// workflow's instance) keeps it for life: claims, gets and listings return
+// it, stored claimed or not; an instance without one has none. Its
+// idempotency key, derived from the parent's attempt, returns it when the
+// same child is queued again (a replay after a takeover).
+func testQueueChildInstances(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	parent := newInstance(wf)
+	queue(t, s, parent)
+	first := engine.ParentRef{InstanceID: parent.ID, ExecutionID: "scan[2]", Attempt: 3}
+	second := engine.ParentRef{InstanceID: parent.ID, ExecutionID: "poll#0", Attempt: 1}
+	queuedChild := newInstance(wf)
+	queuedChild.Parent, queuedChild.IdempotencyKey = &first, "child:"+parent.ID.String()+"/scan[2]#3"
+	o := newOwner(1)
+	claimedChild := newInstance(wf)
+	claimedChild.Parent = &second
+	claimedChild.Claim = &engine.SubmitClaim{Owner: o.id, Term: o.term, Lease: longLease}
+	got, err := s.QueueInstances(ctx(t), []engine.NewInstance{queuedChild, claimedChild})
+	if err != nil || len(got) != 2 || got[0].Claimed || !got[1].Claimed {
+		t.Fatalf("QueueInstances = %+v, %v", got, err)
+	}
+	same := func(what string, got *engine.ParentRef, want *engine.ParentRef) {
+		t.Helper()
+		if (got == nil) != (want == nil) || (got != nil && *got != *want) {
+			t.Fatalf("%s: parent %+v, want %+v", what, got, want)
+		}
+	}
+	same("the parent's own record", get(t, s, parent.ID).Parent, nil)
+	same("the queued child's record", get(t, s, queuedChild.ID).Parent, &first)
+	same("the claimed child's record", get(t, s, claimedChild.ID).Parent, &second)
+	page, err := s.ListInstances(ctx(t), engine.InstanceFilter{})
+	if err != nil || len(page.Instances) != 3 {
+		t.Fatalf("ListInstances = %+v, %v", page, err)
+	}
+	for _, rec := range page.Instances {
+		switch rec.ID {
+		case parent.ID:
+			same("the parent listed", rec.Parent, nil)
+		case queuedChild.ID:
+			same("the queued child listed", rec.Parent, &first)
+		case claimedChild.ID:
+			same("the claimed child listed", rec.Parent, &second)
+		}
+	}
+	for _, c := range o.mustClaim(t, s, longLease, parent.ID, queuedChild.ID) {
+		if c.ID == parent.ID {
+			same("the parent claimed", c.Parent, nil)
+		} else {
+			same("the queued child claimed", c.Parent, &first)
+		}
+	}
+
+	// The same child again (the engine derives its id from the parent's
+	// attempt too): its key answers the instance queued first.
+	again := newInstance(wf)
+	again.ID, again.Parent, again.IdempotencyKey = queuedChild.ID, &first, queuedChild.IdempotencyKey
+	got, err = s.QueueInstances(ctx(t), []engine.NewInstance{again})
+	if err != nil || len(got) != 1 || got[0].ID != queuedChild.ID || !got[0].Existing {
+		t.Fatalf("the same child queued again: %+v, %v", got, err)
+	}
+}

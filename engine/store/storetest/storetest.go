@@ -58,6 +58,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"QueueIdempotencyKey", testQueueIdempotencyKey},
 		{"QueueIdempotencyConflict", testQueueIdempotencyConflict},
 		{"QueueClaimed", testQueueClaimed},
+		{"QueueChildInstances", testQueueChildInstances},
 		{"ClaimDueOnly", testClaimDueOnly},
 		{"ClaimLimit", testClaimLimit},
 		{"ClaimExclusiveWhileLeaseLives", testClaimExclusiveWhileLeaseLives},

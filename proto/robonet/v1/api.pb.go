@@ -448,7 +448,7 @@ func (x UpdateScheduleRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpdateScheduleRequest_Op.Descriptor instead.
 func (UpdateScheduleRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60, 0}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61, 0}
 }
 
 type ListPartitionsRequest struct {
@@ -1823,10 +1823,17 @@ type TaskState struct {
 	// True for a loop task; iterations then counts the iterations it started
 	// (its execution ids are "name#0", "name#1", ...), and the index of its
 	// attempts is their iteration.
-	Loop          bool  `protobuf:"varint,19,opt,name=loop,proto3" json:"loop,omitempty"`
-	Iterations    int32 `protobuf:"varint,20,opt,name=iterations,proto3" json:"iterations,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Loop       bool  `protobuf:"varint,19,opt,name=loop,proto3" json:"loop,omitempty"`
+	Iterations int32 `protobuf:"varint,20,opt,name=iterations,proto3" json:"iterations,omitempty"`
+	// For a task whose body is a child workflow (capability and action are
+	// then empty): the workflow's name, and the version its children run
+	// (0 when the answering node cannot tell: the version named by a spec
+	// without one is resolved when the instance is submitted). Each
+	// attempt's child_instance_id names the child instance it started.
+	Workflow        string `protobuf:"bytes,21,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	WorkflowVersion uint32 `protobuf:"varint,22,opt,name=workflow_version,json=workflowVersion,proto3" json:"workflow_version,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskState) Reset() {
@@ -1999,6 +2006,20 @@ func (x *TaskState) GetIterations() int32 {
 	return 0
 }
 
+func (x *TaskState) GetWorkflow() string {
+	if x != nil {
+		return x.Workflow
+	}
+	return ""
+}
+
+func (x *TaskState) GetWorkflowVersion() uint32 {
+	if x != nil {
+		return x.WorkflowVersion
+	}
+	return 0
+}
+
 // TaskAttempt is one attempt of a task, or of one instance of a spread
 // task.
 type TaskAttempt struct {
@@ -2022,9 +2043,13 @@ type TaskAttempt struct {
 	Running bool `protobuf:"varint,7,opt,name=running,proto3" json:"running,omitempty"`
 	Ok      bool `protobuf:"varint,8,opt,name=ok,proto3" json:"ok,omitempty"`
 	// Why it failed; "cancelled" for an attempt cancelled in flight.
-	Error         string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	Error string `protobuf:"bytes,9,opt,name=error,proto3" json:"error,omitempty"`
+	// For an attempt of a task whose body is a child workflow: the child
+	// instance it started (empty when none was started: a child refused by a
+	// limit, or whose inputs did not bind).
+	ChildInstanceId string `protobuf:"bytes,10,opt,name=child_instance_id,json=childInstanceId,proto3" json:"child_instance_id,omitempty"`
+	unknownFields   protoimpl.UnknownFields
+	sizeCache       protoimpl.SizeCache
 }
 
 func (x *TaskAttempt) Reset() {
@@ -2116,6 +2141,13 @@ func (x *TaskAttempt) GetOk() bool {
 func (x *TaskAttempt) GetError() string {
 	if x != nil {
 		return x.Error
+	}
+	return ""
+}
+
+func (x *TaskAttempt) GetChildInstanceId() string {
+	if x != nil {
+		return x.ChildInstanceId
 	}
 	return ""
 }
@@ -2240,7 +2272,10 @@ type Instance struct {
 	// leader), while it runs and only when every task still to finish gives
 	// an estimate: unset when unknown, once finished, once cancellation was
 	// requested, and in a view read from the store. 0 means any moment now.
-	Eta           *durationpb.Duration `protobuf:"bytes,14,opt,name=eta,proto3" json:"eta,omitempty"`
+	Eta *durationpb.Duration `protobuf:"bytes,14,opt,name=eta,proto3" json:"eta,omitempty"`
+	// For a child instance (one started by a task whose body is a workflow):
+	// the task attempt of its parent that started it. Unset otherwise.
+	Parent        *InstanceParent `protobuf:"bytes,15,opt,name=parent,proto3" json:"parent,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2373,6 +2408,76 @@ func (x *Instance) GetEta() *durationpb.Duration {
 	return nil
 }
 
+func (x *Instance) GetParent() *InstanceParent {
+	if x != nil {
+		return x.Parent
+	}
+	return nil
+}
+
+// InstanceParent names the task attempt that started a child instance.
+type InstanceParent struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The parent's execution: "task", "task[2]" (a spread's element) or
+	// "task#2" (a loop's iteration).
+	Execution     string `protobuf:"bytes,2,opt,name=execution,proto3" json:"execution,omitempty"`
+	Attempt       uint32 `protobuf:"varint,3,opt,name=attempt,proto3" json:"attempt,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *InstanceParent) Reset() {
+	*x = InstanceParent{}
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *InstanceParent) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*InstanceParent) ProtoMessage() {}
+
+func (x *InstanceParent) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use InstanceParent.ProtoReflect.Descriptor instead.
+func (*InstanceParent) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *InstanceParent) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *InstanceParent) GetExecution() string {
+	if x != nil {
+		return x.Execution
+	}
+	return ""
+}
+
+func (x *InstanceParent) GetAttempt() uint32 {
+	if x != nil {
+		return x.Attempt
+	}
+	return 0
+}
+
 type GetInstanceRequest struct {
 	state         protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
@@ -2382,7 +2487,7 @@ type GetInstanceRequest struct {
 
 func (x *GetInstanceRequest) Reset() {
 	*x = GetInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2394,7 +2499,7 @@ func (x *GetInstanceRequest) String() string {
 func (*GetInstanceRequest) ProtoMessage() {}
 
 func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2407,7 +2512,7 @@ func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *GetInstanceRequest) GetInstanceId() string {
@@ -2426,7 +2531,7 @@ type GetInstanceResponse struct {
 
 func (x *GetInstanceResponse) Reset() {
 	*x = GetInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2438,7 +2543,7 @@ func (x *GetInstanceResponse) String() string {
 func (*GetInstanceResponse) ProtoMessage() {}
 
 func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2451,7 +2556,7 @@ func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceResponse.ProtoReflect.Descriptor instead.
 func (*GetInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetInstanceResponse) GetInstance() *Instance {
@@ -2494,7 +2599,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2506,7 +2611,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2519,7 +2624,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2624,7 +2729,7 @@ type WatchInstanceRequest struct {
 
 func (x *WatchInstanceRequest) Reset() {
 	*x = WatchInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2636,7 +2741,7 @@ func (x *WatchInstanceRequest) String() string {
 func (*WatchInstanceRequest) ProtoMessage() {}
 
 func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2649,7 +2754,7 @@ func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WatchInstanceRequest) GetInstanceId() string {
@@ -2675,7 +2780,7 @@ type WatchInstanceResponse struct {
 
 func (x *WatchInstanceResponse) Reset() {
 	*x = WatchInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2687,7 +2792,7 @@ func (x *WatchInstanceResponse) String() string {
 func (*WatchInstanceResponse) ProtoMessage() {}
 
 func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2700,7 +2805,7 @@ func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceResponse.ProtoReflect.Descriptor instead.
 func (*WatchInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchInstanceResponse) GetEvent() *Event {
@@ -2719,7 +2824,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2731,7 +2836,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2744,7 +2849,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -2762,7 +2867,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2774,7 +2879,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2787,26 +2892,28 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
 }
 
 // InstanceSummary is one row of ListInstances.
 type InstanceSummary struct {
-	state         protoimpl.MessageState `protogen:"open.v1"`
-	Id            string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
-	Workflow      string                 `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
-	Version       uint32                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
-	State         InstanceState          `protobuf:"varint,4,opt,name=state,proto3,enum=robonet.v1.InstanceState" json:"state,omitempty"`
-	Error         string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
-	CreatedAt     *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
-	FinishedAt    *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
-	unknownFields protoimpl.UnknownFields
-	sizeCache     protoimpl.SizeCache
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Id         string                 `protobuf:"bytes,1,opt,name=id,proto3" json:"id,omitempty"`
+	Workflow   string                 `protobuf:"bytes,2,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Version    uint32                 `protobuf:"varint,3,opt,name=version,proto3" json:"version,omitempty"`
+	State      InstanceState          `protobuf:"varint,4,opt,name=state,proto3,enum=robonet.v1.InstanceState" json:"state,omitempty"`
+	Error      string                 `protobuf:"bytes,5,opt,name=error,proto3" json:"error,omitempty"`
+	CreatedAt  *timestamppb.Timestamp `protobuf:"bytes,6,opt,name=created_at,json=createdAt,proto3" json:"created_at,omitempty"`
+	FinishedAt *timestamppb.Timestamp `protobuf:"bytes,7,opt,name=finished_at,json=finishedAt,proto3" json:"finished_at,omitempty"`
+	// For a child instance: its parent instance. Empty otherwise.
+	ParentInstanceId string `protobuf:"bytes,8,opt,name=parent_instance_id,json=parentInstanceId,proto3" json:"parent_instance_id,omitempty"`
+	unknownFields    protoimpl.UnknownFields
+	sizeCache        protoimpl.SizeCache
 }
 
 func (x *InstanceSummary) Reset() {
 	*x = InstanceSummary{}
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2818,7 +2925,7 @@ func (x *InstanceSummary) String() string {
 func (*InstanceSummary) ProtoMessage() {}
 
 func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2831,7 +2938,7 @@ func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSummary.ProtoReflect.Descriptor instead.
 func (*InstanceSummary) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *InstanceSummary) GetId() string {
@@ -2883,6 +2990,13 @@ func (x *InstanceSummary) GetFinishedAt() *timestamppb.Timestamp {
 	return nil
 }
 
+func (x *InstanceSummary) GetParentInstanceId() string {
+	if x != nil {
+		return x.ParentInstanceId
+	}
+	return ""
+}
+
 type ListInstancesRequest struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Only instances of this workflow; empty: all.
@@ -2904,7 +3018,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2916,7 +3030,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2929,7 +3043,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *ListInstancesRequest) GetWorkflow() string {
@@ -2985,7 +3099,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2997,7 +3111,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3010,7 +3124,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceSummary {
@@ -3038,7 +3152,7 @@ type SpecErrors struct {
 
 func (x *SpecErrors) Reset() {
 	*x = SpecErrors{}
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3050,7 +3164,7 @@ func (x *SpecErrors) String() string {
 func (*SpecErrors) ProtoMessage() {}
 
 func (x *SpecErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3063,7 +3177,7 @@ func (x *SpecErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecErrors.ProtoReflect.Descriptor instead.
 func (*SpecErrors) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *SpecErrors) GetErrors() []*SpecError {
@@ -3098,7 +3212,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3224,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3237,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SpecError) GetFile() string {
@@ -3193,7 +3307,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3205,7 +3319,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3218,7 +3332,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *ListMembersRequest) GetPools() bool {
@@ -3268,7 +3382,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3280,7 +3394,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3293,7 +3407,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *Member) GetName() string {
@@ -3406,7 +3520,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3418,7 +3532,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3431,7 +3545,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -3456,7 +3570,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3468,7 +3582,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3481,7 +3595,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
 }
 
 type GetLeaderResponse struct {
@@ -3501,7 +3615,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3513,7 +3627,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3526,7 +3640,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *GetLeaderResponse) GetName() string {
@@ -3569,7 +3683,7 @@ type ListWagglersRequest struct {
 
 func (x *ListWagglersRequest) Reset() {
 	*x = ListWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3581,7 +3695,7 @@ func (x *ListWagglersRequest) String() string {
 func (*ListWagglersRequest) ProtoMessage() {}
 
 func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3594,7 +3708,7 @@ func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
 func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *ListWagglersRequest) GetRolesOnly() bool {
@@ -3630,7 +3744,7 @@ type ListWagglersResponse struct {
 
 func (x *ListWagglersResponse) Reset() {
 	*x = ListWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3642,7 +3756,7 @@ func (x *ListWagglersResponse) String() string {
 func (*ListWagglersResponse) ProtoMessage() {}
 
 func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3655,7 +3769,7 @@ func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersResponse.ProtoReflect.Descriptor instead.
 func (*ListWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *ListWagglersResponse) GetWagglers() []*WagglerRole {
@@ -3712,7 +3826,7 @@ type WagglerRole struct {
 
 func (x *WagglerRole) Reset() {
 	*x = WagglerRole{}
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3724,7 +3838,7 @@ func (x *WagglerRole) String() string {
 func (*WagglerRole) ProtoMessage() {}
 
 func (x *WagglerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3737,7 +3851,7 @@ func (x *WagglerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagglerRole.ProtoReflect.Descriptor instead.
 func (*WagglerRole) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
 }
 
 func (x *WagglerRole) GetCapability() string {
@@ -3825,7 +3939,7 @@ type LocalWagglersRequest struct {
 
 func (x *LocalWagglersRequest) Reset() {
 	*x = LocalWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3837,7 +3951,7 @@ func (x *LocalWagglersRequest) String() string {
 func (*LocalWagglersRequest) ProtoMessage() {}
 
 func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3850,7 +3964,7 @@ func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersRequest.ProtoReflect.Descriptor instead.
 func (*LocalWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
 }
 
 type LocalWagglersResponse struct {
@@ -3865,7 +3979,7 @@ type LocalWagglersResponse struct {
 
 func (x *LocalWagglersResponse) Reset() {
 	*x = LocalWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3877,7 +3991,7 @@ func (x *LocalWagglersResponse) String() string {
 func (*LocalWagglersResponse) ProtoMessage() {}
 
 func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3890,7 +4004,7 @@ func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersResponse.ProtoReflect.Descriptor instead.
 func (*LocalWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *LocalWagglersResponse) GetWagglers() []*LocalWaggler {
@@ -3930,7 +4044,7 @@ type LocalWaggler struct {
 
 func (x *LocalWaggler) Reset() {
 	*x = LocalWaggler{}
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3942,7 +4056,7 @@ func (x *LocalWaggler) String() string {
 func (*LocalWaggler) ProtoMessage() {}
 
 func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3955,7 +4069,7 @@ func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWaggler.ProtoReflect.Descriptor instead.
 func (*LocalWaggler) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *LocalWaggler) GetCapability() string {
@@ -4027,7 +4141,7 @@ type KeyringRequest struct {
 
 func (x *KeyringRequest) Reset() {
 	*x = KeyringRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4039,7 +4153,7 @@ func (x *KeyringRequest) String() string {
 func (*KeyringRequest) ProtoMessage() {}
 
 func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4052,7 +4166,7 @@ func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringRequest.ProtoReflect.Descriptor instead.
 func (*KeyringRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *KeyringRequest) GetOp() KeyringOp {
@@ -4086,7 +4200,7 @@ type KeyringResponse struct {
 
 func (x *KeyringResponse) Reset() {
 	*x = KeyringResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4098,7 +4212,7 @@ func (x *KeyringResponse) String() string {
 func (*KeyringResponse) ProtoMessage() {}
 
 func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4111,7 +4225,7 @@ func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringResponse.ProtoReflect.Descriptor instead.
 func (*KeyringResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *KeyringResponse) GetNodes() []*NodeKeyring {
@@ -4136,7 +4250,7 @@ type NodeKeyring struct {
 
 func (x *NodeKeyring) Reset() {
 	*x = NodeKeyring{}
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4148,7 +4262,7 @@ func (x *NodeKeyring) String() string {
 func (*NodeKeyring) ProtoMessage() {}
 
 func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4161,7 +4275,7 @@ func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeyring.ProtoReflect.Descriptor instead.
 func (*NodeKeyring) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *NodeKeyring) GetNode() string {
@@ -4198,7 +4312,7 @@ type QuarantineRequest struct {
 
 func (x *QuarantineRequest) Reset() {
 	*x = QuarantineRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4210,7 +4324,7 @@ func (x *QuarantineRequest) String() string {
 func (*QuarantineRequest) ProtoMessage() {}
 
 func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4223,7 +4337,7 @@ func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *QuarantineRequest) GetOp() QuarantineOp {
@@ -4258,7 +4372,7 @@ type QuarantineResponse struct {
 
 func (x *QuarantineResponse) Reset() {
 	*x = QuarantineResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4270,7 +4384,7 @@ func (x *QuarantineResponse) String() string {
 func (*QuarantineResponse) ProtoMessage() {}
 
 func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4283,7 +4397,7 @@ func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *QuarantineResponse) GetNodes() []*QuarantinedNode {
@@ -4314,7 +4428,7 @@ type QuarantinedNode struct {
 
 func (x *QuarantinedNode) Reset() {
 	*x = QuarantinedNode{}
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4326,7 +4440,7 @@ func (x *QuarantinedNode) String() string {
 func (*QuarantinedNode) ProtoMessage() {}
 
 func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4339,7 +4453,7 @@ func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedNode.ProtoReflect.Descriptor instead.
 func (*QuarantinedNode) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *QuarantinedNode) GetNode() string {
@@ -4378,7 +4492,7 @@ type ListTrustRequest struct {
 
 func (x *ListTrustRequest) Reset() {
 	*x = ListTrustRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4390,7 +4504,7 @@ func (x *ListTrustRequest) String() string {
 func (*ListTrustRequest) ProtoMessage() {}
 
 func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4403,7 +4517,7 @@ func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustRequest.ProtoReflect.Descriptor instead.
 func (*ListTrustRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
 }
 
 type ListTrustResponse struct {
@@ -4421,7 +4535,7 @@ type ListTrustResponse struct {
 
 func (x *ListTrustResponse) Reset() {
 	*x = ListTrustResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4433,7 +4547,7 @@ func (x *ListTrustResponse) String() string {
 func (*ListTrustResponse) ProtoMessage() {}
 
 func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4446,7 +4560,7 @@ func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustResponse.ProtoReflect.Descriptor instead.
 func (*ListTrustResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *ListTrustResponse) GetDispatchTier() string {
@@ -4495,7 +4609,7 @@ type NodeTrust struct {
 
 func (x *NodeTrust) Reset() {
 	*x = NodeTrust{}
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4507,7 +4621,7 @@ func (x *NodeTrust) String() string {
 func (*NodeTrust) ProtoMessage() {}
 
 func (x *NodeTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4520,7 +4634,7 @@ func (x *NodeTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTrust.ProtoReflect.Descriptor instead.
 func (*NodeTrust) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *NodeTrust) GetNode() string {
@@ -4622,7 +4736,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4634,7 +4748,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4647,7 +4761,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *CreateScheduleRequest) GetName() string {
@@ -4708,7 +4822,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4720,7 +4834,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4733,7 +4847,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -4768,7 +4882,7 @@ type ScheduleInfo struct {
 
 func (x *ScheduleInfo) Reset() {
 	*x = ScheduleInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4780,7 +4894,7 @@ func (x *ScheduleInfo) String() string {
 func (*ScheduleInfo) ProtoMessage() {}
 
 func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4793,7 +4907,7 @@ func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
 func (*ScheduleInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ScheduleInfo) GetName() string {
@@ -4895,7 +5009,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4907,7 +5021,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4920,7 +5034,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
 }
 
 type ListSchedulesResponse struct {
@@ -4932,7 +5046,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4944,7 +5058,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4957,7 +5071,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
@@ -4977,7 +5091,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4989,7 +5103,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5002,7 +5116,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *UpdateScheduleRequest) GetName() string {
@@ -5028,7 +5142,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5040,7 +5154,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5053,7 +5167,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -5072,7 +5186,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5084,7 +5198,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5097,7 +5211,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5115,7 +5229,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5127,7 +5241,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5140,7 +5254,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
 }
 
 type LocalPoolsRequest struct {
@@ -5151,7 +5265,7 @@ type LocalPoolsRequest struct {
 
 func (x *LocalPoolsRequest) Reset() {
 	*x = LocalPoolsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5163,7 +5277,7 @@ func (x *LocalPoolsRequest) String() string {
 func (*LocalPoolsRequest) ProtoMessage() {}
 
 func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5176,7 +5290,7 @@ func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsRequest.ProtoReflect.Descriptor instead.
 func (*LocalPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
 }
 
 type LocalPoolsResponse struct {
@@ -5190,7 +5304,7 @@ type LocalPoolsResponse struct {
 
 func (x *LocalPoolsResponse) Reset() {
 	*x = LocalPoolsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5202,7 +5316,7 @@ func (x *LocalPoolsResponse) String() string {
 func (*LocalPoolsResponse) ProtoMessage() {}
 
 func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5215,7 +5329,7 @@ func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsResponse.ProtoReflect.Descriptor instead.
 func (*LocalPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *LocalPoolsResponse) GetPools() []*PoolStats {
@@ -5256,7 +5370,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5268,7 +5382,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5281,7 +5395,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *PoolStats) GetCapability() string {
@@ -5367,7 +5481,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5379,7 +5493,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5392,7 +5506,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *TaskLogsRequest) GetInstanceId() string {
@@ -5444,7 +5558,7 @@ type TaskLogsResponse struct {
 
 func (x *TaskLogsResponse) Reset() {
 	*x = TaskLogsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[68]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5456,7 +5570,7 @@ func (x *TaskLogsResponse) String() string {
 func (*TaskLogsResponse) ProtoMessage() {}
 
 func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[68]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5469,7 +5583,7 @@ func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsResponse.ProtoReflect.Descriptor instead.
 func (*TaskLogsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{68}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *TaskLogsResponse) GetTask() string {
@@ -5515,7 +5629,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_robonet_v1_api_proto_msgTypes[69]
+	mi := &file_robonet_v1_api_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5527,7 +5641,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[69]
+	mi := &file_robonet_v1_api_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5540,7 +5654,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{69}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *LogLine) GetStream() LogStream {
@@ -5675,7 +5789,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\tmem_bytes\x18\t \x01(\x04R\bmemBytes\x12\x18\n" +
 	"\amessage\x18\n" +
 	" \x01(\tR\amessage\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xad\x05\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf4\x05\n" +
 	"\tTaskState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -5704,7 +5818,9 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x04loop\x18\x13 \x01(\bR\x04loop\x12\x1e\n" +
 	"\n" +
 	"iterations\x18\x14 \x01(\x05R\n" +
-	"iterations\"\xa1\x02\n" +
+	"iterations\x12\x1a\n" +
+	"\bworkflow\x18\x15 \x01(\tR\bworkflow\x12)\n" +
+	"\x10workflow_version\x18\x16 \x01(\rR\x0fworkflowVersion\"\xcd\x02\n" +
 	"\vTaskAttempt\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
@@ -5716,7 +5832,9 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"finishedAt\x12\x18\n" +
 	"\arunning\x18\a \x01(\bR\arunning\x12\x0e\n" +
 	"\x02ok\x18\b \x01(\bR\x02ok\x12\x14\n" +
-	"\x05error\x18\t \x01(\tR\x05error\"\xa8\x01\n" +
+	"\x05error\x18\t \x01(\tR\x05error\x12*\n" +
+	"\x11child_instance_id\x18\n" +
+	" \x01(\tR\x0fchildInstanceId\"\xa8\x01\n" +
 	"\x10InstanceProgress\x12\x14\n" +
 	"\x05total\x18\x01 \x01(\x05R\x05total\x12\x12\n" +
 	"\x04done\x18\x02 \x01(\x05R\x04done\x12\x18\n" +
@@ -5725,7 +5843,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\askipped\x18\x05 \x01(\x05R\askipped\x12\x1e\n" +
 	"\n" +
 	"unexpanded\x18\x06 \x01(\x05R\n" +
-	"unexpanded\"\xcd\x04\n" +
+	"unexpanded\"\x81\x05\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x18\n" +
@@ -5745,7 +5863,13 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x10cancel_requested\x18\v \x01(\bR\x0fcancelRequested\x12+\n" +
 	"\x05tasks\x18\f \x03(\v2\x15.robonet.v1.TaskStateR\x05tasks\x128\n" +
 	"\bprogress\x18\r \x01(\v2\x1c.robonet.v1.InstanceProgressR\bprogress\x12+\n" +
-	"\x03eta\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x03eta\"5\n" +
+	"\x03eta\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x03eta\x122\n" +
+	"\x06parent\x18\x0f \x01(\v2\x1a.robonet.v1.InstanceParentR\x06parent\"i\n" +
+	"\x0eInstanceParent\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x1c\n" +
+	"\texecution\x18\x02 \x01(\tR\texecution\x12\x18\n" +
+	"\aattempt\x18\x03 \x01(\rR\aattempt\"5\n" +
 	"\x12GetInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"G\n" +
@@ -5776,7 +5900,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x15CancelInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"\x18\n" +
-	"\x16CancelInstanceResponse\"\x96\x02\n" +
+	"\x16CancelInstanceResponse\"\xc4\x02\n" +
 	"\x0fInstanceSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x18\n" +
@@ -5786,7 +5910,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"created_at\x18\x06 \x01(\v2\x1a.google.protobuf.TimestampR\tcreatedAt\x12;\n" +
 	"\vfinished_at\x18\a \x01(\v2\x1a.google.protobuf.TimestampR\n" +
-	"finishedAt\"\xff\x01\n" +
+	"finishedAt\x12,\n" +
+	"\x12parent_instance_id\x18\b \x01(\tR\x10parentInstanceId\"\xff\x01\n" +
 	"\x14ListInstancesRequest\x12\x1a\n" +
 	"\bworkflow\x18\x01 \x01(\tR\bworkflow\x121\n" +
 	"\x06states\x18\x02 \x03(\x0e2\x19.robonet.v1.InstanceStateR\x06states\x12\x1b\n" +
@@ -6098,7 +6223,7 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 73)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
@@ -6130,192 +6255,194 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(*TaskAttempt)(nil),              // 27: robonet.v1.TaskAttempt
 	(*InstanceProgress)(nil),         // 28: robonet.v1.InstanceProgress
 	(*Instance)(nil),                 // 29: robonet.v1.Instance
-	(*GetInstanceRequest)(nil),       // 30: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 31: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 32: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 33: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 34: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 35: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 36: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 37: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 38: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 39: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 40: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 41: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 42: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 43: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 44: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 45: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 46: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 47: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 48: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 49: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 50: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 51: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 52: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 53: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 54: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 55: robonet.v1.NodeKeyring
-	(*QuarantineRequest)(nil),        // 56: robonet.v1.QuarantineRequest
-	(*QuarantineResponse)(nil),       // 57: robonet.v1.QuarantineResponse
-	(*QuarantinedNode)(nil),          // 58: robonet.v1.QuarantinedNode
-	(*ListTrustRequest)(nil),         // 59: robonet.v1.ListTrustRequest
-	(*ListTrustResponse)(nil),        // 60: robonet.v1.ListTrustResponse
-	(*NodeTrust)(nil),                // 61: robonet.v1.NodeTrust
-	(*CreateScheduleRequest)(nil),    // 62: robonet.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 63: robonet.v1.CreateScheduleResponse
-	(*ScheduleInfo)(nil),             // 64: robonet.v1.ScheduleInfo
-	(*ListSchedulesRequest)(nil),     // 65: robonet.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 66: robonet.v1.ListSchedulesResponse
-	(*UpdateScheduleRequest)(nil),    // 67: robonet.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 68: robonet.v1.UpdateScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 69: robonet.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 70: robonet.v1.DeleteScheduleResponse
-	(*LocalPoolsRequest)(nil),        // 71: robonet.v1.LocalPoolsRequest
-	(*LocalPoolsResponse)(nil),       // 72: robonet.v1.LocalPoolsResponse
-	(*PoolStats)(nil),                // 73: robonet.v1.PoolStats
-	(*TaskLogsRequest)(nil),          // 74: robonet.v1.TaskLogsRequest
-	(*TaskLogsResponse)(nil),         // 75: robonet.v1.TaskLogsResponse
-	(*LogLine)(nil),                  // 76: robonet.v1.LogLine
-	nil,                              // 77: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 78: robonet.v1.Member.WagglersEntry
-	nil,                              // 79: robonet.v1.NodeTrust.EvidenceEntry
-	(*timestamppb.Timestamp)(nil),    // 80: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 81: google.protobuf.Duration
+	(*InstanceParent)(nil),           // 30: robonet.v1.InstanceParent
+	(*GetInstanceRequest)(nil),       // 31: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 32: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 33: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 34: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 35: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 36: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 37: robonet.v1.CancelInstanceResponse
+	(*InstanceSummary)(nil),          // 38: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 39: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 40: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 41: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 42: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 43: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 44: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 45: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 46: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 47: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 48: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 49: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 50: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 51: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 52: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 53: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 54: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 55: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 56: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 57: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 58: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 59: robonet.v1.QuarantinedNode
+	(*ListTrustRequest)(nil),         // 60: robonet.v1.ListTrustRequest
+	(*ListTrustResponse)(nil),        // 61: robonet.v1.ListTrustResponse
+	(*NodeTrust)(nil),                // 62: robonet.v1.NodeTrust
+	(*CreateScheduleRequest)(nil),    // 63: robonet.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 64: robonet.v1.CreateScheduleResponse
+	(*ScheduleInfo)(nil),             // 65: robonet.v1.ScheduleInfo
+	(*ListSchedulesRequest)(nil),     // 66: robonet.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 67: robonet.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),    // 68: robonet.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 69: robonet.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 70: robonet.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 71: robonet.v1.DeleteScheduleResponse
+	(*LocalPoolsRequest)(nil),        // 72: robonet.v1.LocalPoolsRequest
+	(*LocalPoolsResponse)(nil),       // 73: robonet.v1.LocalPoolsResponse
+	(*PoolStats)(nil),                // 74: robonet.v1.PoolStats
+	(*TaskLogsRequest)(nil),          // 75: robonet.v1.TaskLogsRequest
+	(*TaskLogsResponse)(nil),         // 76: robonet.v1.TaskLogsResponse
+	(*LogLine)(nil),                  // 77: robonet.v1.LogLine
+	nil,                              // 78: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 79: robonet.v1.Member.WagglersEntry
+	nil,                              // 80: robonet.v1.NodeTrust.EvidenceEntry
+	(*timestamppb.Timestamp)(nil),    // 81: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 82: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
 	11,  // 0: robonet.v1.LocalPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
 	11,  // 1: robonet.v1.ListPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
-	80,  // 2: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 2: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
 	13,  // 3: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
 	12,  // 4: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	12,  // 5: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
 	14,  // 6: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
 	13,  // 7: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	81,  // 8: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	82,  // 8: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
 	12,  // 9: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	14,  // 10: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
 	13,  // 11: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
 	22,  // 12: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
-	81,  // 13: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	82,  // 13: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
 	12,  // 14: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	24,  // 15: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
-	81,  // 16: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	80,  // 17: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	82,  // 16: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	81,  // 17: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
 	1,   // 18: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	80,  // 19: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 20: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	81,  // 19: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	81,  // 20: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
 	25,  // 21: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
 	27,  // 22: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	80,  // 23: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 24: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	81,  // 23: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	81,  // 24: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
 	0,   // 25: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	80,  // 26: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 27: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	80,  // 28: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	81,  // 26: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 27: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	81,  // 28: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
 	26,  // 29: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
 	28,  // 30: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	81,  // 31: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
-	29,  // 32: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	80,  // 33: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 34: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,   // 35: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	80,  // 36: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	25,  // 37: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	29,  // 38: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	32,  // 39: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	0,   // 40: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	80,  // 41: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	80,  // 42: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 43: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	80,  // 44: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
-	37,  // 45: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	41,  // 46: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	77,  // 47: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	78,  // 48: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	73,  // 49: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
-	80,  // 50: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
-	43,  // 51: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	49,  // 52: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	52,  // 53: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	3,   // 54: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	55,  // 55: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	4,   // 56: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	58,  // 57: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	80,  // 58: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	61,  // 59: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
-	79,  // 60: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
-	80,  // 61: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
-	14,  // 62: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
-	81,  // 63: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	81,  // 64: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	64,  // 65: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	14,  // 66: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
-	81,  // 67: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
-	81,  // 68: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
-	80,  // 69: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
-	80,  // 70: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
-	80,  // 71: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
-	64,  // 72: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
-	6,   // 73: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
-	64,  // 74: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	73,  // 75: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
-	81,  // 76: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
-	81,  // 77: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
-	76,  // 78: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
-	5,   // 79: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
-	80,  // 80: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	15,  // 81: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	17,  // 82: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	19,  // 83: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	21,  // 84: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
-	30,  // 85: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	33,  // 86: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	35,  // 87: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	38,  // 88: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	74,  // 89: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
-	62,  // 90: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
-	65,  // 91: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
-	67,  // 92: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
-	69,  // 93: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
-	42,  // 94: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	45,  // 95: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	47,  // 96: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	50,  // 97: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	71,  // 98: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
-	53,  // 99: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	56,  // 100: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	59,  // 101: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
-	7,   // 102: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
-	8,   // 103: robonet.v1.MeshService.LocalPartitions:input_type -> robonet.v1.LocalPartitionsRequest
-	16,  // 104: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	18,  // 105: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	20,  // 106: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	23,  // 107: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
-	31,  // 108: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	34,  // 109: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	36,  // 110: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	39,  // 111: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	75,  // 112: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
-	63,  // 113: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
-	66,  // 114: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
-	68,  // 115: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
-	70,  // 116: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
-	44,  // 117: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	46,  // 118: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	48,  // 119: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	51,  // 120: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	72,  // 121: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
-	54,  // 122: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	57,  // 123: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	60,  // 124: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
-	10,  // 125: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
-	9,   // 126: robonet.v1.MeshService.LocalPartitions:output_type -> robonet.v1.LocalPartitionsResponse
-	104, // [104:127] is the sub-list for method output_type
-	81,  // [81:104] is the sub-list for method input_type
-	81,  // [81:81] is the sub-list for extension type_name
-	81,  // [81:81] is the sub-list for extension extendee
-	0,   // [0:81] is the sub-list for field type_name
+	82,  // 31: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
+	30,  // 32: robonet.v1.Instance.parent:type_name -> robonet.v1.InstanceParent
+	29,  // 33: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	81,  // 34: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 35: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,   // 36: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	81,  // 37: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	25,  // 38: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	29,  // 39: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	33,  // 40: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	0,   // 41: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	81,  // 42: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	81,  // 43: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 44: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	81,  // 45: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	38,  // 46: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	42,  // 47: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	78,  // 48: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	79,  // 49: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	74,  // 50: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	81,  // 51: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	44,  // 52: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	50,  // 53: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	53,  // 54: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,   // 55: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	56,  // 56: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,   // 57: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	59,  // 58: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	81,  // 59: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	62,  // 60: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	80,  // 61: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	81,  // 62: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	14,  // 63: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	82,  // 64: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	82,  // 65: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	65,  // 66: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	14,  // 67: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	82,  // 68: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	82,  // 69: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	81,  // 70: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	81,  // 71: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	81,  // 72: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	65,  // 73: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	6,   // 74: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	65,  // 75: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	74,  // 76: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	82,  // 77: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	82,  // 78: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	77,  // 79: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
+	5,   // 80: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
+	81,  // 81: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	15,  // 82: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	17,  // 83: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	19,  // 84: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	21,  // 85: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	31,  // 86: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	34,  // 87: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	36,  // 88: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	39,  // 89: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	75,  // 90: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
+	63,  // 91: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	66,  // 92: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	68,  // 93: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	70,  // 94: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	43,  // 95: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	46,  // 96: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	48,  // 97: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	51,  // 98: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	72,  // 99: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	54,  // 100: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	57,  // 101: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	60,  // 102: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	7,   // 103: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
+	8,   // 104: robonet.v1.MeshService.LocalPartitions:input_type -> robonet.v1.LocalPartitionsRequest
+	16,  // 105: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	18,  // 106: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	20,  // 107: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	23,  // 108: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	32,  // 109: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	35,  // 110: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	37,  // 111: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	40,  // 112: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	76,  // 113: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
+	64,  // 114: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	67,  // 115: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	69,  // 116: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	71,  // 117: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	45,  // 118: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	47,  // 119: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	49,  // 120: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	52,  // 121: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	73,  // 122: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	55,  // 123: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	58,  // 124: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	61,  // 125: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	10,  // 126: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
+	9,   // 127: robonet.v1.MeshService.LocalPartitions:output_type -> robonet.v1.LocalPartitionsResponse
+	105, // [105:128] is the sub-list for method output_type
+	82,  // [82:105] is the sub-list for method input_type
+	82,  // [82:82] is the sub-list for extension type_name
+	82,  // [82:82] is the sub-list for extension extendee
+	0,   // [0:82] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -6337,7 +6464,7 @@ func file_robonet_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   73,
+			NumMessages:   74,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

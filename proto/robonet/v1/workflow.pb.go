@@ -506,7 +506,13 @@ type Task struct {
 	// non-quarantined node serving its capability when it becomes ready
 	// ("task[i]", i in the node list sorted by name, pinned to that node);
 	// its output is the list of {node, output} in node name order.
-	On            TaskOn `protobuf:"varint,17,opt,name=on,proto3,enum=robonet.v1.TaskOn" json:"on,omitempty"`
+	On TaskOn `protobuf:"varint,17,opt,name=on,proto3,enum=robonet.v1.TaskOn" json:"on,omitempty"`
+	// When set, the task's body is another registered workflow: each attempt
+	// starts an instance of it (a child instance) with the evaluated `with`
+	// as its inputs, and the child's outputs are the attempt's output; the
+	// child's failure fails the attempt. Such a task has no capability,
+	// action, verify or on.
+	Workflow      *ChildWorkflow `protobuf:"bytes,18,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -660,6 +666,70 @@ func (x *Task) GetOn() TaskOn {
 	return TaskOn_TASK_ON_UNSPECIFIED
 }
 
+func (x *Task) GetWorkflow() *ChildWorkflow {
+	if x != nil {
+		return x.Workflow
+	}
+	return nil
+}
+
+// ChildWorkflow names the workflow a task runs as a child instance
+// (`workflow: name@version`, or `workflow: name`).
+type ChildWorkflow struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	Name  string                 `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// The version; 0: the latest version registered when the parent
+	// instance is submitted (the engine keeps the version it resolved with
+	// the instance).
+	Version       uint32 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ChildWorkflow) Reset() {
+	*x = ChildWorkflow{}
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ChildWorkflow) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ChildWorkflow) ProtoMessage() {}
+
+func (x *ChildWorkflow) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ChildWorkflow.ProtoReflect.Descriptor instead.
+func (*ChildWorkflow) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+}
+
+func (x *ChildWorkflow) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *ChildWorkflow) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
 // Loop runs a task again and again: until a condition on its output holds,
 // or once per element of a list. Exactly one of until and over is set.
 type Loop struct {
@@ -683,7 +753,7 @@ type Loop struct {
 
 func (x *Loop) Reset() {
 	*x = Loop{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -695,7 +765,7 @@ func (x *Loop) String() string {
 func (*Loop) ProtoMessage() {}
 
 func (x *Loop) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -708,7 +778,7 @@ func (x *Loop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Loop.ProtoReflect.Descriptor instead.
 func (*Loop) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *Loop) GetUntil() *Expr {
@@ -757,7 +827,7 @@ type Join struct {
 
 func (x *Join) Reset() {
 	*x = Join{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -769,7 +839,7 @@ func (x *Join) String() string {
 func (*Join) ProtoMessage() {}
 
 func (x *Join) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -782,7 +852,7 @@ func (x *Join) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Join.ProtoReflect.Descriptor instead.
 func (*Join) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *Join) GetMin() uint32 {
@@ -810,7 +880,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -822,7 +892,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -835,7 +905,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Output) GetName() string {
@@ -862,7 +932,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -874,7 +944,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -887,7 +957,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Expr) GetSource() string {
@@ -915,7 +985,7 @@ type Template struct {
 
 func (x *Template) Reset() {
 	*x = Template{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -927,7 +997,7 @@ func (x *Template) String() string {
 func (*Template) ProtoMessage() {}
 
 func (x *Template) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -940,7 +1010,7 @@ func (x *Template) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Template.ProtoReflect.Descriptor instead.
 func (*Template) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Template) GetKind() isTemplate_Kind {
@@ -1043,7 +1113,7 @@ type Interpolation struct {
 
 func (x *Interpolation) Reset() {
 	*x = Interpolation{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1055,7 +1125,7 @@ func (x *Interpolation) String() string {
 func (*Interpolation) ProtoMessage() {}
 
 func (x *Interpolation) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1068,7 +1138,7 @@ func (x *Interpolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interpolation.ProtoReflect.Descriptor instead.
 func (*Interpolation) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Interpolation) GetParts() []*InterpolationPart {
@@ -1091,7 +1161,7 @@ type InterpolationPart struct {
 
 func (x *InterpolationPart) Reset() {
 	*x = InterpolationPart{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1173,7 @@ func (x *InterpolationPart) String() string {
 func (*InterpolationPart) ProtoMessage() {}
 
 func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1186,7 @@ func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterpolationPart.ProtoReflect.Descriptor instead.
 func (*InterpolationPart) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *InterpolationPart) GetPart() isInterpolationPart_Part {
@@ -1169,7 +1239,7 @@ type TemplateList struct {
 
 func (x *TemplateList) Reset() {
 	*x = TemplateList{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1181,7 +1251,7 @@ func (x *TemplateList) String() string {
 func (*TemplateList) ProtoMessage() {}
 
 func (x *TemplateList) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1194,7 +1264,7 @@ func (x *TemplateList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateList.ProtoReflect.Descriptor instead.
 func (*TemplateList) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TemplateList) GetItems() []*Template {
@@ -1214,7 +1284,7 @@ type TemplateMap struct {
 
 func (x *TemplateMap) Reset() {
 	*x = TemplateMap{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1226,7 +1296,7 @@ func (x *TemplateMap) String() string {
 func (*TemplateMap) ProtoMessage() {}
 
 func (x *TemplateMap) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1239,7 +1309,7 @@ func (x *TemplateMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateMap.ProtoReflect.Descriptor instead.
 func (*TemplateMap) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *TemplateMap) GetEntries() []*TemplateEntry {
@@ -1259,7 +1329,7 @@ type TemplateEntry struct {
 
 func (x *TemplateEntry) Reset() {
 	*x = TemplateEntry{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1271,7 +1341,7 @@ func (x *TemplateEntry) String() string {
 func (*TemplateEntry) ProtoMessage() {}
 
 func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1284,7 +1354,7 @@ func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateEntry.ProtoReflect.Descriptor instead.
 func (*TemplateEntry) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TemplateEntry) GetKey() string {
@@ -1325,7 +1395,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xf5\x04\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xac\x05\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1348,7 +1418,11 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"acceptText\x12$\n" +
 	"\x04join\x18\x0f \x01(\v2\x10.robonet.v1.JoinR\x04join\x12$\n" +
 	"\x04loop\x18\x10 \x01(\v2\x10.robonet.v1.LoopR\x04loop\x12\"\n" +
-	"\x02on\x18\x11 \x01(\x0e2\x12.robonet.v1.TaskOnR\x02on\"\x97\x01\n" +
+	"\x02on\x18\x11 \x01(\x0e2\x12.robonet.v1.TaskOnR\x02on\x125\n" +
+	"\bworkflow\x18\x12 \x01(\v2\x19.robonet.v1.ChildWorkflowR\bworkflow\"=\n" +
+	"\rChildWorkflow\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\rR\aversion\"\x97\x01\n" +
 	"\x04Loop\x12&\n" +
 	"\x05until\x18\x01 \x01(\v2\x10.robonet.v1.ExprR\x05until\x12$\n" +
 	"\x04over\x18\x02 \x01(\v2\x10.robonet.v1.ExprR\x04over\x12\x10\n" +
@@ -1414,7 +1488,7 @@ func file_robonet_v1_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 14)
+var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
 var file_robonet_v1_workflow_proto_goTypes = []any{
 	(ValueType)(0),              // 0: robonet.v1.ValueType
 	(FailurePolicy)(0),          // 1: robonet.v1.FailurePolicy
@@ -1423,53 +1497,55 @@ var file_robonet_v1_workflow_proto_goTypes = []any{
 	(*Input)(nil),               // 4: robonet.v1.Input
 	(*RetryPolicy)(nil),         // 5: robonet.v1.RetryPolicy
 	(*Task)(nil),                // 6: robonet.v1.Task
-	(*Loop)(nil),                // 7: robonet.v1.Loop
-	(*Join)(nil),                // 8: robonet.v1.Join
-	(*Output)(nil),              // 9: robonet.v1.Output
-	(*Expr)(nil),                // 10: robonet.v1.Expr
-	(*Template)(nil),            // 11: robonet.v1.Template
-	(*Interpolation)(nil),       // 12: robonet.v1.Interpolation
-	(*InterpolationPart)(nil),   // 13: robonet.v1.InterpolationPart
-	(*TemplateList)(nil),        // 14: robonet.v1.TemplateList
-	(*TemplateMap)(nil),         // 15: robonet.v1.TemplateMap
-	(*TemplateEntry)(nil),       // 16: robonet.v1.TemplateEntry
-	(*durationpb.Duration)(nil), // 17: google.protobuf.Duration
+	(*ChildWorkflow)(nil),       // 7: robonet.v1.ChildWorkflow
+	(*Loop)(nil),                // 8: robonet.v1.Loop
+	(*Join)(nil),                // 9: robonet.v1.Join
+	(*Output)(nil),              // 10: robonet.v1.Output
+	(*Expr)(nil),                // 11: robonet.v1.Expr
+	(*Template)(nil),            // 12: robonet.v1.Template
+	(*Interpolation)(nil),       // 13: robonet.v1.Interpolation
+	(*InterpolationPart)(nil),   // 14: robonet.v1.InterpolationPart
+	(*TemplateList)(nil),        // 15: robonet.v1.TemplateList
+	(*TemplateMap)(nil),         // 16: robonet.v1.TemplateMap
+	(*TemplateEntry)(nil),       // 17: robonet.v1.TemplateEntry
+	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
 }
 var file_robonet_v1_workflow_proto_depIdxs = []int32{
 	4,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
 	6,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
-	9,  // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
+	10, // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
 	0,  // 3: robonet.v1.Input.type:type_name -> robonet.v1.ValueType
-	17, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
-	17, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	11, // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
-	10, // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
-	10, // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
+	18, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
+	18, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	12, // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
+	11, // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
+	11, // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
 	1,  // 9: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
 	5,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
-	17, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
-	10, // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
-	8,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
-	7,  // 14: robonet.v1.Task.loop:type_name -> robonet.v1.Loop
+	18, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
+	11, // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
+	9,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
+	8,  // 14: robonet.v1.Task.loop:type_name -> robonet.v1.Loop
 	2,  // 15: robonet.v1.Task.on:type_name -> robonet.v1.TaskOn
-	10, // 16: robonet.v1.Loop.until:type_name -> robonet.v1.Expr
-	10, // 17: robonet.v1.Loop.over:type_name -> robonet.v1.Expr
-	17, // 18: robonet.v1.Loop.every:type_name -> google.protobuf.Duration
-	11, // 19: robonet.v1.Output.value:type_name -> robonet.v1.Template
-	10, // 20: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
-	12, // 21: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
-	14, // 22: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
-	15, // 23: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
-	13, // 24: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
-	10, // 25: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
-	11, // 26: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
-	16, // 27: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
-	11, // 28: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
-	29, // [29:29] is the sub-list for method output_type
-	29, // [29:29] is the sub-list for method input_type
-	29, // [29:29] is the sub-list for extension type_name
-	29, // [29:29] is the sub-list for extension extendee
-	0,  // [0:29] is the sub-list for field type_name
+	7,  // 16: robonet.v1.Task.workflow:type_name -> robonet.v1.ChildWorkflow
+	11, // 17: robonet.v1.Loop.until:type_name -> robonet.v1.Expr
+	11, // 18: robonet.v1.Loop.over:type_name -> robonet.v1.Expr
+	18, // 19: robonet.v1.Loop.every:type_name -> google.protobuf.Duration
+	12, // 20: robonet.v1.Output.value:type_name -> robonet.v1.Template
+	11, // 21: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
+	13, // 22: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
+	15, // 23: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
+	16, // 24: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
+	14, // 25: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
+	11, // 26: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
+	12, // 27: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
+	17, // 28: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
+	12, // 29: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
+	30, // [30:30] is the sub-list for method output_type
+	30, // [30:30] is the sub-list for method input_type
+	30, // [30:30] is the sub-list for extension type_name
+	30, // [30:30] is the sub-list for extension extendee
+	0,  // [0:30] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_workflow_proto_init() }
@@ -1477,14 +1553,14 @@ func file_robonet_v1_workflow_proto_init() {
 	if File_robonet_v1_workflow_proto != nil {
 		return
 	}
-	file_robonet_v1_workflow_proto_msgTypes[8].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[9].OneofWrappers = []any{
 		(*Template_LiteralJson)(nil),
 		(*Template_Expr)(nil),
 		(*Template_Interpolation)(nil),
 		(*Template_List)(nil),
 		(*Template_Map)(nil),
 	}
-	file_robonet_v1_workflow_proto_msgTypes[10].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[11].OneofWrappers = []any{
 		(*InterpolationPart_Text)(nil),
 		(*InterpolationPart_Expr)(nil),
 	}
@@ -1494,7 +1570,7 @@ func file_robonet_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_workflow_proto_rawDesc), len(file_robonet_v1_workflow_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   14,
+			NumMessages:   15,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
