@@ -103,7 +103,7 @@ type Engine struct {
 	// leads: the engine runs the leader's loops (Config.Follower off, or
 	// SetLeader since).
 	leads atomic.Bool
-	loops       sync.WaitGroup
+	loops sync.WaitGroup
 }
 
 var _ ResultSink = (*Engine)(nil)
