@@ -276,8 +276,29 @@ func (e *Engine) SetLeader(on bool) {
 // leadership is lost, use Abandon: a newer term may already have
 // re-dispatched the same attempts, which a cancel must not reach.
 func (e *Engine) Stop(ctx context.Context) error {
-	return e.life.Stop(ctx, func(was lifecycle.State) error { return e.stop(ctx, was, true) })
+	return e.life.Stop(ctx, func(was lifecycle.State) error { return e.stop(ctx, was, stopCancelling) })
 }
+
+// Release hands the engine's instances over to their next owner: like
+// Stop it stops claiming and dispatching, writes every pending result and
+// a last snapshot and releases the leases, but it cancels nothing — the
+// attempts in flight run on and are adopted by whoever owns their
+// partitions next (a partition moved to rebalance, or the engine
+// restarted with another set of partitions). A write the store refuses
+// because a new owner fenced the partition first is dropped, as always.
+// ctx bounds it; when it ends, Release abandons what is left.
+func (e *Engine) Release(ctx context.Context) error {
+	return e.life.Stop(ctx, func(was lifecycle.State) error { return e.stop(ctx, was, stopReleasing) })
+}
+
+// stopMode is how the runloop stops.
+type stopMode int
+
+const (
+	stopAbandoning  stopMode = iota // nothing written, cancelled or released
+	stopCancelling                  // in-flight attempts cancelled, the rest written, leases released
+	stopReleasing                   // written and released, nothing cancelled
+)
 
 // Abandon stops the runloop at once without writing, cancelling or
 // releasing anything: the in-memory state is dropped and the next owner
@@ -286,18 +307,18 @@ func (e *Engine) Stop(ctx context.Context) error {
 // one outcome: whichever runs first decides.
 func (e *Engine) Abandon() {
 	_ = e.life.Stop(context.Background(), func(was lifecycle.State) error {
-		return e.stop(context.Background(), was, false)
+		return e.stop(context.Background(), was, stopAbandoning)
 	})
 }
 
-func (e *Engine) stop(ctx context.Context, was lifecycle.State, graceful bool) error {
+func (e *Engine) stop(ctx context.Context, was lifecycle.State, mode stopMode) error {
 	if was != lifecycle.Running {
 		return nil
 	}
 	e.mu.Lock() // SetLeader starts loops only while running
 	e.running.Store(false)
 	e.mu.Unlock()
-	if !graceful {
+	if mode == stopAbandoning {
 		e.cancelRun()
 		e.life.Wait()
 		e.clearHeldBack()
@@ -312,7 +333,7 @@ func (e *Engine) stop(ctx context.Context, was lifecycle.State, graceful bool) e
 
 	e.outbox.stopDispatch.Store(true)
 	for _, s := range e.shards {
-		s.send(func(s *shard) { s.shutdown() })
+		s.send(func(s *shard) { s.shutdown(mode == stopCancelling) })
 	}
 	for _, s := range e.shards {
 		select {

@@ -145,6 +145,42 @@ func TestStopReleasesForTheNextEngine(t *testing.T) {
 	})
 }
 
+// TestReleaseHandsOverWithoutCancelling: Release writes what the engine
+// recorded and releases the leases, as Stop does, but cancels nothing: the
+// attempt in flight runs on, and the next owner claims the instance at
+// once and takes that attempt over (dispatched again as resumed, a worker
+// running it already), its result recorded once.
+func TestReleaseHandsOverWithoutCancelling(t *testing.T) {
+	onEachStore(t, func(t *testing.T, h *harness) {
+		first := h.start(1)
+		id := h.submit(first, chainSpec, map[string]any{"x": 1})
+		echo(first, h.disp.one(t, "a", 1))
+		b := h.disp.one(t, "b", 1)
+		if err := first.Release(ctxOf(t)); err != nil {
+			t.Fatalf("Release: %v", err)
+		}
+		if slices.Contains(h.disp.cancelledKeys(), b.AttemptKey) {
+			t.Fatalf("Release cancelled the attempt in flight")
+		}
+		if n := len(h.history(id)); n != 1 {
+			t.Fatalf("%d results recorded at the release, want a's", n)
+		}
+		second := h.start(1) // the same term: the released lease is taken at once
+		again := h.disp.one(t, "b", 1)
+		if !again.Resumed || again.AttemptKey != b.AttemptKey {
+			t.Fatalf("the next owner dispatched %+v, want b's attempt 1 again, resumed", again)
+		}
+		echo(second, again)
+		echo(second, h.disp.one(t, "c", 1))
+		if v := h.wait(second, id); v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
+			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
+		}
+		if n := len(h.history(id)); n != 3 {
+			t.Fatalf("%d results recorded, want one per task", n)
+		}
+	})
+}
+
 // TestFirstTasksOfAnInstanceTakenOverAreResumed: an instance taken over
 // before anything of it was recorded (no result, no snapshot) may still
 // have had its first tasks dispatched by the engine before: they are

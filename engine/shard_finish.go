@@ -202,15 +202,17 @@ func (s *shard) inFlight(inst *instance) []running {
 	return out
 }
 
-// shutdown is the shard's part of a graceful Stop: cancel what runs, write
-// a last snapshot of every live instance so the next owner replays little,
-// and end the loop.
-func (s *shard) shutdown() {
+// shutdown is the shard's part of a graceful Stop or a Release: cancel
+// what runs (Stop only), write a last snapshot of every live instance so
+// the next owner replays little, and end the loop.
+func (s *shard) shutdown(cancel bool) {
 	for _, inst := range s.insts {
 		if inst.g == nil || inst.finishing {
 			continue
 		}
-		s.stopInFlight(inst)
+		if cancel {
+			s.stopInFlight(inst)
+		}
 		if inst.sinceCount > 0 || inst.structural {
 			s.snapshot(inst)
 		}

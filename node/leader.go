@@ -180,7 +180,7 @@ func (l *ownerLoop) run(ctx context.Context) *termEngine {
 		case v, ok := <-updates:
 			if !ok {
 				// The mesh stopped: nothing is owned from here on.
-				l.stepDown("the mesh stopped")
+				l.stepDown("the mesh stopped", false)
 				return nil
 			}
 			latest = v
@@ -191,7 +191,10 @@ func (l *ownerLoop) run(ctx context.Context) *termEngine {
 		}
 		want, ok := l.wanted(latest)
 		if l.cur != nil && (!ok || !want.same(l.own)) {
-			l.stepDown(l.why(latest, want, ok))
+			// A move the leader made while this node hears from it is
+			// handed over (written, released); a node that lost the
+			// leader, or its lease, drops everything at once.
+			l.stepDown(l.why(latest, want, ok), latest.Leader != "" && want.none == "")
 		}
 		if l.cur != nil && want.leads() != l.own.leads() {
 			if err := l.promote(ctx, want); err != nil {
@@ -318,15 +321,30 @@ func (l *ownerLoop) stepUp(ctx context.Context, o ownership) error {
 	return nil
 }
 
-// stepDown abandons the running engine, if any, then unpublishes it. An
-// API call that still reaches the abandoned engine meanwhile is answered
-// from the store, as by any engine that does not run.
-func (l *ownerLoop) stepDown(why string) {
+// releaseTimeout bounds handing an engine's instances over (Release)
+// before what is left is abandoned.
+const releaseTimeout = 5 * time.Second
+
+// stepDown stops the running engine, if any — releasing its instances
+// (written, leases released, nothing cancelled) when release is set,
+// abandoning them otherwise — then unpublishes it. An API call that still
+// reaches the stopped engine meanwhile is answered from the store, as by
+// any engine that does not run. Either way the store's epoch check refuses
+// whatever the engine writes after the partitions' next owner fenced them.
+func (l *ownerLoop) stepDown(why string, release bool) {
 	if l.cur == nil {
 		return
 	}
 	e := l.cur
 	l.cur, l.own = nil, ownership{}
+	if release {
+		ctx, cancel := context.WithTimeout(context.Background(), releaseTimeout)
+		err := e.Release(ctx)
+		cancel()
+		l.publish(nil)
+		l.log.Info("engine released its instances", zap.Uint64("term", e.Term()), zap.String("reason", why), zap.Error(err))
+		return
+	}
 	e.Abandon()
 	l.publish(nil)
 	l.log.Info("engine abandoned", zap.Uint64("term", e.Term()), zap.String("reason", why))

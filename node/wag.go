@@ -90,6 +90,17 @@ func (t *termEngine) Stop(ctx context.Context) error {
 	return err
 }
 
+// Release hands the engine's instances over (engine.Release: written and
+// released, nothing cancelled), then stops the Router; the hosts keep what
+// they have not reported for the next owner's session.
+func (t *termEngine) Release(ctx context.Context) error {
+	err := t.Engine.Release(ctx)
+	if t.router != nil {
+		err = errors.Join(err, t.router.Stop(ctx))
+	}
+	return err
+}
+
 // SetLeader gives the engine and its Router the Raft leader's part in
 // term, or takes it away (term 0).
 func (t *termEngine) SetLeader(term uint64) {
