@@ -180,25 +180,18 @@ func TestProcessMeshKill9Leader(t *testing.T) {
 // completion recorded once. Workflows submitted through the other servers
 // meanwhile complete too.
 func TestProcessMeshKill9PartitionOwner(t *testing.T) {
-	m := startProcessMesh(t, 3)
-	leader, _ := m.leader("", 60*time.Second)
-	m.balanced(60 * time.Second)
-	victim := m.partitionOwner(leader)
-	logFile := filepath.Join(t.TempDir(), "runs.log")
-	id := submitSpec(t, m.api(victim), crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
-	other := m.survivor(victim)
+	m, leader, victim, other, id := ownerUnderway(t, func(api robonetv1.WorkflowServiceClient) string {
+		return submitSpec(t, api, crashSpec, fmt.Sprintf(`{"log": %q}`, filepath.Join(t.TempDir(), "other.log")))
+	})
+	otherID := id[1]
 	api := m.api(other)
-	otherLog := filepath.Join(t.TempDir(), "other.log")
-	otherID := submitSpec(t, api, crashSpec, fmt.Sprintf(`{"log": %q}`, otherLog))
-
-	waitUnderway(t, api, id)
 	killed := time.Now()
 	m.procs[victim].kill9(t)
 	at := m.ownedAgain(other, victim)
 	t.Logf("killed partition owner %s (the leader is %s); its partitions owned again after %s", victim, leader,
 		at.Sub(killed).Round(time.Millisecond))
 
-	for _, run := range []string{id, otherID} {
+	for _, run := range []string{id[0], otherID} {
 		in := waitDone(t, api, run, 90*time.Second)
 		wantOutputs(t, in, `{"work": [10, 20, 30, 40, 50, 60, 70, 80], "sum": 360}`)
 		checkOncePerExecution(t, run, taskHistory(t, postgresStore, "", m.dsn, m.schema, run), 9)
@@ -216,15 +209,8 @@ func TestProcessMeshKill9PartitionOwner(t *testing.T) {
 // assignment (its last writes refused too), and the workflow completes
 // once, each task recorded once.
 func TestProcessMeshPausedPartitionOwner(t *testing.T) {
-	m := startProcessMesh(t, 3)
-	leader, _ := m.leader("", 60*time.Second)
-	m.balanced(60 * time.Second)
-	victim := m.partitionOwner(leader)
-	logFile := filepath.Join(t.TempDir(), "runs.log")
-	id := submitSpec(t, m.api(victim), crashSpec, fmt.Sprintf(`{"log": %q}`, logFile))
-	other := m.survivor(victim)
-	api := m.api(other)
-	waitUnderway(t, api, id)
+	m, leader, victim, other, ids := ownerUnderway(t, nil)
+	id, api := ids[0], m.api(other)
 
 	p := m.procs[victim].cmd.Process
 	if err := p.Signal(syscall.SIGSTOP); err != nil {
@@ -248,6 +234,27 @@ func TestProcessMeshPausedPartitionOwner(t *testing.T) {
 		since := m.procs[victim].logText()[logged:]
 		return strings.Contains(since, `"msg":"engine abandoned"`) || strings.Contains(since, `"msg":"engine released its instances"`)
 	})
+}
+
+// ownerUnderway starts three servers with balanced partitions, submits
+// crashSpec through a partition owner that does not lead (so the instance
+// is in one of its partitions) and, when also is set, another workflow
+// through another server; and waits until the first is underway. It
+// returns the mesh, the leader, that owner, the other server and the
+// instances (the owner's first).
+func ownerUnderway(t *testing.T, also func(robonetv1.WorkflowServiceClient) string) (m *processMesh, leader, victim, other string, ids []string) {
+	t.Helper()
+	m = startProcessMesh(t, 3)
+	leader, _ = m.leader("", 60*time.Second)
+	m.balanced(60 * time.Second)
+	victim = m.partitionOwner(leader)
+	ids = []string{submitSpec(t, m.api(victim), crashSpec, fmt.Sprintf(`{"log": %q}`, filepath.Join(t.TempDir(), "runs.log")))}
+	other = m.survivor(victim)
+	if also != nil {
+		ids = append(ids, also(m.api(other)))
+	}
+	waitUnderway(t, m.api(other), ids[0])
+	return m, leader, victim, other, ids
 }
 
 // waitUnderway waits until two of crashSpec's spread instances completed,

@@ -360,7 +360,7 @@ type partitionSet struct {
 // its partitions without knowing a leader. It is shorter than the
 // earliest a live server's partitions can be given to another — the
 // leader moves them once memberlist declares it failed (its suspicion
-// timeout: about 4 s with robonode's memberlist settings) or the Raft
+// timeout: 4–6 s with robonode's memberlist settings) or the Raft
 // heartbeats to it fail (their RPC timeout, 10 s) — so a server cut off
 // from the leader stops dispatching before anyone else owns its
 // partitions (a killed server's move sooner, but it runs nothing). It is
