@@ -295,9 +295,9 @@ func (e *Engine) Release(ctx context.Context) error {
 type stopMode int
 
 const (
-	stopAbandoning  stopMode = iota // nothing written, cancelled or released
-	stopCancelling                  // in-flight attempts cancelled, the rest written, leases released
-	stopReleasing                   // written and released, nothing cancelled
+	stopAbandoning stopMode = iota // nothing written, cancelled or released
+	stopCancelling                 // in-flight attempts cancelled, the rest written, leases released
+	stopReleasing                  // written and released, nothing cancelled
 )
 
 // Abandon stops the runloop at once without writing, cancelling or
