@@ -164,7 +164,10 @@ func (h *WagglerHost) Stop(ctx context.Context) error {
 // command: a runloop (an engine) of a leadership term, and the partitions
 // it owns.
 type Owner struct {
-	// Term is the Raft term the owner's engine started in.
+	// Term is, for the Raft leader's session, the term it leads in: the
+	// host refuses a leader's session of an older term than the newest it
+	// saw. A follower's session says the term its engine started in, for
+	// the logs: its partitions' epochs fence it, not the term.
 	Term uint64
 	// Follower: the owner is not the Raft leader. Its session dispatches
 	// and cancels the attempts of its partitions and receives their
