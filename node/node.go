@@ -595,20 +595,6 @@ func (n *Node) Term() uint64 {
 	return 0
 }
 
-// Partitions returns the partitions this node's engine owns, with their
-// epochs (nil: no engine runs here).
-func (n *Node) Partitions() map[int]uint64 {
-	e := n.active.Load()
-	if e == nil {
-		return nil
-	}
-	out := map[int]uint64{}
-	for _, ps := range e.PartitionStats() {
-		out[ps.Partition] = ps.Epoch
-	}
-	return out
-}
-
 // Failed delivers an error if one of the node's servers stops on its own;
 // the caller should then Stop the node.
 func (n *Node) Failed() <-chan error { return n.fatal }
