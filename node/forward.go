@@ -149,6 +149,7 @@ func (r *forwarder) resolve(ctx context.Context, deadline time.Time, rt route) (
 	backoff := forwardBackoffMin
 	for {
 		e := r.active()
+		where := ownerNoPartitions
 		switch rt.kind {
 		case routeAny:
 			if e != nil {
@@ -158,7 +159,9 @@ func (r *forwarder) resolve(ctx context.Context, deadline time.Time, rt route) (
 			if e != nil && e.Owns(rt.id) {
 				return target{local: e, node: r.self}, nil
 			}
-			t, where, err := r.toOwner(ctx, rt.id)
+			var t target
+			var err error
+			t, where, err = r.toOwner(ctx, rt.id)
 			switch {
 			case err != nil || where == ownerElsewhere:
 				return t, err
@@ -175,7 +178,7 @@ func (r *forwarder) resolve(ctx context.Context, deadline time.Time, rt route) (
 		}
 		l := r.mesh.Leader()
 		switch {
-		case l.IsLeader && e != nil && !e.Follower() && (rt.kind != routeOwner || !r.partitionsKnown()):
+		case l.IsLeader && e != nil && !e.Follower() && where == ownerNoPartitions:
 			return target{local: e, node: r.self}, nil
 		case l.IsLeader:
 			// Elected, engine not running yet (Barrier), or the instance's
@@ -196,17 +199,14 @@ func (r *forwarder) resolve(ctx context.Context, deadline time.Time, rt route) (
 	}
 }
 
-// partitionsKnown reports whether this node knows the mesh's partitions
-// (a server, once the count is set).
-func (r *forwarder) partitionsKnown() bool { return r.mesh.State().PartitionCount > 0 }
-
 // ownerWhere is where toOwner found an instance's owner.
 type ownerWhere int
 
 const (
-	ownerUnknown   ownerWhere = iota // a worker-only node, or no assignment yet
-	ownerWait                        // this node, whose engine does not run it yet, or a node not up
-	ownerElsewhere                   // another node: the target, or an error
+	ownerNoPartitions ownerWhere = iota // a worker-only node, or no partition count yet: the leader answers
+	ownerUnknown                        // the partition has no owner yet
+	ownerWait                           // this node, whose engine does not run it yet, or a node not up
+	ownerElsewhere                      // another node: the target, or an error
 )
 
 // toOwner finds the owner of instance id's partition as the control state
@@ -216,7 +216,7 @@ const (
 func (r *forwarder) toOwner(ctx context.Context, id uuid.UUID) (target, ownerWhere, error) {
 	st := r.mesh.State()
 	if st.PartitionCount == 0 {
-		return target{}, ownerUnknown, nil
+		return target{}, ownerNoPartitions, nil
 	}
 	owner := st.Partitions[engine.PartitionOf(id, st.PartitionCount)].Node
 	switch owner {
