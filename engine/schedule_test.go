@@ -316,8 +316,12 @@ func TestScheduleOnlyOnTheLeadersEngine(t *testing.T) {
 	if _, err := e.CreateSchedule(ctxOf(t), engine.ScheduleSpec{Name: "minutely", Workflow: "single", Inputs: map[string]any{"n": 1}, Interval: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
+	// The scheduler would wait on a timer within its poll interval; a
+	// follower's engine arms none, so nothing can fire when time passes.
+	if h.clock.HasTimerWithin(time.Hour) {
+		t.Fatal("a follower's engine armed a timer within the hour (the scheduler's?)")
+	}
 	h.clock.Advance(3 * time.Minute)
-	time.Sleep(50 * time.Millisecond)
 	if n := h.disp.pending(); n != 0 {
 		t.Fatalf("a follower's engine fired %d runs", n)
 	}
@@ -330,9 +334,10 @@ func TestScheduleOnlyOnTheLeadersEngine(t *testing.T) {
 		t.Fatal("Follower() = true after SetLeader(true)")
 	}
 	e.SetLeader(false)
-	waitUntil(t, "the scheduler to stop", func() bool { return e.Follower() })
+	waitUntil(t, "the scheduler and the sweeper to stop their timers", func() bool {
+		return e.Follower() && !h.clock.HasTimerWithin(time.Hour)
+	})
 	h.clock.Advance(5 * time.Minute)
-	time.Sleep(50 * time.Millisecond)
 	if n := h.disp.pending(); n != 0 {
 		t.Fatalf("the engine fired %d runs after leaving the leader's part", n)
 	}
