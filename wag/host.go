@@ -501,7 +501,7 @@ func (s *Session) Cancel(keys []engine.AttemptKey) error {
 				mine = append(mine, k)
 			}
 		}
-		if len(mine) < len(keys) && len(mine) == 0 {
+		if len(mine) == 0 && len(keys) > 0 {
 			h.mu.Unlock()
 			return fmt.Errorf("%w: this session owns none of the attempts' partitions now", engine.ErrStaleTerm)
 		}
