@@ -102,6 +102,9 @@ const (
 	StateComplete  InstanceState = "COMPLETE"
 	StateFailed    InstanceState = "FAILED"
 	StateCancelled InstanceState = "CANCELLED"
+	// StatePaused: live, and held back by PauseInstance: no new attempt
+	// of it is dispatched and its timers wait until ResumeInstance.
+	StatePaused InstanceState = "PAUSED"
 )
 
 // Terminal reports whether s is final.
@@ -134,6 +137,14 @@ type InstanceView struct {
 	// child instance (a task whose body is a workflow starts one per
 	// attempt); nil otherwise.
 	Parent *ParentRef
+	// Paused: PauseInstance holds the instance back (State is PAUSED
+	// while it is live).
+	Paused bool
+	// Run counts the instance's runs: 1, then one more per RetryInstance.
+	Run int
+	// Signals are the signals sent to the instance, in the order they
+	// were recorded, taken by a wait or not.
+	Signals []SignalInfo
 }
 
 // TaskStatus is a task's status as clients see it.
@@ -194,6 +205,11 @@ type TaskView struct {
 	// AttemptsOmitted counts the rest.
 	Attempts        []AttemptView
 	AttemptsOmitted int
+	// Wait is set while a task with wait: waits (its Status is running).
+	Wait *WaitInfo
+	// WaitSignal is the signal a wait: {signal: …} task takes, set
+	// whatever its status, for views and the dashboard.
+	WaitSignal string
 }
 
 // MaxAttemptsShown bounds TaskView.Attempts: a wide spread lists at most
@@ -244,6 +260,10 @@ const (
 	EventTaskRetrying  EventKind = "task_retrying"  // a retry is scheduled
 	EventTaskSkipped   EventKind = "task_skipped"
 	EventTaskCancelled EventKind = "task_cancelled"
+	EventSignal        EventKind = "signal"  // a signal was received (Signal)
+	EventPaused        EventKind = "paused"  // PauseInstance took effect
+	EventResumed       EventKind = "resumed" // ResumeInstance took effect
+	EventRetried       EventKind = "retried" // RetryInstance started run Run
 )
 
 // Event is one entry of an instance's event stream. Seq increases by one per
@@ -263,6 +283,8 @@ type Event struct {
 	RetryAt   time.Time     // EventTaskRetrying
 	Progress  *TaskProgress // EventTaskProgress
 	Instance  *InstanceView // EventSnapshot
+	Signal    *SignalInfo   // EventSignal
+	Run       int           // EventRetried: the run that starts
 }
 
 // ListRequest selects instances.
@@ -293,4 +315,83 @@ type InstanceSummary struct {
 type ListResult struct {
 	Instances     []InstanceSummary
 	NextPageToken string
+}
+
+// SignalRequest delivers a signal to a live instance (SignalInstance).
+type SignalRequest struct {
+	InstanceID uuid.UUID
+	// Name is the signal's name, the one a task's wait: {signal: NAME}
+	// takes.
+	Name string
+	// Payload is canonical JSON; nil means null. A wait that takes the
+	// signal outputs it.
+	Payload []byte
+	// IdempotencyKey, when set, delivers the signal once however many
+	// times it is sent with that key.
+	IdempotencyKey string
+}
+
+// SignalResult reports a signal's delivery.
+type SignalResult struct {
+	// Seq numbers the signal in the store (increasing).
+	Seq int64
+	// Duplicate: the idempotency key was seen before; that signal stands
+	// and nothing else was delivered.
+	Duplicate bool
+	// Delivered: a task waiting for the signal took it at once (otherwise
+	// it is kept until a wait reaches it).
+	Delivered bool
+}
+
+// SignalInfo is a signal in an instance's history.
+type SignalInfo struct {
+	Seq     int64
+	Name    string
+	Payload []byte // canonical JSON
+	At      time.Time
+	// Consumed: a wait took it; By names the execution and attempt
+	// ("approve#1").
+	Consumed bool
+	By       string
+}
+
+// WaitInfo describes a task that waits (wait:) right now.
+type WaitInfo struct {
+	// Signal is the signal it waits for; empty for a wait for a time.
+	Signal string
+	// Until is when the wait ends (wait: for / until) or times out
+	// (wait: {signal, timeout}); zero: never.
+	Until time.Time
+}
+
+// EventRequest publishes an event (PublishEvent): every workflow whose
+// trigger lists Name gets an instance with Payload as its event input.
+type EventRequest struct {
+	Name    string
+	Payload []byte // canonical JSON; nil means null
+	// IdempotencyKey, when set, starts each triggered workflow once per
+	// key, however many times the event is published with it.
+	IdempotencyKey string
+}
+
+// EventStart is an instance an event started (or had started, Existing).
+type EventStart struct {
+	Workflow   string
+	Version    uint32
+	InstanceID uuid.UUID
+	Existing   bool
+}
+
+// EventResult lists what an event started, one entry per triggered
+// workflow.
+type EventResult struct {
+	Started []EventStart
+}
+
+// RetryResult reports a RetryInstance.
+type RetryResult struct {
+	// Run is the instance's run that starts now: 2 on its first retry.
+	Run int
+	// Tasks are the tasks that run again, sorted.
+	Tasks []string
 }

@@ -27,6 +27,18 @@ var (
 	// ErrStaleTerm: a Dispatcher refused a dispatch or cancel because it
 	// has seen a newer leadership term than the request's.
 	ErrStaleTerm = errors.New("stale leadership term")
+	// ErrUnknownSignal: a signal names no wait: {signal: …} of the
+	// instance's workflow, so nothing could ever take it.
+	ErrUnknownSignal = errors.New("no task of the workflow waits for this signal")
+	// ErrInstanceLive: the operation needs a finished instance (retry),
+	// and this one is still queued or running.
+	ErrInstanceLive = errors.New("instance is still running")
+	// ErrNotRetryable: retry was asked of an instance that COMPLETED:
+	// only a FAILED or CANCELLED instance runs again.
+	ErrNotRetryable = errors.New("instance completed; only a failed or cancelled instance can be retried")
+	// ErrTooManySignals: the instance holds as many signals no wait took
+	// yet as its limit allows.
+	ErrTooManySignals = errors.New("too many pending signals")
 )
 
 // MaxLost is how many times one attempt may be reported lost
