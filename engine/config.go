@@ -134,6 +134,16 @@ type Config struct {
 	// WatchPollInterval is how often a watcher of an instance this engine
 	// does not hold polls the Store. Default: 1 s.
 	WatchPollInterval time.Duration
+	// ParkAfter is how long an instance whose only attempts in flight are
+	// waits (wait:) stays in memory before it is parked: written, released
+	// and claimed again when its next wait ends or a signal, cancel or
+	// resume wakes it (waits.go). A wait that ends sooner than that keeps
+	// its instance held. Negative: never park. Default: 5 s.
+	ParkAfter time.Duration
+	// MaxPendingSignals bounds the signals an instance keeps that no wait
+	// took yet; SignalInstance refuses more (ErrTooManySignals). Default:
+	// 100.
+	MaxPendingSignals int
 }
 
 // Default values of Config.
@@ -149,6 +159,8 @@ const (
 	DefaultSweepInterval     = 10 * time.Minute
 	DefaultEventLogSize      = 1024
 	DefaultWatchPollInterval = time.Second
+	DefaultParkAfter         = 5 * time.Second
+	DefaultMaxPendingSignals = 100
 )
 
 // WithDefaults returns a copy of c with zero fields set to their defaults.
@@ -204,6 +216,12 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.WatchPollInterval == 0 {
 		c.WatchPollInterval = DefaultWatchPollInterval
+	}
+	if c.ParkAfter == 0 {
+		c.ParkAfter = DefaultParkAfter
+	}
+	if c.MaxPendingSignals == 0 {
+		c.MaxPendingSignals = DefaultMaxPendingSignals
 	}
 	c.Spec = c.Spec.WithDefaults()
 	return c

@@ -83,6 +83,12 @@ type Engine struct {
 
 	ignored   atomic.Uint64
 	evictions atomic.Uint64
+	// triggers caches the workflows events start (lifecycle.go).
+	triggers triggers
+	// parkWakes are the times instances parked here are due again.
+	parkWakes parkWakes
+	// parks counts parks written; parked those that left memory.
+	parks, parked atomic.Uint64
 
 	// claimed is closed (and replaced) whenever instances are claimed, so
 	// that watchers polling the Store switch to the live log at once.
@@ -432,11 +438,14 @@ type Stats struct {
 	ResultsIgnored uint64
 	// Evictions counts instances dropped because their ownership was lost.
 	Evictions uint64
+	// Parked counts instances that left memory to wait (waits.go).
+	Parked uint64
 }
 
 // Stats returns the current counters.
 func (e *Engine) Stats() Stats {
-	return Stats{Held: int(e.heldCount.Load()), HeldBack: e.heldBackCount(), ResultsIgnored: e.ignored.Load(), Evictions: e.evictions.Load()}
+	return Stats{Held: int(e.heldCount.Load()), HeldBack: e.heldBackCount(), ResultsIgnored: e.ignored.Load(), Evictions: e.evictions.Load(),
+		Parked: e.parked.Load()}
 }
 
 // partitionCounters are one partition's counters.

@@ -24,6 +24,11 @@ type flushItem struct {
 	// gathering: the instance reached GATHERING; it is shown so once
 	// that is durable (progressWrites.end).
 	gathering bool
+	// signals consumed by waits, marked with the results that took them.
+	signals []SignalUse
+	// park: after the snapshot, release the lease and schedule the row
+	// (waits.go); the instance leaves memory once that is durable.
+	park *Park
 }
 
 // rows is what the item counts toward FlushMaxRows and the rows pending.
@@ -132,6 +137,8 @@ type pendingWrite struct {
 	state      []byte
 	completion *Completion
 	gathering  bool          // the progress records that the instance reached GATHERING
+	signals    []SignalUse
+	park       *Park
 	mark       chan struct{} // a completion's or GATHERING's: closed once its outcome is known
 }
 
@@ -140,7 +147,7 @@ func (w *pendingWrite) rows() int {
 	if w.completion != nil {
 		return len(w.completion.Results) + 1
 	}
-	if w.state != nil || w.gathering {
+	if w.state != nil || w.gathering || w.park != nil || len(w.signals) > 0 {
 		return len(w.results) + 1
 	}
 	return len(w.results)
@@ -195,6 +202,10 @@ func (f *flusher) flush(ctx context.Context) error {
 			w.completion = it.completion
 		}
 		w.gathering = w.gathering || it.gathering
+		w.signals = append(w.signals, it.signals...)
+		if it.park != nil {
+			w.park = it.park
+		}
 	}
 	f.rows.Add(-int64(rows))
 
@@ -202,8 +213,9 @@ func (f *flusher) flush(ctx context.Context) error {
 	for _, w := range order {
 		if w.completion != nil {
 			w.completion.Results = append(w.results, w.completion.Results...)
+			w.completion.ConsumedSignals = append(w.signals, w.completion.ConsumedSignals...)
 			completions = append(completions, w)
-		} else if len(w.results) > 0 || w.state != nil || w.gathering {
+		} else if len(w.results) > 0 || w.state != nil || w.gathering || w.park != nil || len(w.signals) > 0 {
 			progress = append(progress, w)
 		}
 	}
@@ -419,10 +431,19 @@ func (k progressWrites) end(w *pendingWrite, outcome error) {
 	case errors.Is(outcome, errWriteAbandoned):
 	case outcome != nil:
 		k.f.lost(w.inst, outcome)
-	case w.gathering:
-		inst := w.inst
-		inst.h.state.CompareAndSwap(StateRunning, StateGathering)
-		inst.h.shard.send(func(s *shard) { s.gathered(inst) })
+	case w.gathering || w.park != nil:
+		inst, gathering, park := w.inst, w.gathering, w.park != nil
+		if gathering {
+			inst.h.state.CompareAndSwap(StateRunning, StateGathering)
+		}
+		inst.h.shard.send(func(s *shard) {
+			if gathering {
+				s.gathered(inst)
+			}
+			if park {
+				s.parked(inst)
+			}
+		})
 	}
 	if w.mark != nil {
 		w.inst.h.committing.CompareAndSwap(&w.mark, nil)
@@ -434,7 +455,8 @@ func (k progressWrites) call(ctx context.Context, ws []*pendingWrite) ([]error, 
 	owner := k.f.e.cfg.Owner
 	batch := make([]Progress, len(ws))
 	for i, w := range ws {
-		batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state, Gathering: w.gathering}
+		batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state, Gathering: w.gathering,
+			ConsumedSignals: w.signals, Park: w.park}
 	}
 	return k.f.e.cfg.Store.PersistProgress(ctx, batch)
 }

@@ -23,9 +23,14 @@ func (e *Engine) claimLoop(ctx context.Context) {
 		case <-e.wake:
 		case <-timer.C():
 		}
+		e.parkWakes.due(e.cfg.Clock.Now())
 		for e.claimOnce(ctx) {
 		}
-		timer.Reset(e.cfg.ClaimInterval)
+		next := e.cfg.ClaimInterval
+		if at, ok := e.parkWakes.next(); ok {
+			next = min(next, max(at.Sub(e.cfg.Clock.Now()), 0))
+		}
+		timer.Reset(next)
 	}
 }
 

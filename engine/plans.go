@@ -42,6 +42,9 @@ type planEntry struct {
 	// naming a version, sorted: each instance runs the latest version at
 	// its submission (instanceState.pins).
 	latestChildren []string
+	// waitSignals names the signals its wait: {signal: …} tasks take,
+	// sorted: a signal of another name is refused (SignalInstance).
+	waitSignals []string
 }
 
 // executionID names a task, spread instance or loop iteration within an
@@ -89,6 +92,15 @@ func (pe *planEntry) parseExecution(exec string) (graph.TaskRef, bool) {
 
 // task returns the IR of a task.
 func (pe *planEntry) task(node int32) *robonetv1.Task { return pe.wf.GetTasks()[node] }
+
+// taskNames lists the workflow's tasks by name.
+func (pe *planEntry) taskNames() []string {
+	names := make([]string, 0, len(pe.wf.GetTasks()))
+	for _, t := range pe.wf.GetTasks() {
+		names = append(names, t.GetName())
+	}
+	return names
+}
 
 // isChild reports whether task node's body is a child workflow.
 func (pe *planEntry) isChild(node int32) bool { return pe.task(node).GetWorkflow() != nil }
@@ -189,6 +201,12 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 				pe.latestChildren = append(pe.latestChildren, c.GetName())
 			}
 		}
+		if w := t.GetWait(); w != nil {
+			pe.labels[i] = "wait"
+			if sig := w.GetSignal(); sig != "" && !slices.Contains(pe.waitSignals, sig) {
+				pe.waitSignals = append(pe.waitSignals, sig)
+			}
+		}
 		for _, need := range t.GetNeeds() {
 			pred, _ := plan.Lookup(need) // NewPlan checked every need
 			pe.succ[pred] = append(pe.succ[pred], int32(i))
@@ -211,6 +229,7 @@ func (q *Query) newPlanEntry(id int64, wf *robonetv1.Workflow) (*planEntry, erro
 		}
 	}
 	slices.Sort(pe.latestChildren)
+	slices.Sort(pe.waitSignals)
 	slices.Sort(pe.rootCaps)
 	if slices.Contains(pe.rootCaps, "") { // a first task runs a child workflow
 		pe.rootCaps = nil

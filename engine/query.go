@@ -99,6 +99,14 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 			s = StatusFailed
 		case StateCancelled:
 			s = StatusCancelled
+		case StatePaused: // a live instance paused: the Store says queued or running
+			for _, s := range []InstanceStatus{StatusQueued, StatusRunning} {
+				if !seen[s] {
+					seen[s] = true
+					f.Statuses = append(f.Statuses, s)
+				}
+			}
+			continue
 		default:
 			return ListResult{}, fmt.Errorf("list instances: unknown state %q: %w", st, ErrInvalidArgument)
 		}
@@ -186,7 +194,11 @@ func (q *Query) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, er
 	if err != nil {
 		return InstanceView{}, fmt.Errorf("get instance %s: %w", id, err)
 	}
-	return q.recordView(pe, rec, hist)
+	v, err := q.recordView(pe, rec, hist)
+	if err != nil {
+		return InstanceView{}, err
+	}
+	return v, q.signalViews(ctx, &v, pe)
 }
 
 // record reads an instance's stored record and the plan of its version.
@@ -213,6 +225,8 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		CreatedAt:       rec.CreatedAt,
 		CancelRequested: rec.CancelRequested,
 		Parent:          rec.Parent,
+		Paused:          rec.Paused && !rec.Status.Terminal(),
+		Run:             max(rec.Run, 1),
 	}
 	if rec.StartedAt != nil {
 		v.StartedAt = *rec.StartedAt
@@ -290,6 +304,24 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 	childViews(&v, pe, &st)
 	boundAttempts(&v)
 	return v, nil
+}
+
+// signalViews adds the instance's signals to v, when its workflow waits
+// for any (the Store is not asked otherwise).
+func (q *Query) signalViews(ctx context.Context, v *InstanceView, pe *planEntry) error {
+	if !pe.plan.HasWaits() {
+		return nil
+	}
+	sigs, err := q.cfg.Store.ListSignals(ctx, v.ID)
+	if err != nil {
+		return fmt.Errorf("get instance %s: its signals: %w", v.ID, err)
+	}
+	v.Signals = make([]SignalInfo, 0, len(sigs))
+	for _, s := range sigs {
+		v.Signals = append(v.Signals, SignalInfo{Seq: s.Seq, Name: s.Name, Payload: s.Payload, At: s.CreatedAt,
+			Consumed: s.Consumed, By: s.ConsumedBy})
+	}
+	return nil
 }
 
 // WatchInstance streams the events of an instance as the Store shows them

@@ -78,6 +78,7 @@ func (e *Engine) register(ctx context.Context, pe *planEntry) (*planEntry, bool,
 	// A submission by name reads the new latest version from now on (also
 	// when the write failed: it may have committed).
 	e.latestVersions.forget(wf.GetName())
+	e.triggers.forget()
 	if errors.Is(err, ErrVersionConflict) { // registered concurrently
 		if cur, gerr := e.cfg.Store.GetWorkflow(ctx, wf.GetName(), wf.GetVersion()); gerr == nil {
 			return nil, false, e.conflict(wf, cur.IRHash, hash)
@@ -428,5 +429,8 @@ func (e *Engine) liveState(ctx context.Context, id uuid.UUID) (InstanceState, bo
 		return "", false, err
 	}
 	st, ok := h.state.Load().(InstanceState)
+	if ok && !st.Terminal() && h.paused.Load() {
+		st = StatePaused
+	}
 	return st, ok, nil
 }

@@ -57,6 +57,8 @@ type holder struct {
 	gone  atomic.Bool
 	// heldBack: claimed and not started yet (admission.go).
 	heldBack atomic.Bool
+	// paused: PauseInstance holds it (views say PAUSED while it is live).
+	paused atomic.Bool
 	// state is the instance's client-facing state: set by its shard while
 	// it runs, and to its terminal state by the flusher as soon as the
 	// completion is durable — before the shard hears of it — so that from
@@ -135,6 +137,19 @@ type instance struct {
 	// parent is the task attempt that started the instance, when it is a
 	// child instance: told of the outcome once it is durable.
 	parent *ParentRef
+
+	// Waits, signals and pause (waits.go).
+	waiting    map[string][]waitingAttempt // signal → attempts of wait: {signal} tasks in flight
+	signals    []pendingSignal             // received, not taken by a wait yet, by seq
+	lastSignal int64                       // the highest signal seq received
+	wake       int64                       // the store's wake counter as last seen (Park.WakeSeen)
+	paused     bool
+	held       []graph.Effect // dispatches held back by the pause
+	heldTimers []graph.Timer  // timers that fired during the pause
+	parkArmed  bool           // a park check is in the timer heap
+	parking    bool           // the park is being written: the instance takes nothing more
+	parkUntil  time.Time      // when the parked instance is due again (zero: on a wake)
+	run        int            // the instance's run (1, then one more per retry)
 
 	finishing    bool   // Finished seen; the completion is being written
 	failReason   string // overrides the terminal state: FAILED with this error
@@ -254,8 +269,12 @@ func apiState(st graph.State) InstanceState {
 }
 
 // recordState is a stored instance's client-facing state: its status's,
-// and GATHERING for a running one its owner recorded so (Progress.Gathering).
+// PAUSED for a live one paused, and GATHERING for a running one its owner
+// recorded so (Progress.Gathering).
 func recordState(rec InstanceRecord) InstanceState {
+	if rec.Paused && !rec.Status.Terminal() {
+		return StatePaused
+	}
 	if rec.Status == StatusRunning && rec.Gathering {
 		return StateGathering
 	}

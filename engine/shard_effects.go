@@ -33,10 +33,17 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 	pe := inst.pe
 	switch e.Kind {
 	case graph.Dispatch:
+		if inst.paused {
+			s.holdDispatch(inst, e) // dispatched on resume
+			return
+		}
 		t := pe.task(e.Task.Node)
-		s.e.cfg.Metrics.Capability(pe.labels[e.Task.Node]).Dispatched.Inc()
 		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
-		if name, version, ok := pe.plan.Child(e.Task.Node); ok {
+		if signal, _, ok := pe.plan.Wait(e.Task.Node); ok {
+			// A wait: the engine holds it, no worker or Waggler does.
+			s.dispatchWait(inst, e, signal)
+		} else if name, version, ok := pe.plan.Child(e.Task.Node); ok {
+			s.e.cfg.Metrics.Capability(pe.labels[e.Task.Node]).Dispatched.Inc()
 			// The attempt is a child instance: the children loop starts
 			// it; no Waggler sees it.
 			if version == 0 {
@@ -45,6 +52,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			s.e.children.push(childOp{kind: spawnChild, key: key, parent: inst.h, name: name, version: version,
 				input: e.Input, depth: inst.g.Depth() + 1})
 		} else {
+			s.e.cfg.Metrics.Capability(pe.labels[e.Task.Node]).Dispatched.Inc()
 			node, _ := inst.g.NodeOf(e.Task) // "" unless a run of on: every_node
 			s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
 				AttemptKey: key,

@@ -28,6 +28,14 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		shown:     StateRunning,
 		progress:  make(map[graph.TaskRef]*liveProgress),
 		parent:    c.Parent,
+		wake:      c.Wake,
+		paused:    c.Paused,
+		run:       max(c.Run, 1),
+	}
+	h.paused.Store(c.Paused)
+	for _, sig := range c.Signals { // not consumed yet, by seq
+		inst.signals = append(inst.signals, pendingSignal{seq: sig.Seq, name: sig.Name, payload: sig.Payload, at: sig.CreatedAt})
+		inst.lastSignal = max(inst.lastSignal, sig.Seq)
 	}
 	if c.Gathering { // an earlier owner showed it GATHERING: never back
 		inst.shown, inst.gatherMarked = StateGathering, true

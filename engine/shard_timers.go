@@ -11,6 +11,7 @@ type timerEntry struct {
 	at       time.Time
 	inst     *instance
 	deadline bool        // the workflow deadline; else a graph timer
+	park     bool        // a park check (waits.go); else a graph timer
 	t        graph.Timer // graph timer
 }
 
@@ -55,11 +56,19 @@ func (s *shard) fireDue() {
 		if s.insts[inst.id] != inst || inst.finishing {
 			continue
 		}
-		if te.deadline {
+		switch {
+		case te.deadline:
 			s.deadlineExceeded(inst, now)
-			continue
+		case te.park:
+			s.parkCheck(inst, now)
+		case inst.parking:
+			// The park's write is in flight: the snapshot it writes holds
+			// this timer, and the instance is claimed again when it is due.
+		case inst.paused:
+			inst.heldTimers = append(inst.heldTimers, te.t) // fired on resume
+		default:
+			s.fire(inst, te.t, now)
 		}
-		s.fire(inst, te.t, now)
 	}
 }
 
@@ -84,6 +93,9 @@ func (s *shard) fire(inst *instance, t graph.Timer, now time.Time) {
 		s.emit(inst, Event{Kind: EventTaskFailed, Task: inst.pe.task(t.Task.Node).GetName(), Index: t.Task.Index,
 			Attempt: t.Attempt, Error: info.Error})
 		s.resolvedTask(inst, t.Task, now)
+	}
+	if t.Kind == graph.WaitOver {
+		s.waitOver(inst, t, now)
 	}
 	s.process(inst, fx, now)
 	s.settle(inst)

@@ -45,6 +45,9 @@ func (e *Engine) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, e
 		// outputs): the Store has all of it.
 		return e.q.GetInstance(ctx, id)
 	}
+	if err := e.q.signalViews(ctx, &v, pe); err != nil {
+		return InstanceView{}, err
+	}
 	if trimmed {
 		hist, err := e.cfg.Store.TaskHistory(ctx, id)
 		if err != nil {
@@ -71,7 +74,7 @@ func (e *Engine) onShard(ctx context.Context, id uuid.UUID, fn func(s *shard, in
 	done := make(chan bool, 1)
 	h.shard.send(func(s *shard) {
 		inst := s.insts[id]
-		if inst == nil || inst.h != h || inst.g == nil {
+		if inst == nil || inst.h != h || inst.g == nil || inst.parking {
 			done <- false
 			return
 		}
@@ -139,6 +142,10 @@ func (inst *instance) fullView(now time.Time) InstanceView {
 	}
 	v.CancelRequested = inst.cancelReason != ""
 	v.Parent = inst.parent
+	v.Paused, v.Run = inst.paused, inst.run
+	if inst.paused && !v.State.Terminal() {
+		v.State = StatePaused
+	}
 	v.Tasks = taskViews(inst.pe, inst.g, viewSource{
 		times: func(node int32) (time.Time, time.Time) {
 			return clock.FromUnixNanos(inst.started[node]), clock.FromUnixNanos(inst.finished[node])
@@ -192,6 +199,12 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 			Width:       -1,
 		}
 		tv.StartedAt, tv.FinishedAt = src.times(node)
+		if signal, _, ok := pe.plan.Wait(node); ok {
+			tv.WaitSignal = signal
+			if info.Status == graph.TaskRunning {
+				tv.Wait = &WaitInfo{Signal: signal, Until: info.Due}
+			}
+		}
 		if info.Status == graph.TaskRunning && progress != nil {
 			tv.Progress = progress(ref)
 		}

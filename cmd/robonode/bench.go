@@ -87,7 +87,8 @@ median and range (the baseline and the check use the medians).`,
   robonode bench --postgres postgres://postgres@127.0.0.1:5432/postgres?sslmode=disable -o json
   robonode bench --postgres $DSN --short --check docs/bench-baseline.json
   robonode bench --scenarios chains,mesh-chains --rounds 5
-  robonode bench --scenarios partitions --postgres $DSN --server-cpus 0.25`,
+  robonode bench --scenarios partitions --postgres $DSN --server-cpus 0.25
+  robonode bench --scenarios waits --waits 100000`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if output != "table" && output != "json" {
@@ -167,6 +168,7 @@ median and range (the baseline and the check use the medians).`,
 	f.Float64Var(&cfg.ServerCPUs, "server-cpus", 0.25, "the partitions scenario's CPU cap of each server, in CPUs (a cgroup's CFS quota)")
 	f.IntVar(&cfg.Spreads, "spreads", 50, "spread instances of the partitions scenario, beside its --chains chains")
 	f.IntVar(&cfg.SpreadsWidth, "spreads-width", 2000, "tasks of each spread of the partitions scenario")
+	f.IntVar(&cfg.Waits, "waits", 100_000, "instances of the waits scenario, each parked in a wait for a signal, then sent one")
 	f.IntVar(&cfg.WorkerProcs, "worker-gomaxprocs", 0, "GOMAXPROCS of each worker node of the mesh scenarios, as a container CPU limit sets it (0: Go's default, every CPU)")
 	f.StringVar(&cfg.Placement, "placement", bench.Shared, "where the processes run: shared (every process on every CPU) or split (the server and the single node on half the CPUs, the worker nodes on the other half, as on machines of their own; Linux)")
 	f.IntVar(&cfg.Rounds, "rounds", 1, "run every scenario this many times, in turn, and report the medians (a mesh scenario is compared with the single node of its own round)")

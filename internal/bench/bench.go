@@ -43,6 +43,9 @@ const (
 	// Partitions: chains and spreads through every server's API against
 	// 1, 2 and 3 servers, each capped at ServerCPUs (partitions.go).
 	Partitions = "partitions"
+	// Waits: Waits instances parked in a wait for a signal, then a storm
+	// of one signal each (waits.go).
+	Waits = "waits"
 )
 
 // Placements (Config.Placement).
@@ -57,7 +60,7 @@ var AllScenarios = []string{Spread, Chains, ChainsBatch, Diamonds, Latency, Mesh
 
 // NamedScenarios run only when named: they need what a default run may
 // not have (Partitions: Postgres and a cgroup CPU controller to write).
-var NamedScenarios = []string{Partitions}
+var NamedScenarios = []string{Partitions, Waits}
 
 // Config is a bench run.
 type Config struct {
@@ -127,6 +130,9 @@ type Config struct {
 	// holds.
 	Rounds int
 
+	// Waits is the waits scenario's instances (default 100,000).
+	Waits int
+
 	// Progress gets a line as each step starts; nil: none.
 	Progress io.Writer
 }
@@ -147,6 +153,7 @@ func (c *Config) defaults() {
 	def(&c.Rounds, 1)
 	def(&c.Spreads, 50)
 	def(&c.SpreadsWidth, 2000)
+	def(&c.Waits, 100_000)
 	if c.ServerCPUs == 0 {
 		c.ServerCPUs = 0.25
 	}
@@ -360,6 +367,8 @@ type Result struct {
 	// Scaling is the partitions scenario's: the servers, their cap, and
 	// how the run compares with one server.
 	Scaling *Scaling `json:"scaling,omitempty"`
+	// Parked is the waits scenario's.
+	Parked *Parked `json:"parked,omitempty"`
 	// Rate is the offered rate of a latency run, per second.
 	Rate int `json:"rate,omitempty"`
 	// Latencies in milliseconds: submit acknowledged; acknowledgement to
@@ -468,6 +477,15 @@ func runRound(ctx context.Context, cfg *Config, rep *Report, round int) error {
 			}
 			continue
 		}
+		if name == Waits {
+			r, err := runWaits(ctx, cfg, round)
+			if err != nil {
+				return fmt.Errorf("scenario %s: %w", name, err)
+			}
+			fmt.Fprintf(cfg.Progress, "  %s\n", r.summary())
+			rep.Results = append(rep.Results, r)
+			continue
+		}
 		rates := []int{0} // not paced
 		if name == Latency {
 			rates = cfg.Rates
@@ -516,10 +534,11 @@ type target struct {
 
 // start starts one node serving core, or a server serving nothing with
 // three worker nodes serving core (mesh), and registers the workflows.
-func start(ctx context.Context, cfg *Config, label string, mesh bool) (*target, error) {
+func start(ctx context.Context, cfg *Config, label string, mesh bool, extra ...string) (*target, error) {
 	t := &target{profiled: cfg.ProfileDir != ""}
 	common := []string{"--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "127.0.0.1:0", "--raft", "127.0.0.1:0",
 		"--log-format", "json", "--log-level", "info"}
+	common = append(common, extra...) // a flag given again overrides the one before
 	var store []string
 	if cfg.Postgres != "" {
 		db, err := newDatabase(ctx, cfg.Postgres)
@@ -744,6 +763,11 @@ func (r Result) summary() string {
 	}
 	if r.OfSingle > 0 {
 		s += fmt.Sprintf(", %.0f%% of one node", 100*r.OfSingle)
+	}
+	if w := r.Parked; w != nil {
+		s = fmt.Sprintf("%s: %d instances parked in %.1fs; the server's heap %.0f bytes per parked instance (%.0f per instance held in memory before it parked); "+
+			"%d signals sent in %.2fs (%.0f/s), every instance COMPLETE %.2fs after the first",
+			r.Scenario, r.Instances, w.ParkSeconds, w.HeapPerParked, w.HeapPerHeld, r.Instances, w.SignalSeconds, w.SignalsPerS, r.Seconds)
 	}
 	if sc := r.Scaling; sc != nil {
 		s = fmt.Sprintf("%s: %d tasks in %.2fs, %.0f tasks/s, %.2f× one server; busiest server %s at %.3f CPU s per 1,000 tasks (%.2f× one server's); uncapped processes at %.0f%% of the CPU left to them",

@@ -25,6 +25,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	addr   string // gRPC
 	gossip string
+	http   string // "" when off
 	done   chan struct{} // closed when its stderr ends
 
 	mu   sync.Mutex
@@ -54,7 +55,7 @@ func startProc(ctx context.Context, robonode []string, env []string, cpus []int,
 		}
 		return nil, fmt.Errorf("starting %s (%s): %w", name, robonode[0], err)
 	}
-	started := make(chan [2]string, 1)
+	started := make(chan [3]string, 1)
 	go func() {
 		defer close(p.done)
 		var logw *bufio.Writer
@@ -75,15 +76,16 @@ func startProc(ctx context.Context, robonode []string, env []string, cpus []int,
 				Msg    string `json:"msg"`
 				Addr   string `json:"grpc_addr"`
 				Gossip string `json:"gossip_addr"`
+				HTTP   string `json:"http_addr"`
 			}
 			if bytes.Contains(line, []byte(`"node started"`)) && json.Unmarshal(line, &entry) == nil && entry.Msg == "node started" {
-				started <- [2]string{entry.Addr, entry.Gossip}
+				started <- [3]string{entry.Addr, entry.Gossip, entry.HTTP}
 			}
 		}
 	}()
 	select {
 	case a := <-started:
-		p.addr, p.gossip = a[0], a[1]
+		p.addr, p.gossip, p.http = a[0], a[1], a[2]
 		return p, nil
 	case <-p.done:
 		_ = p.cmd.Wait()
