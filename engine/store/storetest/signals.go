@@ -29,15 +29,6 @@ func signals(t *testing.T, s engine.Store, id uuid.UUID) []engine.SignalRecord {
 	return out
 }
 
-// seqs lists the Seq of each signal.
-func seqs(rs []engine.SignalRecord) []int64 {
-	out := make([]int64, len(rs))
-	for i, r := range rs {
-		out[i] = r.Seq
-	}
-	return out
-}
-
 // testSignalsIdempotent: a signal with a key the instance already holds
 // answers the first record and changes nothing; signals without a key are
 // all recorded, in increasing Seq, each bumping the wake counter.
