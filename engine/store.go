@@ -130,13 +130,41 @@ type Store interface {
 	ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.UUID) error
 	// ReclaimExpired clears up to limit lapsed leases and returns how many.
 	ReclaimExpired(ctx context.Context, limit int) (int, error)
-	// RequestCancel marks an instance for cancellation and makes it due now;
-	// its owner (or the next one) sees the request on refresh or claim. A
-	// finished instance returns ErrNotFound wrapped with its state.
+	// RequestCancel marks an instance for cancellation, bumps its wake
+	// counter and makes it due now; its owner (or the next one) sees the
+	// request on refresh or claim. A finished instance returns ErrNotFound
+	// wrapped with its state.
 	RequestCancel(ctx context.Context, id uuid.UUID) error
 	// Sweep deletes up to Limit finished instances (and their action
-	// results) that finished before Before, returning how many.
+	// results and signals) that finished before Before, returning how many.
 	Sweep(ctx context.Context, req SweepRequest) (int, error)
+
+	// RecordSignal records a signal for a live instance (one that has a
+	// queue row; any other is ErrNotFound wrapped with its state, as
+	// RequestCancel says it). A signal with an IdempotencyKey the instance
+	// already holds changes nothing: the first record comes back with
+	// existing set. Otherwise the store refuses with ErrTooManySignals
+	// when the instance holds MaxPending unconsumed signals, or inserts
+	// the signal, bumps the instance's wake counter and makes it due now
+	// (a parked, unleased instance is claimed at once). wake is the
+	// counter after the call.
+	RecordSignal(ctx context.Context, s NewSignal) (rec SignalRecord, wake int64, existing bool, err error)
+	// ListSignals returns every signal of an instance, consumed or not, by
+	// Seq; ErrNotFound for an unknown instance.
+	ListSignals(ctx context.Context, id uuid.UUID) ([]SignalRecord, error)
+	// SetPaused sets a live instance's paused flag and bumps its wake
+	// counter (any other instance is refused as by RequestCancel);
+	// resuming (paused false) also makes it due now. It returns the wake
+	// counter after the call.
+	SetPaused(ctx context.Context, id uuid.UUID, paused bool) (wake int64, err error)
+	// ReopenInstance runs a FAILED or CANCELLED instance again, in one
+	// transaction: running, with req.State as its snapshot, its output,
+	// error, finish time, GATHERING mark, cancel request and pause
+	// cleared, its run count one up, and a queue row due now, unleased,
+	// in req.Partition. The result log and the signals stay. A queued or
+	// running instance is refused with ErrInstanceLive, a complete one
+	// with ErrNotRetryable, an unknown one with ErrNotFound.
+	ReopenInstance(ctx context.Context, req ReopenRequest) (Reopened, error)
 
 	// GetInstance returns one instance (queued, running or finished).
 	GetInstance(ctx context.Context, id uuid.UUID) (InstanceRecord, error)
@@ -318,6 +346,76 @@ type ClaimedInstance struct {
 	// Parent is the task attempt that started the instance, when it is a
 	// child instance (NewInstance.Parent).
 	Parent *ParentRef
+	// Signals are the instance's unconsumed signals, by Seq. Every signal
+	// counted in Wake is among them or consumed.
+	Signals []SignalRecord
+	// Wake is the instance's wake counter: RecordSignal, SetPaused and
+	// RequestCancel each bump it. A Park gives it back as WakeSeen.
+	Wake int64
+	// Paused: the instance was paused (SetPaused) and not resumed.
+	Paused bool
+	// Run counts the instance's runs: 1, then one more per
+	// ReopenInstance.
+	Run int
+}
+
+// NewSignal is a signal to record for an instance (Store.RecordSignal).
+type NewSignal struct {
+	InstanceID     uuid.UUID
+	Name           string
+	Payload        []byte // canonical JSON
+	IdempotencyKey string // "": none
+	// MaxPending refuses the signal (ErrTooManySignals) when the instance
+	// already holds this many unconsumed signals; 0 or less: no limit.
+	MaxPending int
+}
+
+// SignalRecord is a recorded signal.
+type SignalRecord struct {
+	// Seq is assigned by the store, increasing in recording order across
+	// the whole store.
+	Seq            int64
+	InstanceID     uuid.UUID
+	Name           string
+	Payload        []byte
+	IdempotencyKey string
+	CreatedAt      time.Time
+	Consumed       bool
+	ConsumedBy     string // the attempt that took it ("execution#attempt"); "" while unconsumed
+}
+
+// SignalUse marks a signal consumed (Progress.ConsumedSignals): signal
+// Seq of the instance, taken by By ("execution#attempt").
+type SignalUse struct {
+	Seq int64
+	By  string
+}
+
+// Park releases an instance's lease with its progress
+// (Progress.Park) until something wakes it or Until comes.
+type Park struct {
+	// Until is when the instance is due again without a wake; zero: no
+	// deadline (only a wake makes it due).
+	Until time.Time
+	// WakeSeen is the wake counter the owner has acted on
+	// (ClaimedInstance.Wake, or a RecordSignal or SetPaused it saw): when
+	// the stored counter is above it, or a cancellation was requested,
+	// the instance is due now instead.
+	WakeSeen int64
+}
+
+// ReopenRequest asks to run a finished instance again
+// (Store.ReopenInstance).
+type ReopenRequest struct {
+	ID        uuid.UUID
+	State     []byte // the new snapshot
+	Partition int    // PartitionOf(ID) for the mesh's partition count
+}
+
+// Reopened is the outcome of ReopenInstance.
+type Reopened struct {
+	Run    int            // the instance's run now: 2 after the first reopen
+	Status InstanceStatus // the status it had (Failed or Cancelled)
 }
 
 // ActionResult is one finished attempt of one execution (a task or a spread
@@ -350,6 +448,17 @@ type Progress struct {
 	// from then on (InstanceRecord.Gathering), so an instance's state
 	// never goes back across owners.
 	Gathering bool
+	// ConsumedSignals marks signals of the instance consumed, in the same
+	// gated write as the results. A signal already consumed keeps its
+	// first consumer; a Seq of another instance is ignored.
+	ConsumedSignals []SignalUse
+	// Park, when set, releases the caller's lease after everything else
+	// of the entry is written (it overrides ScheduledAt): the instance is
+	// due at Park.Until (never, if zero), or now if its wake counter moved
+	// past Park.WakeSeen or a cancellation was requested — as the store
+	// holds them when the write commits, so a wake that commits first is
+	// never lost.
+	Park *Park
 }
 
 // Completion records a terminal instance.
@@ -361,6 +470,8 @@ type Completion struct {
 	Output     []byte         // canonical JSON of the outputs when Complete
 	Error      string         // why, when Failed or Cancelled
 	State      []byte         // final snapshot; nil leaves it
+	// ConsumedSignals marks signals consumed, as Progress.ConsumedSignals.
+	ConsumedSignals []SignalUse
 }
 
 // LeaseRefresh extends leases.
@@ -405,6 +516,11 @@ type InstanceRecord struct {
 	// Parent is the task attempt that started the instance, when it is a
 	// child instance (NewInstance.Parent); ListInstances returns it too.
 	Parent *ParentRef
+	// Paused: live and paused (SetPaused); ListInstances returns it too.
+	Paused bool
+	// Run counts the instance's runs: 1, then one more per
+	// ReopenInstance.
+	Run int
 }
 
 // InstanceFilter selects instances for ListInstances.

@@ -81,3 +81,25 @@ func (c *resultColumns) add(instance uuid.UUID, r engine.ActionResult) {
 func (c *resultColumns) args() []any {
 	return []any{c.instanceIDs, c.executionIDs, c.attempts, c.oks, c.outputs, c.errs, c.workerIDs, c.startedAt, c.finishedAt}
 }
+
+// signalUses are consumed signals (Progress.ConsumedSignals) as parallel
+// arrays, for consumedCTE.
+type signalUses struct {
+	instanceIDs []uuid.UUID
+	seqs        []int64
+	by          []string
+}
+
+// add appends the signals instance consumed.
+func (c *signalUses) add(instance uuid.UUID, uses []engine.SignalUse) {
+	for _, u := range uses {
+		c.instanceIDs = append(c.instanceIDs, instance)
+		c.seqs = append(c.seqs, u.Seq)
+		c.by = append(c.by, u.By)
+	}
+}
+
+// args returns the arrays in the order of consumedCTE's parameters.
+func (c *signalUses) args() []any {
+	return []any{c.instanceIDs, c.seqs, c.by}
+}

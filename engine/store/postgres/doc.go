@@ -20,15 +20,17 @@
 //
 //   - runner_instances: one row per instance for its whole life: status,
 //     inputs, the latest state snapshot, output or error, the optional
-//     idempotency key (unique where not null), cancel_requested, and the
-//     created/started/finished timestamps. Finished rows stay, queryable,
-//     until the retention sweep deletes them.
+//     idempotency key (unique where not null), cancel_requested, paused,
+//     runs (1, one more per ReopenInstance), and the created/started/
+//     finished timestamps. Finished rows stay, queryable, until the
+//     retention sweep deletes them.
 //
 //   - queued_instances: the claim table, one row per live instance:
 //     scheduled_at (when it is next due), the lease — lock_uuid (owner) and
 //     lock_expires_at — the Raft term of the owner (the fencing token),
-//     cancel_requested, and the instance's partition (0 for rows queued
-//     before partitions). Completion deletes the row, so this table is as
+//     cancel_requested, the instance's partition (0 for rows queued
+//     before partitions) and wake, a counter every signal, pause, resume
+//     and cancellation request bumps (see "Parks" below). Completion deletes the row, so this table is as
 //     small as the live work and claims stay cheap. scheduled_at and
 //     lock_uuid are indexed, lock_expires_at is not, so lease refreshes,
 //     the most frequent write, are HOT updates.
@@ -43,6 +45,11 @@
 //     (instance, execution, attempt DESC), which is exactly the order of the
 //     hydration query, so hydration reads the latest attempt of every
 //     execution straight off the index.
+//
+//   - instance_signals: the signals sent to an instance, by bigserial seq:
+//     name, payload, an idempotency key unique per instance, and
+//     consumed_by (the attempt that took it; NULL while nobody did). They
+//     go with their instance (ON DELETE CASCADE).
 //
 //   - workflow_schedules: recurring schedule definitions and run metadata,
 //     unique by (workflow_name, schedule_name). Table only: the Store port
@@ -61,7 +68,7 @@
 //
 // # Claims
 //
-// ClaimInstances is one pgx batch (one round trip, one transaction) of two
+// ClaimInstances is one pgx batch (one round trip, one transaction) of three
 // statements. The first picks due rows (scheduled_at <= now()) that are
 // unlocked, whose lease expired, or whose lease is held under an older
 // term — in the claimer's partitions if it names them, never in a
@@ -72,7 +79,9 @@
 // marks the runner rows running and returns their inputs and snapshots. The
 // second returns the latest result of every execution of those instances
 // (DISTINCT ON (instance_id, execution_id) … ORDER BY instance_id,
-// execution_id, attempt DESC, id DESC).
+// execution_id, attempt DESC, id DESC). The third returns their
+// unconsumed signals, reading instance_signals only for rows whose wake
+// counter is above zero (never signalled: no probe).
 //
 // Hydration is a statement of its own, not a subquery of the claim, on
 // purpose: in READ COMMITTED a statement reads with the snapshot taken when
@@ -98,9 +107,10 @@
 //     owner AND lock_expires_at > now(), in a partition no other runloop
 //     fenced; FOR NO KEY UPDATE, in id order). The lock keeps a concurrent
 //     claim from taking an instance over before the statement commits.
-//  2. Append the action results of exactly the owned instances.
+//  2. Append the action results of exactly the owned instances, and mark
+//     the signals they consumed.
 //  3. Write their state snapshots.
-//  4. Write their next scheduled_at.
+//  4. Write their next scheduled_at, or park them.
 //
 // One statement rather than a batch of them because the gate reads the
 // partitions table, which no row lock of the batch protects: statements of
@@ -130,6 +140,24 @@
 // results, then status, output, error, final snapshot and finished_at on
 // runner_instances, then the deletion of the queue row — all gated on
 // `owned`.
+//
+// # Parks
+//
+// An instance that only waits (for a signal, a duration, a time) is
+// parked by its owner with its progress (engine.Park): the same UPDATE of
+// the queue row releases the lease and sets scheduled_at to now() if the
+// row's wake counter is above the one the owner acted on or a
+// cancellation was requested, else to the deadline ('infinity' for none).
+// The comparison reads the row being updated, not a subquery: a signal
+// (pause, cancellation) that commits while the park waits for the row's
+// lock is seen, because an UPDATE that finds its row changed since its
+// snapshot evaluates its SET on the newest version (READ COMMITTED), while
+// a subquery reads the snapshot. A signal that comes after the park waits
+// for the lock in turn and finds the row parked, which it makes due.
+// RecordSignal locks the queue row before it reads the idempotency key or
+// counts unconsumed signals, so recordings and consumptions of one
+// instance are ordered. TestParkSeesAWakeCommittedWhileItWaits holds the
+// first case, and fails with a subquery.
 //
 // # Partitions
 //
@@ -170,9 +198,12 @@
 // the lost ones and the ones with a cancel request); ReleaseLeases gives
 // them up on clean shutdown; ReclaimExpired clears lapsed leases in bounded
 // batches (claims take expired leases anyway; clearing them keeps the table
-// honest for observers). RequestCancel flags the instance and makes it due
-// now. Sweep deletes finished instances older than a cut-off in bounded
-// batches; their action results go with them (ON DELETE CASCADE).
+// honest for observers). RequestCancel flags the instance, bumps its wake
+// counter and makes it due now. Sweep deletes finished instances older than
+// a cut-off in bounded batches; their action results and signals go with
+// them (ON DELETE CASCADE). ReopenInstance runs a failed or cancelled
+// instance again: the runner row rewritten and a queue row inserted in one
+// transaction.
 //
 // Every statement starts with a "-- name: …" comment, which shows up in
 // pg_stat_statements, in server logs and in query tracers.

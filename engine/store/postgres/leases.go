@@ -119,12 +119,13 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) (int, error) {
 
 // RequestCancel implements engine.Store. The flag is set on both the queue
 // row (where claims and refreshes read it) and the runner row (which keeps
-// it after completion), and the instance becomes due now.
+// it after completion), the wake counter goes up and the instance becomes
+// due now.
 func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 	const q = `-- name: request_cancel
 		WITH queue AS (
 		    UPDATE queued_instances
-		    SET cancel_requested = true, scheduled_at = least(scheduled_at, now())
+		    SET cancel_requested = true, scheduled_at = least(scheduled_at, now()), wake = wake + 1
 		    WHERE instance_id = $1
 		    RETURNING instance_id
 		),
@@ -153,7 +154,8 @@ func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 }
 
 // Sweep implements engine.Store. Deleting a runner row cascades to its
-// action results (foreign key ON DELETE CASCADE), in the same statement.
+// action results and signals (foreign keys ON DELETE CASCADE), in the
+// same statement.
 func (s *Store) Sweep(ctx context.Context, req engine.SweepRequest) (int, error) {
 	if req.Before.IsZero() {
 		return 0, errors.New("sweep: Before is required")

@@ -48,15 +48,40 @@ const resultsCTE = `results AS (
     ON CONFLICT (instance_id, execution_id, attempt) DO NOTHING
 )`
 
-// persistSQL writes a progress batch: results, then the snapshots and
-// GATHERING marks ($12 ids, $13 states, $16 whether a state is given, $17
-// whether the instance reached GATHERING: one update per row, since a row
-// updated twice in one statement keeps only one of the updates) and the
-// next due times ($14 ids, $15 times) of owned instances. It returns the
-// owned ids.
-const persistSQL = `-- name: persist_progress
+// consumedCTE marks signals consumed ($a instances, $b seqs, $c
+// consumers, the parameter numbers given), for owned instances only and
+// only the signals of the instance named: a signal consumed already keeps
+// its first consumer.
+func consumedCTE(a, b, c int) string {
+	return fmt.Sprintf(`consumed AS (
+    UPDATE instance_signals g
+    SET consumed_by = u.consumed_by
+    FROM unnest($%d::uuid[], $%d::bigint[], $%d::text[]) AS u(instance_id, seq, consumed_by)
+    WHERE g.seq = u.seq AND g.instance_id = u.instance_id AND g.consumed_by IS NULL
+      AND u.instance_id IN (SELECT instance_id FROM owned)
+)`, a, b, c)
+}
+
+// persistSQL writes a progress batch: results, then consumed signals
+// ($21 … $23), then the snapshots and GATHERING marks ($12 ids, $13
+// states, $16 whether a state is given, $17 whether the instance reached
+// GATHERING: one update per row, since a row updated twice in one
+// statement keeps only one of the updates), then the queue rows ($14
+// ids; $15 the next due time, or $18 park: release the lease, due at $19
+// (NULL: never) unless the wake counter passed $20 or a cancellation was
+// requested) of owned instances. It returns the owned ids.
+//
+// The park reads wake and cancel_requested from the row it updates, not
+// from a subquery: under READ COMMITTED an UPDATE that finds its row
+// changed since its snapshot (a RecordSignal, SetPaused or RequestCancel
+// that committed meanwhile, which `owned` then waited for) evaluates its
+// SET on the newest version of the row, while a subquery would read the
+// snapshot and miss the wake. A wake that commits after this statement
+// waits for its row lock and finds the row parked, which it makes due.
+var persistSQL = `-- name: persist_progress
 WITH ` + ownedCTE + `,
 ` + resultsCTE + `,
+` + consumedCTE(21, 22, 23) + `,
 state AS (
     UPDATE runner_instances r
     SET state = CASE WHEN s.has_state THEN s.state ELSE r.state END,
@@ -65,20 +90,28 @@ state AS (
     FROM unnest($12::uuid[], $13::bytea[], $16::boolean[], $17::boolean[]) AS s(instance_id, state, has_state, gathering)
     WHERE r.instance_id = s.instance_id AND s.instance_id IN (SELECT instance_id FROM owned)
 ),
-schedule AS (
+queue AS (
     UPDATE queued_instances q
-    SET scheduled_at = s.scheduled_at
-    FROM unnest($14::uuid[], $15::timestamptz[]) AS s(instance_id, scheduled_at)
+    SET scheduled_at = CASE
+            WHEN NOT s.park THEN s.scheduled_at
+            WHEN q.wake > s.wake_seen OR q.cancel_requested THEN now()
+            ELSE coalesce(s.until, 'infinity')
+        END,
+        lock_uuid = CASE WHEN s.park THEN NULL ELSE q.lock_uuid END,
+        lock_expires_at = CASE WHEN s.park THEN NULL ELSE q.lock_expires_at END
+    FROM unnest($14::uuid[], $15::timestamptz[], $18::boolean[], $19::timestamptz[], $20::bigint[])
+         AS s(instance_id, scheduled_at, park, until, wake_seen)
     WHERE q.instance_id = s.instance_id AND s.instance_id IN (SELECT instance_id FROM owned)
 )
 SELECT instance_id FROM owned`
 
 // completeSQL records the outcome of owned instances ($12 … $16 in the
-// order of $1), after their final results, and removes them from the
-// claim table. It returns the owned ids.
-const completeSQL = `-- name: complete_instances
+// order of $1), after their final results and consumed signals ($17 …
+// $19), and removes them from the claim table. It returns the owned ids.
+var completeSQL = `-- name: complete_instances
 WITH ` + ownedCTE + `,
 ` + resultsCTE + `,
+` + consumedCTE(17, 18, 19) + `,
 runner AS (
     UPDATE runner_instances r
     SET status = c.status,
@@ -110,7 +143,8 @@ WHERE r.status = i.status
 
 // PersistProgress implements engine.Store. The whole batch is one
 // statement (persistSQL): one round trip, one transaction, writes in the
-// order of the design — results, then snapshots, then schedules — each a
+// order of the design — results and consumed signals, then snapshots, then
+// schedules or parks — each a
 // multi-row step over unnest()ed arrays (group commit), all gated on the
 // caller's lease and its partition's fence. An instance whose lease is
 // gone, or whose partition another runloop fenced, gets ErrOwnershipLost
@@ -131,8 +165,12 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 		states      [][]byte
 		hasState    []bool
 		gathering   []bool
-		schedIDs    []uuid.UUID
-		scheduled   []pgtype.Timestamptz
+		queueIDs    []uuid.UUID
+		scheduled   []pgtype.Timestamptz // NULL for a park
+		park        []bool
+		until       []pgtype.Timestamptz // NULL: no deadline
+		wakeSeen    []int64
+		consumed    signalUses
 	)
 	for _, p := range merged.Items {
 		ids = append(ids, p.InstanceID)
@@ -146,14 +184,26 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 			hasState = append(hasState, p.State != nil)
 			gathering = append(gathering, p.Gathering)
 		}
-		if p.ScheduledAt != nil {
-			schedIDs = append(schedIDs, p.InstanceID)
+		consumed.add(p.InstanceID, p.ConsumedSignals)
+		switch {
+		case p.Park != nil:
+			queueIDs = append(queueIDs, p.InstanceID)
+			scheduled = append(scheduled, pgtype.Timestamptz{})
+			park = append(park, true)
+			until = append(until, timestamptz(p.Park.Until))
+			wakeSeen = append(wakeSeen, p.Park.WakeSeen)
+		case p.ScheduledAt != nil:
+			queueIDs = append(queueIDs, p.InstanceID)
 			scheduled = append(scheduled, pgtype.Timestamptz{Time: *p.ScheduledAt, Valid: true})
+			park = append(park, false)
+			until = append(until, pgtype.Timestamptz{})
+			wakeSeen = append(wakeSeen, 0)
 		}
 	}
 
 	args := append([]any{ids, owners}, results.args()...)
-	rows, err := s.pool.Query(ctx, persistSQL, append(args, stateIDs, states, schedIDs, scheduled, hasState, gathering)...)
+	args = append(args, stateIDs, states, queueIDs, scheduled, hasState, gathering, park, until, wakeSeen)
+	rows, err := s.pool.Query(ctx, persistSQL, append(args, consumed.args()...)...)
 	var owned map[uuid.UUID]bool
 	if err == nil {
 		owned, err = collectIDs(rows)
@@ -187,6 +237,7 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 		errs        []string
 		hasState    []bool
 		states      [][]byte
+		consumed    signalUses
 	)
 	items := make([]engine.Progress, len(batch)) // for outcomes()
 	for i, c := range batch {
@@ -201,10 +252,12 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 		errs = append(errs, c.Error)
 		hasState = append(hasState, c.State != nil)
 		states = append(states, c.State)
+		consumed.add(c.InstanceID, c.ConsumedSignals)
 	}
 
 	args := append([]any{ids, owners}, results.args()...)
-	rows, err := s.pool.Query(ctx, completeSQL, append(args, statuses, outputs, errs, hasState, states)...)
+	args = append(args, statuses, outputs, errs, hasState, states)
+	rows, err := s.pool.Query(ctx, completeSQL, append(args, consumed.args()...)...)
 	var owned map[uuid.UUID]bool
 	if err == nil {
 		owned, err = collectIDs(rows)

@@ -254,7 +254,7 @@ claimed AS (
         term = $2
     FROM due
     WHERE q.instance_id = due.instance_id
-    RETURNING q.instance_id, q.scheduled_at, q.lock_expires_at, q.cancel_requested
+    RETURNING q.instance_id, q.scheduled_at, q.lock_expires_at, q.cancel_requested, q.wake
 )
 UPDATE runner_instances r
 SET status = 'running', started_at = coalesce(r.started_at, now())
@@ -262,7 +262,7 @@ FROM claimed c
 WHERE r.instance_id = c.instance_id
 RETURNING r.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, c.lock_expires_at, c.cancel_requested,
           c.scheduled_at, r.started_at <> now(), r.gathering_at IS NOT NULL,
-          r.parent_instance_id, r.parent_execution, r.parent_attempt`
+          r.parent_instance_id, r.parent_execution, r.parent_attempt, c.wake, r.paused, r.runs`
 }
 
 var (
@@ -299,9 +299,24 @@ JOIN runner_actions_done d ON d.instance_id = q.instance_id
 WHERE q.lock_uuid = $1 AND q.lock_expires_at = now() + $2 * interval '1 microsecond'
 ORDER BY d.instance_id, d.execution_id, d.attempt DESC, d.id DESC`
 
+// claimSignalsSQL returns the unconsumed signals of the instances claimSQL
+// just leased, by instance and seq: the third statement of the claim's
+// batch, for the reason hydrateSQL is the second (a signal recorded while
+// the claim ran is committed, with its wake, once the claim holds the
+// row). Only rows whose wake counter is above zero can have signals (every
+// signal bumps it in the transaction that records it; ReopenInstance
+// starts it again at the instance's signal count), so instances that were
+// never signalled cost no probe of instance_signals.
+const claimSignalsSQL = `-- name: claim_signals
+SELECT g.instance_id, g.seq, g.name, g.payload, coalesce(g.idempotency_key, ''), g.created_at
+FROM queued_instances q
+JOIN instance_signals g ON g.instance_id = q.instance_id AND g.consumed_by IS NULL
+WHERE q.lock_uuid = $1 AND q.lock_expires_at = now() + $2 * interval '1 microsecond' AND q.wake > 0
+ORDER BY g.instance_id, g.seq`
+
 // ClaimInstances implements engine.Store with one pgx batch — one round
 // trip, one implicit transaction: the claim, then the hydration of every
-// claimed instance. Instances come oldest-due first; each one's results are
+// claimed instance, then its unconsumed signals. Instances come oldest-due first; each one's results are
 // ordered by execution id.
 func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
 	if err := storeutil.CheckClaim(req); err != nil {
@@ -328,7 +343,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 		)
 		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &c.CreatedAt,
 			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled, &c.HeldBefore, &c.Gathering,
-			&parent.id, &parent.exec, &parent.attempt}, func() error {
+			&parent.id, &parent.exec, &parent.attempt, &c.Wake, &c.Paused, &c.Run}, func() error {
 			got := c
 			got.Parent = parent.ref()
 			due[got.ID] = scheduled
@@ -357,6 +372,24 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 			got.Attempt = uint32(attempt) // the column's CHECK keeps it in range
 			got.StartedAt, got.FinishedAt = timeOf(started), timeOf(finished)
 			out[i].Results = append(out[i].Results, got)
+			return nil
+		})
+		return err
+	})
+	b.Queue(claimSignalsSQL, req.Owner, lease).Query(func(rows pgx.Rows) error {
+		var (
+			id  uuid.UUID
+			sig engine.SignalRecord
+		)
+		_, err := pgx.ForEachRow(rows, []any{&id, &sig.Seq, &sig.Name, &sig.Payload, &sig.IdempotencyKey, &sig.CreatedAt}, func() error {
+			i, ok := index[id]
+			if !ok {
+				return nil // not claimed by this call, as in hydration
+			}
+			got := sig
+			got.InstanceID = id
+			got.CreatedAt = got.CreatedAt.UTC()
+			out[i].Signals = append(out[i].Signals, got)
 			return nil
 		})
 		return err

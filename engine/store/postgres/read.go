@@ -21,7 +21,7 @@ import (
 const instanceColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
 	r.inputs, r.state, r.output, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
 	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL,
-	r.parent_instance_id, r.parent_execution, r.parent_attempt`
+	r.parent_instance_id, r.parent_execution, r.parent_attempt, r.paused, r.runs`
 
 // listColumns are instanceColumns without the instance's inputs, snapshot
 // and output (NULL in their place): a listing needs none of them, and a
@@ -29,7 +29,7 @@ const instanceColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, 
 const listColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.workflow_version, r.status,
 	NULL::bytea, NULL::bytea, NULL::bytea, r.error, coalesce(r.idempotency_key, ''), r.created_at, r.started_at,
 	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL,
-	r.parent_instance_id, r.parent_execution, r.parent_attempt`
+	r.parent_instance_id, r.parent_execution, r.parent_attempt, r.paused, r.runs`
 
 func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 	var (
@@ -41,11 +41,12 @@ func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 	)
 	err := row.Scan(&rec.ID, &rec.WorkflowVersionID, &rec.WorkflowName, &version, &status,
 		&rec.Inputs, &rec.State, &rec.Output, &rec.Error, &rec.IdempotencyKey, &rec.CreatedAt, &started,
-		&finished, &rec.CancelRequested, &rec.Gathering, &parent.id, &parent.exec, &parent.attempt)
+		&finished, &rec.CancelRequested, &rec.Gathering, &parent.id, &parent.exec, &parent.attempt, &rec.Paused, &rec.Run)
 	rec.Parent = parent.ref()
 	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
 	rec.Status = engine.InstanceStatus(status)
 	rec.Gathering = rec.Gathering && rec.Status == engine.StatusRunning
+	rec.Paused = rec.Paused && !rec.Status.Terminal()
 	rec.CreatedAt = rec.CreatedAt.UTC()
 	rec.StartedAt = timePtr(started)
 	rec.FinishedAt = timePtr(finished)

@@ -119,7 +119,7 @@ func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := micros(s.now())
 		res, err := tx.ExecContext(ctx, `
-			UPDATE queued_instances SET cancel_requested = 1, scheduled_at = min(scheduled_at, ?)
+			UPDATE queued_instances SET cancel_requested = 1, scheduled_at = min(scheduled_at, ?), wake = wake + 1
 			WHERE instance_id = ?`, now, id)
 		if err != nil {
 			return err
@@ -151,7 +151,7 @@ func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 }
 
 // Sweep implements engine.Store. Deleting a runner row cascades to its
-// action results (foreign keys are on).
+// action results and signals (foreign keys are on).
 func (s *Store) Sweep(ctx context.Context, req engine.SweepRequest) (int, error) {
 	if req.Before.IsZero() {
 		return 0, errors.New("sweep: Before is required")

@@ -88,6 +88,17 @@ func (b *batchWriter) held(leases []lease) (map[lease]bool, error) {
 	return out, nil
 }
 
+// consume marks the signals of instance id consumed, keeping a first
+// consumer.
+func (b *batchWriter) consume(id uuid.UUID, uses []engine.SignalUse) error {
+	for _, u := range uses {
+		if _, err := b.stmt(b.ws.consume).ExecContext(b.ctx, u.By, u.Seq, id); err != nil {
+			return fmt.Errorf("consuming signal %d of %s: %w", u.Seq, id, err)
+		}
+	}
+	return nil
+}
+
 // record appends results, ignoring a duplicate (execution, attempt).
 func (b *batchWriter) record(id uuid.UUID, results []engine.ActionResult) error {
 	for _, r := range results {
@@ -100,8 +111,8 @@ func (b *batchWriter) record(id uuid.UUID, results []engine.ActionResult) error 
 }
 
 // PersistProgress implements engine.Store: one write transaction for the
-// batch; per instance, the lease check, then results, then the snapshot,
-// then the schedule. An instance whose lease is gone gets ErrOwnershipLost
+// batch; per instance, the lease check, then results and consumed
+// signals, then the snapshot, then the schedule or the park. An instance whose lease is gone gets ErrOwnershipLost
 // and nothing of it is written.
 func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
 	if len(batch) == 0 {
@@ -131,6 +142,9 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 			if err := b.record(p.InstanceID, p.Results); err != nil {
 				return err
 			}
+			if err := b.consume(p.InstanceID, p.ConsumedSignals); err != nil {
+				return err
+			}
 			if p.State != nil {
 				if _, err := b.stmt(s.ws.setState).ExecContext(ctx, p.State, micros(now), p.InstanceID); err != nil {
 					return err
@@ -141,7 +155,16 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 					return err
 				}
 			}
-			if p.ScheduledAt != nil {
+			switch {
+			case p.Park != nil:
+				until := p.Park.Until
+				if until.IsZero() {
+					until = storeutil.Far
+				}
+				if _, err := b.stmt(s.ws.park).ExecContext(ctx, p.Park.WakeSeen, micros(now), micros(until), p.InstanceID); err != nil {
+					return err
+				}
+			case p.ScheduledAt != nil:
 				if _, err := b.stmt(s.ws.setScheduled).ExecContext(ctx, micros(*p.ScheduledAt), p.InstanceID); err != nil {
 					return err
 				}
@@ -156,8 +179,8 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 }
 
 // CompleteInstances implements engine.Store: one write transaction; per
-// instance, the lease check, then the final results, the outcome, and the
-// removal from the queue. A completion refused because the instance already
+// instance, the lease check, then the final results and consumed signals,
+// the outcome, and the removal from the queue. A completion refused because the instance already
 // finished with the same status is a replay of one that committed, and
 // counts as written.
 func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
@@ -191,6 +214,9 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 				continue
 			}
 			if err := b.record(c.InstanceID, c.Results); err != nil {
+				return err
+			}
+			if err := b.consume(c.InstanceID, c.ConsumedSignals); err != nil {
 				return err
 			}
 			if _, err := b.stmt(s.ws.finish).ExecContext(ctx, string(c.Status), c.Output, c.Error, c.State, micros(now), micros(now), c.InstanceID); err != nil {

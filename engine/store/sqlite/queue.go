@@ -181,6 +181,15 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 			c := &out[index[r.InstanceID]]
 			c.Results = append(c.Results, r)
 		}
+
+		signals, err := scanSignals(tx.StmtContext(ctx, s.ws.pendingSignals).QueryContext(ctx, list))
+		if err != nil {
+			return err
+		}
+		for _, sig := range signals {
+			c := &out[index[sig.InstanceID]]
+			c.Signals = append(c.Signals, sig)
+		}
 		return nil
 	})
 	if err != nil {
@@ -205,7 +214,7 @@ func (s *Store) readClaimed(ctx context.Context, tx *sql.Tx, list string, out *[
 			parent           parentColumns
 		)
 		if err := rows.Scan(&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &created, &expires, &c.CancelRequested, &c.HeldBefore, &c.Gathering,
-			&parent.id, &parent.exec, &parent.attempt); err != nil {
+			&parent.id, &parent.exec, &parent.attempt, &c.Wake, &c.Paused, &c.Run); err != nil {
 			return nil, err
 		}
 		c.Parent = parent.ref()

@@ -33,6 +33,16 @@ const (
 	setStateSQL     = `UPDATE runner_instances SET state = ?, updated_at = ? WHERE instance_id = ?`
 	setGatheringSQL = `UPDATE runner_instances SET gathering_at = coalesce(gathering_at, ?), updated_at = ? WHERE instance_id = ?`
 	setScheduledSQL = `UPDATE queued_instances SET scheduled_at = ? WHERE instance_id = ?`
+	// parkSQL releases the lease of instance ?4, due at ?3 unless its wake
+	// counter passed ?1 or a cancellation was requested (then at ?2, now).
+	parkSQL = `
+		UPDATE queued_instances
+		SET scheduled_at = CASE WHEN wake > ?1 OR cancel_requested THEN ?2 ELSE ?3 END,
+		    lock_uuid = NULL, lock_expires_at = NULL
+		WHERE instance_id = ?4`
+	// consumeSQL marks signal ?2 of instance ?3 consumed by ?1, unless
+	// another consumer took it first.
+	consumeSQL = `UPDATE instance_signals SET consumed_by = ?1 WHERE seq = ?2 AND instance_id = ?3 AND consumed_by IS NULL`
 
 	finishSQL = `
 		UPDATE runner_instances
@@ -82,7 +92,8 @@ const (
 	// first claim, so a value here means an earlier one.
 	claimedSQL = `
 		SELECT q.instance_id, r.workflow_version_id, r.inputs, r.state, r.created_at, q.lock_expires_at, q.cancel_requested,
-		       r.started_at IS NOT NULL, r.gathering_at IS NOT NULL, r.parent_instance_id, r.parent_execution, r.parent_attempt
+		       r.started_at IS NOT NULL, r.gathering_at IS NOT NULL, r.parent_instance_id, r.parent_execution, r.parent_attempt,
+		       q.wake, r.paused, r.runs
 		FROM queued_instances q JOIN runner_instances r ON r.instance_id = q.instance_id
 		WHERE q.instance_id IN (SELECT value FROM json_each(?))
 		ORDER BY q.scheduled_at, q.instance_id`
@@ -97,12 +108,20 @@ const (
 		)
 		WHERE rn = 1
 		ORDER BY instance_id, execution_id`
+	// pendingSignalsSQL: the unconsumed signals of the instances of a JSON
+	// array, by instance and seq.
+	pendingSignalsSQL = `
+		SELECT instance_id, seq, name, payload, coalesce(idempotency_key, ''), created_at
+		FROM instance_signals
+		WHERE instance_id IN (SELECT value FROM json_each(?)) AND consumed_by IS NULL
+		ORDER BY instance_id, seq`
 )
 
 // writerStmts are the hot statements, prepared on the writer.
 type writerStmts struct {
 	insertResult, held, setState, setGathering, setScheduled, finish, dequeue,
-	insertRunner, insertQueue, fencedBy, due, dueIn, lock, start, claimed, latestResults *sql.Stmt
+	insertRunner, insertQueue, fencedBy, due, dueIn, lock, start, claimed, latestResults,
+	park, consume, pendingSignals *sql.Stmt
 
 	all []*sql.Stmt // every one prepared, to close
 }
@@ -120,6 +139,7 @@ func prepareWriter(ctx context.Context, w *sql.DB) (*writerStmts, error) {
 		{&ws.insertRunner, insertRunnerSQL}, {&ws.insertQueue, insertQueueSQL}, {&ws.fencedBy, fencedBySQL},
 		{&ws.due, dueSQL}, {&ws.dueIn, dueInSQL},
 		{&ws.lock, lockSQL}, {&ws.start, startSQL}, {&ws.claimed, claimedSQL}, {&ws.latestResults, latestResultsSQL},
+		{&ws.park, parkSQL}, {&ws.consume, consumeSQL}, {&ws.pendingSignals, pendingSignalsSQL},
 	} {
 		st, err := w.PrepareContext(ctx, p.query)
 		if err != nil {

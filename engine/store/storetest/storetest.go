@@ -95,6 +95,16 @@ func Run(t *testing.T, newStore NewStore) {
 		{"FenceRefusesLiveLeases", testFenceRefusesLiveLeases},
 		{"FencedPartitionNotClaimedByOthers", testFencedPartitionNotClaimedByOthers},
 		{"QueueClaimedInFencedPartition", testQueueClaimedInFencedPartition},
+		{"SignalsIdempotent", testSignalsIdempotent},
+		{"SignalsPendingCap", testSignalsPendingCap},
+		{"SignalFinishedRefused", testSignalFinishedRefused},
+		{"SignalsConsumed", testSignalsConsumed},
+		{"SignalsSweptWithInstance", testSignalsSweptWithInstance},
+		{"ParkWakeRace", testParkWakeRace},
+		{"ParkCancelRequested", testParkCancelRequested},
+		{"ParkStaleOwnerRefused", testParkStaleOwnerRefused},
+		{"PauseFlag", testPauseFlag},
+		{"Reopen", testReopen},
 		{"CloseIdempotent", testCloseIdempotent},
 	}
 	for _, tc := range tests {

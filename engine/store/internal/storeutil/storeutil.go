@@ -186,8 +186,9 @@ func PrepareInstances(in []engine.NewInstance, now time.Time) ([]engine.NewInsta
 // Merged is a group commit with at most one entry per instance.
 type Merged struct {
 	// Items has one entry per distinct instance, in order of first
-	// appearance. Results are concatenated in input order; State and
-	// ScheduledAt are the last non-nil values given.
+	// appearance. Results and consumed signals are concatenated in input
+	// order; State, ScheduledAt and Park are the last non-nil values
+	// given.
 	Items []engine.Progress
 	// Index maps every input position to its position in Items.
 	Index []int
@@ -216,6 +217,7 @@ func MergeProgress(batch []engine.Progress) (Merged, error) {
 			pos[p.InstanceID] = len(m.Items)
 			m.Index[i] = len(m.Items)
 			p.Results = append([]engine.ActionResult(nil), p.Results...)
+			p.ConsumedSignals = append([]engine.SignalUse(nil), p.ConsumedSignals...)
 			m.Items = append(m.Items, p)
 			continue
 		}
@@ -232,6 +234,10 @@ func MergeProgress(batch []engine.Progress) (Merged, error) {
 			cur.ScheduledAt = p.ScheduledAt
 		}
 		cur.Gathering = cur.Gathering || p.Gathering
+		cur.ConsumedSignals = append(cur.ConsumedSignals, p.ConsumedSignals...)
+		if p.Park != nil {
+			cur.Park = p.Park
+		}
 	}
 	return m, nil
 }
@@ -277,6 +283,57 @@ func checkResult(instance uuid.UUID, r engine.ActionResult) error {
 		return fmt.Errorf("result for instance %s has no execution id", instance)
 	}
 	return nil
+}
+
+// Far is the due time of a parked instance without a deadline
+// (Park.Until zero) where the database has no infinity (SQLite): the
+// first of January 9999, UTC.
+var Far = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
+
+// PrepareSignal validates a signal to record and returns it with a nil
+// payload as JSON null (the column is NOT NULL).
+func PrepareSignal(s engine.NewSignal) (engine.NewSignal, error) {
+	switch {
+	case s.InstanceID == uuid.Nil:
+		return s, errors.New("signal: instance id is required")
+	case s.Name == "":
+		return s, fmt.Errorf("signal for instance %s: name is required", s.InstanceID)
+	}
+	if s.Payload == nil {
+		s.Payload = []byte("null")
+	}
+	return s, nil
+}
+
+// NotLive is the error of a client write (RecordSignal, SetPaused) on an
+// instance that has no queue row: ErrNotFound, with the status it has
+// ("" for an unknown instance), as RequestCancel words it.
+func NotLive(op string, id uuid.UUID, status string) error {
+	if status == "" {
+		return fmt.Errorf("%s instance %s: %w", op, id, engine.ErrNotFound)
+	}
+	return fmt.Errorf("%s instance %s: already %s: %w", op, id, status, engine.ErrNotFound)
+}
+
+// CheckReopen validates a ReopenRequest.
+func CheckReopen(req engine.ReopenRequest) error {
+	if req.ID == uuid.Nil {
+		return errors.New("reopen: instance id is required")
+	}
+	return CheckPartition(req.Partition)
+}
+
+// ReopenRefused is the error of ReopenInstance for an instance in status
+// (the status it has; "" for an unknown instance).
+func ReopenRefused(id uuid.UUID, status engine.InstanceStatus) error {
+	switch status {
+	case "":
+		return fmt.Errorf("reopen instance %s: %w", id, engine.ErrNotFound)
+	case engine.StatusComplete:
+		return fmt.Errorf("reopen instance %s: %w", id, engine.ErrNotRetryable)
+	default:
+		return fmt.Errorf("reopen instance %s: it is %s: %w", id, status, engine.ErrInstanceLive)
+	}
 }
 
 // ErrOwnershipLost wraps engine.ErrOwnershipLost with the instance id.

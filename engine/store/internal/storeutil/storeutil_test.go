@@ -43,6 +43,21 @@ func TestMergeProgress(t *testing.T) {
 		t.Fatalf("Expand = %v", out)
 	}
 
+	// Consumed signals append; the last park wins.
+	p1, p2 := &engine.Park{WakeSeen: 1}, &engine.Park{WakeSeen: 2}
+	uses := []engine.SignalUse{{Seq: 1, By: "w#1"}}
+	m, err = MergeProgress([]engine.Progress{
+		{InstanceID: a, Owner: owner, ConsumedSignals: uses, Park: p1},
+		{InstanceID: a, Owner: owner, ConsumedSignals: []engine.SignalUse{{Seq: 2, By: "w#2"}}, Park: p2},
+		{InstanceID: a, Owner: owner},
+	})
+	if err != nil || len(m.Items) != 1 || m.Items[0].Park != p2 || len(m.Items[0].ConsumedSignals) != 2 || m.Items[0].ConsumedSignals[1].Seq != 2 {
+		t.Fatalf("merged parks and signals = %+v, %v", m.Items, err)
+	}
+	if len(uses) != 1 {
+		t.Fatalf("merging modified the caller's consumed signals")
+	}
+
 	if _, err := MergeProgress([]engine.Progress{{InstanceID: a, Owner: owner}, {InstanceID: a, Owner: uuid.New()}}); err == nil {
 		t.Fatalf("two owners for one instance were accepted")
 	}

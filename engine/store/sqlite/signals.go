@@ -1,0 +1,254 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/internal/storeutil"
+)
+
+// signalColumns are the columns scanSignal reads from instance_signals.
+const signalColumns = `seq, instance_id, name, payload, coalesce(idempotency_key, ''), created_at, consumed_by`
+
+// scanSignal reads one row of signalColumns.
+func scanSignal(row scanner) (engine.SignalRecord, error) {
+	var (
+		rec     engine.SignalRecord
+		created int64
+		by      sql.NullString
+	)
+	err := row.Scan(&rec.Seq, &rec.InstanceID, &rec.Name, &rec.Payload, &rec.IdempotencyKey, &created, &by)
+	rec.CreatedAt = fromMicros(created)
+	rec.Consumed, rec.ConsumedBy = by.Valid, by.String
+	return rec, err
+}
+
+// scanSignals reads the rows of pendingSignalsSQL (instance, seq, name,
+// payload, key, created: unconsumed signals) and closes them.
+func scanSignals(rows *sql.Rows, err error) ([]engine.SignalRecord, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = rows.Close() }()
+	var out []engine.SignalRecord
+	for rows.Next() {
+		var (
+			rec     engine.SignalRecord
+			created int64
+		)
+		if err := rows.Scan(&rec.InstanceID, &rec.Seq, &rec.Name, &rec.Payload, &rec.IdempotencyKey, &created); err != nil {
+			return nil, err
+		}
+		rec.CreatedAt = fromMicros(created)
+		out = append(out, rec)
+	}
+	return out, rows.Err()
+}
+
+// liveStatus returns the status of an instance that has no queue row ("":
+// unknown), for storeutil.NotLive.
+func liveStatus(ctx context.Context, tx *sql.Tx, id uuid.UUID) (string, error) {
+	var status string
+	err := tx.QueryRowContext(ctx, `SELECT status FROM runner_instances WHERE instance_id = ?`, id).Scan(&status)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return status, err
+}
+
+// RecordSignal implements engine.Store: one write transaction on the only
+// writer, so the key lookup, the count of unconsumed signals, the insert
+// and the wake bump see no other write in between.
+func (s *Store) RecordSignal(ctx context.Context, sig engine.NewSignal) (engine.SignalRecord, int64, bool, error) {
+	sig, err := storeutil.PrepareSignal(sig)
+	if err != nil {
+		return engine.SignalRecord{}, 0, false, err
+	}
+	op := fmt.Sprintf("record signal %q for", sig.Name)
+	var (
+		rec      engine.SignalRecord
+		wake     int64
+		existing bool
+		status   string // of an instance that is not live
+	)
+	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		err := tx.QueryRowContext(ctx, `SELECT wake FROM queued_instances WHERE instance_id = ?`, sig.InstanceID).Scan(&wake)
+		if errors.Is(err, sql.ErrNoRows) {
+			if status, err = liveStatus(ctx, tx, sig.InstanceID); err != nil {
+				return err
+			}
+			return errNotLive
+		}
+		if err != nil {
+			return err
+		}
+		if sig.IdempotencyKey != "" {
+			rec, err = scanSignal(tx.QueryRowContext(ctx, `SELECT `+signalColumns+` FROM instance_signals
+				WHERE instance_id = ? AND idempotency_key = ?`, sig.InstanceID, sig.IdempotencyKey))
+			if err == nil {
+				existing = true
+				return nil
+			}
+			if !errors.Is(err, sql.ErrNoRows) {
+				return err
+			}
+		}
+		if sig.MaxPending > 0 {
+			var n int
+			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instance_signals WHERE instance_id = ? AND consumed_by IS NULL`,
+				sig.InstanceID).Scan(&n); err != nil {
+				return err
+			}
+			if n >= sig.MaxPending {
+				return fmt.Errorf("%d unconsumed signals, the limit: %w", n, engine.ErrTooManySignals)
+			}
+		}
+		now := s.now()
+		key := sql.NullString{String: sig.IdempotencyKey, Valid: sig.IdempotencyKey != ""}
+		if err := tx.QueryRowContext(ctx, `
+			INSERT INTO instance_signals (instance_id, name, payload, idempotency_key, created_at)
+			VALUES (?, ?, ?, ?, ?) RETURNING seq`, sig.InstanceID, sig.Name, sig.Payload, key, micros(now)).Scan(&rec.Seq); err != nil {
+			return err
+		}
+		if err := tx.QueryRowContext(ctx, `
+			UPDATE queued_instances SET wake = wake + 1, scheduled_at = min(scheduled_at, ?)
+			WHERE instance_id = ? RETURNING wake`, micros(now), sig.InstanceID).Scan(&wake); err != nil {
+			return err
+		}
+		rec.InstanceID, rec.Name, rec.Payload, rec.IdempotencyKey = sig.InstanceID, sig.Name, sig.Payload, sig.IdempotencyKey
+		rec.CreatedAt = fromMicros(micros(now))
+		return nil
+	})
+	switch {
+	case errors.Is(err, errNotLive):
+		return engine.SignalRecord{}, 0, false, storeutil.NotLive(op, sig.InstanceID, status)
+	case err != nil:
+		return engine.SignalRecord{}, 0, false, fmt.Errorf("%s instance %s: %w", op, sig.InstanceID, err)
+	}
+	return rec, wake, existing, nil
+}
+
+// errNotLive ends a transaction that found no queue row for the instance.
+var errNotLive = errors.New("instance is not live")
+
+// ListSignals implements engine.Store: every signal by seq, in one read
+// transaction with the check that the instance exists (unknown:
+// ErrNotFound).
+func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]engine.SignalRecord, error) {
+	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("signals of instance %s: %w", id, err)
+	}
+	defer func() { _ = tx.Rollback() }()
+	var exists bool
+	if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM runner_instances WHERE instance_id = ?)`, id).Scan(&exists); err != nil {
+		return nil, fmt.Errorf("signals of instance %s: %w", id, err)
+	}
+	if !exists {
+		return nil, fmt.Errorf("signals of instance %s: %w", id, engine.ErrNotFound)
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT `+signalColumns+` FROM instance_signals WHERE instance_id = ? ORDER BY seq`, id)
+	if err != nil {
+		return nil, fmt.Errorf("signals of instance %s: %w", id, err)
+	}
+	defer func() { _ = rows.Close() }()
+	var out []engine.SignalRecord
+	for rows.Next() {
+		rec, err := scanSignal(rows)
+		if err != nil {
+			return nil, fmt.Errorf("signals of instance %s: %w", id, err)
+		}
+		out = append(out, rec)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("signals of instance %s: %w", id, err)
+	}
+	return out, nil
+}
+
+// SetPaused implements engine.Store: the flag on the runner row, the wake
+// counter on the queue row, and on resume the instance due now.
+func (s *Store) SetPaused(ctx context.Context, id uuid.UUID, paused bool) (int64, error) {
+	op := "resume"
+	if paused {
+		op = "pause"
+	}
+	var (
+		wake   int64
+		live   bool
+		status string
+	)
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		now := micros(s.now())
+		err := tx.QueryRowContext(ctx, `
+			UPDATE queued_instances
+			SET wake = wake + 1, scheduled_at = CASE WHEN ?1 THEN scheduled_at ELSE min(scheduled_at, ?2) END
+			WHERE instance_id = ?3 RETURNING wake`, paused, now, id).Scan(&wake)
+		if errors.Is(err, sql.ErrNoRows) {
+			status, err = liveStatus(ctx, tx, id)
+			return err
+		}
+		if err != nil {
+			return err
+		}
+		live = true
+		_, err = tx.ExecContext(ctx, `UPDATE runner_instances SET paused = ?, updated_at = ? WHERE instance_id = ?`, paused, now, id)
+		return err
+	})
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("%s instance %s: %w", op, id, err)
+	case !live:
+		return 0, storeutil.NotLive(op, id, status)
+	}
+	return wake, nil
+}
+
+// ReopenInstance implements engine.Store: one write transaction that
+// judges the status, rewrites the runner row and queues the instance again.
+// The queue row's wake counter starts at the instance's signal count, as
+// in the Postgres adapter.
+func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (engine.Reopened, error) {
+	if err := storeutil.CheckReopen(req); err != nil {
+		return engine.Reopened{}, err
+	}
+	var (
+		out     engine.Reopened
+		refused bool
+	)
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		status, err := liveStatus(ctx, tx, req.ID)
+		if err != nil {
+			return err
+		}
+		out.Status = engine.InstanceStatus(status)
+		if out.Status != engine.StatusFailed && out.Status != engine.StatusCancelled {
+			refused = true
+			return nil
+		}
+		now := micros(s.now())
+		if err := tx.QueryRowContext(ctx, `
+			UPDATE runner_instances
+			SET status = 'running', state = ?, output = NULL, error = '', finished_at = NULL,
+			    gathering_at = NULL, cancel_requested = 0, paused = 0, runs = runs + 1, updated_at = ?
+			WHERE instance_id = ? RETURNING runs`, storeutil.NonNil(req.State), now, req.ID).Scan(&out.Run); err != nil {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, `
+			INSERT INTO queued_instances (instance_id, scheduled_at, created_at, partition, wake)
+			VALUES (?1, ?2, ?2, ?3, (SELECT count(*) FROM instance_signals WHERE instance_id = ?1))`, req.ID, now, req.Partition)
+		return err
+	})
+	switch {
+	case err != nil:
+		return engine.Reopened{}, fmt.Errorf("reopen instance %s: %w", req.ID, err)
+	case refused:
+		return engine.Reopened{}, storeutil.ReopenRefused(req.ID, out.Status)
+	}
+	return out, nil
+}

@@ -1,0 +1,433 @@
+package storetest
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine"
+)
+
+// signal records a signal and requires success.
+func signal(t *testing.T, s engine.Store, sig engine.NewSignal) (engine.SignalRecord, int64, bool) {
+	t.Helper()
+	rec, wake, existing, err := s.RecordSignal(ctx(t), sig)
+	if err != nil {
+		t.Fatalf("RecordSignal(%s, %q, key %q): %v", sig.InstanceID, sig.Name, sig.IdempotencyKey, err)
+	}
+	return rec, wake, existing
+}
+
+// signals lists an instance's signals.
+func signals(t *testing.T, s engine.Store, id uuid.UUID) []engine.SignalRecord {
+	t.Helper()
+	out, err := s.ListSignals(ctx(t), id)
+	if err != nil {
+		t.Fatalf("ListSignals(%s): %v", id, err)
+	}
+	return out
+}
+
+// testSignalsIdempotent: a signal with a key the instance already holds
+// answers the first record and changes nothing; signals without a key are
+// all recorded, in increasing Seq, each bumping the wake counter.
+func testSignalsIdempotent(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	first, wake, existing := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`{"by":"ann"}`), IdempotencyKey: "k1"})
+	if existing || wake != 1 || first.Seq <= 0 || first.InstanceID != id || first.Name != "approve" ||
+		string(first.Payload) != `{"by":"ann"}` || first.IdempotencyKey != "k1" || first.Consumed || first.CreatedAt.IsZero() {
+		t.Fatalf("first signal = %+v, wake %d, existing %v", first, wake, existing)
+	}
+	again, wake, existing := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`{"by":"bob"}`), IdempotencyKey: "k1"})
+	if !existing || wake != 1 || again.Seq != first.Seq || string(again.Payload) != `{"by":"ann"}` || !again.CreatedAt.Equal(first.CreatedAt) {
+		t.Fatalf("the same key again = %+v, wake %d, existing %v; want the first record, wake 1", again, wake, existing)
+	}
+	// Keys are per instance: another instance may use k1.
+	other := queueN(t, s, 1)[0]
+	if rec, _, existing := signal(t, s, engine.NewSignal{InstanceID: other, Name: "approve", IdempotencyKey: "k1"}); existing || rec.Seq == first.Seq {
+		t.Fatalf("k1 on another instance = %+v, existing %v", rec, existing)
+	}
+	a, wa, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "go"}) // nil payload: JSON null
+	b, wb, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "go"})
+	if wa != 2 || wb != 3 || a.Seq <= first.Seq || b.Seq <= a.Seq || string(a.Payload) != "null" {
+		t.Fatalf("two signals without a key: %+v wake %d, %+v wake %d", a, wa, b, wb)
+	}
+	list := signals(t, s, id)
+	if len(list) != 3 || list[0].Seq != first.Seq || list[1].Seq != a.Seq || list[2].Seq != b.Seq || list[0].IdempotencyKey != "k1" {
+		t.Fatalf("ListSignals = %+v", list)
+	}
+	if _, err := s.ListSignals(ctx(t), uuid.New()); err == nil {
+		t.Fatal("ListSignals of an unknown instance succeeded")
+	} else {
+		wantErr(t, "ListSignals of an unknown instance", err, engine.ErrNotFound)
+	}
+	if list := signals(t, s, queueN(t, s, 1)[0]); len(list) != 0 {
+		t.Fatalf("a new instance has signals %+v", list)
+	}
+}
+
+// testSignalsPendingCap: MaxPending refuses a signal while the instance
+// holds that many unconsumed ones; a consumed signal frees its place; a
+// key already held still answers its record at the cap.
+func testSignalsPendingCap(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	first, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", IdempotencyKey: "k", MaxPending: 2})
+	signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
+	_, _, _, err := s.RecordSignal(ctx(t), engine.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
+	wantErr(t, "a third signal with MaxPending 2", err, engine.ErrTooManySignals)
+	if rec, _, existing := signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", IdempotencyKey: "k", MaxPending: 2}); !existing || rec.Seq != first.Seq {
+		t.Fatalf("a held key at the cap = %+v, existing %v", rec, existing)
+	}
+	if n := len(signals(t, s, id)); n != 2 {
+		t.Fatalf("%d signals after a refused one, want 2", n)
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, ConsumedSignals: []engine.SignalUse{{Seq: first.Seq, By: "wait#1"}}})
+	signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
+	signal(t, s, engine.NewSignal{InstanceID: id, Name: "x"}) // no cap
+	if n := len(signals(t, s, id)); n != 4 {
+		t.Fatalf("%d signals, want 4", n)
+	}
+}
+
+// testSignalFinishedRefused: signals, pause and resume need a live
+// instance: a finished one is ErrNotFound with its state, an unknown one
+// ErrNotFound.
+func testSignalFinishedRefused(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusFailed, Error: "boom"}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	for _, target := range []uuid.UUID{id, uuid.New()} {
+		_, _, _, err := s.RecordSignal(ctx(t), engine.NewSignal{InstanceID: target, Name: "x"})
+		wantErr(t, "a signal for an instance that is not live", err, engine.ErrNotFound)
+		_, err = s.SetPaused(ctx(t), target, true)
+		wantErr(t, "pausing an instance that is not live", err, engine.ErrNotFound)
+		_, err = s.SetPaused(ctx(t), target, false)
+		wantErr(t, "resuming an instance that is not live", err, engine.ErrNotFound)
+	}
+	if list := signals(t, s, id); len(list) != 0 {
+		t.Fatalf("a refused signal was recorded: %+v", list)
+	}
+	if rec := get(t, s, id); rec.Paused || rec.Status != engine.StatusFailed {
+		t.Fatalf("refused writes changed the instance: %+v", rec)
+	}
+}
+
+// testSignalsConsumed: progress and completion mark signals consumed in
+// their gated write; a consumed signal keeps its first consumer; a Seq of
+// another instance is ignored; a stale owner's consumption is refused with
+// the rest of its write; a claim returns only unconsumed signals.
+func testSignalsConsumed(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 2)
+	id, other := ids[0], ids[1]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id, other)
+	s1, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`1`)})
+	s2, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`2`)})
+	s3, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`3`)})
+	o1, _, _ := signal(t, s, engine.NewSignal{InstanceID: other, Name: "approve"})
+
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{result(id, "approve", 1, true)},
+		ConsumedSignals: []engine.SignalUse{{Seq: s1.Seq, By: "approve#1"}, {Seq: o1.Seq, By: "approve#1"}}})
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, ConsumedSignals: []engine.SignalUse{{Seq: s1.Seq, By: "later#9"}}})
+	list := signals(t, s, id)
+	if !list[0].Consumed || list[0].ConsumedBy != "approve#1" || list[1].Consumed || list[1].ConsumedBy != "" {
+		t.Fatalf("after consuming %d: %+v", s1.Seq, list)
+	}
+	if o := signals(t, s, other); o[0].Consumed {
+		t.Fatalf("a Seq of another instance was consumed through this one: %+v", o)
+	}
+
+	// A newer term takes the instance over; the old owner's consumption
+	// is refused with its results.
+	b := newOwner(2)
+	got := b.mustClaim(t, s, longLease, id, other)
+	for _, c := range got {
+		if c.ID == id && (len(c.Signals) != 2 || c.Signals[0].Seq != s2.Seq || c.Signals[1].Seq != s3.Seq ||
+			string(c.Signals[0].Payload) != "2" || c.Signals[0].Name != "approve" || c.Signals[0].InstanceID != id || c.Signals[0].Consumed) {
+			t.Fatalf("claim's unconsumed signals = %+v, want %d and %d", c.Signals, s2.Seq, s3.Seq)
+		}
+	}
+	err := a.persist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{result(id, "approve", 2, true)},
+		ConsumedSignals: []engine.SignalUse{{Seq: s2.Seq, By: "approve#2"}}})
+	wantErr(t, "a stale owner's consumption", err, engine.ErrOwnershipLost)
+	if list := signals(t, s, id); list[1].Consumed {
+		t.Fatalf("a refused progress consumed a signal: %+v", list)
+	}
+
+	// Completion consumes too.
+	if err := b.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusComplete, Output: []byte("1"),
+		ConsumedSignals: []engine.SignalUse{{Seq: s2.Seq, By: "approve#2"}}}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	list = signals(t, s, id)
+	if !list[1].Consumed || list[1].ConsumedBy != "approve#2" || list[2].Consumed {
+		t.Fatalf("after the completion: %+v", list)
+	}
+}
+
+// testParkWakeRace: a park releases the lease and, when a wake counted
+// after the owner's claim is already stored, leaves the instance due now
+// rather than at its deadline; with the wake acted on, it is due at the
+// deadline (never, without one); a later wake makes it due; whoever claims
+// it then sees the signals, the wake counter, the pause flag and the run.
+func testParkWakeRace(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	c := a.mustClaim(t, s, longLease, id)[0]
+	if c.Wake != 0 || len(c.Signals) != 0 || c.Paused || c.Run != 1 {
+		t.Fatalf("a fresh claim: wake %d, signals %+v, paused %v, run %d", c.Wake, c.Signals, c.Paused, c.Run)
+	}
+	sig, wake, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`"yes"`)})
+	if wake != 1 {
+		t.Fatalf("wake after a signal = %d, want 1", wake)
+	}
+
+	// The owner parks having seen wake 0: the signal recorded before the
+	// park's write makes the instance due now, and the lease is gone (an
+	// owner of the same term claims it).
+	until := time.Now().Add(time.Hour)
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("parked"), Results: []engine.ActionResult{result(id, "t", 1, true)},
+		Park: &engine.Park{Until: until, WakeSeen: 0}})
+	b := newOwner(1)
+	got := b.mustClaim(t, s, longLease, id)[0]
+	if string(got.State) != "parked" || len(got.Results) != 1 || got.Wake != 1 || got.Paused || got.Run != 1 ||
+		len(got.Signals) != 1 || got.Signals[0].Seq != sig.Seq || string(got.Signals[0].Payload) != `"yes"` {
+		t.Fatalf("the claim after a park that missed a wake = %+v", got)
+	}
+	if err := a.persist(t, s, engine.Progress{InstanceID: id, State: []byte("stale")}); err == nil {
+		t.Fatal("the parked owner could still write")
+	}
+
+	// Parked having seen wake 1: due at the deadline, claimed by nobody,
+	// not even a newer term.
+	b.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{Until: until, WakeSeen: 1}})
+	newOwner(1).mustClaim(t, s, longLease)
+	newOwner(2).mustClaim(t, s, longLease)
+
+	// A signal makes it due now.
+	signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve"})
+	d := newOwner(2)
+	got = d.mustClaim(t, s, longLease, id)[0]
+	if got.Wake != 2 || len(got.Signals) != 2 {
+		t.Fatalf("the claim after a wake: wake %d, %d signals", got.Wake, len(got.Signals))
+	}
+
+	// Parked without a deadline: never due, until something wakes it.
+	d.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{WakeSeen: 2}})
+	newOwner(3).mustClaim(t, s, longLease)
+	if _, err := s.SetPaused(ctx(t), id, false); err != nil { // a resume wakes it
+		t.Fatalf("SetPaused: %v", err)
+	}
+	e := newOwner(3)
+	if got = e.mustClaim(t, s, longLease, id)[0]; got.Wake != 3 {
+		t.Fatalf("wake after a resume = %d, want 3", got.Wake)
+	}
+
+	// A deadline in the past is due at once; Park overrides ScheduledAt.
+	past := time.Now().Add(-time.Second)
+	e.mustPersist(t, s, engine.Progress{InstanceID: id, ScheduledAt: &until, Park: &engine.Park{Until: past, WakeSeen: 3}})
+	newOwner(3).mustClaim(t, s, longLease, id)
+}
+
+// testParkCancelRequested: RequestCancel bumps the wake counter, and a
+// cancellation requested makes a park due now even when the owner saw the
+// wake it caused.
+func testParkCancelRequested(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	if err := s.RequestCancel(ctx(t), id); err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	b := newOwner(2)
+	got := b.mustClaim(t, s, longLease, id)[0]
+	if got.Wake != 1 || !got.CancelRequested {
+		t.Fatalf("the claim after RequestCancel: wake %d, cancel %v", got.Wake, got.CancelRequested)
+	}
+	b.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{Until: time.Now().Add(time.Hour), WakeSeen: 1}})
+	newOwner(2).mustClaim(t, s, longLease, id)
+}
+
+// testParkStaleOwnerRefused: a park is gated like any progress: another
+// owner's park is refused and the lease stays.
+func testParkStaleOwnerRefused(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	b := newOwner(2)
+	b.mustClaim(t, s, longLease, id)
+	err := a.persist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{}})
+	wantErr(t, "a stale owner's park", err, engine.ErrOwnershipLost)
+	newOwner(2).mustClaim(t, s, longLease) // b's lease stands
+	b.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("still mine")})
+}
+
+// testPauseFlag: SetPaused sets the flag that reads and claims show and
+// bumps the wake counter; pausing leaves the due time, resuming makes the
+// instance due now; a finished instance never shows paused.
+func testPauseFlag(t *testing.T, s engine.Store) {
+	id := queueN(t, s, 1)[0]
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, id)
+	a.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{Until: time.Now().Add(time.Hour)}})
+	if wake, err := s.SetPaused(ctx(t), id, true); err != nil || wake != 1 {
+		t.Fatalf("SetPaused(true) = %d, %v; want wake 1", wake, err)
+	}
+	if rec := get(t, s, id); !rec.Paused || rec.Run != 1 {
+		t.Fatalf("GetInstance after pausing: paused %v, run %d", rec.Paused, rec.Run)
+	}
+	page, err := s.ListInstances(ctx(t), engine.InstanceFilter{})
+	if err != nil || len(page.Instances) != 1 || !page.Instances[0].Paused || page.Instances[0].Run != 1 {
+		t.Fatalf("ListInstances after pausing: %+v, %v", page.Instances, err)
+	}
+	newOwner(2).mustClaim(t, s, longLease) // pausing does not make it due
+	if wake, err := s.SetPaused(ctx(t), id, true); err != nil || wake != 2 {
+		t.Fatalf("pausing twice = %d, %v; want wake 2", wake, err)
+	}
+	if wake, err := s.SetPaused(ctx(t), id, false); err != nil || wake != 3 {
+		t.Fatalf("SetPaused(false) = %d, %v; want wake 3", wake, err)
+	}
+	b := newOwner(2)
+	got := b.mustClaim(t, s, longLease, id)[0] // resuming does
+	if got.Paused || got.Wake != 3 {
+		t.Fatalf("the claim after resuming: paused %v, wake %d", got.Paused, got.Wake)
+	}
+	if _, err := s.SetPaused(ctx(t), id, true); err != nil {
+		t.Fatalf("SetPaused: %v", err)
+	}
+	if got := newOwner(3).mustClaim(t, s, longLease, id)[0]; !got.Paused {
+		t.Fatal("a claim of a paused instance does not show it paused")
+	}
+	if rec := get(t, s, id); !rec.Paused || rec.Status != engine.StatusRunning {
+		t.Fatalf("GetInstance of a paused running instance: %+v", rec)
+	}
+	// Cancelled while paused: a finished instance is not paused.
+	if err := newOwner(3).complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusCancelled, Error: "cancelled"}); err == nil {
+		t.Fatal("a completion by a non-owner succeeded")
+	}
+	c := newOwner(4)
+	c.mustClaim(t, s, longLease, id)
+	if err := c.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusCancelled, Error: "cancelled"}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if rec := get(t, s, id); rec.Paused {
+		t.Fatalf("a cancelled instance shows paused: %+v", rec)
+	}
+}
+
+// testReopen: a FAILED or CANCELLED instance runs again: running, the new
+// snapshot, outcome, cancel request and pause cleared, the run one up, due
+// now in its partition, its history and signals kept (an unconsumed signal
+// comes with the next claim); a complete one is ErrNotRetryable, a live
+// one ErrInstanceLive, an unknown one ErrNotFound.
+func testReopen(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	failed, cancelled, complete, live := newInstance(wf), newInstance(wf), newInstance(wf), newInstance(wf)
+	failed.Partition = 3
+	queue(t, s, failed, cancelled, complete, live)
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, failed.ID, cancelled.ID, complete.ID, live.ID)
+	sig, _, _ := signal(t, s, engine.NewSignal{InstanceID: failed.ID, Name: "approve", Payload: []byte(`"late"`)})
+	if _, err := s.SetPaused(ctx(t), failed.ID, true); err != nil {
+		t.Fatalf("SetPaused: %v", err)
+	}
+	if err := s.RequestCancel(ctx(t), cancelled.ID); err != nil {
+		t.Fatalf("RequestCancel: %v", err)
+	}
+	a.mustPersist(t, s, engine.Progress{InstanceID: failed.ID, Results: []engine.ActionResult{result(failed.ID, "t", 1, false)}, Gathering: true})
+	for _, c := range []engine.Completion{
+		{InstanceID: failed.ID, Status: engine.StatusFailed, Error: "t failed", State: []byte("final")},
+		{InstanceID: cancelled.ID, Status: engine.StatusCancelled, Error: "cancelled"},
+		{InstanceID: complete.ID, Status: engine.StatusComplete, Output: []byte(`{"ok":true}`)},
+	} {
+		if err := a.complete(t, s, c); err != nil {
+			t.Fatalf("complete %s: %v", c.InstanceID, err)
+		}
+	}
+
+	got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: failed.ID, State: []byte("again"), Partition: 3})
+	if err != nil || got.Run != 2 || got.Status != engine.StatusFailed {
+		t.Fatalf("ReopenInstance(failed) = %+v, %v; want run 2, was failed", got, err)
+	}
+	rec := get(t, s, failed.ID)
+	if rec.Status != engine.StatusRunning || string(rec.State) != "again" || rec.Error != "" || rec.Output != nil ||
+		rec.FinishedAt != nil || rec.CancelRequested || rec.Paused || rec.Gathering || rec.Run != 2 {
+		t.Fatalf("the reopened instance: %+v", rec)
+	}
+	if h := history(t, s, failed.ID); len(h) != 1 {
+		t.Fatalf("reopening changed the history: %v", keys(h))
+	}
+	// Due now, unleased, in partition 3.
+	b := newOwner(1)
+	if c, err := s.ClaimInstances(ctx(t), engine.ClaimRequest{Owner: b.id, Term: 1, Lease: longLease, Limit: 10, Partitions: []int{0}}); err != nil || len(c) != 0 {
+		t.Fatalf("a claim of partition 0 = %d instances, %v", len(c), err)
+	}
+	c, err := s.ClaimInstances(ctx(t), engine.ClaimRequest{Owner: b.id, Term: 1, Lease: longLease, Limit: 10, Partitions: []int{3}})
+	if err != nil || len(c) != 1 || c[0].ID != failed.ID {
+		t.Fatalf("a claim of partition 3 = %+v, %v", claimedIDs(c), err)
+	}
+	if c[0].Run != 2 || c[0].Paused || c[0].CancelRequested || string(c[0].State) != "again" || len(c[0].Results) != 1 ||
+		len(c[0].Signals) != 1 || c[0].Signals[0].Seq != sig.Seq || c[0].Wake < 1 {
+		t.Fatalf("the claim of the reopened instance = %+v", c[0])
+	}
+	// Fails again, runs a third time.
+	if err := b.complete(t, s, engine.Completion{InstanceID: failed.ID, Status: engine.StatusFailed, Error: "again"}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: failed.ID, State: []byte("third"), Partition: 3}); err != nil || got.Run != 3 {
+		t.Fatalf("the second ReopenInstance = %+v, %v; want run 3", got, err)
+	}
+
+	if got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: cancelled.ID, State: []byte("c")}); err != nil ||
+		got.Run != 2 || got.Status != engine.StatusCancelled {
+		t.Fatalf("ReopenInstance(cancelled) = %+v, %v", got, err)
+	}
+	if rec := get(t, s, cancelled.ID); rec.CancelRequested || rec.Status != engine.StatusRunning {
+		t.Fatalf("the reopened cancelled instance: %+v", rec)
+	}
+
+	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: complete.ID, State: []byte("x")})
+	wantErr(t, "reopening a complete instance", err, engine.ErrNotRetryable)
+	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: live.ID, State: []byte("x")})
+	wantErr(t, "reopening a running instance", err, engine.ErrInstanceLive)
+	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: cancelled.ID, State: []byte("x")}) // queued again now
+	wantErr(t, "reopening a reopened instance", err, engine.ErrInstanceLive)
+	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: uuid.New(), State: []byte("x")})
+	wantErr(t, "reopening an unknown instance", err, engine.ErrNotFound)
+	if rec := get(t, s, complete.ID); rec.Status != engine.StatusComplete || rec.Run != 1 || string(rec.Output) != `{"ok":true}` {
+		t.Fatalf("a refused reopen changed the instance: %+v", rec)
+	}
+}
+
+// testSignalsSweptWithInstance: the retention sweep deletes an instance's
+// signals with it.
+func testSignalsSweptWithInstance(t *testing.T, s engine.Store) {
+	wf := register(t, s, "wf", 1)
+	in := newInstance(wf)
+	queue(t, s, in)
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, in.ID)
+	signal(t, s, engine.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"})
+	if err := a.complete(t, s, engine.Completion{InstanceID: in.ID, Status: engine.StatusComplete, Output: []byte("1")}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	if n, err := s.Sweep(ctx(t), engine.SweepRequest{Before: time.Now().Add(time.Hour)}); err != nil || n != 1 {
+		t.Fatalf("Sweep = %d, %v; want 1", n, err)
+	}
+	_, err := s.ListSignals(ctx(t), in.ID)
+	wantErr(t, "the signals of a swept instance", err, engine.ErrNotFound)
+	// Queued again under the swept id: no signal survived, the key is free.
+	queue(t, s, in)
+	if list := signals(t, s, in.ID); len(list) != 0 {
+		t.Fatalf("the swept instance's signals survived: %+v", list)
+	}
+	if _, _, existing := signal(t, s, engine.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"}); existing {
+		t.Fatal("the swept signal's key still answers")
+	}
+}
