@@ -81,6 +81,9 @@ type Graph struct {
 	// children counts the child instances it started (see child.go).
 	depth    int
 	children uint32
+	// base is each task's attempt base (SetAttemptBase); nil when every
+	// base is 0.
+	base []uint32
 }
 
 // nodeState is the per-instance state of one task (or of the output node).
@@ -413,7 +416,7 @@ func (g *Graph) Fire(t Timer, now time.Time) []Effect {
 		}
 	case Next:
 		if g.pausing(t.Task) {
-			g.dispatch(t.Task, 1, now)
+			g.dispatch(t.Task, g.first(t.Task.Node), now)
 			g.drain(now)
 			return g.result()
 		}
@@ -423,8 +426,13 @@ func (g *Graph) Fire(t Timer, now time.Time) []Effect {
 			g.stats.Cancelled++
 			g.stats.TimedOut++
 			g.stats.FailedAttempts++
-			reason := "timed out after " + g.plan.nodes[t.Task.Node].timeout.String()
-			g.attemptFailed(t.Task, t.Attempt, reason, true, now)
+			g.attemptFailed(t.Task, t.Attempt, g.plan.nodes[t.Task.Node].timeoutReason(), true, now)
+			g.drain(now)
+			return g.result()
+		}
+	case WaitOver:
+		if g.inFlight(t.Task, t.Attempt) && t.Task.Index < 0 && g.plan.nodes[t.Task.Node].waitsOver() {
+			g.waitOver(t.Task, now)
 			g.drain(now)
 			return g.result()
 		}
@@ -534,7 +542,10 @@ func (g *Graph) resumeOne(ref TaskRef, st TaskStatus, attempt uint32, due int64,
 	}
 	g.stats.Redispatched++
 	g.emit(Effect{Kind: Dispatch, Task: ref, Attempt: attempt, Input: in})
-	if nd.timeout > 0 {
+	switch {
+	case nd.waitsOver():
+		g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: WaitOver, Task: ref, Attempt: attempt, At: unixTime(due)}})
+	case nd.timeout > 0:
 		g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Timeout, Task: ref, Attempt: attempt, At: unixTime(due)}})
 	}
 }
@@ -573,7 +584,7 @@ func (g *Graph) Task(ref TaskRef) TaskInfo {
 		}
 	}
 	info.Error = g.errs[ref]
-	if info.Status == TaskRetrying || (info.Status == TaskRunning && nd.timeout > 0) {
+	if info.Status == TaskRetrying || (info.Status == TaskRunning && nd.runningDue()) {
 		info.Due = unixTime(due)
 	}
 	return info
@@ -832,7 +843,16 @@ func (g *Graph) ready(node int32, now time.Time) {
 		g.startLoop(node, now)
 		return
 	}
-	g.dispatch(Ref(node), 1, now)
+	if nd.wait == WaitUntil {
+		at, reason := g.untilTime(node)
+		if reason != "" {
+			g.taskFailed(node, reason)
+			return
+		}
+		g.dispatchWait(Ref(node), g.first(node), at, now)
+		return
+	}
+	g.dispatch(Ref(node), g.first(node), now)
 }
 
 func (g *Graph) skip(node int32) {
@@ -954,7 +974,7 @@ func (g *Graph) expand(node int32, now time.Time) {
 // an on: every_node task), in index order.
 func (g *Graph) dispatchInstances(node int32, sp *spread, now time.Time) {
 	for i := range sp.status {
-		g.dispatch(TaskRef{Node: node, Index: int32(i)}, 1, now)
+		g.dispatch(TaskRef{Node: node, Index: int32(i)}, g.first(node), now)
 		if !g.state.active() {
 			// An instance failed the workflow (its with could not be
 			// evaluated): the rest are never dispatched.
@@ -966,10 +986,14 @@ func (g *Graph) dispatchInstances(node int32, sp *spread, now time.Time) {
 	}
 }
 
-// evalWith evaluates the `with` of ref.
+// evalWith evaluates the `with` of ref; nil for a wait task, which has
+// none.
 func (g *Graph) evalWith(ref TaskRef) (any, error) {
-	g.unitScope(ref)
 	nd := &g.plan.nodes[ref.Node]
+	if nd.wait != 0 {
+		return nil, nil
+	}
+	g.unitScope(ref)
 	if nd.withSlot >= 0 {
 		if out, ok := g.sc.TaskOutputAt(nd.withSlot); ok {
 			var path []string
@@ -987,6 +1011,21 @@ func (g *Graph) evalWith(ref TaskRef) (any, error) {
 // dispatch starts attempt of ref.
 func (g *Graph) dispatch(ref TaskRef, attempt uint32, now time.Time) {
 	nd := &g.plan.nodes[ref.Node]
+	if nd.wait != 0 {
+		var until int64
+		if nd.wait == WaitUntil {
+			// A retry: the same time as when the task was ready
+			// (upstream outputs never change).
+			var reason string
+			if until, reason = g.untilTime(ref.Node); reason != "" {
+				g.stats.FailedAttempts++
+				g.attemptFailed(ref, attempt, reason, false, now)
+				return
+			}
+		}
+		g.dispatchWait(ref, attempt, until, now)
+		return
+	}
 	in, err := g.evalWith(ref)
 	if err != nil {
 		g.stats.FailedAttempts++
@@ -1047,8 +1086,9 @@ func (g *Graph) instanceResolved(node int32, sp *spread) {
 func (g *Graph) attemptFailed(ref TaskRef, attempt uint32, reason string, retryable bool, now time.Time) {
 	nd := &g.plan.nodes[ref.Node]
 	g.errs[ref] = reason
-	if retryable && attempt < nd.maxAttempts {
-		at := addNanos(now.UnixNano(), nd.retryDelay(g.id, ref.Index, attempt))
+	base := g.AttemptBase(ref.Node)
+	if retryable && uint64(attempt) < uint64(base)+uint64(nd.maxAttempts) {
+		at := addNanos(now.UnixNano(), nd.retryDelay(g.id, ref.Index, attempt-base))
 		g.set(ref, TaskRetrying, attempt, at, true)
 		g.stats.Retries++
 		g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Retry, Task: ref, Attempt: attempt, At: unixTime(at)}})

@@ -85,7 +85,7 @@ func (g *Graph) startLoop(node int32, now time.Time) {
 	}
 	g.loops[node] = lp
 	g.ns[node].status = TaskLooping
-	g.dispatch(TaskRef{Node: node, Index: 0}, 1, now)
+	g.dispatch(TaskRef{Node: node, Index: 0}, g.first(node), now)
 }
 
 // iterationDone records the output of the current iteration of a loop and
@@ -136,7 +136,7 @@ func (g *Graph) iterationDone(ref TaskRef, out any, now time.Time) {
 		g.emit(Effect{Kind: SetTimer, Timer: Timer{Kind: Next, Task: next, At: unixTime(at)}})
 		return
 	}
-	g.dispatch(next, 1, now)
+	g.dispatch(next, g.first(node), now)
 }
 
 // loopCompleted completes a loop task: its output is the list of its

@@ -128,6 +128,8 @@ type Plan struct {
 	// children is set when some task runs a child workflow: the snapshot
 	// then carries how many the instance started.
 	children bool
+	// waits is set when some task is a wait task.
+	waits bool
 }
 
 // node is the compiled form of one task.
@@ -144,7 +146,9 @@ type node struct {
 	// otherwise, and withPath is nil when there is no path.
 	withSlot int32
 	// child: the task's body is a child workflow (childRef, see child.go).
-	child    bool
+	child bool
+	// wait: what a wait task waits for (see wait.go); 0 for other tasks.
+	wait     WaitKind
 	withPath *[]string
 	spread   *expr.Program // nil unless the task fans out
 	when     *expr.Program // nil unless the task is guarded
@@ -179,6 +183,14 @@ type taskMeta struct {
 	// childRef is the workflow the task runs as a child instance; nil
 	// unless node.child.
 	childRef *childPlan
+	// signal names the signal of a WaitSignal task; waitFor is the
+	// duration of a WaitFor task; until (nil for a literal time) and
+	// untilText (the expression as written, or the literal) are a
+	// WaitUntil task's time.
+	signal    string
+	waitFor   time.Duration
+	until     *expr.Program
+	untilText string
 }
 
 // loopPlan is the compiled loop of a task: exactly one of until and over.
@@ -200,7 +212,7 @@ func (l *loopPlan) limit(opts Options) (int, string) {
 }
 
 // needsDue reports whether instances of the task ever carry a due time.
-func (n *node) needsDue() bool { return n.timeout > 0 || n.maxAttempts > 1 }
+func (n *node) needsDue() bool { return n.runningDue() || n.maxAttempts > 1 }
 
 type inputSpec struct {
 	name       string
@@ -245,6 +257,9 @@ func NewPlan(wf *robonetv1.Workflow, env *expr.Env, opts Options) (*Plan, error)
 		return nil, err
 	}
 	if err := p.compile(); err != nil {
+		return nil, err
+	}
+	if err := p.compileTrigger(); err != nil {
 		return nil, err
 	}
 	return p, nil
@@ -524,6 +539,22 @@ func (p *Plan) compile() error {
 		}
 		if err := p.compileFailure(nd, t); err != nil {
 			return err
+		}
+		if err := p.compileWait(nd, t); err != nil {
+			return err
+		}
+		if nd.until != nil {
+			r := nd.until.Refs()
+			if r.Output || r.Iteration || r.Previous || r.Item || r.Index {
+				return planErr("task %q: wait.until reads what only an attempt has", nd.name)
+			}
+			if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
+				return err
+			}
+			if err := up.check(int32(i), r.Tasks); err != nil {
+				return err
+			}
+			nd.until.BindTasks(p.lookupTask)
 		}
 		if j := t.GetJoin(); j != nil {
 			nd.joinMin, nd.cancelRest = int32(j.GetMin()), j.GetCancelRest()

@@ -44,9 +44,17 @@ var ErrBadSnapshot = errors.New("invalid graph snapshot")
 //	only when the plan has joins: uv seq, per task: uv resolvedAt,
 //	  [uv firedAt] for a join (see Graph.firedAt)
 //	only when the plan has child workflow tasks: uv children started
+//	then optional sections, each a tag byte and its content, by tag:
+//	  1 (only when some task has an attempt base, see SetAttemptBase):
+//	    uv count, per task with a base in node order: uv node, uv base
 //
 // A due time is present for a retrying attempt and for a running attempt of
-// a task with a timeout. An output is present for a completed task, and for
+// a task with a timeout, or of a wait for a duration or until a time.
+//
+// The optional sections keep the bytes of a snapshot that needs none as
+// they were before sections existed, and let such a snapshot decode as it
+// always did (every attempt base 0). A reader refuses a tag it does not
+// know, as trailing data. An output is present for a completed task, and for
 // a completed instance of a spread task that has not completed.
 func (g *Graph) Snapshot() ([]byte, error) {
 	p := g.plan
@@ -155,6 +163,16 @@ func (g *Graph) Snapshot() ([]byte, error) {
 	if p.children {
 		w.uv(uint64(g.children))
 	}
+	if n := countNonZero(g.base); n > 0 {
+		w.byte(sectionAttemptBase)
+		w.uv(uint64(n))
+		for node, b := range g.base {
+			if b != 0 {
+				w.uv(uint64(node))
+				w.uv(uint64(b))
+			}
+		}
+	}
 	if w.err != nil {
 		return nil, fmt.Errorf("graph: snapshot of %s: %w", g.id, w.err)
 	}
@@ -164,7 +182,7 @@ func (g *Graph) Snapshot() ([]byte, error) {
 // hasDue reports whether a task or instance in status st carries a due time
 // in the snapshot.
 func hasDue(st TaskStatus, nd *node) bool {
-	return st == TaskRetrying || (st == TaskRunning && nd.timeout > 0)
+	return st == TaskRetrying || (st == TaskRunning && nd.runningDue())
 }
 
 // loopHasDue is hasDue for the current iteration of a loop, which also
@@ -368,6 +386,9 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 	if p.children {
 		g.children = uint32(min(r.uv(), math.MaxUint32))
 	}
+	if err := g.restoreSections(&r); err != nil {
+		return nil, err
+	}
 	if r.err != nil {
 		return nil, r.err
 	}
@@ -386,6 +407,56 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// Tags of the optional sections at the end of a snapshot.
+const (
+	sectionAttemptBase = 1
+)
+
+// restoreSections reads the optional sections, in tag order.
+func (g *Graph) restoreSections(r *reader) error {
+	last := byte(0)
+	for r.err == nil && len(r.buf) > 0 {
+		tag := r.byte()
+		if tag <= last {
+			return fmt.Errorf("snapshot section %d after section %d", tag, last)
+		}
+		last = tag
+		switch tag {
+		case sectionAttemptBase:
+			n := r.uv()
+			if n == 0 || n > uint64(len(g.plan.nodes)) {
+				return fmt.Errorf("bad attempt base count %d", n)
+			}
+			g.base = make([]uint32, len(g.plan.nodes))
+			prev := int64(-1)
+			for range n {
+				node, b := r.uv(), r.uv()
+				if r.err != nil {
+					return r.err
+				}
+				if int64(node) <= prev || node >= uint64(len(g.plan.nodes)) || b == 0 || b >= math.MaxUint32 {
+					return fmt.Errorf("bad attempt base %d of task %d", b, node)
+				}
+				prev = int64(node)
+				g.base[node] = uint32(b)
+			}
+		default:
+			return fmt.Errorf("unknown snapshot section %d", tag)
+		}
+	}
+	return nil
+}
+
+func countNonZero(s []uint32) int {
+	n := 0
+	for _, x := range s {
+		if x != 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // restoreLoop reads the loop state of node (after its status and output).

@@ -121,7 +121,7 @@ type Effect struct {
 	State State // Finished
 }
 
-// TimerKind distinguishes the two timers a graph asks for.
+// TimerKind distinguishes the timers a graph asks for.
 type TimerKind uint8
 
 const (
@@ -132,6 +132,10 @@ const (
 	// Next: the pause (loop.every) before iteration Timer.Task.Index of a
 	// loop is over: dispatch it. Timer.Attempt is 0.
 	Next
+	// WaitOver: attempt Timer.Attempt of Timer.Task, a wait for a
+	// duration or until a time, is over: Fire completes it, its output
+	// being the due time (RFC 3339, UTC).
+	WaitOver
 )
 
 func (k TimerKind) String() string {
@@ -142,6 +146,8 @@ func (k TimerKind) String() string {
 		return "timeout"
 	case Next:
 		return "next"
+	case WaitOver:
+		return "wait"
 	}
 	return fmt.Sprintf("TimerKind(%d)", uint8(k))
 }
@@ -225,8 +231,10 @@ type TaskInfo struct {
 	// one waiting for its pause); -1 otherwise. Attempt is then the
 	// current (or last) iteration's attempt.
 	Iterations int32
-	// Due is the pending retry time (TaskRetrying) or the timeout deadline
-	// of the in-flight attempt (TaskRunning with a timeout); zero otherwise.
+	// Due is the pending retry time (TaskRetrying), the timeout deadline
+	// of the in-flight attempt (TaskRunning with a timeout; for a signal
+	// wait, when it times out), or when a wait for a duration or until a
+	// time is over (TaskRunning); zero otherwise.
 	Due time.Time
 }
 

@@ -205,8 +205,8 @@ func (c *compiler) wholeExpr(n *yaml.Node, sc *scope, field, want, example strin
 	return checked, pieces[0], true
 }
 
-// typeFits reports whether a static type is acceptable where want ("list" or
-// "bool") is expected; dyn always is, since it is only known at run time.
+// typeFits reports whether a static type is acceptable where want ("list",
+// "bool" or "string") is expected; dyn always is, since it is only known at run time.
 func typeFits(k types.Kind, want string) bool {
 	switch k {
 	case types.DynKind, types.AnyKind:
@@ -215,6 +215,8 @@ func typeFits(k types.Kind, want string) bool {
 		return want == "list"
 	case types.BoolKind:
 		return want == "bool"
+	case types.StringKind:
+		return want == "string"
 	}
 	return false
 }

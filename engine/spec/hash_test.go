@@ -183,3 +183,18 @@ func TestHashChanges(t *testing.T) {
 		}
 	}
 }
+
+// TestHashGolden pins the identity of existing specs: a change to the IR
+// (a new field, left unset) or to the compiler must not change the hash of
+// a spec that does not use it, or stored versions would no longer match
+// their specs.
+func TestHashGolden(t *testing.T) {
+	for name, tc := range map[string]struct{ src, hash string }{
+		"hashBase": {hashBase, "sha256:87781f6ace32508f9117dc6030dac91366aedc9a585b2d2ca942d463fcbd3fe0"},
+		"fullSpec": {fullSpec, "sha256:02382731c3ab4951b224adef61a59aefacf1de4bf4d36bf6ab7723b064f27d8d"},
+	} {
+		if got := spec.Hash(mustCompile(t, tc.src)); got != tc.hash {
+			t.Errorf("%s: hash %s, want %s", name, got, tc.hash)
+		}
+	}
+}

@@ -33,6 +33,8 @@ type taskSpec struct {
 	// nil when absent or invalid; workflowN is its key.
 	child     *robonetv1.ChildWorkflow
 	workflowN *yaml.Node
+	// wait is the task's wait (wait:), nil when absent or invalid.
+	wait *waitSpec
 }
 
 // joinSpec is a task's `join: {min, cancel_rest}` as written.
@@ -102,7 +104,14 @@ func (c *compiler) task(e entry) *taskSpec {
 		return t
 	}
 	fields := c.checkKeys(entries, taskKeys, t.w, "a task")
-	if f, ok := fields["workflow"]; ok {
+	if f, ok := fields["wait"]; ok {
+		// The task runs nothing: it waits for a signal, a duration or a
+		// time.
+		if t.wait = c.wait(f, t.w.child("wait")); t.wait == nil {
+			t.ok = false
+		}
+		c.checkWait(t, fields)
+	} else if f, ok := fields["workflow"]; ok {
 		// The task's body is another workflow: it has no action of its own.
 		t.workflowN = f.keyN
 		if t.child = c.childWorkflow(f.value, t.w.child("workflow")); t.child == nil {
@@ -365,6 +374,14 @@ func (c *compiler) buildTask(t *taskSpec, defaults policy, g *graph, inputs []st
 		ir.Accept, ir.AcceptText = c.acceptExpr(t.accept, sc)
 	}
 	ir.OnFailure, ir.Retry, ir.Timeout = fold(t.policy, defaults)
+	if t.wait != nil {
+		// A signal wait's timeout is the wait's own; defaults.timeout
+		// bounds attempts that run something.
+		ir.Timeout = nil
+		if ir.Wait = c.buildWait(t, sc); ir.Wait == nil {
+			t.ok = false
+		}
+	}
 	if t.verify > 1 {
 		ir.Verify = t.verify
 	}

@@ -15,10 +15,10 @@ import (
 
 // Keys accepted at each level of a spec.
 var (
-	topKeys     = []string{"name", "version", "description", "inputs", "defaults", "tasks", "outputs"}
+	topKeys     = []string{"name", "version", "description", "inputs", "defaults", "tasks", "outputs", "trigger"}
 	inputKeys   = []string{"type", "required", "default", "description"}
 	defaultKeys = []string{"retry", "timeout", "on_failure"}
-	taskKeys    = []string{"description", "capability", "action", "with", "needs", "spread", "when", "on_failure", "retry", "timeout", "verify", "accept", "join", "loop", "on", "workflow"}
+	taskKeys    = []string{"description", "capability", "action", "with", "needs", "spread", "when", "on_failure", "retry", "timeout", "verify", "accept", "join", "loop", "on", "workflow", "wait"}
 	joinKeys    = []string{"min", "cancel_rest"}
 	loopKeys    = []string{"until", "over", "max", "every"}
 )
@@ -81,6 +81,9 @@ func (c *compiler) compile() *robonetv1.Workflow {
 	}
 	inputs := c.inputs(top)
 	wf.Inputs = inputs
+	if e, ok := top["trigger"]; ok {
+		wf.Trigger = c.trigger(e, inputs)
+	}
 	defaults := policy{}
 	if e, ok := top["defaults"]; ok {
 		defaults = c.defaults(e)

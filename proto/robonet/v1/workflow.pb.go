@@ -220,7 +220,9 @@ type Workflow struct {
 	// Tasks, sorted by name.
 	Tasks []*Task `protobuf:"bytes,5,rep,name=tasks,proto3" json:"tasks,omitempty"`
 	// Named outputs, sorted by name, evaluated once every task is resolved.
-	Outputs       []*Output `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	Outputs []*Output `protobuf:"bytes,6,rep,name=outputs,proto3" json:"outputs,omitempty"`
+	// When set, published events start instances of the workflow.
+	Trigger       *Trigger `protobuf:"bytes,7,opt,name=trigger,proto3" json:"trigger,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -297,6 +299,62 @@ func (x *Workflow) GetOutputs() []*Output {
 	return nil
 }
 
+func (x *Workflow) GetTrigger() *Trigger {
+	if x != nil {
+		return x.Trigger
+	}
+	return nil
+}
+
+// Trigger starts one instance of the workflow per event published under one
+// of its names (`trigger: {events: [...]}`), with the event's payload as the
+// instance's `event` input (which the workflow declares).
+type Trigger struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Event names, sorted and de-duplicated: 1 to 16, each
+	// ^[a-z0-9][a-z0-9._-]{0,127}$.
+	Events        []string `protobuf:"bytes,1,rep,name=events,proto3" json:"events,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Trigger) Reset() {
+	*x = Trigger{}
+	mi := &file_robonet_v1_workflow_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Trigger) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Trigger) ProtoMessage() {}
+
+func (x *Trigger) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_workflow_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Trigger.ProtoReflect.Descriptor instead.
+func (*Trigger) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *Trigger) GetEvents() []string {
+	if x != nil {
+		return x.Events
+	}
+	return nil
+}
+
 // Input declares one workflow input.
 type Input struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
@@ -314,7 +372,7 @@ type Input struct {
 
 func (x *Input) Reset() {
 	*x = Input{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[1]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -326,7 +384,7 @@ func (x *Input) String() string {
 func (*Input) ProtoMessage() {}
 
 func (x *Input) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[1]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -339,7 +397,7 @@ func (x *Input) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Input.ProtoReflect.Descriptor instead.
 func (*Input) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{1}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *Input) GetName() string {
@@ -395,7 +453,7 @@ type RetryPolicy struct {
 
 func (x *RetryPolicy) Reset() {
 	*x = RetryPolicy{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[2]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -407,7 +465,7 @@ func (x *RetryPolicy) String() string {
 func (*RetryPolicy) ProtoMessage() {}
 
 func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[2]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -420,7 +478,7 @@ func (x *RetryPolicy) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryPolicy.ProtoReflect.Descriptor instead.
 func (*RetryPolicy) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{2}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *RetryPolicy) GetMaxAttempts() uint32 {
@@ -512,14 +570,19 @@ type Task struct {
 	// as its inputs, and the child's outputs are the attempt's output; the
 	// child's failure fails the attempt. Such a task has no capability,
 	// action, verify or on.
-	Workflow      *ChildWorkflow `protobuf:"bytes,18,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Workflow *ChildWorkflow `protobuf:"bytes,18,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// When set, the task runs nothing: each attempt waits — for a signal sent
+	// to the instance, for a duration, or until a time. Such a task has no
+	// capability, action, workflow, with, verify, spread, loop, on, accept or
+	// timeout of its own (a signal wait's timeout is Wait.timeout).
+	Wait          *Wait `protobuf:"bytes,19,opt,name=wait,proto3" json:"wait,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Task) Reset() {
 	*x = Task{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[3]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -531,7 +594,7 @@ func (x *Task) String() string {
 func (*Task) ProtoMessage() {}
 
 func (x *Task) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[3]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -544,7 +607,7 @@ func (x *Task) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Task.ProtoReflect.Descriptor instead.
 func (*Task) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{3}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *Task) GetName() string {
@@ -673,6 +736,104 @@ func (x *Task) GetWorkflow() *ChildWorkflow {
 	return nil
 }
 
+func (x *Task) GetWait() *Wait {
+	if x != nil {
+		return x.Wait
+	}
+	return nil
+}
+
+// Wait is a task's `wait:`: exactly one of signal, duration and until is
+// set.
+type Wait struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The name of the signal that completes the attempt, its payload being
+	// the output: ^[a-z0-9][a-z0-9._-]{0,127}$.
+	Signal string `protobuf:"bytes,1,opt,name=signal,proto3" json:"signal,omitempty"`
+	// With signal: how long an attempt waits before it fails ("timed out
+	// waiting for signal NAME after D"; on_failure applies); zero: forever.
+	Timeout *durationpb.Duration `protobuf:"bytes,2,opt,name=timeout,proto3" json:"timeout,omitempty"`
+	// The spec's `for`: the attempt completes this long (positive) after it
+	// started, its output being that time (RFC 3339, UTC).
+	Duration *durationpb.Duration `protobuf:"bytes,3,opt,name=duration,proto3" json:"duration,omitempty"`
+	// The spec's `until` when it is an expression: evaluated when the task
+	// is ready (it reads what a with reads), it must yield an RFC 3339
+	// time; the attempt completes then (at once if it is past), its output
+	// being that time.
+	Until *Expr `protobuf:"bytes,4,opt,name=until,proto3" json:"until,omitempty"`
+	// The spec's `until` as written: the expression (`${{ … }}` included),
+	// quoted in errors; or, when until is not set, a literal time, in
+	// RFC 3339 (UTC, as time.RFC3339Nano formats it).
+	UntilText     string `protobuf:"bytes,5,opt,name=until_text,json=untilText,proto3" json:"until_text,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Wait) Reset() {
+	*x = Wait{}
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Wait) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Wait) ProtoMessage() {}
+
+func (x *Wait) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Wait.ProtoReflect.Descriptor instead.
+func (*Wait) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *Wait) GetSignal() string {
+	if x != nil {
+		return x.Signal
+	}
+	return ""
+}
+
+func (x *Wait) GetTimeout() *durationpb.Duration {
+	if x != nil {
+		return x.Timeout
+	}
+	return nil
+}
+
+func (x *Wait) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
+}
+
+func (x *Wait) GetUntil() *Expr {
+	if x != nil {
+		return x.Until
+	}
+	return nil
+}
+
+func (x *Wait) GetUntilText() string {
+	if x != nil {
+		return x.UntilText
+	}
+	return ""
+}
+
 // ChildWorkflow names the workflow a task runs as a child instance
 // (`workflow: name@version`, or `workflow: name`).
 type ChildWorkflow struct {
@@ -688,7 +849,7 @@ type ChildWorkflow struct {
 
 func (x *ChildWorkflow) Reset() {
 	*x = ChildWorkflow{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -700,7 +861,7 @@ func (x *ChildWorkflow) String() string {
 func (*ChildWorkflow) ProtoMessage() {}
 
 func (x *ChildWorkflow) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[4]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -713,7 +874,7 @@ func (x *ChildWorkflow) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ChildWorkflow.ProtoReflect.Descriptor instead.
 func (*ChildWorkflow) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ChildWorkflow) GetName() string {
@@ -753,7 +914,7 @@ type Loop struct {
 
 func (x *Loop) Reset() {
 	*x = Loop{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -765,7 +926,7 @@ func (x *Loop) String() string {
 func (*Loop) ProtoMessage() {}
 
 func (x *Loop) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[5]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -778,7 +939,7 @@ func (x *Loop) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Loop.ProtoReflect.Descriptor instead.
 func (*Loop) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *Loop) GetUntil() *Expr {
@@ -827,7 +988,7 @@ type Join struct {
 
 func (x *Join) Reset() {
 	*x = Join{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -839,7 +1000,7 @@ func (x *Join) String() string {
 func (*Join) ProtoMessage() {}
 
 func (x *Join) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[6]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -852,7 +1013,7 @@ func (x *Join) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Join.ProtoReflect.Descriptor instead.
 func (*Join) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *Join) GetMin() uint32 {
@@ -880,7 +1041,7 @@ type Output struct {
 
 func (x *Output) Reset() {
 	*x = Output{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -892,7 +1053,7 @@ func (x *Output) String() string {
 func (*Output) ProtoMessage() {}
 
 func (x *Output) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[7]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -905,7 +1066,7 @@ func (x *Output) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Output.ProtoReflect.Descriptor instead.
 func (*Output) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *Output) GetName() string {
@@ -932,7 +1093,7 @@ type Expr struct {
 
 func (x *Expr) Reset() {
 	*x = Expr{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -944,7 +1105,7 @@ func (x *Expr) String() string {
 func (*Expr) ProtoMessage() {}
 
 func (x *Expr) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[8]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -957,7 +1118,7 @@ func (x *Expr) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Expr.ProtoReflect.Descriptor instead.
 func (*Expr) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *Expr) GetSource() string {
@@ -985,7 +1146,7 @@ type Template struct {
 
 func (x *Template) Reset() {
 	*x = Template{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -997,7 +1158,7 @@ func (x *Template) String() string {
 func (*Template) ProtoMessage() {}
 
 func (x *Template) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[9]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1010,7 +1171,7 @@ func (x *Template) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Template.ProtoReflect.Descriptor instead.
 func (*Template) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *Template) GetKind() isTemplate_Kind {
@@ -1113,7 +1274,7 @@ type Interpolation struct {
 
 func (x *Interpolation) Reset() {
 	*x = Interpolation{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1125,7 +1286,7 @@ func (x *Interpolation) String() string {
 func (*Interpolation) ProtoMessage() {}
 
 func (x *Interpolation) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[10]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1138,7 +1299,7 @@ func (x *Interpolation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Interpolation.ProtoReflect.Descriptor instead.
 func (*Interpolation) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *Interpolation) GetParts() []*InterpolationPart {
@@ -1161,7 +1322,7 @@ type InterpolationPart struct {
 
 func (x *InterpolationPart) Reset() {
 	*x = InterpolationPart{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1173,7 +1334,7 @@ func (x *InterpolationPart) String() string {
 func (*InterpolationPart) ProtoMessage() {}
 
 func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[11]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1186,7 +1347,7 @@ func (x *InterpolationPart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InterpolationPart.ProtoReflect.Descriptor instead.
 func (*InterpolationPart) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *InterpolationPart) GetPart() isInterpolationPart_Part {
@@ -1239,7 +1400,7 @@ type TemplateList struct {
 
 func (x *TemplateList) Reset() {
 	*x = TemplateList{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1251,7 +1412,7 @@ func (x *TemplateList) String() string {
 func (*TemplateList) ProtoMessage() {}
 
 func (x *TemplateList) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[12]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1264,7 +1425,7 @@ func (x *TemplateList) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateList.ProtoReflect.Descriptor instead.
 func (*TemplateList) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TemplateList) GetItems() []*Template {
@@ -1284,7 +1445,7 @@ type TemplateMap struct {
 
 func (x *TemplateMap) Reset() {
 	*x = TemplateMap{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1296,7 +1457,7 @@ func (x *TemplateMap) String() string {
 func (*TemplateMap) ProtoMessage() {}
 
 func (x *TemplateMap) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[13]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1309,7 +1470,7 @@ func (x *TemplateMap) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateMap.ProtoReflect.Descriptor instead.
 func (*TemplateMap) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *TemplateMap) GetEntries() []*TemplateEntry {
@@ -1329,7 +1490,7 @@ type TemplateEntry struct {
 
 func (x *TemplateEntry) Reset() {
 	*x = TemplateEntry{}
-	mi := &file_robonet_v1_workflow_proto_msgTypes[14]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1341,7 +1502,7 @@ func (x *TemplateEntry) String() string {
 func (*TemplateEntry) ProtoMessage() {}
 
 func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_workflow_proto_msgTypes[14]
+	mi := &file_robonet_v1_workflow_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1354,7 +1515,7 @@ func (x *TemplateEntry) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TemplateEntry.ProtoReflect.Descriptor instead.
 func (*TemplateEntry) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_workflow_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TemplateEntry) GetKey() string {
@@ -1376,14 +1537,17 @@ var File_robonet_v1_workflow_proto protoreflect.FileDescriptor
 const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\n" +
 	"\x19robonet/v1/workflow.proto\x12\n" +
-	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\"\xdb\x01\n" +
+	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\"\x8a\x02\n" +
 	"\bWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\x12 \n" +
 	"\vdescription\x18\x03 \x01(\tR\vdescription\x12)\n" +
 	"\x06inputs\x18\x04 \x03(\v2\x11.robonet.v1.InputR\x06inputs\x12&\n" +
 	"\x05tasks\x18\x05 \x03(\v2\x10.robonet.v1.TaskR\x05tasks\x12,\n" +
-	"\aoutputs\x18\x06 \x03(\v2\x12.robonet.v1.OutputR\aoutputs\"\xa7\x01\n" +
+	"\aoutputs\x18\x06 \x03(\v2\x12.robonet.v1.OutputR\aoutputs\x12-\n" +
+	"\atrigger\x18\a \x01(\v2\x13.robonet.v1.TriggerR\atrigger\"!\n" +
+	"\aTrigger\x12\x16\n" +
+	"\x06events\x18\x01 \x03(\tR\x06events\"\xa7\x01\n" +
 	"\x05Input\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
 	"\x04type\x18\x02 \x01(\x0e2\x15.robonet.v1.ValueTypeR\x04type\x12\x1a\n" +
@@ -1395,7 +1559,7 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\ainitial\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\ainitial\x12\x16\n" +
 	"\x06factor\x18\x03 \x01(\x01R\x06factor\x12+\n" +
 	"\x03max\x18\x04 \x01(\v2\x19.google.protobuf.DurationR\x03max\x12\x16\n" +
-	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xac\x05\n" +
+	"\x06jitter\x18\x05 \x01(\x01R\x06jitter\"\xd2\x05\n" +
 	"\x04Task\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -1419,7 +1583,15 @@ const file_robonet_v1_workflow_proto_rawDesc = "" +
 	"\x04join\x18\x0f \x01(\v2\x10.robonet.v1.JoinR\x04join\x12$\n" +
 	"\x04loop\x18\x10 \x01(\v2\x10.robonet.v1.LoopR\x04loop\x12\"\n" +
 	"\x02on\x18\x11 \x01(\x0e2\x12.robonet.v1.TaskOnR\x02on\x125\n" +
-	"\bworkflow\x18\x12 \x01(\v2\x19.robonet.v1.ChildWorkflowR\bworkflow\"=\n" +
+	"\bworkflow\x18\x12 \x01(\v2\x19.robonet.v1.ChildWorkflowR\bworkflow\x12$\n" +
+	"\x04wait\x18\x13 \x01(\v2\x10.robonet.v1.WaitR\x04wait\"\xd1\x01\n" +
+	"\x04Wait\x12\x16\n" +
+	"\x06signal\x18\x01 \x01(\tR\x06signal\x123\n" +
+	"\atimeout\x18\x02 \x01(\v2\x19.google.protobuf.DurationR\atimeout\x125\n" +
+	"\bduration\x18\x03 \x01(\v2\x19.google.protobuf.DurationR\bduration\x12&\n" +
+	"\x05until\x18\x04 \x01(\v2\x10.robonet.v1.ExprR\x05until\x12\x1d\n" +
+	"\n" +
+	"until_text\x18\x05 \x01(\tR\tuntilText\"=\n" +
 	"\rChildWorkflow\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x18\n" +
 	"\aversion\x18\x02 \x01(\rR\aversion\"\x97\x01\n" +
@@ -1488,64 +1660,71 @@ func file_robonet_v1_workflow_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_workflow_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
-var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 15)
+var file_robonet_v1_workflow_proto_msgTypes = make([]protoimpl.MessageInfo, 17)
 var file_robonet_v1_workflow_proto_goTypes = []any{
 	(ValueType)(0),              // 0: robonet.v1.ValueType
 	(FailurePolicy)(0),          // 1: robonet.v1.FailurePolicy
 	(TaskOn)(0),                 // 2: robonet.v1.TaskOn
 	(*Workflow)(nil),            // 3: robonet.v1.Workflow
-	(*Input)(nil),               // 4: robonet.v1.Input
-	(*RetryPolicy)(nil),         // 5: robonet.v1.RetryPolicy
-	(*Task)(nil),                // 6: robonet.v1.Task
-	(*ChildWorkflow)(nil),       // 7: robonet.v1.ChildWorkflow
-	(*Loop)(nil),                // 8: robonet.v1.Loop
-	(*Join)(nil),                // 9: robonet.v1.Join
-	(*Output)(nil),              // 10: robonet.v1.Output
-	(*Expr)(nil),                // 11: robonet.v1.Expr
-	(*Template)(nil),            // 12: robonet.v1.Template
-	(*Interpolation)(nil),       // 13: robonet.v1.Interpolation
-	(*InterpolationPart)(nil),   // 14: robonet.v1.InterpolationPart
-	(*TemplateList)(nil),        // 15: robonet.v1.TemplateList
-	(*TemplateMap)(nil),         // 16: robonet.v1.TemplateMap
-	(*TemplateEntry)(nil),       // 17: robonet.v1.TemplateEntry
-	(*durationpb.Duration)(nil), // 18: google.protobuf.Duration
+	(*Trigger)(nil),             // 4: robonet.v1.Trigger
+	(*Input)(nil),               // 5: robonet.v1.Input
+	(*RetryPolicy)(nil),         // 6: robonet.v1.RetryPolicy
+	(*Task)(nil),                // 7: robonet.v1.Task
+	(*Wait)(nil),                // 8: robonet.v1.Wait
+	(*ChildWorkflow)(nil),       // 9: robonet.v1.ChildWorkflow
+	(*Loop)(nil),                // 10: robonet.v1.Loop
+	(*Join)(nil),                // 11: robonet.v1.Join
+	(*Output)(nil),              // 12: robonet.v1.Output
+	(*Expr)(nil),                // 13: robonet.v1.Expr
+	(*Template)(nil),            // 14: robonet.v1.Template
+	(*Interpolation)(nil),       // 15: robonet.v1.Interpolation
+	(*InterpolationPart)(nil),   // 16: robonet.v1.InterpolationPart
+	(*TemplateList)(nil),        // 17: robonet.v1.TemplateList
+	(*TemplateMap)(nil),         // 18: robonet.v1.TemplateMap
+	(*TemplateEntry)(nil),       // 19: robonet.v1.TemplateEntry
+	(*durationpb.Duration)(nil), // 20: google.protobuf.Duration
 }
 var file_robonet_v1_workflow_proto_depIdxs = []int32{
-	4,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
-	6,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
-	10, // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
-	0,  // 3: robonet.v1.Input.type:type_name -> robonet.v1.ValueType
-	18, // 4: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
-	18, // 5: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
-	12, // 6: robonet.v1.Task.with:type_name -> robonet.v1.Template
-	11, // 7: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
-	11, // 8: robonet.v1.Task.when:type_name -> robonet.v1.Expr
-	1,  // 9: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
-	5,  // 10: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
-	18, // 11: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
-	11, // 12: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
-	9,  // 13: robonet.v1.Task.join:type_name -> robonet.v1.Join
-	8,  // 14: robonet.v1.Task.loop:type_name -> robonet.v1.Loop
-	2,  // 15: robonet.v1.Task.on:type_name -> robonet.v1.TaskOn
-	7,  // 16: robonet.v1.Task.workflow:type_name -> robonet.v1.ChildWorkflow
-	11, // 17: robonet.v1.Loop.until:type_name -> robonet.v1.Expr
-	11, // 18: robonet.v1.Loop.over:type_name -> robonet.v1.Expr
-	18, // 19: robonet.v1.Loop.every:type_name -> google.protobuf.Duration
-	12, // 20: robonet.v1.Output.value:type_name -> robonet.v1.Template
-	11, // 21: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
-	13, // 22: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
-	15, // 23: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
-	16, // 24: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
-	14, // 25: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
-	11, // 26: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
-	12, // 27: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
-	17, // 28: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
-	12, // 29: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
-	30, // [30:30] is the sub-list for method output_type
-	30, // [30:30] is the sub-list for method input_type
-	30, // [30:30] is the sub-list for extension type_name
-	30, // [30:30] is the sub-list for extension extendee
-	0,  // [0:30] is the sub-list for field type_name
+	5,  // 0: robonet.v1.Workflow.inputs:type_name -> robonet.v1.Input
+	7,  // 1: robonet.v1.Workflow.tasks:type_name -> robonet.v1.Task
+	12, // 2: robonet.v1.Workflow.outputs:type_name -> robonet.v1.Output
+	4,  // 3: robonet.v1.Workflow.trigger:type_name -> robonet.v1.Trigger
+	0,  // 4: robonet.v1.Input.type:type_name -> robonet.v1.ValueType
+	20, // 5: robonet.v1.RetryPolicy.initial:type_name -> google.protobuf.Duration
+	20, // 6: robonet.v1.RetryPolicy.max:type_name -> google.protobuf.Duration
+	14, // 7: robonet.v1.Task.with:type_name -> robonet.v1.Template
+	13, // 8: robonet.v1.Task.spread:type_name -> robonet.v1.Expr
+	13, // 9: robonet.v1.Task.when:type_name -> robonet.v1.Expr
+	1,  // 10: robonet.v1.Task.on_failure:type_name -> robonet.v1.FailurePolicy
+	6,  // 11: robonet.v1.Task.retry:type_name -> robonet.v1.RetryPolicy
+	20, // 12: robonet.v1.Task.timeout:type_name -> google.protobuf.Duration
+	13, // 13: robonet.v1.Task.accept:type_name -> robonet.v1.Expr
+	11, // 14: robonet.v1.Task.join:type_name -> robonet.v1.Join
+	10, // 15: robonet.v1.Task.loop:type_name -> robonet.v1.Loop
+	2,  // 16: robonet.v1.Task.on:type_name -> robonet.v1.TaskOn
+	9,  // 17: robonet.v1.Task.workflow:type_name -> robonet.v1.ChildWorkflow
+	8,  // 18: robonet.v1.Task.wait:type_name -> robonet.v1.Wait
+	20, // 19: robonet.v1.Wait.timeout:type_name -> google.protobuf.Duration
+	20, // 20: robonet.v1.Wait.duration:type_name -> google.protobuf.Duration
+	13, // 21: robonet.v1.Wait.until:type_name -> robonet.v1.Expr
+	13, // 22: robonet.v1.Loop.until:type_name -> robonet.v1.Expr
+	13, // 23: robonet.v1.Loop.over:type_name -> robonet.v1.Expr
+	20, // 24: robonet.v1.Loop.every:type_name -> google.protobuf.Duration
+	14, // 25: robonet.v1.Output.value:type_name -> robonet.v1.Template
+	13, // 26: robonet.v1.Template.expr:type_name -> robonet.v1.Expr
+	15, // 27: robonet.v1.Template.interpolation:type_name -> robonet.v1.Interpolation
+	17, // 28: robonet.v1.Template.list:type_name -> robonet.v1.TemplateList
+	18, // 29: robonet.v1.Template.map:type_name -> robonet.v1.TemplateMap
+	16, // 30: robonet.v1.Interpolation.parts:type_name -> robonet.v1.InterpolationPart
+	13, // 31: robonet.v1.InterpolationPart.expr:type_name -> robonet.v1.Expr
+	14, // 32: robonet.v1.TemplateList.items:type_name -> robonet.v1.Template
+	19, // 33: robonet.v1.TemplateMap.entries:type_name -> robonet.v1.TemplateEntry
+	14, // 34: robonet.v1.TemplateEntry.value:type_name -> robonet.v1.Template
+	35, // [35:35] is the sub-list for method output_type
+	35, // [35:35] is the sub-list for method input_type
+	35, // [35:35] is the sub-list for extension type_name
+	35, // [35:35] is the sub-list for extension extendee
+	0,  // [0:35] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_workflow_proto_init() }
@@ -1553,14 +1732,14 @@ func file_robonet_v1_workflow_proto_init() {
 	if File_robonet_v1_workflow_proto != nil {
 		return
 	}
-	file_robonet_v1_workflow_proto_msgTypes[9].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[11].OneofWrappers = []any{
 		(*Template_LiteralJson)(nil),
 		(*Template_Expr)(nil),
 		(*Template_Interpolation)(nil),
 		(*Template_List)(nil),
 		(*Template_Map)(nil),
 	}
-	file_robonet_v1_workflow_proto_msgTypes[11].OneofWrappers = []any{
+	file_robonet_v1_workflow_proto_msgTypes[13].OneofWrappers = []any{
 		(*InterpolationPart_Text)(nil),
 		(*InterpolationPart_Expr)(nil),
 	}
@@ -1570,7 +1749,7 @@ func file_robonet_v1_workflow_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_workflow_proto_rawDesc), len(file_robonet_v1_workflow_proto_rawDesc)),
 			NumEnums:      3,
-			NumMessages:   15,
+			NumMessages:   17,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
