@@ -94,16 +94,16 @@ func (e *Engine) SignalInstance(ctx context.Context, req SignalRequest) (SignalR
 // that fire are held until ResumeInstance. It shows PAUSED; a cancel still
 // works. Pausing a paused instance is a no-op.
 func (e *Engine) PauseInstance(ctx context.Context, id uuid.UUID) error {
-	return e.setPaused(ctx, id, true)
+	return e.setInstancePaused(ctx, id, true)
 }
 
 // ResumeInstance ends a pause: what it held back is dispatched and the
 // timers it held fire. Resuming an instance that is not paused is a no-op.
 func (e *Engine) ResumeInstance(ctx context.Context, id uuid.UUID) error {
-	return e.setPaused(ctx, id, false)
+	return e.setInstancePaused(ctx, id, false)
 }
 
-func (e *Engine) setPaused(ctx context.Context, id uuid.UUID, paused bool) error {
+func (e *Engine) setInstancePaused(ctx context.Context, id uuid.UUID, paused bool) error {
 	verb := "resume"
 	if paused {
 		verb = "pause"

@@ -136,10 +136,13 @@ func TestSignalKeptAcrossTakeover(t *testing.T) {
 func TestParkedInstanceWokenBySignal(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
 		e := h.start(1, func(c *engine.Config) { c.ParkAfter = time.Minute })
-		id := h.submit(e, approvalSpec, nil)
+		// No timeout: parked until a wake. (A due time would be the fake
+		// clock's, long past for the store.)
+		id := h.submit(e, strings.Replace(approvalSpec, ", timeout: 1h", "", 1), nil)
 		echo(e, h.disp.one(t, "plan", 1))
 		h.waitResults(id, 1)
-		h.clock.AdvanceToTimer(t, time.Minute) // the park check
+		waitUntil(t, "approve to wait", func() bool { return task(t, getView(t, e, id), "approve").Wait != nil })
+		h.clock.Advance(time.Minute) // the park check
 		waitUntil(t, "the instance to be parked", func() bool { return e.Stats().Parked == 1 && e.Stats().Held == 0 })
 		v := getView(t, e, id)
 		if v.State != engine.StateRunning || task(t, v, "approve").Wait == nil {
@@ -170,7 +173,8 @@ func TestSignalWaitTimesOut(t *testing.T) {
 		id := h.submit(e, approvalSpec, nil)
 		echo(e, h.disp.one(t, "plan", 1))
 		h.waitResults(id, 1)
-		h.clock.AdvanceToTimer(t, time.Hour)
+		waitUntil(t, "approve to wait", func() bool { return task(t, getView(t, e, id), "approve").Wait != nil })
+		h.clock.Advance(time.Hour)
 		v := h.wait(e, id)
 		if v.State != engine.StateFailed || !containsAll(v.Error, "approve", "timed out") {
 			t.Fatalf("ended %s: %s; want FAILED by approve's timeout", v.State, v.Error)
@@ -235,7 +239,7 @@ func TestWaitForAcrossLeaderKill(t *testing.T) {
 	})
 }
 
-const chainSpec = `
+const retryChainSpec = `
 name: chain
 version: 1
 tasks:
@@ -265,7 +269,7 @@ outputs:
 func TestRetryFromTheFailedStep(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
 		e := h.start(1)
-		id := h.submit(e, chainSpec, nil)
+		id := h.submit(e, retryChainSpec, nil)
 		answer(e, h.disp.one(t, "a", 1), "A")
 		echo(e, h.disp.one(t, "side", 1))
 		if _, err := e.RetryInstance(ctxOf(t), id, ""); !errors.Is(err, engine.ErrInstanceLive) {
@@ -299,7 +303,7 @@ func TestRetryFromTheFailedStep(t *testing.T) {
 		if _, err := e.RetryInstance(ctxOf(t), id, "a"); !errors.Is(err, engine.ErrNotRetryable) {
 			t.Fatalf("retry of a completed instance: %v, want ErrNotRetryable", err)
 		}
-		id2 := h.submit(e, chainSpec, map[string]any{})
+		id2 := h.submit(e, retryChainSpec, map[string]any{})
 		answer(e, h.disp.one(t, "a", 1), "A")
 		echo(e, h.disp.one(t, "side", 1))
 		echo(e, h.disp.one(t, "b", 1))
@@ -333,7 +337,7 @@ func TestRetryFromTheFailedStep(t *testing.T) {
 func TestPauseHoldsBackDispatch(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
 		e := h.start(1)
-		id := h.submit(e, chainSpec, nil)
+		id := h.submit(e, retryChainSpec, nil)
 		a := h.disp.one(t, "a", 1)
 		side := h.disp.one(t, "side", 1)
 		if err := e.PauseInstance(ctxOf(t), id); err != nil {
