@@ -21,7 +21,8 @@
 //
 //	Dispatch   run an attempt of a task (or spread instance) with an input
 //	Cancel     stop an in-flight attempt
-//	SetTimer   call Fire at a time (retry backoff, attempt timeout)
+//	SetTimer   call Fire at a time (retry backoff, attempt timeout, the
+//	           pause of a loop, the end of a wait)
 //	Finished   the instance reached COMPLETE, FAILED or CANCELLED
 //
 // Time is an argument of every event; the same sequence of calls always
@@ -108,6 +109,47 @@
 // snapshot). A refused attempt fails without retry, like a with that
 // cannot be evaluated.
 //
+// # Waits
+//
+// A wait task (Task.wait) runs nothing. Each attempt is a Dispatch with a
+// nil Input, numbered as any attempt, which the runloop does not send to a
+// worker; Plan.Wait says what the task waits for:
+//
+//   - WaitSignal: a signal of that name sent to the instance. The runloop
+//     completes the attempt with Complete, the signal's payload as the
+//     output. wait.timeout is the task's timeout: when its Timeout timer
+//     fires first, the attempt fails ("timed out waiting for signal
+//     approve after 48h0m0s") and the task's retry and on_failure apply;
+//     without one, the attempt waits forever.
+//   - WaitFor: a duration. The Dispatch comes with SetTimer{Kind:
+//     WaitOver, At: now + duration}; Fire of that timer, while the attempt
+//     is in flight, completes it, its output being At in RFC 3339 (UTC,
+//     time.RFC3339Nano).
+//   - WaitUntil: a time. The until expression is evaluated when the task
+//     is ready (after when, in the scope of a with): anything but an RFC
+//     3339 time fails the task before its first attempt, without retry.
+//     The WaitOver timer is set at the later of that time and now, and
+//     completes the attempt as for WaitFor.
+//
+// The due time of a WaitOver timer is kept as a timeout deadline is: in
+// the snapshot, as TaskInfo.Due, and in the SetTimer that Resume emits
+// again with the original At. A wait task has no spread, loop or on, so it
+// is always TaskRef{Node, Index: -1}. Plan.HasWaits reports whether a plan
+// has any, Plan.Trigger the events that start instances of the workflow
+// (the graph does nothing with them).
+//
+// # Running tasks again
+//
+// A failed or cancelled instance can be run again from some tasks: those
+// and the tasks that need them, directly or not (Plan.Downstream). So that
+// the new attempts do not reuse execution IDs of the first run, the
+// runloop calls SetAttemptBase(node, base) on a new Graph, before Start,
+// for each of them: every execution of the task (each spread instance and
+// loop iteration too) then numbers its attempts from base+1, its retry
+// budget counting from base (attempts base+1 .. base+max_attempts) and its
+// backoff starting again from the first delay. The bases are part of the
+// snapshot.
+//
 // A ready task is handled in this order:
 //
 //  1. If every predecessor was skipped (by its guard or by this rule), the
@@ -128,7 +170,9 @@
 //     order (null for instances that failed under skip).
 //  4. A loop task starts its loop (see Loops); a task with on: every_node
 //     asks for its nodes (see One run on every node).
-//  5. Otherwise `with` is evaluated and attempt 1 is dispatched.
+//  5. A wait task starts waiting (see Waits).
+//  6. Otherwise `with` is evaluated and attempt 1 (base+1 with an attempt
+//     base) is dispatched.
 //
 // A `with` that cannot be evaluated fails the attempt without retry.
 //
@@ -188,7 +232,11 @@
 //
 // Snapshot writes a compact, deterministic binary encoding (varints and
 // canonical JSON values) of the state: inputs, status, attempt, output and
-// error of every task and instance, retry times and timeout deadlines.
+// error of every task and instance, retry times, timeout deadlines and the
+// due times of waits, and the attempt bases. A section a snapshot does not
+// need (the attempt bases, when every base is 0) is left out, so the bytes
+// of such a snapshot are those of the versions before it existed, which
+// Restore reads as they were.
 // Restore rebuilds a Graph from it; Resume then returns the Dispatch effects
 // of the attempts that were in flight (same attempt: dispatch is
 // at-least-once, ExecutionID is the idempotency key) and the timers with

@@ -421,7 +421,7 @@ func (g *Graph) Fire(t Timer, now time.Time) []Effect {
 			return g.result()
 		}
 	case Timeout:
-		if g.inFlight(t.Task, t.Attempt) {
+		if g.inFlight(t.Task, t.Attempt) && g.plan.nodes[t.Task.Node].timeout > 0 {
 			g.emit(Effect{Kind: Cancel, Task: t.Task, Attempt: t.Attempt})
 			g.stats.Cancelled++
 			g.stats.TimedOut++
