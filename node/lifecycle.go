@@ -6,7 +6,9 @@ import (
 	"regexp"
 	"sync"
 
+	"github.com/google/uuid"
 	"google.golang.org/grpc/status"
+	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/value"
@@ -235,10 +237,23 @@ func errText(err error) string {
 }
 
 func (r *forwarder) SignalInstance(ctx context.Context, req *robonetv1.SignalInstanceRequest) (*robonetv1.SignalInstanceResponse, error) {
-	return leaderCall(ctx, r, instanceRoute(req.GetInstanceId()), req, (*apiServer).SignalInstance, robonetv1.WorkflowServiceClient.SignalInstance)
+	rt := instanceRoute(req.GetInstanceId())
+	if !r.ownsHere(rt) && req.GetIdempotencyKey() == "" {
+		// Forwarding retries on UNAVAILABLE, which may come after the
+		// owner recorded the signal: a key delivers it once.
+		req = proto.CloneOf(req)
+		req.IdempotencyKey = "forwarded:" + uuid.NewString()
+	}
+	return leaderCall(ctx, r, rt, req, (*apiServer).SignalInstance, robonetv1.WorkflowServiceClient.SignalInstance)
 }
 
 func (r *forwarder) PublishEvent(ctx context.Context, req *robonetv1.PublishEventRequest) (*robonetv1.PublishEventResponse, error) {
+	if r.active() == nil && req.GetIdempotencyKey() == "" {
+		// As for SubmitWorkflow: a retried forward must find the instances
+		// the first try may have started.
+		req = proto.CloneOf(req)
+		req.IdempotencyKey = "forwarded:" + uuid.NewString()
+	}
 	return leaderCall(ctx, r, route{kind: routeAny}, req, (*apiServer).PublishEvent, robonetv1.WorkflowServiceClient.PublishEvent)
 }
 
