@@ -120,7 +120,8 @@ func TestLifecycleControls(t *testing.T) {
 
 func TestLifecycleActions(t *testing.T) {
 	srv, api := newTestServer(t, nil)
-	post := func(path string, form url.Values, origin string) *http.Response {
+	// post answers the status code and the redirect's location.
+	post := func(path string, form url.Values, origin string) (int, string) {
 		t.Helper()
 		req, _ := http.NewRequest(http.MethodPost, srv.URL+path, strings.NewReader(form.Encode()))
 		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
@@ -132,7 +133,7 @@ func TestLifecycleActions(t *testing.T) {
 			t.Fatal(err)
 		}
 		resp.Body.Close()
-		return resp
+		return resp.StatusCode, resp.Header.Get("Location")
 	}
 	for _, c := range []struct {
 		path string
@@ -147,17 +148,17 @@ func TestLifecycleActions(t *testing.T) {
 		{"/ui/instances/" + failedID + "/retry", url.Values{"from": {""}}, "retry " + failedID + " from="},
 		{"/ui/instances/" + failedID + "/retry", url.Values{"from": {"deploy"}}, "retry " + failedID + " from=deploy"},
 	} {
-		resp := post(c.path, c.form, "")
+		code, loc := post(c.path, c.form, "")
 		id := strings.Split(c.path, "/")[3]
-		if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/ui/instances/"+id {
-			t.Errorf("POST %s: %d to %q", c.path, resp.StatusCode, resp.Header.Get("Location"))
+		if code != http.StatusSeeOther || loc != "/ui/instances/"+id {
+			t.Errorf("POST %s: %d to %q", c.path, code, loc)
 		}
 		if got := api.takeActions(); !slices.Equal(got, []string{c.want}) {
 			t.Errorf("POST %s: the API got %q, want %q", c.path, got, c.want)
 		}
 		// The same post from another site is refused before the API.
-		if resp := post(c.path, c.form, "https://evil.example"); resp.StatusCode != http.StatusForbidden {
-			t.Errorf("a cross-site POST %s: %d, want 403", c.path, resp.StatusCode)
+		if code, _ := post(c.path, c.form, "https://evil.example"); code != http.StatusForbidden {
+			t.Errorf("a cross-site POST %s: %d, want 403", c.path, code)
 		}
 		if got := api.takeActions(); len(got) != 0 {
 			t.Errorf("a cross-site POST %s reached the API: %q", c.path, got)
@@ -201,9 +202,8 @@ func TestLifecycleActions(t *testing.T) {
 	api.mu.Lock()
 	api.actionErr = nil
 	api.mu.Unlock()
-	resp := post("/ui/instances/"+waitingID+"/signal", url.Values{"name": {"approve"}, "payload": {strings.Repeat("x", maxFormBytes)}}, "")
-	if resp.StatusCode != http.StatusBadRequest {
-		t.Errorf("an oversized form: %d, want 400", resp.StatusCode)
+	if code, _ := post("/ui/instances/"+waitingID+"/signal", url.Values{"name": {"approve"}, "payload": {strings.Repeat("x", maxFormBytes)}}, ""); code != http.StatusBadRequest {
+		t.Errorf("an oversized form: %d, want 400", code)
 	}
 	if got := api.takeActions(); len(got) != 0 {
 		t.Errorf("an oversized form reached the API: %d calls", len(got))
