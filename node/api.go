@@ -46,6 +46,14 @@ type Engine interface {
 	Submit(ctx context.Context, req engine.SubmitRequest) (engine.SubmitResult, error)
 	SubmitBatch(ctx context.Context, req engine.SubmitBatchRequest) (engine.SubmitBatchResult, error)
 	CancelInstance(ctx context.Context, id uuid.UUID) error
+	SignalInstance(ctx context.Context, req engine.SignalRequest) (engine.SignalResult, error)
+	PublishEvent(ctx context.Context, req engine.EventRequest) (engine.EventResult, error)
+	// RetryInstance runs a failed or cancelled instance again, from the
+	// task named from (and what depends on it), or "" from what did not
+	// complete.
+	RetryInstance(ctx context.Context, id uuid.UUID, from string) (engine.RetryResult, error)
+	PauseInstance(ctx context.Context, id uuid.UUID) error
+	ResumeInstance(ctx context.Context, id uuid.UUID) error
 	CreateSchedule(ctx context.Context, s engine.ScheduleSpec) (engine.Schedule, error)
 	PauseSchedule(ctx context.Context, name string) (engine.Schedule, error)
 	ResumeSchedule(ctx context.Context, name string) (engine.Schedule, error)
@@ -98,8 +106,9 @@ func (s *apiServer) unservedWarnings(info engine.WorkflowInfo) []string {
 
 // apiLimits are the configured bounds of client requests (Config).
 type apiLimits struct {
-	maxSpecBytes  int
-	maxInputBytes int
+	maxSpecBytes   int
+	maxInputBytes  int
+	maxSignalBytes int
 }
 
 var _ robonetv1.WorkflowServiceServer = (*apiServer)(nil)

@@ -38,6 +38,8 @@ const (
 	DefaultMaxMessageBytes = 16 << 20
 	DefaultMaxSpecBytes    = 1 << 20
 	DefaultMaxInputBytes   = 1 << 20
+	// DefaultMaxSignalBytes bounds a signal's payload (Config.MaxSignalBytes).
+	DefaultMaxSignalBytes = 64 << 10
 	// DefaultMaxStreams bounds the concurrent calls (watch streams
 	// included) on one client connection.
 	DefaultMaxStreams     = 256
@@ -113,6 +115,9 @@ type Config struct {
 	// MaxInputBytes bounds the inputs of one submission, as JSON. Default:
 	// 1 MiB.
 	MaxInputBytes int
+	// MaxSignalBytes bounds the payload of one signal (SignalInstance), as
+	// JSON. Default: 64 KiB.
+	MaxSignalBytes int
 	// MaxStreams bounds the concurrent calls, watch streams included, on
 	// one client connection (HTTP/2 SETTINGS_MAX_CONCURRENT_STREAMS); a
 	// client that opens more waits for one to end. Default: 256.
@@ -241,6 +246,9 @@ func (c Config) WithDefaults() Config {
 	if c.MaxInputBytes == 0 {
 		c.MaxInputBytes = DefaultMaxInputBytes
 	}
+	if c.MaxSignalBytes == 0 {
+		c.MaxSignalBytes = DefaultMaxSignalBytes
+	}
 	if c.MaxStreams == 0 {
 		c.MaxStreams = DefaultMaxStreams
 	}
@@ -308,6 +316,9 @@ func (c Config) validate() error {
 	}
 	if c.MaxInputBytes < 1 || c.MaxInputBytes > c.MaxMessageBytes {
 		errs = append(errs, fmt.Errorf("MaxInputBytes %d must be between 1 and MaxMessageBytes (%d)", c.MaxInputBytes, c.MaxMessageBytes))
+	}
+	if c.MaxSignalBytes < 1 || c.MaxSignalBytes > c.MaxMessageBytes {
+		errs = append(errs, fmt.Errorf("MaxSignalBytes %d must be between 1 and MaxMessageBytes (%d)", c.MaxSignalBytes, c.MaxMessageBytes))
 	}
 	// A task's output crosses to the leader in one message, beside its
 	// key and worker; an output that cannot would be sent again and again.

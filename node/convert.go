@@ -30,6 +30,7 @@ var stateToProtoMap = map[engine.InstanceState]robonetv1.InstanceState{
 	engine.StateComplete:  robonetv1.InstanceState_INSTANCE_STATE_COMPLETE,
 	engine.StateFailed:    robonetv1.InstanceState_INSTANCE_STATE_FAILED,
 	engine.StateCancelled: robonetv1.InstanceState_INSTANCE_STATE_CANCELLED,
+	engine.StatePaused:    robonetv1.InstanceState_INSTANCE_STATE_PAUSED,
 }
 
 func stateToProto(s engine.InstanceState) robonetv1.InstanceState {
@@ -65,6 +66,10 @@ var eventKindToProto = map[engine.EventKind]robonetv1.EventKind{
 	engine.EventTaskRetrying:  robonetv1.EventKind_EVENT_KIND_TASK_RETRYING,
 	engine.EventTaskSkipped:   robonetv1.EventKind_EVENT_KIND_TASK_SKIPPED,
 	engine.EventTaskCancelled: robonetv1.EventKind_EVENT_KIND_TASK_CANCELLED,
+	engine.EventSignal:        robonetv1.EventKind_EVENT_KIND_SIGNAL,
+	engine.EventPaused:        robonetv1.EventKind_EVENT_KIND_PAUSED,
+	engine.EventResumed:       robonetv1.EventKind_EVENT_KIND_RESUMED,
+	engine.EventRetried:       robonetv1.EventKind_EVENT_KIND_RETRIED,
 }
 
 func instanceToProto(v *engine.InstanceView) *robonetv1.Instance {
@@ -82,6 +87,11 @@ func instanceToProto(v *engine.InstanceView) *robonetv1.Instance {
 		CancelRequested: v.CancelRequested,
 		Tasks:           make([]*robonetv1.TaskState, 0, len(v.Tasks)),
 		Progress:        progressOf(v.Tasks),
+		Paused:          v.Paused,
+		Run:             clampInt32(max(v.Run, 1)),
+	}
+	for i := range v.Signals {
+		in.Signals = append(in.Signals, signalToProto(&v.Signals[i]))
 	}
 	for i := range v.Tasks {
 		in.Tasks = append(in.Tasks, taskToProto(&v.Tasks[i]))
@@ -113,6 +123,13 @@ func taskToProto(t *engine.TaskView) *robonetv1.TaskState {
 	}
 	if t.Workflow != "" {
 		ts.WorkflowVersion = t.WorkflowVersion
+	}
+	ts.WaitSignal = t.WaitSignal
+	if w := t.Wait; w != nil {
+		ts.Waiting, ts.WaitUntil = true, timestamp(w.Until)
+		if ts.WaitSignal == "" {
+			ts.WaitSignal = w.Signal
+		}
 	}
 	if t.Width >= 0 {
 		ts.Spread, ts.Width, ts.Done, ts.Failed = true, t.Width, t.Done, t.Failed
@@ -236,7 +253,23 @@ func eventToProto(e *engine.Event) *robonetv1.Event {
 	if e.Instance != nil {
 		ev.Instance = instanceToProto(e.Instance)
 	}
+	if e.Signal != nil {
+		ev.Signal = signalToProto(e.Signal)
+	}
+	if e.Kind == engine.EventRetried {
+		ev.Run = clampInt32(e.Run)
+	}
 	return ev
+}
+
+// signalToProto is a signal of an instance; its payload is canonical JSON
+// already, nil for null.
+func signalToProto(s *engine.SignalInfo) *robonetv1.Signal {
+	payload := "null"
+	if len(s.Payload) > 0 {
+		payload = string(s.Payload)
+	}
+	return &robonetv1.Signal{Seq: s.Seq, Name: s.Name, PayloadJson: payload, At: timestamp(s.At), Consumed: s.Consumed, By: s.By}
 }
 
 func summaryToProto(s *engine.InstanceSummary) *robonetv1.InstanceSummary {

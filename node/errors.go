@@ -30,6 +30,10 @@ import (
 //	engine.ErrIdempotencyConflict ALREADY_EXISTS
 //	engine.ErrInvalidArgument    INVALID_ARGUMENT
 //	engine.ErrInstanceFinished   FAILED_PRECONDITION (cancelling a finished instance)
+//	engine.ErrUnknownSignal      FAILED_PRECONDITION (no wait of the workflow takes the signal)
+//	engine.ErrInstanceLive       FAILED_PRECONDITION (retrying an instance still running)
+//	engine.ErrNotRetryable       FAILED_PRECONDITION (retrying an instance that completed)
+//	engine.ErrTooManySignals     RESOURCE_EXHAUSTED (the instance holds too many signals not taken)
 //	engine.ErrStoreUnavailable   UNAVAILABLE + ErrorInfo (reason STORE_UNAVAILABLE, outcome applied
 //	                             "no" or "unknown") + RetryInfo: the database is unreachable or failing over
 //	engine.ErrStopped, shutdown  UNAVAILABLE
@@ -72,8 +76,11 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 		return status.Error(codes.AlreadyExists, err.Error())
 	case errors.Is(err, engine.ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
-	case errors.Is(err, engine.ErrInstanceFinished):
+	case errors.Is(err, engine.ErrInstanceFinished), errors.Is(err, engine.ErrUnknownSignal),
+		errors.Is(err, engine.ErrInstanceLive), errors.Is(err, engine.ErrNotRetryable):
 		return status.Error(codes.FailedPrecondition, err.Error())
+	case errors.Is(err, engine.ErrTooManySignals):
+		return status.Error(codes.ResourceExhausted, err.Error())
 	case errors.Is(err, engine.ErrStoreUnavailable):
 		return storeUnavailableStatus(log, method, err)
 	case errors.Is(err, engine.ErrStopped), errors.Is(err, errStopping):

@@ -62,8 +62,11 @@ var ErrNoLeader = errors.New("no engine leader elected")
 //
 //	call                                leader       server (follower)              worker-only
 //	RegisterWorkflow, SubmitWorkflow,   its engine   forwarded                      forwarded
-//	SubmitWorkflows,
-//	CancelInstance
+//	SubmitWorkflows, PublishEvent,
+//	CancelInstance, SignalInstance,
+//	RetryInstance, PauseInstance,
+//	ResumeInstance
+//	PauseWorkflow                       lists as ListInstances, then pauses each instance as PauseInstance
 //	GetInstance, WatchInstance          its engine   the store when finished;       forwarded
 //	                                                 forwarded while live (per-task
 //	                                                 detail lives on the leader)
@@ -78,9 +81,10 @@ var ErrNoLeader = errors.New("no engine leader elected")
 // leader with backoff, up to Config.ForwardTimeout, then fails with
 // ErrNoLeader (UNAVAILABLE). A forwarded call that fails with UNAVAILABLE
 // (the leader died or stepped down mid-call) is retried against the next
-// leader within the same window: RegisterWorkflow is idempotent, cancels
-// are, and a forwarded submission without an idempotency key is given one
-// so that a retry cannot start the workflow twice.
+// leader within the same window: RegisterWorkflow is idempotent, cancels,
+// pauses and resumes are, and a forwarded submission, signal or event
+// without an idempotency key is given one so that a retry cannot start the
+// workflow or deliver the signal twice.
 type forwarder struct {
 	robonetv1.UnimplementedWorkflowServiceServer
 

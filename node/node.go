@@ -444,7 +444,7 @@ func (n *Node) startGRPC() {
 		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream, az.stream),
 	)...)
 	n.api = &forwarder{
-		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes},
+		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes, maxSignalBytes: n.cfg.MaxSignalBytes},
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns, logs: n.taskLogs,
 	}
 	n.meshAPI = newMeshAPI(n)

@@ -58,7 +58,7 @@ func newListCmd(g *globalOptions) *cobra.Command {
 				for _, s := range strings.Split(list, ",") {
 					st, ok := client.ParseState(strings.TrimSpace(s))
 					if !ok {
-						return fmt.Errorf("--state %q: want one of pending, running, gathering, complete, failed, cancelled", s)
+						return fmt.Errorf("--state %q: want one of pending, running, gathering, paused, complete, failed, cancelled", s)
 					}
 					req.States = append(req.States, st)
 				}
@@ -105,7 +105,7 @@ func newListCmd(g *globalOptions) *cobra.Command {
 	}
 	cmd.Flags().StringVar(&workflow, "workflow", "", "only instances of this workflow")
 	_ = cmd.RegisterFlagCompletionFunc("workflow", completeWorkflows(g))
-	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{"pending", "running", "gathering", "complete", "failed", "cancelled"}, cobra.ShellCompDirectiveNoFileComp))
+	_ = cmd.RegisterFlagCompletionFunc("state", cobra.FixedCompletions([]string{"pending", "running", "gathering", "paused", "complete", "failed", "cancelled"}, cobra.ShellCompDirectiveNoFileComp))
 	cmd.Flags().StringSliceVar(&states, "state", nil, "only instances in these states (repeatable or comma-separated)")
 	cmd.Flags().IntVar(&limit, "limit", 50, "show at most this many instances")
 	cmd.Flags().BoolVar(&all, "all", false, "list every instance, page after page")

@@ -1,8 +1,8 @@
 // Command roboctl is the roboNet client CLI.
 //
 // It validates workflow specs offline (`roboctl validate`) and drives a
-// robonode over its gRPC API: submit, watch, get, ls, cancel, workflows
-// register and workflows ls, and shows the mesh: members, leader and
+// robonode over its gRPC API: submit, watch, get, ls, cancel, signal,
+// events publish, retry, pause, resume, workflows register and workflows ls, and shows the mesh: members, leader and
 // wagglers and partitions. Any node of a mesh answers: calls that need the engine leader
 // are forwarded to it by the node. roboctl holds presentation only: apart
 // from the offline validator it talks to nothing but the gRPC API, and
@@ -60,7 +60,13 @@ func main() {
 
 // run executes one command line and returns its exit code.
 func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	return runIn(ctx, args, os.Stdin, stdout, stderr)
+}
+
+// runIn is run reading stdin (roboctl signal --data-file -) from in.
+func runIn(ctx context.Context, args []string, in io.Reader, stdout, stderr io.Writer) int {
 	root := newRootCmd(stdout, stderr)
+	root.SetIn(in)
 	root.SetArgs(args)
 	cmd, err := root.ExecuteContextC(ctx)
 	switch {
@@ -166,6 +172,11 @@ or was cancelled), 2 usage error.`,
 		newLogsCmd(opts),
 		newListCmd(opts),
 		newCancelCmd(opts),
+		newSignalCmd(opts),
+		newEventsCmd(opts),
+		newRetryCmd(opts),
+		newPauseCmd(opts, false),
+		newPauseCmd(opts, true),
 		newWorkflowsCmd(opts),
 		newSchedulesCmd(opts),
 		newMembersCmd(opts),

@@ -30,6 +30,9 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	// Times print in UTC whatever the machine's zone, as golden files
+	// need (set before any goroutine reads it).
+	time.Local = time.UTC
 	goleak.VerifyTestMain(m)
 }
 

@@ -64,6 +64,7 @@ var limits = []limit{
 		c.Engine.ChildrenPerInstance = int(min(v, math.MaxInt32))
 	}},
 	{"input-bytes", limitBytes, mib(node.DefaultMaxInputBytes), func(c *node.Config, v int64) { c.MaxInputBytes = int(v) }},
+	{"signal-bytes", limitBytes, strconv.Itoa(node.DefaultMaxSignalBytes>>10) + "KiB", func(c *node.Config, v int64) { c.MaxSignalBytes = int(v) }},
 	{"output-bytes", limitBytes, mib(wag.DefaultMaxOutputBytes), func(c *node.Config, v int64) { c.Wag.MaxOutputBytes = int(v) }},
 	{"message-bytes", limitBytes, mib(node.DefaultMaxMessageBytes), func(c *node.Config, v int64) { c.MaxMessageBytes = int(v) }},
 	{"task-log-attempt-bytes", limitBytes, mib(tasklog.DefaultAttemptBytes), func(c *node.Config, v int64) { c.TaskLogs.AttemptBytes = v }},

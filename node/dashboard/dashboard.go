@@ -1,8 +1,9 @@
 // Package dashboard serves roboNet's web UI on a node's HTTP listener:
 // the mesh (members, leader, Waggler roles, trust, quarantine, worker
 // pools), instances (filtered lists, and one instance with its DAG drawn as
-// SVG and kept live through server-sent events, with a cancel button), and
-// workflows with their schedules.
+// SVG and kept live through server-sent events, with buttons to cancel,
+// pause, resume and retry it and a form per signal its tasks wait for),
+// and workflows with their schedules.
 //
 // Pages are server-rendered Go templates with a little plain JavaScript and
 // CSS, all embedded in the binary. The dashboard reads through the same
@@ -109,6 +110,10 @@ func New(cfg Config) (http.Handler, error) {
 	mux.Handle("GET "+Prefix+"instances/{id}", s.signedIn(s.instancePage))
 	mux.Handle("GET "+Prefix+"instances/{id}/live", s.signedIn(s.instanceLive))
 	mux.Handle("POST "+Prefix+"instances/{id}/cancel", s.signedIn(s.cancel))
+	mux.Handle("POST "+Prefix+"instances/{id}/signal", s.signedIn(s.signal))
+	mux.Handle("POST "+Prefix+"instances/{id}/pause", s.signedIn(s.pause))
+	mux.Handle("POST "+Prefix+"instances/{id}/resume", s.signedIn(s.resume))
+	mux.Handle("POST "+Prefix+"instances/{id}/retry", s.signedIn(s.retry))
 	mux.Handle("GET "+Prefix+"workflows", s.signedIn(s.workflowsPage))
 	return mux, nil
 }

@@ -30,6 +30,8 @@ type fakeAPI struct {
 	reads     int
 	cancelled []string
 	listed    []*robonetv1.ListInstancesRequest
+	actions   []string // signals, pauses, resumes and retries (lifecycle_test.go)
+	actionErr error    // the answer to them
 }
 
 const instanceID = "0b9c6f3e-4a52-4d6b-9d9e-6f1f0c2a7e11"
@@ -38,6 +40,9 @@ const instanceID = "0b9c6f3e-4a52-4d6b-9d9e-6f1f0c2a7e11"
 const childID = "5a1e2b3c-4d5e-5f60-8a7b-8c9d0e1f2a3b"
 
 func (f *fakeAPI) GetInstance(_ context.Context, req *robonetv1.GetInstanceRequest) (*robonetv1.GetInstanceResponse, error) {
+	if in, ok := lifecycleInstances()[req.GetInstanceId()]; ok {
+		return &robonetv1.GetInstanceResponse{Instance: in}, nil
+	}
 	if req.GetInstanceId() == childID {
 		return &robonetv1.GetInstanceResponse{Instance: &robonetv1.Instance{Id: childID, Workflow: "scan-host", Version: 2,
 			State: robonetv1.InstanceState_INSTANCE_STATE_RUNNING, CreatedAt: timestamppb.Now(),

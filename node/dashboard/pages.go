@@ -1,6 +1,7 @@
 package dashboard
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"html/template"
@@ -10,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -46,12 +48,19 @@ var funcs = template.FuncMap{
 		return d.AsDuration().Round(time.Microsecond).String()
 	},
 	"body":     taskBody,
+	"wait":     waitLabel,
 	"children": childLinks,
 }
 
 // taskBody says what runs a task: "capability / action", or the child
 // workflow it runs.
 func taskBody(t *robonetv1.TaskState) string {
+	switch {
+	case t.GetWorkflow() == "" && t.GetWaitSignal() != "":
+		return "wait for signal " + t.GetWaitSignal()
+	case t.GetWorkflow() == "" && t.GetCapability() == "" && t.GetAction() == "":
+		return "wait"
+	}
 	if t.GetWorkflow() == "" {
 		return t.GetCapability() + " / " + t.GetAction()
 	}
@@ -198,7 +207,7 @@ func (s *server) instancesPage(w http.ResponseWriter, r *http.Request) {
 	if st := q.Get("state"); st != "" {
 		v, ok := robonetv1.InstanceState_value["INSTANCE_STATE_"+strings.ToUpper(st)]
 		if !ok {
-			s.render(w, r, "error", http.StatusBadRequest, map[string]any{"Error": fmt.Sprintf("state %q: choose pending, running, gathering, complete, failed or cancelled", st), "Code": http.StatusBadRequest})
+			s.render(w, r, "error", http.StatusBadRequest, map[string]any{"Error": fmt.Sprintf("state %q: choose pending, running, gathering, paused, complete, failed or cancelled", st), "Code": http.StatusBadRequest})
 			return
 		}
 		req.States = []robonetv1.InstanceState{robonetv1.InstanceState(v)}
@@ -219,7 +228,7 @@ func (s *server) instancesPage(w http.ResponseWriter, r *http.Request) {
 	}
 	s.render(w, r, "instances", http.StatusOK, map[string]any{
 		"Instances": list, "Next": next, "Workflow": req.GetWorkflow(), "State": q.Get("state"), "Age": q.Get("age"),
-		"States": []string{"pending", "running", "gathering", "complete", "failed", "cancelled"}, "Ages": []string{"1h", "24h", "7d"},
+		"States": []string{"pending", "running", "gathering", "paused", "complete", "failed", "cancelled"}, "Ages": []string{"1h", "24h", "7d"},
 	})
 }
 
@@ -235,7 +244,63 @@ func (s *server) instancePage(w http.ResponseWriter, r *http.Request) {
 	in := resp.GetInstance()
 	s.render(w, r, "instance", http.StatusOK, map[string]any{
 		"Instance": in, "DAG": layoutDAG(dagNodes(in)), "Terminal": terminal(in.GetState()), "Live": liveOf(in),
+		"Controls": controlsOf(in),
 	})
+}
+
+// controls are the buttons and forms of an instance's page besides
+// cancel.
+type controls struct {
+	// Signals are the signals its waiting tasks wait for, a form each.
+	Signals []signalForm
+	// Pause, Resume, Retry: the buttons that apply to its state.
+	Pause, Resume, Retry bool
+	// Tasks are the tasks a retry may start from.
+	Tasks []string
+}
+
+// signalForm is the form that sends a signal a waiting task waits for.
+type signalForm struct {
+	Name, Task string
+	// Key is the form's idempotency key: the same form posted twice (a
+	// double click, a resubmission after reload) delivers the signal once.
+	Key string
+}
+
+func controlsOf(in *robonetv1.Instance) controls {
+	var c controls
+	switch st := in.GetState(); {
+	case st == robonetv1.InstanceState_INSTANCE_STATE_FAILED || st == robonetv1.InstanceState_INSTANCE_STATE_CANCELLED:
+		c.Retry = true
+		for _, t := range in.GetTasks() {
+			c.Tasks = append(c.Tasks, t.GetName())
+		}
+	case terminal(st):
+	case st == robonetv1.InstanceState_INSTANCE_STATE_PAUSED || in.GetPaused():
+		c.Resume = true
+	default:
+		c.Pause = true
+	}
+	if terminal(in.GetState()) {
+		return c
+	}
+	for _, t := range in.GetTasks() {
+		if t.GetWaiting() && t.GetWaitSignal() != "" {
+			c.Signals = append(c.Signals, signalForm{Name: t.GetWaitSignal(), Task: t.GetName(), Key: "dashboard:" + uuid.NewString()})
+		}
+	}
+	return c
+}
+
+// controlsKey names what the page's controls depend on: the live view
+// reloads the page when it changes.
+func controlsKey(in *robonetv1.Instance) string {
+	c := controlsOf(in)
+	key := fmt.Sprintf("pause=%t resume=%t retry=%t signals=", c.Pause, c.Resume, c.Retry)
+	for _, f := range c.Signals {
+		key += f.Task + ":" + f.Name + ","
+	}
+	return key
 }
 
 // dagNodes are the instance's tasks as DAG nodes.
@@ -258,6 +323,9 @@ type live struct {
 	ETA      string              `json:"eta"`
 	Error    string              `json:"error,omitempty"`
 	Tasks    map[string]liveTask `json:"tasks"`
+	// Controls changes when the page's buttons and signal forms would:
+	// the page reloads to show them.
+	Controls string `json:"controls"`
 }
 
 type liveTask struct {
@@ -271,6 +339,7 @@ func liveOf(in *robonetv1.Instance) live {
 		Total: in.GetProgress().GetTotal(), Error: in.GetError(), Tasks: map[string]liveTask{}}
 	l.ETA = eta(in)
 	l.More = in.GetProgress().GetUnexpanded() > 0
+	l.Controls = controlsKey(in)
 	for _, t := range in.GetTasks() {
 		l.Tasks[t.GetName()] = liveTaskOf(t)
 	}
@@ -298,6 +367,10 @@ func eta(in *robonetv1.Instance) string {
 func liveTaskOf(t *robonetv1.TaskState) liveTask {
 	lt := liveTask{Status: taskStatusName(t.GetStatus())}
 	switch {
+	case t.GetWaiting() && t.GetWaitSignal() != "":
+		lt.Label = "signal " + t.GetWaitSignal()
+	case t.GetWaiting() && t.GetWaitUntil() != nil:
+		lt.Label = "until " + t.GetWaitUntil().AsTime().UTC().Format("15:04:05Z")
 	case t.GetSpread():
 		lt.Label = fmt.Sprintf("%d/%d done", t.GetDone(), t.GetWidth())
 		if t.GetFailed() > 0 {
@@ -344,11 +417,28 @@ func liveTaskOf(t *robonetv1.TaskState) liveTask {
 			title = append(title, "ETA "+eta.AsDuration().Round(time.Second).String())
 		}
 	}
+	if t.GetWaiting() {
+		title = append(title, waitLabel(t))
+	}
 	if t.GetError() != "" {
 		title = append(title, "error: "+clip(t.GetError(), 400))
 	}
 	lt.Title = strings.Join(title, "\n")
 	return lt
+}
+
+// waitLabel says what a waiting task waits for: "waiting for signal
+// approve", "waiting until 10:00:00Z".
+func waitLabel(t *robonetv1.TaskState) string {
+	switch until := t.GetWaitUntil(); {
+	case t.GetWaitSignal() != "" && until != nil:
+		return "waiting for signal " + t.GetWaitSignal() + ", times out at " + until.AsTime().UTC().Format("2006-01-02 15:04:05Z")
+	case t.GetWaitSignal() != "":
+		return "waiting for signal " + t.GetWaitSignal()
+	case until != nil:
+		return "waiting until " + until.AsTime().UTC().Format("2006-01-02 15:04:05Z")
+	}
+	return "waiting"
 }
 
 // instanceLive streams the live view of an instance as server-sent
@@ -413,14 +503,65 @@ func (s *server) instanceLive(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *server) cancel(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, func(c context.Context, id string) error {
+		_, err := s.cfg.API.CancelInstance(c, &robonetv1.CancelInstanceRequest{InstanceId: id})
+		return err
+	})
+}
+
+// act runs a button's call on the instance of the path and shows the
+// instance again, or the call's error.
+func (s *server) act(w http.ResponseWriter, r *http.Request, call func(c context.Context, id string) error) {
 	c, cancel := ctx(r)
 	defer cancel()
 	id := r.PathValue("id")
-	if _, err := s.cfg.API.CancelInstance(c, &robonetv1.CancelInstanceRequest{InstanceId: id}); err != nil {
+	if err := call(c, id); err != nil {
 		s.fail(w, r, err)
 		return
 	}
-	http.Redirect(w, r, Prefix+"instances/"+id, http.StatusSeeOther)
+	http.Redirect(w, r, Prefix+"instances/"+url.PathEscape(id), http.StatusSeeOther)
+}
+
+// maxFormBytes bounds a posted form: a signal's payload and its name
+// (the API refuses a payload over its own, smaller, limit).
+const maxFormBytes = 1 << 20
+
+// signal sends the signal of a form: name, payload (JSON; empty is
+// null) and the form's idempotency key.
+func (s *server) signal(w http.ResponseWriter, r *http.Request) {
+	r.Body = http.MaxBytesReader(w, r.Body, maxFormBytes)
+	if err := r.ParseForm(); err != nil {
+		s.render(w, r, "error", http.StatusBadRequest, map[string]any{"Error": "the form could not be read: " + err.Error(), "Code": http.StatusBadRequest})
+		return
+	}
+	s.act(w, r, func(c context.Context, id string) error {
+		_, err := s.cfg.API.SignalInstance(c, &robonetv1.SignalInstanceRequest{InstanceId: id, Name: r.PostFormValue("name"),
+			PayloadJson: strings.TrimSpace(r.PostFormValue("payload")), IdempotencyKey: r.PostFormValue("key")})
+		return err
+	})
+}
+
+func (s *server) pause(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, func(c context.Context, id string) error {
+		_, err := s.cfg.API.PauseInstance(c, &robonetv1.PauseInstanceRequest{InstanceId: id})
+		return err
+	})
+}
+
+func (s *server) resume(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, func(c context.Context, id string) error {
+		_, err := s.cfg.API.ResumeInstance(c, &robonetv1.ResumeInstanceRequest{InstanceId: id})
+		return err
+	})
+}
+
+// retry runs a failed or cancelled instance again, from the form's task
+// (empty: from the tasks that did not complete).
+func (s *server) retry(w http.ResponseWriter, r *http.Request) {
+	s.act(w, r, func(c context.Context, id string) error {
+		_, err := s.cfg.API.RetryInstance(c, &robonetv1.RetryInstanceRequest{InstanceId: id, FromTask: r.PostFormValue("from")})
+		return err
+	})
 }
 
 // workflowsPage: registered versions and schedules.

@@ -25,10 +25,16 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 		fmt.Fprintf(tw, "parent\t%s (task %s, attempt %d)\n", p.ID, p.Execution, p.Attempt)
 	}
 	state := v.State
-	if v.CancelRequested && !Terminal(in.GetState()) {
+	switch {
+	case v.CancelRequested && !Terminal(in.GetState()):
 		state += " (cancel requested)"
+	case in.GetState() == robonetv1.InstanceState_INSTANCE_STATE_PAUSED:
+		state += " (no new attempt starts until roboctl resume " + v.ID + ")"
 	}
 	fmt.Fprintf(tw, "state\t%s\n", state)
+	if v.Run > 1 {
+		fmt.Fprintf(tw, "run\t%d (roboctl retry ran it again)\n", v.Run)
+	}
 	if v.CreatedAt != nil {
 		fmt.Fprintf(tw, "created\t%s\n", v.CreatedAt.Local().Format(time.DateTime))
 	}
@@ -87,12 +93,20 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 			detail = compactJSON(t.Output)
 		case t.Error != "":
 			detail = "error: " + t.Error
+		case t.Wait != nil && t.Wait.Waiting && t.Status == "running":
+			detail = WaitDetail(t.Wait)
 		case t.Progress != nil && t.Status == "running":
 			detail = progressDetail(t.Progress)
 		default:
 			detail = compactJSON(t.Output)
 		}
 		body := t.Capability + "/" + t.Action
+		switch {
+		case t.Wait != nil && t.Wait.Signal != "":
+			body = "wait signal " + t.Wait.Signal
+		case t.Wait != nil || (t.Capability == "" && t.Action == "" && t.Workflow == ""):
+			body = "wait"
+		}
 		if t.Workflow != "" {
 			body = "workflow " + t.Workflow
 			if t.WorkflowVersion > 0 {
@@ -108,11 +122,54 @@ func PrintInstance(w io.Writer, in *robonetv1.Instance) {
 	}
 	_ = tw.Flush()
 
+	printSignals(w, v.Signals)
+
 	if len(v.Outputs) > 0 {
 		fmt.Fprintln(w)
 		fmt.Fprintln(w, "outputs")
 		PrintOutputs(w, v.Outputs)
 	}
+}
+
+// WaitDetail says what a waiting task waits for: "waiting for signal
+// approve, times out at 2026-11-29 10:00:00", "waiting until …".
+func WaitDetail(w *WaitView) string {
+	switch {
+	case w.Signal != "" && w.Until != nil:
+		return fmt.Sprintf("waiting for signal %s, times out at %s", w.Signal, w.Until.Local().Format(time.DateTime))
+	case w.Signal != "":
+		return "waiting for signal " + w.Signal
+	case w.Until != nil:
+		return "waiting until " + w.Until.Local().Format(time.DateTime)
+	}
+	return "waiting"
+}
+
+// maxSignalLines bounds the signals roboctl get lists (the latest ones).
+const maxSignalLines = 20
+
+// printSignals writes the signals sent to an instance, the latest
+// maxSignalLines of them.
+func printSignals(w io.Writer, signals []SignalView) {
+	if len(signals) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	fmt.Fprintln(w, "signals")
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SEQ\tNAME\tSENT\tTAKEN BY\tPAYLOAD")
+	if n := len(signals) - maxSignalLines; n > 0 {
+		fmt.Fprintf(tw, "… %d earlier (-o json lists them)\t\t\t\t\n", n)
+		signals = signals[n:]
+	}
+	for _, sg := range signals {
+		by := "-"
+		if sg.Consumed {
+			by = dash(sg.By)
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\n", sg.Seq, sg.Name, shortTime(sg.At), by, truncate(oneLine(compactJSON(sg.Payload)), 60))
+	}
+	_ = tw.Flush()
 }
 
 // maxAttemptLines bounds the attempt lines under one spread task.
@@ -312,6 +369,15 @@ func EventLine(ev *robonetv1.Event) string {
 	}
 	if v.Progress != nil {
 		b.WriteString(" " + progressDetail(v.Progress))
+	}
+	if sg := v.Signal; sg != nil {
+		fmt.Fprintf(&b, " %s (#%d) → %s", sg.Name, sg.Seq, truncate(oneLine(compactJSON(sg.Payload)), 80))
+		if sg.Consumed {
+			b.WriteString(", taken by " + dash(sg.By))
+		}
+	}
+	if v.Run > 0 && ev.GetKind() == robonetv1.EventKind_EVENT_KIND_RETRIED {
+		fmt.Fprintf(&b, " run %d", v.Run)
 	}
 	return b.String()
 }

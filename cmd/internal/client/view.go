@@ -29,7 +29,11 @@ type InstanceView struct {
 	StartedAt       *time.Time      `json:"started_at,omitempty"`
 	FinishedAt      *time.Time      `json:"finished_at,omitempty"`
 	CancelRequested bool            `json:"cancel_requested,omitempty"`
-	Progress        ProgressView    `json:"progress"`
+	// Paused: held back by roboctl pause (state PAUSED while it is live).
+	Paused bool `json:"paused,omitempty"`
+	// Run is the instance's run: 1, then one more per roboctl retry.
+	Run      int32        `json:"run,omitempty"`
+	Progress ProgressView `json:"progress"`
 	// ETA is the estimated time left while the instance runs, as a Go
 	// duration ("1m20s"); absent when the node does not know one (see
 	// docs/workflows.md, "Progress and ETA").
@@ -38,6 +42,32 @@ type InstanceView struct {
 	// started it.
 	Parent *ParentView `json:"parent,omitempty"`
 	Tasks  []TaskView  `json:"tasks"`
+	// Signals are the signals sent to the instance, in the order they were
+	// recorded.
+	Signals []SignalView `json:"signals,omitempty"`
+}
+
+// SignalView is a signal sent to an instance.
+type SignalView struct {
+	Seq     int64           `json:"seq"`
+	Name    string          `json:"name"`
+	Payload json.RawMessage `json:"payload"`
+	At      *time.Time      `json:"at,omitempty"`
+	// Consumed: a waiting task took it; By names the task's execution and
+	// attempt ("approve#1").
+	Consumed bool   `json:"consumed"`
+	By       string `json:"by,omitempty"`
+}
+
+// WaitView describes a task with wait:.
+type WaitView struct {
+	// Signal is the signal it takes; empty for a wait for a time.
+	Signal string `json:"signal,omitempty"`
+	// Waiting: it waits right now.
+	Waiting bool `json:"waiting"`
+	// Until is when the wait ends (for, until) or times out (a signal's
+	// timeout), while it waits; absent when it has no end.
+	Until *time.Time `json:"until,omitempty"`
 }
 
 // ParentView names the task attempt that started a child instance.
@@ -76,9 +106,11 @@ type TaskView struct {
 	// Workflow is, for a task whose body is a child workflow, its name,
 	// and WorkflowVersion the version its children run (when known);
 	// each attempt's child_instance_id is the child it started.
-	Workflow        string        `json:"workflow,omitempty"`
-	WorkflowVersion uint32        `json:"workflow_version,omitempty"`
-	Progress        *TaskProgress `json:"progress,omitempty"`
+	Workflow        string `json:"workflow,omitempty"`
+	WorkflowVersion uint32 `json:"workflow_version,omitempty"`
+	// Wait is set for a task with wait:.
+	Wait     *WaitView     `json:"wait,omitempty"`
+	Progress *TaskProgress `json:"progress,omitempty"`
 	// Attempts lists every attempt (of every instance, for a spread task),
 	// by index, then attempt.
 	Attempts []AttemptView `json:"attempts"`
@@ -150,6 +182,10 @@ type EventView struct {
 	RetryAt   *time.Time      `json:"retry_at,omitempty"`
 	Progress  *TaskProgress   `json:"progress,omitempty"`
 	Instance  *InstanceView   `json:"instance,omitempty"`
+	// Signal is the signal a signal event received.
+	Signal *SignalView `json:"signal,omitempty"`
+	// Run is the run a retried event started.
+	Run int32 `json:"run,omitempty"`
 }
 
 // SummaryView is one row of an instance listing.
@@ -213,8 +249,13 @@ func Instance(in *robonetv1.Instance) InstanceView {
 		StartedAt:       timeOf(in.GetStartedAt()),
 		FinishedAt:      timeOf(in.GetFinishedAt()),
 		CancelRequested: in.GetCancelRequested(),
+		Paused:          in.GetPaused(),
+		Run:             in.GetRun(),
 		Progress:        progressOf(in.GetProgress()),
 		Tasks:           make([]TaskView, 0, len(in.GetTasks())),
+	}
+	for _, s := range in.GetSignals() {
+		v.Signals = append(v.Signals, signalOf(s))
 	}
 	if eta := in.GetEta(); eta != nil {
 		v.ETA = roundDuration(eta.AsDuration()).String()
@@ -245,6 +286,9 @@ func Instance(in *robonetv1.Instance) InstanceView {
 		}
 		if t.GetLoop() {
 			tv.Loop = &LoopView{Iterations: t.GetIterations()}
+		}
+		if t.GetWaitSignal() != "" || t.GetWaiting() {
+			tv.Wait = &WaitView{Signal: t.GetWaitSignal(), Waiting: t.GetWaiting(), Until: timeOf(t.GetWaitUntil())}
 		}
 		tv.Attempts, tv.AttemptsOmitted = make([]AttemptView, 0, len(t.GetAttempts())), t.GetAttemptsOmitted()
 		for _, a := range t.GetAttempts() {
@@ -294,7 +338,20 @@ func Event(ev *robonetv1.Event) EventView {
 		iv := Instance(ev.GetInstance())
 		v.Instance = &iv
 	}
+	if s := ev.GetSignal(); s != nil {
+		sv := signalOf(s)
+		v.Signal = &sv
+	}
+	v.Run = ev.GetRun()
 	return v
+}
+
+func signalOf(s *robonetv1.Signal) SignalView {
+	payload := rawJSON(s.GetPayloadJson())
+	if payload == nil {
+		payload = json.RawMessage("null")
+	}
+	return SignalView{Seq: s.GetSeq(), Name: s.GetName(), Payload: payload, At: timeOf(s.GetAt()), Consumed: s.GetConsumed(), By: s.GetBy()}
 }
 
 // Summary returns the view of one listing row.

@@ -45,6 +45,15 @@
       err.textContent = live.error;
       err.hidden = false;
     }
+    if (live.controls !== dag.dataset.controls && !live.terminal &&
+        (!document.activeElement || document.activeElement.tagName !== "TEXTAREA")) {
+      // A task started or stopped waiting for a signal, or the instance
+      // was paused or resumed: show the buttons that apply now (not while
+      // someone types a signal's payload).
+      source.close();
+      window.location.reload();
+      return;
+    }
     if (live.terminal) {
       // The run is over: show the page as it is now (outputs, final times).
       source.close();

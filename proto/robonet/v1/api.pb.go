@@ -38,6 +38,8 @@ const (
 	InstanceState_INSTANCE_STATE_COMPLETE  InstanceState = 4
 	InstanceState_INSTANCE_STATE_FAILED    InstanceState = 5
 	InstanceState_INSTANCE_STATE_CANCELLED InstanceState = 6
+	// Live, and held back by PauseInstance until ResumeInstance.
+	InstanceState_INSTANCE_STATE_PAUSED InstanceState = 7
 )
 
 // Enum value maps for InstanceState.
@@ -50,6 +52,7 @@ var (
 		4: "INSTANCE_STATE_COMPLETE",
 		5: "INSTANCE_STATE_FAILED",
 		6: "INSTANCE_STATE_CANCELLED",
+		7: "INSTANCE_STATE_PAUSED",
 	}
 	InstanceState_value = map[string]int32{
 		"INSTANCE_STATE_UNSPECIFIED": 0,
@@ -59,6 +62,7 @@ var (
 		"INSTANCE_STATE_COMPLETE":    4,
 		"INSTANCE_STATE_FAILED":      5,
 		"INSTANCE_STATE_CANCELLED":   6,
+		"INSTANCE_STATE_PAUSED":      7,
 	}
 )
 
@@ -179,21 +183,33 @@ const (
 	EventKind_EVENT_KIND_TASK_RETRYING  EventKind = 7
 	EventKind_EVENT_KIND_TASK_SKIPPED   EventKind = 8
 	EventKind_EVENT_KIND_TASK_CANCELLED EventKind = 9
+	// A signal was received (signal).
+	EventKind_EVENT_KIND_SIGNAL EventKind = 10
+	// PauseInstance took effect.
+	EventKind_EVENT_KIND_PAUSED EventKind = 11
+	// ResumeInstance took effect.
+	EventKind_EVENT_KIND_RESUMED EventKind = 12
+	// RetryInstance started run run.
+	EventKind_EVENT_KIND_RETRIED EventKind = 13
 )
 
 // Enum value maps for EventKind.
 var (
 	EventKind_name = map[int32]string{
-		0: "EVENT_KIND_UNSPECIFIED",
-		1: "EVENT_KIND_SNAPSHOT",
-		2: "EVENT_KIND_STATE",
-		3: "EVENT_KIND_TASK_STARTED",
-		4: "EVENT_KIND_TASK_PROGRESS",
-		5: "EVENT_KIND_TASK_COMPLETED",
-		6: "EVENT_KIND_TASK_FAILED",
-		7: "EVENT_KIND_TASK_RETRYING",
-		8: "EVENT_KIND_TASK_SKIPPED",
-		9: "EVENT_KIND_TASK_CANCELLED",
+		0:  "EVENT_KIND_UNSPECIFIED",
+		1:  "EVENT_KIND_SNAPSHOT",
+		2:  "EVENT_KIND_STATE",
+		3:  "EVENT_KIND_TASK_STARTED",
+		4:  "EVENT_KIND_TASK_PROGRESS",
+		5:  "EVENT_KIND_TASK_COMPLETED",
+		6:  "EVENT_KIND_TASK_FAILED",
+		7:  "EVENT_KIND_TASK_RETRYING",
+		8:  "EVENT_KIND_TASK_SKIPPED",
+		9:  "EVENT_KIND_TASK_CANCELLED",
+		10: "EVENT_KIND_SIGNAL",
+		11: "EVENT_KIND_PAUSED",
+		12: "EVENT_KIND_RESUMED",
+		13: "EVENT_KIND_RETRIED",
 	}
 	EventKind_value = map[string]int32{
 		"EVENT_KIND_UNSPECIFIED":    0,
@@ -206,6 +222,10 @@ var (
 		"EVENT_KIND_TASK_RETRYING":  7,
 		"EVENT_KIND_TASK_SKIPPED":   8,
 		"EVENT_KIND_TASK_CANCELLED": 9,
+		"EVENT_KIND_SIGNAL":         10,
+		"EVENT_KIND_PAUSED":         11,
+		"EVENT_KIND_RESUMED":        12,
+		"EVENT_KIND_RETRIED":        13,
 	}
 )
 
@@ -448,7 +468,7 @@ func (x UpdateScheduleRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpdateScheduleRequest_Op.Descriptor instead.
 func (UpdateScheduleRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61, 0}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{75, 0}
 }
 
 type ListPartitionsRequest struct {
@@ -1832,8 +1852,17 @@ type TaskState struct {
 	// attempt's child_instance_id names the child instance it started.
 	Workflow        string `protobuf:"bytes,21,opt,name=workflow,proto3" json:"workflow,omitempty"`
 	WorkflowVersion uint32 `protobuf:"varint,22,opt,name=workflow_version,json=workflowVersion,proto3" json:"workflow_version,omitempty"`
-	unknownFields   protoimpl.UnknownFields
-	sizeCache       protoimpl.SizeCache
+	// For a task that waits (wait:): the signal it takes (wait: {signal:
+	// NAME}), whatever its status; empty for a wait for a time.
+	WaitSignal string `protobuf:"bytes,23,opt,name=wait_signal,json=waitSignal,proto3" json:"wait_signal,omitempty"`
+	// True while the task waits right now (its status is RUNNING): for its
+	// signal, or until wait_until.
+	Waiting bool `protobuf:"varint,24,opt,name=waiting,proto3" json:"waiting,omitempty"`
+	// While it waits: when the wait ends (wait: for / until) or times out
+	// (wait: {signal, timeout}); unset when it has no end.
+	WaitUntil     *timestamppb.Timestamp `protobuf:"bytes,25,opt,name=wait_until,json=waitUntil,proto3" json:"wait_until,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
 }
 
 func (x *TaskState) Reset() {
@@ -2018,6 +2047,27 @@ func (x *TaskState) GetWorkflowVersion() uint32 {
 		return x.WorkflowVersion
 	}
 	return 0
+}
+
+func (x *TaskState) GetWaitSignal() string {
+	if x != nil {
+		return x.WaitSignal
+	}
+	return ""
+}
+
+func (x *TaskState) GetWaiting() bool {
+	if x != nil {
+		return x.Waiting
+	}
+	return false
+}
+
+func (x *TaskState) GetWaitUntil() *timestamppb.Timestamp {
+	if x != nil {
+		return x.WaitUntil
+	}
+	return nil
 }
 
 // TaskAttempt is one attempt of a task, or of one instance of a spread
@@ -2275,7 +2325,14 @@ type Instance struct {
 	Eta *durationpb.Duration `protobuf:"bytes,14,opt,name=eta,proto3" json:"eta,omitempty"`
 	// For a child instance (one started by a task whose body is a workflow):
 	// the task attempt of its parent that started it. Unset otherwise.
-	Parent        *InstanceParent `protobuf:"bytes,15,opt,name=parent,proto3" json:"parent,omitempty"`
+	Parent *InstanceParent `protobuf:"bytes,15,opt,name=parent,proto3" json:"parent,omitempty"`
+	// Held back by PauseInstance (state is PAUSED while it is live).
+	Paused bool `protobuf:"varint,16,opt,name=paused,proto3" json:"paused,omitempty"`
+	// Its run: 1, then one more per RetryInstance.
+	Run int32 `protobuf:"varint,17,opt,name=run,proto3" json:"run,omitempty"`
+	// The signals sent to it, in the order they were recorded, taken by a
+	// wait or not.
+	Signals       []*Signal `protobuf:"bytes,18,rep,name=signals,proto3" json:"signals,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
@@ -2415,6 +2472,116 @@ func (x *Instance) GetParent() *InstanceParent {
 	return nil
 }
 
+func (x *Instance) GetPaused() bool {
+	if x != nil {
+		return x.Paused
+	}
+	return false
+}
+
+func (x *Instance) GetRun() int32 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *Instance) GetSignals() []*Signal {
+	if x != nil {
+		return x.Signals
+	}
+	return nil
+}
+
+// Signal is a signal sent to an instance.
+type Signal struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Numbers the signal (increasing in the order signals are recorded).
+	Seq  int64  `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// Canonical JSON of its payload ("null" for none).
+	PayloadJson string                 `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	At          *timestamppb.Timestamp `protobuf:"bytes,4,opt,name=at,proto3" json:"at,omitempty"`
+	// A waiting task took it; by names the task's execution and attempt
+	// ("approve#1").
+	Consumed      bool   `protobuf:"varint,5,opt,name=consumed,proto3" json:"consumed,omitempty"`
+	By            string `protobuf:"bytes,6,opt,name=by,proto3" json:"by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Signal) Reset() {
+	*x = Signal{}
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Signal) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Signal) ProtoMessage() {}
+
+func (x *Signal) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Signal.ProtoReflect.Descriptor instead.
+func (*Signal) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Signal) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *Signal) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *Signal) GetPayloadJson() string {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return ""
+}
+
+func (x *Signal) GetAt() *timestamppb.Timestamp {
+	if x != nil {
+		return x.At
+	}
+	return nil
+}
+
+func (x *Signal) GetConsumed() bool {
+	if x != nil {
+		return x.Consumed
+	}
+	return false
+}
+
+func (x *Signal) GetBy() string {
+	if x != nil {
+		return x.By
+	}
+	return ""
+}
+
 // InstanceParent names the task attempt that started a child instance.
 type InstanceParent struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
@@ -2429,7 +2596,7 @@ type InstanceParent struct {
 
 func (x *InstanceParent) Reset() {
 	*x = InstanceParent{}
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2441,7 +2608,7 @@ func (x *InstanceParent) String() string {
 func (*InstanceParent) ProtoMessage() {}
 
 func (x *InstanceParent) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2454,7 +2621,7 @@ func (x *InstanceParent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceParent.ProtoReflect.Descriptor instead.
 func (*InstanceParent) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InstanceParent) GetInstanceId() string {
@@ -2487,7 +2654,7 @@ type GetInstanceRequest struct {
 
 func (x *GetInstanceRequest) Reset() {
 	*x = GetInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2499,7 +2666,7 @@ func (x *GetInstanceRequest) String() string {
 func (*GetInstanceRequest) ProtoMessage() {}
 
 func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2512,7 +2679,7 @@ func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *GetInstanceRequest) GetInstanceId() string {
@@ -2531,7 +2698,7 @@ type GetInstanceResponse struct {
 
 func (x *GetInstanceResponse) Reset() {
 	*x = GetInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2543,7 +2710,7 @@ func (x *GetInstanceResponse) String() string {
 func (*GetInstanceResponse) ProtoMessage() {}
 
 func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2556,7 +2723,7 @@ func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceResponse.ProtoReflect.Descriptor instead.
 func (*GetInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *GetInstanceResponse) GetInstance() *Instance {
@@ -2592,14 +2759,18 @@ type Event struct {
 	Instance *Instance `protobuf:"bytes,12,opt,name=instance,proto3" json:"instance,omitempty"`
 	// Set when index is the iteration of a loop task ("task#index"), not a
 	// spread index ("task[index]").
-	Iteration     bool `protobuf:"varint,13,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	Iteration bool `protobuf:"varint,13,opt,name=iteration,proto3" json:"iteration,omitempty"`
+	// SIGNAL: the signal received.
+	Signal *Signal `protobuf:"bytes,14,opt,name=signal,proto3" json:"signal,omitempty"`
+	// RETRIED: the run that starts.
+	Run           int32 `protobuf:"varint,15,opt,name=run,proto3" json:"run,omitempty"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
 }
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2782,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2795,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2718,6 +2889,20 @@ func (x *Event) GetIteration() bool {
 	return false
 }
 
+func (x *Event) GetSignal() *Signal {
+	if x != nil {
+		return x.Signal
+	}
+	return nil
+}
+
+func (x *Event) GetRun() int32 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
 type WatchInstanceRequest struct {
 	state      protoimpl.MessageState `protogen:"open.v1"`
 	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
@@ -2729,7 +2914,7 @@ type WatchInstanceRequest struct {
 
 func (x *WatchInstanceRequest) Reset() {
 	*x = WatchInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2741,7 +2926,7 @@ func (x *WatchInstanceRequest) String() string {
 func (*WatchInstanceRequest) ProtoMessage() {}
 
 func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2754,7 +2939,7 @@ func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *WatchInstanceRequest) GetInstanceId() string {
@@ -2780,7 +2965,7 @@ type WatchInstanceResponse struct {
 
 func (x *WatchInstanceResponse) Reset() {
 	*x = WatchInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2792,7 +2977,7 @@ func (x *WatchInstanceResponse) String() string {
 func (*WatchInstanceResponse) ProtoMessage() {}
 
 func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2805,7 +2990,7 @@ func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceResponse.ProtoReflect.Descriptor instead.
 func (*WatchInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *WatchInstanceResponse) GetEvent() *Event {
@@ -2824,7 +3009,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2836,7 +3021,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2849,7 +3034,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -2867,7 +3052,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2879,7 +3064,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2892,7 +3077,701 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+}
+
+type SignalInstanceRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// The signal's name: lower-case letters, digits, ".", "_" and "-",
+	// starting with a letter or digit, at most 128 bytes.
+	Name string `protobuf:"bytes,2,opt,name=name,proto3" json:"name,omitempty"`
+	// JSON payload (any JSON value; empty means null), at most the node's
+	// signal-bytes limit (docs/limits.md). A task that takes the signal
+	// outputs it.
+	PayloadJson string `protobuf:"bytes,3,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	// Optional: the signal is delivered once per key and instance.
+	IdempotencyKey string `protobuf:"bytes,4,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *SignalInstanceRequest) Reset() {
+	*x = SignalInstanceRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalInstanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalInstanceRequest) ProtoMessage() {}
+
+func (x *SignalInstanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalInstanceRequest.ProtoReflect.Descriptor instead.
+func (*SignalInstanceRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+}
+
+func (x *SignalInstanceRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *SignalInstanceRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *SignalInstanceRequest) GetPayloadJson() string {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return ""
+}
+
+func (x *SignalInstanceRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+type SignalInstanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Numbers the signal (see Signal.seq).
+	Seq int64 `protobuf:"varint,1,opt,name=seq,proto3" json:"seq,omitempty"`
+	// The idempotency key was seen before: that signal stands, nothing else
+	// was delivered.
+	Duplicate bool `protobuf:"varint,2,opt,name=duplicate,proto3" json:"duplicate,omitempty"`
+	// A waiting task took the signal at once (otherwise it is kept until a
+	// wait for it starts).
+	Delivered     bool `protobuf:"varint,3,opt,name=delivered,proto3" json:"delivered,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *SignalInstanceResponse) Reset() {
+	*x = SignalInstanceResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *SignalInstanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*SignalInstanceResponse) ProtoMessage() {}
+
+func (x *SignalInstanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use SignalInstanceResponse.ProtoReflect.Descriptor instead.
+func (*SignalInstanceResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+}
+
+func (x *SignalInstanceResponse) GetSeq() int64 {
+	if x != nil {
+		return x.Seq
+	}
+	return 0
+}
+
+func (x *SignalInstanceResponse) GetDuplicate() bool {
+	if x != nil {
+		return x.Duplicate
+	}
+	return false
+}
+
+func (x *SignalInstanceResponse) GetDelivered() bool {
+	if x != nil {
+		return x.Delivered
+	}
+	return false
+}
+
+type PublishEventRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The event's name, in the charset of signal names.
+	Name string `protobuf:"bytes,1,opt,name=name,proto3" json:"name,omitempty"`
+	// JSON payload (empty means null), bounded like a submission's inputs:
+	// it becomes the event input of each instance it starts.
+	PayloadJson string `protobuf:"bytes,2,opt,name=payload_json,json=payloadJson,proto3" json:"payload_json,omitempty"`
+	// Optional: each triggered workflow is started once per key.
+	IdempotencyKey string `protobuf:"bytes,3,opt,name=idempotency_key,json=idempotencyKey,proto3" json:"idempotency_key,omitempty"`
+	unknownFields  protoimpl.UnknownFields
+	sizeCache      protoimpl.SizeCache
+}
+
+func (x *PublishEventRequest) Reset() {
+	*x = PublishEventRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishEventRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishEventRequest) ProtoMessage() {}
+
+func (x *PublishEventRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishEventRequest.ProtoReflect.Descriptor instead.
+func (*PublishEventRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+}
+
+func (x *PublishEventRequest) GetName() string {
+	if x != nil {
+		return x.Name
+	}
+	return ""
+}
+
+func (x *PublishEventRequest) GetPayloadJson() string {
+	if x != nil {
+		return x.PayloadJson
+	}
+	return ""
+}
+
+func (x *PublishEventRequest) GetIdempotencyKey() string {
+	if x != nil {
+		return x.IdempotencyKey
+	}
+	return ""
+}
+
+type PublishEventResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// One per workflow whose trigger lists the event.
+	Started       []*EventStart `protobuf:"bytes,1,rep,name=started,proto3" json:"started,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PublishEventResponse) Reset() {
+	*x = PublishEventResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PublishEventResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PublishEventResponse) ProtoMessage() {}
+
+func (x *PublishEventResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PublishEventResponse.ProtoReflect.Descriptor instead.
+func (*PublishEventResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+}
+
+func (x *PublishEventResponse) GetStarted() []*EventStart {
+	if x != nil {
+		return x.Started
+	}
+	return nil
+}
+
+// EventStart is an instance an event started.
+type EventStart struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	Workflow   string                 `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	Version    uint32                 `protobuf:"varint,2,opt,name=version,proto3" json:"version,omitempty"`
+	InstanceId string                 `protobuf:"bytes,3,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Started earlier by the same event and idempotency key.
+	Existing      bool `protobuf:"varint,4,opt,name=existing,proto3" json:"existing,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *EventStart) Reset() {
+	*x = EventStart{}
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *EventStart) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*EventStart) ProtoMessage() {}
+
+func (x *EventStart) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use EventStart.ProtoReflect.Descriptor instead.
+func (*EventStart) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+}
+
+func (x *EventStart) GetWorkflow() string {
+	if x != nil {
+		return x.Workflow
+	}
+	return ""
+}
+
+func (x *EventStart) GetVersion() uint32 {
+	if x != nil {
+		return x.Version
+	}
+	return 0
+}
+
+func (x *EventStart) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *EventStart) GetExisting() bool {
+	if x != nil {
+		return x.Existing
+	}
+	return false
+}
+
+type RetryInstanceRequest struct {
+	state      protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	// Retry from this task (it and every task depending on it run again);
+	// empty: from the tasks that did not complete.
+	FromTask      string `protobuf:"bytes,2,opt,name=from_task,json=fromTask,proto3" json:"from_task,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryInstanceRequest) Reset() {
+	*x = RetryInstanceRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryInstanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryInstanceRequest) ProtoMessage() {}
+
+func (x *RetryInstanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryInstanceRequest.ProtoReflect.Descriptor instead.
+func (*RetryInstanceRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+}
+
+func (x *RetryInstanceRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+func (x *RetryInstanceRequest) GetFromTask() string {
+	if x != nil {
+		return x.FromTask
+	}
+	return ""
+}
+
+type RetryInstanceResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The run that starts: 2 on the first retry.
+	Run int32 `protobuf:"varint,1,opt,name=run,proto3" json:"run,omitempty"`
+	// The tasks that run again, sorted.
+	Tasks         []string `protobuf:"bytes,2,rep,name=tasks,proto3" json:"tasks,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *RetryInstanceResponse) Reset() {
+	*x = RetryInstanceResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *RetryInstanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*RetryInstanceResponse) ProtoMessage() {}
+
+func (x *RetryInstanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use RetryInstanceResponse.ProtoReflect.Descriptor instead.
+func (*RetryInstanceResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+}
+
+func (x *RetryInstanceResponse) GetRun() int32 {
+	if x != nil {
+		return x.Run
+	}
+	return 0
+}
+
+func (x *RetryInstanceResponse) GetTasks() []string {
+	if x != nil {
+		return x.Tasks
+	}
+	return nil
+}
+
+type PauseInstanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseInstanceRequest) Reset() {
+	*x = PauseInstanceRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseInstanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseInstanceRequest) ProtoMessage() {}
+
+func (x *PauseInstanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseInstanceRequest.ProtoReflect.Descriptor instead.
+func (*PauseInstanceRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+}
+
+func (x *PauseInstanceRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+type PauseInstanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseInstanceResponse) Reset() {
+	*x = PauseInstanceResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseInstanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseInstanceResponse) ProtoMessage() {}
+
+func (x *PauseInstanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseInstanceResponse.ProtoReflect.Descriptor instead.
+func (*PauseInstanceResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+}
+
+type ResumeInstanceRequest struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	InstanceId    string                 `protobuf:"bytes,1,opt,name=instance_id,json=instanceId,proto3" json:"instance_id,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeInstanceRequest) Reset() {
+	*x = ResumeInstanceRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeInstanceRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeInstanceRequest) ProtoMessage() {}
+
+func (x *ResumeInstanceRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeInstanceRequest.ProtoReflect.Descriptor instead.
+func (*ResumeInstanceRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+}
+
+func (x *ResumeInstanceRequest) GetInstanceId() string {
+	if x != nil {
+		return x.InstanceId
+	}
+	return ""
+}
+
+type ResumeInstanceResponse struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ResumeInstanceResponse) Reset() {
+	*x = ResumeInstanceResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ResumeInstanceResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ResumeInstanceResponse) ProtoMessage() {}
+
+func (x *ResumeInstanceResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ResumeInstanceResponse.ProtoReflect.Descriptor instead.
+func (*ResumeInstanceResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+}
+
+type PauseWorkflowRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The workflow whose live instances to pause (every version).
+	Workflow string `protobuf:"bytes,1,opt,name=workflow,proto3" json:"workflow,omitempty"`
+	// Resume them instead.
+	Resume        bool `protobuf:"varint,2,opt,name=resume,proto3" json:"resume,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseWorkflowRequest) Reset() {
+	*x = PauseWorkflowRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseWorkflowRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseWorkflowRequest) ProtoMessage() {}
+
+func (x *PauseWorkflowRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseWorkflowRequest.ProtoReflect.Descriptor instead.
+func (*PauseWorkflowRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
+}
+
+func (x *PauseWorkflowRequest) GetWorkflow() string {
+	if x != nil {
+		return x.Workflow
+	}
+	return ""
+}
+
+func (x *PauseWorkflowRequest) GetResume() bool {
+	if x != nil {
+		return x.Resume
+	}
+	return false
+}
+
+type PauseWorkflowResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// The instances paused (resumed).
+	InstanceIds []string `protobuf:"bytes,1,rep,name=instance_ids,json=instanceIds,proto3" json:"instance_ids,omitempty"`
+	// One per instance that could not be: "ID: why".
+	Errors        []string `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *PauseWorkflowResponse) Reset() {
+	*x = PauseWorkflowResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *PauseWorkflowResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*PauseWorkflowResponse) ProtoMessage() {}
+
+func (x *PauseWorkflowResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use PauseWorkflowResponse.ProtoReflect.Descriptor instead.
+func (*PauseWorkflowResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
+}
+
+func (x *PauseWorkflowResponse) GetInstanceIds() []string {
+	if x != nil {
+		return x.InstanceIds
+	}
+	return nil
+}
+
+func (x *PauseWorkflowResponse) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
 }
 
 // InstanceSummary is one row of ListInstances.
@@ -2913,7 +3792,7 @@ type InstanceSummary struct {
 
 func (x *InstanceSummary) Reset() {
 	*x = InstanceSummary{}
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2925,7 +3804,7 @@ func (x *InstanceSummary) String() string {
 func (*InstanceSummary) ProtoMessage() {}
 
 func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2938,7 +3817,7 @@ func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSummary.ProtoReflect.Descriptor instead.
 func (*InstanceSummary) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 func (x *InstanceSummary) GetId() string {
@@ -3018,7 +3897,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3030,7 +3909,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3043,7 +3922,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *ListInstancesRequest) GetWorkflow() string {
@@ -3099,7 +3978,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3111,7 +3990,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3124,7 +4003,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceSummary {
@@ -3152,7 +4031,7 @@ type SpecErrors struct {
 
 func (x *SpecErrors) Reset() {
 	*x = SpecErrors{}
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3164,7 +4043,7 @@ func (x *SpecErrors) String() string {
 func (*SpecErrors) ProtoMessage() {}
 
 func (x *SpecErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3177,7 +4056,7 @@ func (x *SpecErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecErrors.ProtoReflect.Descriptor instead.
 func (*SpecErrors) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *SpecErrors) GetErrors() []*SpecError {
@@ -3212,7 +4091,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3224,7 +4103,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3237,7 +4116,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *SpecError) GetFile() string {
@@ -3307,7 +4186,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3319,7 +4198,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3332,7 +4211,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListMembersRequest) GetPools() bool {
@@ -3382,7 +4261,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3394,7 +4273,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3407,7 +4286,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *Member) GetName() string {
@@ -3520,7 +4399,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3532,7 +4411,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3545,7 +4424,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -3570,7 +4449,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3582,7 +4461,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3595,7 +4474,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
 }
 
 type GetLeaderResponse struct {
@@ -3615,7 +4494,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3627,7 +4506,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3640,7 +4519,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *GetLeaderResponse) GetName() string {
@@ -3683,7 +4562,7 @@ type ListWagglersRequest struct {
 
 func (x *ListWagglersRequest) Reset() {
 	*x = ListWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3695,7 +4574,7 @@ func (x *ListWagglersRequest) String() string {
 func (*ListWagglersRequest) ProtoMessage() {}
 
 func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3708,7 +4587,7 @@ func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
 func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListWagglersRequest) GetRolesOnly() bool {
@@ -3744,7 +4623,7 @@ type ListWagglersResponse struct {
 
 func (x *ListWagglersResponse) Reset() {
 	*x = ListWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3756,7 +4635,7 @@ func (x *ListWagglersResponse) String() string {
 func (*ListWagglersResponse) ProtoMessage() {}
 
 func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3769,7 +4648,7 @@ func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersResponse.ProtoReflect.Descriptor instead.
 func (*ListWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
 }
 
 func (x *ListWagglersResponse) GetWagglers() []*WagglerRole {
@@ -3826,7 +4705,7 @@ type WagglerRole struct {
 
 func (x *WagglerRole) Reset() {
 	*x = WagglerRole{}
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3838,7 +4717,7 @@ func (x *WagglerRole) String() string {
 func (*WagglerRole) ProtoMessage() {}
 
 func (x *WagglerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3851,7 +4730,7 @@ func (x *WagglerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagglerRole.ProtoReflect.Descriptor instead.
 func (*WagglerRole) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *WagglerRole) GetCapability() string {
@@ -3939,7 +4818,7 @@ type LocalWagglersRequest struct {
 
 func (x *LocalWagglersRequest) Reset() {
 	*x = LocalWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3951,7 +4830,7 @@ func (x *LocalWagglersRequest) String() string {
 func (*LocalWagglersRequest) ProtoMessage() {}
 
 func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3964,7 +4843,7 @@ func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersRequest.ProtoReflect.Descriptor instead.
 func (*LocalWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
 }
 
 type LocalWagglersResponse struct {
@@ -3979,7 +4858,7 @@ type LocalWagglersResponse struct {
 
 func (x *LocalWagglersResponse) Reset() {
 	*x = LocalWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3991,7 +4870,7 @@ func (x *LocalWagglersResponse) String() string {
 func (*LocalWagglersResponse) ProtoMessage() {}
 
 func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4004,7 +4883,7 @@ func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersResponse.ProtoReflect.Descriptor instead.
 func (*LocalWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *LocalWagglersResponse) GetWagglers() []*LocalWaggler {
@@ -4044,7 +4923,7 @@ type LocalWaggler struct {
 
 func (x *LocalWaggler) Reset() {
 	*x = LocalWaggler{}
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4056,7 +4935,7 @@ func (x *LocalWaggler) String() string {
 func (*LocalWaggler) ProtoMessage() {}
 
 func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4069,7 +4948,7 @@ func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWaggler.ProtoReflect.Descriptor instead.
 func (*LocalWaggler) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *LocalWaggler) GetCapability() string {
@@ -4141,7 +5020,7 @@ type KeyringRequest struct {
 
 func (x *KeyringRequest) Reset() {
 	*x = KeyringRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4153,7 +5032,7 @@ func (x *KeyringRequest) String() string {
 func (*KeyringRequest) ProtoMessage() {}
 
 func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4166,7 +5045,7 @@ func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringRequest.ProtoReflect.Descriptor instead.
 func (*KeyringRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
 }
 
 func (x *KeyringRequest) GetOp() KeyringOp {
@@ -4200,7 +5079,7 @@ type KeyringResponse struct {
 
 func (x *KeyringResponse) Reset() {
 	*x = KeyringResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4212,7 +5091,7 @@ func (x *KeyringResponse) String() string {
 func (*KeyringResponse) ProtoMessage() {}
 
 func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4225,7 +5104,7 @@ func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringResponse.ProtoReflect.Descriptor instead.
 func (*KeyringResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *KeyringResponse) GetNodes() []*NodeKeyring {
@@ -4250,7 +5129,7 @@ type NodeKeyring struct {
 
 func (x *NodeKeyring) Reset() {
 	*x = NodeKeyring{}
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4262,7 +5141,7 @@ func (x *NodeKeyring) String() string {
 func (*NodeKeyring) ProtoMessage() {}
 
 func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4275,7 +5154,7 @@ func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeyring.ProtoReflect.Descriptor instead.
 func (*NodeKeyring) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *NodeKeyring) GetNode() string {
@@ -4312,7 +5191,7 @@ type QuarantineRequest struct {
 
 func (x *QuarantineRequest) Reset() {
 	*x = QuarantineRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4324,7 +5203,7 @@ func (x *QuarantineRequest) String() string {
 func (*QuarantineRequest) ProtoMessage() {}
 
 func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4337,7 +5216,7 @@ func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *QuarantineRequest) GetOp() QuarantineOp {
@@ -4372,7 +5251,7 @@ type QuarantineResponse struct {
 
 func (x *QuarantineResponse) Reset() {
 	*x = QuarantineResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4384,7 +5263,7 @@ func (x *QuarantineResponse) String() string {
 func (*QuarantineResponse) ProtoMessage() {}
 
 func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4397,7 +5276,7 @@ func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *QuarantineResponse) GetNodes() []*QuarantinedNode {
@@ -4428,7 +5307,7 @@ type QuarantinedNode struct {
 
 func (x *QuarantinedNode) Reset() {
 	*x = QuarantinedNode{}
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4440,7 +5319,7 @@ func (x *QuarantinedNode) String() string {
 func (*QuarantinedNode) ProtoMessage() {}
 
 func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4453,7 +5332,7 @@ func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedNode.ProtoReflect.Descriptor instead.
 func (*QuarantinedNode) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *QuarantinedNode) GetNode() string {
@@ -4492,7 +5371,7 @@ type ListTrustRequest struct {
 
 func (x *ListTrustRequest) Reset() {
 	*x = ListTrustRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4504,7 +5383,7 @@ func (x *ListTrustRequest) String() string {
 func (*ListTrustRequest) ProtoMessage() {}
 
 func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4517,7 +5396,7 @@ func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustRequest.ProtoReflect.Descriptor instead.
 func (*ListTrustRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
 }
 
 type ListTrustResponse struct {
@@ -4535,7 +5414,7 @@ type ListTrustResponse struct {
 
 func (x *ListTrustResponse) Reset() {
 	*x = ListTrustResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4547,7 +5426,7 @@ func (x *ListTrustResponse) String() string {
 func (*ListTrustResponse) ProtoMessage() {}
 
 func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4560,7 +5439,7 @@ func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustResponse.ProtoReflect.Descriptor instead.
 func (*ListTrustResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *ListTrustResponse) GetDispatchTier() string {
@@ -4609,7 +5488,7 @@ type NodeTrust struct {
 
 func (x *NodeTrust) Reset() {
 	*x = NodeTrust{}
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4621,7 +5500,7 @@ func (x *NodeTrust) String() string {
 func (*NodeTrust) ProtoMessage() {}
 
 func (x *NodeTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4634,7 +5513,7 @@ func (x *NodeTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTrust.ProtoReflect.Descriptor instead.
 func (*NodeTrust) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *NodeTrust) GetNode() string {
@@ -4736,7 +5615,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4748,7 +5627,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4761,7 +5640,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{70}
 }
 
 func (x *CreateScheduleRequest) GetName() string {
@@ -4822,7 +5701,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4834,7 +5713,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4847,7 +5726,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -4882,7 +5761,7 @@ type ScheduleInfo struct {
 
 func (x *ScheduleInfo) Reset() {
 	*x = ScheduleInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4894,7 +5773,7 @@ func (x *ScheduleInfo) String() string {
 func (*ScheduleInfo) ProtoMessage() {}
 
 func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4907,7 +5786,7 @@ func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
 func (*ScheduleInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *ScheduleInfo) GetName() string {
@@ -5009,7 +5888,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5021,7 +5900,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5034,7 +5913,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{73}
 }
 
 type ListSchedulesResponse struct {
@@ -5046,7 +5925,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5058,7 +5937,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5071,7 +5950,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
@@ -5091,7 +5970,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5103,7 +5982,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5116,7 +5995,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *UpdateScheduleRequest) GetName() string {
@@ -5142,7 +6021,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5154,7 +6033,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5167,7 +6046,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{76}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -5186,7 +6065,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5198,7 +6077,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5211,7 +6090,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -5229,7 +6108,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5241,7 +6120,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5254,7 +6133,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{78}
 }
 
 type LocalPoolsRequest struct {
@@ -5265,7 +6144,7 @@ type LocalPoolsRequest struct {
 
 func (x *LocalPoolsRequest) Reset() {
 	*x = LocalPoolsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5277,7 +6156,7 @@ func (x *LocalPoolsRequest) String() string {
 func (*LocalPoolsRequest) ProtoMessage() {}
 
 func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5290,7 +6169,7 @@ func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsRequest.ProtoReflect.Descriptor instead.
 func (*LocalPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{79}
 }
 
 type LocalPoolsResponse struct {
@@ -5304,7 +6183,7 @@ type LocalPoolsResponse struct {
 
 func (x *LocalPoolsResponse) Reset() {
 	*x = LocalPoolsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5316,7 +6195,7 @@ func (x *LocalPoolsResponse) String() string {
 func (*LocalPoolsResponse) ProtoMessage() {}
 
 func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5329,7 +6208,7 @@ func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsResponse.ProtoReflect.Descriptor instead.
 func (*LocalPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *LocalPoolsResponse) GetPools() []*PoolStats {
@@ -5370,7 +6249,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5382,7 +6261,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5395,7 +6274,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{81}
 }
 
 func (x *PoolStats) GetCapability() string {
@@ -5481,7 +6360,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[68]
+	mi := &file_robonet_v1_api_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5493,7 +6372,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[68]
+	mi := &file_robonet_v1_api_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5506,7 +6385,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{68}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{82}
 }
 
 func (x *TaskLogsRequest) GetInstanceId() string {
@@ -5558,7 +6437,7 @@ type TaskLogsResponse struct {
 
 func (x *TaskLogsResponse) Reset() {
 	*x = TaskLogsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[69]
+	mi := &file_robonet_v1_api_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5570,7 +6449,7 @@ func (x *TaskLogsResponse) String() string {
 func (*TaskLogsResponse) ProtoMessage() {}
 
 func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[69]
+	mi := &file_robonet_v1_api_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5583,7 +6462,7 @@ func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsResponse.ProtoReflect.Descriptor instead.
 func (*TaskLogsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{69}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *TaskLogsResponse) GetTask() string {
@@ -5629,7 +6508,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_robonet_v1_api_proto_msgTypes[70]
+	mi := &file_robonet_v1_api_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5641,7 +6520,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[70]
+	mi := &file_robonet_v1_api_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5654,7 +6533,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{70}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *LogLine) GetStream() LogStream {
@@ -5789,7 +6668,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\tmem_bytes\x18\t \x01(\x04R\bmemBytes\x12\x18\n" +
 	"\amessage\x18\n" +
 	" \x01(\tR\amessage\x12*\n" +
-	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xf4\x05\n" +
+	"\x02at\x18\v \x01(\v2\x1a.google.protobuf.TimestampR\x02at\"\xea\x06\n" +
 	"\tTaskState\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
 	"\n" +
@@ -5820,7 +6699,12 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"iterations\x18\x14 \x01(\x05R\n" +
 	"iterations\x12\x1a\n" +
 	"\bworkflow\x18\x15 \x01(\tR\bworkflow\x12)\n" +
-	"\x10workflow_version\x18\x16 \x01(\rR\x0fworkflowVersion\"\xcd\x02\n" +
+	"\x10workflow_version\x18\x16 \x01(\rR\x0fworkflowVersion\x12\x1f\n" +
+	"\vwait_signal\x18\x17 \x01(\tR\n" +
+	"waitSignal\x12\x18\n" +
+	"\awaiting\x18\x18 \x01(\bR\awaiting\x129\n" +
+	"\n" +
+	"wait_until\x18\x19 \x01(\v2\x1a.google.protobuf.TimestampR\twaitUntil\"\xcd\x02\n" +
 	"\vTaskAttempt\x12\x14\n" +
 	"\x05index\x18\x01 \x01(\x05R\x05index\x12\x18\n" +
 	"\aattempt\x18\x02 \x01(\rR\aattempt\x12\x12\n" +
@@ -5843,7 +6727,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\askipped\x18\x05 \x01(\x05R\askipped\x12\x1e\n" +
 	"\n" +
 	"unexpanded\x18\x06 \x01(\x05R\n" +
-	"unexpanded\"\x81\x05\n" +
+	"unexpanded\"\xd9\x05\n" +
 	"\bInstance\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x18\n" +
@@ -5864,7 +6748,17 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x05tasks\x18\f \x03(\v2\x15.robonet.v1.TaskStateR\x05tasks\x128\n" +
 	"\bprogress\x18\r \x01(\v2\x1c.robonet.v1.InstanceProgressR\bprogress\x12+\n" +
 	"\x03eta\x18\x0e \x01(\v2\x19.google.protobuf.DurationR\x03eta\x122\n" +
-	"\x06parent\x18\x0f \x01(\v2\x1a.robonet.v1.InstanceParentR\x06parent\"i\n" +
+	"\x06parent\x18\x0f \x01(\v2\x1a.robonet.v1.InstanceParentR\x06parent\x12\x16\n" +
+	"\x06paused\x18\x10 \x01(\bR\x06paused\x12\x10\n" +
+	"\x03run\x18\x11 \x01(\x05R\x03run\x12,\n" +
+	"\asignals\x18\x12 \x03(\v2\x12.robonet.v1.SignalR\asignals\"\xa9\x01\n" +
+	"\x06Signal\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
+	"\fpayload_json\x18\x03 \x01(\tR\vpayloadJson\x12*\n" +
+	"\x02at\x18\x04 \x01(\v2\x1a.google.protobuf.TimestampR\x02at\x12\x1a\n" +
+	"\bconsumed\x18\x05 \x01(\bR\bconsumed\x12\x0e\n" +
+	"\x02by\x18\x06 \x01(\tR\x02by\"i\n" +
 	"\x0eInstanceParent\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1c\n" +
@@ -5874,7 +6768,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"G\n" +
 	"\x13GetInstanceResponse\x120\n" +
-	"\binstance\x18\x01 \x01(\v2\x14.robonet.v1.InstanceR\binstance\"\xdd\x03\n" +
+	"\binstance\x18\x01 \x01(\v2\x14.robonet.v1.InstanceR\binstance\"\x9b\x04\n" +
 	"\x05Event\x12\x10\n" +
 	"\x03seq\x18\x01 \x01(\x04R\x03seq\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12)\n" +
@@ -5890,7 +6784,9 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	" \x01(\v2\x1a.google.protobuf.TimestampR\aretryAt\x124\n" +
 	"\bprogress\x18\v \x01(\v2\x18.robonet.v1.TaskProgressR\bprogress\x120\n" +
 	"\binstance\x18\f \x01(\v2\x14.robonet.v1.InstanceR\binstance\x12\x1c\n" +
-	"\titeration\x18\r \x01(\bR\titeration\"T\n" +
+	"\titeration\x18\r \x01(\bR\titeration\x12*\n" +
+	"\x06signal\x18\x0e \x01(\v2\x12.robonet.v1.SignalR\x06signal\x12\x10\n" +
+	"\x03run\x18\x0f \x01(\x05R\x03run\"T\n" +
 	"\x14WatchInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\x12\x1b\n" +
@@ -5900,7 +6796,51 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x15CancelInstanceRequest\x12\x1f\n" +
 	"\vinstance_id\x18\x01 \x01(\tR\n" +
 	"instanceId\"\x18\n" +
-	"\x16CancelInstanceResponse\"\xc4\x02\n" +
+	"\x16CancelInstanceResponse\"\x98\x01\n" +
+	"\x15SignalInstanceRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x12!\n" +
+	"\fpayload_json\x18\x03 \x01(\tR\vpayloadJson\x12'\n" +
+	"\x0fidempotency_key\x18\x04 \x01(\tR\x0eidempotencyKey\"f\n" +
+	"\x16SignalInstanceResponse\x12\x10\n" +
+	"\x03seq\x18\x01 \x01(\x03R\x03seq\x12\x1c\n" +
+	"\tduplicate\x18\x02 \x01(\bR\tduplicate\x12\x1c\n" +
+	"\tdelivered\x18\x03 \x01(\bR\tdelivered\"u\n" +
+	"\x13PublishEventRequest\x12\x12\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12!\n" +
+	"\fpayload_json\x18\x02 \x01(\tR\vpayloadJson\x12'\n" +
+	"\x0fidempotency_key\x18\x03 \x01(\tR\x0eidempotencyKey\"H\n" +
+	"\x14PublishEventResponse\x120\n" +
+	"\astarted\x18\x01 \x03(\v2\x16.robonet.v1.EventStartR\astarted\"\x7f\n" +
+	"\n" +
+	"EventStart\x12\x1a\n" +
+	"\bworkflow\x18\x01 \x01(\tR\bworkflow\x12\x18\n" +
+	"\aversion\x18\x02 \x01(\rR\aversion\x12\x1f\n" +
+	"\vinstance_id\x18\x03 \x01(\tR\n" +
+	"instanceId\x12\x1a\n" +
+	"\bexisting\x18\x04 \x01(\bR\bexisting\"T\n" +
+	"\x14RetryInstanceRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\x12\x1b\n" +
+	"\tfrom_task\x18\x02 \x01(\tR\bfromTask\"?\n" +
+	"\x15RetryInstanceResponse\x12\x10\n" +
+	"\x03run\x18\x01 \x01(\x05R\x03run\x12\x14\n" +
+	"\x05tasks\x18\x02 \x03(\tR\x05tasks\"7\n" +
+	"\x14PauseInstanceRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\"\x17\n" +
+	"\x15PauseInstanceResponse\"8\n" +
+	"\x15ResumeInstanceRequest\x12\x1f\n" +
+	"\vinstance_id\x18\x01 \x01(\tR\n" +
+	"instanceId\"\x18\n" +
+	"\x16ResumeInstanceResponse\"J\n" +
+	"\x14PauseWorkflowRequest\x12\x1a\n" +
+	"\bworkflow\x18\x01 \x01(\tR\bworkflow\x12\x16\n" +
+	"\x06resume\x18\x02 \x01(\bR\x06resume\"R\n" +
+	"\x15PauseWorkflowResponse\x12!\n" +
+	"\finstance_ids\x18\x01 \x03(\tR\vinstanceIds\x12\x16\n" +
+	"\x06errors\x18\x02 \x03(\tR\x06errors\"\xc4\x02\n" +
 	"\x0fInstanceSummary\x12\x0e\n" +
 	"\x02id\x18\x01 \x01(\tR\x02id\x12\x1a\n" +
 	"\bworkflow\x18\x02 \x01(\tR\bworkflow\x12\x18\n" +
@@ -6136,7 +7076,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\aLogLine\x12-\n" +
 	"\x06stream\x18\x01 \x01(\x0e2\x15.robonet.v1.LogStreamR\x06stream\x12.\n" +
 	"\x04time\x18\x02 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
-	"\x04text\x18\x03 \x01(\fR\x04text*\xdb\x01\n" +
+	"\x04text\x18\x03 \x01(\fR\x04text*\xf6\x01\n" +
 	"\rInstanceState\x12\x1e\n" +
 	"\x1aINSTANCE_STATE_UNSPECIFIED\x10\x00\x12\x1a\n" +
 	"\x16INSTANCE_STATE_PENDING\x10\x01\x12\x1a\n" +
@@ -6144,7 +7084,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x18INSTANCE_STATE_GATHERING\x10\x03\x12\x1b\n" +
 	"\x17INSTANCE_STATE_COMPLETE\x10\x04\x12\x19\n" +
 	"\x15INSTANCE_STATE_FAILED\x10\x05\x12\x1c\n" +
-	"\x18INSTANCE_STATE_CANCELLED\x10\x06*\xdc\x01\n" +
+	"\x18INSTANCE_STATE_CANCELLED\x10\x06\x12\x19\n" +
+	"\x15INSTANCE_STATE_PAUSED\x10\a*\xdc\x01\n" +
 	"\n" +
 	"TaskStatus\x12\x1b\n" +
 	"\x17TASK_STATUS_UNSPECIFIED\x10\x00\x12\x17\n" +
@@ -6154,7 +7095,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x15TASK_STATUS_COMPLETED\x10\x04\x12\x16\n" +
 	"\x12TASK_STATUS_FAILED\x10\x05\x12\x17\n" +
 	"\x13TASK_STATUS_SKIPPED\x10\x06\x12\x19\n" +
-	"\x15TASK_STATUS_CANCELLED\x10\a*\xa6\x02\n" +
+	"\x15TASK_STATUS_CANCELLED\x10\a*\x84\x03\n" +
 	"\tEventKind\x12\x1a\n" +
 	"\x16EVENT_KIND_UNSPECIFIED\x10\x00\x12\x17\n" +
 	"\x13EVENT_KIND_SNAPSHOT\x10\x01\x12\x14\n" +
@@ -6165,7 +7106,12 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x16EVENT_KIND_TASK_FAILED\x10\x06\x12\x1c\n" +
 	"\x18EVENT_KIND_TASK_RETRYING\x10\a\x12\x1b\n" +
 	"\x17EVENT_KIND_TASK_SKIPPED\x10\b\x12\x1d\n" +
-	"\x19EVENT_KIND_TASK_CANCELLED\x10\t*\x7f\n" +
+	"\x19EVENT_KIND_TASK_CANCELLED\x10\t\x12\x15\n" +
+	"\x11EVENT_KIND_SIGNAL\x10\n" +
+	"\x12\x15\n" +
+	"\x11EVENT_KIND_PAUSED\x10\v\x12\x16\n" +
+	"\x12EVENT_KIND_RESUMED\x10\f\x12\x16\n" +
+	"\x12EVENT_KIND_RETRIED\x10\r*\x7f\n" +
 	"\tKeyringOp\x12\x1a\n" +
 	"\x16KEYRING_OP_UNSPECIFIED\x10\x00\x12\x13\n" +
 	"\x0fKEYRING_OP_LIST\x10\x01\x12\x16\n" +
@@ -6181,7 +7127,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x16LOG_STREAM_UNSPECIFIED\x10\x00\x12\x15\n" +
 	"\x11LOG_STREAM_STDOUT\x10\x01\x12\x15\n" +
 	"\x11LOG_STREAM_STDERR\x10\x02\x12\x13\n" +
-	"\x0fLOG_STREAM_NOTE\x10\x032\xfc\b\n" +
+	"\x0fLOG_STREAM_NOTE\x10\x032\x83\r\n" +
 	"\x0fWorkflowService\x12]\n" +
 	"\x10RegisterWorkflow\x12#.robonet.v1.RegisterWorkflowRequest\x1a$.robonet.v1.RegisterWorkflowResponse\x12T\n" +
 	"\rListWorkflows\x12 .robonet.v1.ListWorkflowsRequest\x1a!.robonet.v1.ListWorkflowsResponse\x12W\n" +
@@ -6190,7 +7136,13 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\vGetInstance\x12\x1e.robonet.v1.GetInstanceRequest\x1a\x1f.robonet.v1.GetInstanceResponse\x12V\n" +
 	"\rWatchInstance\x12 .robonet.v1.WatchInstanceRequest\x1a!.robonet.v1.WatchInstanceResponse0\x01\x12W\n" +
 	"\x0eCancelInstance\x12!.robonet.v1.CancelInstanceRequest\x1a\".robonet.v1.CancelInstanceResponse\x12T\n" +
-	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse\x12G\n" +
+	"\rListInstances\x12 .robonet.v1.ListInstancesRequest\x1a!.robonet.v1.ListInstancesResponse\x12W\n" +
+	"\x0eSignalInstance\x12!.robonet.v1.SignalInstanceRequest\x1a\".robonet.v1.SignalInstanceResponse\x12Q\n" +
+	"\fPublishEvent\x12\x1f.robonet.v1.PublishEventRequest\x1a .robonet.v1.PublishEventResponse\x12T\n" +
+	"\rRetryInstance\x12 .robonet.v1.RetryInstanceRequest\x1a!.robonet.v1.RetryInstanceResponse\x12T\n" +
+	"\rPauseInstance\x12 .robonet.v1.PauseInstanceRequest\x1a!.robonet.v1.PauseInstanceResponse\x12W\n" +
+	"\x0eResumeInstance\x12!.robonet.v1.ResumeInstanceRequest\x1a\".robonet.v1.ResumeInstanceResponse\x12T\n" +
+	"\rPauseWorkflow\x12 .robonet.v1.PauseWorkflowRequest\x1a!.robonet.v1.PauseWorkflowResponse\x12G\n" +
 	"\bTaskLogs\x12\x1b.robonet.v1.TaskLogsRequest\x1a\x1c.robonet.v1.TaskLogsResponse0\x01\x12W\n" +
 	"\x0eCreateSchedule\x12!.robonet.v1.CreateScheduleRequest\x1a\".robonet.v1.CreateScheduleResponse\x12T\n" +
 	"\rListSchedules\x12 .robonet.v1.ListSchedulesRequest\x1a!.robonet.v1.ListSchedulesResponse\x12W\n" +
@@ -6223,7 +7175,7 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 74)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
@@ -6255,194 +7207,225 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(*TaskAttempt)(nil),              // 27: robonet.v1.TaskAttempt
 	(*InstanceProgress)(nil),         // 28: robonet.v1.InstanceProgress
 	(*Instance)(nil),                 // 29: robonet.v1.Instance
-	(*InstanceParent)(nil),           // 30: robonet.v1.InstanceParent
-	(*GetInstanceRequest)(nil),       // 31: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 32: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 33: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 34: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 35: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 36: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 37: robonet.v1.CancelInstanceResponse
-	(*InstanceSummary)(nil),          // 38: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 39: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 40: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 41: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 42: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 43: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 44: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 45: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 46: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 47: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 48: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 49: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 50: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 51: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 52: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 53: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 54: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 55: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 56: robonet.v1.NodeKeyring
-	(*QuarantineRequest)(nil),        // 57: robonet.v1.QuarantineRequest
-	(*QuarantineResponse)(nil),       // 58: robonet.v1.QuarantineResponse
-	(*QuarantinedNode)(nil),          // 59: robonet.v1.QuarantinedNode
-	(*ListTrustRequest)(nil),         // 60: robonet.v1.ListTrustRequest
-	(*ListTrustResponse)(nil),        // 61: robonet.v1.ListTrustResponse
-	(*NodeTrust)(nil),                // 62: robonet.v1.NodeTrust
-	(*CreateScheduleRequest)(nil),    // 63: robonet.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 64: robonet.v1.CreateScheduleResponse
-	(*ScheduleInfo)(nil),             // 65: robonet.v1.ScheduleInfo
-	(*ListSchedulesRequest)(nil),     // 66: robonet.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 67: robonet.v1.ListSchedulesResponse
-	(*UpdateScheduleRequest)(nil),    // 68: robonet.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 69: robonet.v1.UpdateScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 70: robonet.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 71: robonet.v1.DeleteScheduleResponse
-	(*LocalPoolsRequest)(nil),        // 72: robonet.v1.LocalPoolsRequest
-	(*LocalPoolsResponse)(nil),       // 73: robonet.v1.LocalPoolsResponse
-	(*PoolStats)(nil),                // 74: robonet.v1.PoolStats
-	(*TaskLogsRequest)(nil),          // 75: robonet.v1.TaskLogsRequest
-	(*TaskLogsResponse)(nil),         // 76: robonet.v1.TaskLogsResponse
-	(*LogLine)(nil),                  // 77: robonet.v1.LogLine
-	nil,                              // 78: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 79: robonet.v1.Member.WagglersEntry
-	nil,                              // 80: robonet.v1.NodeTrust.EvidenceEntry
-	(*timestamppb.Timestamp)(nil),    // 81: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 82: google.protobuf.Duration
+	(*Signal)(nil),                   // 30: robonet.v1.Signal
+	(*InstanceParent)(nil),           // 31: robonet.v1.InstanceParent
+	(*GetInstanceRequest)(nil),       // 32: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 33: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 34: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 35: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 36: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 37: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 38: robonet.v1.CancelInstanceResponse
+	(*SignalInstanceRequest)(nil),    // 39: robonet.v1.SignalInstanceRequest
+	(*SignalInstanceResponse)(nil),   // 40: robonet.v1.SignalInstanceResponse
+	(*PublishEventRequest)(nil),      // 41: robonet.v1.PublishEventRequest
+	(*PublishEventResponse)(nil),     // 42: robonet.v1.PublishEventResponse
+	(*EventStart)(nil),               // 43: robonet.v1.EventStart
+	(*RetryInstanceRequest)(nil),     // 44: robonet.v1.RetryInstanceRequest
+	(*RetryInstanceResponse)(nil),    // 45: robonet.v1.RetryInstanceResponse
+	(*PauseInstanceRequest)(nil),     // 46: robonet.v1.PauseInstanceRequest
+	(*PauseInstanceResponse)(nil),    // 47: robonet.v1.PauseInstanceResponse
+	(*ResumeInstanceRequest)(nil),    // 48: robonet.v1.ResumeInstanceRequest
+	(*ResumeInstanceResponse)(nil),   // 49: robonet.v1.ResumeInstanceResponse
+	(*PauseWorkflowRequest)(nil),     // 50: robonet.v1.PauseWorkflowRequest
+	(*PauseWorkflowResponse)(nil),    // 51: robonet.v1.PauseWorkflowResponse
+	(*InstanceSummary)(nil),          // 52: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 53: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 54: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 55: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 56: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 57: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 58: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 59: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 60: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 61: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 62: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 63: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 64: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 65: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 66: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 67: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 68: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 69: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 70: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 71: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 72: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 73: robonet.v1.QuarantinedNode
+	(*ListTrustRequest)(nil),         // 74: robonet.v1.ListTrustRequest
+	(*ListTrustResponse)(nil),        // 75: robonet.v1.ListTrustResponse
+	(*NodeTrust)(nil),                // 76: robonet.v1.NodeTrust
+	(*CreateScheduleRequest)(nil),    // 77: robonet.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 78: robonet.v1.CreateScheduleResponse
+	(*ScheduleInfo)(nil),             // 79: robonet.v1.ScheduleInfo
+	(*ListSchedulesRequest)(nil),     // 80: robonet.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 81: robonet.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),    // 82: robonet.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 83: robonet.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 84: robonet.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 85: robonet.v1.DeleteScheduleResponse
+	(*LocalPoolsRequest)(nil),        // 86: robonet.v1.LocalPoolsRequest
+	(*LocalPoolsResponse)(nil),       // 87: robonet.v1.LocalPoolsResponse
+	(*PoolStats)(nil),                // 88: robonet.v1.PoolStats
+	(*TaskLogsRequest)(nil),          // 89: robonet.v1.TaskLogsRequest
+	(*TaskLogsResponse)(nil),         // 90: robonet.v1.TaskLogsResponse
+	(*LogLine)(nil),                  // 91: robonet.v1.LogLine
+	nil,                              // 92: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 93: robonet.v1.Member.WagglersEntry
+	nil,                              // 94: robonet.v1.NodeTrust.EvidenceEntry
+	(*timestamppb.Timestamp)(nil),    // 95: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 96: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
 	11,  // 0: robonet.v1.LocalPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
 	11,  // 1: robonet.v1.ListPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
-	81,  // 2: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	95,  // 2: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
 	13,  // 3: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
 	12,  // 4: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	12,  // 5: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
 	14,  // 6: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
 	13,  // 7: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	82,  // 8: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	96,  // 8: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
 	12,  // 9: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	14,  // 10: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
 	13,  // 11: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
 	22,  // 12: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
-	82,  // 13: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	96,  // 13: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
 	12,  // 14: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
 	24,  // 15: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
-	82,  // 16: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	81,  // 17: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	96,  // 16: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	95,  // 17: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
 	1,   // 18: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	81,  // 19: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	81,  // 20: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	95,  // 19: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	95,  // 20: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
 	25,  // 21: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
 	27,  // 22: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	81,  // 23: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	81,  // 24: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 25: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	81,  // 26: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	81,  // 27: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	81,  // 28: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	26,  // 29: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	28,  // 30: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	82,  // 31: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
-	30,  // 32: robonet.v1.Instance.parent:type_name -> robonet.v1.InstanceParent
-	29,  // 33: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	81,  // 34: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 35: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,   // 36: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	81,  // 37: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	25,  // 38: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	29,  // 39: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	33,  // 40: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	0,   // 41: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	81,  // 42: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	81,  // 43: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 44: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	81,  // 45: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
-	38,  // 46: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	42,  // 47: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	78,  // 48: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	79,  // 49: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	74,  // 50: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
-	81,  // 51: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
-	44,  // 52: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	50,  // 53: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	53,  // 54: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	3,   // 55: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	56,  // 56: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	4,   // 57: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	59,  // 58: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	81,  // 59: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	62,  // 60: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
-	80,  // 61: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
-	81,  // 62: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
-	14,  // 63: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
-	82,  // 64: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	82,  // 65: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	65,  // 66: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	14,  // 67: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
-	82,  // 68: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
-	82,  // 69: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
-	81,  // 70: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
-	81,  // 71: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
-	81,  // 72: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
-	65,  // 73: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
-	6,   // 74: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
-	65,  // 75: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	74,  // 76: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
-	82,  // 77: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
-	82,  // 78: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
-	77,  // 79: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
-	5,   // 80: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
-	81,  // 81: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	15,  // 82: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	17,  // 83: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	19,  // 84: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	21,  // 85: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
-	31,  // 86: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	34,  // 87: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	36,  // 88: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	39,  // 89: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	75,  // 90: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
-	63,  // 91: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
-	66,  // 92: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
-	68,  // 93: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
-	70,  // 94: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
-	43,  // 95: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	46,  // 96: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	48,  // 97: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	51,  // 98: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	72,  // 99: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
-	54,  // 100: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	57,  // 101: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	60,  // 102: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
-	7,   // 103: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
-	8,   // 104: robonet.v1.MeshService.LocalPartitions:input_type -> robonet.v1.LocalPartitionsRequest
-	16,  // 105: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	18,  // 106: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	20,  // 107: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	23,  // 108: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
-	32,  // 109: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	35,  // 110: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	37,  // 111: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	40,  // 112: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	76,  // 113: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
-	64,  // 114: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
-	67,  // 115: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
-	69,  // 116: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
-	71,  // 117: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
-	45,  // 118: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	47,  // 119: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	49,  // 120: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	52,  // 121: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	73,  // 122: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
-	55,  // 123: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	58,  // 124: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	61,  // 125: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
-	10,  // 126: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
-	9,   // 127: robonet.v1.MeshService.LocalPartitions:output_type -> robonet.v1.LocalPartitionsResponse
-	105, // [105:128] is the sub-list for method output_type
-	82,  // [82:105] is the sub-list for method input_type
-	82,  // [82:82] is the sub-list for extension type_name
-	82,  // [82:82] is the sub-list for extension extendee
-	0,   // [0:82] is the sub-list for field type_name
+	95,  // 23: robonet.v1.TaskState.wait_until:type_name -> google.protobuf.Timestamp
+	95,  // 24: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	95,  // 25: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 26: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
+	95,  // 27: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	95,  // 28: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	95,  // 29: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	26,  // 30: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	28,  // 31: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	96,  // 32: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
+	31,  // 33: robonet.v1.Instance.parent:type_name -> robonet.v1.InstanceParent
+	30,  // 34: robonet.v1.Instance.signals:type_name -> robonet.v1.Signal
+	95,  // 35: robonet.v1.Signal.at:type_name -> google.protobuf.Timestamp
+	29,  // 36: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	95,  // 37: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 38: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,   // 39: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	95,  // 40: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	25,  // 41: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	29,  // 42: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	30,  // 43: robonet.v1.Event.signal:type_name -> robonet.v1.Signal
+	34,  // 44: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	43,  // 45: robonet.v1.PublishEventResponse.started:type_name -> robonet.v1.EventStart
+	0,   // 46: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	95,  // 47: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	95,  // 48: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 49: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	95,  // 50: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	52,  // 51: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	56,  // 52: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	92,  // 53: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	93,  // 54: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	88,  // 55: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	95,  // 56: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	58,  // 57: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	64,  // 58: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	67,  // 59: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,   // 60: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	70,  // 61: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,   // 62: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	73,  // 63: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	95,  // 64: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	76,  // 65: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	94,  // 66: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	95,  // 67: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	14,  // 68: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	96,  // 69: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	96,  // 70: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	79,  // 71: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	14,  // 72: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	96,  // 73: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	96,  // 74: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	95,  // 75: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	95,  // 76: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	95,  // 77: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	79,  // 78: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	6,   // 79: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	79,  // 80: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	88,  // 81: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	96,  // 82: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	96,  // 83: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	91,  // 84: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
+	5,   // 85: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
+	95,  // 86: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	15,  // 87: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	17,  // 88: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	19,  // 89: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	21,  // 90: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	32,  // 91: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	35,  // 92: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	37,  // 93: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	53,  // 94: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	39,  // 95: robonet.v1.WorkflowService.SignalInstance:input_type -> robonet.v1.SignalInstanceRequest
+	41,  // 96: robonet.v1.WorkflowService.PublishEvent:input_type -> robonet.v1.PublishEventRequest
+	44,  // 97: robonet.v1.WorkflowService.RetryInstance:input_type -> robonet.v1.RetryInstanceRequest
+	46,  // 98: robonet.v1.WorkflowService.PauseInstance:input_type -> robonet.v1.PauseInstanceRequest
+	48,  // 99: robonet.v1.WorkflowService.ResumeInstance:input_type -> robonet.v1.ResumeInstanceRequest
+	50,  // 100: robonet.v1.WorkflowService.PauseWorkflow:input_type -> robonet.v1.PauseWorkflowRequest
+	89,  // 101: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
+	77,  // 102: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	80,  // 103: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	82,  // 104: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	84,  // 105: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	57,  // 106: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	60,  // 107: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	62,  // 108: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	65,  // 109: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	86,  // 110: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	68,  // 111: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	71,  // 112: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	74,  // 113: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	7,   // 114: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
+	8,   // 115: robonet.v1.MeshService.LocalPartitions:input_type -> robonet.v1.LocalPartitionsRequest
+	16,  // 116: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	18,  // 117: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	20,  // 118: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	23,  // 119: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	33,  // 120: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	36,  // 121: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	38,  // 122: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	54,  // 123: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	40,  // 124: robonet.v1.WorkflowService.SignalInstance:output_type -> robonet.v1.SignalInstanceResponse
+	42,  // 125: robonet.v1.WorkflowService.PublishEvent:output_type -> robonet.v1.PublishEventResponse
+	45,  // 126: robonet.v1.WorkflowService.RetryInstance:output_type -> robonet.v1.RetryInstanceResponse
+	47,  // 127: robonet.v1.WorkflowService.PauseInstance:output_type -> robonet.v1.PauseInstanceResponse
+	49,  // 128: robonet.v1.WorkflowService.ResumeInstance:output_type -> robonet.v1.ResumeInstanceResponse
+	51,  // 129: robonet.v1.WorkflowService.PauseWorkflow:output_type -> robonet.v1.PauseWorkflowResponse
+	90,  // 130: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
+	78,  // 131: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	81,  // 132: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	83,  // 133: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	85,  // 134: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	59,  // 135: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	61,  // 136: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	63,  // 137: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	66,  // 138: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	87,  // 139: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	69,  // 140: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	72,  // 141: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	75,  // 142: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	10,  // 143: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
+	9,   // 144: robonet.v1.MeshService.LocalPartitions:output_type -> robonet.v1.LocalPartitionsResponse
+	116, // [116:145] is the sub-list for method output_type
+	87,  // [87:116] is the sub-list for method input_type
+	87,  // [87:87] is the sub-list for extension type_name
+	87,  // [87:87] is the sub-list for extension extendee
+	0,   // [0:87] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -6464,7 +7447,7 @@ func file_robonet_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   74,
+			NumMessages:   88,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

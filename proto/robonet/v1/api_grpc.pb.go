@@ -27,6 +27,12 @@ const (
 	WorkflowService_WatchInstance_FullMethodName    = "/robonet.v1.WorkflowService/WatchInstance"
 	WorkflowService_CancelInstance_FullMethodName   = "/robonet.v1.WorkflowService/CancelInstance"
 	WorkflowService_ListInstances_FullMethodName    = "/robonet.v1.WorkflowService/ListInstances"
+	WorkflowService_SignalInstance_FullMethodName   = "/robonet.v1.WorkflowService/SignalInstance"
+	WorkflowService_PublishEvent_FullMethodName     = "/robonet.v1.WorkflowService/PublishEvent"
+	WorkflowService_RetryInstance_FullMethodName    = "/robonet.v1.WorkflowService/RetryInstance"
+	WorkflowService_PauseInstance_FullMethodName    = "/robonet.v1.WorkflowService/PauseInstance"
+	WorkflowService_ResumeInstance_FullMethodName   = "/robonet.v1.WorkflowService/ResumeInstance"
+	WorkflowService_PauseWorkflow_FullMethodName    = "/robonet.v1.WorkflowService/PauseWorkflow"
 	WorkflowService_TaskLogs_FullMethodName         = "/robonet.v1.WorkflowService/TaskLogs"
 	WorkflowService_CreateSchedule_FullMethodName   = "/robonet.v1.WorkflowService/CreateSchedule"
 	WorkflowService_ListSchedules_FullMethodName    = "/robonet.v1.WorkflowService/ListSchedules"
@@ -58,8 +64,11 @@ const (
 //   - NOT_FOUND: unknown workflow version or instance;
 //   - ALREADY_EXISTS: a workflow version registered with a different
 //     definition, or an idempotency key reused for another workflow;
-//   - FAILED_PRECONDITION: cancelling an instance that already finished;
-//   - RESOURCE_EXHAUSTED: a message over the gRPC message size limit;
+//   - FAILED_PRECONDITION: cancelling, signalling or pausing an instance
+//     that already finished, a signal no task of the workflow waits for,
+//     retrying an instance that is still running or that completed;
+//   - RESOURCE_EXHAUSTED: a message over the gRPC message size limit, an
+//     instance that holds too many signals no task took yet;
 //   - UNAVAILABLE: the node is shutting down (retry elsewhere or later);
 //   - INTERNAL: anything else; the message is generic and the node logs the
 //     cause.
@@ -93,6 +102,39 @@ type WorkflowServiceClient interface {
 	CancelInstance(ctx context.Context, in *CancelInstanceRequest, opts ...grpc.CallOption) (*CancelInstanceResponse, error)
 	// ListInstances lists instances, newest first, a page at a time.
 	ListInstances(ctx context.Context, in *ListInstancesRequest, opts ...grpc.CallOption) (*ListInstancesResponse, error)
+	// SignalInstance sends a named signal with a JSON payload to a live
+	// instance. A task waiting for it (wait: {signal: NAME}) completes with
+	// the payload as its output; with none waiting yet, the signal is kept
+	// until a wait for it starts. FAILED_PRECONDITION when the instance
+	// finished or no task of its workflow waits for that signal,
+	// RESOURCE_EXHAUSTED when it holds too many signals not taken yet. With
+	// an idempotency key, the signal is delivered once however many times it
+	// is sent (duplicate = true on the later calls).
+	SignalInstance(ctx context.Context, in *SignalInstanceRequest, opts ...grpc.CallOption) (*SignalInstanceResponse, error)
+	// PublishEvent starts an instance of every registered workflow whose
+	// trigger lists the event (trigger: {events: [NAME]}), with the payload
+	// as its input named event. No such workflow: nothing starts, and the
+	// answer lists none. With an idempotency key, each workflow is started
+	// once per key (existing = true on the later calls).
+	PublishEvent(ctx context.Context, in *PublishEventRequest, opts ...grpc.CallOption) (*PublishEventResponse, error)
+	// RetryInstance runs a FAILED or CANCELLED instance again, from the
+	// tasks that did not complete (or from from_task and every task that
+	// depends on it): the other tasks keep their outputs. The instance's run
+	// number goes up by one. FAILED_PRECONDITION when it is still running
+	// or it completed.
+	RetryInstance(ctx context.Context, in *RetryInstanceRequest, opts ...grpc.CallOption) (*RetryInstanceResponse, error)
+	// PauseInstance holds a live instance back: attempts in flight finish,
+	// no new one is dispatched and its timers wait, until ResumeInstance.
+	// Its state reads PAUSED meanwhile. Pausing a paused instance is a no-op.
+	PauseInstance(ctx context.Context, in *PauseInstanceRequest, opts ...grpc.CallOption) (*PauseInstanceResponse, error)
+	// ResumeInstance ends a pause; resuming an instance that is not paused
+	// is a no-op.
+	ResumeInstance(ctx context.Context, in *ResumeInstanceRequest, opts ...grpc.CallOption) (*ResumeInstanceResponse, error)
+	// PauseWorkflow pauses (or, with resume, resumes) every live instance of
+	// a workflow, one by one as PauseInstance does, and reports each
+	// instance it could not (the call itself succeeds). Instances started
+	// after the call are not paused.
+	PauseWorkflow(ctx context.Context, in *PauseWorkflowRequest, opts ...grpc.CallOption) (*PauseWorkflowResponse, error)
 	// TaskLogs streams the log of one attempt of a task: the lines its
 	// process wrote to stderr and stdout, kept on the node that ran it (exec
 	// actions; docs/limits.md bounds what a node keeps). Any node answers: it
@@ -216,6 +258,66 @@ func (c *workflowServiceClient) ListInstances(ctx context.Context, in *ListInsta
 	return out, nil
 }
 
+func (c *workflowServiceClient) SignalInstance(ctx context.Context, in *SignalInstanceRequest, opts ...grpc.CallOption) (*SignalInstanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(SignalInstanceResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_SignalInstance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) PublishEvent(ctx context.Context, in *PublishEventRequest, opts ...grpc.CallOption) (*PublishEventResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PublishEventResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_PublishEvent_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) RetryInstance(ctx context.Context, in *RetryInstanceRequest, opts ...grpc.CallOption) (*RetryInstanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(RetryInstanceResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_RetryInstance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) PauseInstance(ctx context.Context, in *PauseInstanceRequest, opts ...grpc.CallOption) (*PauseInstanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseInstanceResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_PauseInstance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) ResumeInstance(ctx context.Context, in *ResumeInstanceRequest, opts ...grpc.CallOption) (*ResumeInstanceResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ResumeInstanceResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_ResumeInstance_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+func (c *workflowServiceClient) PauseWorkflow(ctx context.Context, in *PauseWorkflowRequest, opts ...grpc.CallOption) (*PauseWorkflowResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(PauseWorkflowResponse)
+	err := c.cc.Invoke(ctx, WorkflowService_PauseWorkflow_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 func (c *workflowServiceClient) TaskLogs(ctx context.Context, in *TaskLogsRequest, opts ...grpc.CallOption) (grpc.ServerStreamingClient[TaskLogsResponse], error) {
 	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
 	stream, err := c.cc.NewStream(ctx, &WorkflowService_ServiceDesc.Streams[1], WorkflowService_TaskLogs_FullMethodName, cOpts...)
@@ -299,8 +401,11 @@ func (c *workflowServiceClient) DeleteSchedule(ctx context.Context, in *DeleteSc
 //   - NOT_FOUND: unknown workflow version or instance;
 //   - ALREADY_EXISTS: a workflow version registered with a different
 //     definition, or an idempotency key reused for another workflow;
-//   - FAILED_PRECONDITION: cancelling an instance that already finished;
-//   - RESOURCE_EXHAUSTED: a message over the gRPC message size limit;
+//   - FAILED_PRECONDITION: cancelling, signalling or pausing an instance
+//     that already finished, a signal no task of the workflow waits for,
+//     retrying an instance that is still running or that completed;
+//   - RESOURCE_EXHAUSTED: a message over the gRPC message size limit, an
+//     instance that holds too many signals no task took yet;
 //   - UNAVAILABLE: the node is shutting down (retry elsewhere or later);
 //   - INTERNAL: anything else; the message is generic and the node logs the
 //     cause.
@@ -334,6 +439,39 @@ type WorkflowServiceServer interface {
 	CancelInstance(context.Context, *CancelInstanceRequest) (*CancelInstanceResponse, error)
 	// ListInstances lists instances, newest first, a page at a time.
 	ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error)
+	// SignalInstance sends a named signal with a JSON payload to a live
+	// instance. A task waiting for it (wait: {signal: NAME}) completes with
+	// the payload as its output; with none waiting yet, the signal is kept
+	// until a wait for it starts. FAILED_PRECONDITION when the instance
+	// finished or no task of its workflow waits for that signal,
+	// RESOURCE_EXHAUSTED when it holds too many signals not taken yet. With
+	// an idempotency key, the signal is delivered once however many times it
+	// is sent (duplicate = true on the later calls).
+	SignalInstance(context.Context, *SignalInstanceRequest) (*SignalInstanceResponse, error)
+	// PublishEvent starts an instance of every registered workflow whose
+	// trigger lists the event (trigger: {events: [NAME]}), with the payload
+	// as its input named event. No such workflow: nothing starts, and the
+	// answer lists none. With an idempotency key, each workflow is started
+	// once per key (existing = true on the later calls).
+	PublishEvent(context.Context, *PublishEventRequest) (*PublishEventResponse, error)
+	// RetryInstance runs a FAILED or CANCELLED instance again, from the
+	// tasks that did not complete (or from from_task and every task that
+	// depends on it): the other tasks keep their outputs. The instance's run
+	// number goes up by one. FAILED_PRECONDITION when it is still running
+	// or it completed.
+	RetryInstance(context.Context, *RetryInstanceRequest) (*RetryInstanceResponse, error)
+	// PauseInstance holds a live instance back: attempts in flight finish,
+	// no new one is dispatched and its timers wait, until ResumeInstance.
+	// Its state reads PAUSED meanwhile. Pausing a paused instance is a no-op.
+	PauseInstance(context.Context, *PauseInstanceRequest) (*PauseInstanceResponse, error)
+	// ResumeInstance ends a pause; resuming an instance that is not paused
+	// is a no-op.
+	ResumeInstance(context.Context, *ResumeInstanceRequest) (*ResumeInstanceResponse, error)
+	// PauseWorkflow pauses (or, with resume, resumes) every live instance of
+	// a workflow, one by one as PauseInstance does, and reports each
+	// instance it could not (the call itself succeeds). Instances started
+	// after the call are not paused.
+	PauseWorkflow(context.Context, *PauseWorkflowRequest) (*PauseWorkflowResponse, error)
 	// TaskLogs streams the log of one attempt of a task: the lines its
 	// process wrote to stderr and stdout, kept on the node that ran it (exec
 	// actions; docs/limits.md bounds what a node keeps). Any node answers: it
@@ -391,6 +529,24 @@ func (UnimplementedWorkflowServiceServer) CancelInstance(context.Context, *Cance
 }
 func (UnimplementedWorkflowServiceServer) ListInstances(context.Context, *ListInstancesRequest) (*ListInstancesResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method ListInstances not implemented")
+}
+func (UnimplementedWorkflowServiceServer) SignalInstance(context.Context, *SignalInstanceRequest) (*SignalInstanceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method SignalInstance not implemented")
+}
+func (UnimplementedWorkflowServiceServer) PublishEvent(context.Context, *PublishEventRequest) (*PublishEventResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PublishEvent not implemented")
+}
+func (UnimplementedWorkflowServiceServer) RetryInstance(context.Context, *RetryInstanceRequest) (*RetryInstanceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method RetryInstance not implemented")
+}
+func (UnimplementedWorkflowServiceServer) PauseInstance(context.Context, *PauseInstanceRequest) (*PauseInstanceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseInstance not implemented")
+}
+func (UnimplementedWorkflowServiceServer) ResumeInstance(context.Context, *ResumeInstanceRequest) (*ResumeInstanceResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ResumeInstance not implemented")
+}
+func (UnimplementedWorkflowServiceServer) PauseWorkflow(context.Context, *PauseWorkflowRequest) (*PauseWorkflowResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method PauseWorkflow not implemented")
 }
 func (UnimplementedWorkflowServiceServer) TaskLogs(*TaskLogsRequest, grpc.ServerStreamingServer[TaskLogsResponse]) error {
 	return status.Error(codes.Unimplemented, "method TaskLogs not implemented")
@@ -565,6 +721,114 @@ func _WorkflowService_ListInstances_Handler(srv interface{}, ctx context.Context
 	return interceptor(ctx, in, info, handler)
 }
 
+func _WorkflowService_SignalInstance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(SignalInstanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).SignalInstance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_SignalInstance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).SignalInstance(ctx, req.(*SignalInstanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_PublishEvent_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PublishEventRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).PublishEvent(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_PublishEvent_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).PublishEvent(ctx, req.(*PublishEventRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_RetryInstance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(RetryInstanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).RetryInstance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_RetryInstance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).RetryInstance(ctx, req.(*RetryInstanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_PauseInstance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseInstanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).PauseInstance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_PauseInstance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).PauseInstance(ctx, req.(*PauseInstanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_ResumeInstance_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ResumeInstanceRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).ResumeInstance(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_ResumeInstance_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).ResumeInstance(ctx, req.(*ResumeInstanceRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
+func _WorkflowService_PauseWorkflow_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(PauseWorkflowRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(WorkflowServiceServer).PauseWorkflow(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: WorkflowService_PauseWorkflow_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(WorkflowServiceServer).PauseWorkflow(ctx, req.(*PauseWorkflowRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 func _WorkflowService_TaskLogs_Handler(srv interface{}, stream grpc.ServerStream) error {
 	m := new(TaskLogsRequest)
 	if err := stream.RecvMsg(m); err != nil {
@@ -682,6 +946,30 @@ var WorkflowService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "ListInstances",
 			Handler:    _WorkflowService_ListInstances_Handler,
+		},
+		{
+			MethodName: "SignalInstance",
+			Handler:    _WorkflowService_SignalInstance_Handler,
+		},
+		{
+			MethodName: "PublishEvent",
+			Handler:    _WorkflowService_PublishEvent_Handler,
+		},
+		{
+			MethodName: "RetryInstance",
+			Handler:    _WorkflowService_RetryInstance_Handler,
+		},
+		{
+			MethodName: "PauseInstance",
+			Handler:    _WorkflowService_PauseInstance_Handler,
+		},
+		{
+			MethodName: "ResumeInstance",
+			Handler:    _WorkflowService_ResumeInstance_Handler,
+		},
+		{
+			MethodName: "PauseWorkflow",
+			Handler:    _WorkflowService_PauseWorkflow_Handler,
 		},
 		{
 			MethodName: "CreateSchedule",
