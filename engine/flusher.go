@@ -136,7 +136,7 @@ type pendingWrite struct {
 	results    []ActionResult
 	state      []byte
 	completion *Completion
-	gathering  bool          // the progress records that the instance reached GATHERING
+	gathering  bool // the progress records that the instance reached GATHERING
 	signals    []SignalUse
 	park       *Park
 	mark       chan struct{} // a completion's or GATHERING's: closed once its outcome is known

@@ -25,7 +25,7 @@ type proc struct {
 	cmd    *exec.Cmd
 	addr   string // gRPC
 	gossip string
-	http   string // "" when off
+	http   string        // "" when off
 	done   chan struct{} // closed when its stderr ends
 
 	mu   sync.Mutex

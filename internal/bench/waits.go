@@ -207,7 +207,7 @@ func signalAll(ctx context.Context, t *target, ids []string, clients int) error 
 					return nil
 				}
 				_, err := t.api.SignalInstance(gctx, &robonetv1.SignalInstanceRequest{InstanceId: ids[i], Name: "go",
-					PayloadJson: []byte(`{"n":` + strconv.Itoa(i) + `}`)})
+					PayloadJson: `{"n":` + strconv.Itoa(i) + `}`})
 				if err != nil {
 					return fmt.Errorf("signal %s: %w", ids[i], err)
 				}
