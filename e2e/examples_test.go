@@ -173,3 +173,78 @@ func TestExampleWorker(t *testing.T) {
 	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
 	wantOutputs(t, in, `{"words": [9, 11, 6], "total": 26}`)
 }
+
+// TestExamplesWaitAndEvent: examples/approval.yaml waits at approve until
+// the signal, then applies; examples/on-event.yaml is started by an
+// event, once per idempotency key — as the README shows, through the API.
+func TestExamplesWaitAndEvent(t *testing.T) {
+	cfg := testConfig(t, sqliteStore)
+	cfg.Capabilities = nil
+	tn := startNodeWith(t, cfg)
+	read := func(file string) string {
+		src, err := os.ReadFile(filepath.Join("..", "examples", file))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return string(src)
+	}
+
+	resp, err := tn.api.SubmitWorkflow(ctxFor(t, 10*time.Second), &robonetv1.SubmitWorkflowRequest{Workflow: inline(read("approval.yaml"), "approval.yaml")})
+	if err != nil {
+		t.Fatalf("submit: %v", err)
+	}
+	id := resp.GetInstanceId()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got, err := tn.api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if approve := task(t, got.GetInstance(), "approve"); approve.GetWaiting() {
+			if approve.GetWaitSignal() != "approve" || approve.GetWaitUntil() == nil {
+				t.Fatalf("approve waits: %v", approve)
+			}
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("approve never waited: %v", got.GetInstance())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	sig, err := tn.api.SignalInstance(ctxFor(t, 10*time.Second), &robonetv1.SignalInstanceRequest{InstanceId: id, Name: "approve",
+		PayloadJson: `{"ok": true, "by": "ada"}`})
+	if err != nil || !sig.GetDelivered() {
+		t.Fatalf("signal: %v, %v", sig, err)
+	}
+	in := waitDone(t, tn.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	wantOutputs(t, in, `{"approval": {"ok": true, "by": "ada"}, "applied": {"applied": "resize the orders database volume to 200 GiB", "approved_by": "ada"}}`)
+	if len(in.GetSignals()) != 1 || in.GetSignals()[0].GetBy() != "approve#1" {
+		t.Fatalf("signals %v", in.GetSignals())
+	}
+
+	if _, err := tn.api.RegisterWorkflow(ctxFor(t, 10*time.Second), &robonetv1.RegisterWorkflowRequest{
+		Spec: &robonetv1.InlineSpec{Source: []byte(read("on-event.yaml")), Filename: "on-event.yaml"}}); err != nil {
+		t.Fatal(err)
+	}
+	var first string
+	for range 2 {
+		ev, err := tn.api.PublishEvent(ctxFor(t, 10*time.Second), &robonetv1.PublishEventRequest{Name: "order.created",
+			PayloadJson: `{"id": "A-17", "total": 42.5}`, IdempotencyKey: "order-A-17"})
+		if err != nil || len(ev.GetStarted()) != 1 {
+			t.Fatalf("publish: %v, %v", ev, err)
+		}
+		if first == "" {
+			first = ev.GetStarted()[0].GetInstanceId()
+		} else if got := ev.GetStarted()[0]; got.GetInstanceId() != first || !got.GetExisting() {
+			t.Fatalf("the same event again started %v, want %s", got, first)
+		}
+	}
+	in = waitDone(t, tn.api, first, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	wantOutputs(t, in, `{"shipped": "A-17"}`)
+	list, err := tn.api.ListInstances(ctxFor(t, 10*time.Second), &robonetv1.ListInstancesRequest{Workflow: "on-event"})
+	if err != nil || len(list.GetInstances()) != 1 {
+		t.Fatalf("instances of on-event: %v, %v; want one", list, err)
+	}
+}

@@ -27,6 +27,9 @@ type shard struct {
 
 	insts  map[uuid.UUID]*instance
 	timers timerHeap
+	// deadTimers counts the entries of instances that left memory
+	// (dropTimers).
+	deadTimers int
 	timer  clock.Timer
 	armed  time.Time // when timer fires; zero: stopped
 
@@ -150,6 +153,7 @@ type instance struct {
 	parking    bool           // the park is being written: the instance takes nothing more
 	parkUntil  time.Time      // when the parked instance is due again (zero: on a wake)
 	run        int            // the instance's run (1, then one more per retry)
+	timers     int            // entries of this instance in its shard's timer heap
 
 	finishing    bool   // Finished seen; the completion is being written
 	failReason   string // overrides the terminal state: FAILED with this error

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"time"
 
 	"go.uber.org/zap"
@@ -73,14 +72,14 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			inst.started[e.Task.Node] = now.UnixNano()
 		}
 		inst.history.dispatched(e.Task, now)
-		if e.Task.Index == 0 && e.Attempt == 1 && t.GetSpread() != nil {
+		if e.Task.Index == 0 && e.Attempt == inst.g.AttemptBase(e.Task.Node)+1 && t.GetSpread() != nil {
 			inst.structural = true // a spread expanded
 		}
 		s.emit(inst, Event{Kind: EventTaskStarted, Task: t.GetName(), Index: e.Task.Index, Attempt: e.Attempt})
 	case graph.Cancel:
 		s.cancelled(inst, e, now)
 	case graph.SetTimer:
-		heap.Push(&s.timers, timerEntry{at: e.Timer.At, inst: inst, t: e.Timer})
+		s.pushTimer(timerEntry{at: e.Timer.At, inst: inst, t: e.Timer})
 		if e.Timer.Kind == graph.Retry {
 			s.e.cfg.Metrics.Capability(pe.labels[e.Timer.Task.Node]).Retried.Inc()
 			s.emit(inst, Event{Kind: EventTaskRetrying, Task: pe.task(e.Timer.Task.Node).GetName(), Index: e.Timer.Task.Index,

@@ -127,6 +127,7 @@ func (s *shard) evict(inst *instance, reason string) {
 // they fire, so its graph and per-task state are released here.
 func (s *shard) remove(inst *instance) {
 	delete(s.insts, inst.id)
+	s.dropTimers(inst)
 	inst.g, inst.rec, inst.progress = nil, nil, nil
 	inst.announced, inst.started, inst.finished = nil, nil, nil
 	inst.h.gone.Store(true)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"container/heap"
 	"fmt"
 
 	"go.uber.org/zap"
@@ -147,7 +146,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 
 	if !inst.finishing && !st.deadlineAt.IsZero() {
 		if now.Before(st.deadlineAt) {
-			heap.Push(&s.timers, timerEntry{at: st.deadlineAt, inst: inst, deadline: true})
+			s.pushTimer(timerEntry{at: st.deadlineAt, inst: inst, deadline: true})
 		} else {
 			s.deadlineExceeded(inst, now)
 		}

@@ -29,6 +29,35 @@ func (h *timerHeap) Pop() any {
 	return x
 }
 
+// pushTimer adds an entry to the shard's timers.
+func (s *shard) pushTimer(te timerEntry) {
+	te.inst.timers++
+	heap.Push(&s.timers, te)
+}
+
+// dropTimers forgets the entries of an instance that left memory: at
+// once when they are many (a parked instance's wait may be due in days,
+// and its entries would keep the instance's memory until then), by
+// rebuilding the heap without the entries of instances gone.
+func (s *shard) dropTimers(inst *instance) {
+	s.deadTimers += inst.timers
+	if s.deadTimers < 1024 || 2*s.deadTimers < len(s.timers) {
+		return
+	}
+	live := s.timers[:0]
+	for _, te := range s.timers {
+		if s.insts[te.inst.id] == te.inst {
+			live = append(live, te)
+		} else {
+			te.inst.timers--
+		}
+	}
+	clear(s.timers[len(live):])
+	s.timers = live
+	heap.Init(&s.timers)
+	s.deadTimers = 0
+}
+
 // arm points the shard's timer at the earliest entry.
 func (s *shard) arm() {
 	if len(s.timers) == 0 {
@@ -53,7 +82,12 @@ func (s *shard) fireDue() {
 	for len(s.timers) > 0 && !s.timers[0].at.After(now) {
 		te := heap.Pop(&s.timers).(timerEntry)
 		inst := te.inst
-		if s.insts[inst.id] != inst || inst.finishing {
+		inst.timers--
+		if s.insts[inst.id] != inst {
+			s.deadTimers--
+			continue
+		}
+		if inst.finishing {
 			continue
 		}
 		switch {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/clock"
 )
 
 // Instances that live over time (docs/workflows.md, "Waits and signals",
@@ -58,8 +59,11 @@ type waitingAttempt struct {
 func (s *shard) dispatchWait(inst *instance, e graph.Effect, signal string) {
 	// The wait's due time (or its signal timeout) lives in the graph's
 	// timers: the next snapshot, written with this event's results, keeps
-	// it, so an engine that takes over waits until the same time.
-	inst.structural = true
+	// it, so an engine that takes over waits until the same time. (A
+	// signal wait without timeout has none: replay gives the same wait.)
+	if !inst.g.Task(e.Task).Due.IsZero() {
+		inst.structural = true
+	}
 	s.armParkCheck(inst)
 	if signal == "" {
 		return
@@ -145,7 +149,7 @@ func (s *shard) consumeSignal(inst *instance, w waitingAttempt, p pendingSignal)
 		AttemptKey: AttemptKey{InstanceID: inst.id, ExecutionID: exec, Attempt: w.attempt},
 		OK:         true, Output: out, OutputJSON: p.payload,
 		WorkerID:  fmt.Sprintf("signal#%d", p.seq),
-		StartedAt: p.at, FinishedAt: now,
+		StartedAt: clock.FromUnixNanos(inst.started[w.ref.Node]), FinishedAt: now,
 	})
 }
 
@@ -178,7 +182,7 @@ func (s *shard) armParkCheck(inst *instance) {
 		return
 	}
 	inst.parkArmed = true
-	heap.Push(&s.timers, timerEntry{at: s.now().Add(s.e.cfg.ParkAfter), inst: inst, park: true})
+	s.pushTimer(timerEntry{at: s.now().Add(s.e.cfg.ParkAfter), inst: inst, park: true})
 }
 
 // parkCheck parks the instance if it only waits; otherwise it looks again
@@ -227,6 +231,15 @@ func (s *shard) parkable(inst *instance, now time.Time) (until time.Time, ok, wa
 	}
 	if !ok || (!waits && !inst.paused) {
 		return time.Time{}, false, waits
+	}
+	if !inst.paused {
+		for node := range pe.plan.NumTasks() {
+			// A loop's pause or a spread's elements keep timers of
+			// their own that Due does not show: such an instance stays.
+			if st := inst.g.Task(graph.Ref(int32(node))).Status; st == graph.TaskLooping || st == graph.TaskSpreading {
+				return time.Time{}, false, waits
+			}
+		}
 	}
 	earliest := func(t time.Time) {
 		if !t.IsZero() && (until.IsZero() || t.Before(until)) {
@@ -349,7 +362,7 @@ func (s *shard) resume(inst *instance, wake int64) {
 		s.effect(inst, e, now)
 	}
 	for _, t := range inst.heldTimers {
-		heap.Push(&s.timers, timerEntry{at: now, inst: inst, t: t})
+		s.pushTimer(timerEntry{at: now, inst: inst, t: t})
 	}
 	inst.heldTimers = nil
 	s.settle(inst)

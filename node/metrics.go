@@ -98,6 +98,7 @@ var (
 	descTrust  = prometheus.NewDesc("robonet_trust_nodes", "Nodes by the trust tier this node gives them.", []string{"tier"}, nil)
 	descQuar   = prometheus.NewDesc("robonet_quarantined_nodes", "Nodes in quarantine (servers: the control state's list).", nil, nil)
 	descHeld   = prometheus.NewDesc("robonet_engine_instances_held", "Workflow instances the engine on this node holds in memory (0 off the leader).", nil, nil)
+	descParked = prometheus.NewDesc("robonet_engine_instances_parked_total", "Waiting instances the engine on this node parked: written and released from memory until their wait ends or a signal, cancel or resume wakes them.", nil, nil)
 	descHeldB  = prometheus.NewDesc("robonet_engine_instances_held_back", "Of those, the instances claimed and not started yet: the capabilities their first tasks need have a full backlog.", nil, nil)
 
 	poolLabels    = []string{"capability", "pool"}
@@ -117,7 +118,7 @@ var (
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld, descHeldB,
+	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld, descHeldB, descParked,
 		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts,
 		descStoreConns, descStoreFailover, descStoreResets, descStoreWriter, descStoreSync, descStoreWait} {
 		ch <- d
@@ -210,6 +211,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	gauge(descHeld, float64(st.Held))
 	gauge(descHeldB, float64(st.HeldBack))
+	// Counted by the running engine (a new term's starts from zero, as a
+	// restarted process's would).
+	ch <- prometheus.MustNewConstMetric(descParked, prometheus.CounterValue, float64(st.Parked))
 	collectPartitions(n, ch)
 }
 
