@@ -30,8 +30,8 @@ type shard struct {
 	// deadTimers counts the entries of instances that left memory
 	// (dropTimers).
 	deadTimers int
-	timer  clock.Timer
-	armed  time.Time // when timer fires; zero: stopped
+	timer      clock.Timer
+	armed      time.Time // when timer fires; zero: stopped
 
 	// Per-iteration output, handed over at the end of each iteration.
 	out []outOp
