@@ -3,6 +3,7 @@ package e2e_test
 import (
 	"bufio"
 	"context"
+	"encoding/json"
 	"fmt"
 	"net"
 	"os"
@@ -566,4 +567,71 @@ func waitFinished(ctx context.Context, api robonetv1.WorkflowServiceClient, id s
 		}
 	}
 	return st
+}
+
+// waitSpec waits two seconds between two echo tasks.
+const waitSpec = `
+name: cool-down
+version: 1
+tasks:
+  deploy:
+    capability: core
+    action: echo
+    with: {v: 1}
+  cool_down:
+    needs: deploy
+    wait: {for: 2s}
+  verify:
+    needs: cool_down
+    capability: core
+    action: echo
+    with: {after: "${{ tasks.cool_down.output }}"}
+outputs:
+  ended: ${{ tasks.cool_down.output }}
+`
+
+// TestProcessMeshWaitAcrossLeaderKill: a wait: {for: 2s} begun on the
+// leader, which is killed with SIGKILL while the instance waits: the
+// server that takes the instance over ends the wait once, at the time the
+// first one set (or, if the takeover comes later, at once), and the
+// instance completes with each execution recorded once.
+func TestProcessMeshWaitAcrossLeaderKill(t *testing.T) {
+	m := startProcessMesh(t, 3)
+	leader, _ := m.leader("", 60*time.Second)
+	api := m.api(m.survivor(leader))
+	id := submitSpec(t, m.api(leader), waitSpec, "")
+	var due time.Time
+	eventually(t, 30*time.Second, "cool_down to wait", func() bool {
+		got, err := api.GetInstance(ctxFor(t, 5*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+		if err != nil {
+			return false
+		}
+		cd := task(t, got.GetInstance(), "cool_down")
+		due = cd.GetWaitUntil().AsTime()
+		return cd.GetWaiting()
+	})
+	killed := time.Now()
+	m.procs[leader].kill9(t)
+	in := waitDone(t, api, id, 60*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	ended, err := time.Parse(time.RFC3339Nano, strings.Trim(gjsonField(t, in.GetOutputsJson(), "ended"), `"`))
+	if err != nil {
+		t.Fatalf("outputs %s: %v", in.GetOutputsJson(), err)
+	}
+	if !ended.Equal(due) {
+		t.Fatalf("the wait ended at %s, want the due time %s the first leader set", ended, due)
+	}
+	t.Logf("killed the leader %s with the wait due in %s; the instance completed %s after the kill",
+		leader, due.Sub(killed).Round(time.Millisecond), time.Since(killed).Round(time.Millisecond))
+	checkOncePerExecution(t, id, taskHistory(t, postgresStore, "", m.dsn, m.schema, id), 3)
+}
+
+// gjsonField returns the JSON text of one top-level field of obj.
+func gjsonField(t *testing.T, obj, field string) string {
+	t.Helper()
+	var m map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(obj), &m); err != nil {
+		t.Fatalf("%s: %v", obj, err)
+	}
+	return string(m[field])
 }

@@ -58,6 +58,7 @@ type Engine struct {
 	outbox   *outbox
 	children *children     // starts and cancels child instances (children.go)
 	submits  submitBatcher // group-commits concurrent submissions
+	signals  signalBatcher // group-commits concurrent signals
 
 	latestVersions latestVersions // newest version per workflow name, for submissions by name
 	scheduleWake   chan struct{}  // wakes the scheduler

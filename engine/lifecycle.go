@@ -52,8 +52,12 @@ func (e *Engine) SignalInstance(ctx context.Context, req SignalRequest) (SignalR
 	if len(payload) == 0 {
 		payload = []byte("null")
 	}
-	sig, wake, existing, err := e.cfg.Store.RecordSignal(ctx, NewSignal{InstanceID: req.InstanceID, Name: req.Name,
+	out, err := e.signals.record(e.cfg.Store, NewSignal{InstanceID: req.InstanceID, Name: req.Name,
 		Payload: payload, IdempotencyKey: req.IdempotencyKey, MaxPending: e.cfg.MaxPendingSignals})
+	if err == nil {
+		err = out.Err
+	}
+	sig, wake, existing := out.Record, out.Wake, out.Existing
 	switch {
 	case errors.Is(err, ErrTooManySignals):
 		return SignalResult{}, fmt.Errorf("%s: it holds %d signals no wait took yet, the pending-signals limit: %w",

@@ -32,10 +32,6 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		run:       max(c.Run, 1),
 	}
 	h.paused.Store(c.Paused)
-	for _, sig := range c.Signals { // not consumed yet, by seq
-		inst.signals = append(inst.signals, pendingSignal{seq: sig.Seq, name: sig.Name, payload: sig.Payload, at: sig.CreatedAt})
-		inst.lastSignal = max(inst.lastSignal, sig.Seq)
-	}
 	if c.Gathering { // an earlier owner showed it GATHERING: never back
 		inst.shown, inst.gatherMarked = StateGathering, true
 	}
@@ -47,6 +43,12 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 	delete(s.lastSeq, c.ID)
 	inst.log = newEventLog(s.e.cfg.EventLogSize, last)
 	s.insts[c.ID] = inst
+	for _, sig := range c.Signals { // not consumed yet, by seq: watchers see them arrive here
+		inst.signals = append(inst.signals, pendingSignal{seq: sig.Seq, name: sig.Name, payload: sig.Payload, at: sig.CreatedAt})
+		inst.lastSignal = max(inst.lastSignal, sig.Seq)
+		info := SignalInfo{Seq: sig.Seq, Name: sig.Name, Payload: sig.Payload, At: sig.CreatedAt}
+		s.emit(inst, Event{Kind: EventSignal, Index: -1, Signal: &info})
+	}
 
 	if perr != nil {
 		s.failEarly(inst, fmt.Sprintf("cannot load its workflow version: %v", perr))
@@ -118,6 +120,15 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 		inst.graphState = inst.g.State()
 		inst.resolvedAny = true   // restored mid-run
 		inst.envelope.graph = nil // every later snapshot is taken from the graph
+		if inst.envelope.startedAt.IsZero() {
+			// The first claim of a run RetryInstance started (it writes
+			// the snapshot of the new run, unstarted).
+			inst.envelope.startedAt = now
+			if c.Run > 1 {
+				s.emit(inst, Event{Kind: EventRetried, Index: -1, Run: c.Run})
+				inst.lg.Info("instance runs again", zap.Int("run", c.Run))
+			}
+		}
 		fx = inst.g.Resume(now)
 		inst.lg.Info("instance resumed", zap.String("workflow", pe.info.Name), zap.Uint32("version", pe.info.Version),
 			zap.Int("recorded_results", len(c.Results)))

@@ -176,13 +176,19 @@ func (s *shard) waitOver(inst *instance, t graph.Timer, now time.Time) {
 // Parking.
 
 // armParkCheck asks for a look, ParkAfter from now, at whether the
-// instance can leave memory.
+// instance can leave memory — at once while the engine holds half the
+// instances it may (MaxInstances): waiting instances then make room for
+// those queued behind them rather than hold it for ParkAfter.
 func (s *shard) armParkCheck(inst *instance) {
 	if inst.parkArmed || s.e.cfg.ParkAfter < 0 {
 		return
 	}
 	inst.parkArmed = true
-	s.pushTimer(timerEntry{at: s.now().Add(s.e.cfg.ParkAfter), inst: inst, park: true})
+	after := s.e.cfg.ParkAfter
+	if 2*s.e.heldCount.Load() >= int64(s.e.cfg.MaxInstances) {
+		after = 0
+	}
+	s.pushTimer(timerEntry{at: s.now().Add(after), inst: inst, park: true})
 }
 
 // parkCheck parks the instance if it only waits; otherwise it looks again

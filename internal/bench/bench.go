@@ -766,8 +766,10 @@ func (r Result) summary() string {
 	}
 	if w := r.Parked; w != nil {
 		s = fmt.Sprintf("%s: %d instances parked in %.1fs; the server's heap %.0f bytes per parked instance (%.0f per instance held in memory before it parked); "+
-			"%d signals sent in %.2fs (%.0f/s), every instance COMPLETE %.2fs after the first",
-			r.Scenario, r.Instances, w.ParkSeconds, w.HeapPerParked, w.HeapPerHeld, r.Instances, w.SignalSeconds, w.SignalsPerS, r.Seconds)
+			"%d signals sent in %.2fs (%.0f/s), every instance COMPLETE %.2fs after the first; "+
+			"as many one-task instances submitted one a call: %.2fs (the storm at %.2f× their speed)",
+			r.Scenario, r.Instances, w.ParkSeconds, w.HeapPerParked, w.HeapPerHeld, r.Instances, w.SignalSeconds, w.SignalsPerS, r.Seconds,
+			w.ReferenceSeconds, w.OfReference)
 	}
 	if sc := r.Scaling; sc != nil {
 		s = fmt.Sprintf("%s: %d tasks in %.2fs, %.0f tasks/s, %.2f× one server; busiest server %s at %.3f CPU s per 1,000 tasks (%.2f× one server's); uncapped processes at %.0f%% of the CPU left to them",

@@ -22,7 +22,9 @@ import (
 // it keeps after a collection is read against the heap before the
 // submissions — the memory each waiting instance costs the server. Then a
 // storm: one signal per instance from ChainClients concurrent clients,
-// timed from the first signal until every instance is COMPLETE.
+// timed from the first signal until every instance is COMPLETE, against
+// the reference measured next on the same node: as many one-task
+// instances submitted one a call.
 
 const waitSpec = `
 name: bench-wait
@@ -54,6 +56,13 @@ type Parked struct {
 	// acknowledged (recorded).
 	SignalSeconds float64 `json:"signal_seconds"`
 	SignalsPerS   float64 `json:"signals_per_sec"`
+	// ReferenceSeconds: as many one-task instances, submitted one a call
+	// by as many clients, from the first submission until all are
+	// COMPLETE, on the same node after the storm. OfReference is it over
+	// the storm's time: 1 means waking a parked instance with a signal
+	// costs what starting a new one does.
+	ReferenceSeconds float64 `json:"reference_seconds"`
+	OfReference      float64 `json:"of_reference"`
 }
 
 func runWaits(ctx context.Context, cfg *Config, round int) (Result, error) {
@@ -139,6 +148,17 @@ func runWaits(ctx context.Context, cfg *Config, round int) (Result, error) {
 		return Result{}, fmt.Errorf("%w%s", err, t.errorLogs())
 	}
 	took := time.Since(storm)
+
+	// The reference, on the same node in the same run: as many one-task
+	// instances submitted one a call from as many clients — what a signal
+	// does (make an instance run its one task) without the wait.
+	fmt.Fprintf(cfg.Progress, "%s: the reference: %d one-task instances submitted one a call\n", label, len(ids))
+	ref, err := runMany(ctx, t, "bench-one", 1, len(ids), cfg.ChainClients, 1)
+	if err != nil {
+		return Result{}, fmt.Errorf("the reference: %w%s", err, t.errorLogs())
+	}
+	p.ReferenceSeconds = ref.Seconds
+	p.OfReference = ref.Seconds / took.Seconds()
 	r := Result{Scenario: Waits, Instances: len(ids), Tasks: len(ids), Seconds: took.Seconds(),
 		TasksPerS: float64(len(ids)) / took.Seconds(), SubmitsPerS: float64(len(ids)) / submitted.Seconds(), Parked: &p}
 	if cfg.Rounds > 1 {
