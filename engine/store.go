@@ -149,6 +149,14 @@ type Store interface {
 	// (a parked, unleased instance is claimed at once). wake is the
 	// counter after the call.
 	RecordSignal(ctx context.Context, s NewSignal) (rec SignalRecord, wake int64, existing bool, err error)
+	// RecordSignals records signals in one transaction, each as RecordSignal
+	// would and in order (two signals of one instance in a batch are recorded
+	// one after the other), and returns one outcome per signal. A signal
+	// refused on its own — its instance not live (ErrNotFound wrapped with the
+	// state, as RecordSignal), ErrTooManySignals, an invalid signal — has its
+	// Err set and changes nothing; the others are recorded. An error of the
+	// call as a whole (ErrStoreUnavailable, ...) records none of them.
+	RecordSignals(ctx context.Context, sigs []NewSignal) ([]SignalOutcome, error)
 	// ListSignals returns every signal of an instance, consumed or not, by
 	// Seq; ErrNotFound for an unknown instance.
 	ListSignals(ctx context.Context, id uuid.UUID) ([]SignalRecord, error)
@@ -359,7 +367,8 @@ type ClaimedInstance struct {
 	Run int
 }
 
-// NewSignal is a signal to record for an instance (Store.RecordSignal).
+// NewSignal is a signal to record for an instance (Store.RecordSignal,
+// Store.RecordSignals).
 type NewSignal struct {
 	InstanceID     uuid.UUID
 	Name           string
@@ -382,6 +391,14 @@ type SignalRecord struct {
 	CreatedAt      time.Time
 	Consumed       bool
 	ConsumedBy     string // the attempt that took it ("execution#attempt"); "" while unconsumed
+}
+
+// SignalOutcome is one signal's outcome in RecordSignals.
+type SignalOutcome struct {
+	Record   SignalRecord
+	Wake     int64 // the instance's wake counter after the signal
+	Existing bool  // the idempotency key was recorded before: Record is that signal
+	Err      error // the signal was refused on its own
 }
 
 // SignalUse marks a signal consumed (Progress.ConsumedSignals): signal

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -28,100 +29,171 @@ func scanSignal(row pgx.CollectableRow) (engine.SignalRecord, error) {
 	return rec, err
 }
 
-// RecordSignal implements engine.Store in one transaction. It locks the
-// instance's queue row first, so that every recording, consumption (a
-// progress batch locks the row too) and park of the instance is ordered:
-// the idempotency key and the count of unconsumed signals are read after
-// the lock, each by a statement of its own (READ COMMITTED: with a
-// snapshot that sees whatever committed before the lock was granted).
-// The insert and the wake bump commit together, so a claim or park that
-// sees the new wake sees the signal.
+// RecordSignal implements engine.Store: RecordSignals of one signal.
 func (s *Store) RecordSignal(ctx context.Context, sig engine.NewSignal) (engine.SignalRecord, int64, bool, error) {
-	sig, err := storeutil.PrepareSignal(sig)
-	if err != nil {
-		return engine.SignalRecord{}, 0, false, err
+	return storeutil.OneSignal(s.RecordSignals(ctx, []engine.NewSignal{sig}))
+}
+
+// signalLockSQL locks the queue rows of a batch's instances ($1), in id
+// order: two batches (and PersistProgress's `owned`, which locks in the
+// same order) that share instances take turns instead of deadlocking.
+const signalLockSQL = `-- name: signal_lock
+SELECT instance_id, wake FROM queued_instances
+WHERE instance_id = ANY($1::uuid[])
+ORDER BY instance_id
+FOR NO KEY UPDATE`
+
+// signalStatusSQL reads the status of the instances of $1 without a queue
+// row (not live), for the refusal's message.
+const signalStatusSQL = `-- name: signal_status
+SELECT r.instance_id, r.status FROM runner_instances r
+WHERE r.instance_id = ANY($1::uuid[])
+  AND NOT EXISTS (SELECT 1 FROM queued_instances q WHERE q.instance_id = r.instance_id)`
+
+// signalByKeySQL reads the signals that hold the keys ($2) of instances
+// ($1).
+const signalByKeySQL = `-- name: signal_by_key
+SELECT ` + signalColumns + `
+FROM instance_signals g
+JOIN unnest($1::uuid[], $2::text[]) AS k(instance_id, idempotency_key)
+     ON g.instance_id = k.instance_id AND g.idempotency_key = k.idempotency_key`
+
+// signalPendingSQL counts the unconsumed signals of instances ($1).
+const signalPendingSQL = `-- name: signal_pending
+SELECT instance_id, count(*) FROM instance_signals
+WHERE instance_id = ANY($1::uuid[]) AND consumed_by IS NULL
+GROUP BY instance_id`
+
+// signalInsertSQL inserts a batch's signals ($1 … $4) in input order, so
+// their Seqs increase in that order, and bumps each instance's ($5) wake
+// counter by its count ($6), making it due now. It returns the Seqs and
+// creation times, by Seq.
+const signalInsertSQL = `-- name: signal_insert
+WITH ins AS (
+    INSERT INTO instance_signals (instance_id, name, payload, idempotency_key)
+    SELECT s.instance_id, s.name, s.payload, s.idempotency_key
+    FROM unnest($1::uuid[], $2::text[], $3::bytea[], $4::text[])
+         WITH ORDINALITY AS s(instance_id, name, payload, idempotency_key, ord)
+    ORDER BY s.ord
+    RETURNING seq, created_at
+),
+queue AS (
+    UPDATE queued_instances q
+    SET wake = q.wake + w.n, scheduled_at = least(q.scheduled_at, now())
+    FROM unnest($5::uuid[], $6::bigint[]) AS w(instance_id, n)
+    WHERE q.instance_id = w.instance_id
+)
+SELECT seq, created_at FROM ins ORDER BY seq`
+
+// RecordSignals implements engine.Store in one transaction (one commit for
+// the batch). It locks the batch's queue rows first (signalLockSQL), so
+// that every recording, consumption (a progress batch locks the rows too)
+// and park of an instance is ordered: the statuses, idempotency keys and
+// counts of unconsumed signals are read after the lock, each by a
+// statement of its own (READ COMMITTED: with a snapshot that sees whatever
+// committed before the lock was granted), pipelined with the lock in one
+// round trip. storeutil.SignalBatch decides; one statement then inserts
+// the signals and bumps the wake counters, so a claim or park that sees
+// a new wake sees its signals.
+func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]engine.SignalOutcome, error) {
+	if len(sigs) == 0 {
+		return nil, nil
 	}
-	op := fmt.Sprintf("record signal %q for", sig.Name)
-	var (
-		rec      engine.SignalRecord
-		wake     int64
-		existing bool
-		status   string // of an instance that is not live
-	)
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		const lock = `-- name: signal_lock
-			SELECT wake FROM queued_instances WHERE instance_id = $1 FOR NO KEY UPDATE`
-		err := tx.QueryRow(ctx, lock, sig.InstanceID).Scan(&wake)
-		if errors.Is(err, pgx.ErrNoRows) {
-			const q = `-- name: signal_status
-				SELECT status FROM runner_instances WHERE instance_id = $1`
-			if err := tx.QueryRow(ctx, q, sig.InstanceID).Scan(&status); err != nil && !errors.Is(err, pgx.ErrNoRows) {
-				return err
-			}
-			return errNotLive
-		}
+	b := storeutil.NewSignalBatch(sigs)
+	if b.Empty() {
+		return b.Outcomes(), nil
+	}
+	var out []engine.SignalOutcome
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		st, err := signalState(ctx, tx, b)
 		if err != nil {
 			return err
 		}
-		if sig.IdempotencyKey != "" {
-			const q = `-- name: signal_by_key
-				SELECT ` + signalColumns + ` FROM instance_signals g WHERE g.instance_id = $1 AND g.idempotency_key = $2`
-			rows, err := tx.Query(ctx, q, sig.InstanceID, sig.IdempotencyKey)
-			if err != nil {
-				return err
+		inserts, bumps := b.Plan(st)
+		var (
+			ids, bumpIDs []uuid.UUID
+			names        []string
+			payloads     [][]byte
+			keys         []pgtype.Text
+			ns           []int64
+			seqs         []int64
+			created      []time.Time
+		)
+		if len(inserts) > 0 {
+			for _, sig := range inserts {
+				ids, names, payloads = append(ids, sig.InstanceID), append(names, sig.Name), append(payloads, sig.Payload)
+				keys = append(keys, pgtype.Text{String: sig.IdempotencyKey, Valid: sig.IdempotencyKey != ""})
 			}
-			rec, err = pgx.CollectExactlyOneRow(rows, scanSignal)
-			if err == nil {
-				existing = true
+			for _, w := range bumps {
+				bumpIDs, ns = append(bumpIDs, w.InstanceID), append(ns, w.N)
+			}
+			rows, _ := tx.Query(ctx, signalInsertSQL, ids, names, payloads, keys, bumpIDs, ns)
+			var seq int64
+			var at time.Time
+			if _, err := pgx.ForEachRow(rows, []any{&seq, &at}, func() error {
+				seqs, created = append(seqs, seq), append(created, at.UTC())
 				return nil
-			}
-			if !errors.Is(err, pgx.ErrNoRows) {
+			}); err != nil {
 				return err
 			}
 		}
-		if sig.MaxPending > 0 {
-			const q = `-- name: signal_pending
-				SELECT count(*) FROM instance_signals WHERE instance_id = $1 AND consumed_by IS NULL`
-			var n int
-			if err := tx.QueryRow(ctx, q, sig.InstanceID).Scan(&n); err != nil {
-				return err
-			}
-			if n >= sig.MaxPending {
-				return fmt.Errorf("%d unconsumed signals, the limit: %w", n, engine.ErrTooManySignals)
-			}
-		}
-		const q = `-- name: signal_insert
-			WITH ins AS (
-			    INSERT INTO instance_signals (instance_id, name, payload, idempotency_key)
-			    VALUES ($1, $2, $3, $4)
-			    RETURNING seq, created_at
-			),
-			queue AS (
-			    UPDATE queued_instances
-			    SET wake = wake + 1, scheduled_at = least(scheduled_at, now())
-			    WHERE instance_id = $1
-			    RETURNING wake
-			)
-			SELECT ins.seq, ins.created_at, queue.wake FROM ins, queue`
-		key := pgtype.Text{String: sig.IdempotencyKey, Valid: sig.IdempotencyKey != ""}
-		if err := tx.QueryRow(ctx, q, sig.InstanceID, sig.Name, sig.Payload, key).Scan(&rec.Seq, &rec.CreatedAt, &wake); err != nil {
-			return err
-		}
-		rec.InstanceID, rec.Name, rec.Payload, rec.IdempotencyKey = sig.InstanceID, sig.Name, sig.Payload, sig.IdempotencyKey
-		rec.CreatedAt = rec.CreatedAt.UTC()
-		return nil
+		out, err = b.Recorded(seqs, created)
+		return err
 	})
-	switch {
-	case errors.Is(err, errNotLive):
-		return engine.SignalRecord{}, 0, false, storeutil.NotLive(op, sig.InstanceID, status)
-	case err != nil:
-		return engine.SignalRecord{}, 0, false, fmt.Errorf("%s instance %s: %w", op, sig.InstanceID, s.check(ctx, err))
+	if err != nil {
+		return nil, b.Fail(s.check(ctx, err))
 	}
-	return rec, wake, existing, nil
+	return out, nil
 }
 
-// errNotLive ends a transaction that found no queue row for the instance.
-var errNotLive = errors.New("instance is not live")
+// signalState reads what b's plan needs (storeutil.SignalState) in one
+// round trip: the lock, then the reads it orders.
+func signalState(ctx context.Context, tx pgx.Tx, b *storeutil.SignalBatch) (storeutil.SignalState, error) {
+	st := storeutil.SignalState{Wake: map[uuid.UUID]int64{}, Status: map[uuid.UUID]string{},
+		Keyed: map[storeutil.SignalKey]engine.SignalRecord{}, Pending: map[uuid.UUID]int{}}
+	ids := b.IDs()
+	batch := &pgx.Batch{}
+	batch.Queue(signalLockSQL, ids).Query(func(rows pgx.Rows) error {
+		var (
+			id   uuid.UUID
+			wake int64
+		)
+		_, err := pgx.ForEachRow(rows, []any{&id, &wake}, func() error { st.Wake[id] = wake; return nil })
+		return err
+	})
+	batch.Queue(signalStatusSQL, ids).Query(func(rows pgx.Rows) error {
+		var (
+			id     uuid.UUID
+			status string
+		)
+		_, err := pgx.ForEachRow(rows, []any{&id, &status}, func() error { st.Status[id] = status; return nil })
+		return err
+	})
+	if keys := b.Keys(); len(keys) > 0 {
+		kids, knames := make([]uuid.UUID, len(keys)), make([]string, len(keys))
+		for i, k := range keys {
+			kids[i], knames[i] = k.InstanceID, k.Key
+		}
+		batch.Queue(signalByKeySQL, kids, knames).Query(func(rows pgx.Rows) error {
+			recs, err := pgx.CollectRows(rows, scanSignal)
+			for _, rec := range recs {
+				st.Keyed[storeutil.SignalKey{InstanceID: rec.InstanceID, Key: rec.IdempotencyKey}] = rec
+			}
+			return err
+		})
+	}
+	if capped := b.Capped(); len(capped) > 0 {
+		batch.Queue(signalPendingSQL, capped).Query(func(rows pgx.Rows) error {
+			var (
+				id uuid.UUID
+				n  int
+			)
+			_, err := pgx.ForEachRow(rows, []any{&id, &n}, func() error { st.Pending[id] = n; return nil })
+			return err
+		})
+	}
+	return st, tx.SendBatch(ctx, batch).Close()
+}
 
 // ListSignals implements engine.Store: every signal by seq, and whether
 // the instance exists (an unknown one is ErrNotFound, a known one without

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -61,80 +62,100 @@ func liveStatus(ctx context.Context, tx *sql.Tx, id uuid.UUID) (string, error) {
 	return status, err
 }
 
-// RecordSignal implements engine.Store: one write transaction on the only
-// writer, so the key lookup, the count of unconsumed signals, the insert
-// and the wake bump see no other write in between.
+// RecordSignal implements engine.Store: RecordSignals of one signal.
 func (s *Store) RecordSignal(ctx context.Context, sig engine.NewSignal) (engine.SignalRecord, int64, bool, error) {
-	sig, err := storeutil.PrepareSignal(sig)
-	if err != nil {
-		return engine.SignalRecord{}, 0, false, err
+	return storeutil.OneSignal(s.RecordSignals(ctx, []engine.NewSignal{sig}))
+}
+
+// RecordSignals implements engine.Store: one write transaction on the only
+// writer (one commit, one fsync, for the whole batch), so the reads of the
+// wake counters, keys and unconsumed signals, the inserts and the wake
+// bumps see no other write in between. storeutil.SignalBatch decides.
+func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]engine.SignalOutcome, error) {
+	if len(sigs) == 0 {
+		return nil, nil
 	}
-	op := fmt.Sprintf("record signal %q for", sig.Name)
-	var (
-		rec      engine.SignalRecord
-		wake     int64
-		existing bool
-		status   string // of an instance that is not live
-	)
-	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		err := tx.QueryRowContext(ctx, `SELECT wake FROM queued_instances WHERE instance_id = ?`, sig.InstanceID).Scan(&wake)
-		if errors.Is(err, sql.ErrNoRows) {
-			if status, err = liveStatus(ctx, tx, sig.InstanceID); err != nil {
-				return err
-			}
-			return errNotLive
-		}
+	b := storeutil.NewSignalBatch(sigs)
+	if b.Empty() {
+		return b.Outcomes(), nil
+	}
+	var out []engine.SignalOutcome
+	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
+		st, err := s.signalState(ctx, tx, b)
 		if err != nil {
 			return err
 		}
-		if sig.IdempotencyKey != "" {
-			rec, err = scanSignal(tx.QueryRowContext(ctx, `SELECT `+signalColumns+` FROM instance_signals
-				WHERE instance_id = ? AND idempotency_key = ?`, sig.InstanceID, sig.IdempotencyKey))
-			if err == nil {
-				existing = true
-				return nil
+		inserts, bumps := b.Plan(st)
+		now := micros(s.now())
+		seqs, created := make([]int64, len(inserts)), make([]time.Time, len(inserts))
+		insert := tx.StmtContext(ctx, s.ws.insertSignal)
+		for k, sig := range inserts {
+			key := sql.NullString{String: sig.IdempotencyKey, Valid: sig.IdempotencyKey != ""}
+			if err := insert.QueryRowContext(ctx, sig.InstanceID, sig.Name, sig.Payload, key, now).Scan(&seqs[k]); err != nil {
+				return err
 			}
-			if !errors.Is(err, sql.ErrNoRows) {
+			created[k] = fromMicros(now)
+		}
+		bump := tx.StmtContext(ctx, s.ws.bumpWake)
+		for _, w := range bumps {
+			if _, err := bump.ExecContext(ctx, w.N, now, w.InstanceID); err != nil {
 				return err
 			}
 		}
-		if sig.MaxPending > 0 {
-			var n int
-			if err := tx.QueryRowContext(ctx, `SELECT count(*) FROM instance_signals WHERE instance_id = ? AND consumed_by IS NULL`,
-				sig.InstanceID).Scan(&n); err != nil {
-				return err
-			}
-			if n >= sig.MaxPending {
-				return fmt.Errorf("%d unconsumed signals, the limit: %w", n, engine.ErrTooManySignals)
-			}
-		}
-		now := s.now()
-		key := sql.NullString{String: sig.IdempotencyKey, Valid: sig.IdempotencyKey != ""}
-		if err := tx.QueryRowContext(ctx, `
-			INSERT INTO instance_signals (instance_id, name, payload, idempotency_key, created_at)
-			VALUES (?, ?, ?, ?, ?) RETURNING seq`, sig.InstanceID, sig.Name, sig.Payload, key, micros(now)).Scan(&rec.Seq); err != nil {
-			return err
-		}
-		if err := tx.QueryRowContext(ctx, `
-			UPDATE queued_instances SET wake = wake + 1, scheduled_at = min(scheduled_at, ?)
-			WHERE instance_id = ? RETURNING wake`, micros(now), sig.InstanceID).Scan(&wake); err != nil {
-			return err
-		}
-		rec.InstanceID, rec.Name, rec.Payload, rec.IdempotencyKey = sig.InstanceID, sig.Name, sig.Payload, sig.IdempotencyKey
-		rec.CreatedAt = fromMicros(micros(now))
-		return nil
+		out, err = b.Recorded(seqs, created)
+		return err
 	})
-	switch {
-	case errors.Is(err, errNotLive):
-		return engine.SignalRecord{}, 0, false, storeutil.NotLive(op, sig.InstanceID, status)
-	case err != nil:
-		return engine.SignalRecord{}, 0, false, fmt.Errorf("%s instance %s: %w", op, sig.InstanceID, err)
+	if err != nil {
+		return nil, b.Fail(err)
 	}
-	return rec, wake, existing, nil
+	return out, nil
 }
 
-// errNotLive ends a transaction that found no queue row for the instance.
-var errNotLive = errors.New("instance is not live")
+// signalState reads what b's plan needs (storeutil.SignalState), one
+// prepared query per instance or key: the writer's reads are in-process.
+func (s *Store) signalState(ctx context.Context, tx *sql.Tx, b *storeutil.SignalBatch) (storeutil.SignalState, error) {
+	st := storeutil.SignalState{Wake: map[uuid.UUID]int64{}, Status: map[uuid.UUID]string{},
+		Keyed: map[storeutil.SignalKey]engine.SignalRecord{}, Pending: map[uuid.UUID]int{}}
+	wake := tx.StmtContext(ctx, s.ws.signalWake)
+	for _, id := range b.IDs() {
+		var w int64
+		err := wake.QueryRowContext(ctx, id).Scan(&w)
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+			status, err := liveStatus(ctx, tx, id)
+			if err != nil {
+				return st, err
+			}
+			if status != "" {
+				st.Status[id] = status
+			}
+		case err != nil:
+			return st, err
+		default:
+			st.Wake[id] = w
+		}
+	}
+	byKey := tx.StmtContext(ctx, s.ws.signalByKey)
+	for _, k := range b.Keys() {
+		rec, err := scanSignal(byKey.QueryRowContext(ctx, k.InstanceID, k.Key))
+		switch {
+		case errors.Is(err, sql.ErrNoRows):
+		case err != nil:
+			return st, err
+		default:
+			st.Keyed[k] = rec
+		}
+	}
+	count := tx.StmtContext(ctx, s.ws.signalCount)
+	for _, id := range b.Capped() {
+		var n int
+		if err := count.QueryRowContext(ctx, id).Scan(&n); err != nil {
+			return st, err
+		}
+		st.Pending[id] = n
+	}
+	return st, nil
+}
 
 // ListSignals implements engine.Store: every signal by seq, in one read
 // transaction with the check that the instance exists (unknown:

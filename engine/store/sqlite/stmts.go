@@ -115,13 +115,28 @@ const (
 		FROM instance_signals
 		WHERE instance_id IN (SELECT value FROM json_each(?)) AND consumed_by IS NULL
 		ORDER BY instance_id, seq`
+
+	// The statements of RecordSignals, run once per signal or instance of
+	// a storm of signals.
+	signalWakeSQL   = `SELECT wake FROM queued_instances WHERE instance_id = ?`
+	signalByKeySQL  = `SELECT ` + signalColumns + ` FROM instance_signals WHERE instance_id = ? AND idempotency_key = ?`
+	signalCountSQL  = `SELECT count(*) FROM instance_signals WHERE instance_id = ? AND consumed_by IS NULL`
+	insertSignalSQL = `
+		INSERT INTO instance_signals (instance_id, name, payload, idempotency_key, created_at)
+		VALUES (?, ?, ?, ?, ?) RETURNING seq`
+	// bumpWakeSQL raises the wake counter of instance ?3 by ?1 and makes
+	// it due at ?2 (now) at the latest.
+	bumpWakeSQL = `
+		UPDATE queued_instances SET wake = wake + ?1, scheduled_at = min(scheduled_at, ?2)
+		WHERE instance_id = ?3`
 )
 
 // writerStmts are the hot statements, prepared on the writer.
 type writerStmts struct {
 	insertResult, held, setState, setGathering, setScheduled, finish, dequeue,
 	insertRunner, insertQueue, fencedBy, due, dueIn, lock, start, claimed, latestResults,
-	park, consume, pendingSignals *sql.Stmt
+	park, consume, pendingSignals,
+	signalWake, signalByKey, signalCount, insertSignal, bumpWake *sql.Stmt
 
 	all []*sql.Stmt // every one prepared, to close
 }
@@ -140,6 +155,8 @@ func prepareWriter(ctx context.Context, w *sql.DB) (*writerStmts, error) {
 		{&ws.due, dueSQL}, {&ws.dueIn, dueInSQL},
 		{&ws.lock, lockSQL}, {&ws.start, startSQL}, {&ws.claimed, claimedSQL}, {&ws.latestResults, latestResultsSQL},
 		{&ws.park, parkSQL}, {&ws.consume, consumeSQL}, {&ws.pendingSignals, pendingSignalsSQL},
+		{&ws.signalWake, signalWakeSQL}, {&ws.signalByKey, signalByKeySQL}, {&ws.signalCount, signalCountSQL},
+		{&ws.insertSignal, insertSignalSQL}, {&ws.bumpWake, bumpWakeSQL},
 	} {
 		st, err := w.PrepareContext(ctx, p.query)
 		if err != nil {

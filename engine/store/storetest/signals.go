@@ -1,6 +1,12 @@
 package storetest
 
 import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -429,5 +435,239 @@ func testSignalsSweptWithInstance(t *testing.T, s engine.Store) {
 	}
 	if _, _, existing := signal(t, s, engine.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"}); existing {
 		t.Fatal("the swept signal's key still answers")
+	}
+}
+
+// recordBatch records a batch of signals and requires the call to succeed
+// with one outcome per signal.
+func recordBatch(t *testing.T, s engine.Store, sigs ...engine.NewSignal) []engine.SignalOutcome {
+	t.Helper()
+	out, err := s.RecordSignals(ctx(t), sigs)
+	if err != nil {
+		t.Fatalf("RecordSignals of %d signals: %v", len(sigs), err)
+	}
+	if len(out) != len(sigs) {
+		t.Fatalf("RecordSignals returned %d outcomes for %d signals", len(out), len(sigs))
+	}
+	return out
+}
+
+// testSignalsBatch: a batch decides each signal as RecordSignal would, in
+// order: recorded ones bump their instance's wake counter one by one; a
+// key held before, or taken by an earlier signal of the batch, answers
+// that record; a signal for an instance that is not live, over the cap
+// (counting the batch's earlier signals) or invalid is refused on its own
+// and changes nothing.
+func testSignalsBatch(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 4)
+	live, capped, other, finished := ids[0], ids[1], ids[2], ids[3]
+	unknown := uuid.New()
+	a := newOwner(1)
+	a.mustClaim(t, s, longLease, ids...)
+	if err := a.complete(t, s, engine.Completion{InstanceID: finished, Status: engine.StatusFailed, Error: "boom"}); err != nil {
+		t.Fatalf("complete: %v", err)
+	}
+	before, _, _ := signal(t, s, engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`0`), IdempotencyKey: "k0"})
+	held, _, _ := signal(t, s, engine.NewSignal{InstanceID: capped, Name: "x", IdempotencyKey: "kc"})
+
+	out := recordBatch(t, s,
+		engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`1`), IdempotencyKey: "k1"},                 // 0 recorded
+		engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`2`), IdempotencyKey: "k0"},                 // 1 key held before
+		engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`3`), IdempotencyKey: "k1"},                 // 2 key of signal 0
+		engine.NewSignal{InstanceID: finished, Name: "x"},                                                          // 3 finished
+		engine.NewSignal{InstanceID: unknown, Name: "x"},                                                           // 4 unknown
+		engine.NewSignal{InstanceID: capped, Name: "x", MaxPending: 1},                                             // 5 over the cap
+		engine.NewSignal{InstanceID: live},                                                                         // 6 invalid: no name
+		engine.NewSignal{InstanceID: live, Name: "go"},                                                             // 7 recorded
+		engine.NewSignal{InstanceID: other, Name: "y", MaxPending: 1},                                              // 8 recorded
+		engine.NewSignal{InstanceID: other, Name: "y", MaxPending: 1},                                              // 9 over the cap: 8 counts
+		engine.NewSignal{InstanceID: other, Name: "y", IdempotencyKey: "ko", MaxPending: 1},                        // 10 over the cap
+		engine.NewSignal{InstanceID: capped, Name: "x", Payload: []byte(`9`), IdempotencyKey: "kc", MaxPending: 1}, // 11 held key at the cap
+	)
+
+	r0 := out[0]
+	if r0.Err != nil || r0.Existing || r0.Wake != 2 || r0.Record.Seq <= before.Seq || r0.Record.InstanceID != live ||
+		r0.Record.Name != "go" || string(r0.Record.Payload) != "1" || r0.Record.IdempotencyKey != "k1" || r0.Record.Consumed ||
+		r0.Record.CreatedAt.IsZero() {
+		t.Fatalf("outcome 0 = %+v; want recorded, wake 2", r0)
+	}
+	if o := out[1]; o.Err != nil || !o.Existing || o.Wake != 2 || o.Record.Seq != before.Seq || string(o.Record.Payload) != "0" ||
+		!o.Record.CreatedAt.Equal(before.CreatedAt) {
+		t.Fatalf("outcome 1 (a key held before) = %+v; want %+v, wake 2", o, before)
+	}
+	if o := out[2]; o.Err != nil || !o.Existing || o.Wake != 2 || o.Record.Seq != r0.Record.Seq || string(o.Record.Payload) != "1" ||
+		!o.Record.CreatedAt.Equal(r0.Record.CreatedAt) {
+		t.Fatalf("outcome 2 (a key of the batch) = %+v; want signal 0's record, wake 2", o)
+	}
+	for _, i := range []int{3, 4} {
+		wantErr(t, fmt.Sprintf("outcome %d (an instance that is not live)", i), out[i].Err, engine.ErrNotFound)
+	}
+	if !strings.Contains(out[3].Err.Error(), string(engine.StatusFailed)) {
+		t.Errorf("the refusal of a failed instance does not say its state: %v", out[3].Err)
+	}
+	for _, i := range []int{5, 9, 10} {
+		wantErr(t, fmt.Sprintf("outcome %d (over the cap)", i), out[i].Err, engine.ErrTooManySignals)
+	}
+	if out[6].Err == nil {
+		t.Fatalf("outcome 6 (no name) = %+v; want an error", out[6])
+	}
+	for _, i := range []int{3, 4, 5, 6, 9, 10} {
+		if o := out[i]; o.Existing || o.Wake != 0 || o.Record.Seq != 0 {
+			t.Errorf("refused outcome %d = %+v; want only its error", i, o)
+		}
+	}
+	if o := out[7]; o.Err != nil || o.Existing || o.Wake != 3 || o.Record.Seq <= r0.Record.Seq || string(o.Record.Payload) != "null" {
+		t.Fatalf("outcome 7 = %+v; want recorded after 0, wake 3", o)
+	}
+	if o := out[8]; o.Err != nil || o.Existing || o.Wake != 1 || o.Record.Seq <= out[7].Record.Seq {
+		t.Fatalf("outcome 8 = %+v; want recorded after 7, wake 1", o)
+	}
+	if o := out[11]; o.Err != nil || !o.Existing || o.Wake != 1 || o.Record.Seq != held.Seq || string(o.Record.Payload) != "null" {
+		t.Fatalf("outcome 11 (a held key at the cap) = %+v; want %+v, wake 1", o, held)
+	}
+
+	// What the store holds: the recorded signals, nothing of the refused
+	// ones; the next signal of each live instance finds the wake counter
+	// the batch left.
+	if list := signals(t, s, live); len(list) != 3 || list[0].Seq != before.Seq || list[1].Seq != r0.Record.Seq || list[2].Seq != out[7].Record.Seq {
+		t.Fatalf("signals of the live instance = %+v", list)
+	}
+	if list := signals(t, s, capped); len(list) != 1 || list[0].Seq != held.Seq {
+		t.Fatalf("signals of the capped instance = %+v", list)
+	}
+	if list := signals(t, s, other); len(list) != 1 || list[0].Seq != out[8].Record.Seq {
+		t.Fatalf("signals of the other instance = %+v", list)
+	}
+	if list := signals(t, s, finished); len(list) != 0 {
+		t.Fatalf("a refused signal was recorded for a finished instance: %+v", list)
+	}
+	if _, err := s.ListSignals(ctx(t), unknown); err == nil {
+		t.Fatal("a refused signal created an unknown instance")
+	}
+	for _, c := range []struct {
+		id   uuid.UUID
+		wake int64
+	}{{live, 4}, {capped, 2}, {other, 2}} {
+		if _, wake, _ := signal(t, s, engine.NewSignal{InstanceID: c.id, Name: "after"}); wake != c.wake {
+			t.Errorf("the signal after the batch on %s: wake %d, want %d", c.id, wake, c.wake)
+		}
+	}
+	if _, _, existing := signal(t, s, engine.NewSignal{InstanceID: other, Name: "y", IdempotencyKey: "ko"}); existing {
+		t.Error("the key of a refused signal was recorded")
+	}
+}
+
+// testSignalsBatchSameInstance: signals of one instance in one batch are
+// recorded one after the other, between the signals of others: Seqs
+// increase in batch order, and each wake is one above the previous
+// signal's of the instance.
+func testSignalsBatchSameInstance(t *testing.T, s engine.Store) {
+	ids := queueN(t, s, 2)
+	x, y := ids[0], ids[1]
+	out := recordBatch(t, s,
+		engine.NewSignal{InstanceID: x, Name: "a", Payload: []byte(`1`)},
+		engine.NewSignal{InstanceID: y, Name: "a", Payload: []byte(`2`)},
+		engine.NewSignal{InstanceID: x, Name: "b", Payload: []byte(`3`)},
+		engine.NewSignal{InstanceID: x, Name: "c", Payload: []byte(`4`)},
+	)
+	wantWake := []int64{1, 1, 2, 3}
+	for i, o := range out {
+		if o.Err != nil || o.Existing || o.Wake != wantWake[i] || (i > 0 && o.Record.Seq <= out[i-1].Record.Seq) {
+			t.Fatalf("outcome %d = %+v; want recorded with wake %d after %d", i, o, wantWake[i], out[max(i-1, 0)].Record.Seq)
+		}
+	}
+	list := signals(t, s, x)
+	if len(list) != 3 {
+		t.Fatalf("signals of x = %+v", list)
+	}
+	for k, i := range []int{0, 2, 3} {
+		if list[k].Seq != out[i].Record.Seq || list[k].Name != out[i].Record.Name || string(list[k].Payload) != string(out[i].Record.Payload) ||
+			!list[k].CreatedAt.Equal(out[i].Record.CreatedAt) {
+			t.Fatalf("signal %d of x = %+v, want %+v", k, list[k], out[i].Record)
+		}
+	}
+	got := newOwner(1).mustClaim(t, s, longLease, x, y)
+	for _, c := range got {
+		if (c.ID == x && (c.Wake != 3 || len(c.Signals) != 3)) || (c.ID == y && (c.Wake != 1 || len(c.Signals) != 1)) {
+			t.Fatalf("claim of %s: wake %d, %d signals", c.ID, c.Wake, len(c.Signals))
+		}
+	}
+}
+
+// testSignalsBatchEmpty: an empty batch is a no-op; a batch of invalid
+// signals only refuses each; a call that fails as a whole (its context
+// is cancelled) records none of its signals.
+func testSignalsBatchEmpty(t *testing.T, s engine.Store) {
+	for _, sigs := range [][]engine.NewSignal{nil, {}} {
+		if out, err := s.RecordSignals(ctx(t), sigs); err != nil || len(out) != 0 {
+			t.Fatalf("RecordSignals(%#v) = %+v, %v; want nothing", sigs, out, err)
+		}
+	}
+	id := queueN(t, s, 1)[0]
+	out := recordBatch(t, s, engine.NewSignal{InstanceID: id}, engine.NewSignal{Name: "no instance"})
+	for i, o := range out {
+		if o.Err == nil || o.Record.Seq != 0 {
+			t.Fatalf("invalid signal %d = %+v; want an error", i, o)
+		}
+	}
+	cancelled, cancel := context.WithCancel(ctx(t))
+	cancel()
+	if out, err := s.RecordSignals(cancelled, []engine.NewSignal{{InstanceID: id, Name: "x"}, {InstanceID: id, Name: "y"}}); err == nil {
+		t.Fatalf("RecordSignals with a cancelled context = %+v; want an error", out)
+	}
+	if list := signals(t, s, id); len(list) != 0 {
+		t.Fatalf("signals after the refused batches: %+v", list)
+	}
+	if _, wake, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "first"}); wake != 1 {
+		t.Fatalf("the first signal after the refused batches: wake %d, want 1", wake)
+	}
+}
+
+// testSignalsBatchesConcurrent: batches that share instances, each
+// naming them in another order, all commit (no deadlock), and every
+// signal counts once in its instance's wake counter.
+func testSignalsBatchesConcurrent(t *testing.T, s engine.Store) {
+	const (
+		writers = 4
+		rounds  = 10
+	)
+	ids := queueN(t, s, 5)
+	var wg sync.WaitGroup
+	errs := make(chan error, writers*rounds)
+	for w := range writers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for r := range rounds {
+				order := slices.Clone(ids)
+				if (w+r)%2 == 1 {
+					slices.Reverse(order)
+				}
+				sigs := make([]engine.NewSignal, len(order))
+				for i, id := range order {
+					sigs[i] = engine.NewSignal{InstanceID: id, Name: fmt.Sprintf("w%d.r%d", w, r)}
+				}
+				out, err := s.RecordSignals(ctx(t), sigs)
+				if err == nil {
+					for _, o := range out {
+						err = errors.Join(err, o.Err)
+					}
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	close(errs)
+	for err := range errs {
+		t.Errorf("a concurrent batch: %v", err)
+	}
+	for _, id := range ids {
+		if _, wake, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "last"}); wake != writers*rounds+1 {
+			t.Errorf("instance %s: wake %d after %d signals", id, wake, writers*rounds+1)
+		}
 	}
 }
