@@ -28,6 +28,7 @@ type ServeRequest struct {
 	//	*ServeRequest_Hello
 	//	*ServeRequest_Beat
 	//	*ServeRequest_Done
+	//	*ServeRequest_Log
 	Msg           isServeRequest_Msg `protobuf_oneof:"msg"`
 	unknownFields protoimpl.UnknownFields
 	sizeCache     protoimpl.SizeCache
@@ -97,6 +98,15 @@ func (x *ServeRequest) GetDone() *WorkerDone {
 	return nil
 }
 
+func (x *ServeRequest) GetLog() *WorkerLog {
+	if x != nil {
+		if x, ok := x.Msg.(*ServeRequest_Log); ok {
+			return x.Log
+		}
+	}
+	return nil
+}
+
 type isServeRequest_Msg interface {
 	isServeRequest_Msg()
 }
@@ -113,11 +123,17 @@ type ServeRequest_Done struct {
 	Done *WorkerDone `protobuf:"bytes,3,opt,name=done,proto3,oneof"`
 }
 
+type ServeRequest_Log struct {
+	Log *WorkerLog `protobuf:"bytes,4,opt,name=log,proto3,oneof"`
+}
+
 func (*ServeRequest_Hello) isServeRequest_Msg() {}
 
 func (*ServeRequest_Beat) isServeRequest_Msg() {}
 
 func (*ServeRequest_Done) isServeRequest_Msg() {}
+
+func (*ServeRequest_Log) isServeRequest_Msg() {}
 
 // WorkerHello is the first message: who the program is and what it serves.
 type WorkerHello struct {
@@ -392,6 +408,82 @@ func (x *WorkerDone) GetError() string {
 	return ""
 }
 
+// WorkerLog carries lines a running attempt wrote (its logging, its
+// prints), so that `roboctl logs ID TASK` shows them as it shows an exec
+// task's output. The node keeps them with its own task logs, under the
+// same bounds (task-log-bytes); lines of an attempt the node does not
+// know, or that finished, are dropped. Send them as they come, batched.
+type WorkerLog struct {
+	state     protoimpl.MessageState `protogen:"open.v1"`
+	Slot      int32                  `protobuf:"varint,1,opt,name=slot,proto3" json:"slot,omitempty"`
+	AttemptId string                 `protobuf:"bytes,2,opt,name=attempt_id,json=attemptId,proto3" json:"attempt_id,omitempty"`
+	// stream is "stdout" or "stderr".
+	Stream string `protobuf:"bytes,3,opt,name=stream,proto3" json:"stream,omitempty"`
+	// lines, without their line ends; each at most 4 KiB (longer ones are
+	// clipped, saying so).
+	Lines         []string `protobuf:"bytes,4,rep,name=lines,proto3" json:"lines,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkerLog) Reset() {
+	*x = WorkerLog{}
+	mi := &file_robonet_v1_worker_proto_msgTypes[5]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkerLog) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkerLog) ProtoMessage() {}
+
+func (x *WorkerLog) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_worker_proto_msgTypes[5]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkerLog.ProtoReflect.Descriptor instead.
+func (*WorkerLog) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{5}
+}
+
+func (x *WorkerLog) GetSlot() int32 {
+	if x != nil {
+		return x.Slot
+	}
+	return 0
+}
+
+func (x *WorkerLog) GetAttemptId() string {
+	if x != nil {
+		return x.AttemptId
+	}
+	return ""
+}
+
+func (x *WorkerLog) GetStream() string {
+	if x != nil {
+		return x.Stream
+	}
+	return ""
+}
+
+func (x *WorkerLog) GetLines() []string {
+	if x != nil {
+		return x.Lines
+	}
+	return nil
+}
+
 type ServeResponse struct {
 	state protoimpl.MessageState `protogen:"open.v1"`
 	// Types that are valid to be assigned to Msg:
@@ -406,7 +498,7 @@ type ServeResponse struct {
 
 func (x *ServeResponse) Reset() {
 	*x = ServeResponse{}
-	mi := &file_robonet_v1_worker_proto_msgTypes[5]
+	mi := &file_robonet_v1_worker_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -418,7 +510,7 @@ func (x *ServeResponse) String() string {
 func (*ServeResponse) ProtoMessage() {}
 
 func (x *ServeResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_worker_proto_msgTypes[5]
+	mi := &file_robonet_v1_worker_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -431,7 +523,7 @@ func (x *ServeResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ServeResponse.ProtoReflect.Descriptor instead.
 func (*ServeResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ServeResponse) GetMsg() isServeResponse_Msg {
@@ -502,7 +594,7 @@ type WorkerWelcome struct {
 
 func (x *WorkerWelcome) Reset() {
 	*x = WorkerWelcome{}
-	mi := &file_robonet_v1_worker_proto_msgTypes[6]
+	mi := &file_robonet_v1_worker_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -514,7 +606,7 @@ func (x *WorkerWelcome) String() string {
 func (*WorkerWelcome) ProtoMessage() {}
 
 func (x *WorkerWelcome) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_worker_proto_msgTypes[6]
+	mi := &file_robonet_v1_worker_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -527,7 +619,7 @@ func (x *WorkerWelcome) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerWelcome.ProtoReflect.Descriptor instead.
 func (*WorkerWelcome) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *WorkerWelcome) GetNode() string {
@@ -568,7 +660,7 @@ type WorkerRun struct {
 
 func (x *WorkerRun) Reset() {
 	*x = WorkerRun{}
-	mi := &file_robonet_v1_worker_proto_msgTypes[7]
+	mi := &file_robonet_v1_worker_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -580,7 +672,7 @@ func (x *WorkerRun) String() string {
 func (*WorkerRun) ProtoMessage() {}
 
 func (x *WorkerRun) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_worker_proto_msgTypes[7]
+	mi := &file_robonet_v1_worker_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -593,7 +685,7 @@ func (x *WorkerRun) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerRun.ProtoReflect.Descriptor instead.
 func (*WorkerRun) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WorkerRun) GetSlot() int32 {
@@ -678,7 +770,7 @@ type WorkerCancel struct {
 
 func (x *WorkerCancel) Reset() {
 	*x = WorkerCancel{}
-	mi := &file_robonet_v1_worker_proto_msgTypes[8]
+	mi := &file_robonet_v1_worker_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -690,7 +782,7 @@ func (x *WorkerCancel) String() string {
 func (*WorkerCancel) ProtoMessage() {}
 
 func (x *WorkerCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_worker_proto_msgTypes[8]
+	mi := &file_robonet_v1_worker_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -703,7 +795,7 @@ func (x *WorkerCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkerCancel.ProtoReflect.Descriptor instead.
 func (*WorkerCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_worker_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *WorkerCancel) GetSlot() int32 {
@@ -725,11 +817,12 @@ var File_robonet_v1_worker_proto protoreflect.FileDescriptor
 const file_robonet_v1_worker_proto_rawDesc = "" +
 	"\n" +
 	"\x17robonet/v1/worker.proto\x12\n" +
-	"robonet.v1\"\xa2\x01\n" +
+	"robonet.v1\"\xcd\x01\n" +
 	"\fServeRequest\x12/\n" +
 	"\x05hello\x18\x01 \x01(\v2\x17.robonet.v1.WorkerHelloH\x00R\x05hello\x12,\n" +
 	"\x04beat\x18\x02 \x01(\v2\x16.robonet.v1.WorkerBeatH\x00R\x04beat\x12,\n" +
-	"\x04done\x18\x03 \x01(\v2\x16.robonet.v1.WorkerDoneH\x00R\x04doneB\x05\n" +
+	"\x04done\x18\x03 \x01(\v2\x16.robonet.v1.WorkerDoneH\x00R\x04done\x12)\n" +
+	"\x03log\x18\x04 \x01(\v2\x15.robonet.v1.WorkerLogH\x00R\x03logB\x05\n" +
 	"\x03msg\"q\n" +
 	"\vWorkerHello\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1e\n" +
@@ -758,7 +851,13 @@ const file_robonet_v1_worker_proto_rawDesc = "" +
 	"\x02ok\x18\x03 \x01(\bR\x02ok\x12\x1f\n" +
 	"\voutput_json\x18\x04 \x01(\fR\n" +
 	"outputJson\x12\x14\n" +
-	"\x05error\x18\x05 \x01(\tR\x05error\"\xac\x01\n" +
+	"\x05error\x18\x05 \x01(\tR\x05error\"l\n" +
+	"\tWorkerLog\x12\x12\n" +
+	"\x04slot\x18\x01 \x01(\x05R\x04slot\x12\x1d\n" +
+	"\n" +
+	"attempt_id\x18\x02 \x01(\tR\tattemptId\x12\x16\n" +
+	"\x06stream\x18\x03 \x01(\tR\x06stream\x12\x14\n" +
+	"\x05lines\x18\x04 \x03(\tR\x05lines\"\xac\x01\n" +
 	"\rServeResponse\x125\n" +
 	"\awelcome\x18\x01 \x01(\v2\x19.robonet.v1.WorkerWelcomeH\x00R\awelcome\x12)\n" +
 	"\x03run\x18\x02 \x01(\v2\x15.robonet.v1.WorkerRunH\x00R\x03run\x122\n" +
@@ -801,33 +900,35 @@ func file_robonet_v1_worker_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_worker_proto_rawDescData
 }
 
-var file_robonet_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 9)
+var file_robonet_v1_worker_proto_msgTypes = make([]protoimpl.MessageInfo, 10)
 var file_robonet_v1_worker_proto_goTypes = []any{
 	(*ServeRequest)(nil),  // 0: robonet.v1.ServeRequest
 	(*WorkerHello)(nil),   // 1: robonet.v1.WorkerHello
 	(*WorkerBeat)(nil),    // 2: robonet.v1.WorkerBeat
 	(*SlotProgress)(nil),  // 3: robonet.v1.SlotProgress
 	(*WorkerDone)(nil),    // 4: robonet.v1.WorkerDone
-	(*ServeResponse)(nil), // 5: robonet.v1.ServeResponse
-	(*WorkerWelcome)(nil), // 6: robonet.v1.WorkerWelcome
-	(*WorkerRun)(nil),     // 7: robonet.v1.WorkerRun
-	(*WorkerCancel)(nil),  // 8: robonet.v1.WorkerCancel
+	(*WorkerLog)(nil),     // 5: robonet.v1.WorkerLog
+	(*ServeResponse)(nil), // 6: robonet.v1.ServeResponse
+	(*WorkerWelcome)(nil), // 7: robonet.v1.WorkerWelcome
+	(*WorkerRun)(nil),     // 8: robonet.v1.WorkerRun
+	(*WorkerCancel)(nil),  // 9: robonet.v1.WorkerCancel
 }
 var file_robonet_v1_worker_proto_depIdxs = []int32{
 	1, // 0: robonet.v1.ServeRequest.hello:type_name -> robonet.v1.WorkerHello
 	2, // 1: robonet.v1.ServeRequest.beat:type_name -> robonet.v1.WorkerBeat
 	4, // 2: robonet.v1.ServeRequest.done:type_name -> robonet.v1.WorkerDone
-	3, // 3: robonet.v1.WorkerBeat.running:type_name -> robonet.v1.SlotProgress
-	6, // 4: robonet.v1.ServeResponse.welcome:type_name -> robonet.v1.WorkerWelcome
-	7, // 5: robonet.v1.ServeResponse.run:type_name -> robonet.v1.WorkerRun
-	8, // 6: robonet.v1.ServeResponse.cancel:type_name -> robonet.v1.WorkerCancel
-	0, // 7: robonet.v1.WorkerService.Serve:input_type -> robonet.v1.ServeRequest
-	5, // 8: robonet.v1.WorkerService.Serve:output_type -> robonet.v1.ServeResponse
-	8, // [8:9] is the sub-list for method output_type
-	7, // [7:8] is the sub-list for method input_type
-	7, // [7:7] is the sub-list for extension type_name
-	7, // [7:7] is the sub-list for extension extendee
-	0, // [0:7] is the sub-list for field type_name
+	5, // 3: robonet.v1.ServeRequest.log:type_name -> robonet.v1.WorkerLog
+	3, // 4: robonet.v1.WorkerBeat.running:type_name -> robonet.v1.SlotProgress
+	7, // 5: robonet.v1.ServeResponse.welcome:type_name -> robonet.v1.WorkerWelcome
+	8, // 6: robonet.v1.ServeResponse.run:type_name -> robonet.v1.WorkerRun
+	9, // 7: robonet.v1.ServeResponse.cancel:type_name -> robonet.v1.WorkerCancel
+	0, // 8: robonet.v1.WorkerService.Serve:input_type -> robonet.v1.ServeRequest
+	6, // 9: robonet.v1.WorkerService.Serve:output_type -> robonet.v1.ServeResponse
+	9, // [9:10] is the sub-list for method output_type
+	8, // [8:9] is the sub-list for method input_type
+	8, // [8:8] is the sub-list for extension type_name
+	8, // [8:8] is the sub-list for extension extendee
+	0, // [0:8] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_worker_proto_init() }
@@ -839,8 +940,9 @@ func file_robonet_v1_worker_proto_init() {
 		(*ServeRequest_Hello)(nil),
 		(*ServeRequest_Beat)(nil),
 		(*ServeRequest_Done)(nil),
+		(*ServeRequest_Log)(nil),
 	}
-	file_robonet_v1_worker_proto_msgTypes[5].OneofWrappers = []any{
+	file_robonet_v1_worker_proto_msgTypes[6].OneofWrappers = []any{
 		(*ServeResponse_Welcome)(nil),
 		(*ServeResponse_Run)(nil),
 		(*ServeResponse_Cancel)(nil),
@@ -851,7 +953,7 @@ func file_robonet_v1_worker_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_worker_proto_rawDesc), len(file_robonet_v1_worker_proto_rawDesc)),
 			NumEnums:      0,
-			NumMessages:   9,
+			NumMessages:   10,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

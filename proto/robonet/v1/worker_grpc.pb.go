@@ -47,6 +47,7 @@ const (
 //	            ◀───────────────────────── WorkerWelcome
 //	            ◀───────────────────────── WorkerRun (slot, attempt)   × many
 //	WorkerBeat (progress of running) ────▶                            every interval
+//	WorkerLog (slot, attempt, lines) ────▶                            while it runs
 //	WorkerDone (slot, attempt, result) ──▶
 //	            ◀───────────────────────── WorkerCancel (slot, attempt) when cancelled or timed out
 //
@@ -103,6 +104,7 @@ type WorkerService_ServeClient = grpc.BidiStreamingClient[ServeRequest, ServeRes
 //	            ◀───────────────────────── WorkerWelcome
 //	            ◀───────────────────────── WorkerRun (slot, attempt)   × many
 //	WorkerBeat (progress of running) ────▶                            every interval
+//	WorkerLog (slot, attempt, lines) ────▶                            while it runs
 //	WorkerDone (slot, attempt, result) ──▶
 //	            ◀───────────────────────── WorkerCancel (slot, attempt) when cancelled or timed out
 //
