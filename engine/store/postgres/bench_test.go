@@ -10,14 +10,15 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
+	"github.com/robonet/robonet/engine/store/storetest"
 )
 
 // Benchmarks against a real server (ROBONET_TEST_POSTGRES):
 //
 //	scripts/with-postgres go test -run '^$' -bench . -benchtime 3x ./engine/store/postgres/
 
-// benchStore opens a store on a fresh schema with n claimed instances.
-func benchStore(b *testing.B, n int) (*Store, uuid.UUID, []uuid.UUID) {
+// openBench opens a store on a fresh schema.
+func openBench(b *testing.B) *Store {
 	b.Helper()
 	dsn, schema := pgtest.Schema(b)
 	s, err := Open(b.Context(), Config{DSN: dsn, Schema: schema, MaxConns: 4})
@@ -25,6 +26,13 @@ func benchStore(b *testing.B, n int) (*Store, uuid.UUID, []uuid.UUID) {
 		b.Fatalf("Open: %v", err)
 	}
 	b.Cleanup(func() { _ = s.Close() })
+	return s
+}
+
+// benchStore opens a store on a fresh schema with n claimed instances.
+func benchStore(b *testing.B, n int) (*Store, uuid.UUID, []uuid.UUID) {
+	b.Helper()
+	s := openBench(b)
 	wf, err := s.RegisterWorkflow(b.Context(), engine.WorkflowVersion{Name: "bench", Version: 1, IRHash: "sha256:b", IR: []byte("b")})
 	if err != nil {
 		b.Fatalf("RegisterWorkflow: %v", err)
@@ -148,4 +156,11 @@ func BenchmarkClaimHydrate1000(b *testing.B) {
 		}
 	}
 	b.ReportMetric(float64(b.Elapsed().Milliseconds())/float64(b.N), "ms/op")
+}
+
+// BenchmarkRecordSignals is a storm of signals, one transaction per signal
+// against one per batch of 100 (storetest.BenchRecordSignals). With
+// ROBONET_PG_DURABLE=1 the server fsyncs every commit, as in production.
+func BenchmarkRecordSignals(b *testing.B) {
+	storetest.BenchRecordSignals(b, func(b *testing.B) engine.Store { return openBench(b) })
 }

@@ -154,9 +154,11 @@
 // snapshot evaluates its SET on the newest version (READ COMMITTED), while
 // a subquery reads the snapshot. A signal that comes after the park waits
 // for the lock in turn and finds the row parked, which it makes due.
-// RecordSignal locks the queue row before it reads the idempotency key or
-// counts unconsumed signals, so recordings and consumptions of one
-// instance are ordered. TestParkSeesAWakeCommittedWhileItWaits holds the
+// RecordSignals (and RecordSignal, a batch of one) locks the queue rows of
+// its instances, in id order as `owned` does, before it reads the
+// idempotency keys or counts unconsumed signals, so recordings and
+// consumptions of one instance are ordered, and batches that share
+// instances take turns rather than deadlock. TestParkSeesAWakeCommittedWhileItWaits holds the
 // first case, and fails with a subquery.
 //
 // # Partitions

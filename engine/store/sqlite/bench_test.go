@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/store/storetest"
 )
 
 // BenchmarkSmallProgress is the writer's work under many short
@@ -53,4 +54,12 @@ func BenchmarkSmallProgress(b *testing.B) {
 			}
 		}
 	}
+}
+
+// BenchmarkRecordSignals is a storm of signals, one transaction per signal
+// against one per batch of 100 (storetest.BenchRecordSignals).
+//
+//	go test -run '^$' -bench RecordSignals -benchmem ./engine/store/sqlite/
+func BenchmarkRecordSignals(b *testing.B) {
+	storetest.BenchRecordSignals(b, func(b *testing.B) engine.Store { return openTest(b) })
 }

@@ -136,7 +136,7 @@ func (s *Store) signalState(ctx context.Context, tx *sql.Tx, b *storeutil.Signal
 		}
 	}
 	byKey := tx.StmtContext(ctx, s.ws.signalByKey)
-	for _, k := range b.Keys() {
+	for _, k := range b.Keys(st.Wake) {
 		rec, err := scanSignal(byKey.QueryRowContext(ctx, k.InstanceID, k.Key))
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
@@ -147,7 +147,7 @@ func (s *Store) signalState(ctx context.Context, tx *sql.Tx, b *storeutil.Signal
 		}
 	}
 	count := tx.StmtContext(ctx, s.ws.signalCount)
-	for _, id := range b.Capped() {
+	for _, id := range b.Capped(st.Wake) {
 		var n int
 		if err := count.QueryRowContext(ctx, id).Scan(&n); err != nil {
 			return st, err

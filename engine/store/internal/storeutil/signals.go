@@ -16,9 +16,9 @@ import (
 // its transaction:
 //
 //  1. reads, for the batch's instances (IDs: sorted, the lock order), the
-//     wake counter of each live one (it has a queue row), the status of the
-//     others, the signals that hold the batch's keys (Keys) and the number
-//     of unconsumed signals of the instances with a cap (Capped);
+//     wake counter of each live one (it has a queue row), then the status
+//     of the others, the signals that hold the keys of live ones (Keys) and
+//     the number of unconsumed signals of live ones with a cap (Capped);
 //  2. gives them to Plan, which returns the signals to insert, in order,
 //     and how far each instance's wake counter goes up;
 //  3. inserts those signals in that order, bumps the counters, and hands
@@ -97,13 +97,14 @@ func (b *SignalBatch) IDs() []uuid.UUID {
 	return slices.Compact(ids)
 }
 
-// Keys returns the distinct idempotency keys of the valid signals.
-func (b *SignalBatch) Keys() []SignalKey {
+// Keys returns the distinct idempotency keys of the valid signals of live
+// instances (those in wake: SignalState.Wake).
+func (b *SignalBatch) Keys(wake map[uuid.UUID]int64) []SignalKey {
 	var keys []SignalKey
 	seen := make(map[SignalKey]bool)
 	for i, s := range b.sigs {
 		k := SignalKey{s.InstanceID, s.IdempotencyKey}
-		if b.valid(i) && k.Key != "" && !seen[k] {
+		if _, live := wake[k.InstanceID]; live && b.valid(i) && k.Key != "" && !seen[k] {
 			seen[k] = true
 			keys = append(keys, k)
 		}
@@ -111,13 +112,13 @@ func (b *SignalBatch) Keys() []SignalKey {
 	return keys
 }
 
-// Capped returns the distinct instances of the valid signals with a
-// MaxPending, whose unconsumed signals Plan counts.
-func (b *SignalBatch) Capped() []uuid.UUID {
+// Capped returns the distinct live instances (those in wake) of the valid
+// signals with a MaxPending, whose unconsumed signals Plan counts.
+func (b *SignalBatch) Capped(wake map[uuid.UUID]int64) []uuid.UUID {
 	var ids []uuid.UUID
 	seen := make(map[uuid.UUID]bool)
 	for i, s := range b.sigs {
-		if b.valid(i) && s.MaxPending > 0 && !seen[s.InstanceID] {
+		if _, live := wake[s.InstanceID]; live && b.valid(i) && s.MaxPending > 0 && !seen[s.InstanceID] {
 			seen[s.InstanceID] = true
 			ids = append(ids, s.InstanceID)
 		}
