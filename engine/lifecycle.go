@@ -79,12 +79,12 @@ func (e *Engine) SignalInstance(ctx context.Context, req SignalRequest) (SignalR
 	// knows each signal once); otherwise the claim that the record made
 	// due brings it.
 	delivered := make(chan bool, 1)
-	ok, err := e.onShard(ctx, req.InstanceID, func(s *shard, inst *instance) {
+	// An error here is the caller's context ending while the shard had
+	// not run the delivery yet: the signal is recorded, so the claim that
+	// the record made due (or the shard, later) delivers it.
+	ok, _ := e.onShard(ctx, req.InstanceID, func(s *shard, inst *instance) {
 		delivered <- s.receiveSignal(inst, sig, wake)
 	})
-	if err != nil {
-		return res, nil // recorded: its owner delivers it
-	}
 	if ok {
 		res.Delivered = <-delivered && !existing
 	} else {
@@ -122,16 +122,15 @@ func (e *Engine) setInstancePaused(ctx context.Context, id uuid.UUID, paused boo
 		}
 		return fmt.Errorf("%s instance %s: %w", verb, id, err)
 	}
-	ok, err := e.onShard(ctx, id, func(s *shard, inst *instance) {
+	// As for a signal: the change is recorded, and an instance the shard
+	// did not reach is claimed with it.
+	ok, _ := e.onShard(ctx, id, func(s *shard, inst *instance) {
 		if paused {
 			s.pause(inst, wake)
 		} else {
 			s.resume(inst, wake)
 		}
 	})
-	if err != nil {
-		return nil // recorded: its owner applies it when it claims it
-	}
 	if !ok {
 		e.wakeClaimer()
 	}
@@ -380,7 +379,7 @@ func (e *Engine) PublishEvent(ctx context.Context, req EventRequest) (EventResul
 	payload := any(nil)
 	if len(req.Payload) > 0 {
 		if payload, err = value.Decode(req.Payload); err != nil {
-			return EventResult{}, fmt.Errorf("%s: the payload is not JSON: %v: %w", what, err, ErrInvalidArgument)
+			return EventResult{}, fmt.Errorf("%s: the payload is not JSON (%w): %w", what, err, ErrInvalidArgument)
 		}
 	}
 	key := req.IdempotencyKey

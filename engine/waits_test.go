@@ -116,13 +116,13 @@ func TestSignalKeptAcrossTakeover(t *testing.T) {
 	onEachStore(t, func(t *testing.T, h *harness) {
 		first := h.start(1)
 		id := h.submit(first, approvalSpec, nil)
-		plan := h.disp.one(t, "plan", 1)
+		h.disp.one(t, "plan", 1)
 		if _, err := h.signal(first, id, "approve", `{"by":"ada"}`, ""); err != nil {
 			t.Fatal(err)
 		}
 		first.Abandon()
 		second := h.start(2)
-		plan = h.disp.one(t, "plan", 1) // dispatched again by the new owner
+		plan := h.disp.one(t, "plan", 1) // dispatched again by the new owner
 		echo(second, plan)
 		echo(second, h.disp.one(t, "apply", 1))
 		if v := h.wait(second, id); v.State != engine.StateComplete || jsonOf(t, v.Outputs["approval"]) != `{"by":"ada"}` {
