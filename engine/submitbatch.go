@@ -15,21 +15,12 @@ const maxSubmitBatch = 256
 // on whichever caller's happens to write it.
 const submitBatchTimeout = 30 * time.Second
 
-// submitBatcher group-commits concurrent submissions: one QueueInstances
-// call (one transaction, one fsync) for every submission waiting when the
-// store is free, instead of one each — the store's writer is shared with
-// the engine's own commits, and on SQLite there is one writer. A goroutine
-// lives while submissions are pending: the first submission to find none
-// being written starts it, and it writes batch after batch until none is
-// left, then exits. It does not hand the next batch to a waiting
-// submitter, which would first have to be scheduled (a millisecond or
-// more on a busy node, with the store's turn lost meanwhile). No stopping
-// needed: it works before the engine starts, and every batch it takes has
-// callers waiting for it.
+// submitBatcher group-commits concurrent submissions (groupCommit): one
+// QueueInstances call for every submission waiting when the store is
+// free.
 type submitBatcher struct {
-	mu      sync.Mutex
-	busy    bool // the goroutine runs
-	pending []*submitCall
+	once sync.Once
+	gc   groupCommit[submitCall]
 }
 
 type submitCall struct {
@@ -44,52 +35,38 @@ type submitCall struct {
 // serves several callers and runs on a context of its own (bounded by
 // submitBatchTimeout), and an instance that was queued is reported so.
 func (b *submitBatcher) queue(store Store, in NewInstance) (Queued, error) {
+	b.once.Do(func() {
+		b.gc.next = nextSubmitBatch
+		b.gc.write = func(batch []*submitCall) {
+			ctx, cancel := context.WithTimeout(context.Background(), submitBatchTimeout)
+			queueBatch(ctx, store, batch)
+			cancel()
+			for _, c := range batch {
+				close(c.done)
+			}
+		}
+	})
 	c := &submitCall{in: in, done: make(chan struct{})}
-	b.mu.Lock()
-	b.pending = append(b.pending, c)
-	start := !b.busy
-	b.busy = true
-	b.mu.Unlock()
-	if start {
-		go b.drain(store)
-	}
-	<-c.done
+	b.gc.do(c, c.done)
 	return c.q, c.err
 }
 
-// drain writes batches from the head of pending until none is left.
-func (b *submitBatcher) drain(store Store) {
-	for {
-		b.mu.Lock()
-		if len(b.pending) == 0 {
-			b.busy = false
-			b.mu.Unlock()
-			return
+// nextSubmitBatch takes up to maxSubmitBatch pending submissions, in
+// order; two with one idempotency key go in separate batches, so that the
+// second finds the first.
+func nextSubmitBatch(pending []*submitCall) (batch, rest []*submitCall) {
+	keys := map[string]bool{}
+	for _, c := range pending {
+		if k := c.in.IdempotencyKey; len(batch) == maxSubmitBatch || (k != "" && keys[k]) {
+			rest = append(rest, c)
+			continue
 		}
-		var batch, rest []*submitCall
-		keys := map[string]bool{}
-		for _, c := range b.pending {
-			// Two submissions with one idempotency key go in separate
-			// batches, so that the second finds the first.
-			if k := c.in.IdempotencyKey; len(batch) == maxSubmitBatch || (k != "" && keys[k]) {
-				rest = append(rest, c)
-				continue
-			}
-			if k := c.in.IdempotencyKey; k != "" {
-				keys[k] = true
-			}
-			batch = append(batch, c)
+		if k := c.in.IdempotencyKey; k != "" {
+			keys[k] = true
 		}
-		b.pending = rest
-		b.mu.Unlock()
-
-		ctx, cancel := context.WithTimeout(context.Background(), submitBatchTimeout)
-		queueBatch(ctx, store, batch)
-		cancel()
-		for _, c := range batch {
-			close(c.done)
-		}
+		batch = append(batch, c)
 	}
+	return batch, rest
 }
 
 // queueBatch writes calls in one QueueInstances call. An idempotency

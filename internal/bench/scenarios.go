@@ -120,6 +120,24 @@ func runSpread(ctx context.Context, t *target, width int) (Result, error) {
 // concurrent clients, batch instances a call (1: SubmitWorkflow, more:
 // SubmitWorkflows), and times them to COMPLETE.
 func runMany(ctx context.Context, t *target, workflow string, tasks, n, clients, batch int) (Result, error) {
+	start := time.Now()
+	ids, err := submitInstances(ctx, t, workflow, n, clients, batch)
+	if err != nil {
+		return Result{}, err
+	}
+	submitted := time.Since(start)
+	if err := t.waitComplete(ctx, ids, 30*time.Minute); err != nil {
+		return Result{}, err
+	}
+	took := time.Since(start)
+	return Result{Instances: n, Tasks: n * tasks, Seconds: took.Seconds(), TasksPerS: float64(n*tasks) / took.Seconds(),
+		SubmitsPerS: float64(n) / submitted.Seconds()}, nil
+}
+
+// submitInstances submits n instances of workflow, without inputs, from
+// clients concurrent clients, batch a call (1: SubmitWorkflow, more:
+// SubmitWorkflows), and returns their ids.
+func submitInstances(ctx context.Context, t *target, workflow string, n, clients, batch int) ([]string, error) {
 	ref := &robonetv1.WorkflowRef{Name: workflow}
 	calls := make(chan int) // the size of each call
 	go func() {
@@ -136,7 +154,6 @@ func runMany(ctx context.Context, t *target, workflow string, tasks, n, clients,
 		mu  sync.Mutex
 		ids = make([]string, 0, n)
 	)
-	start := time.Now()
 	g, gctx := errgroup.WithContext(ctx)
 	for range clients {
 		g.Go(func() error {
@@ -170,16 +187,7 @@ func runMany(ctx context.Context, t *target, workflow string, tasks, n, clients,
 			return nil
 		})
 	}
-	if err := g.Wait(); err != nil {
-		return Result{}, err
-	}
-	submitted := time.Since(start)
-	if err := t.waitComplete(ctx, ids, 30*time.Minute); err != nil {
-		return Result{}, err
-	}
-	took := time.Since(start)
-	return Result{Instances: n, Tasks: n * tasks, Seconds: took.Seconds(), TasksPerS: float64(n*tasks) / took.Seconds(),
-		SubmitsPerS: float64(n) / submitted.Seconds()}, nil
+	return ids, g.Wait()
 }
 
 // runLatency submits one-task instances at rate a second for d, open

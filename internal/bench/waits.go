@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -95,7 +94,7 @@ func runWaits(ctx context.Context, cfg *Config, round int) (Result, error) {
 
 	fmt.Fprintf(cfg.Progress, "%s: submitting %d instances that wait for a signal\n", label, cfg.Waits)
 	start := time.Now()
-	ids, err := submitWaits(ctx, t, cfg.Waits, cfg.ChainClients, cfg.BatchSize)
+	ids, err := submitInstances(ctx, t, "bench-wait", cfg.Waits, cfg.ChainClients, cfg.BatchSize)
 	if err != nil {
 		return Result{}, fmt.Errorf("%w%s", err, t.errorLogs())
 	}
@@ -169,49 +168,6 @@ func runWaits(ctx context.Context, cfg *Config, round int) (Result, error) {
 		return Result{}, err
 	}
 	return r, nil
-}
-
-// submitWaits submits n instances of bench-wait, batch a call from clients
-// concurrent clients.
-func submitWaits(ctx context.Context, t *target, n, clients, batch int) ([]string, error) {
-	ref := &robonetv1.SubmitWorkflowsRequest_Ref{Ref: &robonetv1.WorkflowRef{Name: "bench-wait"}}
-	calls := make(chan int)
-	go func() {
-		defer close(calls)
-		for left := n; left > 0; left -= batch {
-			select {
-			case calls <- min(left, batch):
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	var (
-		mu  sync.Mutex
-		ids = make([]string, 0, n)
-	)
-	g, gctx := errgroup.WithContext(ctx)
-	for range clients {
-		g.Go(func() error {
-			for size := range calls {
-				items := make([]*robonetv1.SubmitItem, size)
-				for i := range items {
-					items[i] = &robonetv1.SubmitItem{}
-				}
-				resp, err := t.api.SubmitWorkflows(gctx, &robonetv1.SubmitWorkflowsRequest{Workflow: ref, Items: items})
-				if err != nil {
-					return fmt.Errorf("submit a batch: %w", err)
-				}
-				mu.Lock()
-				for _, in := range resp.GetInstances() {
-					ids = append(ids, in.GetInstanceId())
-				}
-				mu.Unlock()
-			}
-			return nil
-		})
-	}
-	return ids, g.Wait()
 }
 
 // signalAll sends each instance its signal from clients concurrent
