@@ -142,18 +142,21 @@ type instance struct {
 	parent *ParentRef
 
 	// Waits, signals and pause (waits.go).
-	waiting    map[string][]waitingAttempt // signal → attempts of wait: {signal} tasks in flight
-	signals    []pendingSignal             // received, not taken by a wait yet, by seq
-	lastSignal int64                       // the highest signal seq received
-	wake       int64                       // the store's wake counter as last seen (Park.WakeSeen)
-	paused     bool
-	held       []graph.Effect // dispatches held back by the pause
-	heldTimers []graph.Timer  // timers that fired during the pause
-	parkArmed  bool           // a park check is in the timer heap
-	parking    bool           // the park is being written: the instance takes nothing more
-	parkUntil  time.Time      // when the parked instance is due again (zero: on a wake)
-	run        int            // the instance's run (1, then one more per retry)
-	timers     int            // entries of this instance in its shard's timer heap
+	waiting map[string][]waitingAttempt // signal → attempts of wait: {signal} tasks in flight
+	signals []pendingSignal             // received, not taken by a wait yet, by seq
+	// knownSignals are the seqs of the signals received (by a claim or a
+	// delivery) in this life: deliveries of one batch may come out of
+	// order, and a duplicate is delivered again.
+	knownSignals map[int64]struct{}
+	wake         int64 // the store's wake counter as last seen (Park.WakeSeen)
+	paused       bool
+	held         []graph.Effect // dispatches held back by the pause
+	heldTimers   []graph.Timer  // timers that fired during the pause
+	parkArmed    bool           // a park check is in the timer heap
+	parking      bool           // the park is being written: the instance takes nothing more
+	parkUntil    time.Time      // when the parked instance is due again (zero: on a wake)
+	run          int            // the instance's run (1, then one more per retry)
+	timers       int            // entries of this instance in its shard's timer heap
 
 	finishing    bool   // Finished seen; the completion is being written
 	failReason   string // overrides the terminal state: FAILED with this error

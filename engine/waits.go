@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"cmp"
 	"container/heap"
 	"fmt"
 	"slices"
@@ -83,15 +84,30 @@ func (s *shard) dispatchWait(inst *instance, e graph.Effect, signal string) {
 // It reports whether a waiting task took it at once.
 func (s *shard) receiveSignal(inst *instance, rec SignalRecord, wake int64) bool {
 	inst.wake = max(inst.wake, wake)
-	if rec.Seq <= inst.lastSignal || rec.Consumed {
-		return false // known already (a retried delivery, or one a claim brought)
+	if rec.Consumed || !inst.knowSignal(rec.Seq) {
+		return false // known already (a duplicate delivered again, or one a claim brought)
 	}
-	inst.lastSignal = rec.Seq
-	inst.signals = append(inst.signals, pendingSignal{seq: rec.Seq, name: rec.Name, payload: rec.Payload, at: rec.CreatedAt})
+	// By seq: deliveries of one batch may come out of order, and signals
+	// are taken oldest first.
+	at, _ := slices.BinarySearchFunc(inst.signals, rec.Seq, func(p pendingSignal, seq int64) int { return cmp.Compare(p.seq, seq) })
+	inst.signals = slices.Insert(inst.signals, at, pendingSignal{seq: rec.Seq, name: rec.Name, payload: rec.Payload, at: rec.CreatedAt})
 	info := SignalInfo{Seq: rec.Seq, Name: rec.Name, Payload: rec.Payload, At: rec.CreatedAt}
 	s.emit(inst, Event{Kind: EventSignal, Index: -1, Signal: &info})
 	inst.lg.Info("signal received", zap.String("signal", rec.Name), zap.Int64("seq", rec.Seq))
 	return s.matchSignals(inst) > 0 && !slices.ContainsFunc(inst.signals, func(p pendingSignal) bool { return p.seq == rec.Seq })
+}
+
+// knowSignal records that the instance received signal seq; false if it
+// had already.
+func (inst *instance) knowSignal(seq int64) bool {
+	if _, ok := inst.knownSignals[seq]; ok {
+		return false
+	}
+	if inst.knownSignals == nil {
+		inst.knownSignals = make(map[int64]struct{})
+	}
+	inst.knownSignals[seq] = struct{}{}
+	return true
 }
 
 // matchSignals hands pending signals to the attempts waiting for them,

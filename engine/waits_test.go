@@ -452,3 +452,50 @@ func containsAll(s string, parts ...string) bool {
 	}
 	return true
 }
+
+// Concurrent signals are recorded in one batch and delivered in any
+// order: every one reaches a wait, each wait takes one, none is lost in
+// memory (no park rescues it here).
+func TestConcurrentSignalsEachTaken(t *testing.T) {
+	const n = 8
+	var spec strings.Builder
+	spec.WriteString("name: many-waits\nversion: 1\ntasks:\n")
+	for i := range n {
+		fmt.Fprintf(&spec, "  w%d:\n    wait: {signal: go}\n", i)
+	}
+	onEachStore(t, func(t *testing.T, h *harness) {
+		e := h.start(1, func(c *engine.Config) { c.ParkAfter = -1 })
+		id := h.submit(e, spec.String(), nil)
+		waitUntil(t, "every wait to start", func() bool {
+			for _, tv := range getView(t, e, id).Tasks {
+				if tv.Wait == nil {
+					return false
+				}
+			}
+			return true
+		})
+		errs := make(chan error, n)
+		for i := range n {
+			go func() {
+				_, err := h.signal(e, id, "go", fmt.Sprintf(`{"i":%d}`, i), "")
+				errs <- err
+			}()
+		}
+		for range n {
+			if err := <-errs; err != nil {
+				t.Fatal(err)
+			}
+		}
+		v := h.wait(e, id)
+		if v.State != engine.StateComplete || len(v.Signals) != n {
+			t.Fatalf("ended %s with %d signals", v.State, len(v.Signals))
+		}
+		by := map[string]bool{}
+		for _, s := range v.Signals {
+			if !s.Consumed || by[s.By] {
+				t.Fatalf("signal %+v: each must be taken by a wait of its own", s)
+			}
+			by[s.By] = true
+		}
+	})
+}
