@@ -172,9 +172,9 @@ func (s *shard) consumeSignal(inst *instance, w waitingAttempt, p pendingSignal)
 // waitOver records the end of a wait for a time (the graph completed the
 // attempt on its WaitOver timer) as the attempt's result.
 func (s *shard) waitOver(inst *instance, t graph.Timer, now time.Time) {
-	info := inst.g.Task(t.Task)
-	if info.Status != graph.TaskCompleted && info.Status != graph.TaskLooping && info.Status != graph.TaskSpreading {
-		return
+	info := inst.g.Task(t.Task) // a wait task is never spread or looped
+	if info.Status != graph.TaskCompleted {
+		return // the timer was stale: the wait had ended otherwise
 	}
 	enc, err := value.Encode(info.Output)
 	if err != nil {
@@ -182,7 +182,7 @@ func (s *shard) waitOver(inst *instance, t graph.Timer, now time.Time) {
 	}
 	inst.resolvedAny = true
 	ar := ActionResult{InstanceID: inst.id, ExecutionID: inst.pe.executionID(t.Task), Attempt: t.Attempt, OK: true,
-		Output: enc, WorkerID: "timer", FinishedAt: now}
+		Output: enc, WorkerID: "timer", StartedAt: clock.FromUnixNanos(inst.started[t.Task.Node]), FinishedAt: now}
 	s.record(inst, t.Task, ar)
 	s.emit(inst, Event{Kind: EventTaskCompleted, Task: inst.pe.task(t.Task.Node).GetName(), Index: t.Task.Index,
 		Attempt: t.Attempt, Output: info.Output})
