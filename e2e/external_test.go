@@ -3,7 +3,9 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"slices"
 	"strings"
@@ -371,4 +373,41 @@ func scrapeMetrics(t *testing.T, n *testNode) string {
 		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
 	}
 	return string(body)
+}
+
+// The Go worker library sends what an action writes to Job.Stdout and
+// Job.Stderr: whole lines, a last line without a newline, a long line
+// clipped.
+func TestExternalWorkerLibraryLogs(t *testing.T) {
+	m := startWagMesh(t)
+	p := &worker.Program{
+		Name: "p1", Capability: "ext", Slots: 1, Logger: zaptest.NewLogger(t).Named("p1"),
+		Handlers: map[string]worker.Handler{"shout": func(_ context.Context, job *worker.Job) (any, error) {
+			logger := log.New(job.Stderr(), "", 0)
+			logger.Printf("shouting %s", job.Task)
+			fmt.Fprintf(job.Stdout(), "%s\n", strings.Repeat("y", 5000))
+			fmt.Fprint(job.Stdout(), "done, no newline")
+			return map[string]any{"word": "W0"}, nil
+		}},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx, m.server.conn) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+	})
+	id := submitSpec(t, m.server.api, shoutSpec, `{"n": 1}`)
+	in := waitDone(t, m.server.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	got, err := readTaskLog(ctxFor(t, 30*time.Second), m.server.api, &robonetv1.TaskLogsRequest{InstanceId: id, Task: "s[0]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := slices.Clone(got.lines)
+	slices.Sort(lines) // stdout and stderr are sent apart
+	if len(lines) != 3 || lines[0] != "stderr: shouting s" || lines[1] != "stdout: done, no newline" ||
+		!strings.HasSuffix(lines[2], " bytes clipped)") || len(lines[2]) > len("stdout: ")+4<<10 {
+		t.Fatalf("log %.300q", got.lines)
+	}
 }
