@@ -62,6 +62,8 @@ type Job struct {
 	// Slot is the slot (1..Slots) the attempt runs on.
 	Slot int32
 
+	attemptID string // the node's name of the attempt on this stream
+
 	mu       sync.Mutex
 	progress *robonetv1.SlotProgress
 
@@ -173,7 +175,7 @@ func (j *Job) flushLog(last bool) {
 			b.endLine()
 		}
 		if len(b.lines) > 0 {
-			msgs = append(msgs, &robonetv1.WorkerLog{Slot: j.Slot, AttemptId: j.progress.AttemptId, Stream: [2]string{"stdout", "stderr"}[i], Lines: b.lines})
+			msgs = append(msgs, &robonetv1.WorkerLog{Slot: j.Slot, AttemptId: j.attemptID, Stream: [2]string{"stdout", "stderr"}[i], Lines: b.lines})
 			b.lines = nil
 		}
 	}
@@ -387,8 +389,8 @@ func (s *session) start(ctx context.Context, run *robonetv1.WorkerRun) {
 	job := &Job{
 		Action: run.GetAction(), Workflow: run.GetWorkflow(), Task: run.GetTask(), Index: run.GetIndex(),
 		Attempt: run.GetAttempt(), IdempotencyKey: run.GetIdempotencyKey(), Input: run.GetInputJson(), Slot: run.GetSlot(),
-		progress: &robonetv1.SlotProgress{Slot: run.GetSlot(), AttemptId: run.GetAttemptId()},
-		send:     s.send,
+		progress:  &robonetv1.SlotProgress{Slot: run.GetSlot(), AttemptId: run.GetAttemptId()},
+		attemptID: run.GetAttemptId(), send: s.send,
 	}
 	var rctx context.Context
 	var cancel context.CancelFunc
