@@ -3,7 +3,13 @@ package e2e_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
+	"log"
+	"net/http"
+	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -188,5 +194,220 @@ func TestExternalWorkerRejectedAndSilent(t *testing.T) {
 	_, err = stream.Recv()
 	if status.Code(err) != codes.DeadlineExceeded || !strings.Contains(err.Error(), "no WorkerBeat") {
 		t.Fatalf("silent program: %v, want DEADLINE_EXCEEDED naming the missing WorkerBeat", err)
+	}
+}
+
+// rawProgram is a worker program speaking WorkerService by hand, so that
+// a test chooses every message; it beats every 50 ms until the test ends.
+type rawProgram struct {
+	mu     sync.Mutex // a gRPC stream has one sender at a time
+	stream robonetv1.WorkerService_ServeClient
+}
+
+func startRawProgram(t *testing.T, n *testNode, name string) *rawProgram {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	stream, err := robonetv1.NewWorkerServiceClient(n.conn).Serve(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &rawProgram{stream: stream}
+	p.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Hello{Hello: &robonetv1.WorkerHello{
+		Name: name, Capability: "ext", Actions: []string{"shout"}, Slots: 1,
+	}}})
+	if msg, err := stream.Recv(); err != nil || msg.GetWelcome() == nil {
+		t.Fatalf("first answer %v, %v; want a welcome", msg, err)
+	}
+	beats := make(chan struct{})
+	go func() {
+		defer close(beats)
+		tick := time.NewTicker(50 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p.mu.Lock()
+			err := stream.Send(&robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Beat{Beat: &robonetv1.WorkerBeat{}}})
+			p.mu.Unlock()
+			if err != nil {
+				return
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		<-beats
+	})
+	return p
+}
+
+func (p *rawProgram) send(t *testing.T, req *robonetv1.ServeRequest) {
+	t.Helper()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if err := p.stream.Send(req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (p *rawProgram) log(t *testing.T, id, stream string, lines ...string) {
+	t.Helper()
+	p.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Log{Log: &robonetv1.WorkerLog{
+		Slot: 1, AttemptId: id, Stream: stream, Lines: lines,
+	}}})
+}
+
+// A worker program's log lines are its attempt's task log: a follower of
+// the task sees them as they are sent, and TaskLogs through another node
+// returns them as it returns an exec task's lines — an oversized line
+// clipped, saying so. Lines for an attempt the node does not know, or
+// that finished, are dropped and counted.
+func TestExternalWorkerLogs(t *testing.T) {
+	m := startWagMesh(t)
+	cfg := wagNodeConfig(t, "w1", false, []string{m.server.node.GossipAddr()}, map[string]int{}, nil)
+	cfg.HTTPAddr = "127.0.0.1:0"
+	w1 := startNodeWith(t, cfg)
+	p := startRawProgram(t, w1, "p1")
+
+	id := submitSpec(t, m.server.api, shoutSpec, `{"n": 1}`)
+	msg, err := p.stream.Recv()
+	if err != nil || msg.GetRun() == nil {
+		t.Fatalf("got %v, %v; want a WorkerRun", msg, err)
+	}
+	run := msg.GetRun()
+	if run.GetTask() != "s" || run.GetIndex() != 0 {
+		t.Fatalf("ran %s[%d], want s[0]", run.GetTask(), run.GetIndex())
+	}
+
+	// Followed through the server, from before the first line.
+	ctx := ctxFor(t, 60*time.Second)
+	follow, err := m.server.api.TaskLogs(ctx, &robonetv1.TaskLogsRequest{InstanceId: id, Task: "s[0]", Follow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	followed := make(chan string, 64)
+	followErr := make(chan error, 1)
+	go func() {
+		defer close(followed)
+		for {
+			resp, err := follow.Recv()
+			if err != nil {
+				if !errors.Is(err, io.EOF) {
+					followErr <- err
+				}
+				return
+			}
+			for _, l := range resp.GetLines() {
+				followed <- string(l.GetText())
+			}
+		}
+	}()
+	p.log(t, run.GetAttemptId(), "stdout", "hello from p1")
+	select {
+	case got := <-followed:
+		if got != "hello from p1" {
+			t.Fatalf("followed %q first", got)
+		}
+	case err := <-followErr:
+		t.Fatalf("following: %v", err)
+	case <-time.After(30 * time.Second):
+		t.Fatal("the follower did not see the line while the attempt ran")
+	}
+
+	long := strings.Repeat("z", 9000)
+	p.log(t, run.GetAttemptId(), "stderr", "warming up", long)
+	p.log(t, "no-such-attempt", "stdout", "lost")
+	p.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Done{Done: &robonetv1.WorkerDone{
+		Slot: 1, AttemptId: run.GetAttemptId(), Ok: true, OutputJson: []byte(`{"word": "W0"}`),
+	}}})
+	in := waitDone(t, m.server.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	p.log(t, run.GetAttemptId(), "stdout", "after the end")
+
+	// The follower ends with the attempt, having seen every line.
+	var rest []string
+	for l := range followed {
+		rest = append(rest, l)
+	}
+	select {
+	case err := <-followErr:
+		t.Fatalf("following: %v", err)
+	default:
+	}
+	if len(rest) != 2 || rest[0] != "warming up" {
+		t.Fatalf("followed %d more lines, want the two of stderr: %.80q", len(rest), rest)
+	}
+
+	got, err := readTaskLog(ctx, m.server.api, &robonetv1.TaskLogsRequest{InstanceId: id, Task: "s[0]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.node != "w1" || got.attempt != 1 || len(got.lines) != 3 ||
+		!slices.Equal(got.lines[:2], []string{"stdout: hello from p1", "stderr: warming up"}) {
+		t.Fatalf("log of s[0]: attempt %d on %s, lines %.200q", got.attempt, got.node, got.lines)
+	}
+	clipped := strings.TrimPrefix(got.lines[2], "stderr: ")
+	if len(clipped) > 4<<10 || !strings.HasPrefix(clipped, "zzz") || !strings.HasSuffix(clipped, " bytes clipped)") {
+		t.Fatalf("a 9000-byte line kept as %d bytes ending %q; want at most 4 KiB, saying so", len(clipped), clipped[max(len(clipped)-40, 0):])
+	}
+
+	// "lost" and "after the end", counted on w1.
+	eventually(t, 10*time.Second, "two dropped lines counted", func() bool {
+		return strings.Contains(scrapeMetrics(t, w1), "\nrobonet_worker_log_lines_dropped_total 2\n")
+	})
+}
+
+// scrapeMetrics returns a node's /metrics.
+func scrapeMetrics(t *testing.T, n *testNode) string {
+	t.Helper()
+	resp, err := http.Get("http://" + n.node.HTTPAddr() + "/metrics")
+	if err != nil {
+		t.Fatalf("GET /metrics: %v", err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil || resp.StatusCode != http.StatusOK {
+		t.Fatalf("GET /metrics: %d %v", resp.StatusCode, err)
+	}
+	return string(body)
+}
+
+// The Go worker library sends what an action writes to Job.Stdout and
+// Job.Stderr: whole lines, a last line without a newline, a long line
+// clipped.
+func TestExternalWorkerLibraryLogs(t *testing.T) {
+	m := startWagMesh(t)
+	p := &worker.Program{
+		Name: "p1", Capability: "ext", Slots: 1, Logger: zaptest.NewLogger(t).Named("p1"),
+		Handlers: map[string]worker.Handler{"shout": func(_ context.Context, job *worker.Job) (any, error) {
+			logger := log.New(job.Stderr(), "", 0)
+			logger.Printf("shouting %s", job.Task)
+			fmt.Fprintf(job.Stdout(), "%s\n", strings.Repeat("y", 5000))
+			fmt.Fprint(job.Stdout(), "done, no newline")
+			return map[string]any{"word": "W0"}, nil
+		}},
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- p.Run(ctx, m.server.conn) }()
+	t.Cleanup(func() {
+		cancel()
+		<-ran
+	})
+	id := submitSpec(t, m.server.api, shoutSpec, `{"n": 1}`)
+	in := waitDone(t, m.server.api, id, 30*time.Second)
+	wantState(t, in, robonetv1.InstanceState_INSTANCE_STATE_COMPLETE)
+	got, err := readTaskLog(ctxFor(t, 30*time.Second), m.server.api, &robonetv1.TaskLogsRequest{InstanceId: id, Task: "s[0]"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines := slices.Clone(got.lines)
+	slices.Sort(lines) // stdout and stderr are sent apart
+	if len(lines) != 3 || lines[0] != "stderr: shouting s" || lines[1] != "stdout: done, no newline" ||
+		!strings.HasSuffix(lines[2], " bytes clipped)") || len(lines[2]) > len("stdout: ")+4<<10 {
+		t.Fatalf("log %.300q", got.lines)
 	}
 }

@@ -91,6 +91,7 @@ func TestMetricsEndpoint(t *testing.T) {
 		`robonet_trust_nodes{tier="trusted"}`:                  0,
 		`robonet_task_log_attempts`:                            1, // shout's
 		`robonet_task_log_bytes`:                               -2,
+		`robonet_worker_log_lines_dropped_total`:               0, // no worker program here
 	} {
 		got := value(text, series)
 		switch {

@@ -264,7 +264,7 @@ func (r *forwarder) localLogs(ctx context.Context, key tasklog.Key, follow bool,
 	})
 	if errors.Is(err, tasklog.ErrNotFound) {
 		lim := r.logs.Limits()
-		return status.Errorf(codes.NotFound, "node %s holds no log of attempt %d of task %s: only exec actions write logs, and a node keeps them within its limits (%s per attempt, %s in all, for %s; docs/limits.md)",
+		return status.Errorf(codes.NotFound, "node %s holds no log of attempt %d of task %s: only exec actions and worker programs that send their lines write logs, and a node keeps them within its limits (%s per attempt, %s in all, for %s; docs/limits.md)",
 			r.self, key.Attempt, key.Execution, byteSize(lim.AttemptBytes), byteSize(lim.TotalBytes), lim.Retention)
 	}
 	if err == nil && !sent { // an empty log

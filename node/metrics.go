@@ -115,11 +115,12 @@ var (
 	descStoreWait     = prometheus.NewDesc("robonet_store_writes_wait", "1 while the primary requires a synchronous standby and has none: commits block until one catches up.", nil, nil)
 	descLogBytes      = prometheus.NewDesc("robonet_task_log_bytes", "Bytes of the task logs this node keeps (bounded by the task-log-bytes limit).", nil, nil)
 	descLogAttempts   = prometheus.NewDesc("robonet_task_log_attempts", "Attempts whose task log this node keeps.", nil, nil)
+	descLogDropped    = prometheus.NewDesc("robonet_worker_log_lines_dropped_total", "Log lines worker programs connected to this node sent for attempts it did not know or that had finished: dropped.", nil, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld, descHeldB, descParked,
-		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts,
+		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts, descLogDropped,
 		descStoreConns, descStoreFailover, descStoreResets, descStoreWriter, descStoreSync, descStoreWait} {
 		ch <- d
 	}
@@ -191,6 +192,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		u := n.taskLogs.Usage()
 		gauge(descLogBytes, float64(u.Bytes))
 		gauge(descLogAttempts, float64(u.Attempts))
+	}
+	if n.external != nil {
+		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, float64(n.external.DroppedLogLines()))
 	}
 	if n.pg != nil {
 		c, r := n.pg.ConnStats(), n.pg.ReplicationStats()

@@ -69,11 +69,12 @@ type Node struct {
 	beginStopping context.CancelFunc
 
 	lock     *dirLock
-	store    engine.Store     // nil on worker-only nodes
-	pg       *postgres.Store  // the store when it is Postgres: its connection and replication facts
-	workers  *wag.WorkerHost  // this node's pools
-	wagglers *wag.WagglerHost // the Waggler roles this node is given
-	taskLogs *tasklog.Store   // the logs of the exec attempts this node ran
+	store    engine.Store           // nil on worker-only nodes
+	pg       *postgres.Store        // the store when it is Postgres: its connection and replication facts
+	workers  *wag.WorkerHost        // this node's pools
+	wagglers *wag.WagglerHost       // the Waggler roles this node is given
+	taskLogs *tasklog.Store         // the logs of the attempts this node ran (exec, and worker programs')
+	external *remote.ExternalServer // the WorkerService: worker programs connected to this node
 	follower *wag.RoleFollower
 	metaMu   sync.Mutex
 	meta     mesh.NodeMeta // what this node advertises in gossip
@@ -455,7 +456,8 @@ func (n *Node) startGRPC() {
 		Trust: n.trust, Evidence: n.trust, MaxMessageBytes: n.cfg.MaxMessageBytes,
 	}))
 	wcfg := n.cfg.Wag.WithDefaults()
-	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log))
+	n.external = remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log, remote.ExternalOptions{TaskLogs: n.taskLogs})
+	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, n.external)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)
 	reflection.Register(n.grpcSrv)

@@ -123,7 +123,7 @@ type run struct {
 // setProgress is the action's Call.Progress: the latest report, its text
 // fitted to what a heartbeat carries, for the next heartbeat.
 func (r *run) setProgress(pr Progress) {
-	pr.Message = fitText(pr.Message, MaxProgressTextBytes)
+	pr.Message = FitText(pr.Message, MaxProgressTextBytes)
 	r.progress.Store(&pr)
 }
 
@@ -328,9 +328,9 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		if timedOut && !errors.Is(err, errTimedOut) {
 			msg = fmt.Sprintf("attempt timed out after %v: %s", a.Timeout, msg)
 		}
-		rep.Error = fitText(msg, MaxErrorBytes)
+		rep.Error = FitText(msg, MaxErrorBytes)
 	} else if v, enc, err := p.checkOutput(out); err != nil {
-		rep.Error = fitText(err.Error(), MaxErrorBytes)
+		rep.Error = FitText(err.Error(), MaxErrorBytes)
 	} else {
 		rep.OK, rep.Output, rep.OutputJSON = true, v, enc
 	}

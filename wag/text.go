@@ -18,12 +18,13 @@ const (
 	MaxProgressTextBytes = 4 << 10
 )
 
-// fitText returns s as storable text (engine.StorableText: UTF-8, no NUL
+// FitText returns s as storable text (engine.StorableText: UTF-8, no NUL
 // byte) of at most max bytes: a longer text keeps its head, cut at a
 // rune, and says how much was cut. Protobuf refuses to encode a string
 // that is not UTF-8 and the streams refuse longer text, so an action's
-// error that is either would otherwise never reach the leader.
-func fitText(s string, max int) string {
+// error that is either would otherwise never reach the leader. (Also the
+// clip of a worker program's log lines, wag/remote.)
+func FitText(s string, max int) string {
 	s = engine.StorableText(s)
 	if len(s) <= max {
 		return s

@@ -21,9 +21,9 @@ func TestFitText(t *testing.T) {
 		{"long runes", strings.Repeat("€", 20), 40, strings.Repeat("€", 5) + " … (45 bytes clipped)"},
 		{"long and invalid", "\xff" + strings.Repeat("y", 100), 40, "\uFFFD" + strings.Repeat("y", 13) + " … (87 bytes clipped)"},
 	} {
-		got := fitText(c.in, c.max)
+		got := FitText(c.in, c.max)
 		if got != c.want {
-			t.Errorf("%s: fitText = %q, want %q", c.name, got, c.want)
+			t.Errorf("%s: FitText = %q, want %q", c.name, got, c.want)
 		}
 		if !utf8.ValidString(got) || strings.Contains(got, "\x00") || len(got) > c.max {
 			t.Errorf("%s: %q is %d bytes (max %d), valid UTF-8: %v", c.name, got, len(got), c.max, utf8.ValidString(got))
@@ -38,12 +38,12 @@ func FuzzFitText(f *testing.F) {
 	f.Add("\xff€€€€€€€€€€€€€€€€€€€€€€", 40)
 	f.Fuzz(func(t *testing.T, s string, max int) {
 		max = 32 + int(uint(max)%1024) // the note needs room; real bounds are KiB
-		got := fitText(s, max)
+		got := FitText(s, max)
 		if !utf8.ValidString(got) || strings.Contains(got, "\x00") || len(got) > max {
-			t.Fatalf("fitText(%q, %d) = %q: %d bytes, valid UTF-8: %v", s, max, got, len(got), utf8.ValidString(got))
+			t.Fatalf("FitText(%q, %d) = %q: %d bytes, valid UTF-8: %v", s, max, got, len(got), utf8.ValidString(got))
 		}
 		if utf8.ValidString(s) && !strings.Contains(s, "\x00") && len(s) <= max && got != s {
-			t.Fatalf("fitText(%q, %d) = %q: a text that fits changed", s, max, got)
+			t.Fatalf("FitText(%q, %d) = %q: a text that fits changed", s, max, got)
 		}
 	})
 }

@@ -32,8 +32,9 @@ func newLogsCmd(g *globalOptions) *cobra.Command {
 		Use:   "logs ID [TASK]",
 		Short: "Print what a task's process wrote to stderr and stdout",
 		Long: `Print the log of a task's attempt: the lines its process wrote to stderr
-and stdout (exec actions), kept on the node that ran it. Any node answers:
-it fetches the log from the node that holds it.
+and stdout (exec actions), or its worker program sent (WorkerLog), kept on
+the node that ran it. Any node answers: it fetches the log from the node
+that holds it.
 
 TASK names a task, one instance of a spread task as name[index], or one
 iteration of a loop as name#iteration (poll#3). Without

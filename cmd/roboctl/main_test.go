@@ -1134,7 +1134,7 @@ func TestLogs(t *testing.T) {
 		{[]string{"logs", id, "--follow"}, exitUsage, "--follow follows one task"},
 		{[]string{"logs", id, "build", "--stdout", "--stderr"}, exitUsage, "leave both off"},
 		{[]string{"logs", id, "build", "--attempt", "5"}, exitFailed, "no attempt 5"},
-		{[]string{"logs", id, "greet"}, exitFailed, "only exec actions write logs"},
+		{[]string{"logs", id, "greet"}, exitFailed, "only exec actions and worker programs that send their lines write logs"},
 		{[]string{"logs", id, "fan[7]"}, exitFailed, "no fan[7]"},
 	} {
 		r := roboctl(t, append([]string{addr}, c.args...)...)

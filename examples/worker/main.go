@@ -91,6 +91,8 @@ func wordcount(ctx context.Context, job *worker.Job, pause time.Duration) (any, 
 		words += len(strings.FieldsFunc(line, func(r rune) bool { return !unicode.IsLetter(r) && !unicode.IsDigit(r) }))
 		job.Progress(int64(i+1), int64(len(lines)), fmt.Sprintf("line %d of %d", i+1, len(lines)))
 	}
+	// In the task's log: roboctl logs ID TASK.
+	fmt.Fprintf(job.Stderr(), "counted %d words in %d lines\n", words, len(lines))
 	return map[string]any{"words": words, "lines": len(lines)}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.uber.org/zap"
@@ -17,6 +18,7 @@ import (
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
+	"github.com/robonet/robonet/wag/tasklog"
 )
 
 // Bounds of a WorkerHello.
@@ -42,24 +44,41 @@ type PoolHost interface {
 // worker host whose handlers forward attempts to the program; the node
 // heartbeats them to the capability's Waggler like its own pools'. A
 // program that stops talking for MissedHeartbeats intervals, or whose
-// stream breaks, loses its pool: what it ran fails and is retried.
+// stream breaks, loses its pool: what it ran fails and is retried. The
+// lines a program sends for a running attempt (WorkerLog) go to the node's
+// task logs, read as an exec attempt's output is (roboctl logs).
 type ExternalServer struct {
 	robonetv1.UnimplementedWorkerServiceServer
 	host     PoolHost
 	node     string
 	interval time.Duration
 	missed   int
+	logs     *tasklog.Store
 	log      *zap.Logger
+
+	droppedLines atomic.Uint64
+}
+
+// ExternalOptions are an ExternalServer's optional parts.
+type ExternalOptions struct {
+	// TaskLogs keeps the lines programs send for their attempts; nil:
+	// they are dropped (and counted).
+	TaskLogs *tasklog.Store
 }
 
 // NewExternalServer serves external workers into host; interval and
 // missed are the node's heartbeat interval and missed-heartbeat count.
-func NewExternalServer(host PoolHost, node string, interval time.Duration, missed int, log *zap.Logger) *ExternalServer {
+func NewExternalServer(host PoolHost, node string, interval time.Duration, missed int, log *zap.Logger, opts ExternalOptions) *ExternalServer {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &ExternalServer{host: host, node: node, interval: interval, missed: missed, log: log.Named("external")}
+	return &ExternalServer{host: host, node: node, interval: interval, missed: missed, logs: opts.TaskLogs, log: log.Named("external")}
 }
+
+// DroppedLogLines counts the lines programs sent that no log took: for an
+// attempt the node does not know or that had finished (or one it keeps no
+// log of).
+func (s *ExternalServer) DroppedLogLines() uint64 { return s.droppedLines.Load() }
 
 // Serve runs one program's session (see worker.proto for the protocol).
 func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error {
@@ -81,6 +100,8 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 		out:   newSender(stream.Send, s.log.With(zap.String("stream", "Serve to "+hello.GetName()))),
 		calls: map[string]*extCall{},
 		ctx:   ctx,
+		logs:  s.logs,
+		drops: &s.droppedLines,
 		log:   s.log.With(zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability())),
 	}
 	defer c.out.close()
@@ -159,8 +180,12 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 				c.beat(m.Beat)
 			case *robonetv1.ServeRequest_Done:
 				c.done(m.Done)
+			case *robonetv1.ServeRequest_Log:
+				if err := c.lines(m.Log); err != nil {
+					return status.Error(codes.InvalidArgument, err.Error())
+				}
 			default:
-				return status.Error(codes.InvalidArgument, "after WorkerHello a program sends WorkerBeat and WorkerDone only")
+				return status.Error(codes.InvalidArgument, "after WorkerHello a program sends WorkerBeat, WorkerLog and WorkerDone only")
 			}
 		}
 	}
@@ -197,6 +222,9 @@ type extConn struct {
 	out  *sender[*robonetv1.ServeResponse]
 	ctx  context.Context // done when the stream ends
 	log  *zap.Logger
+	// logs keeps attempts' lines (nil: none); drops counts those dropped.
+	logs  *tasklog.Store
+	drops *atomic.Uint64
 
 	mu    sync.Mutex
 	next  uint64
@@ -206,6 +234,7 @@ type extConn struct {
 type extCall struct {
 	call *wag.Call
 	done chan *robonetv1.WorkerDone // buffered 1
+	log  *attemptLog                // nil: its lines are dropped
 }
 
 // handle is the handler of every action the program serves: it sends the
@@ -217,16 +246,20 @@ func (c *extConn) handle(ctx context.Context, call *wag.Call) (any, error) {
 		return nil, fmt.Errorf("encoding the input for %s: %w", c.name, err)
 	}
 	slot := int32(call.Slot)
+	ec := &extCall{call: call, done: make(chan *robonetv1.WorkerDone, 1), log: openAttemptLog(c.logs, call)}
 	c.mu.Lock()
 	c.next++
 	id := strconv.FormatUint(c.next, 10)
-	ec := &extCall{call: call, done: make(chan *robonetv1.WorkerDone, 1)}
 	c.calls[id] = ec
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
 		delete(c.calls, id)
 		c.mu.Unlock()
+		// Lines that arrive from now on are dropped.
+		if err := ec.log.close(); err != nil {
+			call.Logger().Warn("the attempt's log is incomplete", zap.Error(err))
+		}
 	}()
 	run := &robonetv1.WorkerRun{
 		Slot: slot, AttemptId: id, Action: call.Action, InputJson: input,
@@ -282,6 +315,28 @@ func (c *extConn) done(d *robonetv1.WorkerDone) {
 	case ec.done <- d:
 	default: // a second WorkerDone for the same attempt
 	}
+}
+
+// lines keeps the lines of a running attempt in its log; those of an
+// attempt no longer running (or unknown) are dropped and counted. An
+// unknown stream is the program's error.
+func (c *extConn) lines(l *robonetv1.WorkerLog) error {
+	st, ok := workerLogStream(l.GetStream())
+	if !ok {
+		return fmt.Errorf("WorkerLog stream %s: a line goes to \"stdout\" or \"stderr\"", value.QuoteClipped(l.GetStream(), 32))
+	}
+	if len(l.GetLines()) == 0 {
+		return nil
+	}
+	c.mu.Lock()
+	ec := c.calls[l.GetAttemptId()]
+	c.mu.Unlock()
+	if ec == nil || !ec.log.write(st, l.GetLines()) {
+		c.drops.Add(uint64(len(l.GetLines())))
+		c.log.Debug("log lines for an attempt not running (or without a log): dropped",
+			zap.String("attempt_id", value.Clip(l.GetAttemptId(), 32)), zap.Int("lines", len(l.GetLines())))
+	}
+	return nil
 }
 
 // beat passes the progress of running attempts to their heartbeats.

@@ -1,6 +1,7 @@
 // Package tasklog keeps the logs of task attempts on the node that ran
-// them: every line an exec attempt writes to stderr or stdout, stamped with
-// its stream and time, in bounded files under the node's data directory.
+// them: every line an exec attempt writes to stderr or stdout, or a worker
+// program connected to the node sends for its attempt, stamped with its
+// stream and time, in bounded files under the node's data directory.
 //
 // Each attempt's log is a sequence of segments
 // (<dir>/<instance>/<execution>.<attempt>.<seq>.log). A segment grows to
@@ -306,7 +307,16 @@ func (s *Store) path(k Key, seq int) string {
 // Create starts (or, for an attempt that runs here again, continues) the
 // log of an attempt. The caller writes through the Writer's streams and
 // closes it when the attempt ends.
-func (s *Store) Create(k Key) (*Writer, error) {
+func (s *Store) Create(k Key) (*Writer, error) { return s.create(k, false) }
+
+// CreateOnWrite is Create for an attempt that may write nothing (a worker
+// program's, which sends lines only if its action logs): the log's file
+// is made by its first write, and a log closed without one is forgotten,
+// so quiet attempts leave no empty logs behind. Meanwhile a reader
+// following the attempt finds its log, empty, and follows it to its end.
+func (s *Store) CreateOnWrite(k Key) (*Writer, error) { return s.create(k, true) }
+
+func (s *Store) create(k Key, onWrite bool) (*Writer, error) {
 	if err := k.Validate(); err != nil {
 		return nil, err
 	}
@@ -316,15 +326,26 @@ func (s *Store) Create(k Key) (*Writer, error) {
 	if now.Sub(s.lastSweep) >= sweepEvery {
 		s.sweepLocked(now)
 	}
-	// After the sweep, which removes directories it empties.
-	if err := os.MkdirAll(filepath.Join(s.dir, k.Instance.String()), 0o750); err != nil {
-		return nil, fmt.Errorf("task log: %w", err)
-	}
 	a := s.attempts[k]
 	if a != nil && a.writer != nil {
 		return nil, fmt.Errorf("task log: attempt %s is already writing its log on this node", k)
 	}
 	again := a != nil && len(a.segments) > 0
+	if onWrite && !again {
+		if a == nil {
+			a = &attemptLog{key: k, changed: make(chan struct{})}
+			s.attempts[k] = a
+		}
+		w := &Writer{store: s, att: a}
+		a.writer = w
+		a.modified = now
+		broadcast(&s.created)
+		return w, nil
+	}
+	// After the sweep, which removes directories it empties.
+	if err := os.MkdirAll(filepath.Join(s.dir, k.Instance.String()), 0o750); err != nil {
+		return nil, fmt.Errorf("task log: %w", err)
+	}
 	if a == nil {
 		a = &attemptLog{key: k, changed: make(chan struct{})}
 		s.attempts[k] = a
@@ -345,8 +366,7 @@ func (s *Store) Create(k Key) (*Writer, error) {
 	w := &Writer{store: s, att: a, file: f}
 	a.writer = w
 	a.modified = now
-	close(s.created)
-	s.created = make(chan struct{})
+	broadcast(&s.created)
 	if again {
 		w.noteLocked(now, "the attempt started again on this node (dispatch is at-least-once); its earlier output is above")
 	}
@@ -458,12 +478,14 @@ func (w *Writer) Close() error {
 		return w.err
 	}
 	w.closed = true
-	if err := w.file.Close(); err != nil && w.err == nil {
-		w.err = err
-	}
 	a := w.att
 	a.writer = nil
 	a.modified = s.clock.Now()
+	if w.file == nil { // CreateOnWrite's, never written: no log
+		delete(s.attempts, a.key)
+	} else if err := w.file.Close(); err != nil && w.err == nil {
+		w.err = err
+	}
 	broadcast(&a.changed)
 	if s.total > s.limits.TotalBytes {
 		s.sweepLocked(s.clock.Now())
@@ -486,6 +508,12 @@ func (w *Writer) appendLocked(now time.Time, records []byte) {
 		return
 	}
 	s, a := w.store, w.att
+	if w.file == nil {
+		w.startLocked()
+		if w.err != nil {
+			return
+		}
+	}
 	cur := &a.segments[len(a.segments)-1]
 	if cur.size > 0 && cur.size+int64(len(records)) > s.limits.AttemptBytes/2 {
 		w.rotateLocked(now)
@@ -504,6 +532,24 @@ func (w *Writer) appendLocked(now time.Time, records []byte) {
 			zap.Stringer("attempt", a.key), zap.Error(err))
 	}
 	broadcast(&a.changed)
+}
+
+// startLocked makes the first segment of a CreateOnWrite log.
+func (w *Writer) startLocked() {
+	s, a := w.store, w.att
+	// Under s.mu, as is a sweep that might remove the directory.
+	err := os.MkdirAll(filepath.Join(s.dir, a.key.Instance.String()), 0o750)
+	var f *os.File
+	if err == nil {
+		f, err = os.OpenFile(s.path(a.key, 0), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o640)
+	}
+	if err != nil {
+		w.err = err
+		s.log.Warn("task log: cannot start; this attempt's log is dropped", zap.Stringer("attempt", a.key), zap.Error(err))
+		return
+	}
+	w.file = f
+	a.segments = append(a.segments[:0], segment{seq: 0})
 }
 
 // rotateLocked starts the next segment and drops all but the previous one.

@@ -264,6 +264,55 @@ func TestStartedAgainContinues(t *testing.T) {
 	}
 }
 
+// A log made on first write: a quiet attempt's reads as empty while it
+// runs and leaves nothing on disk or in the store; one that writes has a
+// log like Create's.
+func TestCreateOnWrite(t *testing.T) {
+	s, _ := newStore(t, Limits{})
+	quiet := key("quiet", 1)
+	w, err := s.CreateOnWrite(quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateOnWrite(quiet); err == nil {
+		t.Fatal("a second writer of a writing attempt must be refused")
+	}
+	if got := readAll(t, s, quiet); len(got) != 0 {
+		t.Fatalf("a quiet attempt's log: %q", texts(got))
+	}
+	if n := diskBytes(t, s.dir); n != 0 {
+		t.Fatalf("a quiet attempt's log takes %d bytes on disk", n)
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if s.Has(quiet) || s.Usage() != (Usage{}) {
+		t.Fatalf("a quiet attempt left a log: %+v", s.Usage())
+	}
+
+	talks := key("talks", 1)
+	w, err = s.CreateOnWrite(talks)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintln(w.Stream(Stderr), "hello")
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if got := texts(readAll(t, s, talks)); len(got) != 1 || got[0] != "std:hello" {
+		t.Fatalf("got %q", got)
+	}
+	if s.Usage().Attempts != 1 || diskBytes(t, s.dir) != s.Usage().Bytes {
+		t.Fatalf("usage %+v, %d bytes on disk", s.Usage(), diskBytes(t, s.dir))
+	}
+	// Run again on this node: it continues the log, as Create does.
+	w, _ = s.CreateOnWrite(talks)
+	_ = w.Close()
+	if got := texts(readAll(t, s, talks)); len(got) != 2 || !strings.Contains(got[1], "started again") {
+		t.Fatalf("got %q", got)
+	}
+}
+
 func TestFollow(t *testing.T) {
 	s, _ := newStore(t, Limits{AttemptBytes: minAttemptBytes})
 	k := key("slow", 1)

@@ -15,18 +15,26 @@
 // failover, or when a result was lost). Job.IdempotencyKey names the
 // attempt for deduplicating side effects.
 //
+// What a handler writes to Job.Stdout and Job.Stderr (a log.Logger's or
+// slog handler's output, say) goes to the node as WorkerLog lines with the
+// next beat, and `roboctl logs` shows it as it shows an exec task's
+// output.
+//
 // Programs in other languages speak the same protocol from
 // proto/robonet/v1/worker.proto.
 package worker
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"math/rand/v2"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	"go.uber.org/zap"
 	"google.golang.org/grpc"
@@ -54,8 +62,131 @@ type Job struct {
 	// Slot is the slot (1..Slots) the attempt runs on.
 	Slot int32
 
+	attemptID string // the node's name of the attempt on this stream
+
 	mu       sync.Mutex
 	progress *robonetv1.SlotProgress
+
+	logMu   sync.Mutex
+	logs    [2]lineBuf // stdout, stderr
+	pending int        // bytes of complete lines waiting
+	ended   bool       // the last lines went: later writes are dropped
+	// sendMu orders the job's WorkerLogs: lines taken are sent before
+	// later ones are taken.
+	sendMu sync.Mutex
+	send   func(*robonetv1.ServeRequest) error
+}
+
+// Log line bounds: a line is at most maxLogLine bytes (worker.proto), and
+// a job sends what it has once flushBytes wait, without waiting for the
+// beat.
+const (
+	maxLogLine = 4 << 10
+	flushBytes = 32 << 10
+)
+
+// lineBuf is one stream's lines waiting to be sent and the line being
+// written.
+type lineBuf struct {
+	lines   []string
+	partial []byte
+	cut     int // bytes of the partial line past maxLogLine, dropped
+}
+
+// Stdout returns a writer of lines to the attempt's log (stream stdout):
+// each line reaches the node with the next beat, or sooner when many wait,
+// and before the attempt's result. Longer lines than 4 KiB are clipped,
+// saying so; a last line without a newline is sent when the handler
+// returns. Safe from any goroutine.
+func (j *Job) Stdout() io.Writer { return jobLog{j, 0} }
+
+// Stderr is Stdout's twin for stream stderr.
+func (j *Job) Stderr() io.Writer { return jobLog{j, 1} }
+
+type jobLog struct {
+	j      *Job
+	stream int
+}
+
+func (w jobLog) Write(p []byte) (int, error) {
+	j, n := w.j, len(p)
+	for len(p) > 0 {
+		j.logMu.Lock()
+		if j.ended {
+			j.logMu.Unlock()
+			break
+		}
+		b := &j.logs[w.stream]
+		for len(p) > 0 && j.pending < flushBytes {
+			i := bytes.IndexByte(p, '\n')
+			chunk := p
+			if i >= 0 {
+				chunk = p[:i]
+			}
+			keep := min(max(maxLogLine-len(b.partial), 0), len(chunk))
+			b.partial = append(b.partial, chunk[:keep]...)
+			b.cut += len(chunk) - keep
+			if i < 0 {
+				p = nil
+				break
+			}
+			j.pending += b.endLine()
+			p = p[i+1:]
+		}
+		full := j.pending >= flushBytes
+		j.logMu.Unlock()
+		if full { // sent now, so that a message stays small
+			j.flushLog(false)
+		}
+	}
+	return n, nil
+}
+
+// endLine moves the partial line to the lines waiting; it returns its
+// length.
+func (b *lineBuf) endLine() int {
+	line := string(b.partial)
+	if b.cut > 0 {
+		// Room for the note with as many digits as the whole line's
+		// length has (the count cut has no more), cut at a rune.
+		keep := max(maxLogLine-len(clipNote(b.cut+len(line))), 0)
+		for keep > 0 && !utf8.RuneStart(line[keep]) {
+			keep--
+		}
+		line = line[:keep] + clipNote(b.cut+len(line)-keep)
+	}
+	b.lines = append(b.lines, line)
+	b.partial, b.cut = b.partial[:0], 0
+	return len(line)
+}
+
+func clipNote(n int) string { return fmt.Sprintf(" … (%d bytes clipped)", n) }
+
+// flushLog sends the lines waiting, one WorkerLog a stream; last also
+// sends partial lines and refuses later writes.
+func (j *Job) flushLog(last bool) {
+	j.sendMu.Lock()
+	defer j.sendMu.Unlock()
+	j.logMu.Lock()
+	var msgs []*robonetv1.WorkerLog
+	for i := range j.logs {
+		b := &j.logs[i]
+		if last && (len(b.partial) > 0 || b.cut > 0) {
+			b.endLine()
+		}
+		if len(b.lines) > 0 {
+			msgs = append(msgs, &robonetv1.WorkerLog{Slot: j.Slot, AttemptId: j.attemptID, Stream: [2]string{"stdout", "stderr"}[i], Lines: b.lines})
+			b.lines = nil
+		}
+	}
+	j.pending = 0
+	j.ended = j.ended || last
+	j.logMu.Unlock()
+	for _, m := range msgs {
+		if j.send == nil || j.send(&robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Log{Log: m}}) != nil {
+			return // the stream is gone: so is the attempt
+		}
+	}
 }
 
 // Decode unmarshals the input into v.
@@ -239,9 +370,16 @@ func (s *session) beat(ctx context.Context, interval time.Duration) error {
 		for _, r := range s.runs {
 			b.Running = append(b.Running, r.job.snapshot())
 		}
+		jobs := make([]*Job, 0, len(s.runs))
+		for _, r := range s.runs {
+			jobs = append(jobs, r.job)
+		}
 		s.mu.Unlock()
 		if err := s.send(&robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Beat{Beat: b}}); err != nil {
 			return err
+		}
+		for _, j := range jobs {
+			j.flushLog(false)
 		}
 	}
 }
@@ -251,7 +389,8 @@ func (s *session) start(ctx context.Context, run *robonetv1.WorkerRun) {
 	job := &Job{
 		Action: run.GetAction(), Workflow: run.GetWorkflow(), Task: run.GetTask(), Index: run.GetIndex(),
 		Attempt: run.GetAttempt(), IdempotencyKey: run.GetIdempotencyKey(), Input: run.GetInputJson(), Slot: run.GetSlot(),
-		progress: &robonetv1.SlotProgress{Slot: run.GetSlot(), AttemptId: run.GetAttemptId()},
+		progress:  &robonetv1.SlotProgress{Slot: run.GetSlot(), AttemptId: run.GetAttemptId()},
+		attemptID: run.GetAttemptId(), send: s.send,
 	}
 	var rctx context.Context
 	var cancel context.CancelFunc
@@ -275,6 +414,7 @@ func (s *session) start(ctx context.Context, run *robonetv1.WorkerRun) {
 		if ctx.Err() != nil {
 			return // the stream is gone: nobody reads the result
 		}
+		job.flushLog(true) // the node takes an attempt's lines until its result
 		done.Slot, done.AttemptId = run.GetSlot(), id
 		if err := s.send(&robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Done{Done: done}}); err != nil {
 			s.log.Debug("sending a result failed", zap.Error(err))

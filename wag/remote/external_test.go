@@ -1,0 +1,200 @@
+package remote
+
+import (
+	"context"
+	"errors"
+	"io"
+	"net"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
+	"google.golang.org/grpc/codes"
+	"google.golang.org/grpc/credentials/insecure"
+	"google.golang.org/grpc/status"
+
+	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/wag"
+	"github.com/robonet/robonet/wag/tasklog"
+)
+
+// poolCatcher is a PoolHost that keeps the registry of the pool a program
+// adds, so a test can run the pool's handlers itself.
+type poolCatcher struct{ regs chan *wag.Registry }
+
+func (p *poolCatcher) AddPool(_, _ string, _ int, reg *wag.Registry) (func(context.Context) error, error) {
+	p.regs <- reg
+	return func(context.Context) error { return nil }, nil
+}
+
+// externalSession is a program's Serve stream to an ExternalServer whose
+// pool's handlers the test runs; the node keeps task logs in logs.
+type externalSession struct {
+	srv    *ExternalServer
+	logs   *tasklog.Store
+	stream robonetv1.WorkerService_ServeClient
+	reg    *wag.Registry
+}
+
+func startExternalSession(t *testing.T) *externalSession {
+	t.Helper()
+	log := zaptest.NewLogger(t)
+	logs, err := tasklog.Open(t.TempDir(), tasklog.Limits{}, nil, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	host := &poolCatcher{regs: make(chan *wag.Registry, 1)}
+	srv := NewExternalServer(host, "n1", time.Second, 30, log, ExternalOptions{TaskLogs: logs})
+	lis, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gs := grpc.NewServer()
+	robonetv1.RegisterWorkerServiceServer(gs, srv)
+	go func() { _ = gs.Serve(lis) }()
+	t.Cleanup(gs.Stop)
+	cc, err := grpc.NewClient(lis.Addr().String(), grpc.WithTransportCredentials(insecure.NewCredentials()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cc.Close() })
+	stream, err := robonetv1.NewWorkerServiceClient(cc).Serve(t.Context())
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &externalSession{srv: srv, logs: logs, stream: stream}
+	s.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Hello{Hello: &robonetv1.WorkerHello{
+		Name: "p1", Capability: "ext", Actions: []string{"shout"}, Slots: 1,
+	}}})
+	if msg, err := stream.Recv(); err != nil || msg.GetWelcome() == nil {
+		t.Fatalf("first answer %v, %v; want a welcome", msg, err)
+	}
+	s.reg = <-host.regs
+	return s
+}
+
+func (s *externalSession) send(t *testing.T, req *robonetv1.ServeRequest) {
+	t.Helper()
+	if err := s.stream.Send(req); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (s *externalSession) sendLog(t *testing.T, id, stream string, lines ...string) {
+	t.Helper()
+	s.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Log{Log: &robonetv1.WorkerLog{
+		Slot: 1, AttemptId: id, Stream: stream, Lines: lines,
+	}}})
+}
+
+// run starts the pool's handler on an attempt of testKey; it returns the
+// attempt's id on the stream and the handler's outcome.
+func (s *externalSession) run(t *testing.T) (string, <-chan error) {
+	t.Helper()
+	h, ok := s.reg.Lookup("shout")
+	if !ok {
+		t.Fatal("the program's pool has no handler of shout")
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, err := h(t.Context(), &wag.Call{Key: testKey, Slot: 1, Action: "shout", Input: map[string]any{}, MaxOutputBytes: 1 << 20})
+		done <- err
+	}()
+	msg, err := s.stream.Recv()
+	if err != nil || msg.GetRun() == nil {
+		t.Fatalf("got %v, %v; want a WorkerRun", msg, err)
+	}
+	return msg.GetRun().GetAttemptId(), done
+}
+
+// end closes the program's side and waits for the node's to end, so
+// everything sent has been handled.
+func (s *externalSession) end(t *testing.T) error {
+	t.Helper()
+	if err := s.stream.CloseSend(); err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := s.stream.Recv(); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil
+			}
+			return err
+		}
+	}
+}
+
+func (s *externalSession) logOf(t *testing.T, k tasklog.Key) []string {
+	t.Helper()
+	var out []string
+	err := s.logs.Read(t.Context(), k, tasklog.ReadOptions{}, func(ls []tasklog.Line) error {
+		for _, l := range ls {
+			out = append(out, l.Stream.String()+": "+string(l.Text))
+		}
+		return nil
+	})
+	if err != nil {
+		t.Fatalf("reading the log of %s: %v", k, err)
+	}
+	return out
+}
+
+// The lines a program sends for a running attempt are in the attempt's
+// task log, by stream, clipped to MaxWorkerLogLine; lines of an attempt
+// the node does not know, or that finished, are dropped and counted.
+func TestExternalWorkerLogLines(t *testing.T) {
+	s := startExternalSession(t)
+	id, done := s.run(t)
+	long := strings.Repeat("x", 10<<10)
+	s.sendLog(t, id, "stdout", "one", "two\nthree")
+	s.sendLog(t, id, "stderr", "oops")
+	s.sendLog(t, id, "stdout", long)
+	s.sendLog(t, "999", "stdout", "for nobody", "and again")
+	s.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Done{Done: &robonetv1.WorkerDone{
+		Slot: 1, AttemptId: id, Ok: true, OutputJson: []byte(`"ok"`),
+	}}})
+	if err := <-done; err != nil {
+		t.Fatalf("the attempt failed: %v", err)
+	}
+	s.sendLog(t, id, "stderr", "too late")
+	if err := s.end(t); err != nil {
+		t.Fatalf("the session ended with %v", err)
+	}
+
+	got := s.logOf(t, tasklog.Key{Instance: testKey.InstanceID, Execution: testKey.ExecutionID, Attempt: testKey.Attempt})
+	want := []string{"stdout: one", "stdout: two", "stdout: three", "stderr: oops"}
+	if len(got) != 5 || !slices.Equal(got[:4], want) {
+		t.Fatalf("log %q, want %q then the clipped line", got, want)
+	}
+	clipped := strings.TrimPrefix(got[4], "stdout: ")
+	if len(clipped) > MaxWorkerLogLine || !strings.HasPrefix(clipped, "xxxx") || !strings.HasSuffix(clipped, " bytes clipped)") {
+		t.Errorf("a %d-byte line kept as %d bytes ending %q; want at most %d, saying it was clipped",
+			len(long), len(clipped), clipped[max(len(clipped)-40, 0):], MaxWorkerLogLine)
+	}
+	if n := s.srv.DroppedLogLines(); n != 3 {
+		t.Errorf("%d lines dropped, want 3 (two for an unknown attempt, one after the attempt ended)", n)
+	}
+}
+
+// An attempt whose program sends no line leaves no log; a line for a
+// stream that is neither stdout nor stderr ends the session.
+func TestExternalWorkerLogQuietAndBadStream(t *testing.T) {
+	s := startExternalSession(t)
+	id, done := s.run(t)
+	s.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Done{Done: &robonetv1.WorkerDone{Slot: 1, AttemptId: id, Ok: true}}})
+	if err := <-done; err != nil {
+		t.Fatalf("the attempt failed: %v", err)
+	}
+	if s.logs.Has(tasklog.Key{Instance: testKey.InstanceID, Execution: testKey.ExecutionID, Attempt: testKey.Attempt}) {
+		t.Error("a quiet attempt left a log")
+	}
+
+	s.sendLog(t, id, "stdlog", "hm")
+	err := s.end(t)
+	if status.Code(err) != codes.InvalidArgument || !strings.Contains(err.Error(), `"stdout" or "stderr"`) {
+		t.Fatalf("a line for stream stdlog: %v, want INVALID_ARGUMENT naming the streams", err)
+	}
+}
