@@ -97,7 +97,6 @@ Duration = Union[str, datetime.timedelta, int, float]
 
 _IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _WORKFLOW_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
-_SELECTOR_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 _ATOMIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _EXPR_RE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 _TASK_REF_RE = re.compile(r"(?<![A-Za-z0-9_.])tasks\s*\.\s*([a-z_][a-z0-9_]*)")
@@ -798,8 +797,9 @@ class Workflow:
         return dump_yaml(self.to_dict())
 
     def to_json(self) -> str:
-        """The spec as JSON (the compiler reads JSON as YAML)."""
-        return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
+        """The spec as JSON (the compiler reads JSON as YAML, which wants no raw control characters)."""
+        text = json.dumps(self.to_dict(), indent=2, ensure_ascii=False)
+        return _NOT_PRINTABLE.sub(lambda m: f"\\u{ord(m.group()):04x}", text) + "\n"
 
     @property
     def filename(self) -> str:
@@ -889,7 +889,10 @@ _NUMBERISH = set("0123456789+-.~=<")
 _SPECIAL_WORDS = {
     "y", "yes", "n", "no", "true", "false", "on", "off", "null", "~", "",
 }
+_GO_DURATION = re.compile(r"^(?:[0-9]+(?:\.[0-9]+)?(?:ns|us|ms|s|m|h))+$")
 _PLAIN_CHARS = re.compile(r"^[\x20-\x7e]+$")
+# What a YAML reader refuses raw (JSON escapes the C0 controls itself).
+_NOT_PRINTABLE = re.compile("[\x7f-\x9f\ufeff\u2028\u2029]")
 _ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\t": "\\t", "\r": "\\r", "\0": "\\0"}
 
 
@@ -898,6 +901,8 @@ def _plain_ok(s: str, flow: bool) -> bool:
         return False
     if s.lower() in _SPECIAL_WORDS:
         return False
+    if _GO_DURATION.match(s):  # 30s, 1h30m: no YAML reader takes these for numbers
+        return True
     first = s[0]
     if first == "-":
         if len(s) < 2 or not s[1].isalpha():
@@ -977,13 +982,13 @@ def _flow(value: Any) -> Optional[str]:
     return None
 
 
-def _emit_value(prefix: str, value: Any, indent: int, out: List[str]) -> None:
-    """Write value after prefix ("key:" or "-"), its nested lines at indent."""
+def _emit_value(prefix: str, value: Any, indent: int, out: List[str], block: bool = False) -> None:
+    """Write value after prefix ("key:" or "-"), its nested lines at indent (block: no flow style)."""
     if isinstance(value, (dict, list)):
         if not value:
             out.append(f"{prefix} {'{}' if isinstance(value, dict) else '[]'}")
             return
-        flow = _flow(value)
+        flow = None if block else _flow(value)
         if flow is not None and len(prefix) + 1 + len(flow) <= _WIDTH:
             out.append(f"{prefix} {flow}")
             return
@@ -1001,9 +1006,9 @@ def _emit_value(prefix: str, value: Any, indent: int, out: List[str]) -> None:
             out.extend(nested)
         return
     if isinstance(value, str):
-        block = _literal_block(value)
-        if block is not None:
-            header, lines = block
+        literal = _literal_block(value)
+        if literal is not None:
+            header, lines = literal
             out.append(f"{prefix} {header}")
             out.extend((" " * indent + line) if line else "" for line in lines)
             return
@@ -1035,7 +1040,7 @@ def dump_yaml(spec: Mapping[str, Any]) -> str:
                 _emit_value("  " + _scalar(name) + ":", body, 4, out)
             continue
         lines: List[str] = []
-        _emit_value(_scalar(k) + ":", v, 2, lines)
+        _emit_value(_scalar(k) + ":", v, 2, lines, block=k in ("inputs", "defaults", "outputs"))
         if len(lines) > 1 and out:
             out.append("")
         out.extend(lines)
