@@ -98,6 +98,14 @@ Duration = Union[str, datetime.timedelta, int, float]
 _IDENT_RE = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _WORKFLOW_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9._-]{0,62}$")
 _ATOMIC_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
+# CEL's precedence, loosest first; an expression of unknown shape (expr())
+# is parenthesised wherever it is an operand.
+_PREC_UNKNOWN, _PREC_COND, _PREC_OR, _PREC_AND, _PREC_REL, _PREC_ADD, _PREC_MUL, _PREC_UNARY, _PREC_ATOM = range(9)
+_BINARY_PREC = {
+    "||": _PREC_OR, "&&": _PREC_AND,
+    "==": _PREC_REL, "!=": _PREC_REL, "<": _PREC_REL, "<=": _PREC_REL, ">": _PREC_REL, ">=": _PREC_REL,
+    "+": _PREC_ADD, "-": _PREC_ADD, "*": _PREC_MUL, "/": _PREC_MUL, "%": _PREC_MUL,
+}
 _EXPR_RE = re.compile(r"\$\{\{(.*?)\}\}", re.S)
 _TASK_REF_RE = re.compile(r"(?<![A-Za-z0-9_.])tasks\s*\.\s*([a-z_][a-z0-9_]*)")
 _INPUT_REF_RE = re.compile(r"(?<![A-Za-z0-9_.])inputs\s*\.\s*([a-z_][a-z0-9_]*)")
@@ -127,22 +135,25 @@ class Ref:
     ``(a > 1) & (b < 2)``).
     """
 
-    __slots__ = ("_src", "_atomic")
+    __slots__ = ("_src", "_prec")
 
     _src: str
-    _atomic: bool
+    _prec: int  # how tightly the expression binds: _PREC_* below
 
-    def __init__(self, source: str, *, atomic: Optional[bool] = None) -> None:
+    def __init__(self, source: str, *, prec: Optional[int] = None) -> None:
         source = source.strip()
         if not source:
             raise ValueError("an expression cannot be empty")
         object.__setattr__(self, "_src", source)
-        object.__setattr__(
-            self, "_atomic", bool(_ATOMIC_RE.match(source)) if atomic is None else atomic
-        )
+        if prec is None:
+            prec = _PREC_ATOM if _ATOMIC_RE.match(source) else _PREC_UNKNOWN
+        object.__setattr__(self, "_prec", prec)
 
-    def _operand(self) -> str:
-        return self._src if self._atomic else "(" + self._src + ")"
+    def _operand(self, prec: int = 8, strict: bool = False) -> str:
+        """The source as an operand of an operator of precedence prec (strict: the right of a left-associative one)."""
+        if self._prec > prec or (self._prec == prec and not strict):
+            return self._src
+        return "(" + self._src + ")"
 
     def __str__(self) -> str:
         return "${{ " + self._src + " }}"
@@ -164,13 +175,13 @@ class Ref:
     def __getattr__(self, name: str) -> Ref:
         if name.startswith("_"):
             raise AttributeError(name)
-        return Ref(self._operand() + "." + name, atomic=True)
+        return Ref(self._operand() + "." + name, prec=_PREC_ATOM)
 
     def __getitem__(self, key: object) -> Ref:
-        return Ref(self._operand() + "[" + _cel(key) + "]", atomic=True)
+        return Ref(self._operand() + "[" + _cel(key) + "]", prec=_PREC_ATOM)
 
     def __call__(self, *args: object) -> Ref:
-        return Ref(self._src + "(" + ", ".join(_cel(a) for a in args) + ")", atomic=True)
+        return Ref(self._operand() + "(" + ", ".join(_cel(a) for a in args) + ")", prec=_PREC_ATOM)
 
     def __iter__(self) -> Iterator[Any]:
         raise TypeError("a workflow expression cannot be iterated in Python; use spread= or loop=")
@@ -185,10 +196,9 @@ class Ref:
         return id(self)
 
     def _binary(self, op: str, other: object, reverse: bool = False) -> Ref:
-        left, right = _cel_operand(self), _cel_operand(other)
-        if reverse:
-            left, right = right, left
-        return Ref(f"{left} {op} {right}", atomic=False)
+        prec = _BINARY_PREC[op]
+        left, right = (other, self) if reverse else (self, other)
+        return Ref(f"{_cel_operand(left, prec)} {op} {_cel_operand(right, prec, strict=True)}", prec=prec)
 
     def __eq__(self, other: object) -> Ref:  # type: ignore[override]
         return self._binary("==", other)
@@ -251,10 +261,10 @@ class Ref:
         return self._binary("||", other, reverse=True)
 
     def __invert__(self) -> Ref:
-        return Ref("!" + self._operand(), atomic=False)
+        return Ref("!" + self._operand(_PREC_UNARY, strict=True), prec=_PREC_UNARY)
 
     def __neg__(self) -> Ref:
-        return Ref("-" + self._operand(), atomic=False)
+        return Ref("-" + self._operand(_PREC_UNARY, strict=True), prec=_PREC_UNARY)
 
 
 class _Namespace:
@@ -270,7 +280,7 @@ class _Namespace:
     def __getattr__(self, name: str) -> Ref:
         if name.startswith("_"):
             raise AttributeError(name)
-        return Ref(self._prefix + "." + name, atomic=True)
+        return Ref(self._prefix + "." + name, prec=_PREC_ATOM)
 
     def __getitem__(self, name: str) -> Ref:
         return self.__getattr__(name)
@@ -306,12 +316,16 @@ def expr(text: str) -> Ref:
     whole = _EXPR_RE.fullmatch(text)
     if whole is not None and "${{" not in whole.group(1):
         return Ref(whole.group(1))
-    return Ref(_EXPR_RE.sub(lambda m: "(" + m.group(1).strip() + ")", text))
+    def unwrap(m: re.Match[str]) -> str:
+        inner = m.group(1).strip()
+        return inner if _ATOMIC_RE.match(inner) else "(" + inner + ")"
+
+    return Ref(_EXPR_RE.sub(unwrap, text))
 
 
 def call(function: str, *args: object) -> Ref:
     """A CEL function call: ``call("string", inputs.count)`` is ``string(inputs.count)``."""
-    return Ref(function + "(" + ", ".join(_cel(a) for a in args) + ")", atomic=True)
+    return Ref(function + "(" + ", ".join(_cel(a) for a in args) + ")", prec=_PREC_ATOM)
 
 
 def size(value: object) -> Ref:
@@ -327,8 +341,9 @@ def has(selector: Ref) -> Ref:
 def cond(condition: object, then: object, otherwise: object) -> Ref:
     """CEL ``condition ? then : otherwise``."""
     return Ref(
-        f"{_cel_operand(condition)} ? {_cel_operand(then)} : {_cel_operand(otherwise)}",
-        atomic=False,
+        f"{_cel_operand(condition, _PREC_COND, strict=True)} ? {_cel_operand(then, _PREC_COND, strict=True)}"
+        f" : {_cel_operand(otherwise, _PREC_COND, strict=True)}",
+        prec=_PREC_COND,
     )
 
 
@@ -361,9 +376,9 @@ def _cel(value: object) -> str:
     raise TypeError(f"{type(value).__name__} has no CEL literal: {value!r}")
 
 
-def _cel_operand(value: object) -> str:
+def _cel_operand(value: object, prec: int = 8, strict: bool = False) -> str:
     if isinstance(value, Ref):
-        return value._operand()
+        return value._operand(prec, strict)
     return _cel(value)
 
 
@@ -541,7 +556,7 @@ class Task:
     @property
     def output(self) -> Ref:
         """``${{ tasks.NAME.output }}``; ``.output.field`` selects inside it."""
-        return Ref(f"tasks.{self.name}.output", atomic=True)
+        return Ref(f"tasks.{self.name}.output", prec=_PREC_ATOM)
 
     def __repr__(self) -> str:
         return f"Task({self.name!r})"
@@ -650,7 +665,7 @@ class Workflow:
         if description is not None:
             decl["description"] = description
         self._inputs[name] = decl
-        return Ref(f"inputs.{name}", atomic=True)
+        return Ref(f"inputs.{name}", prec=_PREC_ATOM)
 
     def task(
         self,

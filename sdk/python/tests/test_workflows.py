@@ -404,14 +404,10 @@ def test_every_node_and_accept(roboctl: str, tmp_path: pathlib.Path) -> None:
                        spread=words, with_={"argv": ["sh", "-c", 'printf "%s" "${#1}"', "sh", item]},
                        accept=(output == size(item)) & (output >= 3), on_failure="skip")
         wf.outputs.update(sample=sample.output, lengths=lengths.output)
-    # accept_text is kept as written: the check must read as in the YAML.
-    wf_yaml = wf.to_yaml()
-    assert "${{ output.score >= inputs.min_score }}" in wf_yaml
-    want = validate(roboctl, ROOT / "examples" / "accept.yaml")
-    got = compile_text(roboctl, tmp_path, wf_yaml, "accept.yaml")
-    # The accept texts differ in parentheses only ("(output == size(item)) && (output >= 3)"),
-    # which the IR keeps as written for error messages; the rest of the plan is the same.
-    assert got["tasks"] == want["tasks"] and got["inputs"] == want["inputs"]
+    # The IR keeps an accept check as written (for the error of an attempt it
+    # rejects), so the expression must read exactly as in the YAML.
+    assert wf.to_dict()["tasks"]["lengths"]["accept"] == "${{ output == size(item) && output >= 3 }}"
+    assert_same_ir(roboctl, tmp_path, wf, "accept.yaml")
 
 
 # --------------------------------------------------------------------------
@@ -424,16 +420,26 @@ def test_references_render_as_expressions() -> None:
     assert f"{tasks.discover.output.hosts[0]}" == "${{ tasks.discover.output.hosts[0] }}"
     assert str(tasks.t.output["a-b"]) == '${{ tasks.t.output["a-b"] }}'
     assert str(size(tasks.t.output) > 0) == "${{ size(tasks.t.output) > 0 }}"
-    assert str((inputs.a == 1) & ~inputs.b) == "${{ (inputs.a == 1) && (!inputs.b) }}"
+    assert str((inputs.a == 1) & ~inputs.b) == "${{ inputs.a == 1 && !inputs.b }}"
     assert str((inputs.a + 1) * 2) == "${{ (inputs.a + 1) * 2 }}"
     assert str(1 - inputs.a) == "${{ 1 - inputs.a }}"
+    assert str(inputs.a - (inputs.b - inputs.c)) == "${{ inputs.a - (inputs.b - inputs.c) }}"
+    assert str(inputs.a - inputs.b - inputs.c) == "${{ inputs.a - inputs.b - inputs.c }}"
+    assert str(-(inputs.a + 1) % 3) == "${{ -(inputs.a + 1) % 3 }}"
+    assert str((inputs.a | inputs.b) & inputs.c) == "${{ (inputs.a || inputs.b) && inputs.c }}"
+    assert str(inputs.a | inputs.b & inputs.c) == "${{ inputs.a || inputs.b && inputs.c }}"
+    assert str((~inputs.a).b) == "${{ (!inputs.a).b }}"
+    assert str(cond(cond(inputs.a, 1, 2) == 1, cond(inputs.b, 3, 4), 5)) == (
+        "${{ (inputs.a ? 1 : 2) == 1 ? (inputs.b ? 3 : 4) : 5 }}")
+    assert str(expr("a + b") * 2) == "${{ (a + b) * 2 }}"
     assert str(inputs.s == 'say "hi"\n') == '${{ inputs.s == "say \\"hi\\"\\n" }}'
     assert str(inputs.x != None) == "${{ inputs.x != null }}"  # noqa: E711
     assert str(inputs.xs.map(expr("x"), expr("x") * 2)) == "${{ inputs.xs.map(x, x * 2) }}"
-    assert str(cond(iteration == 0, "", previous)) == '${{ (iteration == 0) ? "" : previous }}'
-    assert str(expr(f"size({tasks.p.output}) > 0")) == "${{ size((tasks.p.output)) > 0 }}"
+    assert str(cond(iteration == 0, "", previous)) == '${{ iteration == 0 ? "" : previous }}'
+    assert str(expr(f"size({tasks.p.output}) > 0")) == "${{ size(tasks.p.output) > 0 }}"
+    assert str(expr(f"{inputs.a + 1} * 2")) == "${{ (inputs.a + 1) * 2 }}"
     assert str(expr("${{ inputs.x }}")) == "${{ inputs.x }}"
-    assert str(has(inputs.m.k) | ~has(inputs.m.j)) == "${{ has(inputs.m.k) || (!has(inputs.m.j)) }}"
+    assert str(has(inputs.m.k) | ~has(inputs.m.j)) == "${{ has(inputs.m.k) || !has(inputs.m.j) }}"
     assert str(output.score >= inputs.min_score) == "${{ output.score >= inputs.min_score }}"
     assert str(call("math.greatest", [1, 2.5, {"k": True}])) == '${{ math.greatest([1, 2.5, {"k": true}]) }}'
 
