@@ -88,6 +88,8 @@ __all__ = [
     "wait_for",
     "wait_until",
     "retry_policy",
+    "duration",
+    "dump_yaml",
 ]
 
 OnFailure = Literal["retry", "skip", "abort"]
@@ -149,7 +151,7 @@ class Ref:
             prec = _PREC_ATOM if _ATOMIC_RE.match(source) else _PREC_UNKNOWN
         object.__setattr__(self, "_prec", prec)
 
-    def _operand(self, prec: int = 8, strict: bool = False) -> str:
+    def _operand(self, prec: int = _PREC_ATOM, strict: bool = False) -> str:
         """The source as an operand of an operator of precedence prec (strict: the right of a left-associative one)."""
         if self._prec > prec or (self._prec == prec and not strict):
             return self._src
@@ -376,7 +378,7 @@ def _cel(value: object) -> str:
     raise TypeError(f"{type(value).__name__} has no CEL literal: {value!r}")
 
 
-def _cel_operand(value: object, prec: int = 8, strict: bool = False) -> str:
+def _cel_operand(value: object, prec: int = _PREC_ATOM, strict: bool = False) -> str:
     if isinstance(value, Ref):
         return value._operand(prec, strict)
     return _cel(value)
