@@ -17,6 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -609,6 +612,18 @@ func TestProcessMeshWaitAcrossLeaderKill(t *testing.T) {
 		cd := task(t, got.GetInstance(), "cool_down")
 		due = cd.GetWaitUntil().AsTime()
 		return cd.GetWaiting()
+	})
+	// The due time is durable with the snapshot the wait's start writes,
+	// one group commit after the wait is shown (docs/workflows.md): kill
+	// once the store has it.
+	st, err := postgres.Open(ctxFor(t, 30*time.Second), postgres.Config{DSN: m.dsn, Schema: m.schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	eventually(t, 10*time.Second, "the wait's snapshot to be stored", func() bool {
+		rec, err := st.GetInstance(ctxFor(t, 5*time.Second), uuid.MustParse(id))
+		return err == nil && len(rec.State) > 0
 	})
 	killed := time.Now()
 	m.procs[leader].kill9(t)
