@@ -84,17 +84,18 @@ class AttemptLog:
             dropped, self._dropped = self._dropped, 0
         if dropped:
             lines.append(("stderr", f"[robonet: {dropped} lines dropped: the action wrote faster than they could be sent]"))
-        out: List[worker_pb2.ServeRequest] = []
-        cur: Optional[worker_pb2.WorkerLog] = None
+        batches: List[worker_pb2.WorkerLog] = []
         size = 0
         for stream, line in lines:
+            cur = batches[-1] if batches else None
             if cur is None or cur.stream != stream or len(cur.lines) >= MAX_BATCH_LINES or size + len(line) > MAX_BATCH_BYTES:
                 cur = worker_pb2.WorkerLog(slot=self.slot, attempt_id=self.attempt_id, stream=stream)
-                out.append(worker_pb2.ServeRequest(log=cur))
+                batches.append(cur)
                 size = 0
             cur.lines.append(line)
             size += len(line)
-        return out
+        # A message copies what it is given: the batches are wrapped once full.
+        return [worker_pb2.ServeRequest(log=b) for b in batches]
 
 
 current: contextvars.ContextVar[Optional[AttemptLog]] = contextvars.ContextVar("robonet_attempt_log", default=None)
