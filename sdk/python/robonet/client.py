@@ -45,7 +45,7 @@ def _json(text: str) -> Any:
 
 
 def _state(v: int) -> str:
-    return api_pb2.InstanceState.Name(v).removeprefix("INSTANCE_STATE_")  # type: ignore[arg-type]
+    return str(api_pb2.InstanceState.Name(v)).removeprefix("INSTANCE_STATE_")
 
 
 @dataclass
@@ -118,7 +118,7 @@ class Task:
     @classmethod
     def _of(cls, t: api_pb2.TaskState) -> "Task":
         return cls(
-            t.name, t.capability, t.action, api_pb2.TaskStatus.Name(t.status).removeprefix("TASK_STATUS_"),  # type: ignore[arg-type]
+            t.name, t.capability, t.action, str(api_pb2.TaskStatus.Name(t.status)).removeprefix("TASK_STATUS_"),
             t.attempt, t.max_attempts, _json(t.output_json), t.error,
             Progress._of(t.progress) if t.HasField("progress") else None,
             [Attempt._of(a) for a in t.attempts], list(t.needs), t.waiting, t.wait_signal,
@@ -215,7 +215,7 @@ class Event:
     @classmethod
     def _of(cls, e: api_pb2.Event) -> "Event":
         return cls(
-            e.seq, api_pb2.EventKind.Name(e.kind).removeprefix("EVENT_KIND_"), _state(e.state), e.task, e.index, e.attempt,  # type: ignore[arg-type]
+            e.seq, str(api_pb2.EventKind.Name(e.kind)).removeprefix("EVENT_KIND_"), _state(e.state), e.task, e.index, e.attempt,
             _json(e.output_json), e.error, Progress._of(e.progress) if e.HasField("progress") else None,
             Instance._of(e.instance) if e.HasField("instance") else None, _time(e.time, e.HasField("time")), e,
         )
@@ -267,7 +267,7 @@ class Client:
     ) -> None:
         self.addr, tls_ca, token = _conn.resolve(addr, tls_ca, token)
         self._channel, self._md = _conn.channel(self.addr, tls_ca, token, tls_server_name)
-        self._stub = api_pb2_grpc.WorkflowServiceStub(self._channel)  # type: ignore[no-untyped-call]
+        self._stub = api_pb2_grpc.WorkflowServiceStub(self._channel)
         self.timeout = timeout
 
     def close(self) -> None:
@@ -460,7 +460,7 @@ class Client:
                     at, node = resp.attempt, resp.node
                 for ln in resp.lines:
                     yield LogLine(
-                        api_pb2.LogStream.Name(ln.stream).removeprefix("LOG_STREAM_").lower(),  # type: ignore[arg-type]
+                        str(api_pb2.LogStream.Name(ln.stream)).removeprefix("LOG_STREAM_").lower(),
                         ln.text.decode("utf-8", "replace"), _time(ln.time, ln.HasField("time")), at, node,
                     )
         except grpc.RpcError as e:

@@ -81,7 +81,8 @@ class Context:
         self.node: str = node
         self.worker: str = worker
         #: time.monotonic() at which the attempt times out; None: no timeout.
-        self.deadline: Optional[float] = time.monotonic() + run.timeout_ns / 1e9 if run.timeout_ns > 0 else None
+        self._timeout = run.timeout_ns / 1e9
+        self.deadline: Optional[float] = time.monotonic() + self._timeout if run.timeout_ns > 0 else None
         #: A logger for the action; what it logs reaches ``roboctl logs`` (as does any logging inside the action).
         self.logger: logging.Logger = logging.getLogger(f"robonet.action.{run.action}")
         self._mu = threading.Lock()
@@ -275,7 +276,7 @@ class Worker:
         runs; a second one hands it back at once. Raises
         WorkerRejectedError when the node refuses the hello.
         """
-        restore: Dict[int, Any] = {}
+        restore: Dict[signal.Signals, Any] = {}
         if handle_signals and threading.current_thread() is threading.main_thread():
             for sig in (signal.SIGTERM, signal.SIGINT):
                 restore[sig] = signal.signal(sig, lambda signum, frame: self._on_signal())
@@ -323,9 +324,9 @@ class Worker:
                 self._serve(addr, tls_ca, token, tls_server_name)
             except BaseException as e:  # noqa: BLE001 - handed to the awaiting task
                 err = e
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_exception(err))
+                loop.call_soon_threadsafe(_settle, done, err)
             else:
-                loop.call_soon_threadsafe(lambda: done.done() or done.set_result(None))
+                loop.call_soon_threadsafe(_settle, done, None)
 
         t = threading.Thread(target=serve, name="robonet-worker", daemon=True)
         t.start()
@@ -371,7 +372,7 @@ class Worker:
         if self.capture_logs:
             _logs.install(self.log_level)
         ch, md = _conn.channel(addr, tls_ca, token, tls_server_name)
-        stub = worker_pb2_grpc.WorkerServiceStub(ch)  # type: ignore[no-untyped-call]
+        stub = worker_pb2_grpc.WorkerServiceStub(ch)
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=self.slots, thread_name_prefix=f"robonet-{self.name}")
         backoff = BACKOFF_MIN
         try:
@@ -411,6 +412,15 @@ class Worker:
     def _grace_over(self) -> bool:
         with self._mu:
             return self._grace_until is not None and time.monotonic() >= self._grace_until
+
+
+def _settle(f: "asyncio.Future[None]", err: Optional[BaseException]) -> None:
+    if f.done():
+        return
+    if err is None:
+        f.set_result(None)
+    else:
+        f.set_exception(err)
 
 
 def _short(err: Optional[BaseException]) -> str:
@@ -461,7 +471,7 @@ class _Session:
                 if kind == "run":
                     self.start(resp.run)
                 elif kind == "cancel":
-                    self.cancel(resp.cancel.attempt_id, "cancelled")
+                    self.cancel(resp.cancel.attempt_id)
                 elif kind == "welcome" and not self.welcomed:
                     self.welcomed = True
                     self.node = resp.welcome.node
@@ -476,7 +486,8 @@ class _Session:
                         self.w.on_connect(self.node)
             return None
         except grpc.RpcError as e:
-            return e
+            err: BaseException = e
+            return err
         finally:
             self.w.connected.clear()
             self.closed.set()
@@ -537,18 +548,25 @@ class _Session:
             assert loop is not None
             fut = asyncio.run_coroutine_threadsafe(self.invoke_async(a), loop)
             a.future = fut
-            ctx._on_cancel.append(fut.cancel)
+            ctx._on_cancel.append(lambda: None if fut.cancel() else None)
             fut.add_done_callback(lambda f: self.finish_async(a, f))
         else:
             pool = self.w._pool
             assert pool is not None
             pool.submit(self.invoke_sync, a)
 
-    def cancel(self, attempt_id: str, reason: str) -> None:
+    def cancel(self, attempt_id: str) -> None:
         with self.mu:
             a = self.running.get(attempt_id)
-        if a is not None:
-            self.stop_attempt(a, reason)
+        if a is None:
+            return
+        # The node times an attempt out from its dispatch, a little before
+        # it arrived here: a cancel close to the deadline is the timeout.
+        reason = "cancelled"
+        left = a.ctx.time_left()
+        if left is not None and a.ctx._timeout > 0 and left <= min(0.5, 0.1 * a.ctx._timeout):
+            reason = "timed out"
+        self.stop_attempt(a, reason)
 
     def stop_attempt(self, a: _Attempt, reason: str) -> None:
         a.ctx._set_cancelled(reason)

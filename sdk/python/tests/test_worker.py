@@ -161,7 +161,8 @@ def test_cancel_and_timeout_reach_the_action(node: Node, client: Client, serve: 
 
     timed = client.submit(one_task("wait_forever", "{tag: timeout}", "    timeout: 1s\n", name="timeout"), wait=True, wait_timeout=60).instance
     assert timed is not None and timed.state == "FAILED"
-    assert seen.get("timeout") == "timed out", seen
+    eventually("the action to see the timeout", lambda: "timeout" in seen)
+    assert seen["timeout"] == "timed out", seen
 
 
 def test_progress_shows_in_roboctl_get(node: Node, client: Client, serve: Callable[[Worker, str], Running]) -> None:
