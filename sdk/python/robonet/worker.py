@@ -446,6 +446,7 @@ class _Session:
         self.closed = threading.Event()
         self.node = ""
         self.interval = 1.0
+        self.last_done = 0.0
 
     def requests(self) -> Iterator[worker_pb2.ServeRequest]:
         hello = worker_pb2.WorkerHello(name=self.w.name, capability=self.w.capability, actions=self.w.actions, slots=self.w.slots)
@@ -518,7 +519,10 @@ class _Session:
                 self.send(worker_pb2.ServeRequest(beat=beat))
                 next_beat = now + self.interval
             if self.w._session_stopping():
-                if closing_at is None and (not running or self.w._grace_over()):
+                # A result is given the node a beat to take in before the
+                # goodbye: a node that reads both at once may drop it.
+                settled = now - self.last_done >= max(self.interval, 0.2)
+                if closing_at is None and ((not running and settled) or self.w._grace_over()):
                     # Ending the request stream says goodbye: the node hands
                     # what still runs here to other workers.
                     self.out.put(_CLOSE)
@@ -647,6 +651,7 @@ class _Session:
         self.flush_logs(a, final=True)
         done.slot, done.attempt_id = a.ctx.slot, a.ctx.attempt_id
         self.send(worker_pb2.ServeRequest(done=done))
+        self.last_done = time.monotonic()
 
 
 def _json_default(o: Any) -> Any:
