@@ -91,14 +91,19 @@ lint: $(BIN)/golangci-lint ## go vet, gofmt and golangci-lint.
 	$(BIN)/golangci-lint run ./...
 
 .PHONY: generate
-generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate protobuf and gRPC code.
+generate: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc ## Regenerate protobuf and gRPC code (Go, and the Python SDK's).
 	$(BIN)/buf lint
 	$(BIN)/buf generate
+	scripts/generate-python
+
+.PHONY: generate-python
+generate-python: ## Regenerate the Python SDK's protobuf and gRPC modules (needs protoc and grpc_python_plugin).
+	scripts/generate-python
 
 .PHONY: verify-generate
 verify-generate: generate ## Fail if generated code is stale.
-	@if [ -n "$$(git status --porcelain -- proto)" ]; then \
-		echo "generated code is stale; run 'make generate' and commit:"; git status --porcelain -- proto; exit 1; fi
+	@if [ -n "$$(git status --porcelain -- proto sdk/python/robonet/_proto)" ]; then \
+		echo "generated code is stale; run 'make generate' and commit:"; git status --porcelain -- proto sdk/python/robonet/_proto; exit 1; fi
 
 .PHONY: tools
 tools: $(BIN)/buf $(BIN)/protoc-gen-go $(BIN)/protoc-gen-go-grpc $(BIN)/golangci-lint ## Install pinned tools into ./bin.
