@@ -271,34 +271,47 @@ func (c *extConn) handle(ctx context.Context, call *wag.Call) (any, error) {
 	}
 	select {
 	case d := <-ec.done:
-		if !d.GetOk() {
-			msg := d.GetError()
-			if msg == "" {
-				msg = "failed (the program gave no error message)"
-			}
-			return nil, errors.New(value.Clip(msg, maxDoneError))
-		}
-		if len(d.GetOutputJson()) > call.MaxOutputBytes {
-			return nil, fmt.Errorf("output is %d bytes of JSON, more than %d (the node's output-bytes limit): return a reference (a path or URL) to large data instead", len(d.GetOutputJson()), call.MaxOutputBytes)
-		}
-		if len(d.GetOutputJson()) == 0 {
-			return nil, nil
-		}
-		v, err := value.Decode(d.GetOutputJson())
-		if err != nil {
-			return nil, fmt.Errorf("output of worker program %s: %w", c.name, err)
-		}
-		return v, nil
+		return c.result(call, d)
 	case <-ctx.Done():
 		_ = c.out.push(&robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Cancel{Cancel: &robonetv1.WorkerCancel{Slot: slot, AttemptId: id}}})
 		return nil, context.Cause(ctx)
 	case <-c.ctx.Done():
+		// The stream ended. A result that came before its end stands
+		// (select picks among ready cases at random: a program that
+		// sends its result and disconnects must not lose it).
+		select {
+		case d := <-ec.done:
+			return c.result(call, d)
+		default:
+		}
 		// The program is gone. Its pool is being removed, which cancels
 		// ctx: the attempt then reports nothing and the Waggler fails it
 		// over as the same attempt, instead of it failing here.
 		<-ctx.Done()
 		return nil, fmt.Errorf("worker program %s disconnected while running the attempt: %w", c.name, context.Cause(ctx))
 	}
+}
+
+// result turns a program's WorkerDone into the attempt's output or error.
+func (c *extConn) result(call *wag.Call, d *robonetv1.WorkerDone) (any, error) {
+	if !d.GetOk() {
+		msg := d.GetError()
+		if msg == "" {
+			msg = "failed (the program gave no error message)"
+		}
+		return nil, errors.New(value.Clip(msg, maxDoneError))
+	}
+	if len(d.GetOutputJson()) > call.MaxOutputBytes {
+		return nil, fmt.Errorf("output is %d bytes of JSON, more than %d (the node's output-bytes limit): return a reference (a path or URL) to large data instead", len(d.GetOutputJson()), call.MaxOutputBytes)
+	}
+	if len(d.GetOutputJson()) == 0 {
+		return nil, nil
+	}
+	v, err := value.Decode(d.GetOutputJson())
+	if err != nil {
+		return nil, fmt.Errorf("output of worker program %s: %w", c.name, err)
+	}
+	return v, nil
 }
 
 // done delivers a result to its waiting handler; one for an attempt that

@@ -198,3 +198,21 @@ func TestExternalWorkerLogQuietAndBadStream(t *testing.T) {
 		t.Fatalf("a line for stream stdlog: %v, want INVALID_ARGUMENT naming the streams", err)
 	}
 }
+
+// A program that sends its result and disconnects at once: the result
+// stands. (When the handler finds the stream's end and the result ready
+// together, it takes the result: that ordering is not forced here, the
+// test runs the sequence a few times.)
+func TestExternalResultThenDisconnect(t *testing.T) {
+	for i := range 20 {
+		s := startExternalSession(t)
+		id, done := s.run(t)
+		s.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Done{Done: &robonetv1.WorkerDone{
+			Slot: 1, AttemptId: id, Ok: false, Error: "boom",
+		}}})
+		_ = s.end(t)
+		if err := <-done; err == nil || err.Error() != "boom" {
+			t.Fatalf("run %d: the handler returned %v, want the program's result (boom)", i, err)
+		}
+	}
+}

@@ -1,4 +1,4 @@
-"""roboNet's Python SDK: serve a capability (Worker), and submit and follow workflows (Client).
+"""roboNet's Python SDK: serve a capability (Worker), submit and follow workflows (Client), and write workflows in Python (workflow, task, inputs).
 
 See docs/python.md.
 """
@@ -15,6 +15,29 @@ from robonet.errors import (
     WorkerRejectedError,
 )
 from robonet.worker import Context, Worker
+from robonet.workflows import (
+    Ref,
+    Workflow,
+    cond,
+    expr,
+    has,
+    index,
+    inputs,
+    item,
+    iteration,
+    output,
+    over,
+    previous,
+    retry_policy,
+    size,
+    task,
+    tasks,
+    until,
+    wait_for,
+    wait_signal,
+    wait_until,
+    workflow,
+)
 
 __version__ = "0.1.0"
 
@@ -37,4 +60,26 @@ __all__ = [
     "RobonetError",
     "UnavailableError",
     "WorkerRejectedError",
+    # Workflows in Python (robonet.workflows; its Task is robonet.workflows.Task).
+    "Ref",
+    "Workflow",
+    "cond",
+    "expr",
+    "has",
+    "index",
+    "inputs",
+    "item",
+    "iteration",
+    "output",
+    "over",
+    "previous",
+    "retry_policy",
+    "size",
+    "task",
+    "tasks",
+    "until",
+    "wait_for",
+    "wait_signal",
+    "wait_until",
+    "workflow",
 ]
