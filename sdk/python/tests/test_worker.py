@@ -8,7 +8,6 @@ import threading
 import time
 from typing import Any, Callable, Dict, List
 
-
 from robonet import Client, Context, Worker
 from conftest import Node, Running, bin_dir, eventually
 
