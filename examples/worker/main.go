@@ -34,6 +34,7 @@ func main() {
 	name := flag.String("name", "text-worker", "name of this program on the node (unique per node)")
 	slots := flag.Int("slots", 4, "attempts run at once")
 	pause := flag.Duration("pause", 0, "time each attempt takes, to watch progress and failover")
+	capability := flag.String("capability", "text", "the capability served (the Python SDK's benchmark serves echo as \"bench\")")
 	ca := flag.String("tls-ca", os.Getenv("ROBONET_TLS_CA"), "the mesh CA's certificate, for a node with TLS (env ROBONET_TLS_CA)")
 	tokenFile := flag.String("token-file", "", "file holding the API token, for a node with tokens (default: env ROBONET_TOKEN)")
 	flag.Parse()
@@ -57,10 +58,13 @@ func main() {
 	defer func() { _ = conn.Close() }()
 
 	p := &worker.Program{
-		Name: *name, Capability: "text", Slots: *slots, Logger: log,
+		Name: *name, Capability: *capability, Slots: *slots, Logger: log,
 		Handlers: map[string]worker.Handler{
 			"wordcount": func(ctx context.Context, job *worker.Job) (any, error) { return wordcount(ctx, job, *pause) },
 			"sum":       sum,
+			// echo returns its input: the reference the Python SDK's
+			// benchmark measures its worker against.
+			"echo": func(_ context.Context, job *worker.Job) (any, error) { return job.Input, nil },
 		},
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

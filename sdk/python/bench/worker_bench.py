@@ -5,7 +5,9 @@ Starts a robonode (SQLite, a temporary data dir, --capability none) and a
 Python worker with 16 slots serving ``echo`` in a process of its own, then
 submits instances each spreading ``--width`` echo tasks and waits for them
 all; prints attempts/s and each process's CPU (user+system seconds, and as
-a share of one core over the run).
+a share of one core over the run). Then the reference, in the same run: the
+same on a fresh node served by the Go worker library (examples/worker, its
+``echo`` action, as many slots), and the ratio of the two.
 
     /usr/bin/python3 sdk/python/bench/worker_bench.py [--instances 4 --width 2500]
 """
@@ -62,21 +64,10 @@ def cpu(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
-def main() -> None:
-    ap = argparse.ArgumentParser()
-    ap.add_argument("--instances", type=int, default=4)
-    ap.add_argument("--width", type=int, default=2500)
-    ap.add_argument("--slots", type=int, default=16)
-    ap.add_argument("--bin", default=str(REPO / "bin"))
-    ap.add_argument("--serve", help=argparse.SUPPRESS)
-    args = ap.parse_args()
-    if args.serve:
-        serve(args.serve, args.slots)
-        return
-
+def start_node(bin_dir: str) -> "tuple[subprocess.Popen[str], str]":
     data = tempfile.mkdtemp(prefix="robonet-bench-")
     node = subprocess.Popen(
-        [f"{args.bin}/robonode", "--data-dir", data, "--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0",
+        [f"{bin_dir}/robonode", "--data-dir", data, "--grpc", "127.0.0.1:0", "--http", "off", "--gossip", "0", "--raft", "0",
          "--log-format", "json", "--capability", "none"],
         stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     addr = ""
@@ -92,8 +83,18 @@ def main() -> None:
     if not addr:
         sys.exit("robonode did not start")
     threading.Thread(target=lambda: [None for _ in node.stderr or []], daemon=True).start()
-    worker = subprocess.Popen([sys.executable, __file__, "--serve", addr, "--slots", str(args.slots)])
-    procs = {"robonode": node.pid, "python worker": worker.pid, "bench (client)": os.getpid()}
+    return node, addr
+
+
+def measure(args: argparse.Namespace, kind: str, go_worker: str) -> float:
+    """Runs the instances against a fresh node served by one worker program; returns attempts/s."""
+    node, addr = start_node(args.bin)
+    if kind == "python":
+        cmd = [sys.executable, __file__, "--serve", addr, "--slots", str(args.slots)]
+    else:
+        cmd = [go_worker, "--node", addr, "--capability", "bench", "--slots", str(args.slots), "--name", "bench"]
+    worker = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    procs = {"robonode": node.pid, f"{kind} worker": worker.pid, "bench (client)": os.getpid()}
     try:
         c = Client(addr)
         c.register(SPEC)
@@ -108,11 +109,13 @@ def main() -> None:
         elapsed = time.monotonic() - t0
         after = {k: cpu(p) for k, p in procs.items()}
         n = args.instances * args.width
-        print(f"{n} attempts in {elapsed:.2f}s: {n / elapsed:,.0f} attempts/s "
-              f"(a Python worker with {args.slots} slots through one robonode, {os.cpu_count()} cores)")
+        print(f"{kind:6s} worker: {n} attempts in {elapsed:.2f}s: {n / elapsed:,.0f} attempts/s "
+              f"({args.slots} slots through one robonode, {os.cpu_count()} cores)")
         for k in procs:
             used = after[k] - before[k]
             print(f"  cpu {k:16s} {used:6.2f}s  ({100 * used / elapsed:.0f}% of a core)")
+        rate: float = n / elapsed
+        return rate
     finally:
         worker.send_signal(signal.SIGTERM)
         try:
@@ -121,6 +124,26 @@ def main() -> None:
             worker.kill()
         node.kill()
         node.wait()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--instances", type=int, default=4)
+    ap.add_argument("--width", type=int, default=2500)
+    ap.add_argument("--slots", type=int, default=16)
+    ap.add_argument("--bin", default=str(REPO / "bin"))
+    ap.add_argument("--serve", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.serve:
+        serve(args.serve, args.slots)
+        return
+    # The reference, in the same run: the Go worker library (examples/worker,
+    # serving the same echo over the same protocol), on a node of its own.
+    go_worker = os.path.join(tempfile.mkdtemp(prefix="robonet-bench-"), "worker")
+    subprocess.run(["go", "build", "-o", go_worker, "./examples/worker"], cwd=REPO, check=True)
+    py = measure(args, "python", go_worker)
+    ref = measure(args, "go", go_worker)
+    print(f"the Python worker at {py / ref:.2f}x the Go worker's rate")
 
 
 if __name__ == "__main__":
