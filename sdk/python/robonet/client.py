@@ -287,9 +287,15 @@ class Client:
 
     # -- workflows
 
-    def register(self, spec: Spec) -> WorkflowInfo:
-        """Registers a workflow version: YAML/JSON text, a file path, or a workflow object with to_yaml()."""
-        resp = self._call("RegisterWorkflow", api_pb2.RegisterWorkflowRequest(spec=_inline(spec)))
+    def register(self, spec: Spec, filename: str = "") -> WorkflowInfo:
+        """Registers a workflow version: YAML/JSON text, a file path, or a workflow object with to_yaml().
+
+        filename names the spec in error messages (default: the path, or a name of its own).
+        """
+        inline = _inline(spec)
+        if filename:
+            inline.filename = filename
+        resp = self._call("RegisterWorkflow", api_pb2.RegisterWorkflowRequest(spec=inline))
         return WorkflowInfo._of(resp.workflow)
 
     def workflows(self, name: str = "", limit: int = 0) -> List[WorkflowInfo]:

@@ -215,3 +215,31 @@ def test_action_logs_reach_roboctl_logs(node: Node, client: Client, serve: Calla
     assert "WARNING talker: hello ada from logging" in res.stderr, res.stderr
     lines = [ln.text for ln in client.logs(inst.id, "t")]
     assert "hello ada from print" in lines, lines
+
+
+def test_python_workflow_registers_and_runs(node: Node, client: Client, serve: Callable[[Worker, str], Running]) -> None:
+    """A workflow written in Python (robonet.workflows) registers and runs on Python workers."""
+    from robonet import inputs, task, workflow
+
+    w = Worker(capability="py", slots=2, name="dsl")
+
+    @w.action()
+    def shout(ctx: Context, word: str) -> str:
+        return word.upper()
+
+    @w.action()
+    def join(ctx: Context, words: List[str]) -> str:
+        return " ".join(words)
+
+    serve(w, node.addr)
+    with workflow("py-shouts", version=1) as wf:
+        wf.input("words", "list")
+        loud = task("loud", capability="py", action="shout", spread=inputs.words, with_={"word": wf.item})
+        said = task("said", capability="py", action="join", with_={"words": loud.output})
+        wf.outputs["said"] = said.output
+    info = wf.register(client)
+    assert info is not None
+    inst = client.submit("py-shouts", {"words": ["go", "now"]}, wait=True, wait_timeout=60).instance
+    assert inst is not None and inst.state == "COMPLETE", inst.error if inst else None
+    assert inst.outputs == {"said": "GO NOW"}, inst.outputs
+    assert "dsl" in inst.task("said").attempts[0].worker, inst.task("said")  # ran on the Python worker
