@@ -158,17 +158,28 @@ _install_mu = threading.Lock()
 _installed = False
 
 
-def install(level: int) -> None:
-    """Routes prints and logging records of attempts to their logs (once per process)."""
-    global _installed
+def route_streams() -> None:
+    """Makes sys.stdout and sys.stderr route an attempt's writes to its log.
+
+    Called at install and again before every attempt: a program (or a test
+    runner capturing output) may have replaced either stream since, and an
+    action's prints must still reach its log.
+    """
     with _install_mu:
-        if _installed:
-            return
-        _installed = True
         if not isinstance(sys.stdout, StreamRouter):
             sys.stdout = StreamRouter(sys.stdout, "stdout")  # type: ignore[assignment]
         if not isinstance(sys.stderr, StreamRouter):
             sys.stderr = StreamRouter(sys.stderr, "stderr")  # type: ignore[assignment]
+
+
+def install(level: int) -> None:
+    """Routes prints and logging records of attempts to their logs (once per process)."""
+    global _installed
+    route_streams()
+    with _install_mu:
+        if _installed:
+            return
+        _installed = True
         root = logging.getLogger()
         root.addHandler(LogHandler(level))
         if root.level > level:

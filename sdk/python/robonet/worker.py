@@ -577,8 +577,15 @@ class _Session:
 
     # -- invoking
 
+    def capture(self, a: _Attempt) -> Optional[_logs.AttemptLog]:
+        """The log an attempt's prints and logging go to (None: not captured)."""
+        if not (self.w._send_logs and self.w.capture_logs):
+            return None
+        _logs.route_streams()
+        return a.log
+
     def invoke_sync(self, a: _Attempt) -> None:
-        token = _logs.current.set(a.log if self.w._send_logs and self.w.capture_logs else None)
+        token = _logs.current.set(self.capture(a))
         try:
             done = self.call(a)
         finally:
@@ -599,7 +606,7 @@ class _Session:
         return self.output(a, out)
 
     async def invoke_async(self, a: _Attempt) -> worker_pb2.WorkerDone:
-        _logs.current.set(a.log if self.w._send_logs and self.w.capture_logs else None)
+        _logs.current.set(self.capture(a))
         if a.action is None:
             return self.call(a)
         try:
