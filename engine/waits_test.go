@@ -499,3 +499,35 @@ func TestConcurrentSignalsEachTaken(t *testing.T) {
 		}
 	})
 }
+
+// A timer that comes due while the instance is paused — here the end of a
+// wait: {for} — is held: the wait ends on resume, not before, and what
+// follows it is dispatched then.
+func TestPauseHoldsTimers(t *testing.T) {
+	onEachStore(t, func(t *testing.T, h *harness) {
+		e := h.start(1, func(c *engine.Config) { c.ParkAfter = -1 })
+		id := h.submit(e, coolDownSpec, nil)
+		echo(e, h.disp.one(t, "deploy", 1))
+		waitUntil(t, "cool_down to wait", func() bool { return task(t, getView(t, e, id), "cool_down").Wait != nil })
+		if err := e.PauseInstance(ctxOf(t), id); err != nil {
+			t.Fatal(err)
+		}
+		h.clock.Advance(time.Minute) // the wait's 2 s are long over
+		// The shard handles its timer before this read (one goroutine,
+		// the timer first once it fired): the wait is held, not ended.
+		waitUntil(t, "the due timer to be handled", func() bool { return !h.clock.HasTimerWithin(0) })
+		if cd := task(t, getView(t, e, id), "cool_down"); cd.Status != engine.TaskRunning || cd.Wait == nil {
+			t.Fatalf("while paused cool_down is %s (%+v): its timer was not held", cd.Status, cd.Wait)
+		}
+		if n := h.disp.pending(); n != 0 {
+			t.Fatalf("%d dispatches while paused", n)
+		}
+		if err := e.ResumeInstance(ctxOf(t), id); err != nil {
+			t.Fatal(err)
+		}
+		echo(e, h.disp.one(t, "verify", 1))
+		if v := h.wait(e, id); v.State != engine.StateComplete {
+			t.Fatalf("ended %s: %s", v.State, v.Error)
+		}
+	})
+}
