@@ -143,7 +143,7 @@ type instance struct {
 
 	// Waits, signals and pause (waits.go).
 	waiting map[string][]waitingAttempt // signal → attempts of wait: {signal} tasks in flight
-	signals []pendingSignal             // received, not taken by a wait yet, by seq
+	signals []SignalRecord              // received, not taken by a wait yet, by seq
 	// knownSignals are the seqs of the signals received (by a claim or a
 	// delivery) in this life: deliveries of one batch may come out of
 	// order, and a duplicate is delivered again.

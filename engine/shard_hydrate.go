@@ -44,7 +44,7 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 	inst.log = newEventLog(s.e.cfg.EventLogSize, last)
 	s.insts[c.ID] = inst
 	for _, sig := range c.Signals { // not consumed yet, by seq: watchers see them arrive here
-		inst.signals = append(inst.signals, pendingSignal{seq: sig.Seq, name: sig.Name, payload: sig.Payload, at: sig.CreatedAt})
+		inst.signals = append(inst.signals, sig)
 		inst.knowSignal(sig.Seq)
 		info := SignalInfo{Seq: sig.Seq, Name: sig.Name, Payload: sig.Payload, At: sig.CreatedAt}
 		s.emit(inst, Event{Kind: EventSignal, Index: -1, Signal: &info})

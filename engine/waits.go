@@ -41,14 +41,6 @@ import (
 //     that fire until it is resumed; attempts in flight finish and are
 //     recorded, cancel works.
 
-// pendingSignal is a signal the instance received that no wait took yet.
-type pendingSignal struct {
-	seq     int64
-	name    string
-	payload []byte
-	at      time.Time
-}
-
 // waitingAttempt is an attempt of a wait: {signal} task in flight.
 type waitingAttempt struct {
 	ref     graph.TaskRef
@@ -73,7 +65,7 @@ func (s *shard) dispatchWait(inst *instance, e graph.Effect, signal string) {
 		inst.waiting = make(map[string][]waitingAttempt)
 	}
 	inst.waiting[signal] = append(inst.waiting[signal], waitingAttempt{ref: e.Task, attempt: e.Attempt})
-	if slices.ContainsFunc(inst.signals, func(p pendingSignal) bool { return p.name == signal }) {
+	if slices.ContainsFunc(inst.signals, func(p SignalRecord) bool { return p.Name == signal }) {
 		// Delivered after the effects of this event are applied: the
 		// graph is not to be called from inside them.
 		s.send(func(s *shard) { s.matchSignals(inst) })
@@ -89,12 +81,12 @@ func (s *shard) receiveSignal(inst *instance, rec SignalRecord, wake int64) bool
 	}
 	// By seq: deliveries of one batch may come out of order, and signals
 	// are taken oldest first.
-	at, _ := slices.BinarySearchFunc(inst.signals, rec.Seq, func(p pendingSignal, seq int64) int { return cmp.Compare(p.seq, seq) })
-	inst.signals = slices.Insert(inst.signals, at, pendingSignal{seq: rec.Seq, name: rec.Name, payload: rec.Payload, at: rec.CreatedAt})
+	at, _ := slices.BinarySearchFunc(inst.signals, rec.Seq, func(p SignalRecord, seq int64) int { return cmp.Compare(p.Seq, seq) })
+	inst.signals = slices.Insert(inst.signals, at, rec)
 	info := SignalInfo{Seq: rec.Seq, Name: rec.Name, Payload: rec.Payload, At: rec.CreatedAt}
 	s.emit(inst, Event{Kind: EventSignal, Index: -1, Signal: &info})
 	inst.lg.Info("signal received", zap.String("signal", rec.Name), zap.Int64("seq", rec.Seq))
-	return s.matchSignals(inst) > 0 && !slices.ContainsFunc(inst.signals, func(p pendingSignal) bool { return p.seq == rec.Seq })
+	return s.matchSignals(inst) > 0 && !slices.ContainsFunc(inst.signals, func(p SignalRecord) bool { return p.Seq == rec.Seq })
 }
 
 // knowSignal records that the instance received signal seq; false if it
@@ -119,7 +111,7 @@ func (s *shard) matchSignals(inst *instance) int {
 	handed := 0
 	for i := 0; i < len(inst.signals); {
 		p := inst.signals[i]
-		w, ok := s.takeWaiting(inst, p.name)
+		w, ok := s.takeWaiting(inst, p.Name)
 		if !ok {
 			i++
 			continue
@@ -153,18 +145,18 @@ func (s *shard) takeWaiting(inst *instance, signal string) (waitingAttempt, bool
 // consumeSignal completes a waiting attempt with a signal: the attempt's
 // result is the signal's payload, recorded with the signal marked consumed
 // in the same write.
-func (s *shard) consumeSignal(inst *instance, w waitingAttempt, p pendingSignal) {
+func (s *shard) consumeSignal(inst *instance, w waitingAttempt, p SignalRecord) {
 	exec := inst.pe.executionID(w.ref)
-	out, err := value.Decode(p.payload)
+	out, err := value.Decode(p.Payload)
 	if err != nil {
-		out, p.payload = nil, []byte("null") // never: the API stores canonical JSON
+		out, p.Payload = nil, []byte("null") // never: the API stores canonical JSON
 	}
 	now := s.now()
-	s.fl = append(s.fl, flushItem{inst: inst, signals: []SignalUse{{Seq: p.seq, By: fmt.Sprintf("%s#%d", exec, w.attempt)}}})
+	s.fl = append(s.fl, flushItem{inst: inst, signals: []SignalUse{{Seq: p.Seq, By: fmt.Sprintf("%s#%d", exec, w.attempt)}}})
 	s.onResult(&TaskResult{
 		AttemptKey: AttemptKey{InstanceID: inst.id, ExecutionID: exec, Attempt: w.attempt},
-		OK:         true, Output: out, OutputJSON: p.payload,
-		WorkerID:  fmt.Sprintf("signal#%d", p.seq),
+		OK:         true, Output: out, OutputJSON: p.Payload,
+		WorkerID:  fmt.Sprintf("signal#%d", p.Seq),
 		StartedAt: clock.FromUnixNanos(inst.started[w.ref.Node]), FinishedAt: now,
 	})
 }
