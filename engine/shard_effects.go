@@ -33,7 +33,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 	switch e.Kind {
 	case graph.Dispatch:
 		if inst.paused {
-			s.holdDispatch(inst, e) // dispatched on resume
+			inst.held = append(inst.held, e) // dispatched on resume (waits.go)
 			return
 		}
 		t := pe.task(e.Task.Node)

@@ -381,8 +381,3 @@ func (s *shard) resume(inst *instance, wake int64) {
 	inst.heldTimers = nil
 	s.settle(inst)
 }
-
-// holdDispatch keeps a Dispatch of a paused instance for its resume.
-func (s *shard) holdDispatch(inst *instance, e graph.Effect) {
-	inst.held = append(inst.held, e)
-}
