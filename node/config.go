@@ -161,10 +161,17 @@ type Config struct {
 	// A server needs a server certificate (robonode tls cert create
 	// --server).
 	TLS pki.Files
-	// APITokens, when set, are the bearer tokens a client (roboctl, a
-	// worker program) must present; calls from other nodes authenticate
-	// with their certificates instead. Only their SHA-256 digests are
-	// kept. Each is at least 16 bytes.
+	// APITokenFile, when set, names the file of the bearer tokens a client
+	// (roboctl, a worker program) must present, a line per token:
+	// TOKEN name=NAME role=ROLE [workflows=GLOB,…] [capabilities=GLOB,…]
+	// (package access; a line holding only a token is an admin). The node
+	// re-reads it when it changes (and on ReloadTokens): tokens are added
+	// and revoked without a restart. Calls from other nodes authenticate
+	// with their certificates instead. Only the tokens' SHA-256 digests
+	// are kept.
+	APITokenFile string
+	// APITokens are admin tokens given in code (tests, the demo), used
+	// when APITokenFile is not set. Each is at least 16 bytes.
 	APITokens []string
 	// Insecure allows listening beyond loopback without TLS, API tokens
 	// or a gossip key. Without it such a node refuses to start: anyone
@@ -422,7 +429,7 @@ func (c Config) checkExposure() error {
 	if !c.TLS.Set() {
 		missing = append(missing, "mutual TLS (--tls-ca, --tls-cert, --tls-key; robonode tls ca create, then robonode tls cert create --name "+c.Name+")")
 	}
-	if len(c.APITokens) == 0 {
+	if len(c.APITokens) == 0 && c.APITokenFile == "" {
 		missing = append(missing, "API tokens (--api-token-file FILE; e.g. head -c 32 /dev/urandom | base64 > FILE)")
 	}
 	if len(c.GossipKey) == 0 {

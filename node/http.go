@@ -24,7 +24,7 @@ func (n *Node) httpHandler() (http.Handler, error) {
 	mux.Handle("GET /metrics", n.metrics.handler())
 	cfg := dashboard.Config{API: n.api, Mesh: n.meshAPI, Logger: n.log.Named("dashboard"), Node: n.cfg.Name, Stopping: n.stopping}
 	if n.tokens != nil {
-		cfg.Authorize = n.tokens.valid
+		cfg.Authorize, cfg.Permit = n.tokens.lookup, permits
 	}
 	ui, err := dashboard.New(cfg)
 	if err != nil {

@@ -50,7 +50,7 @@ type Node struct {
 	// id is the node's certificate (nil without TLS); tokens the digests
 	// of the API tokens (nil without).
 	id     *pki.Identity
-	tokens *tokenSet
+	tokens *tokenKeeper
 
 	violMu     sync.Mutex
 	violations map[string]int // by peer: messages that broke the limits of the Waggler streams
@@ -124,7 +124,7 @@ func New(cfg Config) (*Node, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	tokens, err := newTokenSet(cfg.APITokens)
+	tokens, err := newTokenKeeper(cfg, cfg.Logger.Named("node").With(zap.String("node", cfg.Name)))
 	if err != nil {
 		return nil, err
 	}
@@ -279,6 +279,13 @@ func (n *Node) start(ctx context.Context) (err error) {
 	// Wagglers.
 	n.workers.OnChange(n.capabilitiesChanged)
 	n.startGRPC()
+	if n.tokens != nil {
+		n.serving.Add(1)
+		go func() {
+			defer n.serving.Done()
+			n.tokens.watch(n.stopping, n.cfg.Clock)
+		}()
+	}
 	n.startFollower()
 	n.startTrust()
 	if server {

@@ -176,12 +176,26 @@ func serve(s settings, stderr io.Writer, getenv func(string) string) error {
 		return errReported
 	}
 
+	// SIGHUP re-reads the API token file at once (the node also notices
+	// a change by itself within a second).
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
 	var runErr error
-	select {
-	case <-ctx.Done():
-		log.Info("signal received; shutting down (a second signal kills the process)")
-	case runErr = <-n.Failed():
-		log.Error("node failed; shutting down", zap.Error(runErr))
+wait:
+	for {
+		select {
+		case <-hup:
+			if err := n.ReloadTokens(); err != nil {
+				log.Error("SIGHUP: the API token file was not reloaded", zap.Error(err))
+			}
+			continue
+		case <-ctx.Done():
+			log.Info("signal received; shutting down (a second signal kills the process)")
+		case runErr = <-n.Failed():
+			log.Error("node failed; shutting down", zap.Error(runErr))
+		}
+		break wait
 	}
 	stopSignals() // from here on, a second signal has its default effect
 
@@ -207,7 +221,7 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		HTTPAddr:     s.HTTP,
 		EnableDebug:  s.EnableDebug,
 		TLS:          s.TLS,
-		APITokens:    s.APITokens,
+		APITokenFile: s.APITokenFile,
 		Insecure:     s.Insecure,
 		DispatchTier: s.DispatchTier,
 		TrustPeers:   s.TrustPeers,

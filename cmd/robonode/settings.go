@@ -95,7 +95,7 @@ type settings struct {
 	EnableDebug       bool      // /debug/pprof/ on the HTTP listener
 	CPUProfile        string    // file to write a CPU profile of the process's life to
 	TLS               pki.Files // the node's certificate, key and the mesh CA
-	APITokens         []string  // from --api-token-file
+	APITokenFile      string    // --api-token-file
 	Insecure          bool
 	DispatchTier      string               // the trust tier a worker node needs for all its slots
 	TrustPeers        []string             // nodes trusted from the start ("*": all)
@@ -142,7 +142,7 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.String("tls-ca", "", "the mesh CA's certificate (PEM): with --tls-cert and --tls-key, every connection between nodes is mutual TLS and the API is served over TLS")
 	fs.String("tls-cert", "", "this node's certificate (PEM), naming it (robonode tls cert create --name NAME)")
 	fs.String("tls-key", "", "this node's private key (PEM)")
-	fs.String("api-token-file", "", "file of API tokens, one per line (# comments allowed): clients must present one (roboctl --token-file)")
+	fs.String("api-token-file", "", "file of API tokens, a line each: TOKEN name=NAME role=read|submit|operate|admin|worker [workflows=GLOB,…] [capabilities=GLOB,…] (# comments allowed); re-read when it changes or on SIGHUP")
 	fs.Bool("insecure", false, "allow listening beyond loopback without TLS, API tokens or a gossip key (anyone who reaches the node could run commands)")
 	fs.String("dispatch-tier", "established", "trust tier a worker node needs to run all its slots: unverified, provisional, established or trusted; below it a node is on probation (one attempt at a time, one more per attempt it completes)")
 	fs.StringArray("trust-peer", nil, "node trusted from the start, by name (repeatable); * trusts every node. A node that forges a hash-chain token loses this trust")
@@ -262,34 +262,17 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 		errs = append(errs, errors.New("tls: --tls-ca, --tls-cert and --tls-key go together (robonode tls --help)"))
 	}
 	if f := one("api-token-file"); f != "" {
-		if s.APITokens, err = readTokens(f); err != nil {
-			errs = append(errs, err)
+		// The node reads it (and re-reads it when it changes); an error
+		// in it is the node's configuration error, with file and line.
+		if _, err := os.Stat(f); err != nil {
+			errs = append(errs, fmt.Errorf("api-token-file: %w", err))
 		}
+		s.APITokenFile = f
 	}
 	if len(errs) > 0 {
 		return settings{}, usageError{errors.Join(errs...)}
 	}
 	return s, nil
-}
-
-// readTokens reads API tokens, one per line; blank lines and lines
-// starting with # are skipped. Errors never quote the file's contents.
-func readTokens(file string) ([]string, error) {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return nil, fmt.Errorf("api-token-file: %w", err)
-	}
-	var tokens []string
-	for _, line := range strings.Split(string(b), "\n") {
-		line = strings.TrimSpace(line)
-		if line != "" && !strings.HasPrefix(line, "#") {
-			tokens = append(tokens, line)
-		}
-	}
-	if len(tokens) == 0 {
-		return nil, fmt.Errorf("api-token-file %s: no token in it (one per line; e.g. head -c 32 /dev/urandom | base64 > %s)", file, file)
-	}
-	return tokens, nil
 }
 
 // resolveMesh reads the mesh settings: --join, --advertise, --server,

@@ -16,6 +16,7 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"net/http"
@@ -26,6 +27,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
+	"github.com/robonet/robonet/internal/access"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -36,11 +38,17 @@ const Prefix = "/ui/"
 type Config struct {
 	API  robonetv1.WorkflowServiceServer
 	Mesh robonetv1.MeshServiceServer
-	// Authorize checks an API token; nil: the API asks for none, and
-	// neither does the dashboard. With it, a user signs in with a token,
-	// kept in a cookie for the session.
-	Authorize func(token string) bool
-	Logger    *zap.Logger
+	// Authorize checks an API token and says whose it is; nil: the API
+	// asks for none, and neither does the dashboard. With it, a user signs
+	// in with a token, kept in a cookie for the session, and the pages
+	// call the API as that token's principal.
+	Authorize func(token string) (*access.Principal, bool)
+	// Permit reports whether p may call an API method (a full gRPC
+	// method name): the pages show only the buttons the signed-in role
+	// may press, and a form posted without the role is refused. nil:
+	// everything is permitted.
+	Permit func(p *access.Principal, fullMethod string) bool
+	Logger *zap.Logger
 	// Node names the node serving the pages.
 	Node string
 	// LivePoll is how often the live view of an instance reads it.
@@ -109,34 +117,62 @@ func New(cfg Config) (http.Handler, error) {
 	mux.Handle("GET "+Prefix+"instances", s.signedIn(s.instancesPage))
 	mux.Handle("GET "+Prefix+"instances/{id}", s.signedIn(s.instancePage))
 	mux.Handle("GET "+Prefix+"instances/{id}/live", s.signedIn(s.instanceLive))
-	mux.Handle("POST "+Prefix+"instances/{id}/cancel", s.signedIn(s.cancel))
-	mux.Handle("POST "+Prefix+"instances/{id}/signal", s.signedIn(s.signal))
-	mux.Handle("POST "+Prefix+"instances/{id}/pause", s.signedIn(s.pause))
-	mux.Handle("POST "+Prefix+"instances/{id}/resume", s.signedIn(s.resume))
-	mux.Handle("POST "+Prefix+"instances/{id}/retry", s.signedIn(s.retry))
+	mux.Handle("POST "+Prefix+"instances/{id}/cancel", s.signedIn(s.permitted("CancelInstance", s.cancel)))
+	mux.Handle("POST "+Prefix+"instances/{id}/signal", s.signedIn(s.permitted("SignalInstance", s.signal)))
+	mux.Handle("POST "+Prefix+"instances/{id}/pause", s.signedIn(s.permitted("PauseInstance", s.pause)))
+	mux.Handle("POST "+Prefix+"instances/{id}/resume", s.signedIn(s.permitted("ResumeInstance", s.resume)))
+	mux.Handle("POST "+Prefix+"instances/{id}/retry", s.signedIn(s.permitted("RetryInstance", s.retry)))
 	mux.Handle("GET "+Prefix+"workflows", s.signedIn(s.workflowsPage))
 	return mux, nil
 }
 
 // signedIn admits a request that carries a valid token (cookie or bearer
 // header) when the API asks for one, and sends a browser to sign in
-// otherwise.
+// otherwise. The request's context carries the token's principal: the
+// pages call the API as it.
 func (s *server) signedIn(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if s.cfg.Authorize != nil && !s.cfg.Authorize(tokenOf(r)) {
-			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
-				http.Redirect(w, r, Prefix+"login?next="+template.URLQueryEscaper(r.URL.RequestURI()), http.StatusSeeOther)
+		p := access.Anonymous
+		if s.cfg.Authorize != nil {
+			var ok bool
+			if p, ok = s.cfg.Authorize(tokenOf(r)); !ok {
+				if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
+					http.Redirect(w, r, Prefix+"login?next="+template.URLQueryEscaper(r.URL.RequestURI()), http.StatusSeeOther)
+					return
+				}
+				http.Error(w, "sign in with an API token first ("+Prefix+"login)", http.StatusUnauthorized)
 				return
 			}
-			http.Error(w, "sign in with an API token first ("+Prefix+"login)", http.StatusUnauthorized)
-			return
 		}
 		if r.Method == http.MethodPost && !sameOrigin(r) {
 			http.Error(w, "cross-site request refused", http.StatusForbidden)
 			return
 		}
-		h(w, r)
+		h(w, r.WithContext(access.NewContext(r.Context(), p)))
 	})
+}
+
+// may reports whether the signed-in principal may call a method of the
+// WorkflowService.
+func (s *server) may(r *http.Request, method string) bool {
+	if s.cfg.Permit == nil {
+		return true
+	}
+	p, ok := access.FromContext(r.Context())
+	return ok && s.cfg.Permit(p, "/"+robonetv1.WorkflowService_ServiceDesc.ServiceName+"/"+method)
+}
+
+// permitted refuses a form whose call the signed-in role may not make.
+func (s *server) permitted(method string, h http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if !s.may(r, method) {
+			p, _ := access.FromContext(r.Context())
+			s.render(w, r, "error", http.StatusForbidden, map[string]any{
+				"Error": fmt.Sprintf("%s may not do this (%s): sign in with a token whose role may", p, method), "Code": http.StatusForbidden})
+			return
+		}
+		h(w, r)
+	}
 }
 
 func tokenOf(r *http.Request) string {
@@ -166,7 +202,7 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	token, next := r.PostFormValue("token"), safeNext(r.PostFormValue("next"))
-	if s.cfg.Authorize != nil && !s.cfg.Authorize(token) {
+	if _, ok := s.authorize(token); !ok {
 		s.render(w, r, "login", http.StatusUnauthorized, map[string]any{"Next": next, "Error": "That token is not one of the node's API tokens (--api-token-file)."})
 		return
 	}
@@ -177,6 +213,14 @@ func (s *server) login(w http.ResponseWriter, r *http.Request) {
 func (s *server) logout(w http.ResponseWriter, r *http.Request) {
 	http.SetCookie(w, &http.Cookie{Name: cookieName, Path: Prefix, MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
 	http.Redirect(w, r, Prefix+"login", http.StatusSeeOther)
+}
+
+// authorize looks token up; every token is good without Authorize.
+func (s *server) authorize(token string) (*access.Principal, bool) {
+	if s.cfg.Authorize == nil {
+		return access.Anonymous, true
+	}
+	return s.cfg.Authorize(token)
 }
 
 // safeNext keeps a redirect inside the dashboard.
@@ -190,6 +234,9 @@ func safeNext(next string) string {
 // render writes a page; a template error is logged and answered 500.
 func (s *server) render(w http.ResponseWriter, r *http.Request, page string, code int, data map[string]any) {
 	data["Node"], data["Page"], data["Auth"] = s.cfg.Node, page, s.cfg.Authorize != nil
+	if p, ok := access.FromContext(r.Context()); ok && s.cfg.Authorize != nil {
+		data["Who"] = p.String()
+	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-store")
 	w.Header().Set("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'")

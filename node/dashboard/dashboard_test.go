@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +19,7 @@ import (
 	"google.golang.org/protobuf/types/known/durationpb"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/robonet/robonet/internal/access"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -149,10 +151,14 @@ func (fakeMesh) ListPartitions(context.Context, *robonetv1.ListPartitionsRequest
 	}}, nil
 }
 
-func newTestServer(t *testing.T, authorize func(string) bool) (*httptest.Server, *fakeAPI) {
+func newTestServer(t *testing.T, authorize func(string) (*access.Principal, bool)) (*httptest.Server, *fakeAPI) {
 	t.Helper()
 	api := &fakeAPI{}
-	h, err := New(Config{API: api, Mesh: fakeMesh{}, Authorize: authorize, Node: "s1", LivePoll: 10 * time.Millisecond})
+	cfg := Config{API: api, Mesh: fakeMesh{}, Authorize: authorize, Node: "s1", LivePoll: 10 * time.Millisecond}
+	if authorize != nil {
+		cfg.Permit = testPermit
+	}
+	h, err := New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -293,7 +299,7 @@ func TestCancel(t *testing.T) {
 // With API tokens, pages ask to sign in; a valid token is kept in a
 // cookie, a bad one is refused.
 func TestSignIn(t *testing.T) {
-	srv, _ := newTestServer(t, func(tok string) bool { return tok == "s3cret-token" })
+	srv, _ := newTestServer(t, tokens(map[string]*access.Principal{"s3cret-token": {Name: "alice", Role: access.Admin}}))
 	code, _, hdr := get(t, noRedirect, srv.URL+"/ui/instances")
 	if code != http.StatusSeeOther || !strings.HasPrefix(hdr.Get("Location"), "/ui/login?next=") {
 		t.Fatalf("signed out: %d to %q", code, hdr.Get("Location"))
@@ -374,5 +380,67 @@ func TestETA(t *testing.T) {
 		if got := eta(&robonetv1.Instance{State: c.state, Eta: c.eta}); got != c.want {
 			t.Errorf("%s with eta %v: %q, want %q", c.state, c.eta, got, c.want)
 		}
+	}
+}
+
+// tokens authorizes the tokens of m.
+func tokens(m map[string]*access.Principal) func(string) (*access.Principal, bool) {
+	return func(tok string) (*access.Principal, bool) {
+		p, ok := m[tok]
+		return p, ok
+	}
+}
+
+// testPermit stands for the node's table: signals need submit, the
+// instance's other buttons operate.
+func testPermit(p *access.Principal, fullMethod string) bool {
+	if strings.HasSuffix(fullMethod, "/SignalInstance") {
+		return p.Role.Allows(access.Submit)
+	}
+	return p.Role.Allows(access.Operate)
+}
+
+// A signed-in role sees only the buttons it may press, and a form it
+// posts without the role is refused before any call.
+func TestRolesOnPages(t *testing.T) {
+	srv, api := newTestServer(t, tokens(map[string]*access.Principal{
+		"reader-token-0123456789": {Name: "rita", Role: access.Read},
+		"oper-token-0123456789":   {Name: "otto", Role: access.Operate},
+	}))
+	page := func(token string) string {
+		req, _ := http.NewRequest(http.MethodGet, srv.URL+"/ui/instances/"+childID, nil)
+		req.Header.Set("Authorization", "Bearer "+token)
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			t.Fatalf("%s: %d", token, resp.StatusCode)
+		}
+		return string(b)
+	}
+	if body := page("reader-token-0123456789"); strings.Contains(body, `id="cancel-form"`) || !strings.Contains(body, "signed in as rita (role read)") {
+		t.Fatal("a reader's page offers cancel, or does not say who is signed in")
+	}
+	if body := page("oper-token-0123456789"); !strings.Contains(body, `id="cancel-form"`) {
+		t.Fatal("an operator's page of a running instance has no cancel button")
+	}
+	req, _ := http.NewRequest(http.MethodPost, srv.URL+"/ui/instances/"+childID+"/cancel", nil)
+	req.Header.Set("Authorization", "Bearer reader-token-0123456789")
+	resp, err := noRedirect.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusForbidden || !strings.Contains(string(b), "rita (role read) may not do this") {
+		t.Fatalf("a reader's cancel: %d %s", resp.StatusCode, b)
+	}
+	api.mu.Lock()
+	defer api.mu.Unlock()
+	if len(api.cancelled) != 0 {
+		t.Fatalf("a refused cancel reached the API: %v", api.cancelled)
 	}
 }

@@ -244,7 +244,7 @@ func (s *server) instancePage(w http.ResponseWriter, r *http.Request) {
 	in := resp.GetInstance()
 	s.render(w, r, "instance", http.StatusOK, map[string]any{
 		"Instance": in, "DAG": layoutDAG(dagNodes(in)), "Terminal": terminal(in.GetState()), "Live": liveOf(in),
-		"Controls": controlsOf(in),
+		"Controls": s.permittedControls(r, controlsOf(in, !terminal(in.GetState()))),
 	})
 }
 
@@ -253,8 +253,8 @@ func (s *server) instancePage(w http.ResponseWriter, r *http.Request) {
 type controls struct {
 	// Signals are the signals its waiting tasks wait for, a form each.
 	Signals []signalForm
-	// Pause, Resume, Retry: the buttons that apply to its state.
-	Pause, Resume, Retry bool
+	// Pause, Resume, Retry, Cancel: the buttons that apply to its state.
+	Pause, Resume, Retry, Cancel bool
 	// Tasks are the tasks a retry may start from.
 	Tasks []string
 }
@@ -267,8 +267,20 @@ type signalForm struct {
 	Key string
 }
 
-func controlsOf(in *robonetv1.Instance) controls {
-	var c controls
+// permittedControls keeps of c what the signed-in role may use.
+func (s *server) permittedControls(r *http.Request, c controls) controls {
+	if !s.may(r, "SignalInstance") {
+		c.Signals = nil
+	}
+	c.Pause = c.Pause && s.may(r, "PauseInstance")
+	c.Resume = c.Resume && s.may(r, "ResumeInstance")
+	c.Retry = c.Retry && s.may(r, "RetryInstance")
+	c.Cancel = c.Cancel && s.may(r, "CancelInstance")
+	return c
+}
+
+func controlsOf(in *robonetv1.Instance, live bool) controls {
+	c := controls{Cancel: live}
 	switch st := in.GetState(); {
 	case st == robonetv1.InstanceState_INSTANCE_STATE_FAILED || st == robonetv1.InstanceState_INSTANCE_STATE_CANCELLED:
 		c.Retry = true
@@ -295,7 +307,7 @@ func controlsOf(in *robonetv1.Instance) controls {
 // controlsKey names what the page's controls depend on: the live view
 // reloads the page when it changes.
 func controlsKey(in *robonetv1.Instance) string {
-	c := controlsOf(in)
+	c := controlsOf(in, !terminal(in.GetState()))
 	key := fmt.Sprintf("pause=%t resume=%t retry=%t signals=", c.Pause, c.Resume, c.Retry)
 	for _, f := range c.Signals {
 		key += f.Task + ":" + f.Name + ","
