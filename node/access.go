@@ -142,6 +142,9 @@ func (a authz) who(ctx context.Context, fullMethod string) (*access.Principal, r
 	if !ok {
 		return nil, r, status.Error(codes.Unauthenticated, errNoCredentials)
 	}
+	if r.needFor != nil {
+		return p, r, nil // the request decides (unary)
+	}
 	return p, r, allowed(p, r.need, fullMethod)
 }
 
@@ -169,7 +172,10 @@ func (a authz) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 }
 
 func (a authz) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	p, _, err := a.who(ss.Context(), info.FullMethod)
+	p, r, err := a.who(ss.Context(), info.FullMethod)
+	if err == nil && r.needFor != nil {
+		err = allowed(p, r.need, info.FullMethod) // a stream's rule cannot depend on a request
+	}
 	if err != nil {
 		return err
 	}

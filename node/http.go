@@ -22,7 +22,7 @@ import (
 func (n *Node) httpHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", n.metrics.handler())
-	cfg := dashboard.Config{API: n.api, Mesh: n.meshAPI, Logger: n.log.Named("dashboard"), Node: n.cfg.Name, Stopping: n.stopping}
+	cfg := dashboard.Config{API: scopedAPI{n.api}, Mesh: n.meshAPI, Logger: n.log.Named("dashboard"), Node: n.cfg.Name, Stopping: n.stopping}
 	if n.tokens != nil {
 		cfg.Authorize, cfg.Permit = n.tokens.lookup, permits
 	}

@@ -456,7 +456,7 @@ func (n *Node) startGRPC() {
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns, logs: n.taskLogs,
 	}
 	n.meshAPI = newMeshAPI(n)
-	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, n.api)
+	robonetv1.RegisterWorkflowServiceServer(n.grpcSrv, scopedAPI{n.api})
 	robonetv1.RegisterMeshServiceServer(n.grpcSrv, n.meshAPI)
 	robonetv1.RegisterWagServiceServer(n.grpcSrv, remote.NewServer(n.wagglers, n.log, remote.ServerOptions{
 		Caller: checkCaller, OnViolation: n.peerViolation, HeartbeatInterval: n.cfg.Wag.WithDefaults().HeartbeatInterval,
