@@ -80,16 +80,19 @@ func Loopback(addr string) bool {
 	return ip != nil && ip.IsLoopback()
 }
 
-// ReadToken reads an API token: the first non-empty line of file that is
-// not a # comment. Errors never quote the file's contents.
+// ReadToken reads an API token: the first field of the first non-empty
+// line of file that is not a # comment. Errors never quote the file's
+// contents.
 func ReadToken(file string) (string, error) {
 	b, err := os.ReadFile(file)
 	if err != nil {
 		return "", fmt.Errorf("token file: %w", err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if line = strings.TrimSpace(line); line != "" && !strings.HasPrefix(line, "#") {
-			return line, nil
+		// The token is a line's first field: a line of a node's token
+		// file (TOKEN name=… role=…) works as a client's.
+		if f := strings.Fields(line); len(f) > 0 && !strings.HasPrefix(f[0], "#") {
+			return f[0], nil
 		}
 	}
 	return "", fmt.Errorf("token file %s holds no token", file)

@@ -29,12 +29,14 @@ def is_loopback(addr: str) -> bool:
 
 
 def read_token(path: str) -> str:
-    """Reads an API token file: its first line that is not blank or a # comment."""
+    """Reads an API token file: the first field of its first line that is not
+    blank or a # comment (a line of a node's token file, TOKEN name=... role=...,
+    works too)."""
     with open(path, encoding="utf-8") as f:
         for line in f:
-            line = line.strip()
-            if line and not line.startswith("#"):
-                return line
+            fields = line.split()
+            if fields and not fields[0].startswith("#"):
+                return fields[0]
     raise ValueError(f"token file {path} holds no token")
 
 
