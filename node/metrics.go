@@ -105,7 +105,7 @@ var (
 	descPoolSlots = prometheus.NewDesc("robonet_pool_slots", "Slots (workers) of a worker pool of this node.", poolLabels, nil)
 	descPoolBusy  = prometheus.NewDesc("robonet_pool_busy", "Slots of a worker pool of this node running an attempt now.", poolLabels, nil)
 	descPoolDone  = prometheus.NewDesc("robonet_pool_attempts_total", "Attempts a worker pool of this node finished, by outcome (completed, failed).", append(poolLabels, "outcome"), nil)
-	descPoolRun   = prometheus.NewDesc("robonet_pool_run_seconds", "Run time of a worker pool's last (up to) 256 attempts, by quantile.", append(poolLabels, "quantile"), nil)
+	descPoolRun   = prometheus.NewDesc("robonet_pool_run_seconds", "Run time of the attempts a worker pool of this node finished.", poolLabels, nil)
 
 	descStoreConns    = prometheus.NewDesc("robonet_store_reconnects_total", "Connections the Postgres store opened after its first: each failover, restart or lost connection of the database adds some.", nil, nil)
 	descStoreFailover = prometheus.NewDesc("robonet_store_failovers_total", "Times the Postgres store's new connections went to another host than before: the writable primary moved.", nil, nil)
@@ -184,8 +184,11 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(descPoolBusy, float64(p.Busy), p.Capability, p.Pool)
 			ch <- prometheus.MustNewConstMetric(descPoolDone, prometheus.CounterValue, float64(p.Completed), p.Capability, p.Pool, "completed")
 			ch <- prometheus.MustNewConstMetric(descPoolDone, prometheus.CounterValue, float64(p.Failed), p.Capability, p.Pool, "failed")
-			gauge(descPoolRun, p.LatencyP50.Seconds(), p.Capability, p.Pool, "0.5")
-			gauge(descPoolRun, p.LatencyP99.Seconds(), p.Capability, p.Pool, "0.99")
+			buckets := make(map[float64]uint64, len(metrics.TaskBuckets))
+			for i, le := range metrics.TaskBuckets {
+				buckets[le] = p.Runs.Counts[i]
+			}
+			ch <- prometheus.MustNewConstHistogram(descPoolRun, p.Runs.Count, p.Runs.Sum.Seconds(), buckets, p.Capability, p.Pool)
 		}
 	}
 	if n.taskLogs != nil {

@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap/zaptest/observer"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/metrics"
 )
 
 // gate is a handler that blocks until released (or cancelled), counting
@@ -741,6 +742,16 @@ func TestPoolMeter(t *testing.T) {
 	// last minute (seconds 240..299).
 	if s.Completed != 270 || s.Failed != 30 || s.PerMinute != 60 || s.LatencyP50 != 172*time.Millisecond || s.LatencyP99 != 298*time.Millisecond {
 		t.Fatalf("%+v", s)
+	}
+	// The histogram counts every run (1..300 ms, cumulative by bound).
+	want := map[float64]uint64{0.0005: 0, 0.001: 1, 0.005: 5, 0.01: 10, 0.05: 50, 0.1: 100, 0.5: 300, 3600: 300}
+	for i, le := range metrics.TaskBuckets {
+		if n, ok := want[le]; ok && s.Runs.Counts[i] != n {
+			t.Errorf("runs of at most %gs: %d, want %d", le, s.Runs.Counts[i], n)
+		}
+	}
+	if s.Runs.Count != 300 || s.Runs.Sum != 45150*time.Millisecond {
+		t.Errorf("histogram count %d sum %s, want 300 and 45.15s", s.Runs.Count, s.Runs.Sum)
 	}
 	s = PoolStats{}
 	m.read(&s, t0.Add(time.Hour))

@@ -3,6 +3,8 @@ package wag
 import (
 	"slices"
 	"time"
+
+	"github.com/robonet/robonet/internal/metrics"
 )
 
 // PoolStats is what one worker pool did lately, for operators: the leader
@@ -20,6 +22,19 @@ type PoolStats struct {
 	// LatencyP50 and LatencyP99 are the run times of the last (up to)
 	// meterSamples attempts.
 	LatencyP50, LatencyP99 time.Duration
+	// Runs are the run times of every attempt the pool finished, counted
+	// in the buckets of metrics.TaskBuckets (the robonet_pool_run_seconds
+	// histogram).
+	Runs RunHistogram
+}
+
+// RunHistogram counts run times in buckets: Counts[i] attempts ran at most
+// metrics.TaskBuckets[i] seconds (cumulative, as Prometheus counts them);
+// Count and Sum are over every attempt.
+type RunHistogram struct {
+	Counts []uint64
+	Count  uint64
+	Sum    time.Duration
 }
 
 // Utilisation is the share of the pool's slots busy now.
@@ -39,6 +54,10 @@ const meterSamples = 256
 // by the pool's mutex.
 type poolMeter struct {
 	completed, failed uint64
+	// buckets[i] counts the run times in (TaskBuckets[i-1], TaskBuckets[i]];
+	// the last one those above every bound.
+	buckets []uint64
+	runSum  time.Duration
 	runs              [meterSamples]time.Duration
 	n, next           int
 	perSecond         [60]struct {
@@ -53,6 +72,11 @@ func (m *poolMeter) record(finished time.Time, run time.Duration, ok bool) {
 	} else {
 		m.failed++
 	}
+	if m.buckets == nil {
+		m.buckets = make([]uint64, len(metrics.TaskBuckets)+1)
+	}
+	m.buckets[bucketOf(run)]++
+	m.runSum += run
 	m.runs[m.next] = run
 	m.next = (m.next + 1) % meterSamples
 	m.n = min(m.n+1, meterSamples)
@@ -64,9 +88,24 @@ func (m *poolMeter) record(finished time.Time, run time.Duration, ok bool) {
 	b.n++
 }
 
+// bucketOf is the index of the bucket run falls in.
+func bucketOf(run time.Duration) int {
+	sec := run.Seconds()
+	i, _ := slices.BinarySearch(metrics.TaskBuckets, sec) // the first bound >= sec
+	return i
+}
+
 // read fills the meter's part of s as of now.
 func (m *poolMeter) read(s *PoolStats, now time.Time) {
 	s.Completed, s.Failed = m.completed, m.failed
+	s.Runs = RunHistogram{Counts: make([]uint64, len(metrics.TaskBuckets)), Count: m.completed + m.failed, Sum: m.runSum}
+	var below uint64
+	for i := range metrics.TaskBuckets {
+		if m.buckets != nil {
+			below += m.buckets[i]
+		}
+		s.Runs.Counts[i] = below
+	}
 	cut := now.Unix() - 60
 	for _, b := range m.perSecond {
 		if b.sec > cut {

@@ -17,9 +17,9 @@ import (
 
 const namespace = "robonet"
 
-// taskBuckets cover an echo (tens of microseconds) to a long task (an
-// hour), in seconds.
-var taskBuckets = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600}
+// TaskBuckets cover an echo (tens of microseconds) to a long task (an
+// hour), in seconds: the buckets of every series of attempts' run times.
+var TaskBuckets = []float64{0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 15, 60, 300, 900, 3600}
 
 // fastBuckets cover in-memory and store work, in seconds.
 var fastBuckets = []float64{0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 1, 5}
@@ -76,7 +76,7 @@ func NewEngine(reg prometheus.Registerer) *Engine {
 		completed:  capabilityCounter("tasks_completed_total", "Task attempts that succeeded, by capability."),
 		failed:     capabilityCounter("tasks_failed_total", "Task attempts that failed (including those retried), by capability."),
 		duration: prometheus.NewHistogramVec(prometheus.HistogramOpts{Namespace: namespace, Name: "task_duration_seconds",
-			Help: "Task attempts' run time on their worker, start to finish, by capability.", Buckets: taskBuckets}, []string{"capability"}),
+			Help: "Task attempts' run time on their worker, start to finish, by capability.", Buckets: TaskBuckets}, []string{"capability"}),
 		InstancesSubmitted: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "instances_submitted_total",
 			Help: "Workflow instances queued by submissions."}),
 		instancesFinished: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: namespace, Name: "instances_finished_total",
