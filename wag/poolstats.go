@@ -56,11 +56,11 @@ type poolMeter struct {
 	completed, failed uint64
 	// buckets[i] counts the run times in (TaskBuckets[i-1], TaskBuckets[i]];
 	// the last one those above every bound.
-	buckets []uint64
-	runSum  time.Duration
-	runs              [meterSamples]time.Duration
-	n, next           int
-	perSecond         [60]struct {
+	buckets   []uint64
+	runSum    time.Duration
+	runs      [meterSamples]time.Duration
+	n, next   int
+	perSecond [60]struct {
 		sec int64
 		n   int
 	}
