@@ -177,6 +177,15 @@ type Config struct {
 	// or a gossip key. Without it such a node refuses to start: anyone
 	// who can reach it could run commands through the exec action.
 	Insecure bool
+	// ExecAllow is the node's exec policy (--exec-allow): the programs the
+	// exec action may run, as absolute paths or globs, "*" for any, "none"
+	// for none (wag.ExecPolicy says how programs are matched). Empty: any
+	// program on a node that listens on loopback only, none on a node that
+	// listens beyond it.
+	ExecAllow []string
+	// ExecUser, when set, runs exec'd programs as that user (--exec-user;
+	// a name or a uid); only a node running as root may switch.
+	ExecUser string
 	// DispatchTier is the trust tier (unverified, provisional, established
 	// or trusted) a worker node needs to run as many attempts at once as
 	// it has slots for this node's Wagglers; below it, it is on probation
@@ -213,8 +222,9 @@ type Config struct {
 	// Engine tunes the engine. Its Store, Dispatcher, Logger, NodeName and
 	// Term are set by the node; zero fields take the engine's defaults.
 	Engine engine.Config
-	// Wag tunes the worker layer. Its Sink, Logger, NodeName, Trust and
-	// Capabilities are set by the node; zero fields take wag's defaults.
+	// Wag tunes the worker layer. Its Sink, Logger, NodeName, Trust,
+	// Capabilities and Exec (from ExecAllow and ExecUser) are set by the
+	// node; zero fields take wag's defaults.
 	Wag wag.Config
 }
 
@@ -371,6 +381,9 @@ func (c Config) validate() error {
 	if err := c.checkExposure(); err != nil {
 		errs = append(errs, err)
 	}
+	if err := c.execPolicy().Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	if c.IsServer() {
 		if c.BootstrapExpect < 1 {
 			errs = append(errs, fmt.Errorf("bootstrap-expect %d: want at least 1", c.BootstrapExpect))
@@ -409,19 +422,7 @@ func (c Config) checkExposure() error {
 	if c.Insecure {
 		return nil
 	}
-	var exposed []string
-	addrs := []string{c.GRPCAddr, c.GossipAddr}
-	if c.IsServer() {
-		addrs = append(addrs, c.RaftAddr)
-	}
-	if c.HTTPAddr != HTTPDisabled && c.EnableDebug {
-		addrs = append(addrs, c.HTTPAddr)
-	}
-	for _, a := range addrs {
-		if !connect.Loopback(a) {
-			exposed = append(exposed, a)
-		}
-	}
+	exposed := c.exposed()
 	if len(exposed) == 0 {
 		return nil
 	}
@@ -442,6 +443,27 @@ func (c Config) checkExposure() error {
 		"anyone who reaches it could run commands through the exec action. "+
 		"Set them up, bind to 127.0.0.1, or pass --insecure to run without them anyway",
 		ErrInsecure, strings.Join(exposed, ", "), strings.Join(missing, ", "))
+}
+
+// exposed lists the addresses the node listens on that other machines can
+// reach (anything but loopback): the gRPC API, gossip, Raft on servers and
+// HTTP when it serves the profiler. Empty: only this machine reaches the
+// node.
+func (c Config) exposed() []string {
+	addrs := []string{c.GRPCAddr, c.GossipAddr}
+	if c.IsServer() {
+		addrs = append(addrs, c.RaftAddr)
+	}
+	if c.HTTPAddr != HTTPDisabled && c.EnableDebug {
+		addrs = append(addrs, c.HTTPAddr)
+	}
+	var exposed []string
+	for _, a := range addrs {
+		if !connect.Loopback(a) {
+			exposed = append(exposed, a)
+		}
+	}
+	return exposed
 }
 
 // taskLogDir is where the node keeps task logs.

@@ -211,6 +211,8 @@ func (n *Node) start(ctx context.Context) (err error) {
 	wcfg.NodeName, wcfg.Capabilities, wcfg.Logger = n.cfg.Name, n.cfg.Capabilities, n.cfg.Logger
 	wcfg.Metrics = n.metrics.wag
 	wcfg.ServingNodes = n.servingNodes
+	wcfg.Exec = n.cfg.execPolicy()
+	n.logExecPolicy(wcfg.Exec)
 	tier, _ := trust.ParseTier(n.cfg.DispatchTier) // validated
 	if n.trust, err = newTrustCenter(n.cfg.Name, n.log, n.cfg.Clock, tier, n.cfg.TrustPeers, n.cfg.Faults); err != nil {
 		return err

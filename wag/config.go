@@ -79,6 +79,11 @@ type Config struct {
 	// has registered with it; without it, for the whole InheritGrace.
 	ServingNodes func(capability string) (nodes []string, known bool)
 
+	// Exec bounds what the exec action runs on this node and as whom
+	// (--exec-allow, --exec-user); the zero value runs any program as the
+	// node's user.
+	Exec ExecPolicy
+
 	// TaskLogs, when set, keeps each exec attempt's stderr and stdout on
 	// this node (package tasklog); nil: only the end of stderr is kept, in
 	// a failed attempt's error.
@@ -183,6 +188,9 @@ func (c Config) validate() error {
 	}
 	if c.CancelGrace < 0 {
 		errs = append(errs, fmt.Errorf("CancelGrace %v must not be negative", c.CancelGrace))
+	}
+	if err := c.Exec.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("wag: invalid config: %w", err)

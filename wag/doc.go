@@ -158,15 +158,20 @@
 // # Built-in actions
 //
 // exec runs a program: {argv: [..] (required), env: {K: V}, stdin: string
-// or any value (sent as JSON), dir, timeout: "30s"}. The process gets PATH,
-// HOME and LANG from the node, then env, then ROBONET_ATTEMPT,
-// ROBONET_EXECUTION_ID, ROBONET_INSTANCE_ID, ROBONET_TASK,
-// ROBONET_IDEMPOTENCY_KEY, ROBONET_WORKER (node/capability/slot) and
-// ROBONET_EXEC_TOKEN, a random value per attempt
-// (env cannot override them). Stdout that parses as JSON is the output,
-// otherwise its trimmed text; stdout beyond MaxOutputBytes fails the
-// attempt. A non-zero exit fails with the exit code and the last 2 KiB of
-// stderr.
+// or any value (sent as JSON), dir, timeout: "30s"}. The node's ExecPolicy
+// (Config.Exec: --exec-allow, --exec-user) decides first whether the
+// program may run: it is matched by its absolute path (a bare name as the
+// node's PATH resolves it), and a refusal fails the attempt with an error
+// wrapping ErrExecRefused that names the program and the node. The
+// process gets only PATH, HOME, LANG and TZ from the node's environment
+// (execInherited; with --exec-user, that user's HOME, USER and LOGNAME),
+// then env, then ROBONET_ATTEMPT, ROBONET_EXECUTION_ID,
+// ROBONET_INSTANCE_ID, ROBONET_TASK, ROBONET_IDEMPOTENCY_KEY,
+// ROBONET_WORKER (node/capability/slot) and ROBONET_EXEC_TOKEN, a random
+// value per attempt (env cannot override them). Stdout that parses as
+// JSON is the output, otherwise its trimmed text; stdout beyond
+// MaxOutputBytes fails the attempt. A non-zero exit fails with the exit
+// code and the last 2 KiB of stderr.
 //
 // What an exec attempt starts ends with it ("Process containment" in
 // docs/workflows.md says what is and is not contained). The process runs in

@@ -38,6 +38,7 @@ const (
 // execInput is the parsed input of the exec action.
 type execInput struct {
 	argv    []string
+	path    string // argv[0]'s absolute path as the policy admitted it; "": looked up by exec
 	env     [][2]string
 	stdin   []byte
 	dir     string
@@ -101,12 +102,22 @@ func parseExecInput(in any) (execInput, error) {
 // still be found and killed when it ends (contain_linux.go).
 const execTokenVar = "ROBONET_EXEC_TOKEN"
 
-// execEnv is the environment of the child: a minimal inherited set, the
-// task's env, then the ROBONET_* variables (which the task cannot override),
-// the attempt's token last.
-func execEnv(call *Call, extra [][2]string, token string) []string {
-	env := make([]string, 0, 8+len(extra))
-	for _, name := range []string{"PATH", "HOME", "LANG"} {
+// execInherited are the variables an exec'd program gets from the node's
+// environment, when the node has them: nothing else of it (credentials,
+// tokens, keys, ROBONET_* settings) reaches the program.
+var execInherited = []string{"PATH", "HOME", "LANG", "TZ"}
+
+// execEnv is the environment of the child: the inherited allowlist (with
+// HOME, USER and LOGNAME of --exec-user's user when it is set), the
+// task's env, then the ROBONET_* variables (which the task cannot
+// override), the attempt's token last.
+func execEnv(call *Call, extra [][2]string, token string, as *execUser) []string {
+	env := make([]string, 0, 12+len(extra))
+	for _, name := range execInherited {
+		if name == "HOME" && as != nil {
+			env = append(env, "HOME="+as.home, "USER="+as.name, "LOGNAME="+as.name)
+			continue
+		}
 		if v, ok := os.LookupEnv(name); ok {
 			env = append(env, name+"="+v)
 		} else if name == "PATH" {
@@ -134,6 +145,20 @@ func execAction(ctx context.Context, call *Call) (any, error) {
 		return nil, err
 	}
 	rt := call.runtime()
+	var as *execUser
+	if rt.exec != nil {
+		as = rt.exec.user
+	}
+	if in.dir == "" && as != nil {
+		in.dir = as.workdir
+	}
+	if in.path, err = rt.exec.admit(in.argv[0], in.dir); err != nil {
+		if errors.Is(err, ErrExecRefused) {
+			rt.countRefusal()
+			call.Logger().Info("exec refused by this node's policy", zap.String("program", in.argv[0]), zap.Error(err))
+		}
+		return nil, err
+	}
 	if in.timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = withTimeout(ctx, rt.clock, in.timeout, "exec")
@@ -147,13 +172,13 @@ func execAction(ctx context.Context, call *Call) (any, error) {
 	if ctx.Err() != nil {
 		return nil, fmt.Errorf("exec: %w", ctxErr(ctx))
 	}
-	return runProcess(ctx, call, in, rt)
+	return runProcess(ctx, call, in, rt, as)
 }
 
-func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (any, error) {
+func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv, as *execUser) (any, error) {
 	name := in.argv[0]
 	token := rand.Text()
-	env := execEnv(call, in.env, token)
+	env := execEnv(call, in.env, token, as)
 
 	var files []*os.File // every pipe end we still hold
 	closeAll := func() {
@@ -180,7 +205,12 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 		return nil, fmt.Errorf("exec: creating pipes: %w", err)
 	}
 	newCmd := func() *exec.Cmd {
-		cmd := exec.Command(name, in.argv[1:]...) // cancellation is ours: the whole process group
+		program := name
+		if in.path != "" {
+			program = in.path // the program the policy admitted
+		}
+		cmd := exec.Command(program, in.argv[1:]...) // cancellation is ours: the whole process group
+		cmd.Args[0] = name                           // under the name it was given
 		cmd.Env = env
 		cmd.Dir = in.dir
 		if stdinR != nil {
@@ -188,13 +218,14 @@ func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv) (
 		}
 		cmd.Stdout, cmd.Stderr = stdoutW, stderrW
 		setProcessGroup(cmd)
+		as.runAs(cmd)
 		return cmd
 	}
 	cmd, box, err := startContained(newCmd, token, rt.cgroupParent)
 	if err != nil {
 		closeAll()
 		if errors.Is(err, exec.ErrNotFound) {
-			return nil, fmt.Errorf("exec: program %q not found in PATH (%s): give its full path or install it on this node", name, os.Getenv("PATH"))
+			return nil, notFound(name)
 		}
 		return nil, fmt.Errorf("exec: cannot start %q: %w", name, err)
 	}

@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
@@ -116,6 +117,18 @@ type runtimeEnv struct {
 	cgroupParent func() string
 	// logs keeps exec attempts' output; nil: none kept.
 	logs *tasklog.Store
+	// exec is the node's exec policy; nil: any program, as the node's user.
+	exec *execRules
+	// execRefused counts the exec attempts the policy refused; nil: none
+	// counted.
+	execRefused prometheus.Counter
+}
+
+// countRefusal counts an exec attempt the policy refused.
+func (rt *runtimeEnv) countRefusal() {
+	if rt.execRefused != nil {
+		rt.execRefused.Inc()
+	}
 }
 
 var defaultRuntime = &runtimeEnv{clock: clock.System(), httpClient: newHTTPClient(), killGrace: defaultKillGrace}

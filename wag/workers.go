@@ -46,10 +46,18 @@ func NewWorkerHost(cfg Config) (*WorkerHost, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
+	var as *execUser
+	if cfg.Exec.User != "" {
+		var err error
+		if as, err = lookupExecUser(cfg.Exec.User); err != nil {
+			return nil, fmt.Errorf("wag: invalid config: %w", err)
+		}
+	}
 	h := &WorkerHost{
-		cfg:     cfg,
-		log:     cfg.Logger.Named("worker").With(zap.String("node", cfg.NodeName)),
-		rt:      &runtimeEnv{clock: cfg.Clock, httpClient: newHTTPClient(), killGrace: defaultKillGrace, logs: cfg.TaskLogs},
+		cfg: cfg,
+		log: cfg.Logger.Named("worker").With(zap.String("node", cfg.NodeName)),
+		rt: &runtimeEnv{clock: cfg.Clock, httpClient: newHTTPClient(), killGrace: defaultKillGrace, logs: cfg.TaskLogs,
+			exec: newExecRules(cfg.NodeName, cfg.Exec, as), execRefused: cfg.Metrics.ExecRefused},
 		pools:   make(map[string][]*pool),
 		targets: make(map[string]TargetSource),
 	}

@@ -4,7 +4,9 @@ import (
 	"crypto/rand"
 	"encoding/base64"
 	"fmt"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/robonet/robonet/cmd/internal/client"
@@ -15,14 +17,23 @@ import (
 // demoSecurity is what makes a demo mesh secure, as a real one would be:
 // a CA with a certificate per node (mutual TLS between nodes and on Raft,
 // TLS for the demo's own client), an API token and a gossip key, all made
-// afresh in the demo's data directory.
+// afresh in the demo's data directory, and an exec policy naming the one
+// program the demo runs.
 type demoSecurity struct {
 	dir       string
 	token     string
 	gossipKey []byte
+	// execAllow is the nodes' exec policy: examples/demo.yaml runs sh
+	// (which runs the rest: seq, sed, wc, sha256sum, awk), so the policy
+	// names the sh that PATH finds here (/bin/sh, or /usr/bin/sh on a
+	// merged /usr), as the nodes will. On loopback a node would run any
+	// program without a policy; the demo names what it runs, as a mesh
+	// others can reach must.
+	execAllow []string
 }
 
-// newDemoSecurity creates the CA, token and gossip key under dir/pki.
+// newDemoSecurity creates the CA, token and gossip key under dir/pki, and
+// finds the sh the demo runs.
 func newDemoSecurity(dir string) (*demoSecurity, error) {
 	s := &demoSecurity{dir: filepath.Join(dir, "pki")}
 	if _, _, err := pki.CreateCA(s.dir, 24*time.Hour, time.Now()); err != nil {
@@ -37,10 +48,16 @@ func newDemoSecurity(dir string) (*demoSecurity, error) {
 	if _, err := rand.Read(s.gossipKey); err != nil {
 		return nil, runtimeError{err}
 	}
+	sh, err := exec.LookPath("sh")
+	if err != nil {
+		return nil, runtimeError{fmt.Errorf("the demo runs sh, which is not in PATH: %w", err)}
+	}
+	s.execAllow = []string{sh}
 	return s, nil
 }
 
-// apply gives cfg a certificate of its own, the token and the gossip key.
+// apply gives cfg a certificate of its own, the token, the gossip key and
+// the exec policy.
 func (s *demoSecurity) apply(cfg *node.Config) error {
 	cert, key, err := pki.CreateNodeCert(s.dir, s.dir, pki.NodeCert{Name: cfg.Name, Server: cfg.Server != nil && *cfg.Server, Validity: 24 * time.Hour}, time.Now())
 	if err != nil {
@@ -49,6 +66,7 @@ func (s *demoSecurity) apply(cfg *node.Config) error {
 	cfg.TLS = pki.Files{CA: filepath.Join(s.dir, pki.CAFile), Cert: cert, Key: key}
 	cfg.APITokens = []string{s.token}
 	cfg.GossipKey = s.gossipKey
+	cfg.ExecAllow = s.execAllow
 	return nil
 }
 
@@ -60,5 +78,5 @@ func (s *demoSecurity) credentials() client.Credentials {
 // describe says what protects the demo mesh.
 func (s *demoSecurity) describe() string {
 	return fmt.Sprintf("security: mutual TLS between nodes and on Raft (a CA and a certificate per node in %s), "+
-		"an API token for the demo's client, encrypted gossip", s.dir)
+		"an API token for the demo's client, encrypted gossip, exec limited to %s", s.dir, strings.Join(s.execAllow, ", "))
 }

@@ -111,7 +111,10 @@ address. More than one server needs a shared Postgres store:
   robonode --name s1 --bootstrap-expect 3 --postgres $DSN --bind 10.0.0.1
   robonode --name s2 --bootstrap-expect 3 --postgres $DSN --bind 10.0.0.2 --join 10.0.0.1:7301 --server
   robonode --name s3 --bootstrap-expect 3 --postgres $DSN --bind 10.0.0.3 --join 10.0.0.1:7301 --server
-  robonode --name w1 --bind 10.0.0.4 --join 10.0.0.1:7301 --capability code.exec=16
+  robonode --name w1 --bind 10.0.0.4 --join 10.0.0.1:7301 --capability code.exec=16 --exec-allow '/opt/jobs/*'
+
+A node that listens beyond loopback runs no exec task unless --exec-allow
+names the programs it may run (absolute paths or globs; '*' for any).
 
 Any node answers the API (roboctl --addr any-node:7233): calls that need the
 engine leader are forwarded to it. A node started with --join is
@@ -225,6 +228,8 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		Insecure:     s.Insecure,
 		DispatchTier: s.DispatchTier,
 		TrustPeers:   s.TrustPeers,
+		ExecAllow:    s.ExecAllow,
+		ExecUser:     s.ExecUser,
 		Capabilities: s.Capabilities,
 		Logger:       log,
 		StopTimeout:  s.ShutdownTimeout,

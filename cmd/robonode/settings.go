@@ -57,9 +57,11 @@ import (
 //	--dispatch-tier      ROBONET_DISPATCH_TIER      dispatch_tier
 //	--trust-peer         ROBONET_TRUST_PEER         trust_peer
 //	--limit              ROBONET_LIMIT              limit (also: limits)
+//	--exec-allow         ROBONET_EXEC_ALLOW         exec_allow
+//	--exec-user          ROBONET_EXEC_USER          exec_user
 //	--config             ROBONET_CONFIG             -
 //
-// --capability, --join, --trust-peer and --limit are repeatable; in the environment they
+// --capability, --join, --trust-peer, --limit and --exec-allow are repeatable; in the environment they
 // are comma-separated lists (ROBONET_CAPABILITY=code.exec=8,core=16,
 // ROBONET_JOIN=10.0.0.1:7301,10.0.0.2:7301); in the file a list (and for
 // capabilities and limits also a map, {code.exec: 8}, {spec-bytes: 2MiB}).
@@ -100,16 +102,18 @@ type settings struct {
 	DispatchTier      string               // the trust tier a worker node needs for all its slots
 	TrustPeers        []string             // nodes trusted from the start ("*": all)
 	Limits            []func(*node.Config) // from --limit, in order
+	ExecAllow         []string             // the exec policy: paths and globs, "*" or "none"; nil: none given
+	ExecUser          string               // the user exec'd programs run as ("": the node's)
 }
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
 	"join", "advertise", "server", "bootstrap-expect", "partitions", "partition-placement", "gossip", "raft", "gossip-key",
-	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "cpu-profile", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "dispatch-tier", "trust-peer", "limit"}
+	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "cpu-profile", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "dispatch-tier", "trust-peer", "limit", "exec-allow", "exec-user"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
 // lists in the config file, and no default.
-var listFlags = []string{"capability", "join", "trust-peer", "limit"}
+var listFlags = []string{"capability", "join", "trust-peer", "limit", "exec-allow"}
 
 // optionalFlags have no default value: unset means "decide from the other
 // settings".
@@ -149,6 +153,9 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.Bool("enable-debug", false, "serve Go's profiler at /debug/pprof/ on the HTTP listener (keep --http on a trusted interface)")
 	fs.String("cpu-profile", "", "write a CPU profile of the node's whole run to this file, finished at a clean shutdown (go tool pprof FILE)")
 	fs.StringArray("limit", nil, "raise or lower a limit on client input, NAME=VALUE (repeatable), e.g. spec-bytes=2MiB; docs/limits.md lists them: "+limitNames())
+	fs.StringArray("exec-allow", nil, "program the exec action may run here, by absolute path or glob (repeatable), e.g. /usr/bin/curl or '/opt/tools/*'; "+
+		"a bare name in a task is looked up in PATH first; * allows any program, none none. Without it a node on loopback runs any program and a node that listens beyond loopback none")
+	fs.String("exec-user", "", "run exec'd programs as this user (name or uid), with its groups and home; the node must run as root")
 	fs.String("config", "", "YAML or JSON config file (env ROBONET_CONFIG)")
 }
 
@@ -268,6 +275,10 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 			errs = append(errs, fmt.Errorf("api-token-file: %w", err))
 		}
 		s.APITokenFile = f
+	}
+	s.ExecAllow, s.ExecUser = raw["exec-allow"], one("exec-user")
+	if err := (wag.ExecPolicy{Allow: s.ExecAllow, User: s.ExecUser}).Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if len(errs) > 0 {
 		return settings{}, usageError{errors.Join(errs...)}
@@ -448,6 +459,19 @@ func fileValues(name string, v any) ([]string, error) {
 			return out, nil
 		}
 		return nil, errors.New("want a list of host:port")
+	}
+	if name == "exec-allow" {
+		switch v := v.(type) {
+		case string:
+			return splitList(v), nil
+		case []any:
+			out := make([]string, 0, len(v))
+			for _, e := range v {
+				out = append(out, fmt.Sprint(e))
+			}
+			return out, nil
+		}
+		return nil, errors.New("want a list of program paths or globs")
 	}
 	if name == "capability" || name == "limit" {
 		switch v := v.(type) {

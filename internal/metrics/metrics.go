@@ -133,6 +133,11 @@ type Wag struct {
 	failovers *prometheus.CounterVec
 	inherited *prometheus.CounterVec
 
+	// ExecRefused counts the exec attempts this node refused: the program
+	// is outside its --exec-allow policy, or it has none and listens beyond
+	// loopback.
+	ExecRefused prometheus.Counter
+
 	caps sync.Map // capability → *WagCapability
 }
 
@@ -154,9 +159,11 @@ func NewWag(reg prometheus.Registerer) *Wag {
 		replayed:  capabilityCounter("heartbeats_replayed_total", "Heartbeats ignored as replays or reorders, by capability."),
 		failovers: capabilityCounter("worker_failovers_total", "Attempts moved off a worker declared dead, by capability."),
 		inherited: capabilityCounter("waggler_failovers_total", "Times the leader saw a capability's Waggler role move to another node (its holder failed, left or was quarantined), by capability."),
+		ExecRefused: prometheus.NewCounter(prometheus.CounterOpts{Namespace: namespace, Name: "exec_refused_total",
+			Help: "Exec attempts this node refused to run: the program is outside its --exec-allow policy, or it has no policy and listens beyond loopback."}),
 	}
 	if reg != nil {
-		reg.MustRegister(m.received, m.missed, m.replayed, m.failovers, m.inherited)
+		reg.MustRegister(m.received, m.missed, m.replayed, m.failovers, m.inherited, m.ExecRefused)
 	}
 	return m
 }
