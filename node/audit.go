@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"slices"
 	"strconv"
 	"strings"
@@ -54,7 +55,9 @@ import (
 // quarantines or keys), reading the trail itself (ListAudit), and calls
 // from other nodes (by their certificate): a node forwards a call on
 // behalf of a client it let in and recorded itself, so each call is
-// recorded once, by the node the client called.
+// recorded once, by the node the client called. Calls from the dashboard
+// are recorded as the calls they make (auditedAPI), with the browser's
+// address.
 //
 // Targets name what a call acted on (instance=, workflow=NAME@VERSION,
 // schedule=, signal=, event=, node=, a key's fingerprint); inputs,
@@ -506,3 +509,96 @@ func (s *meshAPI) remoteAudit(ctx context.Context, m mesh.Member, since *timesta
 	}
 	return resp.GetRecords(), nil
 }
+
+// auditedAPI is the WorkflowService as the dashboard calls it, in
+// process (no interceptor sees those calls): each call that changes
+// something is recorded as it would be over gRPC, with the principal the
+// dashboard signed in and the browser's address (dashboardPeer), its
+// target ending with via=dashboard. Every mutating method is here, so a
+// button added to the dashboard is recorded too (TestAuditedAPI).
+type auditedAPI struct {
+	robonetv1.WorkflowServiceServer
+	trail *auditTrail
+}
+
+// audited runs one call of the dashboard's and records it.
+func audited[Req, Resp any](a auditedAPI, ctx context.Context, method string, req Req, call func(context.Context, Req) (Resp, error)) (Resp, error) {
+	start := a.trail.clock.Now()
+	resp, err := call(ctx, req)
+	outcome := err
+	if err != nil {
+		outcome = errorStatus(zap.NewNop(), method, err) // the status the API would answer
+	}
+	tg := auditTarget(req, resp)
+	if tg != "" {
+		tg += " "
+	}
+	a.trail.call(ctx, principalOf(ctx), "/"+robonetv1.WorkflowService_ServiceDesc.ServiceName+"/"+method, tg+"via=dashboard", outcome, start)
+	return resp, err
+}
+
+func (a auditedAPI) RegisterWorkflow(ctx context.Context, req *robonetv1.RegisterWorkflowRequest) (*robonetv1.RegisterWorkflowResponse, error) {
+	return audited(a, ctx, "RegisterWorkflow", req, a.WorkflowServiceServer.RegisterWorkflow)
+}
+
+func (a auditedAPI) SubmitWorkflow(ctx context.Context, req *robonetv1.SubmitWorkflowRequest) (*robonetv1.SubmitWorkflowResponse, error) {
+	return audited(a, ctx, "SubmitWorkflow", req, a.WorkflowServiceServer.SubmitWorkflow)
+}
+
+func (a auditedAPI) SubmitWorkflows(ctx context.Context, req *robonetv1.SubmitWorkflowsRequest) (*robonetv1.SubmitWorkflowsResponse, error) {
+	return audited(a, ctx, "SubmitWorkflows", req, a.WorkflowServiceServer.SubmitWorkflows)
+}
+
+func (a auditedAPI) CancelInstance(ctx context.Context, req *robonetv1.CancelInstanceRequest) (*robonetv1.CancelInstanceResponse, error) {
+	return audited(a, ctx, "CancelInstance", req, a.WorkflowServiceServer.CancelInstance)
+}
+
+func (a auditedAPI) SignalInstance(ctx context.Context, req *robonetv1.SignalInstanceRequest) (*robonetv1.SignalInstanceResponse, error) {
+	return audited(a, ctx, "SignalInstance", req, a.WorkflowServiceServer.SignalInstance)
+}
+
+func (a auditedAPI) PublishEvent(ctx context.Context, req *robonetv1.PublishEventRequest) (*robonetv1.PublishEventResponse, error) {
+	return audited(a, ctx, "PublishEvent", req, a.WorkflowServiceServer.PublishEvent)
+}
+
+func (a auditedAPI) RetryInstance(ctx context.Context, req *robonetv1.RetryInstanceRequest) (*robonetv1.RetryInstanceResponse, error) {
+	return audited(a, ctx, "RetryInstance", req, a.WorkflowServiceServer.RetryInstance)
+}
+
+func (a auditedAPI) PauseInstance(ctx context.Context, req *robonetv1.PauseInstanceRequest) (*robonetv1.PauseInstanceResponse, error) {
+	return audited(a, ctx, "PauseInstance", req, a.WorkflowServiceServer.PauseInstance)
+}
+
+func (a auditedAPI) ResumeInstance(ctx context.Context, req *robonetv1.ResumeInstanceRequest) (*robonetv1.ResumeInstanceResponse, error) {
+	return audited(a, ctx, "ResumeInstance", req, a.WorkflowServiceServer.ResumeInstance)
+}
+
+func (a auditedAPI) PauseWorkflow(ctx context.Context, req *robonetv1.PauseWorkflowRequest) (*robonetv1.PauseWorkflowResponse, error) {
+	return audited(a, ctx, "PauseWorkflow", req, a.WorkflowServiceServer.PauseWorkflow)
+}
+
+func (a auditedAPI) CreateSchedule(ctx context.Context, req *robonetv1.CreateScheduleRequest) (*robonetv1.CreateScheduleResponse, error) {
+	return audited(a, ctx, "CreateSchedule", req, a.WorkflowServiceServer.CreateSchedule)
+}
+
+func (a auditedAPI) UpdateSchedule(ctx context.Context, req *robonetv1.UpdateScheduleRequest) (*robonetv1.UpdateScheduleResponse, error) {
+	return audited(a, ctx, "UpdateSchedule", req, a.WorkflowServiceServer.UpdateSchedule)
+}
+
+func (a auditedAPI) DeleteSchedule(ctx context.Context, req *robonetv1.DeleteScheduleRequest) (*robonetv1.DeleteScheduleResponse, error) {
+	return audited(a, ctx, "DeleteSchedule", req, a.WorkflowServiceServer.DeleteSchedule)
+}
+
+// dashboardPeer puts the browser's address into each request's context
+// as a gRPC peer, where the audit trail reads a caller's address.
+func dashboardPeer(h http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		h.ServeHTTP(w, r.WithContext(peer.NewContext(r.Context(), &peer.Peer{Addr: httpAddr(r.RemoteAddr)})))
+	})
+}
+
+// httpAddr is an HTTP client's address.
+type httpAddr string
+
+func (a httpAddr) Network() string { return "tcp" }
+func (a httpAddr) String() string  { return string(a) }

@@ -7,8 +7,10 @@ import (
 	"io"
 	"maps"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -169,6 +171,35 @@ func TestAuditCalls(t *testing.T) {
 	}
 }
 
+// TestAuditedAPI: every mutating method of the WorkflowService is
+// recorded when the dashboard calls it in process, as the signed-in
+// principal from the browser's address.
+func TestAuditedAPI(t *testing.T) {
+	trail, p := testTrail(t)
+	api := reflect.ValueOf(auditedAPI{WorkflowServiceServer: robonetv1.UnimplementedWorkflowServiceServer{}, trail: trail})
+	ctx := access.NewContext(context.Background(), &access.Principal{Name: "ops", Role: access.Operate})
+	ctx = peer.NewContext(ctx, &peer.Peer{Addr: httpAddr("192.0.2.1:555")})
+	var methods []string
+	for _, m := range robonetv1.WorkflowService_ServiceDesc.Methods {
+		if !methodRules[wfSvc+m.MethodName].mutating() {
+			continue
+		}
+		methods = append(methods, m.MethodName)
+		fn := api.MethodByName(m.MethodName)
+		fn.Call([]reflect.Value{reflect.ValueOf(ctx), reflect.New(fn.Type().In(1).Elem())})
+	}
+	recs := readTrail(t, p)
+	if len(methods) < 10 || len(recs) != len(methods) {
+		t.Fatalf("%d records of %d mutating methods (%v): %+v", len(recs), len(methods), methods, recs)
+	}
+	for i, r := range recs {
+		if r.Method != wfSvc+methods[i] || r.TokenName != "ops" || r.Role != "operate" || r.Peer != "192.0.2.1:555" ||
+			!strings.HasSuffix(r.Target, "via=dashboard") || !strings.HasPrefix(r.Outcome, "UNIMPLEMENTED: ") {
+			t.Errorf("%s: %+v", methods[i], r)
+		}
+	}
+}
+
 // auditSession is a node with API tokens of every role, and a connection
 // per token.
 type auditSession struct {
@@ -201,7 +232,7 @@ func startAuditSession(t *testing.T) *auditSession {
 	s.logs = logs
 	log := zap.New(zapcore.NewTee(core, zaptest.NewLogger(t, zaptest.Level(zap.WarnLevel)).Core()))
 	n, err := New(Config{
-		Name: "audit-1", DataDir: s.dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: HTTPDisabled,
+		Name: "audit-1", DataDir: s.dir, GRPCAddr: "127.0.0.1:0", HTTPAddr: "127.0.0.1:0",
 		GossipAddr: "127.0.0.1:0", RaftAddr: "127.0.0.1:0", Capabilities: map[string]int{"core": 2},
 		APITokenFile: s.tokenFile, Clock: s.clk, Logger: log, StopTimeout: 5 * time.Second,
 		Engine: engine.Config{ClaimInterval: 50 * time.Millisecond},
@@ -249,7 +280,8 @@ type expect struct {
 // TestAuditSession runs a session through the gRPC API of a real node
 // with tokens of every role — register, submit, reads, a refused submit,
 // a call without a token, signal, pause, resume, cancel, schedules,
-// quarantine, a worker program's session, token file reloads — and finds
+// quarantine, a dashboard button, a worker program's session, token file
+// reloads — and finds
 // in DATA_DIR/audit one record per call that changed something (or
 // tried), in order, with the token's name and role, the method, the
 // target and the outcome; no read; no token and no input or payload
@@ -339,6 +371,24 @@ func TestAuditSession(t *testing.T) {
 		t.Fatalf("an operator releasing a quarantine: %v", err)
 	}
 	want = append(want, expect{"ops", "operate", meshSvc + "Quarantine", "op=release node=ghost", err})
+
+	// A button of the dashboard: the call it makes, from the browser.
+	sub3, err := s.wf("sub").SubmitWorkflow(ctx, &robonetv1.SubmitWorkflowRequest{Workflow: ref})
+	must("submit", err)
+	id3 := sub3.GetInstanceId()
+	want = append(want, expect{"sub", "submit", wfSvc + "SubmitWorkflow", "workflow=approval@1 instance=" + id3, nil})
+	post, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+s.n.HTTPAddr()+"/ui/instances/"+id3+"/cancel", nil)
+	must("dashboard request", err)
+	post.Header.Set("Authorization", "Bearer "+s.tokens["ops"])
+	browser := &http.Client{}
+	defer browser.CloseIdleConnections()
+	res, err := browser.Do(post)
+	must("dashboard cancel", err)
+	_ = res.Body.Close()
+	if res.StatusCode != http.StatusOK {
+		t.Fatalf("dashboard cancel: %s", res.Status)
+	}
+	want = append(want, expect{"ops", "operate", wfSvc + "CancelInstance", "instance=" + id3 + " via=dashboard", nil})
 
 	// A worker program's session: recorded once, when it ends.
 	stream, err := robonetv1.NewWorkerServiceClient(s.conns["wkr"]).Serve(ctx)
