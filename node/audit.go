@@ -101,7 +101,9 @@ func (n *Node) openAudit() (*auditTrail, error) {
 		written: n.metrics.auditRecords, failed: n.metrics.auditErrors,
 	}
 	if n.tokens != nil {
+		n.tokens.mu.Lock() // reload reads the hook under it
 		n.tokens.onReload = t.tokensReloaded(n.cfg.APITokenFile)
+		n.tokens.mu.Unlock()
 	}
 	return t, nil
 }
