@@ -118,6 +118,33 @@ func TestSecureMesh(t *testing.T) {
 	if status.Code(err) != codes.PermissionDenied {
 		t.Errorf("a client opening a Work stream: %v, want PermissionDenied", err)
 	}
+
+	// The audit trail: a call w1 forwards to the leader is recorded once,
+	// by w1 (the leader knows w1 by its certificate); ListAudit through w1
+	// asks every node over mutual TLS.
+	_, err = robonetv1.NewWorkflowServiceClient(conn).CancelInstance(ctx, &robonetv1.CancelInstanceRequest{InstanceId: id})
+	if status.Code(err) != codes.FailedPrecondition {
+		t.Fatalf("cancelling a finished instance: %v", err)
+	}
+	trail, err := robonetv1.NewMeshServiceClient(conn).ListAudit(ctx, &robonetv1.ListAuditRequest{})
+	if err != nil || len(trail.GetErrors()) > 0 {
+		t.Fatalf("ListAudit: %v %v", err, trail.GetErrors())
+	}
+	var cancels, submits []string
+	for _, r := range trail.GetRecords() {
+		switch r.GetMethod() {
+		case "/robonet.v1.WorkflowService/CancelInstance":
+			cancels = append(cancels, r.GetNode()+" "+r.GetTokenName()+" "+r.GetTarget()+" "+r.GetOutcome())
+		case "/robonet.v1.WorkflowService/SubmitWorkflow":
+			submits = append(submits, r.GetNode()+" "+r.GetTokenName()+" "+r.GetTarget())
+		}
+	}
+	if len(cancels) != 1 || !strings.HasPrefix(cancels[0], "w1 token-1 instance="+id+" FAILED_PRECONDITION: ") {
+		t.Errorf("the forwarded cancel is recorded as %q, want once, by w1", cancels)
+	}
+	if len(submits) != 1 || !strings.HasPrefix(submits[0], m.server.node.Name()+" token-1 workflow=") || !strings.HasSuffix(submits[0], " instance="+id) {
+		t.Errorf("the submission is recorded as %q, want once, by %s", submits, m.server.node.Name())
+	}
 }
 
 // Nodes that are not of the mesh get nothing: one without the gossip key

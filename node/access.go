@@ -36,12 +36,15 @@ type rule struct {
 	// needFor, when set, refines need by the request (unary methods):
 	// listing quarantines is a read, changing them an admin's act.
 	needFor func(req any) access.Role
+	// reads marks a method that needs more than read yet changes nothing
+	// (reading the audit trail).
+	reads bool
 }
 
 // mutating reports whether a method changes something: its calls go to the
-// audit trail.
+// audit trail (audit.go).
 func (r rule) mutating() bool {
-	return !r.public && !r.nodes && r.need != access.Read
+	return !r.public && !r.nodes && !r.reads && r.need != access.Read
 }
 
 // methodRules maps every method of the port to its rule.
@@ -85,6 +88,7 @@ func init() {
 		}
 		return access.Admin
 	}}
+	methodRules[mesh+"ListAudit"] = rule{need: access.Admin, reads: true}
 	for _, m := range robonetv1.WagService_ServiceDesc.Streams {
 		methodRules["/"+robonetv1.WagService_ServiceDesc.ServiceName+"/"+m.StreamName] = rule{nodes: true}
 	}

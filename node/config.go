@@ -16,6 +16,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/audit"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/connect"
 	"github.com/robonet/robonet/internal/pki"
@@ -212,6 +213,11 @@ type Config struct {
 	// it runs, in DataDir/tasklogs (package tasklog; zero fields take its
 	// defaults: 4 MiB per attempt, 1 GiB per node, 72 h).
 	TaskLogs tasklog.Limits
+	// AuditFileBytes bounds the audit trail, DataDir/audit: past it the
+	// file becomes audit.1 (replacing the one before) and a new one
+	// starts, so the trail takes at most twice this. Default: 16 MiB; at
+	// least 64 KiB.
+	AuditFileBytes int64
 
 	// Mesh tunes gossip and Raft. Its Name, addresses, Join, Meta, Server,
 	// BootstrapExpect, DataDir, GossipKey, WagglerRank and Logger are set
@@ -295,6 +301,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.ForwardTimeout == 0 {
 		c.ForwardTimeout = DefaultForwardTimeout
+	}
+	if c.AuditFileBytes == 0 {
+		c.AuditFileBytes = audit.DefaultMaxBytes
 	}
 	return c
 }
@@ -395,6 +404,9 @@ func (c Config) validate() error {
 	} else if c.BootstrapExpect > 0 {
 		errs = append(errs, fmt.Errorf("bootstrap-expect %d: only servers bootstrap Raft (this node is worker-only)", c.BootstrapExpect))
 	}
+	if c.AuditFileBytes < audit.MinMaxBytes {
+		errs = append(errs, fmt.Errorf("AuditFileBytes %d is too small (at least %d)", c.AuditFileBytes, audit.MinMaxBytes))
+	}
 	names := make([]string, 0, len(c.Capabilities))
 	for n := range c.Capabilities {
 		names = append(names, n)
@@ -468,6 +480,10 @@ func (c Config) exposed() []string {
 
 // taskLogDir is where the node keeps task logs.
 func (c Config) taskLogDir() string { return filepath.Join(c.DataDir, "tasklogs") }
+
+// auditPath is the node's audit trail (and auditPath()+".1" the one
+// before).
+func (c Config) auditPath() string { return filepath.Join(c.DataDir, "audit") }
 
 // sqlitePath is where the embedded store lives.
 func (c Config) sqlitePath() string { return filepath.Join(c.DataDir, "robonet.db") }

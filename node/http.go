@@ -22,7 +22,7 @@ import (
 func (n *Node) httpHandler() (http.Handler, error) {
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", n.metrics.handler())
-	cfg := dashboard.Config{API: scopedAPI{n.api}, Mesh: n.meshAPI, Logger: n.log.Named("dashboard"), Node: n.cfg.Name, Stopping: n.stopping}
+	cfg := dashboard.Config{API: auditedAPI{WorkflowServiceServer: scopedAPI{n.api}, trail: n.audit}, Mesh: n.meshAPI, Logger: n.log.Named("dashboard"), Node: n.cfg.Name, Stopping: n.stopping}
 	if n.tokens != nil {
 		cfg.Authorize, cfg.Permit = n.tokens.lookup, permits
 	}
@@ -30,7 +30,7 @@ func (n *Node) httpHandler() (http.Handler, error) {
 	if err != nil {
 		return nil, err
 	}
-	mux.Handle(dashboard.Prefix, ui)
+	mux.Handle(dashboard.Prefix, dashboardPeer(ui))
 	mux.Handle("GET /{$}", http.RedirectHandler(dashboard.Prefix, http.StatusFound))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		w.Header().Set("Content-Type", "text/plain; charset=utf-8")

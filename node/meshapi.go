@@ -88,6 +88,9 @@ type meshAPI struct {
 	// answers from it); placement is how its leader places partitions.
 	server    bool
 	placement mesh.PartitionPlacement
+	// auditPath is this node's audit trail, which ListAudit reads; "":
+	// ListAudit answers UNIMPLEMENTED.
+	auditPath string
 }
 
 var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
@@ -100,6 +103,7 @@ func newMeshAPI(n *Node) *meshAPI {
 		engine: n.active.Load, rates: &n.partRates, server: n.cfg.IsServer(), placement: n.cfg.Mesh.PartitionPlacement,
 		conn: func(node, addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(node, addr) },
 	}
+	api.auditPath = n.cfg.auditPath()
 	if n.store != nil {
 		api.storedPools = n.store.ListPoolStats
 	}

@@ -29,12 +29,21 @@ type nodeMetrics struct {
 	reg    *prometheus.Registry
 	engine *metrics.Engine
 	wag    *metrics.Wag
+	// auditRecords and auditErrors count the audit trail's records
+	// written and its writes that failed (audit.go).
+	auditRecords, auditErrors prometheus.Counter
 }
 
 func newNodeMetrics(n *Node) *nodeMetrics {
 	reg := prometheus.NewRegistry()
-	m := &nodeMetrics{reg: reg, engine: metrics.NewEngine(reg), wag: metrics.NewWag(reg)}
+	m := &nodeMetrics{reg: reg, engine: metrics.NewEngine(reg), wag: metrics.NewWag(reg),
+		auditRecords: prometheus.NewCounter(prometheus.CounterOpts{Name: "robonet_audit_records_total",
+			Help: "Records this node wrote to its audit trail (DATA_DIR/audit): calls that changed something or tried to, token file reloads."}),
+		auditErrors: prometheus.NewCounter(prometheus.CounterOpts{Name: "robonet_audit_write_errors_total",
+			Help: "Audit records this node could not write to its trail (each is still logged on the audit logger)."}),
+	}
 	reg.MustRegister(
+		m.auditRecords, m.auditErrors,
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{Namespace: "robonet"}),
 		&stateCollector{n: n},

@@ -74,6 +74,7 @@ type Node struct {
 	workers  *wag.WorkerHost        // this node's pools
 	wagglers *wag.WagglerHost       // the Waggler roles this node is given
 	taskLogs *tasklog.Store         // the logs of the attempts this node ran (exec, and worker programs')
+	audit    *auditTrail            // the calls that changed something (audit.go)
 	external *remote.ExternalServer // the WorkerService: worker programs connected to this node
 	follower *wag.RoleFollower
 	metaMu   sync.Mutex
@@ -194,6 +195,9 @@ func (n *Node) start(ctx context.Context) (err error) {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
 	if n.lock, err = lockDir(n.cfg.DataDir); err != nil {
+		return err
+	}
+	if n.audit, err = n.openAudit(); err != nil {
 		return err
 	}
 	server := n.cfg.IsServer()
@@ -438,6 +442,7 @@ func (n *Node) startGRPC() {
 	lis := n.grpcLis
 	ic := apiInterceptors{log: n.log.Named("api")}
 	az := authz{tls: n.id != nil, tokens: n.tokens}
+	au := auditCalls{trail: n.audit, who: az.who}
 	opts := []grpc.ServerOption{}
 	if n.id != nil {
 		opts = append(opts, grpc.Creds(credentials.NewTLS(n.id.ServerTLS())))
@@ -450,8 +455,10 @@ func (n *Node) startGRPC() {
 		// A connection that has not finished its handshake in this time
 		// (garbage, or a client that connects and says nothing) is closed.
 		grpc.ConnectionTimeout(10*time.Second),
-		grpc.ChainUnaryInterceptor(ic.unary, az.unary),
-		grpc.ChainStreamInterceptor(n.endStreamsOnStop, ic.stream, az.stream),
+		// The audit comes first: it records the calls authz refuses too,
+		// with the statuses ic maps errors to.
+		grpc.ChainUnaryInterceptor(au.unary, ic.unary, az.unary),
+		grpc.ChainStreamInterceptor(au.stream, n.endStreamsOnStop, ic.stream, az.stream),
 	)...)
 	n.api = &forwarder{
 		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes, maxSignalBytes: n.cfg.MaxSignalBytes},
@@ -731,6 +738,11 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
+		}
+	}
+	if n.audit != nil {
+		if err := n.audit.close(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if n.lock != nil {

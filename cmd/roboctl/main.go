@@ -3,7 +3,7 @@
 // It validates workflow specs offline (`roboctl validate`) and drives a
 // robonode over its gRPC API: submit, watch, get, ls, cancel, signal,
 // events publish, retry, pause, resume, workflows register and workflows ls, and shows the mesh: members, leader and
-// wagglers and partitions. Any node of a mesh answers: calls that need the engine leader
+// wagglers and partitions, and the audit trail. Any node of a mesh answers: calls that need the engine leader
 // are forwarded to it by the node. roboctl holds presentation only: apart
 // from the offline validator it talks to nothing but the gRPC API, and
 // every decision is the node's.
@@ -185,6 +185,7 @@ or was cancelled), 2 usage error.`,
 		newPartitionsCmd(opts),
 		newQuarantineCmd(opts),
 		newTrustCmd(opts),
+		newAuditCmd(opts),
 	)
 	root.SetVersionTemplate("{{.Version}}\n")
 	return root

@@ -1342,3 +1342,64 @@ func TestChildWorkflowWithRoboctl(t *testing.T) {
 		t.Fatalf("logs of a child task: exit %d\n%s%s", r.code, r.stdout, r.stderr)
 	}
 }
+
+// roboctl audit: the calls that changed something, as a table, as JSON,
+// and since a time.
+func TestAudit(t *testing.T) {
+	n := testNode(t, "", "")
+	addr := "--addr=" + n.GRPCAddr()
+	r := roboctl(t, addr, "submit", writeSpec(t, "hello.yaml", helloSpec), "-q")
+	if r.code != exitOK {
+		t.Fatalf("submit: exit %d\n%s", r.code, r.stderr)
+	}
+	id := strings.TrimSpace(r.stdout)
+	if r = roboctl(t, addr, "quarantine", "add", "ghost", "--reason", "drill"); r.code != exitOK {
+		t.Fatalf("quarantine add: exit %d\n%s", r.code, r.stderr)
+	}
+	roboctl(t, addr, "quarantine", "ls")
+	roboctl(t, addr, "get", id)
+
+	// The table: the two calls that changed something, oldest first; the
+	// reads are not there.
+	r = roboctl(t, addr, "audit")
+	lines := strings.Split(strings.TrimSpace(r.stdout), "\n")
+	if r.code != exitOK || len(lines) != 3 || !regexp.MustCompile(`^TIME +NODE +TOKEN +ROLE +PEER +METHOD +TARGET +OUTCOME$`).MatchString(lines[0]) ||
+		!regexp.MustCompile(`^\S+Z +roboctl-test +anonymous +admin +127\.0\.0\.1:\d+ +SubmitWorkflow +workflow=hello@1 instance=`+id+` +ok$`).MatchString(lines[1]) ||
+		!regexp.MustCompile(`^\S+Z +roboctl-test +anonymous +admin +127\.0\.0\.1:\d+ +Quarantine +op=add node=ghost +ok$`).MatchString(lines[2]) {
+		t.Fatalf("audit: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+
+	// -o json: the records' fields, as the node's file has them.
+	r = roboctl(t, addr, "audit", "-o", "json")
+	var recs []client.AuditView
+	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 2 {
+		t.Fatalf("audit -o json: %v\n%s", err, r.stdout)
+	}
+	if a := recs[0]; a.Node != "roboctl-test" || a.TokenName != "anonymous" || a.Role != "admin" || !strings.HasPrefix(a.Peer, "127.0.0.1:") ||
+		a.Method != "/robonet.v1.WorkflowService/SubmitWorkflow" || a.Target != "workflow=hello@1 instance="+id || a.Outcome != "ok" || a.DurationMS <= 0 {
+		t.Errorf("audit -o json, the submission: %+v", a)
+	}
+	if a := recs[1]; a.Method != "/robonet.v1.MeshService/Quarantine" || a.Target != "op=add node=ghost" || a.Time.Before(recs[0].Time) {
+		t.Errorf("audit -o json, the quarantine: %+v", a)
+	}
+
+	// --since: a time keeps the calls made at or after it; a duration
+	// back from now; a time to come finds nothing.
+	after := recs[0].Time.Add(time.Nanosecond).Format(time.RFC3339Nano)
+	r = roboctl(t, addr, "audit", "--since", after, "-o", "json")
+	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 1 || recs[0].Target != "op=add node=ghost" {
+		t.Errorf("audit --since %s: %v\n%s", after, err, r.stdout)
+	}
+	if r = roboctl(t, addr, "audit", "--since", "1h", "--node", "roboctl-test"); r.code != exitOK || strings.Count(r.stdout, "\n") != 3 {
+		t.Errorf("audit --since 1h --node roboctl-test: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = roboctl(t, addr, "audit", "--since", time.Now().Add(time.Hour).Format(time.RFC3339)); r.code != exitOK || r.stdout != "no audit records\n" {
+		t.Errorf("audit --since in an hour: exit %d\n%s%s", r.code, r.stdout, r.stderr)
+	}
+	if r = roboctl(t, addr, "audit", "--since", "yesterday"); r.code != exitUsage || !strings.Contains(r.stderr, "RFC 3339") {
+		t.Errorf("audit --since yesterday: exit %d\n%s", r.code, r.stderr)
+	}
+	if r = roboctl(t, addr, "audit", "--node", "nowhere"); r.code != exitFailed || !strings.Contains(r.stderr, "nowhere is not a member of the mesh") {
+		t.Errorf("audit --node nowhere: exit %d\n%s", r.code, r.stderr)
+	}
+}

@@ -468,7 +468,265 @@ func (x UpdateScheduleRequest_Op) Number() protoreflect.EnumNumber {
 
 // Deprecated: Use UpdateScheduleRequest_Op.Descriptor instead.
 func (UpdateScheduleRequest_Op) EnumDescriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{75, 0}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{78, 0}
+}
+
+type ListAuditRequest struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Only records of calls made at or after this time; unset: all kept.
+	Since *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=since,proto3" json:"since,omitempty"`
+	// At most this many records, the last ones each node wrote; 0: 1000. At
+	// most 10000.
+	Limit int32 `protobuf:"varint,2,opt,name=limit,proto3" json:"limit,omitempty"`
+	// Only this node's records; empty: every member's.
+	Node string `protobuf:"bytes,3,opt,name=node,proto3" json:"node,omitempty"`
+	// Answer from the answering node's own trail only (how a node asks the
+	// others).
+	LocalOnly     bool `protobuf:"varint,4,opt,name=local_only,json=localOnly,proto3" json:"local_only,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditRequest) Reset() {
+	*x = ListAuditRequest{}
+	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditRequest) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditRequest) ProtoMessage() {}
+
+func (x *ListAuditRequest) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditRequest.ProtoReflect.Descriptor instead.
+func (*ListAuditRequest) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{0}
+}
+
+func (x *ListAuditRequest) GetSince() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Since
+	}
+	return nil
+}
+
+func (x *ListAuditRequest) GetLimit() int32 {
+	if x != nil {
+		return x.Limit
+	}
+	return 0
+}
+
+func (x *ListAuditRequest) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *ListAuditRequest) GetLocalOnly() bool {
+	if x != nil {
+		return x.LocalOnly
+	}
+	return false
+}
+
+type ListAuditResponse struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// Sorted by time, oldest first.
+	Records []*AuditRecord `protobuf:"bytes,1,rep,name=records,proto3" json:"records,omitempty"`
+	// One per member that could not be asked: "NODE: why".
+	Errors        []string `protobuf:"bytes,2,rep,name=errors,proto3" json:"errors,omitempty"`
+	AnsweredBy    string   `protobuf:"bytes,3,opt,name=answered_by,json=answeredBy,proto3" json:"answered_by,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *ListAuditResponse) Reset() {
+	*x = ListAuditResponse{}
+	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *ListAuditResponse) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*ListAuditResponse) ProtoMessage() {}
+
+func (x *ListAuditResponse) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use ListAuditResponse.ProtoReflect.Descriptor instead.
+func (*ListAuditResponse) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{1}
+}
+
+func (x *ListAuditResponse) GetRecords() []*AuditRecord {
+	if x != nil {
+		return x.Records
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetErrors() []string {
+	if x != nil {
+		return x.Errors
+	}
+	return nil
+}
+
+func (x *ListAuditResponse) GetAnsweredBy() string {
+	if x != nil {
+		return x.AnsweredBy
+	}
+	return ""
+}
+
+// AuditRecord is one entry of a node's audit trail.
+type AuditRecord struct {
+	state protoimpl.MessageState `protogen:"open.v1"`
+	// When the call was made (a worker program's session: when it opened).
+	Time *timestamppb.Timestamp `protobuf:"bytes,1,opt,name=time,proto3" json:"time,omitempty"`
+	// The node that let the call in and recorded it.
+	Node string `protobuf:"bytes,2,opt,name=node,proto3" json:"node,omitempty"`
+	// The name of the caller's token ("anonymous" on a node without tokens);
+	// empty when it presented no valid token. Never the token.
+	TokenName string `protobuf:"bytes,3,opt,name=token_name,json=tokenName,proto3" json:"token_name,omitempty"`
+	// The token's role; empty without a valid token.
+	Role string `protobuf:"bytes,4,opt,name=role,proto3" json:"role,omitempty"`
+	// The caller's address.
+	Peer string `protobuf:"bytes,5,opt,name=peer,proto3" json:"peer,omitempty"`
+	// The full gRPC method, or ReloadTokens for a reload of the token file.
+	Method string `protobuf:"bytes,6,opt,name=method,proto3" json:"method,omitempty"`
+	// What the call acted on, as key=value pairs: instance=ID,
+	// workflow=NAME@VERSION, schedule=NAME, signal=NAME, node=NAME, … Never
+	// inputs or payloads.
+	Target string `protobuf:"bytes,7,opt,name=target,proto3" json:"target,omitempty"`
+	// "ok", or the status code and message, e.g. "PERMISSION_DENIED: …".
+	Outcome string `protobuf:"bytes,8,opt,name=outcome,proto3" json:"outcome,omitempty"`
+	// How long the call took (a worker program's session: how long it was
+	// connected).
+	Duration      *durationpb.Duration `protobuf:"bytes,9,opt,name=duration,proto3" json:"duration,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *AuditRecord) Reset() {
+	*x = AuditRecord{}
+	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *AuditRecord) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*AuditRecord) ProtoMessage() {}
+
+func (x *AuditRecord) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use AuditRecord.ProtoReflect.Descriptor instead.
+func (*AuditRecord) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{2}
+}
+
+func (x *AuditRecord) GetTime() *timestamppb.Timestamp {
+	if x != nil {
+		return x.Time
+	}
+	return nil
+}
+
+func (x *AuditRecord) GetNode() string {
+	if x != nil {
+		return x.Node
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetTokenName() string {
+	if x != nil {
+		return x.TokenName
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetRole() string {
+	if x != nil {
+		return x.Role
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetPeer() string {
+	if x != nil {
+		return x.Peer
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetMethod() string {
+	if x != nil {
+		return x.Method
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetTarget() string {
+	if x != nil {
+		return x.Target
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetOutcome() string {
+	if x != nil {
+		return x.Outcome
+	}
+	return ""
+}
+
+func (x *AuditRecord) GetDuration() *durationpb.Duration {
+	if x != nil {
+		return x.Duration
+	}
+	return nil
 }
 
 type ListPartitionsRequest struct {
@@ -479,7 +737,7 @@ type ListPartitionsRequest struct {
 
 func (x *ListPartitionsRequest) Reset() {
 	*x = ListPartitionsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	mi := &file_robonet_v1_api_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -491,7 +749,7 @@ func (x *ListPartitionsRequest) String() string {
 func (*ListPartitionsRequest) ProtoMessage() {}
 
 func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[0]
+	mi := &file_robonet_v1_api_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -504,7 +762,7 @@ func (x *ListPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*ListPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{0}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
 }
 
 type LocalPartitionsRequest struct {
@@ -515,7 +773,7 @@ type LocalPartitionsRequest struct {
 
 func (x *LocalPartitionsRequest) Reset() {
 	*x = LocalPartitionsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	mi := &file_robonet_v1_api_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -527,7 +785,7 @@ func (x *LocalPartitionsRequest) String() string {
 func (*LocalPartitionsRequest) ProtoMessage() {}
 
 func (x *LocalPartitionsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[1]
+	mi := &file_robonet_v1_api_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -540,7 +798,7 @@ func (x *LocalPartitionsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPartitionsRequest.ProtoReflect.Descriptor instead.
 func (*LocalPartitionsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{1}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
 }
 
 // LocalPartitionsResponse is what one server's engine counts of the
@@ -554,7 +812,7 @@ type LocalPartitionsResponse struct {
 
 func (x *LocalPartitionsResponse) Reset() {
 	*x = LocalPartitionsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	mi := &file_robonet_v1_api_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -566,7 +824,7 @@ func (x *LocalPartitionsResponse) String() string {
 func (*LocalPartitionsResponse) ProtoMessage() {}
 
 func (x *LocalPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[2]
+	mi := &file_robonet_v1_api_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -579,7 +837,7 @@ func (x *LocalPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*LocalPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{2}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *LocalPartitionsResponse) GetPartitions() []*PartitionInfo {
@@ -607,7 +865,7 @@ type ListPartitionsResponse struct {
 
 func (x *ListPartitionsResponse) Reset() {
 	*x = ListPartitionsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[3]
+	mi := &file_robonet_v1_api_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -619,7 +877,7 @@ func (x *ListPartitionsResponse) String() string {
 func (*ListPartitionsResponse) ProtoMessage() {}
 
 func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[3]
+	mi := &file_robonet_v1_api_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -632,7 +890,7 @@ func (x *ListPartitionsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListPartitionsResponse.ProtoReflect.Descriptor instead.
 func (*ListPartitionsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{3}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ListPartitionsResponse) GetCount() uint32 {
@@ -697,7 +955,7 @@ type PartitionInfo struct {
 
 func (x *PartitionInfo) Reset() {
 	*x = PartitionInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[4]
+	mi := &file_robonet_v1_api_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -709,7 +967,7 @@ func (x *PartitionInfo) String() string {
 func (*PartitionInfo) ProtoMessage() {}
 
 func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[4]
+	mi := &file_robonet_v1_api_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -722,7 +980,7 @@ func (x *PartitionInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PartitionInfo.ProtoReflect.Descriptor instead.
 func (*PartitionInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{4}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *PartitionInfo) GetPartition() uint32 {
@@ -821,7 +1079,7 @@ type WorkflowInfo struct {
 
 func (x *WorkflowInfo) Reset() {
 	*x = WorkflowInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[5]
+	mi := &file_robonet_v1_api_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -833,7 +1091,7 @@ func (x *WorkflowInfo) String() string {
 func (*WorkflowInfo) ProtoMessage() {}
 
 func (x *WorkflowInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[5]
+	mi := &file_robonet_v1_api_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -846,7 +1104,7 @@ func (x *WorkflowInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkflowInfo.ProtoReflect.Descriptor instead.
 func (*WorkflowInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{5}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *WorkflowInfo) GetName() string {
@@ -911,7 +1169,7 @@ type InlineSpec struct {
 
 func (x *InlineSpec) Reset() {
 	*x = InlineSpec{}
-	mi := &file_robonet_v1_api_proto_msgTypes[6]
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -923,7 +1181,7 @@ func (x *InlineSpec) String() string {
 func (*InlineSpec) ProtoMessage() {}
 
 func (x *InlineSpec) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[6]
+	mi := &file_robonet_v1_api_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -936,7 +1194,7 @@ func (x *InlineSpec) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InlineSpec.ProtoReflect.Descriptor instead.
 func (*InlineSpec) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{6}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *InlineSpec) GetSource() []byte {
@@ -965,7 +1223,7 @@ type WorkflowRef struct {
 
 func (x *WorkflowRef) Reset() {
 	*x = WorkflowRef{}
-	mi := &file_robonet_v1_api_proto_msgTypes[7]
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -977,7 +1235,7 @@ func (x *WorkflowRef) String() string {
 func (*WorkflowRef) ProtoMessage() {}
 
 func (x *WorkflowRef) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[7]
+	mi := &file_robonet_v1_api_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -990,7 +1248,7 @@ func (x *WorkflowRef) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkflowRef.ProtoReflect.Descriptor instead.
 func (*WorkflowRef) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{7}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *WorkflowRef) GetName() string {
@@ -1016,7 +1274,7 @@ type RegisterWorkflowRequest struct {
 
 func (x *RegisterWorkflowRequest) Reset() {
 	*x = RegisterWorkflowRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[8]
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1028,7 +1286,7 @@ func (x *RegisterWorkflowRequest) String() string {
 func (*RegisterWorkflowRequest) ProtoMessage() {}
 
 func (x *RegisterWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[8]
+	mi := &file_robonet_v1_api_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1041,7 +1299,7 @@ func (x *RegisterWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*RegisterWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{8}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *RegisterWorkflowRequest) GetSpec() *InlineSpec {
@@ -1062,7 +1320,7 @@ type RegisterWorkflowResponse struct {
 
 func (x *RegisterWorkflowResponse) Reset() {
 	*x = RegisterWorkflowResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1074,7 +1332,7 @@ func (x *RegisterWorkflowResponse) String() string {
 func (*RegisterWorkflowResponse) ProtoMessage() {}
 
 func (x *RegisterWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[9]
+	mi := &file_robonet_v1_api_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1087,7 +1345,7 @@ func (x *RegisterWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RegisterWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*RegisterWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{9}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *RegisterWorkflowResponse) GetWorkflow() *WorkflowInfo {
@@ -1116,7 +1374,7 @@ type ListWorkflowsRequest struct {
 
 func (x *ListWorkflowsRequest) Reset() {
 	*x = ListWorkflowsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1128,7 +1386,7 @@ func (x *ListWorkflowsRequest) String() string {
 func (*ListWorkflowsRequest) ProtoMessage() {}
 
 func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[10]
+	mi := &file_robonet_v1_api_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1141,7 +1399,7 @@ func (x *ListWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{10}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *ListWorkflowsRequest) GetName() string {
@@ -1167,7 +1425,7 @@ type ListWorkflowsResponse struct {
 
 func (x *ListWorkflowsResponse) Reset() {
 	*x = ListWorkflowsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1437,7 @@ func (x *ListWorkflowsResponse) String() string {
 func (*ListWorkflowsResponse) ProtoMessage() {}
 
 func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[11]
+	mi := &file_robonet_v1_api_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1450,7 @@ func (x *ListWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*ListWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{11}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *ListWorkflowsResponse) GetWorkflows() []*WorkflowInfo {
@@ -1234,7 +1492,7 @@ type SubmitWorkflowRequest struct {
 
 func (x *SubmitWorkflowRequest) Reset() {
 	*x = SubmitWorkflowRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1246,7 +1504,7 @@ func (x *SubmitWorkflowRequest) String() string {
 func (*SubmitWorkflowRequest) ProtoMessage() {}
 
 func (x *SubmitWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[12]
+	mi := &file_robonet_v1_api_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1259,7 +1517,7 @@ func (x *SubmitWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{12}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SubmitWorkflowRequest) GetWorkflow() isSubmitWorkflowRequest_Workflow {
@@ -1347,7 +1605,7 @@ type SubmitWorkflowResponse struct {
 
 func (x *SubmitWorkflowResponse) Reset() {
 	*x = SubmitWorkflowResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1359,7 +1617,7 @@ func (x *SubmitWorkflowResponse) String() string {
 func (*SubmitWorkflowResponse) ProtoMessage() {}
 
 func (x *SubmitWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[13]
+	mi := &file_robonet_v1_api_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1372,7 +1630,7 @@ func (x *SubmitWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{13}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *SubmitWorkflowResponse) GetInstanceId() string {
@@ -1419,7 +1677,7 @@ type SubmitWorkflowsRequest struct {
 
 func (x *SubmitWorkflowsRequest) Reset() {
 	*x = SubmitWorkflowsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1431,7 +1689,7 @@ func (x *SubmitWorkflowsRequest) String() string {
 func (*SubmitWorkflowsRequest) ProtoMessage() {}
 
 func (x *SubmitWorkflowsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[14]
+	mi := &file_robonet_v1_api_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1444,7 +1702,7 @@ func (x *SubmitWorkflowsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowsRequest.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{14}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *SubmitWorkflowsRequest) GetWorkflow() isSubmitWorkflowsRequest_Workflow {
@@ -1510,7 +1768,7 @@ type SubmitItem struct {
 
 func (x *SubmitItem) Reset() {
 	*x = SubmitItem{}
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1522,7 +1780,7 @@ func (x *SubmitItem) String() string {
 func (*SubmitItem) ProtoMessage() {}
 
 func (x *SubmitItem) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[15]
+	mi := &file_robonet_v1_api_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1535,7 +1793,7 @@ func (x *SubmitItem) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitItem.ProtoReflect.Descriptor instead.
 func (*SubmitItem) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{15}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *SubmitItem) GetInputsJson() string {
@@ -1572,7 +1830,7 @@ type SubmitWorkflowsResponse struct {
 
 func (x *SubmitWorkflowsResponse) Reset() {
 	*x = SubmitWorkflowsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1584,7 +1842,7 @@ func (x *SubmitWorkflowsResponse) String() string {
 func (*SubmitWorkflowsResponse) ProtoMessage() {}
 
 func (x *SubmitWorkflowsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[16]
+	mi := &file_robonet_v1_api_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1597,7 +1855,7 @@ func (x *SubmitWorkflowsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmitWorkflowsResponse.ProtoReflect.Descriptor instead.
 func (*SubmitWorkflowsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{16}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *SubmitWorkflowsResponse) GetWorkflow() *WorkflowInfo {
@@ -1631,7 +1889,7 @@ type SubmittedInstance struct {
 
 func (x *SubmittedInstance) Reset() {
 	*x = SubmittedInstance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1643,7 +1901,7 @@ func (x *SubmittedInstance) String() string {
 func (*SubmittedInstance) ProtoMessage() {}
 
 func (x *SubmittedInstance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[17]
+	mi := &file_robonet_v1_api_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1656,7 +1914,7 @@ func (x *SubmittedInstance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SubmittedInstance.ProtoReflect.Descriptor instead.
 func (*SubmittedInstance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{17}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
 }
 
 func (x *SubmittedInstance) GetInstanceId() string {
@@ -1698,7 +1956,7 @@ type TaskProgress struct {
 
 func (x *TaskProgress) Reset() {
 	*x = TaskProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1710,7 +1968,7 @@ func (x *TaskProgress) String() string {
 func (*TaskProgress) ProtoMessage() {}
 
 func (x *TaskProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[18]
+	mi := &file_robonet_v1_api_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1723,7 +1981,7 @@ func (x *TaskProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskProgress.ProtoReflect.Descriptor instead.
 func (*TaskProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{18}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
 }
 
 func (x *TaskProgress) GetAttempt() uint32 {
@@ -1867,7 +2125,7 @@ type TaskState struct {
 
 func (x *TaskState) Reset() {
 	*x = TaskState{}
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1879,7 +2137,7 @@ func (x *TaskState) String() string {
 func (*TaskState) ProtoMessage() {}
 
 func (x *TaskState) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[19]
+	mi := &file_robonet_v1_api_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1892,7 +2150,7 @@ func (x *TaskState) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskState.ProtoReflect.Descriptor instead.
 func (*TaskState) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{19}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
 }
 
 func (x *TaskState) GetName() string {
@@ -2104,7 +2362,7 @@ type TaskAttempt struct {
 
 func (x *TaskAttempt) Reset() {
 	*x = TaskAttempt{}
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2116,7 +2374,7 @@ func (x *TaskAttempt) String() string {
 func (*TaskAttempt) ProtoMessage() {}
 
 func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[20]
+	mi := &file_robonet_v1_api_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2129,7 +2387,7 @@ func (x *TaskAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskAttempt.ProtoReflect.Descriptor instead.
 func (*TaskAttempt) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{20}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
 }
 
 func (x *TaskAttempt) GetIndex() int32 {
@@ -2224,7 +2482,7 @@ type InstanceProgress struct {
 
 func (x *InstanceProgress) Reset() {
 	*x = InstanceProgress{}
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2236,7 +2494,7 @@ func (x *InstanceProgress) String() string {
 func (*InstanceProgress) ProtoMessage() {}
 
 func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[21]
+	mi := &file_robonet_v1_api_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2249,7 +2507,7 @@ func (x *InstanceProgress) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceProgress.ProtoReflect.Descriptor instead.
 func (*InstanceProgress) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{21}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
 }
 
 func (x *InstanceProgress) GetTotal() int32 {
@@ -2339,7 +2597,7 @@ type Instance struct {
 
 func (x *Instance) Reset() {
 	*x = Instance{}
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2351,7 +2609,7 @@ func (x *Instance) String() string {
 func (*Instance) ProtoMessage() {}
 
 func (x *Instance) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[22]
+	mi := &file_robonet_v1_api_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2364,7 +2622,7 @@ func (x *Instance) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Instance.ProtoReflect.Descriptor instead.
 func (*Instance) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{22}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *Instance) GetId() string {
@@ -2512,7 +2770,7 @@ type Signal struct {
 
 func (x *Signal) Reset() {
 	*x = Signal{}
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2524,7 +2782,7 @@ func (x *Signal) String() string {
 func (*Signal) ProtoMessage() {}
 
 func (x *Signal) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[23]
+	mi := &file_robonet_v1_api_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2537,7 +2795,7 @@ func (x *Signal) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Signal.ProtoReflect.Descriptor instead.
 func (*Signal) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *Signal) GetSeq() int64 {
@@ -2596,7 +2854,7 @@ type InstanceParent struct {
 
 func (x *InstanceParent) Reset() {
 	*x = InstanceParent{}
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2608,7 +2866,7 @@ func (x *InstanceParent) String() string {
 func (*InstanceParent) ProtoMessage() {}
 
 func (x *InstanceParent) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[24]
+	mi := &file_robonet_v1_api_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2621,7 +2879,7 @@ func (x *InstanceParent) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceParent.ProtoReflect.Descriptor instead.
 func (*InstanceParent) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *InstanceParent) GetInstanceId() string {
@@ -2654,7 +2912,7 @@ type GetInstanceRequest struct {
 
 func (x *GetInstanceRequest) Reset() {
 	*x = GetInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2666,7 +2924,7 @@ func (x *GetInstanceRequest) String() string {
 func (*GetInstanceRequest) ProtoMessage() {}
 
 func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[25]
+	mi := &file_robonet_v1_api_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2679,7 +2937,7 @@ func (x *GetInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceRequest.ProtoReflect.Descriptor instead.
 func (*GetInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *GetInstanceRequest) GetInstanceId() string {
@@ -2698,7 +2956,7 @@ type GetInstanceResponse struct {
 
 func (x *GetInstanceResponse) Reset() {
 	*x = GetInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2710,7 +2968,7 @@ func (x *GetInstanceResponse) String() string {
 func (*GetInstanceResponse) ProtoMessage() {}
 
 func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[26]
+	mi := &file_robonet_v1_api_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2723,7 +2981,7 @@ func (x *GetInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetInstanceResponse.ProtoReflect.Descriptor instead.
 func (*GetInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *GetInstanceResponse) GetInstance() *Instance {
@@ -2770,7 +3028,7 @@ type Event struct {
 
 func (x *Event) Reset() {
 	*x = Event{}
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2782,7 +3040,7 @@ func (x *Event) String() string {
 func (*Event) ProtoMessage() {}
 
 func (x *Event) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[27]
+	mi := &file_robonet_v1_api_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2795,7 +3053,7 @@ func (x *Event) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Event.ProtoReflect.Descriptor instead.
 func (*Event) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Event) GetSeq() uint64 {
@@ -2914,7 +3172,7 @@ type WatchInstanceRequest struct {
 
 func (x *WatchInstanceRequest) Reset() {
 	*x = WatchInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2926,7 +3184,7 @@ func (x *WatchInstanceRequest) String() string {
 func (*WatchInstanceRequest) ProtoMessage() {}
 
 func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[28]
+	mi := &file_robonet_v1_api_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2939,7 +3197,7 @@ func (x *WatchInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceRequest.ProtoReflect.Descriptor instead.
 func (*WatchInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WatchInstanceRequest) GetInstanceId() string {
@@ -2965,7 +3223,7 @@ type WatchInstanceResponse struct {
 
 func (x *WatchInstanceResponse) Reset() {
 	*x = WatchInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2977,7 +3235,7 @@ func (x *WatchInstanceResponse) String() string {
 func (*WatchInstanceResponse) ProtoMessage() {}
 
 func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[29]
+	mi := &file_robonet_v1_api_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2990,7 +3248,7 @@ func (x *WatchInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WatchInstanceResponse.ProtoReflect.Descriptor instead.
 func (*WatchInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *WatchInstanceResponse) GetEvent() *Event {
@@ -3009,7 +3267,7 @@ type CancelInstanceRequest struct {
 
 func (x *CancelInstanceRequest) Reset() {
 	*x = CancelInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3021,7 +3279,7 @@ func (x *CancelInstanceRequest) String() string {
 func (*CancelInstanceRequest) ProtoMessage() {}
 
 func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[30]
+	mi := &file_robonet_v1_api_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3034,7 +3292,7 @@ func (x *CancelInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceRequest.ProtoReflect.Descriptor instead.
 func (*CancelInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *CancelInstanceRequest) GetInstanceId() string {
@@ -3052,7 +3310,7 @@ type CancelInstanceResponse struct {
 
 func (x *CancelInstanceResponse) Reset() {
 	*x = CancelInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3064,7 +3322,7 @@ func (x *CancelInstanceResponse) String() string {
 func (*CancelInstanceResponse) ProtoMessage() {}
 
 func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[31]
+	mi := &file_robonet_v1_api_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3077,7 +3335,7 @@ func (x *CancelInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CancelInstanceResponse.ProtoReflect.Descriptor instead.
 func (*CancelInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
 }
 
 type SignalInstanceRequest struct {
@@ -3098,7 +3356,7 @@ type SignalInstanceRequest struct {
 
 func (x *SignalInstanceRequest) Reset() {
 	*x = SignalInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3110,7 +3368,7 @@ func (x *SignalInstanceRequest) String() string {
 func (*SignalInstanceRequest) ProtoMessage() {}
 
 func (x *SignalInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[32]
+	mi := &file_robonet_v1_api_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3123,7 +3381,7 @@ func (x *SignalInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalInstanceRequest.ProtoReflect.Descriptor instead.
 func (*SignalInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SignalInstanceRequest) GetInstanceId() string {
@@ -3170,7 +3428,7 @@ type SignalInstanceResponse struct {
 
 func (x *SignalInstanceResponse) Reset() {
 	*x = SignalInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3182,7 +3440,7 @@ func (x *SignalInstanceResponse) String() string {
 func (*SignalInstanceResponse) ProtoMessage() {}
 
 func (x *SignalInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[33]
+	mi := &file_robonet_v1_api_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3195,7 +3453,7 @@ func (x *SignalInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SignalInstanceResponse.ProtoReflect.Descriptor instead.
 func (*SignalInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *SignalInstanceResponse) GetSeq() int64 {
@@ -3234,7 +3492,7 @@ type PublishEventRequest struct {
 
 func (x *PublishEventRequest) Reset() {
 	*x = PublishEventRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3246,7 +3504,7 @@ func (x *PublishEventRequest) String() string {
 func (*PublishEventRequest) ProtoMessage() {}
 
 func (x *PublishEventRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[34]
+	mi := &file_robonet_v1_api_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3259,7 +3517,7 @@ func (x *PublishEventRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishEventRequest.ProtoReflect.Descriptor instead.
 func (*PublishEventRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *PublishEventRequest) GetName() string {
@@ -3293,7 +3551,7 @@ type PublishEventResponse struct {
 
 func (x *PublishEventResponse) Reset() {
 	*x = PublishEventResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3305,7 +3563,7 @@ func (x *PublishEventResponse) String() string {
 func (*PublishEventResponse) ProtoMessage() {}
 
 func (x *PublishEventResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[35]
+	mi := &file_robonet_v1_api_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3318,7 +3576,7 @@ func (x *PublishEventResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PublishEventResponse.ProtoReflect.Descriptor instead.
 func (*PublishEventResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *PublishEventResponse) GetStarted() []*EventStart {
@@ -3342,7 +3600,7 @@ type EventStart struct {
 
 func (x *EventStart) Reset() {
 	*x = EventStart{}
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3354,7 +3612,7 @@ func (x *EventStart) String() string {
 func (*EventStart) ProtoMessage() {}
 
 func (x *EventStart) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[36]
+	mi := &file_robonet_v1_api_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3367,7 +3625,7 @@ func (x *EventStart) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use EventStart.ProtoReflect.Descriptor instead.
 func (*EventStart) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{36}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *EventStart) GetWorkflow() string {
@@ -3410,7 +3668,7 @@ type RetryInstanceRequest struct {
 
 func (x *RetryInstanceRequest) Reset() {
 	*x = RetryInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3422,7 +3680,7 @@ func (x *RetryInstanceRequest) String() string {
 func (*RetryInstanceRequest) ProtoMessage() {}
 
 func (x *RetryInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[37]
+	mi := &file_robonet_v1_api_proto_msgTypes[40]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3435,7 +3693,7 @@ func (x *RetryInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryInstanceRequest.ProtoReflect.Descriptor instead.
 func (*RetryInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{37}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
 }
 
 func (x *RetryInstanceRequest) GetInstanceId() string {
@@ -3464,7 +3722,7 @@ type RetryInstanceResponse struct {
 
 func (x *RetryInstanceResponse) Reset() {
 	*x = RetryInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3476,7 +3734,7 @@ func (x *RetryInstanceResponse) String() string {
 func (*RetryInstanceResponse) ProtoMessage() {}
 
 func (x *RetryInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[38]
+	mi := &file_robonet_v1_api_proto_msgTypes[41]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3489,7 +3747,7 @@ func (x *RetryInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RetryInstanceResponse.ProtoReflect.Descriptor instead.
 func (*RetryInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{38}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
 }
 
 func (x *RetryInstanceResponse) GetRun() int32 {
@@ -3515,7 +3773,7 @@ type PauseInstanceRequest struct {
 
 func (x *PauseInstanceRequest) Reset() {
 	*x = PauseInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3527,7 +3785,7 @@ func (x *PauseInstanceRequest) String() string {
 func (*PauseInstanceRequest) ProtoMessage() {}
 
 func (x *PauseInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[39]
+	mi := &file_robonet_v1_api_proto_msgTypes[42]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3540,7 +3798,7 @@ func (x *PauseInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseInstanceRequest.ProtoReflect.Descriptor instead.
 func (*PauseInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{39}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
 }
 
 func (x *PauseInstanceRequest) GetInstanceId() string {
@@ -3558,7 +3816,7 @@ type PauseInstanceResponse struct {
 
 func (x *PauseInstanceResponse) Reset() {
 	*x = PauseInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3570,7 +3828,7 @@ func (x *PauseInstanceResponse) String() string {
 func (*PauseInstanceResponse) ProtoMessage() {}
 
 func (x *PauseInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[40]
+	mi := &file_robonet_v1_api_proto_msgTypes[43]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3583,7 +3841,7 @@ func (x *PauseInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseInstanceResponse.ProtoReflect.Descriptor instead.
 func (*PauseInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{40}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
 }
 
 type ResumeInstanceRequest struct {
@@ -3595,7 +3853,7 @@ type ResumeInstanceRequest struct {
 
 func (x *ResumeInstanceRequest) Reset() {
 	*x = ResumeInstanceRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3607,7 +3865,7 @@ func (x *ResumeInstanceRequest) String() string {
 func (*ResumeInstanceRequest) ProtoMessage() {}
 
 func (x *ResumeInstanceRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[41]
+	mi := &file_robonet_v1_api_proto_msgTypes[44]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3620,7 +3878,7 @@ func (x *ResumeInstanceRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeInstanceRequest.ProtoReflect.Descriptor instead.
 func (*ResumeInstanceRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{41}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
 }
 
 func (x *ResumeInstanceRequest) GetInstanceId() string {
@@ -3638,7 +3896,7 @@ type ResumeInstanceResponse struct {
 
 func (x *ResumeInstanceResponse) Reset() {
 	*x = ResumeInstanceResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3650,7 +3908,7 @@ func (x *ResumeInstanceResponse) String() string {
 func (*ResumeInstanceResponse) ProtoMessage() {}
 
 func (x *ResumeInstanceResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[42]
+	mi := &file_robonet_v1_api_proto_msgTypes[45]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3663,7 +3921,7 @@ func (x *ResumeInstanceResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ResumeInstanceResponse.ProtoReflect.Descriptor instead.
 func (*ResumeInstanceResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{42}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
 }
 
 type PauseWorkflowRequest struct {
@@ -3678,7 +3936,7 @@ type PauseWorkflowRequest struct {
 
 func (x *PauseWorkflowRequest) Reset() {
 	*x = PauseWorkflowRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3690,7 +3948,7 @@ func (x *PauseWorkflowRequest) String() string {
 func (*PauseWorkflowRequest) ProtoMessage() {}
 
 func (x *PauseWorkflowRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[43]
+	mi := &file_robonet_v1_api_proto_msgTypes[46]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3703,7 +3961,7 @@ func (x *PauseWorkflowRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseWorkflowRequest.ProtoReflect.Descriptor instead.
 func (*PauseWorkflowRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{43}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
 }
 
 func (x *PauseWorkflowRequest) GetWorkflow() string {
@@ -3732,7 +3990,7 @@ type PauseWorkflowResponse struct {
 
 func (x *PauseWorkflowResponse) Reset() {
 	*x = PauseWorkflowResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3744,7 +4002,7 @@ func (x *PauseWorkflowResponse) String() string {
 func (*PauseWorkflowResponse) ProtoMessage() {}
 
 func (x *PauseWorkflowResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[44]
+	mi := &file_robonet_v1_api_proto_msgTypes[47]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3757,7 +4015,7 @@ func (x *PauseWorkflowResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PauseWorkflowResponse.ProtoReflect.Descriptor instead.
 func (*PauseWorkflowResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{44}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
 }
 
 func (x *PauseWorkflowResponse) GetInstanceIds() []string {
@@ -3792,7 +4050,7 @@ type InstanceSummary struct {
 
 func (x *InstanceSummary) Reset() {
 	*x = InstanceSummary{}
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3804,7 +4062,7 @@ func (x *InstanceSummary) String() string {
 func (*InstanceSummary) ProtoMessage() {}
 
 func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[45]
+	mi := &file_robonet_v1_api_proto_msgTypes[48]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3817,7 +4075,7 @@ func (x *InstanceSummary) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use InstanceSummary.ProtoReflect.Descriptor instead.
 func (*InstanceSummary) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{45}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
 }
 
 func (x *InstanceSummary) GetId() string {
@@ -3897,7 +4155,7 @@ type ListInstancesRequest struct {
 
 func (x *ListInstancesRequest) Reset() {
 	*x = ListInstancesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3909,7 +4167,7 @@ func (x *ListInstancesRequest) String() string {
 func (*ListInstancesRequest) ProtoMessage() {}
 
 func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[46]
+	mi := &file_robonet_v1_api_proto_msgTypes[49]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3922,7 +4180,7 @@ func (x *ListInstancesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesRequest.ProtoReflect.Descriptor instead.
 func (*ListInstancesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{46}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
 }
 
 func (x *ListInstancesRequest) GetWorkflow() string {
@@ -3978,7 +4236,7 @@ type ListInstancesResponse struct {
 
 func (x *ListInstancesResponse) Reset() {
 	*x = ListInstancesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3990,7 +4248,7 @@ func (x *ListInstancesResponse) String() string {
 func (*ListInstancesResponse) ProtoMessage() {}
 
 func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[47]
+	mi := &file_robonet_v1_api_proto_msgTypes[50]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4003,7 +4261,7 @@ func (x *ListInstancesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListInstancesResponse.ProtoReflect.Descriptor instead.
 func (*ListInstancesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{47}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
 }
 
 func (x *ListInstancesResponse) GetInstances() []*InstanceSummary {
@@ -4031,7 +4289,7 @@ type SpecErrors struct {
 
 func (x *SpecErrors) Reset() {
 	*x = SpecErrors{}
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4043,7 +4301,7 @@ func (x *SpecErrors) String() string {
 func (*SpecErrors) ProtoMessage() {}
 
 func (x *SpecErrors) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[48]
+	mi := &file_robonet_v1_api_proto_msgTypes[51]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4056,7 +4314,7 @@ func (x *SpecErrors) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecErrors.ProtoReflect.Descriptor instead.
 func (*SpecErrors) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{48}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
 }
 
 func (x *SpecErrors) GetErrors() []*SpecError {
@@ -4091,7 +4349,7 @@ type SpecError struct {
 
 func (x *SpecError) Reset() {
 	*x = SpecError{}
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4103,7 +4361,7 @@ func (x *SpecError) String() string {
 func (*SpecError) ProtoMessage() {}
 
 func (x *SpecError) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[49]
+	mi := &file_robonet_v1_api_proto_msgTypes[52]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4116,7 +4374,7 @@ func (x *SpecError) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SpecError.ProtoReflect.Descriptor instead.
 func (*SpecError) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{49}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
 }
 
 func (x *SpecError) GetFile() string {
@@ -4186,7 +4444,7 @@ type ListMembersRequest struct {
 
 func (x *ListMembersRequest) Reset() {
 	*x = ListMembersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4198,7 +4456,7 @@ func (x *ListMembersRequest) String() string {
 func (*ListMembersRequest) ProtoMessage() {}
 
 func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[50]
+	mi := &file_robonet_v1_api_proto_msgTypes[53]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4211,7 +4469,7 @@ func (x *ListMembersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersRequest.ProtoReflect.Descriptor instead.
 func (*ListMembersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{50}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
 }
 
 func (x *ListMembersRequest) GetPools() bool {
@@ -4261,7 +4519,7 @@ type Member struct {
 
 func (x *Member) Reset() {
 	*x = Member{}
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4273,7 +4531,7 @@ func (x *Member) String() string {
 func (*Member) ProtoMessage() {}
 
 func (x *Member) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[51]
+	mi := &file_robonet_v1_api_proto_msgTypes[54]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4286,7 +4544,7 @@ func (x *Member) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Member.ProtoReflect.Descriptor instead.
 func (*Member) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{51}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
 }
 
 func (x *Member) GetName() string {
@@ -4399,7 +4657,7 @@ type ListMembersResponse struct {
 
 func (x *ListMembersResponse) Reset() {
 	*x = ListMembersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4411,7 +4669,7 @@ func (x *ListMembersResponse) String() string {
 func (*ListMembersResponse) ProtoMessage() {}
 
 func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[52]
+	mi := &file_robonet_v1_api_proto_msgTypes[55]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4424,7 +4682,7 @@ func (x *ListMembersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListMembersResponse.ProtoReflect.Descriptor instead.
 func (*ListMembersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{52}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
 }
 
 func (x *ListMembersResponse) GetMembers() []*Member {
@@ -4449,7 +4707,7 @@ type GetLeaderRequest struct {
 
 func (x *GetLeaderRequest) Reset() {
 	*x = GetLeaderRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4461,7 +4719,7 @@ func (x *GetLeaderRequest) String() string {
 func (*GetLeaderRequest) ProtoMessage() {}
 
 func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[53]
+	mi := &file_robonet_v1_api_proto_msgTypes[56]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4474,7 +4732,7 @@ func (x *GetLeaderRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderRequest.ProtoReflect.Descriptor instead.
 func (*GetLeaderRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{53}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
 }
 
 type GetLeaderResponse struct {
@@ -4494,7 +4752,7 @@ type GetLeaderResponse struct {
 
 func (x *GetLeaderResponse) Reset() {
 	*x = GetLeaderResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4506,7 +4764,7 @@ func (x *GetLeaderResponse) String() string {
 func (*GetLeaderResponse) ProtoMessage() {}
 
 func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[54]
+	mi := &file_robonet_v1_api_proto_msgTypes[57]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4519,7 +4777,7 @@ func (x *GetLeaderResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GetLeaderResponse.ProtoReflect.Descriptor instead.
 func (*GetLeaderResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{54}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
 }
 
 func (x *GetLeaderResponse) GetName() string {
@@ -4562,7 +4820,7 @@ type ListWagglersRequest struct {
 
 func (x *ListWagglersRequest) Reset() {
 	*x = ListWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4574,7 +4832,7 @@ func (x *ListWagglersRequest) String() string {
 func (*ListWagglersRequest) ProtoMessage() {}
 
 func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[55]
+	mi := &file_robonet_v1_api_proto_msgTypes[58]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4587,7 +4845,7 @@ func (x *ListWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersRequest.ProtoReflect.Descriptor instead.
 func (*ListWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{55}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
 }
 
 func (x *ListWagglersRequest) GetRolesOnly() bool {
@@ -4623,7 +4881,7 @@ type ListWagglersResponse struct {
 
 func (x *ListWagglersResponse) Reset() {
 	*x = ListWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4635,7 +4893,7 @@ func (x *ListWagglersResponse) String() string {
 func (*ListWagglersResponse) ProtoMessage() {}
 
 func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[56]
+	mi := &file_robonet_v1_api_proto_msgTypes[59]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4648,7 +4906,7 @@ func (x *ListWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListWagglersResponse.ProtoReflect.Descriptor instead.
 func (*ListWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{56}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
 }
 
 func (x *ListWagglersResponse) GetWagglers() []*WagglerRole {
@@ -4705,7 +4963,7 @@ type WagglerRole struct {
 
 func (x *WagglerRole) Reset() {
 	*x = WagglerRole{}
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4717,7 +4975,7 @@ func (x *WagglerRole) String() string {
 func (*WagglerRole) ProtoMessage() {}
 
 func (x *WagglerRole) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[57]
+	mi := &file_robonet_v1_api_proto_msgTypes[60]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4730,7 +4988,7 @@ func (x *WagglerRole) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WagglerRole.ProtoReflect.Descriptor instead.
 func (*WagglerRole) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{57}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
 }
 
 func (x *WagglerRole) GetCapability() string {
@@ -4818,7 +5076,7 @@ type LocalWagglersRequest struct {
 
 func (x *LocalWagglersRequest) Reset() {
 	*x = LocalWagglersRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4830,7 +5088,7 @@ func (x *LocalWagglersRequest) String() string {
 func (*LocalWagglersRequest) ProtoMessage() {}
 
 func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[58]
+	mi := &file_robonet_v1_api_proto_msgTypes[61]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4843,7 +5101,7 @@ func (x *LocalWagglersRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersRequest.ProtoReflect.Descriptor instead.
 func (*LocalWagglersRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{58}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
 }
 
 type LocalWagglersResponse struct {
@@ -4858,7 +5116,7 @@ type LocalWagglersResponse struct {
 
 func (x *LocalWagglersResponse) Reset() {
 	*x = LocalWagglersResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4870,7 +5128,7 @@ func (x *LocalWagglersResponse) String() string {
 func (*LocalWagglersResponse) ProtoMessage() {}
 
 func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[59]
+	mi := &file_robonet_v1_api_proto_msgTypes[62]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4883,7 +5141,7 @@ func (x *LocalWagglersResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWagglersResponse.ProtoReflect.Descriptor instead.
 func (*LocalWagglersResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{59}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
 }
 
 func (x *LocalWagglersResponse) GetWagglers() []*LocalWaggler {
@@ -4923,7 +5181,7 @@ type LocalWaggler struct {
 
 func (x *LocalWaggler) Reset() {
 	*x = LocalWaggler{}
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -4935,7 +5193,7 @@ func (x *LocalWaggler) String() string {
 func (*LocalWaggler) ProtoMessage() {}
 
 func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[60]
+	mi := &file_robonet_v1_api_proto_msgTypes[63]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -4948,7 +5206,7 @@ func (x *LocalWaggler) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalWaggler.ProtoReflect.Descriptor instead.
 func (*LocalWaggler) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{60}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
 }
 
 func (x *LocalWaggler) GetCapability() string {
@@ -5020,7 +5278,7 @@ type KeyringRequest struct {
 
 func (x *KeyringRequest) Reset() {
 	*x = KeyringRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5032,7 +5290,7 @@ func (x *KeyringRequest) String() string {
 func (*KeyringRequest) ProtoMessage() {}
 
 func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[61]
+	mi := &file_robonet_v1_api_proto_msgTypes[64]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5045,7 +5303,7 @@ func (x *KeyringRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringRequest.ProtoReflect.Descriptor instead.
 func (*KeyringRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{61}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
 }
 
 func (x *KeyringRequest) GetOp() KeyringOp {
@@ -5079,7 +5337,7 @@ type KeyringResponse struct {
 
 func (x *KeyringResponse) Reset() {
 	*x = KeyringResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5091,7 +5349,7 @@ func (x *KeyringResponse) String() string {
 func (*KeyringResponse) ProtoMessage() {}
 
 func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[62]
+	mi := &file_robonet_v1_api_proto_msgTypes[65]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5104,7 +5362,7 @@ func (x *KeyringResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use KeyringResponse.ProtoReflect.Descriptor instead.
 func (*KeyringResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{62}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
 }
 
 func (x *KeyringResponse) GetNodes() []*NodeKeyring {
@@ -5129,7 +5387,7 @@ type NodeKeyring struct {
 
 func (x *NodeKeyring) Reset() {
 	*x = NodeKeyring{}
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5141,7 +5399,7 @@ func (x *NodeKeyring) String() string {
 func (*NodeKeyring) ProtoMessage() {}
 
 func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[63]
+	mi := &file_robonet_v1_api_proto_msgTypes[66]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5154,7 +5412,7 @@ func (x *NodeKeyring) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeKeyring.ProtoReflect.Descriptor instead.
 func (*NodeKeyring) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{63}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
 }
 
 func (x *NodeKeyring) GetNode() string {
@@ -5191,7 +5449,7 @@ type QuarantineRequest struct {
 
 func (x *QuarantineRequest) Reset() {
 	*x = QuarantineRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5203,7 +5461,7 @@ func (x *QuarantineRequest) String() string {
 func (*QuarantineRequest) ProtoMessage() {}
 
 func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[64]
+	mi := &file_robonet_v1_api_proto_msgTypes[67]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5216,7 +5474,7 @@ func (x *QuarantineRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineRequest.ProtoReflect.Descriptor instead.
 func (*QuarantineRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{64}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
 }
 
 func (x *QuarantineRequest) GetOp() QuarantineOp {
@@ -5251,7 +5509,7 @@ type QuarantineResponse struct {
 
 func (x *QuarantineResponse) Reset() {
 	*x = QuarantineResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5263,7 +5521,7 @@ func (x *QuarantineResponse) String() string {
 func (*QuarantineResponse) ProtoMessage() {}
 
 func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[65]
+	mi := &file_robonet_v1_api_proto_msgTypes[68]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5276,7 +5534,7 @@ func (x *QuarantineResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantineResponse.ProtoReflect.Descriptor instead.
 func (*QuarantineResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{65}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{68}
 }
 
 func (x *QuarantineResponse) GetNodes() []*QuarantinedNode {
@@ -5307,7 +5565,7 @@ type QuarantinedNode struct {
 
 func (x *QuarantinedNode) Reset() {
 	*x = QuarantinedNode{}
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5319,7 +5577,7 @@ func (x *QuarantinedNode) String() string {
 func (*QuarantinedNode) ProtoMessage() {}
 
 func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[66]
+	mi := &file_robonet_v1_api_proto_msgTypes[69]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5332,7 +5590,7 @@ func (x *QuarantinedNode) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use QuarantinedNode.ProtoReflect.Descriptor instead.
 func (*QuarantinedNode) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{66}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{69}
 }
 
 func (x *QuarantinedNode) GetNode() string {
@@ -5371,7 +5629,7 @@ type ListTrustRequest struct {
 
 func (x *ListTrustRequest) Reset() {
 	*x = ListTrustRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[70]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5383,7 +5641,7 @@ func (x *ListTrustRequest) String() string {
 func (*ListTrustRequest) ProtoMessage() {}
 
 func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[67]
+	mi := &file_robonet_v1_api_proto_msgTypes[70]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5396,7 +5654,7 @@ func (x *ListTrustRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustRequest.ProtoReflect.Descriptor instead.
 func (*ListTrustRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{67}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{70}
 }
 
 type ListTrustResponse struct {
@@ -5414,7 +5672,7 @@ type ListTrustResponse struct {
 
 func (x *ListTrustResponse) Reset() {
 	*x = ListTrustResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[68]
+	mi := &file_robonet_v1_api_proto_msgTypes[71]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5426,7 +5684,7 @@ func (x *ListTrustResponse) String() string {
 func (*ListTrustResponse) ProtoMessage() {}
 
 func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[68]
+	mi := &file_robonet_v1_api_proto_msgTypes[71]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5439,7 +5697,7 @@ func (x *ListTrustResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListTrustResponse.ProtoReflect.Descriptor instead.
 func (*ListTrustResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{68}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{71}
 }
 
 func (x *ListTrustResponse) GetDispatchTier() string {
@@ -5488,7 +5746,7 @@ type NodeTrust struct {
 
 func (x *NodeTrust) Reset() {
 	*x = NodeTrust{}
-	mi := &file_robonet_v1_api_proto_msgTypes[69]
+	mi := &file_robonet_v1_api_proto_msgTypes[72]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5500,7 +5758,7 @@ func (x *NodeTrust) String() string {
 func (*NodeTrust) ProtoMessage() {}
 
 func (x *NodeTrust) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[69]
+	mi := &file_robonet_v1_api_proto_msgTypes[72]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5513,7 +5771,7 @@ func (x *NodeTrust) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeTrust.ProtoReflect.Descriptor instead.
 func (*NodeTrust) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{69}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{72}
 }
 
 func (x *NodeTrust) GetNode() string {
@@ -5615,7 +5873,7 @@ type CreateScheduleRequest struct {
 
 func (x *CreateScheduleRequest) Reset() {
 	*x = CreateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[70]
+	mi := &file_robonet_v1_api_proto_msgTypes[73]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5627,7 +5885,7 @@ func (x *CreateScheduleRequest) String() string {
 func (*CreateScheduleRequest) ProtoMessage() {}
 
 func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[70]
+	mi := &file_robonet_v1_api_proto_msgTypes[73]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5640,7 +5898,7 @@ func (x *CreateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*CreateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{70}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{73}
 }
 
 func (x *CreateScheduleRequest) GetName() string {
@@ -5701,7 +5959,7 @@ type CreateScheduleResponse struct {
 
 func (x *CreateScheduleResponse) Reset() {
 	*x = CreateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[71]
+	mi := &file_robonet_v1_api_proto_msgTypes[74]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5713,7 +5971,7 @@ func (x *CreateScheduleResponse) String() string {
 func (*CreateScheduleResponse) ProtoMessage() {}
 
 func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[71]
+	mi := &file_robonet_v1_api_proto_msgTypes[74]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5726,7 +5984,7 @@ func (x *CreateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use CreateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*CreateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{71}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{74}
 }
 
 func (x *CreateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -5761,7 +6019,7 @@ type ScheduleInfo struct {
 
 func (x *ScheduleInfo) Reset() {
 	*x = ScheduleInfo{}
-	mi := &file_robonet_v1_api_proto_msgTypes[72]
+	mi := &file_robonet_v1_api_proto_msgTypes[75]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5773,7 +6031,7 @@ func (x *ScheduleInfo) String() string {
 func (*ScheduleInfo) ProtoMessage() {}
 
 func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[72]
+	mi := &file_robonet_v1_api_proto_msgTypes[75]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5786,7 +6044,7 @@ func (x *ScheduleInfo) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ScheduleInfo.ProtoReflect.Descriptor instead.
 func (*ScheduleInfo) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{72}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{75}
 }
 
 func (x *ScheduleInfo) GetName() string {
@@ -5888,7 +6146,7 @@ type ListSchedulesRequest struct {
 
 func (x *ListSchedulesRequest) Reset() {
 	*x = ListSchedulesRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[73]
+	mi := &file_robonet_v1_api_proto_msgTypes[76]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5900,7 +6158,7 @@ func (x *ListSchedulesRequest) String() string {
 func (*ListSchedulesRequest) ProtoMessage() {}
 
 func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[73]
+	mi := &file_robonet_v1_api_proto_msgTypes[76]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5913,7 +6171,7 @@ func (x *ListSchedulesRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesRequest.ProtoReflect.Descriptor instead.
 func (*ListSchedulesRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{73}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{76}
 }
 
 type ListSchedulesResponse struct {
@@ -5925,7 +6183,7 @@ type ListSchedulesResponse struct {
 
 func (x *ListSchedulesResponse) Reset() {
 	*x = ListSchedulesResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[74]
+	mi := &file_robonet_v1_api_proto_msgTypes[77]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5937,7 +6195,7 @@ func (x *ListSchedulesResponse) String() string {
 func (*ListSchedulesResponse) ProtoMessage() {}
 
 func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[74]
+	mi := &file_robonet_v1_api_proto_msgTypes[77]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5950,7 +6208,7 @@ func (x *ListSchedulesResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ListSchedulesResponse.ProtoReflect.Descriptor instead.
 func (*ListSchedulesResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{74}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{77}
 }
 
 func (x *ListSchedulesResponse) GetSchedules() []*ScheduleInfo {
@@ -5970,7 +6228,7 @@ type UpdateScheduleRequest struct {
 
 func (x *UpdateScheduleRequest) Reset() {
 	*x = UpdateScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[75]
+	mi := &file_robonet_v1_api_proto_msgTypes[78]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -5982,7 +6240,7 @@ func (x *UpdateScheduleRequest) String() string {
 func (*UpdateScheduleRequest) ProtoMessage() {}
 
 func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[75]
+	mi := &file_robonet_v1_api_proto_msgTypes[78]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -5995,7 +6253,7 @@ func (x *UpdateScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleRequest.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{75}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{78}
 }
 
 func (x *UpdateScheduleRequest) GetName() string {
@@ -6021,7 +6279,7 @@ type UpdateScheduleResponse struct {
 
 func (x *UpdateScheduleResponse) Reset() {
 	*x = UpdateScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[76]
+	mi := &file_robonet_v1_api_proto_msgTypes[79]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6033,7 +6291,7 @@ func (x *UpdateScheduleResponse) String() string {
 func (*UpdateScheduleResponse) ProtoMessage() {}
 
 func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[76]
+	mi := &file_robonet_v1_api_proto_msgTypes[79]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6046,7 +6304,7 @@ func (x *UpdateScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use UpdateScheduleResponse.ProtoReflect.Descriptor instead.
 func (*UpdateScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{76}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{79}
 }
 
 func (x *UpdateScheduleResponse) GetSchedule() *ScheduleInfo {
@@ -6065,7 +6323,7 @@ type DeleteScheduleRequest struct {
 
 func (x *DeleteScheduleRequest) Reset() {
 	*x = DeleteScheduleRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[77]
+	mi := &file_robonet_v1_api_proto_msgTypes[80]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6077,7 +6335,7 @@ func (x *DeleteScheduleRequest) String() string {
 func (*DeleteScheduleRequest) ProtoMessage() {}
 
 func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[77]
+	mi := &file_robonet_v1_api_proto_msgTypes[80]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6090,7 +6348,7 @@ func (x *DeleteScheduleRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleRequest.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{77}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{80}
 }
 
 func (x *DeleteScheduleRequest) GetName() string {
@@ -6108,7 +6366,7 @@ type DeleteScheduleResponse struct {
 
 func (x *DeleteScheduleResponse) Reset() {
 	*x = DeleteScheduleResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[78]
+	mi := &file_robonet_v1_api_proto_msgTypes[81]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6120,7 +6378,7 @@ func (x *DeleteScheduleResponse) String() string {
 func (*DeleteScheduleResponse) ProtoMessage() {}
 
 func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[78]
+	mi := &file_robonet_v1_api_proto_msgTypes[81]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6133,7 +6391,7 @@ func (x *DeleteScheduleResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeleteScheduleResponse.ProtoReflect.Descriptor instead.
 func (*DeleteScheduleResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{78}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{81}
 }
 
 type LocalPoolsRequest struct {
@@ -6144,7 +6402,7 @@ type LocalPoolsRequest struct {
 
 func (x *LocalPoolsRequest) Reset() {
 	*x = LocalPoolsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[79]
+	mi := &file_robonet_v1_api_proto_msgTypes[82]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6156,7 +6414,7 @@ func (x *LocalPoolsRequest) String() string {
 func (*LocalPoolsRequest) ProtoMessage() {}
 
 func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[79]
+	mi := &file_robonet_v1_api_proto_msgTypes[82]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6169,7 +6427,7 @@ func (x *LocalPoolsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsRequest.ProtoReflect.Descriptor instead.
 func (*LocalPoolsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{79}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{82}
 }
 
 type LocalPoolsResponse struct {
@@ -6183,7 +6441,7 @@ type LocalPoolsResponse struct {
 
 func (x *LocalPoolsResponse) Reset() {
 	*x = LocalPoolsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[80]
+	mi := &file_robonet_v1_api_proto_msgTypes[83]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6195,7 +6453,7 @@ func (x *LocalPoolsResponse) String() string {
 func (*LocalPoolsResponse) ProtoMessage() {}
 
 func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[80]
+	mi := &file_robonet_v1_api_proto_msgTypes[83]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6208,7 +6466,7 @@ func (x *LocalPoolsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LocalPoolsResponse.ProtoReflect.Descriptor instead.
 func (*LocalPoolsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{80}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{83}
 }
 
 func (x *LocalPoolsResponse) GetPools() []*PoolStats {
@@ -6249,7 +6507,7 @@ type PoolStats struct {
 
 func (x *PoolStats) Reset() {
 	*x = PoolStats{}
-	mi := &file_robonet_v1_api_proto_msgTypes[81]
+	mi := &file_robonet_v1_api_proto_msgTypes[84]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6261,7 +6519,7 @@ func (x *PoolStats) String() string {
 func (*PoolStats) ProtoMessage() {}
 
 func (x *PoolStats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[81]
+	mi := &file_robonet_v1_api_proto_msgTypes[84]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6274,7 +6532,7 @@ func (x *PoolStats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use PoolStats.ProtoReflect.Descriptor instead.
 func (*PoolStats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{81}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{84}
 }
 
 func (x *PoolStats) GetCapability() string {
@@ -6360,7 +6618,7 @@ type TaskLogsRequest struct {
 
 func (x *TaskLogsRequest) Reset() {
 	*x = TaskLogsRequest{}
-	mi := &file_robonet_v1_api_proto_msgTypes[82]
+	mi := &file_robonet_v1_api_proto_msgTypes[85]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6372,7 +6630,7 @@ func (x *TaskLogsRequest) String() string {
 func (*TaskLogsRequest) ProtoMessage() {}
 
 func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[82]
+	mi := &file_robonet_v1_api_proto_msgTypes[85]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6385,7 +6643,7 @@ func (x *TaskLogsRequest) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsRequest.ProtoReflect.Descriptor instead.
 func (*TaskLogsRequest) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{82}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{85}
 }
 
 func (x *TaskLogsRequest) GetInstanceId() string {
@@ -6437,7 +6695,7 @@ type TaskLogsResponse struct {
 
 func (x *TaskLogsResponse) Reset() {
 	*x = TaskLogsResponse{}
-	mi := &file_robonet_v1_api_proto_msgTypes[83]
+	mi := &file_robonet_v1_api_proto_msgTypes[86]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6449,7 +6707,7 @@ func (x *TaskLogsResponse) String() string {
 func (*TaskLogsResponse) ProtoMessage() {}
 
 func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[83]
+	mi := &file_robonet_v1_api_proto_msgTypes[86]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6462,7 +6720,7 @@ func (x *TaskLogsResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TaskLogsResponse.ProtoReflect.Descriptor instead.
 func (*TaskLogsResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{83}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{86}
 }
 
 func (x *TaskLogsResponse) GetTask() string {
@@ -6508,7 +6766,7 @@ type LogLine struct {
 
 func (x *LogLine) Reset() {
 	*x = LogLine{}
-	mi := &file_robonet_v1_api_proto_msgTypes[84]
+	mi := &file_robonet_v1_api_proto_msgTypes[87]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -6520,7 +6778,7 @@ func (x *LogLine) String() string {
 func (*LogLine) ProtoMessage() {}
 
 func (x *LogLine) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_api_proto_msgTypes[84]
+	mi := &file_robonet_v1_api_proto_msgTypes[87]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -6533,7 +6791,7 @@ func (x *LogLine) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use LogLine.ProtoReflect.Descriptor instead.
 func (*LogLine) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_api_proto_rawDescGZIP(), []int{84}
+	return file_robonet_v1_api_proto_rawDescGZIP(), []int{87}
 }
 
 func (x *LogLine) GetStream() LogStream {
@@ -6562,7 +6820,29 @@ var File_robonet_v1_api_proto protoreflect.FileDescriptor
 const file_robonet_v1_api_proto_rawDesc = "" +
 	"\n" +
 	"\x14robonet/v1/api.proto\x12\n" +
-	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x17\n" +
+	"robonet.v1\x1a\x1egoogle/protobuf/duration.proto\x1a\x1fgoogle/protobuf/timestamp.proto\"\x8d\x01\n" +
+	"\x10ListAuditRequest\x120\n" +
+	"\x05since\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x05since\x12\x14\n" +
+	"\x05limit\x18\x02 \x01(\x05R\x05limit\x12\x12\n" +
+	"\x04node\x18\x03 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"local_only\x18\x04 \x01(\bR\tlocalOnly\"\x7f\n" +
+	"\x11ListAuditResponse\x121\n" +
+	"\arecords\x18\x01 \x03(\v2\x17.robonet.v1.AuditRecordR\arecords\x12\x16\n" +
+	"\x06errors\x18\x02 \x03(\tR\x06errors\x12\x1f\n" +
+	"\vanswered_by\x18\x03 \x01(\tR\n" +
+	"answeredBy\"\x99\x02\n" +
+	"\vAuditRecord\x12.\n" +
+	"\x04time\x18\x01 \x01(\v2\x1a.google.protobuf.TimestampR\x04time\x12\x12\n" +
+	"\x04node\x18\x02 \x01(\tR\x04node\x12\x1d\n" +
+	"\n" +
+	"token_name\x18\x03 \x01(\tR\ttokenName\x12\x12\n" +
+	"\x04role\x18\x04 \x01(\tR\x04role\x12\x12\n" +
+	"\x04peer\x18\x05 \x01(\tR\x04peer\x12\x16\n" +
+	"\x06method\x18\x06 \x01(\tR\x06method\x12\x16\n" +
+	"\x06target\x18\a \x01(\tR\x06target\x12\x18\n" +
+	"\aoutcome\x18\b \x01(\tR\aoutcome\x125\n" +
+	"\bduration\x18\t \x01(\v2\x19.google.protobuf.DurationR\bduration\"\x17\n" +
 	"\x15ListPartitionsRequest\"\x18\n" +
 	"\x16LocalPartitionsRequest\"T\n" +
 	"\x17LocalPartitionsResponse\x129\n" +
@@ -7147,7 +7427,7 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"\x0eCreateSchedule\x12!.robonet.v1.CreateScheduleRequest\x1a\".robonet.v1.CreateScheduleResponse\x12T\n" +
 	"\rListSchedules\x12 .robonet.v1.ListSchedulesRequest\x1a!.robonet.v1.ListSchedulesResponse\x12W\n" +
 	"\x0eUpdateSchedule\x12!.robonet.v1.UpdateScheduleRequest\x1a\".robonet.v1.UpdateScheduleResponse\x12W\n" +
-	"\x0eDeleteSchedule\x12!.robonet.v1.DeleteScheduleRequest\x1a\".robonet.v1.DeleteScheduleResponse2\xad\x06\n" +
+	"\x0eDeleteSchedule\x12!.robonet.v1.DeleteScheduleRequest\x1a\".robonet.v1.DeleteScheduleResponse2\xf7\x06\n" +
 	"\vMeshService\x12N\n" +
 	"\vListMembers\x12\x1e.robonet.v1.ListMembersRequest\x1a\x1f.robonet.v1.ListMembersResponse\x12H\n" +
 	"\tGetLeader\x12\x1c.robonet.v1.GetLeaderRequest\x1a\x1d.robonet.v1.GetLeaderResponse\x12Q\n" +
@@ -7160,7 +7440,8 @@ const file_robonet_v1_api_proto_rawDesc = "" +
 	"Quarantine\x12\x1d.robonet.v1.QuarantineRequest\x1a\x1e.robonet.v1.QuarantineResponse\x12H\n" +
 	"\tListTrust\x12\x1c.robonet.v1.ListTrustRequest\x1a\x1d.robonet.v1.ListTrustResponse\x12W\n" +
 	"\x0eListPartitions\x12!.robonet.v1.ListPartitionsRequest\x1a\".robonet.v1.ListPartitionsResponse\x12Z\n" +
-	"\x0fLocalPartitions\x12\".robonet.v1.LocalPartitionsRequest\x1a#.robonet.v1.LocalPartitionsResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
+	"\x0fLocalPartitions\x12\".robonet.v1.LocalPartitionsRequest\x1a#.robonet.v1.LocalPartitionsResponse\x12H\n" +
+	"\tListAudit\x12\x1c.robonet.v1.ListAuditRequest\x1a\x1d.robonet.v1.ListAuditResponseB7Z5github.com/robonet/robonet/proto/robonet/v1;robonetv1b\x06proto3"
 
 var (
 	file_robonet_v1_api_proto_rawDescOnce sync.Once
@@ -7175,7 +7456,7 @@ func file_robonet_v1_api_proto_rawDescGZIP() []byte {
 }
 
 var file_robonet_v1_api_proto_enumTypes = make([]protoimpl.EnumInfo, 7)
-var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 88)
+var file_robonet_v1_api_proto_msgTypes = make([]protoimpl.MessageInfo, 91)
 var file_robonet_v1_api_proto_goTypes = []any{
 	(InstanceState)(0),               // 0: robonet.v1.InstanceState
 	(TaskStatus)(0),                  // 1: robonet.v1.TaskStatus
@@ -7184,248 +7465,257 @@ var file_robonet_v1_api_proto_goTypes = []any{
 	(QuarantineOp)(0),                // 4: robonet.v1.QuarantineOp
 	(LogStream)(0),                   // 5: robonet.v1.LogStream
 	(UpdateScheduleRequest_Op)(0),    // 6: robonet.v1.UpdateScheduleRequest.Op
-	(*ListPartitionsRequest)(nil),    // 7: robonet.v1.ListPartitionsRequest
-	(*LocalPartitionsRequest)(nil),   // 8: robonet.v1.LocalPartitionsRequest
-	(*LocalPartitionsResponse)(nil),  // 9: robonet.v1.LocalPartitionsResponse
-	(*ListPartitionsResponse)(nil),   // 10: robonet.v1.ListPartitionsResponse
-	(*PartitionInfo)(nil),            // 11: robonet.v1.PartitionInfo
-	(*WorkflowInfo)(nil),             // 12: robonet.v1.WorkflowInfo
-	(*InlineSpec)(nil),               // 13: robonet.v1.InlineSpec
-	(*WorkflowRef)(nil),              // 14: robonet.v1.WorkflowRef
-	(*RegisterWorkflowRequest)(nil),  // 15: robonet.v1.RegisterWorkflowRequest
-	(*RegisterWorkflowResponse)(nil), // 16: robonet.v1.RegisterWorkflowResponse
-	(*ListWorkflowsRequest)(nil),     // 17: robonet.v1.ListWorkflowsRequest
-	(*ListWorkflowsResponse)(nil),    // 18: robonet.v1.ListWorkflowsResponse
-	(*SubmitWorkflowRequest)(nil),    // 19: robonet.v1.SubmitWorkflowRequest
-	(*SubmitWorkflowResponse)(nil),   // 20: robonet.v1.SubmitWorkflowResponse
-	(*SubmitWorkflowsRequest)(nil),   // 21: robonet.v1.SubmitWorkflowsRequest
-	(*SubmitItem)(nil),               // 22: robonet.v1.SubmitItem
-	(*SubmitWorkflowsResponse)(nil),  // 23: robonet.v1.SubmitWorkflowsResponse
-	(*SubmittedInstance)(nil),        // 24: robonet.v1.SubmittedInstance
-	(*TaskProgress)(nil),             // 25: robonet.v1.TaskProgress
-	(*TaskState)(nil),                // 26: robonet.v1.TaskState
-	(*TaskAttempt)(nil),              // 27: robonet.v1.TaskAttempt
-	(*InstanceProgress)(nil),         // 28: robonet.v1.InstanceProgress
-	(*Instance)(nil),                 // 29: robonet.v1.Instance
-	(*Signal)(nil),                   // 30: robonet.v1.Signal
-	(*InstanceParent)(nil),           // 31: robonet.v1.InstanceParent
-	(*GetInstanceRequest)(nil),       // 32: robonet.v1.GetInstanceRequest
-	(*GetInstanceResponse)(nil),      // 33: robonet.v1.GetInstanceResponse
-	(*Event)(nil),                    // 34: robonet.v1.Event
-	(*WatchInstanceRequest)(nil),     // 35: robonet.v1.WatchInstanceRequest
-	(*WatchInstanceResponse)(nil),    // 36: robonet.v1.WatchInstanceResponse
-	(*CancelInstanceRequest)(nil),    // 37: robonet.v1.CancelInstanceRequest
-	(*CancelInstanceResponse)(nil),   // 38: robonet.v1.CancelInstanceResponse
-	(*SignalInstanceRequest)(nil),    // 39: robonet.v1.SignalInstanceRequest
-	(*SignalInstanceResponse)(nil),   // 40: robonet.v1.SignalInstanceResponse
-	(*PublishEventRequest)(nil),      // 41: robonet.v1.PublishEventRequest
-	(*PublishEventResponse)(nil),     // 42: robonet.v1.PublishEventResponse
-	(*EventStart)(nil),               // 43: robonet.v1.EventStart
-	(*RetryInstanceRequest)(nil),     // 44: robonet.v1.RetryInstanceRequest
-	(*RetryInstanceResponse)(nil),    // 45: robonet.v1.RetryInstanceResponse
-	(*PauseInstanceRequest)(nil),     // 46: robonet.v1.PauseInstanceRequest
-	(*PauseInstanceResponse)(nil),    // 47: robonet.v1.PauseInstanceResponse
-	(*ResumeInstanceRequest)(nil),    // 48: robonet.v1.ResumeInstanceRequest
-	(*ResumeInstanceResponse)(nil),   // 49: robonet.v1.ResumeInstanceResponse
-	(*PauseWorkflowRequest)(nil),     // 50: robonet.v1.PauseWorkflowRequest
-	(*PauseWorkflowResponse)(nil),    // 51: robonet.v1.PauseWorkflowResponse
-	(*InstanceSummary)(nil),          // 52: robonet.v1.InstanceSummary
-	(*ListInstancesRequest)(nil),     // 53: robonet.v1.ListInstancesRequest
-	(*ListInstancesResponse)(nil),    // 54: robonet.v1.ListInstancesResponse
-	(*SpecErrors)(nil),               // 55: robonet.v1.SpecErrors
-	(*SpecError)(nil),                // 56: robonet.v1.SpecError
-	(*ListMembersRequest)(nil),       // 57: robonet.v1.ListMembersRequest
-	(*Member)(nil),                   // 58: robonet.v1.Member
-	(*ListMembersResponse)(nil),      // 59: robonet.v1.ListMembersResponse
-	(*GetLeaderRequest)(nil),         // 60: robonet.v1.GetLeaderRequest
-	(*GetLeaderResponse)(nil),        // 61: robonet.v1.GetLeaderResponse
-	(*ListWagglersRequest)(nil),      // 62: robonet.v1.ListWagglersRequest
-	(*ListWagglersResponse)(nil),     // 63: robonet.v1.ListWagglersResponse
-	(*WagglerRole)(nil),              // 64: robonet.v1.WagglerRole
-	(*LocalWagglersRequest)(nil),     // 65: robonet.v1.LocalWagglersRequest
-	(*LocalWagglersResponse)(nil),    // 66: robonet.v1.LocalWagglersResponse
-	(*LocalWaggler)(nil),             // 67: robonet.v1.LocalWaggler
-	(*KeyringRequest)(nil),           // 68: robonet.v1.KeyringRequest
-	(*KeyringResponse)(nil),          // 69: robonet.v1.KeyringResponse
-	(*NodeKeyring)(nil),              // 70: robonet.v1.NodeKeyring
-	(*QuarantineRequest)(nil),        // 71: robonet.v1.QuarantineRequest
-	(*QuarantineResponse)(nil),       // 72: robonet.v1.QuarantineResponse
-	(*QuarantinedNode)(nil),          // 73: robonet.v1.QuarantinedNode
-	(*ListTrustRequest)(nil),         // 74: robonet.v1.ListTrustRequest
-	(*ListTrustResponse)(nil),        // 75: robonet.v1.ListTrustResponse
-	(*NodeTrust)(nil),                // 76: robonet.v1.NodeTrust
-	(*CreateScheduleRequest)(nil),    // 77: robonet.v1.CreateScheduleRequest
-	(*CreateScheduleResponse)(nil),   // 78: robonet.v1.CreateScheduleResponse
-	(*ScheduleInfo)(nil),             // 79: robonet.v1.ScheduleInfo
-	(*ListSchedulesRequest)(nil),     // 80: robonet.v1.ListSchedulesRequest
-	(*ListSchedulesResponse)(nil),    // 81: robonet.v1.ListSchedulesResponse
-	(*UpdateScheduleRequest)(nil),    // 82: robonet.v1.UpdateScheduleRequest
-	(*UpdateScheduleResponse)(nil),   // 83: robonet.v1.UpdateScheduleResponse
-	(*DeleteScheduleRequest)(nil),    // 84: robonet.v1.DeleteScheduleRequest
-	(*DeleteScheduleResponse)(nil),   // 85: robonet.v1.DeleteScheduleResponse
-	(*LocalPoolsRequest)(nil),        // 86: robonet.v1.LocalPoolsRequest
-	(*LocalPoolsResponse)(nil),       // 87: robonet.v1.LocalPoolsResponse
-	(*PoolStats)(nil),                // 88: robonet.v1.PoolStats
-	(*TaskLogsRequest)(nil),          // 89: robonet.v1.TaskLogsRequest
-	(*TaskLogsResponse)(nil),         // 90: robonet.v1.TaskLogsResponse
-	(*LogLine)(nil),                  // 91: robonet.v1.LogLine
-	nil,                              // 92: robonet.v1.Member.CapabilitiesEntry
-	nil,                              // 93: robonet.v1.Member.WagglersEntry
-	nil,                              // 94: robonet.v1.NodeTrust.EvidenceEntry
-	(*timestamppb.Timestamp)(nil),    // 95: google.protobuf.Timestamp
-	(*durationpb.Duration)(nil),      // 96: google.protobuf.Duration
+	(*ListAuditRequest)(nil),         // 7: robonet.v1.ListAuditRequest
+	(*ListAuditResponse)(nil),        // 8: robonet.v1.ListAuditResponse
+	(*AuditRecord)(nil),              // 9: robonet.v1.AuditRecord
+	(*ListPartitionsRequest)(nil),    // 10: robonet.v1.ListPartitionsRequest
+	(*LocalPartitionsRequest)(nil),   // 11: robonet.v1.LocalPartitionsRequest
+	(*LocalPartitionsResponse)(nil),  // 12: robonet.v1.LocalPartitionsResponse
+	(*ListPartitionsResponse)(nil),   // 13: robonet.v1.ListPartitionsResponse
+	(*PartitionInfo)(nil),            // 14: robonet.v1.PartitionInfo
+	(*WorkflowInfo)(nil),             // 15: robonet.v1.WorkflowInfo
+	(*InlineSpec)(nil),               // 16: robonet.v1.InlineSpec
+	(*WorkflowRef)(nil),              // 17: robonet.v1.WorkflowRef
+	(*RegisterWorkflowRequest)(nil),  // 18: robonet.v1.RegisterWorkflowRequest
+	(*RegisterWorkflowResponse)(nil), // 19: robonet.v1.RegisterWorkflowResponse
+	(*ListWorkflowsRequest)(nil),     // 20: robonet.v1.ListWorkflowsRequest
+	(*ListWorkflowsResponse)(nil),    // 21: robonet.v1.ListWorkflowsResponse
+	(*SubmitWorkflowRequest)(nil),    // 22: robonet.v1.SubmitWorkflowRequest
+	(*SubmitWorkflowResponse)(nil),   // 23: robonet.v1.SubmitWorkflowResponse
+	(*SubmitWorkflowsRequest)(nil),   // 24: robonet.v1.SubmitWorkflowsRequest
+	(*SubmitItem)(nil),               // 25: robonet.v1.SubmitItem
+	(*SubmitWorkflowsResponse)(nil),  // 26: robonet.v1.SubmitWorkflowsResponse
+	(*SubmittedInstance)(nil),        // 27: robonet.v1.SubmittedInstance
+	(*TaskProgress)(nil),             // 28: robonet.v1.TaskProgress
+	(*TaskState)(nil),                // 29: robonet.v1.TaskState
+	(*TaskAttempt)(nil),              // 30: robonet.v1.TaskAttempt
+	(*InstanceProgress)(nil),         // 31: robonet.v1.InstanceProgress
+	(*Instance)(nil),                 // 32: robonet.v1.Instance
+	(*Signal)(nil),                   // 33: robonet.v1.Signal
+	(*InstanceParent)(nil),           // 34: robonet.v1.InstanceParent
+	(*GetInstanceRequest)(nil),       // 35: robonet.v1.GetInstanceRequest
+	(*GetInstanceResponse)(nil),      // 36: robonet.v1.GetInstanceResponse
+	(*Event)(nil),                    // 37: robonet.v1.Event
+	(*WatchInstanceRequest)(nil),     // 38: robonet.v1.WatchInstanceRequest
+	(*WatchInstanceResponse)(nil),    // 39: robonet.v1.WatchInstanceResponse
+	(*CancelInstanceRequest)(nil),    // 40: robonet.v1.CancelInstanceRequest
+	(*CancelInstanceResponse)(nil),   // 41: robonet.v1.CancelInstanceResponse
+	(*SignalInstanceRequest)(nil),    // 42: robonet.v1.SignalInstanceRequest
+	(*SignalInstanceResponse)(nil),   // 43: robonet.v1.SignalInstanceResponse
+	(*PublishEventRequest)(nil),      // 44: robonet.v1.PublishEventRequest
+	(*PublishEventResponse)(nil),     // 45: robonet.v1.PublishEventResponse
+	(*EventStart)(nil),               // 46: robonet.v1.EventStart
+	(*RetryInstanceRequest)(nil),     // 47: robonet.v1.RetryInstanceRequest
+	(*RetryInstanceResponse)(nil),    // 48: robonet.v1.RetryInstanceResponse
+	(*PauseInstanceRequest)(nil),     // 49: robonet.v1.PauseInstanceRequest
+	(*PauseInstanceResponse)(nil),    // 50: robonet.v1.PauseInstanceResponse
+	(*ResumeInstanceRequest)(nil),    // 51: robonet.v1.ResumeInstanceRequest
+	(*ResumeInstanceResponse)(nil),   // 52: robonet.v1.ResumeInstanceResponse
+	(*PauseWorkflowRequest)(nil),     // 53: robonet.v1.PauseWorkflowRequest
+	(*PauseWorkflowResponse)(nil),    // 54: robonet.v1.PauseWorkflowResponse
+	(*InstanceSummary)(nil),          // 55: robonet.v1.InstanceSummary
+	(*ListInstancesRequest)(nil),     // 56: robonet.v1.ListInstancesRequest
+	(*ListInstancesResponse)(nil),    // 57: robonet.v1.ListInstancesResponse
+	(*SpecErrors)(nil),               // 58: robonet.v1.SpecErrors
+	(*SpecError)(nil),                // 59: robonet.v1.SpecError
+	(*ListMembersRequest)(nil),       // 60: robonet.v1.ListMembersRequest
+	(*Member)(nil),                   // 61: robonet.v1.Member
+	(*ListMembersResponse)(nil),      // 62: robonet.v1.ListMembersResponse
+	(*GetLeaderRequest)(nil),         // 63: robonet.v1.GetLeaderRequest
+	(*GetLeaderResponse)(nil),        // 64: robonet.v1.GetLeaderResponse
+	(*ListWagglersRequest)(nil),      // 65: robonet.v1.ListWagglersRequest
+	(*ListWagglersResponse)(nil),     // 66: robonet.v1.ListWagglersResponse
+	(*WagglerRole)(nil),              // 67: robonet.v1.WagglerRole
+	(*LocalWagglersRequest)(nil),     // 68: robonet.v1.LocalWagglersRequest
+	(*LocalWagglersResponse)(nil),    // 69: robonet.v1.LocalWagglersResponse
+	(*LocalWaggler)(nil),             // 70: robonet.v1.LocalWaggler
+	(*KeyringRequest)(nil),           // 71: robonet.v1.KeyringRequest
+	(*KeyringResponse)(nil),          // 72: robonet.v1.KeyringResponse
+	(*NodeKeyring)(nil),              // 73: robonet.v1.NodeKeyring
+	(*QuarantineRequest)(nil),        // 74: robonet.v1.QuarantineRequest
+	(*QuarantineResponse)(nil),       // 75: robonet.v1.QuarantineResponse
+	(*QuarantinedNode)(nil),          // 76: robonet.v1.QuarantinedNode
+	(*ListTrustRequest)(nil),         // 77: robonet.v1.ListTrustRequest
+	(*ListTrustResponse)(nil),        // 78: robonet.v1.ListTrustResponse
+	(*NodeTrust)(nil),                // 79: robonet.v1.NodeTrust
+	(*CreateScheduleRequest)(nil),    // 80: robonet.v1.CreateScheduleRequest
+	(*CreateScheduleResponse)(nil),   // 81: robonet.v1.CreateScheduleResponse
+	(*ScheduleInfo)(nil),             // 82: robonet.v1.ScheduleInfo
+	(*ListSchedulesRequest)(nil),     // 83: robonet.v1.ListSchedulesRequest
+	(*ListSchedulesResponse)(nil),    // 84: robonet.v1.ListSchedulesResponse
+	(*UpdateScheduleRequest)(nil),    // 85: robonet.v1.UpdateScheduleRequest
+	(*UpdateScheduleResponse)(nil),   // 86: robonet.v1.UpdateScheduleResponse
+	(*DeleteScheduleRequest)(nil),    // 87: robonet.v1.DeleteScheduleRequest
+	(*DeleteScheduleResponse)(nil),   // 88: robonet.v1.DeleteScheduleResponse
+	(*LocalPoolsRequest)(nil),        // 89: robonet.v1.LocalPoolsRequest
+	(*LocalPoolsResponse)(nil),       // 90: robonet.v1.LocalPoolsResponse
+	(*PoolStats)(nil),                // 91: robonet.v1.PoolStats
+	(*TaskLogsRequest)(nil),          // 92: robonet.v1.TaskLogsRequest
+	(*TaskLogsResponse)(nil),         // 93: robonet.v1.TaskLogsResponse
+	(*LogLine)(nil),                  // 94: robonet.v1.LogLine
+	nil,                              // 95: robonet.v1.Member.CapabilitiesEntry
+	nil,                              // 96: robonet.v1.Member.WagglersEntry
+	nil,                              // 97: robonet.v1.NodeTrust.EvidenceEntry
+	(*timestamppb.Timestamp)(nil),    // 98: google.protobuf.Timestamp
+	(*durationpb.Duration)(nil),      // 99: google.protobuf.Duration
 }
 var file_robonet_v1_api_proto_depIdxs = []int32{
-	11,  // 0: robonet.v1.LocalPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
-	11,  // 1: robonet.v1.ListPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
-	95,  // 2: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
-	13,  // 3: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	12,  // 4: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	12,  // 5: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
-	14,  // 6: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
-	13,  // 7: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
-	96,  // 8: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
-	12,  // 9: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	14,  // 10: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
-	13,  // 11: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
-	22,  // 12: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
-	96,  // 13: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
-	12,  // 14: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
-	24,  // 15: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
-	96,  // 16: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
-	95,  // 17: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
-	1,   // 18: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
-	95,  // 19: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
-	95,  // 20: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
-	25,  // 21: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
-	27,  // 22: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
-	95,  // 23: robonet.v1.TaskState.wait_until:type_name -> google.protobuf.Timestamp
-	95,  // 24: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
-	95,  // 25: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 26: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
-	95,  // 27: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
-	95,  // 28: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
-	95,  // 29: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
-	26,  // 30: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
-	28,  // 31: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
-	96,  // 32: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
-	31,  // 33: robonet.v1.Instance.parent:type_name -> robonet.v1.InstanceParent
-	30,  // 34: robonet.v1.Instance.signals:type_name -> robonet.v1.Signal
-	95,  // 35: robonet.v1.Signal.at:type_name -> google.protobuf.Timestamp
-	29,  // 36: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
-	95,  // 37: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
-	2,   // 38: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
-	0,   // 39: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
-	95,  // 40: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
-	25,  // 41: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
-	29,  // 42: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
-	30,  // 43: robonet.v1.Event.signal:type_name -> robonet.v1.Signal
-	34,  // 44: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
-	43,  // 45: robonet.v1.PublishEventResponse.started:type_name -> robonet.v1.EventStart
-	0,   // 46: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
-	95,  // 47: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
-	95,  // 48: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
-	0,   // 49: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
-	95,  // 50: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
-	52,  // 51: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
-	56,  // 52: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
-	92,  // 53: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
-	93,  // 54: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
-	88,  // 55: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
-	95,  // 56: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
-	58,  // 57: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
-	64,  // 58: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
-	67,  // 59: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
-	3,   // 60: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
-	70,  // 61: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
-	4,   // 62: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
-	73,  // 63: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
-	95,  // 64: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
-	76,  // 65: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
-	94,  // 66: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
-	95,  // 67: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
-	14,  // 68: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
-	96,  // 69: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
-	96,  // 70: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
-	79,  // 71: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	14,  // 72: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
-	96,  // 73: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
-	96,  // 74: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
-	95,  // 75: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
-	95,  // 76: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
-	95,  // 77: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
-	79,  // 78: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
-	6,   // 79: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
-	79,  // 80: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
-	88,  // 81: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
-	96,  // 82: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
-	96,  // 83: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
-	91,  // 84: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
-	5,   // 85: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
-	95,  // 86: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
-	15,  // 87: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
-	17,  // 88: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
-	19,  // 89: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
-	21,  // 90: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
-	32,  // 91: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
-	35,  // 92: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
-	37,  // 93: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
-	53,  // 94: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
-	39,  // 95: robonet.v1.WorkflowService.SignalInstance:input_type -> robonet.v1.SignalInstanceRequest
-	41,  // 96: robonet.v1.WorkflowService.PublishEvent:input_type -> robonet.v1.PublishEventRequest
-	44,  // 97: robonet.v1.WorkflowService.RetryInstance:input_type -> robonet.v1.RetryInstanceRequest
-	46,  // 98: robonet.v1.WorkflowService.PauseInstance:input_type -> robonet.v1.PauseInstanceRequest
-	48,  // 99: robonet.v1.WorkflowService.ResumeInstance:input_type -> robonet.v1.ResumeInstanceRequest
-	50,  // 100: robonet.v1.WorkflowService.PauseWorkflow:input_type -> robonet.v1.PauseWorkflowRequest
-	89,  // 101: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
-	77,  // 102: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
-	80,  // 103: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
-	82,  // 104: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
-	84,  // 105: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
-	57,  // 106: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
-	60,  // 107: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
-	62,  // 108: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
-	65,  // 109: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
-	86,  // 110: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
-	68,  // 111: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
-	71,  // 112: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
-	74,  // 113: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
-	7,   // 114: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
-	8,   // 115: robonet.v1.MeshService.LocalPartitions:input_type -> robonet.v1.LocalPartitionsRequest
-	16,  // 116: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
-	18,  // 117: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
-	20,  // 118: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
-	23,  // 119: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
-	33,  // 120: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
-	36,  // 121: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
-	38,  // 122: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
-	54,  // 123: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
-	40,  // 124: robonet.v1.WorkflowService.SignalInstance:output_type -> robonet.v1.SignalInstanceResponse
-	42,  // 125: robonet.v1.WorkflowService.PublishEvent:output_type -> robonet.v1.PublishEventResponse
-	45,  // 126: robonet.v1.WorkflowService.RetryInstance:output_type -> robonet.v1.RetryInstanceResponse
-	47,  // 127: robonet.v1.WorkflowService.PauseInstance:output_type -> robonet.v1.PauseInstanceResponse
-	49,  // 128: robonet.v1.WorkflowService.ResumeInstance:output_type -> robonet.v1.ResumeInstanceResponse
-	51,  // 129: robonet.v1.WorkflowService.PauseWorkflow:output_type -> robonet.v1.PauseWorkflowResponse
-	90,  // 130: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
-	78,  // 131: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
-	81,  // 132: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
-	83,  // 133: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
-	85,  // 134: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
-	59,  // 135: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
-	61,  // 136: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
-	63,  // 137: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
-	66,  // 138: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
-	87,  // 139: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
-	69,  // 140: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
-	72,  // 141: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
-	75,  // 142: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
-	10,  // 143: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
-	9,   // 144: robonet.v1.MeshService.LocalPartitions:output_type -> robonet.v1.LocalPartitionsResponse
-	116, // [116:145] is the sub-list for method output_type
-	87,  // [87:116] is the sub-list for method input_type
-	87,  // [87:87] is the sub-list for extension type_name
-	87,  // [87:87] is the sub-list for extension extendee
-	0,   // [0:87] is the sub-list for field type_name
+	98,  // 0: robonet.v1.ListAuditRequest.since:type_name -> google.protobuf.Timestamp
+	9,   // 1: robonet.v1.ListAuditResponse.records:type_name -> robonet.v1.AuditRecord
+	98,  // 2: robonet.v1.AuditRecord.time:type_name -> google.protobuf.Timestamp
+	99,  // 3: robonet.v1.AuditRecord.duration:type_name -> google.protobuf.Duration
+	14,  // 4: robonet.v1.LocalPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
+	14,  // 5: robonet.v1.ListPartitionsResponse.partitions:type_name -> robonet.v1.PartitionInfo
+	98,  // 6: robonet.v1.WorkflowInfo.created_at:type_name -> google.protobuf.Timestamp
+	16,  // 7: robonet.v1.RegisterWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	15,  // 8: robonet.v1.RegisterWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	15,  // 9: robonet.v1.ListWorkflowsResponse.workflows:type_name -> robonet.v1.WorkflowInfo
+	17,  // 10: robonet.v1.SubmitWorkflowRequest.ref:type_name -> robonet.v1.WorkflowRef
+	16,  // 11: robonet.v1.SubmitWorkflowRequest.spec:type_name -> robonet.v1.InlineSpec
+	99,  // 12: robonet.v1.SubmitWorkflowRequest.deadline:type_name -> google.protobuf.Duration
+	15,  // 13: robonet.v1.SubmitWorkflowResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	17,  // 14: robonet.v1.SubmitWorkflowsRequest.ref:type_name -> robonet.v1.WorkflowRef
+	16,  // 15: robonet.v1.SubmitWorkflowsRequest.spec:type_name -> robonet.v1.InlineSpec
+	25,  // 16: robonet.v1.SubmitWorkflowsRequest.items:type_name -> robonet.v1.SubmitItem
+	99,  // 17: robonet.v1.SubmitItem.deadline:type_name -> google.protobuf.Duration
+	15,  // 18: robonet.v1.SubmitWorkflowsResponse.workflow:type_name -> robonet.v1.WorkflowInfo
+	27,  // 19: robonet.v1.SubmitWorkflowsResponse.instances:type_name -> robonet.v1.SubmittedInstance
+	99,  // 20: robonet.v1.TaskProgress.eta:type_name -> google.protobuf.Duration
+	98,  // 21: robonet.v1.TaskProgress.at:type_name -> google.protobuf.Timestamp
+	1,   // 22: robonet.v1.TaskState.status:type_name -> robonet.v1.TaskStatus
+	98,  // 23: robonet.v1.TaskState.started_at:type_name -> google.protobuf.Timestamp
+	98,  // 24: robonet.v1.TaskState.finished_at:type_name -> google.protobuf.Timestamp
+	28,  // 25: robonet.v1.TaskState.progress:type_name -> robonet.v1.TaskProgress
+	30,  // 26: robonet.v1.TaskState.attempts:type_name -> robonet.v1.TaskAttempt
+	98,  // 27: robonet.v1.TaskState.wait_until:type_name -> google.protobuf.Timestamp
+	98,  // 28: robonet.v1.TaskAttempt.started_at:type_name -> google.protobuf.Timestamp
+	98,  // 29: robonet.v1.TaskAttempt.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 30: robonet.v1.Instance.state:type_name -> robonet.v1.InstanceState
+	98,  // 31: robonet.v1.Instance.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 32: robonet.v1.Instance.started_at:type_name -> google.protobuf.Timestamp
+	98,  // 33: robonet.v1.Instance.finished_at:type_name -> google.protobuf.Timestamp
+	29,  // 34: robonet.v1.Instance.tasks:type_name -> robonet.v1.TaskState
+	31,  // 35: robonet.v1.Instance.progress:type_name -> robonet.v1.InstanceProgress
+	99,  // 36: robonet.v1.Instance.eta:type_name -> google.protobuf.Duration
+	34,  // 37: robonet.v1.Instance.parent:type_name -> robonet.v1.InstanceParent
+	33,  // 38: robonet.v1.Instance.signals:type_name -> robonet.v1.Signal
+	98,  // 39: robonet.v1.Signal.at:type_name -> google.protobuf.Timestamp
+	32,  // 40: robonet.v1.GetInstanceResponse.instance:type_name -> robonet.v1.Instance
+	98,  // 41: robonet.v1.Event.time:type_name -> google.protobuf.Timestamp
+	2,   // 42: robonet.v1.Event.kind:type_name -> robonet.v1.EventKind
+	0,   // 43: robonet.v1.Event.state:type_name -> robonet.v1.InstanceState
+	98,  // 44: robonet.v1.Event.retry_at:type_name -> google.protobuf.Timestamp
+	28,  // 45: robonet.v1.Event.progress:type_name -> robonet.v1.TaskProgress
+	32,  // 46: robonet.v1.Event.instance:type_name -> robonet.v1.Instance
+	33,  // 47: robonet.v1.Event.signal:type_name -> robonet.v1.Signal
+	37,  // 48: robonet.v1.WatchInstanceResponse.event:type_name -> robonet.v1.Event
+	46,  // 49: robonet.v1.PublishEventResponse.started:type_name -> robonet.v1.EventStart
+	0,   // 50: robonet.v1.InstanceSummary.state:type_name -> robonet.v1.InstanceState
+	98,  // 51: robonet.v1.InstanceSummary.created_at:type_name -> google.protobuf.Timestamp
+	98,  // 52: robonet.v1.InstanceSummary.finished_at:type_name -> google.protobuf.Timestamp
+	0,   // 53: robonet.v1.ListInstancesRequest.states:type_name -> robonet.v1.InstanceState
+	98,  // 54: robonet.v1.ListInstancesRequest.created_after:type_name -> google.protobuf.Timestamp
+	55,  // 55: robonet.v1.ListInstancesResponse.instances:type_name -> robonet.v1.InstanceSummary
+	59,  // 56: robonet.v1.SpecErrors.errors:type_name -> robonet.v1.SpecError
+	95,  // 57: robonet.v1.Member.capabilities:type_name -> robonet.v1.Member.CapabilitiesEntry
+	96,  // 58: robonet.v1.Member.wagglers:type_name -> robonet.v1.Member.WagglersEntry
+	91,  // 59: robonet.v1.Member.pools:type_name -> robonet.v1.PoolStats
+	98,  // 60: robonet.v1.Member.pools_at:type_name -> google.protobuf.Timestamp
+	61,  // 61: robonet.v1.ListMembersResponse.members:type_name -> robonet.v1.Member
+	67,  // 62: robonet.v1.ListWagglersResponse.wagglers:type_name -> robonet.v1.WagglerRole
+	70,  // 63: robonet.v1.LocalWagglersResponse.wagglers:type_name -> robonet.v1.LocalWaggler
+	3,   // 64: robonet.v1.KeyringRequest.op:type_name -> robonet.v1.KeyringOp
+	73,  // 65: robonet.v1.KeyringResponse.nodes:type_name -> robonet.v1.NodeKeyring
+	4,   // 66: robonet.v1.QuarantineRequest.op:type_name -> robonet.v1.QuarantineOp
+	76,  // 67: robonet.v1.QuarantineResponse.nodes:type_name -> robonet.v1.QuarantinedNode
+	98,  // 68: robonet.v1.QuarantinedNode.since:type_name -> google.protobuf.Timestamp
+	79,  // 69: robonet.v1.ListTrustResponse.nodes:type_name -> robonet.v1.NodeTrust
+	97,  // 70: robonet.v1.NodeTrust.evidence:type_name -> robonet.v1.NodeTrust.EvidenceEntry
+	98,  // 71: robonet.v1.NodeTrust.since:type_name -> google.protobuf.Timestamp
+	17,  // 72: robonet.v1.CreateScheduleRequest.workflow:type_name -> robonet.v1.WorkflowRef
+	99,  // 73: robonet.v1.CreateScheduleRequest.interval:type_name -> google.protobuf.Duration
+	99,  // 74: robonet.v1.CreateScheduleRequest.jitter:type_name -> google.protobuf.Duration
+	82,  // 75: robonet.v1.CreateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	17,  // 76: robonet.v1.ScheduleInfo.workflow:type_name -> robonet.v1.WorkflowRef
+	99,  // 77: robonet.v1.ScheduleInfo.interval:type_name -> google.protobuf.Duration
+	99,  // 78: robonet.v1.ScheduleInfo.jitter:type_name -> google.protobuf.Duration
+	98,  // 79: robonet.v1.ScheduleInfo.next_run_at:type_name -> google.protobuf.Timestamp
+	98,  // 80: robonet.v1.ScheduleInfo.last_run_at:type_name -> google.protobuf.Timestamp
+	98,  // 81: robonet.v1.ScheduleInfo.created_at:type_name -> google.protobuf.Timestamp
+	82,  // 82: robonet.v1.ListSchedulesResponse.schedules:type_name -> robonet.v1.ScheduleInfo
+	6,   // 83: robonet.v1.UpdateScheduleRequest.op:type_name -> robonet.v1.UpdateScheduleRequest.Op
+	82,  // 84: robonet.v1.UpdateScheduleResponse.schedule:type_name -> robonet.v1.ScheduleInfo
+	91,  // 85: robonet.v1.LocalPoolsResponse.pools:type_name -> robonet.v1.PoolStats
+	99,  // 86: robonet.v1.PoolStats.latency_p50:type_name -> google.protobuf.Duration
+	99,  // 87: robonet.v1.PoolStats.latency_p99:type_name -> google.protobuf.Duration
+	94,  // 88: robonet.v1.TaskLogsResponse.lines:type_name -> robonet.v1.LogLine
+	5,   // 89: robonet.v1.LogLine.stream:type_name -> robonet.v1.LogStream
+	98,  // 90: robonet.v1.LogLine.time:type_name -> google.protobuf.Timestamp
+	18,  // 91: robonet.v1.WorkflowService.RegisterWorkflow:input_type -> robonet.v1.RegisterWorkflowRequest
+	20,  // 92: robonet.v1.WorkflowService.ListWorkflows:input_type -> robonet.v1.ListWorkflowsRequest
+	22,  // 93: robonet.v1.WorkflowService.SubmitWorkflow:input_type -> robonet.v1.SubmitWorkflowRequest
+	24,  // 94: robonet.v1.WorkflowService.SubmitWorkflows:input_type -> robonet.v1.SubmitWorkflowsRequest
+	35,  // 95: robonet.v1.WorkflowService.GetInstance:input_type -> robonet.v1.GetInstanceRequest
+	38,  // 96: robonet.v1.WorkflowService.WatchInstance:input_type -> robonet.v1.WatchInstanceRequest
+	40,  // 97: robonet.v1.WorkflowService.CancelInstance:input_type -> robonet.v1.CancelInstanceRequest
+	56,  // 98: robonet.v1.WorkflowService.ListInstances:input_type -> robonet.v1.ListInstancesRequest
+	42,  // 99: robonet.v1.WorkflowService.SignalInstance:input_type -> robonet.v1.SignalInstanceRequest
+	44,  // 100: robonet.v1.WorkflowService.PublishEvent:input_type -> robonet.v1.PublishEventRequest
+	47,  // 101: robonet.v1.WorkflowService.RetryInstance:input_type -> robonet.v1.RetryInstanceRequest
+	49,  // 102: robonet.v1.WorkflowService.PauseInstance:input_type -> robonet.v1.PauseInstanceRequest
+	51,  // 103: robonet.v1.WorkflowService.ResumeInstance:input_type -> robonet.v1.ResumeInstanceRequest
+	53,  // 104: robonet.v1.WorkflowService.PauseWorkflow:input_type -> robonet.v1.PauseWorkflowRequest
+	92,  // 105: robonet.v1.WorkflowService.TaskLogs:input_type -> robonet.v1.TaskLogsRequest
+	80,  // 106: robonet.v1.WorkflowService.CreateSchedule:input_type -> robonet.v1.CreateScheduleRequest
+	83,  // 107: robonet.v1.WorkflowService.ListSchedules:input_type -> robonet.v1.ListSchedulesRequest
+	85,  // 108: robonet.v1.WorkflowService.UpdateSchedule:input_type -> robonet.v1.UpdateScheduleRequest
+	87,  // 109: robonet.v1.WorkflowService.DeleteSchedule:input_type -> robonet.v1.DeleteScheduleRequest
+	60,  // 110: robonet.v1.MeshService.ListMembers:input_type -> robonet.v1.ListMembersRequest
+	63,  // 111: robonet.v1.MeshService.GetLeader:input_type -> robonet.v1.GetLeaderRequest
+	65,  // 112: robonet.v1.MeshService.ListWagglers:input_type -> robonet.v1.ListWagglersRequest
+	68,  // 113: robonet.v1.MeshService.LocalWagglers:input_type -> robonet.v1.LocalWagglersRequest
+	89,  // 114: robonet.v1.MeshService.LocalPools:input_type -> robonet.v1.LocalPoolsRequest
+	71,  // 115: robonet.v1.MeshService.Keyring:input_type -> robonet.v1.KeyringRequest
+	74,  // 116: robonet.v1.MeshService.Quarantine:input_type -> robonet.v1.QuarantineRequest
+	77,  // 117: robonet.v1.MeshService.ListTrust:input_type -> robonet.v1.ListTrustRequest
+	10,  // 118: robonet.v1.MeshService.ListPartitions:input_type -> robonet.v1.ListPartitionsRequest
+	11,  // 119: robonet.v1.MeshService.LocalPartitions:input_type -> robonet.v1.LocalPartitionsRequest
+	7,   // 120: robonet.v1.MeshService.ListAudit:input_type -> robonet.v1.ListAuditRequest
+	19,  // 121: robonet.v1.WorkflowService.RegisterWorkflow:output_type -> robonet.v1.RegisterWorkflowResponse
+	21,  // 122: robonet.v1.WorkflowService.ListWorkflows:output_type -> robonet.v1.ListWorkflowsResponse
+	23,  // 123: robonet.v1.WorkflowService.SubmitWorkflow:output_type -> robonet.v1.SubmitWorkflowResponse
+	26,  // 124: robonet.v1.WorkflowService.SubmitWorkflows:output_type -> robonet.v1.SubmitWorkflowsResponse
+	36,  // 125: robonet.v1.WorkflowService.GetInstance:output_type -> robonet.v1.GetInstanceResponse
+	39,  // 126: robonet.v1.WorkflowService.WatchInstance:output_type -> robonet.v1.WatchInstanceResponse
+	41,  // 127: robonet.v1.WorkflowService.CancelInstance:output_type -> robonet.v1.CancelInstanceResponse
+	57,  // 128: robonet.v1.WorkflowService.ListInstances:output_type -> robonet.v1.ListInstancesResponse
+	43,  // 129: robonet.v1.WorkflowService.SignalInstance:output_type -> robonet.v1.SignalInstanceResponse
+	45,  // 130: robonet.v1.WorkflowService.PublishEvent:output_type -> robonet.v1.PublishEventResponse
+	48,  // 131: robonet.v1.WorkflowService.RetryInstance:output_type -> robonet.v1.RetryInstanceResponse
+	50,  // 132: robonet.v1.WorkflowService.PauseInstance:output_type -> robonet.v1.PauseInstanceResponse
+	52,  // 133: robonet.v1.WorkflowService.ResumeInstance:output_type -> robonet.v1.ResumeInstanceResponse
+	54,  // 134: robonet.v1.WorkflowService.PauseWorkflow:output_type -> robonet.v1.PauseWorkflowResponse
+	93,  // 135: robonet.v1.WorkflowService.TaskLogs:output_type -> robonet.v1.TaskLogsResponse
+	81,  // 136: robonet.v1.WorkflowService.CreateSchedule:output_type -> robonet.v1.CreateScheduleResponse
+	84,  // 137: robonet.v1.WorkflowService.ListSchedules:output_type -> robonet.v1.ListSchedulesResponse
+	86,  // 138: robonet.v1.WorkflowService.UpdateSchedule:output_type -> robonet.v1.UpdateScheduleResponse
+	88,  // 139: robonet.v1.WorkflowService.DeleteSchedule:output_type -> robonet.v1.DeleteScheduleResponse
+	62,  // 140: robonet.v1.MeshService.ListMembers:output_type -> robonet.v1.ListMembersResponse
+	64,  // 141: robonet.v1.MeshService.GetLeader:output_type -> robonet.v1.GetLeaderResponse
+	66,  // 142: robonet.v1.MeshService.ListWagglers:output_type -> robonet.v1.ListWagglersResponse
+	69,  // 143: robonet.v1.MeshService.LocalWagglers:output_type -> robonet.v1.LocalWagglersResponse
+	90,  // 144: robonet.v1.MeshService.LocalPools:output_type -> robonet.v1.LocalPoolsResponse
+	72,  // 145: robonet.v1.MeshService.Keyring:output_type -> robonet.v1.KeyringResponse
+	75,  // 146: robonet.v1.MeshService.Quarantine:output_type -> robonet.v1.QuarantineResponse
+	78,  // 147: robonet.v1.MeshService.ListTrust:output_type -> robonet.v1.ListTrustResponse
+	13,  // 148: robonet.v1.MeshService.ListPartitions:output_type -> robonet.v1.ListPartitionsResponse
+	12,  // 149: robonet.v1.MeshService.LocalPartitions:output_type -> robonet.v1.LocalPartitionsResponse
+	8,   // 150: robonet.v1.MeshService.ListAudit:output_type -> robonet.v1.ListAuditResponse
+	121, // [121:151] is the sub-list for method output_type
+	91,  // [91:121] is the sub-list for method input_type
+	91,  // [91:91] is the sub-list for extension type_name
+	91,  // [91:91] is the sub-list for extension extendee
+	0,   // [0:91] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_api_proto_init() }
@@ -7433,11 +7723,11 @@ func file_robonet_v1_api_proto_init() {
 	if File_robonet_v1_api_proto != nil {
 		return
 	}
-	file_robonet_v1_api_proto_msgTypes[12].OneofWrappers = []any{
+	file_robonet_v1_api_proto_msgTypes[15].OneofWrappers = []any{
 		(*SubmitWorkflowRequest_Ref)(nil),
 		(*SubmitWorkflowRequest_Spec)(nil),
 	}
-	file_robonet_v1_api_proto_msgTypes[14].OneofWrappers = []any{
+	file_robonet_v1_api_proto_msgTypes[17].OneofWrappers = []any{
 		(*SubmitWorkflowsRequest_Ref)(nil),
 		(*SubmitWorkflowsRequest_Spec)(nil),
 	}
@@ -7447,7 +7737,7 @@ func file_robonet_v1_api_proto_init() {
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_api_proto_rawDesc), len(file_robonet_v1_api_proto_rawDesc)),
 			NumEnums:      7,
-			NumMessages:   88,
+			NumMessages:   91,
 			NumExtensions: 0,
 			NumServices:   2,
 		},

@@ -1014,6 +1014,7 @@ const (
 	MeshService_ListTrust_FullMethodName       = "/robonet.v1.MeshService/ListTrust"
 	MeshService_ListPartitions_FullMethodName  = "/robonet.v1.MeshService/ListPartitions"
 	MeshService_LocalPartitions_FullMethodName = "/robonet.v1.MeshService/LocalPartitions"
+	MeshService_ListAudit_FullMethodName       = "/robonet.v1.MeshService/ListAudit"
 )
 
 // MeshServiceClient is the client API for MeshService service.
@@ -1082,6 +1083,15 @@ type MeshServiceClient interface {
 	// LocalPartitions reports the partitions the answering server's engine
 	// owns, with its counts; ListPartitions asks each owner with it.
 	LocalPartitions(ctx context.Context, in *LocalPartitionsRequest, opts ...grpc.CallOption) (*LocalPartitionsResponse, error)
+	// ListAudit reads the audit trail (roboctl audit): a record per call
+	// that changed something or tried to — submit, cancel, signal, register,
+	// schedules, quarantine, keyring, worker programs' sessions — and each
+	// reload of the API token file, as each node keeps them in its data
+	// directory. The answering node reads its own and, unless local_only,
+	// asks every other up member (each within a few seconds; one that does
+	// not answer is named in errors). Records name tokens, never hold them.
+	// Admin only.
+	ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error)
 }
 
 type meshServiceClient struct {
@@ -1192,6 +1202,16 @@ func (c *meshServiceClient) LocalPartitions(ctx context.Context, in *LocalPartit
 	return out, nil
 }
 
+func (c *meshServiceClient) ListAudit(ctx context.Context, in *ListAuditRequest, opts ...grpc.CallOption) (*ListAuditResponse, error) {
+	cOpts := append([]grpc.CallOption{grpc.StaticMethod()}, opts...)
+	out := new(ListAuditResponse)
+	err := c.cc.Invoke(ctx, MeshService_ListAudit_FullMethodName, in, out, cOpts...)
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
 // MeshServiceServer is the server API for MeshService service.
 // All implementations must embed UnimplementedMeshServiceServer
 // for forward compatibility.
@@ -1258,6 +1278,15 @@ type MeshServiceServer interface {
 	// LocalPartitions reports the partitions the answering server's engine
 	// owns, with its counts; ListPartitions asks each owner with it.
 	LocalPartitions(context.Context, *LocalPartitionsRequest) (*LocalPartitionsResponse, error)
+	// ListAudit reads the audit trail (roboctl audit): a record per call
+	// that changed something or tried to — submit, cancel, signal, register,
+	// schedules, quarantine, keyring, worker programs' sessions — and each
+	// reload of the API token file, as each node keeps them in its data
+	// directory. The answering node reads its own and, unless local_only,
+	// asks every other up member (each within a few seconds; one that does
+	// not answer is named in errors). Records name tokens, never hold them.
+	// Admin only.
+	ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error)
 	mustEmbedUnimplementedMeshServiceServer()
 }
 
@@ -1297,6 +1326,9 @@ func (UnimplementedMeshServiceServer) ListPartitions(context.Context, *ListParti
 }
 func (UnimplementedMeshServiceServer) LocalPartitions(context.Context, *LocalPartitionsRequest) (*LocalPartitionsResponse, error) {
 	return nil, status.Error(codes.Unimplemented, "method LocalPartitions not implemented")
+}
+func (UnimplementedMeshServiceServer) ListAudit(context.Context, *ListAuditRequest) (*ListAuditResponse, error) {
+	return nil, status.Error(codes.Unimplemented, "method ListAudit not implemented")
 }
 func (UnimplementedMeshServiceServer) mustEmbedUnimplementedMeshServiceServer() {}
 func (UnimplementedMeshServiceServer) testEmbeddedByValue()                     {}
@@ -1499,6 +1531,24 @@ func _MeshService_LocalPartitions_Handler(srv interface{}, ctx context.Context, 
 	return interceptor(ctx, in, info, handler)
 }
 
+func _MeshService_ListAudit_Handler(srv interface{}, ctx context.Context, dec func(interface{}) error, interceptor grpc.UnaryServerInterceptor) (interface{}, error) {
+	in := new(ListAuditRequest)
+	if err := dec(in); err != nil {
+		return nil, err
+	}
+	if interceptor == nil {
+		return srv.(MeshServiceServer).ListAudit(ctx, in)
+	}
+	info := &grpc.UnaryServerInfo{
+		Server:     srv,
+		FullMethod: MeshService_ListAudit_FullMethodName,
+	}
+	handler := func(ctx context.Context, req interface{}) (interface{}, error) {
+		return srv.(MeshServiceServer).ListAudit(ctx, req.(*ListAuditRequest))
+	}
+	return interceptor(ctx, in, info, handler)
+}
+
 // MeshService_ServiceDesc is the grpc.ServiceDesc for MeshService service.
 // It's only intended for direct use with grpc.RegisterService,
 // and not to be introspected or modified (even as a copy)
@@ -1545,6 +1595,10 @@ var MeshService_ServiceDesc = grpc.ServiceDesc{
 		{
 			MethodName: "LocalPartitions",
 			Handler:    _MeshService_LocalPartitions_Handler,
+		},
+		{
+			MethodName: "ListAudit",
+			Handler:    _MeshService_ListAudit_Handler,
 		},
 	},
 	Streams:  []grpc.StreamDesc{},

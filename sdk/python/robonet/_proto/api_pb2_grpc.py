@@ -883,6 +883,11 @@ class MeshServiceStub(object):
                 request_serializer=robonet_dot_v1_dot_api__pb2.LocalPartitionsRequest.SerializeToString,
                 response_deserializer=robonet_dot_v1_dot_api__pb2.LocalPartitionsResponse.FromString,
                 )
+        self.ListAudit = channel.unary_unary(
+                '/robonet.v1.MeshService/ListAudit',
+                request_serializer=robonet_dot_v1_dot_api__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=robonet_dot_v1_dot_api__pb2.ListAuditResponse.FromString,
+                )
 
 
 class MeshServiceServicer(object):
@@ -999,6 +1004,20 @@ class MeshServiceServicer(object):
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAudit(self, request, context):
+        """ListAudit reads the audit trail (roboctl audit): a record per call
+        that changed something or tried to — submit, cancel, signal, register,
+        schedules, quarantine, keyring, worker programs' sessions — and each
+        reload of the API token file, as each node keeps them in its data
+        directory. The answering node reads its own and, unless local_only,
+        asks every other up member (each within a few seconds; one that does
+        not answer is named in errors). Records name tokens, never hold them.
+        Admin only.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_MeshServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -1051,6 +1070,11 @@ def add_MeshServiceServicer_to_server(servicer, server):
                     servicer.LocalPartitions,
                     request_deserializer=robonet_dot_v1_dot_api__pb2.LocalPartitionsRequest.FromString,
                     response_serializer=robonet_dot_v1_dot_api__pb2.LocalPartitionsResponse.SerializeToString,
+            ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=robonet_dot_v1_dot_api__pb2.ListAuditRequest.FromString,
+                    response_serializer=robonet_dot_v1_dot_api__pb2.ListAuditResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -1242,5 +1266,22 @@ class MeshService(object):
         return grpc.experimental.unary_unary(request, target, '/robonet.v1.MeshService/LocalPartitions',
             robonet_dot_v1_dot_api__pb2.LocalPartitionsRequest.SerializeToString,
             robonet_dot_v1_dot_api__pb2.LocalPartitionsResponse.FromString,
+            options, channel_credentials,
+            insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(request, target, '/robonet.v1.MeshService/ListAudit',
+            robonet_dot_v1_dot_api__pb2.ListAuditRequest.SerializeToString,
+            robonet_dot_v1_dot_api__pb2.ListAuditResponse.FromString,
             options, channel_credentials,
             insecure, call_credentials, compression, wait_for_ready, timeout, metadata)
