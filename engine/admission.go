@@ -23,7 +23,7 @@ import (
 // claimed starts at once, and one whose tasks would wait anyway is held
 // in memory all that time: a larger heap to scan, and more of its results
 // written as progress before it finishes. Measured in docs/benchmarks.md
-// (the seventeenth pass).
+// at f91b9cc (the seventeenth pass).
 type Admission interface {
 	// Saturated reports whether capability has so many attempts in flight
 	// that a new instance needing it would only queue behind them.

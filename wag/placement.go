@@ -89,7 +89,7 @@ func (w *Waggler) pickLocal(e *entry) int {
 // tasks on three worker nodes ran at 61–66 % of one node when a third of
 // their attempts crossed to the Waggler's peers, and at 66–76 % when they
 // waited for its own workers (four runs of each, interleaved on one host:
-// docs/benchmarks.md, fourth pass).
+// docs/benchmarks.md at f91b9cc, fourth pass).
 //
 // It waits only while this node's workers keep finishing (one did within
 // localBelow): should they all hang on attempts that run far longer than

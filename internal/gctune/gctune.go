@@ -7,7 +7,7 @@
 // collector runs many times a second: in the chains benchmark it took 14 %
 // of a Waggler node's CPU, and with 400 instead the same work took 11–20 %
 // less CPU across a mesh and 8–13 % less on one node, for a peak memory
-// 1.3–1.7 times as large (docs/benchmarks.md, "sixth pass"). A node
+// 1.3–1.7 times as large (docs/benchmarks.md at f91b9cc, "sixth pass"). A node
 // therefore runs with DefaultPercent, which lets the heap grow to five
 // times what is live before a collection. So that a node whose live heap
 // is large does not grow five-fold into swap or its container's limit, a
