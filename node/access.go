@@ -15,7 +15,7 @@ import (
 )
 
 // Who may call what on a node's gRPC port. Every method the port serves
-// has a rule here, and a method without one is refused (TestMethodRules
+// has a rule here, and a method without one is refused (e2e TestRoleMatrix
 // fails when a service gains a method this table does not name):
 //
 //   - public: anyone (health checks, for load balancers and probes);
