@@ -88,6 +88,7 @@ var leastRole = map[string]string{
 	"robonet.v1.MeshService/ListPartitions":  "read",
 	"robonet.v1.MeshService/LocalPartitions": "read",
 	"robonet.v1.MeshService/Keyring":         "admin",
+	"robonet.v1.MeshService/ListAudit":       "admin",
 	"robonet.v1.MeshService/Quarantine":      "admin", // its list op: read (below)
 
 	"robonet.v1.WorkerService/Serve": "worker",
