@@ -115,7 +115,7 @@ func TestAPIErrors(t *testing.T) {
 			{"cancel finished instance", func() error {
 				_, err := tn.api.CancelInstance(ctx, &robonetv1.CancelInstanceRequest{InstanceId: done.GetId()})
 				return err
-			}, codes.FailedPrecondition, "COMPLETE"},
+			}, codes.FailedPrecondition, "already complete"},
 			{"watch unknown instance", func() error {
 				stream, err := tn.api.WatchInstance(ctx, &robonetv1.WatchInstanceRequest{InstanceId: uuid.NewString()})
 				if err != nil {

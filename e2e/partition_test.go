@@ -376,7 +376,7 @@ func checkStaleWritesRefused(t *testing.T, s engine.Store, leases *leaseReader, 
 		t.Errorf("stale PersistProgress: %v, want ErrOwnershipLost", errs)
 	}
 	errs, err = s.CompleteInstances(ctx, []engine.Completion{{InstanceID: probe, Owner: oldOwner,
-		Status: engine.StatusComplete, Results: stale(99), Output: []byte(`{"v": 666}`)}})
+		Status: engine.StateComplete, Results: stale(99), Output: []byte(`{"v": 666}`)}})
 	if err != nil {
 		t.Fatalf("stale CompleteInstances: %v", err)
 	}

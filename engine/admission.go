@@ -234,12 +234,12 @@ func (e *Engine) heldBackView(ctx context.Context, id uuid.UUID) (InstanceView, 
 		return InstanceView{}, err
 	}
 	status := rec.Status
-	rec.Status = StatusQueued // not started: nothing dispatched
+	rec.Status = StatePending // not started: nothing dispatched
 	v, err := e.q.recordView(pe, rec, nil)
 	if err != nil {
 		return InstanceView{}, err
 	}
-	v.State = statusState(status)
+	v.State = status
 	now := e.cfg.Clock.Now()
 	for i := range v.Tasks {
 		if t := &v.Tasks[i]; len(t.Needs) == 0 {

@@ -89,27 +89,39 @@ type SubmitResult struct {
 	DevVersion bool
 }
 
-// InstanceState is the state of a workflow instance as clients see it:
-// PENDING (queued, not claimed yet), RUNNING, GATHERING, COMPLETE, FAILED,
-// CANCELLED.
+// InstanceState is the state of a workflow instance: durable in the Store
+// (pending, running, and the three terminal states: the string is what the
+// store keeps), and, as clients see a live instance, gathering or paused.
 type InstanceState string
 
 // Instance states.
 const (
-	StatePending   InstanceState = "PENDING"
-	StateRunning   InstanceState = "RUNNING"
-	StateGathering InstanceState = "GATHERING"
-	StateComplete  InstanceState = "COMPLETE"
-	StateFailed    InstanceState = "FAILED"
-	StateCancelled InstanceState = "CANCELLED"
+	// StatePending: queued, not claimed yet (kept as "queued").
+	StatePending InstanceState = "queued"
+	// StateRunning: claimed by an engine, some task not resolved.
+	StateRunning   InstanceState = "running"
+	StateComplete  InstanceState = "complete"
+	StateFailed    InstanceState = "failed"
+	StateCancelled InstanceState = "cancelled"
+	// StateGathering: running, its last tasks done, its outputs being
+	// gathered (a view's state only; the store keeps running).
+	StateGathering InstanceState = "gathering"
 	// StatePaused: live, and held back by PauseInstance: no new attempt
-	// of it is dispatched and its timers wait until ResumeInstance.
-	StatePaused InstanceState = "PAUSED"
+	// of it is dispatched and its timers wait until ResumeInstance (a
+	// view's state only; the store keeps its flag beside running or
+	// pending).
+	StatePaused InstanceState = "paused"
 )
 
 // Terminal reports whether s is final.
 func (s InstanceState) Terminal() bool {
 	return s == StateComplete || s == StateFailed || s == StateCancelled
+}
+
+// Durable reports whether the store keeps s (the states a filter of
+// stored instances may name).
+func (s InstanceState) Durable() bool {
+	return s == StatePending || s == StateRunning || s.Terminal()
 }
 
 // InstanceView is an instance with its tasks, for GetInstance.

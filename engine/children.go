@@ -496,7 +496,7 @@ func (c *children) checkParent(ctx context.Context, op childOp) {
 			e.log.Warn("reading the parent of a child instance failed", zap.Stringer("child", op.child), zap.Error(err))
 		}
 	case rec.Status.Terminal():
-		c.cancel(ctx, op.child, fmt.Sprintf("its parent %s is %s", parent, statusState(rec.Status)))
+		c.cancel(ctx, op.child, fmt.Sprintf("its parent %s is %s", parent, rec.Status))
 	}
 }
 
@@ -512,7 +512,7 @@ func (c *children) answer(op childOp, r TaskResult) {
 // childResult is the outcome of a finished child instance as its parent's
 // attempt result: the child's outputs, or its error. output is its
 // outputs' canonical JSON; outputs, when not nil, the same decoded.
-func childResult(id uuid.UUID, status InstanceStatus, output []byte, outputs map[string]any, errText string,
+func childResult(id uuid.UUID, status InstanceState, output []byte, outputs map[string]any, errText string,
 	started, finished *time.Time) TaskResult {
 	r := TaskResult{WorkerID: id.String()}
 	if started != nil {
@@ -522,7 +522,7 @@ func childResult(id uuid.UUID, status InstanceStatus, output []byte, outputs map
 		r.FinishedAt = *finished
 	}
 	switch status {
-	case StatusComplete:
+	case StateComplete:
 		r.OK, r.OutputJSON = true, output
 		if outputs != nil {
 			r.Output = outputs
@@ -531,7 +531,7 @@ func childResult(id uuid.UUID, status InstanceStatus, output []byte, outputs map
 		} else {
 			r.OK, r.Error = false, fmt.Sprintf("child %s completed with outputs that cannot be read: %v", id, err)
 		}
-	case StatusCancelled:
+	case StateCancelled:
 		r.Error = fmt.Sprintf("child %s was cancelled: %s", id, errText)
 	default:
 		r.Error = fmt.Sprintf("child %s failed: %s", id, errText)

@@ -393,7 +393,7 @@ func TestChildWorkflowSurvivesTakeover(t *testing.T) {
 				t.Fatalf("child b claimed with parent %+v", c.Parent)
 			}
 		}
-		out, err := h.store.CompleteInstances(ctxOf(t), []engine.Completion{{InstanceID: b, Owner: owner, Status: engine.StatusComplete,
+		out, err := h.store.CompleteInstances(ctxOf(t), []engine.Completion{{InstanceID: b, Owner: owner, Status: engine.StateComplete,
 			Output: []byte(`{"open":[2]}`)}})
 		if err != nil || out[0] != nil {
 			t.Fatalf("completing child b: %v, %v", out, err)
@@ -465,14 +465,14 @@ func TestChildWorkflowOrphanCancelled(t *testing.T) {
 		owner := uuid.New()
 		h.claimUntil(owner, 2, id)
 		out, err := h.store.CompleteInstances(ctxOf(t), []engine.Completion{{InstanceID: id, Owner: owner,
-			Status: engine.StatusCancelled, Error: "cancelled by request"}})
+			Status: engine.StateCancelled, Error: "cancelled by request"}})
 		if err != nil || out[0] != nil {
 			t.Fatalf("cancelling the parent: %v, %v", out, err)
 		}
 
 		third := h.start(3)
 		cv := h.wait(third, child)
-		if cv.State != engine.StateCancelled || cv.Error != "its parent "+id.String()+" is CANCELLED" {
+		if cv.State != engine.StateCancelled || cv.Error != "its parent "+id.String()+" is cancelled" {
 			t.Fatalf("the orphan ended %s: %q", cv.State, cv.Error)
 		}
 	})

@@ -480,7 +480,7 @@ func (k completionWrites) end(w *pendingWrite, outcome error) {
 	case outcome != nil:
 		k.f.lost(inst, outcome)
 	default:
-		inst.h.state.Store(statusState(c.Status))
+		inst.h.state.Store(c.Status)
 		inst.h.shard.send(func(s *shard) { s.completed(inst, c) })
 	}
 	inst.h.committing.CompareAndSwap(&w.mark, nil)

@@ -39,7 +39,7 @@ func (e *Engine) SignalInstance(ctx context.Context, req SignalRequest) (SignalR
 		return SignalResult{}, fmt.Errorf("%s: %w", what, err)
 	}
 	if rec.Status.Terminal() {
-		return SignalResult{}, fmt.Errorf("%s: it is already %s: %w", what, statusState(rec.Status), ErrInstanceFinished)
+		return SignalResult{}, fmt.Errorf("%s: it is already %s: %w", what, rec.Status, ErrInstanceFinished)
 	}
 	if waits := pe.waitSignals; !slices.Contains(waits, req.Name) {
 		hint := "its workflow has no wait: {signal: …} task"
@@ -64,7 +64,7 @@ func (e *Engine) SignalInstance(ctx context.Context, req SignalRequest) (SignalR
 			what, e.cfg.MaxPendingSignals, err)
 	case errors.Is(err, ErrNotFound):
 		if r, gerr := e.cfg.Store.GetInstance(ctx, req.InstanceID); gerr == nil && r.Status.Terminal() {
-			return SignalResult{}, fmt.Errorf("%s: it is already %s: %w", what, statusState(r.Status), ErrInstanceFinished)
+			return SignalResult{}, fmt.Errorf("%s: it is already %s: %w", what, r.Status, ErrInstanceFinished)
 		}
 		return SignalResult{}, fmt.Errorf("%s: %w", what, err)
 	case err != nil:
@@ -116,7 +116,7 @@ func (e *Engine) setInstancePaused(ctx context.Context, id uuid.UUID, paused boo
 	if err != nil {
 		if errors.Is(err, ErrNotFound) {
 			if rec, gerr := e.cfg.Store.GetInstance(ctx, id); gerr == nil && rec.Status.Terminal() {
-				return fmt.Errorf("%s instance %s: it is already %s: %w", verb, id, statusState(rec.Status), ErrInstanceFinished)
+				return fmt.Errorf("%s instance %s: it is already %s: %w", verb, id, rec.Status, ErrInstanceFinished)
 			}
 			return fmt.Errorf("%s instance %s: no such instance: %w", verb, id, ErrNotFound)
 		}
@@ -157,7 +157,7 @@ func (e *Engine) RetryInstance(ctx context.Context, id uuid.UUID, from string) (
 	switch {
 	case !rec.Status.Terminal():
 		return RetryResult{}, fmt.Errorf("%s: it is %s; wait for it to finish, or cancel it first: %w", what, recordState(rec), ErrInstanceLive)
-	case rec.Status == StatusComplete:
+	case rec.Status == StateComplete:
 		return RetryResult{}, fmt.Errorf("%s: %w (submit it again to run it anew)", what, ErrNotRetryable)
 	}
 	var fromNode int32 = -1

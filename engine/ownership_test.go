@@ -307,7 +307,7 @@ func (h *harness) outcome(id uuid.UUID) (string, []string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if rec.Status != engine.StatusComplete {
+	if rec.Status != engine.StateComplete {
 		h.t.Fatalf("instance %s ended %s: %s", id, rec.Status, rec.Error)
 	}
 	var lines []string

@@ -83,31 +83,23 @@ func (q *Query) ListInstances(ctx context.Context, req ListRequest) (ListResult,
 // Engine.ListInstances).
 func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(context.Context, uuid.UUID) (InstanceState, bool, error)) (ListResult, error) {
 	f := InstanceFilter{WorkflowName: req.Workflow, IDPrefix: req.IDPrefix, CreatedAfter: req.CreatedAfter, Limit: req.Limit, PageToken: req.PageToken}
-	seen := map[InstanceStatus]bool{}
+	seen := map[InstanceState]bool{}
 	wanted := map[InstanceState]bool{}
 	for _, st := range req.States {
 		wanted[st] = true
-		var s InstanceStatus
-		switch st {
-		case StatePending:
-			s = StatusQueued
-		case StateRunning, StateGathering:
-			s = StatusRunning
-		case StateComplete:
-			s = StatusComplete
-		case StateFailed:
-			s = StatusFailed
-		case StateCancelled:
-			s = StatusCancelled
-		case StatePaused: // a live instance paused: the Store says queued or running
-			for _, s := range []InstanceStatus{StatusQueued, StatusRunning} {
+		s := st
+		switch {
+		case st == StateGathering:
+			s = StateRunning
+		case st == StatePaused: // a live instance paused: the Store says queued or running
+			for _, s := range []InstanceState{StatePending, StateRunning} {
 				if !seen[s] {
 					seen[s] = true
 					f.Statuses = append(f.Statuses, s)
 				}
 			}
 			continue
-		default:
+		case !st.Durable():
 			return ListResult{}, fmt.Errorf("list instances: unknown state %q: %w", st, ErrInvalidArgument)
 		}
 		if !seen[s] {
@@ -237,7 +229,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 	if in, err := value.Decode(rec.Inputs); err == nil {
 		v.Inputs, _ = in.(map[string]any)
 	}
-	if rec.Status == StatusComplete && len(rec.Output) > 0 {
+	if rec.Status == StateComplete && len(rec.Output) > 0 {
 		out, err := value.Decode(rec.Output)
 		if err != nil {
 			return InstanceView{}, fmt.Errorf("instance %s: decoding its outputs: %w", rec.ID, err)
@@ -266,7 +258,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		if !rec.Status.Terminal() {
 			fx = g.Resume(now)
 		}
-	case rec.Status == StatusRunning:
+	case rec.Status == StateRunning:
 		g.SetDepth(st.depth)
 		fx, _ = g.Start(v.Inputs, now) // an error leaves the graph PENDING
 	}
@@ -388,7 +380,7 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 			}
 		}
 		if terminal {
-			ev := Event{Kind: EventState, State: statusState(rec.Status), Error: rec.Error}
+			ev := Event{Kind: EventState, State: rec.Status, Error: rec.Error}
 			if len(rec.Output) > 0 {
 				ev.Output, _ = value.Decode(rec.Output)
 			}
@@ -422,7 +414,7 @@ func (q *Query) replayHistory(ctx context.Context, rec InstanceRecord, cursor *u
 	if err != nil {
 		return fmt.Errorf("watch instance %s: %w", rec.ID, err)
 	}
-	state := statusState(rec.Status)
+	state := rec.Status
 	emit := func(ev Event) error {
 		*cursor++
 		ev.Seq, ev.State = *cursor, state

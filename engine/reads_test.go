@@ -32,7 +32,7 @@ func TestReadsWaitForACompletionBeingWritten(t *testing.T) {
 		t.Fatal("the completion was not written")
 	}
 	ctx := ctxOf(t)
-	if rec, err := h.store.GetInstance(ctx, id); err != nil || rec.Status != engine.StatusComplete {
+	if rec, err := h.store.GetInstance(ctx, id); err != nil || rec.Status != engine.StateComplete {
 		t.Fatalf("the Store says %v (%v): the gate holds the call after its commit", rec.Status, err)
 	}
 

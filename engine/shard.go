@@ -282,24 +282,8 @@ func recordState(rec InstanceRecord) InstanceState {
 	if rec.Paused && !rec.Status.Terminal() {
 		return StatePaused
 	}
-	if rec.Status == StatusRunning && rec.Gathering {
+	if rec.Status == StateRunning && rec.Gathering {
 		return StateGathering
 	}
-	return statusState(rec.Status)
-}
-
-// statusState maps a Store status to the client-facing state.
-func statusState(st InstanceStatus) InstanceState {
-	switch st {
-	case StatusQueued:
-		return StatePending
-	case StatusRunning:
-		return StateRunning
-	case StatusComplete:
-		return StateComplete
-	case StatusFailed:
-		return StateFailed
-	default:
-		return StateCancelled
-	}
+	return rec.Status
 }

@@ -18,19 +18,19 @@ func (s *shard) finish(inst *instance, st graph.State) {
 	c := &Completion{InstanceID: inst.id, Owner: s.e.cfg.Owner}
 	switch {
 	case inst.failReason != "":
-		c.Status, c.Error = StatusFailed, inst.failReason
+		c.Status, c.Error = StateFailed, inst.failReason
 	case st == graph.Complete:
 		out, err := value.Encode(inst.g.Outputs())
 		if err != nil {
-			c.Status, c.Error = StatusFailed, "encoding the outputs: "+err.Error()
+			c.Status, c.Error = StateFailed, "encoding the outputs: "+err.Error()
 			inst.failReason = c.Error
 		} else {
-			c.Status, c.Output = StatusComplete, out
+			c.Status, c.Output = StateComplete, out
 		}
 	case st == graph.Failed:
-		c.Status, c.Error = StatusFailed, inst.g.Err().Error()
+		c.Status, c.Error = StateFailed, inst.g.Err().Error()
 	default:
-		c.Status, c.Error = StatusCancelled, inst.cancelReason
+		c.Status, c.Error = StateCancelled, inst.cancelReason
 		if c.Error == "" {
 			c.Error = "cancelled"
 		}
@@ -48,11 +48,11 @@ func (s *shard) completed(inst *instance, c *Completion) {
 	if s.insts[inst.id] != inst {
 		return
 	}
-	inst.shown = statusState(c.Status)
+	inst.shown = c.Status
 	inst.h.state.Store(inst.shown)
 	s.e.cfg.Metrics.InstanceFinished(string(c.Status))
 	ev := Event{Kind: EventState, Error: c.Error}
-	if c.Status == StatusComplete && inst.g != nil {
+	if c.Status == StateComplete && inst.g != nil {
 		ev.Output = inst.g.Outputs()
 	}
 	s.emit(inst, ev)
@@ -68,7 +68,7 @@ func (s *shard) completed(inst *instance, c *Completion) {
 	var r TaskResult
 	if p != nil {
 		var outputs map[string]any
-		if c.Status == StatusComplete && inst.g != nil {
+		if c.Status == StateComplete && inst.g != nil {
 			outputs = inst.g.Outputs()
 		}
 		started, finished := inst.envelope.startedAt, s.now()

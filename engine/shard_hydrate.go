@@ -196,6 +196,6 @@ func (s *shard) failEarly(inst *instance, reason string) {
 	inst.finishing = true
 	inst.failReason = reason
 	s.fl = append(s.fl, flushItem{inst: inst, completion: &Completion{
-		InstanceID: inst.id, Owner: s.e.cfg.Owner, Status: StatusFailed, Error: reason,
+		InstanceID: inst.id, Owner: s.e.cfg.Owner, Status: StateFailed, Error: reason,
 	}})
 }

@@ -231,23 +231,6 @@ type WorkflowFilter struct {
 	Limit int    // 0: a default of 100
 }
 
-// InstanceStatus is the durable status of an instance.
-type InstanceStatus string
-
-// Instance statuses. Queued and Running are live; the rest are terminal.
-const (
-	StatusQueued    InstanceStatus = "queued"
-	StatusRunning   InstanceStatus = "running"
-	StatusComplete  InstanceStatus = "complete"
-	StatusFailed    InstanceStatus = "failed"
-	StatusCancelled InstanceStatus = "cancelled"
-)
-
-// Terminal reports whether s is a final status.
-func (s InstanceStatus) Terminal() bool {
-	return s == StatusComplete || s == StatusFailed || s == StatusCancelled
-}
-
 // NewInstance is an instance to queue.
 type NewInstance struct {
 	ID                uuid.UUID // uuid.Nil: the store assigns a random one
@@ -431,8 +414,8 @@ type ReopenRequest struct {
 
 // Reopened is the outcome of ReopenInstance.
 type Reopened struct {
-	Run    int            // the instance's run now: 2 after the first reopen
-	Status InstanceStatus // the status it had (Failed or Cancelled)
+	Run    int           // the instance's run now: 2 after the first reopen
+	Status InstanceState // the status it had (Failed or Cancelled)
 }
 
 // ActionResult is one finished attempt of one execution (a task or a spread
@@ -482,7 +465,7 @@ type Progress struct {
 type Completion struct {
 	InstanceID uuid.UUID
 	Owner      uuid.UUID
-	Status     InstanceStatus // Complete, Failed or Cancelled
+	Status     InstanceState  // Complete, Failed or Cancelled
 	Results    []ActionResult // final results not yet persisted
 	Output     []byte         // canonical JSON of the outputs when Complete
 	Error      string         // why, when Failed or Cancelled
@@ -517,7 +500,7 @@ type InstanceRecord struct {
 	WorkflowVersionID int64
 	WorkflowName      string
 	WorkflowVersion   uint32
-	Status            InstanceStatus
+	Status            InstanceState
 	Inputs            []byte
 	State             []byte
 	Output            []byte
@@ -542,8 +525,8 @@ type InstanceRecord struct {
 
 // InstanceFilter selects instances for ListInstances.
 type InstanceFilter struct {
-	WorkflowName string           // empty: all
-	Statuses     []InstanceStatus // empty: all
+	WorkflowName string          // empty: all
+	Statuses     []InstanceState // empty: all
 	// IDPrefix keeps the instances whose id starts with it (hex digits,
 	// dashes ignored); empty: all. The store answers ErrInvalidArgument
 	// for anything but 1 to 32 hex digits.

@@ -9,7 +9,7 @@ import (
 
 // submitted submits chainSpec and checks how the Store holds the instance
 // when Submit returns.
-func (h *harness) submitted(e *engine.Engine, want engine.InstanceStatus) engine.SubmitResult {
+func (h *harness) submitted(e *engine.Engine, want engine.InstanceState) engine.SubmitResult {
 	h.t.Helper()
 	res, err := e.Submit(ctxOf(h.t), engine.SubmitRequest{Spec: []byte(chainSpec), SpecFile: "chain.yaml", Inputs: map[string]any{"x": 1}})
 	if err != nil {
@@ -43,7 +43,7 @@ func TestSubmissionsStartWithoutAClaim(t *testing.T) {
 		calls, _ := h.store.claims()
 
 		for range 3 {
-			res := h.submitted(e, engine.StatusRunning)
+			res := h.submitted(e, engine.StateRunning)
 			h.runChain(e)
 			if v := h.wait(e, res.InstanceID); v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
 				t.Fatalf("instance ended %s with %v (%s)", v.State, v.Outputs, v.Error)
@@ -62,8 +62,8 @@ func TestSubmissionsQueueWhenMemoryIsFull(t *testing.T) {
 	e := h.start(1, func(c *engine.Config) { c.MaxInstances = 1 })
 	h.store.waitClaims(t, 1)
 
-	first := h.submitted(e, engine.StatusRunning)
-	second := h.submitted(e, engine.StatusQueued)
+	first := h.submitted(e, engine.StateRunning)
+	second := h.submitted(e, engine.StatePending)
 	a := h.disp.one(t, "a", 1)
 	if a.InstanceID != first.InstanceID {
 		t.Fatalf("dispatched a task of %s, want one of the instance in memory, %s", a.InstanceID, first.InstanceID)
@@ -114,7 +114,7 @@ func TestSubmissionToAStoppingEngine(t *testing.T) {
 	h.store.mu.Unlock()
 	close(gate)
 	res := <-done
-	if rec, err := h.store.GetInstance(ctxOf(t), res.InstanceID); err != nil || rec.Status != engine.StatusRunning {
+	if rec, err := h.store.GetInstance(ctxOf(t), res.InstanceID); err != nil || rec.Status != engine.StateRunning {
 		t.Fatalf("after the engine stopped: %+v, %v; want the instance stored running (claimed at submission)", rec, err)
 	}
 	if h.disp.pending() != 0 {

@@ -340,7 +340,7 @@ func (e *Engine) CancelInstance(ctx context.Context, id uuid.UUID) error {
 	if err := e.cfg.Store.RequestCancel(ctx, id); err != nil {
 		if errors.Is(err, ErrNotFound) {
 			if rec, gerr := e.cfg.Store.GetInstance(ctx, id); gerr == nil && rec.Status.Terminal() {
-				return fmt.Errorf("cancel instance %s: it is already %s: %w", id, statusState(rec.Status), ErrInstanceFinished)
+				return fmt.Errorf("cancel instance %s: it is already %s: %w", id, rec.Status, ErrInstanceFinished)
 			}
 			return fmt.Errorf("cancel instance %s: no such instance: %w", id, ErrNotFound)
 		}

@@ -324,7 +324,7 @@ func TestAWriteTheStoreRefusesIsSetAside(t *testing.T) {
 	}
 	waitUntil(t, "the refused instance to be evicted", func() bool { return e.Stats().Evictions == 1 })
 	rec, err := h.store.GetInstance(ctxOf(t), bad)
-	if err != nil || rec.Status != engine.StatusRunning {
+	if err != nil || rec.Status != engine.StateRunning {
 		t.Fatalf("the refused instance is %s (%v) in the store, want running (it is claimed again when its lease lapses)", rec.Status, err)
 	}
 	// log2(9) rounds of halves, plus the tries of the refused write alone.

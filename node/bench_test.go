@@ -190,7 +190,7 @@ func (c *completionCounter) CompleteInstances(ctx context.Context, batch []engin
 	if err == nil {
 		c.mu.Lock()
 		for i, comp := range batch {
-			if outcomes[i] == nil && comp.Status == engine.StatusComplete {
+			if outcomes[i] == nil && comp.Status == engine.StateComplete {
 				c.have++
 			}
 		}

@@ -169,7 +169,7 @@ func TestConcurrentClaimersNeverOverlap(t *testing.T) {
 					if len(ci.Results) == 0 {
 						release = append(release, ci.ID)
 					} else {
-						finish = append(finish, engine.Completion{InstanceID: ci.ID, Owner: me, Status: engine.StatusComplete, Output: []byte("1")})
+						finish = append(finish, engine.Completion{InstanceID: ci.ID, Owner: me, Status: engine.StateComplete, Output: []byte("1")})
 						completed[ci.ID]++
 					}
 				}
@@ -410,7 +410,7 @@ func TestVanishedOwnerLosesItsInstances(t *testing.T) {
 				if !errors.Is(err, engine.ErrOwnershipLost) {
 					t.Fatalf("write of the vanished owner on %s: %v, want ErrOwnershipLost", id, err)
 				}
-				out, err := gone.CompleteInstances(t.Context(), []engine.Completion{{InstanceID: id, Owner: goneOwner, Status: engine.StatusFailed}})
+				out, err := gone.CompleteInstances(t.Context(), []engine.Completion{{InstanceID: id, Owner: goneOwner, Status: engine.StateFailed}})
 				if err != nil || !errors.Is(out[0], engine.ErrOwnershipLost) {
 					t.Fatalf("completion by the vanished owner on %s: %v, %v", id, out, err)
 				}

@@ -300,8 +300,8 @@ func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (e
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		out.Status = engine.InstanceStatus(status)
-		if out.Status != engine.StatusFailed && out.Status != engine.StatusCancelled {
+		out.Status = engine.InstanceState(status)
+		if out.Status != engine.StateFailed && out.Status != engine.StateCancelled {
 			refused = true
 			return nil
 		}

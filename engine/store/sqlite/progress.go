@@ -236,7 +236,7 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 
 // finishedAs reports whether the instance is out of the queue and finished
 // with status: a completion refused for it replays one that committed.
-func finishedAs(ctx context.Context, tx *sql.Tx, id uuid.UUID, status engine.InstanceStatus) (bool, error) {
+func finishedAs(ctx context.Context, tx *sql.Tx, id uuid.UUID, status engine.InstanceState) (bool, error) {
 	var n int
 	err := tx.QueryRowContext(ctx, `
 		SELECT count(*) FROM runner_instances r

@@ -42,8 +42,8 @@ func scanInstance(row scanner) (engine.InstanceRecord, error) {
 		&finished, &rec.CancelRequested, &rec.Gathering, &parent.id, &parent.exec, &parent.attempt, &rec.Paused, &rec.Run)
 	rec.Parent = parent.ref()
 	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
-	rec.Status = engine.InstanceStatus(status)
-	rec.Gathering = rec.Gathering && rec.Status == engine.StatusRunning
+	rec.Status = engine.InstanceState(status)
+	rec.Gathering = rec.Gathering && rec.Status == engine.StateRunning
 	rec.Paused = rec.Paused && !rec.Status.Terminal()
 	rec.CreatedAt = fromMicros(created)
 	rec.StartedAt = timePtr(started)

@@ -138,7 +138,7 @@ func runScenario(t *testing.T, s engine.Store, plan *graph.Plan, crashAt, phase 
 	}
 
 	rec := get(t, s, id)
-	if rec.Status != engine.StatusComplete {
+	if rec.Status != engine.StateComplete {
 		t.Fatalf("instance ended %s (%s), want complete", rec.Status, rec.Error)
 	}
 	var lines []string
@@ -286,7 +286,7 @@ func (r *simRunloop) persist(id uuid.UUID, results []engine.ActionResult, g *gra
 // complete records the finished instance.
 func (r *simRunloop) complete(id uuid.UUID, state graph.State, g *graph.Graph) {
 	t := r.t
-	c := engine.Completion{InstanceID: id, Status: engine.StatusComplete}
+	c := engine.Completion{InstanceID: id, Status: engine.StateComplete}
 	switch state {
 	case graph.Complete:
 		out, err := value.Encode(g.Outputs())
@@ -295,9 +295,9 @@ func (r *simRunloop) complete(id uuid.UUID, state graph.State, g *graph.Graph) {
 		}
 		c.Output = out
 	case graph.Failed:
-		c.Status, c.Error = engine.StatusFailed, g.Err().Error()
+		c.Status, c.Error = engine.StateFailed, g.Err().Error()
 	default:
-		c.Status, c.Error = engine.StatusCancelled, "cancelled"
+		c.Status, c.Error = engine.StateCancelled, "cancelled"
 	}
 	snap, err := g.Snapshot()
 	if err != nil {

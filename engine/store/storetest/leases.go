@@ -106,7 +106,7 @@ func testRelease(t *testing.T, s engine.Store) {
 	if got := b.mustClaim(t, s, longLease, ids[0]); !got[0].HeldBefore {
 		t.Fatalf("a released instance claimed again does not say it was held before")
 	}
-	if rec := get(t, s, ids[0]); rec.Status != engine.StatusRunning {
+	if rec := get(t, s, ids[0]); rec.Status != engine.StateRunning {
 		t.Fatalf("released and reclaimed instance has status %s, want running", rec.Status)
 	}
 	err := a.persist(t, s, engine.Progress{InstanceID: ids[0], State: []byte("stale")})
@@ -170,7 +170,7 @@ func testRequestCancelQueued(t *testing.T, s engine.Store) {
 	if err := s.RequestCancel(ctx(t), in.ID); err != nil {
 		t.Fatalf("RequestCancel: %v", err)
 	}
-	if rec := get(t, s, in.ID); !rec.CancelRequested || rec.Status != engine.StatusQueued {
+	if rec := get(t, s, in.ID); !rec.CancelRequested || rec.Status != engine.StatePending {
 		t.Fatalf("after RequestCancel: %+v", rec)
 	}
 	got := newOwner(1).mustClaim(t, s, longLease, in.ID)
@@ -211,12 +211,12 @@ func testRequestCancelFinished(t *testing.T, s engine.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
-	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusComplete, Output: []byte("1")}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1")}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	wantErr(t, "cancelling a finished instance", s.RequestCancel(ctx(t), id), engine.ErrNotFound)
 	wantErr(t, "cancelling an unknown instance", s.RequestCancel(ctx(t), uuid.New()), engine.ErrNotFound)
-	if rec := get(t, s, id); rec.CancelRequested || rec.Status != engine.StatusComplete {
+	if rec := get(t, s, id); rec.CancelRequested || rec.Status != engine.StateComplete {
 		t.Fatalf("cancelling a finished instance changed it: %+v", rec)
 	}
 }
@@ -231,7 +231,7 @@ func testSweep(t *testing.T, s engine.Store) {
 	running := ids[3]
 	for _, id := range finished {
 		a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{result(id, "t", 1, true)}})
-		if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusComplete, Output: []byte("1")}); err != nil {
+		if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1")}); err != nil {
 			t.Fatalf("complete: %v", err)
 		}
 	}
@@ -258,7 +258,7 @@ func testSweep(t *testing.T, s engine.Store) {
 		_, err = s.TaskHistory(ctx(t), id)
 		wantErr(t, "the history of a swept instance", err, engine.ErrNotFound)
 	}
-	if rec := get(t, s, running); rec.Status != engine.StatusRunning || len(history(t, s, running)) != 1 {
+	if rec := get(t, s, running); rec.Status != engine.StateRunning || len(history(t, s, running)) != 1 {
 		t.Fatalf("the running instance was touched by the sweep: %+v", rec)
 	}
 	// The action rows went too: an instance queued again under a swept id

@@ -196,7 +196,7 @@ func testFenceRefusesLiveLeases(t *testing.T, s engine.Store) {
 	if out[1] != nil {
 		t.Fatalf("progress in an unfenced partition: %v", out[1])
 	}
-	err = a.complete(t, s, engine.Completion{InstanceID: x, Status: engine.StatusComplete, Output: []byte("1"),
+	err = a.complete(t, s, engine.Completion{InstanceID: x, Status: engine.StateComplete, Output: []byte("1"),
 		State: []byte("final"), Results: []engine.ActionResult{result(x, "t", 3, true)}})
 	wantErr(t, "completion in a partition fenced by another", err, engine.ErrOwnershipLost)
 	st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: []uuid.UUID{x, y}})
@@ -206,7 +206,7 @@ func testFenceRefusesLiveLeases(t *testing.T, s engine.Store) {
 
 	// Nothing of x was written after the fence.
 	checkResults(t, "history of x", history(t, s, x), []engine.ActionResult{result(x, "t", 1, true)})
-	if rec := get(t, s, x); string(rec.State) != "a's" || rec.Status != engine.StatusRunning || rec.Output != nil {
+	if rec := get(t, s, x); string(rec.State) != "a's" || rec.Status != engine.StateRunning || rec.Output != nil {
 		t.Fatalf("x after a's refused writes: state %q, status %s, output %q; want a's state, running", rec.State, rec.Status, rec.Output)
 	}
 
@@ -229,10 +229,10 @@ func testFenceRefusesLiveLeases(t *testing.T, s engine.Store) {
 	// claimed by nobody else of its term.
 	newOwner(1).claimIn(t, s, nil)
 	a.mustPersist(t, s, engine.Progress{InstanceID: y, State: []byte("a's y again")})
-	if err := a.complete(t, s, engine.Completion{InstanceID: y, Status: engine.StatusComplete, Output: []byte("1")}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: y, Status: engine.StateComplete, Output: []byte("1")}); err != nil {
 		t.Fatalf("completing y: %v", err)
 	}
-	if err := b.complete(t, s, engine.Completion{InstanceID: x, Status: engine.StatusComplete, Output: []byte("2")}); err != nil {
+	if err := b.complete(t, s, engine.Completion{InstanceID: x, Status: engine.StateComplete, Output: []byte("2")}); err != nil {
 		t.Fatalf("b completing x: %v", err)
 	}
 }
@@ -287,7 +287,7 @@ func testQueueClaimedInFencedPartition(t *testing.T, s engine.Store) {
 	if !got[1].Claimed || !got[2].Claimed {
 		t.Fatalf("the instances in an unfenced partition and in their claimer's: %+v, %+v; want both claimed", got[1], got[2])
 	}
-	if rec := get(t, s, theirs.ID); rec.Status != engine.StatusQueued || rec.StartedAt != nil {
+	if rec := get(t, s, theirs.ID); rec.Status != engine.StatePending || rec.StartedAt != nil {
 		t.Fatalf("the instance queued unclaimed: status %s, started %v; want queued", rec.Status, rec.StartedAt)
 	}
 	err = a.persist(t, s, engine.Progress{InstanceID: theirs.ID, State: []byte("a's")})

@@ -257,22 +257,22 @@ func testComplete(t *testing.T, s engine.Store) {
 	a.mustClaim(t, s, longLease, ids...)
 	ok, failed := ids[0], ids[1]
 
-	if err := a.complete(t, s, engine.Completion{InstanceID: ok, Status: engine.StatusComplete,
+	if err := a.complete(t, s, engine.Completion{InstanceID: ok, Status: engine.StateComplete,
 		Output: []byte(`{"report":1}`), State: []byte("final"), Results: []engine.ActionResult{result(ok, "last", 1, true)}}); err != nil {
 		t.Fatalf("completing: %v", err)
 	}
-	if err := a.complete(t, s, engine.Completion{InstanceID: failed, Status: engine.StatusFailed, Error: "task t failed"}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: failed, Status: engine.StateFailed, Error: "task t failed"}); err != nil {
 		t.Fatalf("failing: %v", err)
 	}
 
 	rec := get(t, s, ok)
-	if rec.Status != engine.StatusComplete || string(rec.Output) != `{"report":1}` || string(rec.State) != "final" ||
+	if rec.Status != engine.StateComplete || string(rec.Output) != `{"report":1}` || string(rec.State) != "final" ||
 		rec.FinishedAt == nil || rec.StartedAt == nil || rec.Error != "" {
 		t.Fatalf("completed instance: %+v", rec)
 	}
 	checkResults(t, "final results", history(t, s, ok), []engine.ActionResult{result(ok, "last", 1, true)})
 	rec = get(t, s, failed)
-	if rec.Status != engine.StatusFailed || rec.Error != "task t failed" || rec.Output != nil || rec.FinishedAt == nil ||
+	if rec.Status != engine.StateFailed || rec.Error != "task t failed" || rec.Output != nil || rec.FinishedAt == nil ||
 		!bytes.HasPrefix(rec.State, []byte("state0:")) {
 		t.Fatalf("failed instance: %+v", rec)
 	}
@@ -285,14 +285,14 @@ func testComplete(t *testing.T, s engine.Store) {
 	if err != nil || !sameIDs(st.Lost, ids) {
 		t.Fatalf("RefreshLeases after completion = %+v, %v; want both lost", st, err)
 	}
-	err = a.complete(t, s, engine.Completion{InstanceID: ok, Status: engine.StatusFailed, Error: "again"})
+	err = a.complete(t, s, engine.Completion{InstanceID: ok, Status: engine.StateFailed, Error: "again"})
 	wantErr(t, "completing twice", err, engine.ErrOwnershipLost)
-	if rec := get(t, s, ok); rec.Status != engine.StatusComplete {
+	if rec := get(t, s, ok); rec.Status != engine.StateComplete {
 		t.Fatalf("second completion changed the status to %s", rec.Status)
 	}
 
 	// A non-terminal status is a caller error.
-	if _, err := s.CompleteInstances(ctx(t), []engine.Completion{{InstanceID: ok, Owner: a.id, Status: engine.StatusRunning}}); err == nil {
+	if _, err := s.CompleteInstances(ctx(t), []engine.Completion{{InstanceID: ok, Owner: a.id, Status: engine.StateRunning}}); err == nil {
 		t.Fatalf("completing with status running was accepted")
 	}
 }
@@ -304,21 +304,21 @@ func testCompleteStaleOwnerRefused(t *testing.T, s engine.Store) {
 	old, next := newOwner(1), newOwner(2)
 	old.mustClaim(t, s, longLease, id)
 	next.mustClaim(t, s, longLease, id)
-	err := old.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusComplete, Output: []byte("1"),
+	err := old.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1"),
 		State: []byte("stale"), Results: []engine.ActionResult{result(id, "t", 1, true)}})
 	wantErr(t, "completion by the deposed owner", err, engine.ErrOwnershipLost)
 	rec := get(t, s, id)
-	if rec.Status != engine.StatusRunning || rec.Output != nil || rec.FinishedAt != nil || string(rec.State) == "stale" {
+	if rec.Status != engine.StateRunning || rec.Output != nil || rec.FinishedAt != nil || string(rec.State) == "stale" {
 		t.Fatalf("the refused completion was written: %+v", rec)
 	}
 	if h := history(t, s, id); len(h) != 0 {
 		t.Fatalf("the refused results were recorded: %v", keys(h))
 	}
 	// The new owner still holds it and can complete it.
-	if err := next.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusCancelled, Error: "cancelled"}); err != nil {
+	if err := next.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateCancelled, Error: "cancelled"}); err != nil {
 		t.Fatalf("completion by the new owner: %v", err)
 	}
-	if rec := get(t, s, id); rec.Status != engine.StatusCancelled {
+	if rec := get(t, s, id); rec.Status != engine.StateCancelled {
 		t.Fatalf("status %s, want cancelled", rec.Status)
 	}
 }
@@ -331,7 +331,7 @@ func testCompleteReplayed(t *testing.T, s engine.Store) {
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
 	done, live := ids[0], ids[1]
-	first := engine.Completion{InstanceID: done, Status: engine.StatusComplete, Output: []byte(`{"v":1}`), State: []byte("final"),
+	first := engine.Completion{InstanceID: done, Status: engine.StateComplete, Output: []byte(`{"v":1}`), State: []byte("final"),
 		Results: []engine.ActionResult{result(done, "t", 1, true)}}
 	if err := a.complete(t, s, first); err != nil {
 		t.Fatalf("completing: %v", err)
@@ -341,7 +341,7 @@ func testCompleteReplayed(t *testing.T, s engine.Store) {
 	// The same call again, beside an instance still held: both written.
 	out, err := s.CompleteInstances(ctx(t), []engine.Completion{
 		{InstanceID: done, Owner: a.id, Status: first.Status, Output: first.Output, State: first.State, Results: first.Results},
-		{InstanceID: live, Owner: a.id, Status: engine.StatusCancelled, Error: "cancelled"},
+		{InstanceID: live, Owner: a.id, Status: engine.StateCancelled, Error: "cancelled"},
 	})
 	if err != nil {
 		t.Fatalf("CompleteInstances replaying a completion: %v", err)
@@ -356,12 +356,12 @@ func testCompleteReplayed(t *testing.T, s engine.Store) {
 	if h := history(t, s, done); len(h) != 1 {
 		t.Fatalf("the replay recorded results again: %v", keys(h))
 	}
-	if rec := get(t, s, live); rec.Status != engine.StatusCancelled {
+	if rec := get(t, s, live); rec.Status != engine.StateCancelled {
 		t.Fatalf("the instance completed beside the replay is %s, want cancelled", rec.Status)
 	}
 
 	// Another outcome is not a replay.
-	err = a.complete(t, s, engine.Completion{InstanceID: done, Status: engine.StatusFailed, Error: "late"})
+	err = a.complete(t, s, engine.Completion{InstanceID: done, Status: engine.StateFailed, Error: "late"})
 	wantErr(t, "completing again with another status", err, engine.ErrOwnershipLost)
 }
 
@@ -404,10 +404,10 @@ func testProgressGathering(t *testing.T, s engine.Store) {
 		}
 	}
 	// Finished, it is not gathering any more.
-	if out, err := s.CompleteInstances(ctx(t), []engine.Completion{{InstanceID: id, Owner: b.id, Status: engine.StatusComplete, Output: []byte(`{}`)}}); err != nil || out[0] != nil {
+	if out, err := s.CompleteInstances(ctx(t), []engine.Completion{{InstanceID: id, Owner: b.id, Status: engine.StateComplete, Output: []byte(`{}`)}}); err != nil || out[0] != nil {
 		t.Fatalf("CompleteInstances: %v %v", out, err)
 	}
-	if rec := get(t, s, id); rec.Gathering || rec.Status != engine.StatusComplete {
+	if rec := get(t, s, id); rec.Gathering || rec.Status != engine.StateComplete {
 		t.Fatalf("a completed instance: status %s, gathering %v", rec.Status, rec.Gathering)
 	}
 	third := queueN(t, s, 1)[0]

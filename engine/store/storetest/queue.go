@@ -20,7 +20,7 @@ func testQueueWritesBothRows(t *testing.T, s engine.Store) {
 
 	for i, id := range ids {
 		rec := get(t, s, id)
-		if rec.Status != engine.StatusQueued || rec.WorkflowVersionID != wf.ID || rec.WorkflowName != "wf" ||
+		if rec.Status != engine.StatePending || rec.WorkflowVersionID != wf.ID || rec.WorkflowName != "wf" ||
 			rec.WorkflowVersion != 1 || !bytes.Equal(rec.Inputs, in[i].Inputs) || !bytes.Equal(rec.State, in[i].State) ||
 			rec.CreatedAt.IsZero() || rec.StartedAt != nil || rec.FinishedAt != nil || rec.CancelRequested {
 			t.Fatalf("instance %d after queueing: %+v", i, rec)
@@ -37,7 +37,7 @@ func testQueueWritesBothRows(t *testing.T, s engine.Store) {
 	}
 	for _, id := range ids {
 		rec := get(t, s, id)
-		if rec.Status != engine.StatusRunning || rec.StartedAt == nil {
+		if rec.Status != engine.StateRunning || rec.StartedAt == nil {
 			t.Fatalf("instance %s after claim: status %s, started %v; want running with a start time", id, rec.Status, rec.StartedAt)
 		}
 	}
@@ -133,7 +133,7 @@ func testClaimDueOnly(t *testing.T, s engine.Store) {
 	queue(t, s, due, later)
 	newOwner(1).mustClaim(t, s, longLease, due.ID)
 	newOwner(1).mustClaim(t, s, longLease)
-	if rec := get(t, s, later.ID); rec.Status != engine.StatusQueued {
+	if rec := get(t, s, later.ID); rec.Status != engine.StatePending {
 		t.Fatalf("future instance has status %s, want queued", rec.Status)
 	}
 }
@@ -245,7 +245,7 @@ func testQueueClaimed(t *testing.T, s engine.Store) {
 		}
 	}
 	rec := get(t, s, now.ID)
-	if rec.Status != engine.StatusRunning || rec.StartedAt == nil || !rec.CreatedAt.Equal(got[0].CreatedAt) {
+	if rec.Status != engine.StateRunning || rec.StartedAt == nil || !rec.CreatedAt.Equal(got[0].CreatedAt) {
 		t.Fatalf("the instance stored claimed: status %s, started %v, created %v; want running, started, created %v",
 			rec.Status, rec.StartedAt, rec.CreatedAt, got[0].CreatedAt)
 	}

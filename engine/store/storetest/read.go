@@ -22,7 +22,7 @@ func testGetInstance(t *testing.T, s engine.Store) {
 
 	rec := get(t, s, in.ID)
 	if rec.ID != in.ID || rec.WorkflowVersionID != wf.ID || rec.WorkflowName != "scan" || rec.WorkflowVersion != 7 ||
-		rec.Status != engine.StatusQueued || !bytes.Equal(rec.Inputs, in.Inputs) || !bytes.Equal(rec.State, in.State) ||
+		rec.Status != engine.StatePending || !bytes.Equal(rec.Inputs, in.Inputs) || !bytes.Equal(rec.State, in.State) ||
 		rec.Output != nil || rec.Error != "" || rec.IdempotencyKey != "key-1" || rec.CreatedAt.Before(before) ||
 		rec.StartedAt != nil || rec.FinishedAt != nil || rec.CancelRequested {
 		t.Fatalf("queued record: %+v", rec)
@@ -31,14 +31,14 @@ func testGetInstance(t *testing.T, s engine.Store) {
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, in.ID)
 	rec = get(t, s, in.ID)
-	if rec.Status != engine.StatusRunning || rec.StartedAt == nil || rec.StartedAt.Before(rec.CreatedAt) {
+	if rec.Status != engine.StateRunning || rec.StartedAt == nil || rec.StartedAt.Before(rec.CreatedAt) {
 		t.Fatalf("running record: %+v", rec)
 	}
-	if err := a.complete(t, s, engine.Completion{InstanceID: in.ID, Status: engine.StatusComplete, Output: []byte(`{"ok":true}`)}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: in.ID, Status: engine.StateComplete, Output: []byte(`{"ok":true}`)}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	done := get(t, s, in.ID)
-	if done.Status != engine.StatusComplete || string(done.Output) != `{"ok":true}` || done.FinishedAt == nil ||
+	if done.Status != engine.StateComplete || string(done.Output) != `{"ok":true}` || done.FinishedAt == nil ||
 		done.FinishedAt.Before(*rec.StartedAt) || !done.StartedAt.Equal(*rec.StartedAt) || !done.CreatedAt.Equal(rec.CreatedAt) {
 		t.Fatalf("finished record: %+v", done)
 	}
@@ -56,7 +56,7 @@ func testListInstancesFilters(t *testing.T, s engine.Store) {
 	failed := queue(t, s, newInstance(other))[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, released, running, failed)
-	if err := a.complete(t, s, engine.Completion{InstanceID: failed, Status: engine.StatusFailed, Error: "boom"}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: failed, Status: engine.StateFailed, Error: "boom"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	if err := s.ReleaseLeases(ctx(t), a.id, []uuid.UUID{released}); err != nil {
@@ -95,9 +95,9 @@ func testListInstancesFilters(t *testing.T, s engine.Store) {
 	}{
 		{"all", engine.InstanceFilter{}, []uuid.UUID{released, running, failed, fresh}},
 		{"by name", engine.InstanceFilter{WorkflowName: "scan"}, []uuid.UUID{released, running, fresh}},
-		{"by status", engine.InstanceFilter{Statuses: []engine.InstanceStatus{engine.StatusQueued}}, []uuid.UUID{fresh}},
-		{"by statuses", engine.InstanceFilter{Statuses: []engine.InstanceStatus{engine.StatusRunning, engine.StatusFailed}}, []uuid.UUID{released, running, failed}},
-		{"by name and status", engine.InstanceFilter{WorkflowName: "other", Statuses: []engine.InstanceStatus{engine.StatusRunning}}, nil},
+		{"by status", engine.InstanceFilter{Statuses: []engine.InstanceState{engine.StatePending}}, []uuid.UUID{fresh}},
+		{"by statuses", engine.InstanceFilter{Statuses: []engine.InstanceState{engine.StateRunning, engine.StateFailed}}, []uuid.UUID{released, running, failed}},
+		{"by name and status", engine.InstanceFilter{WorkflowName: "other", Statuses: []engine.InstanceState{engine.StateRunning}}, nil},
 		{"unknown name", engine.InstanceFilter{WorkflowName: "nope"}, nil},
 	} {
 		if got := list(tc.f); !sameIDs(got, tc.want) {
@@ -105,7 +105,7 @@ func testListInstancesFilters(t *testing.T, s engine.Store) {
 		}
 	}
 
-	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{Statuses: []engine.InstanceStatus{"bogus"}}); err == nil {
+	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{Statuses: []engine.InstanceState{"bogus"}}); err == nil {
 		t.Errorf("an unknown status filter was accepted")
 	}
 	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{PageToken: "not a token"}); !errors.Is(err, engine.ErrInvalidPageToken) {
@@ -178,7 +178,7 @@ func testTaskHistory(t *testing.T, s engine.Store) {
 	want = append(want, result(id, "b", 2, true))
 	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: want[2:]})
 	final := result(id, "c", 1, true)
-	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusComplete, Output: []byte("1"),
+	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1"),
 		Results: []engine.ActionResult{final}}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}

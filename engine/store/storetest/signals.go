@@ -105,7 +105,7 @@ func testSignalFinishedRefused(t *testing.T, s engine.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
-	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusFailed, Error: "boom"}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateFailed, Error: "boom"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	for _, target := range []uuid.UUID{id, uuid.New()} {
@@ -119,7 +119,7 @@ func testSignalFinishedRefused(t *testing.T, s engine.Store) {
 	if list := signals(t, s, id); len(list) != 0 {
 		t.Fatalf("a refused signal was recorded: %+v", list)
 	}
-	if rec := get(t, s, id); rec.Paused || rec.Status != engine.StatusFailed {
+	if rec := get(t, s, id); rec.Paused || rec.Status != engine.StateFailed {
 		t.Fatalf("refused writes changed the instance: %+v", rec)
 	}
 }
@@ -167,7 +167,7 @@ func testSignalsConsumed(t *testing.T, s engine.Store) {
 	}
 
 	// Completion consumes too.
-	if err := b.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusComplete, Output: []byte("1"),
+	if err := b.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1"),
 		ConsumedSignals: []engine.SignalUse{{Seq: s2.Seq, By: "approve#2"}}}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
@@ -310,16 +310,16 @@ func testPauseFlag(t *testing.T, s engine.Store) {
 	if got := newOwner(3).mustClaim(t, s, longLease, id)[0]; !got.Paused {
 		t.Fatal("a claim of a paused instance does not show it paused")
 	}
-	if rec := get(t, s, id); !rec.Paused || rec.Status != engine.StatusRunning {
+	if rec := get(t, s, id); !rec.Paused || rec.Status != engine.StateRunning {
 		t.Fatalf("GetInstance of a paused running instance: %+v", rec)
 	}
 	// Cancelled while paused: a finished instance is not paused.
-	if err := newOwner(3).complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusCancelled, Error: "cancelled"}); err == nil {
+	if err := newOwner(3).complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateCancelled, Error: "cancelled"}); err == nil {
 		t.Fatal("a completion by a non-owner succeeded")
 	}
 	c := newOwner(4)
 	c.mustClaim(t, s, longLease, id)
-	if err := c.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StatusCancelled, Error: "cancelled"}); err != nil {
+	if err := c.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateCancelled, Error: "cancelled"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	if rec := get(t, s, id); rec.Paused {
@@ -348,9 +348,9 @@ func testReopen(t *testing.T, s engine.Store) {
 	}
 	a.mustPersist(t, s, engine.Progress{InstanceID: failed.ID, Results: []engine.ActionResult{result(failed.ID, "t", 1, false)}, Gathering: true})
 	for _, c := range []engine.Completion{
-		{InstanceID: failed.ID, Status: engine.StatusFailed, Error: "t failed", State: []byte("final")},
-		{InstanceID: cancelled.ID, Status: engine.StatusCancelled, Error: "cancelled"},
-		{InstanceID: complete.ID, Status: engine.StatusComplete, Output: []byte(`{"ok":true}`)},
+		{InstanceID: failed.ID, Status: engine.StateFailed, Error: "t failed", State: []byte("final")},
+		{InstanceID: cancelled.ID, Status: engine.StateCancelled, Error: "cancelled"},
+		{InstanceID: complete.ID, Status: engine.StateComplete, Output: []byte(`{"ok":true}`)},
 	} {
 		if err := a.complete(t, s, c); err != nil {
 			t.Fatalf("complete %s: %v", c.InstanceID, err)
@@ -358,11 +358,11 @@ func testReopen(t *testing.T, s engine.Store) {
 	}
 
 	got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: failed.ID, State: []byte("again"), Partition: 3})
-	if err != nil || got.Run != 2 || got.Status != engine.StatusFailed {
+	if err != nil || got.Run != 2 || got.Status != engine.StateFailed {
 		t.Fatalf("ReopenInstance(failed) = %+v, %v; want run 2, was failed", got, err)
 	}
 	rec := get(t, s, failed.ID)
-	if rec.Status != engine.StatusRunning || string(rec.State) != "again" || rec.Error != "" || rec.Output != nil ||
+	if rec.Status != engine.StateRunning || string(rec.State) != "again" || rec.Error != "" || rec.Output != nil ||
 		rec.FinishedAt != nil || rec.CancelRequested || rec.Paused || rec.Gathering || rec.Run != 2 {
 		t.Fatalf("the reopened instance: %+v", rec)
 	}
@@ -383,7 +383,7 @@ func testReopen(t *testing.T, s engine.Store) {
 		t.Fatalf("the claim of the reopened instance = %+v", c[0])
 	}
 	// Fails again, runs a third time.
-	if err := b.complete(t, s, engine.Completion{InstanceID: failed.ID, Status: engine.StatusFailed, Error: "again"}); err != nil {
+	if err := b.complete(t, s, engine.Completion{InstanceID: failed.ID, Status: engine.StateFailed, Error: "again"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	if got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: failed.ID, State: []byte("third"), Partition: 3}); err != nil || got.Run != 3 {
@@ -391,10 +391,10 @@ func testReopen(t *testing.T, s engine.Store) {
 	}
 
 	if got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: cancelled.ID, State: []byte("c")}); err != nil ||
-		got.Run != 2 || got.Status != engine.StatusCancelled {
+		got.Run != 2 || got.Status != engine.StateCancelled {
 		t.Fatalf("ReopenInstance(cancelled) = %+v, %v", got, err)
 	}
-	if rec := get(t, s, cancelled.ID); rec.CancelRequested || rec.Status != engine.StatusRunning {
+	if rec := get(t, s, cancelled.ID); rec.CancelRequested || rec.Status != engine.StateRunning {
 		t.Fatalf("the reopened cancelled instance: %+v", rec)
 	}
 
@@ -406,7 +406,7 @@ func testReopen(t *testing.T, s engine.Store) {
 	wantErr(t, "reopening a reopened instance", err, engine.ErrInstanceLive)
 	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: uuid.New(), State: []byte("x")})
 	wantErr(t, "reopening an unknown instance", err, engine.ErrNotFound)
-	if rec := get(t, s, complete.ID); rec.Status != engine.StatusComplete || rec.Run != 1 || string(rec.Output) != `{"ok":true}` {
+	if rec := get(t, s, complete.ID); rec.Status != engine.StateComplete || rec.Run != 1 || string(rec.Output) != `{"ok":true}` {
 		t.Fatalf("a refused reopen changed the instance: %+v", rec)
 	}
 }
@@ -420,7 +420,7 @@ func testSignalsSweptWithInstance(t *testing.T, s engine.Store) {
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, in.ID)
 	signal(t, s, engine.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"})
-	if err := a.complete(t, s, engine.Completion{InstanceID: in.ID, Status: engine.StatusComplete, Output: []byte("1")}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: in.ID, Status: engine.StateComplete, Output: []byte("1")}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	if n, err := s.Sweep(ctx(t), engine.SweepRequest{Before: time.Now().Add(time.Hour)}); err != nil || n != 1 {
@@ -464,7 +464,7 @@ func testSignalsBatch(t *testing.T, s engine.Store) {
 	unknown := uuid.New()
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
-	if err := a.complete(t, s, engine.Completion{InstanceID: finished, Status: engine.StatusFailed, Error: "boom"}); err != nil {
+	if err := a.complete(t, s, engine.Completion{InstanceID: finished, Status: engine.StateFailed, Error: "boom"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	before, _, _ := signal(t, s, engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`0`), IdempotencyKey: "k0"})
@@ -502,7 +502,7 @@ func testSignalsBatch(t *testing.T, s engine.Store) {
 	for _, i := range []int{3, 4} {
 		wantErr(t, fmt.Sprintf("outcome %d (an instance that is not live)", i), out[i].Err, engine.ErrNotFound)
 	}
-	if !strings.Contains(out[3].Err.Error(), string(engine.StatusFailed)) {
+	if !strings.Contains(out[3].Err.Error(), string(engine.StateFailed)) {
 		t.Errorf("the refusal of a failed instance does not say its state: %v", out[3].Err)
 	}
 	for _, i := range []int{5, 9, 10} {

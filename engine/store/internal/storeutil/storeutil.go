@@ -325,11 +325,11 @@ func CheckReopen(req engine.ReopenRequest) error {
 
 // ReopenRefused is the error of ReopenInstance for an instance in status
 // (the status it has; "" for an unknown instance).
-func ReopenRefused(id uuid.UUID, status engine.InstanceStatus) error {
+func ReopenRefused(id uuid.UUID, status engine.InstanceState) error {
 	switch status {
 	case "":
 		return fmt.Errorf("reopen instance %s: %w", id, engine.ErrNotFound)
-	case engine.StatusComplete:
+	case engine.StateComplete:
 		return fmt.Errorf("reopen instance %s: %w", id, engine.ErrNotRetryable)
 	default:
 		return fmt.Errorf("reopen instance %s: it is %s: %w", id, status, engine.ErrInstanceLive)
@@ -350,10 +350,10 @@ func ListLimit(limit, def int) int {
 }
 
 // CheckStatuses rejects statuses the port does not define.
-func CheckStatuses(statuses []engine.InstanceStatus) error {
+func CheckStatuses(statuses []engine.InstanceState) error {
 	for _, s := range statuses {
 		switch s {
-		case engine.StatusQueued, engine.StatusRunning, engine.StatusComplete, engine.StatusFailed, engine.StatusCancelled:
+		case engine.StatePending, engine.StateRunning, engine.StateComplete, engine.StateFailed, engine.StateCancelled:
 		default:
 			return fmt.Errorf("unknown instance status %q", s)
 		}
