@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 )
 
 // acceptSpec has a scored task judged by accept under a policy, and a task
@@ -132,7 +133,7 @@ func TestNotAcceptedSkips(t *testing.T) {
 		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"got":null}` {
 			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 		}
-		if tv := task(t, v, "score"); tv.Status != engine.TaskFailed || tv.Error != notAccepted {
+		if tv := task(t, v, "score"); tv.Status != graph.TaskFailed || tv.Error != notAccepted {
 			t.Fatalf("score view: %+v", tv)
 		}
 	})

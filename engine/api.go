@@ -4,6 +4,8 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine/graph"
 )
 
 // This file holds the types of the engine's client-facing operations
@@ -159,20 +161,6 @@ type InstanceView struct {
 	Signals []SignalInfo
 }
 
-// TaskStatus is a task's status as clients see it.
-type TaskStatus string
-
-// Task statuses.
-const (
-	TaskWaiting   TaskStatus = "waiting"
-	TaskRunning   TaskStatus = "running"
-	TaskRetrying  TaskStatus = "retrying"
-	TaskCompleted TaskStatus = "completed"
-	TaskFailed    TaskStatus = "failed"
-	TaskSkipped   TaskStatus = "skipped"
-	TaskCancelled TaskStatus = "cancelled"
-)
-
 // TaskView is one task of an instance. For a spread task it summarises the
 // instances (Width, Done, Failed); Output is then the ordered list once the
 // barrier fired.
@@ -180,9 +168,9 @@ type TaskView struct {
 	Name        string
 	Capability  string
 	Action      string
-	Needs       []string // the tasks it depends on: the edges of the DAG
-	Status      TaskStatus
-	Attempt     uint32 // latest attempt (0: never dispatched)
+	Needs       []string         // the tasks it depends on: the edges of the DAG
+	Status      graph.TaskStatus // as Graph.Task says, a spread or a loop that goes on shown as running
+	Attempt     uint32           // latest attempt (0: never dispatched)
 	MaxAttempts uint32
 	Output      any
 	// Error says why the task is not completed: the error of its latest

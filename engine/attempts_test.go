@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 )
 
 // attemptLine renders an attempt compactly for comparisons:
@@ -78,7 +79,7 @@ func TestAttemptsOfARetriedTask(t *testing.T) {
 	if got, want := attemptLines(flaky.Attempts), "-1#1 error boom 1 @w1; -1#2 error boom 2 @w1; -1#3 running"; got != want {
 		t.Fatalf("live attempts:\n got %s\nwant %s", got, want)
 	}
-	if flaky.Status != engine.TaskRunning || flaky.Error != "" {
+	if flaky.Status != graph.TaskRunning || flaky.Error != "" {
 		t.Fatalf("flaky is %s with error %q, want running without one", flaky.Status, flaky.Error)
 	}
 	if cur := flaky.Attempts[2]; cur.StartedAt.IsZero() || !cur.FinishedAt.IsZero() {
@@ -104,7 +105,7 @@ func TestAttemptsOfARetriedTask(t *testing.T) {
 	if got, want := attemptLines(flaky.Attempts), "-1#1 error boom 1 @w1; -1#2 error boom 2 @w1; -1#3 ok @w1"; got != want {
 		t.Fatalf("attempts once complete:\n got %s\nwant %s", got, want)
 	}
-	if flaky.Status != engine.TaskCompleted || flaky.Error != "" {
+	if flaky.Status != graph.TaskCompleted || flaky.Error != "" {
 		t.Fatalf("completed flaky shows error %q (status %s): an earlier attempt's error is not current", flaky.Error, flaky.Status)
 	}
 	if a := flaky.Attempts[2]; !a.StartedAt.Equal(time.Unix(1, 0)) || !a.FinishedAt.Equal(time.Unix(2, 0)) {

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/spec"
 )
 
@@ -273,7 +274,7 @@ func TestRegisterWorkflow(t *testing.T) {
 	}
 	// Not running: the instances wait in the queue, and the view says so.
 	v, err := e.GetInstance(ctx, res.InstanceID)
-	if err != nil || v.State != engine.StatePending || len(v.Tasks) != 3 || v.Tasks[0].Status != engine.TaskWaiting {
+	if err != nil || v.State != engine.StatePending || len(v.Tasks) != 3 || v.Tasks[0].Status != graph.TaskWaiting {
 		t.Fatalf("queued instance: %+v, %v", v, err)
 	}
 	page, err := e.ListInstances(ctx, engine.ListRequest{States: []engine.InstanceState{engine.StatePending}, Limit: 1})

@@ -8,6 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 )
 
 // joinSpec: q starts on 2 of a, b, c and reads all three; the outputs read
@@ -64,7 +65,7 @@ func TestJoinWaitsForTheRest(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if v.State.Terminal() || task(t, v, "b").Status != engine.TaskRunning {
+		if v.State.Terminal() || task(t, v, "b").Status != graph.TaskRunning {
 			t.Fatalf("after q completed: instance %s, b %s; want it waiting for b", v.State, task(t, v, "b").Status)
 		}
 		echo(e, d["b"])
@@ -111,7 +112,7 @@ outputs:
 		if got := jsonOf(t, v.Outputs); got != `{"q":{"a":null,"b":{"v":"b"}}}` {
 			t.Fatalf("outputs %s", got)
 		}
-		if st := task(t, v, "a").Status; st != engine.TaskCancelled {
+		if st := task(t, v, "a").Status; st != graph.TaskCancelled {
 			t.Fatalf("a is %s, want cancelled", st)
 		}
 		for _, r := range h.history(id) {
@@ -253,7 +254,7 @@ func TestJoinCancelRestEvents(t *testing.T) {
 		}
 		// The view agrees with the events.
 		v := h.wait(e, id)
-		for name, st := range map[string]engine.TaskStatus{"b": engine.TaskCancelled, "c": engine.TaskCancelled, "k": engine.TaskSkipped} {
+		for name, st := range map[string]graph.TaskStatus{"b": graph.TaskCancelled, "c": graph.TaskCancelled, "k": graph.TaskSkipped} {
 			if got := task(t, v, name).Status; got != st {
 				t.Fatalf("%s is %s in the view, want %s", name, got, st)
 			}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 )
 
 // pollSpec loops poll until its output says done, at most 50 times
@@ -58,7 +59,7 @@ func TestLoopRunsUntil(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if tv := task(t, v, "poll"); tv.Status != engine.TaskRunning || !tv.IsLoop || tv.Iterations != 2 || len(tv.Attempts) != 2 ||
+		if tv := task(t, v, "poll"); tv.Status != graph.TaskRunning || !tv.IsLoop || tv.Iterations != 2 || len(tv.Attempts) != 2 ||
 			tv.Attempts[1].Index != 1 || !tv.Attempts[1].Running {
 			t.Fatalf("poll while it loops: %+v", tv)
 		}
@@ -74,7 +75,7 @@ func TestLoopRunsUntil(t *testing.T) {
 			t.Fatalf("outputs %s", got)
 		}
 		tv := task(t, v, "poll")
-		if tv.Status != engine.TaskCompleted || tv.Iterations != 3 || len(tv.Attempts) != 3 {
+		if tv.Status != graph.TaskCompleted || tv.Iterations != 3 || len(tv.Attempts) != 3 {
 			t.Fatalf("poll: %+v", tv)
 		}
 		var execs []string

@@ -61,7 +61,7 @@ func TestChainPassesData(t *testing.T) {
 	var names []string
 	for _, tv := range v.Tasks {
 		names = append(names, tv.Name)
-		if tv.Status != engine.TaskCompleted || tv.Attempt != 1 {
+		if tv.Status != graph.TaskCompleted || tv.Attempt != 1 {
 			t.Errorf("task %s: %s attempt %d", tv.Name, tv.Status, tv.Attempt)
 		}
 	}
@@ -150,7 +150,7 @@ func TestSpreadKeepsOrder(t *testing.T) {
 	if got := jsonOf(t, v.Outputs); got != `{"parts":["A","B","C","D","E"]}` {
 		t.Fatalf("outputs %s", got)
 	}
-	if w := task(t, v, "work"); w.Width != 5 || w.Done != 5 || w.Failed != 0 || w.Status != engine.TaskCompleted {
+	if w := task(t, v, "work"); w.Width != 5 || w.Done != 5 || w.Failed != 0 || w.Status != graph.TaskCompleted {
 		t.Fatalf("work view: %+v", w)
 	}
 }
@@ -169,7 +169,7 @@ func TestEmptySpread(t *testing.T) {
 	if got := jsonOf(t, v.Outputs); got != `{"parts":[]}` {
 		t.Fatalf("outputs %s", got)
 	}
-	if w := task(t, v, "work"); w.Width != 0 || w.Status != engine.TaskCompleted {
+	if w := task(t, v, "work"); w.Width != 0 || w.Status != graph.TaskCompleted {
 		t.Fatalf("work view: %+v", w)
 	}
 }
@@ -214,8 +214,8 @@ outputs:
 	if got := jsonOf(t, v.Outputs); got != `{"final":{"a":null,"b":"b"}}` {
 		t.Fatalf("outputs %s", got)
 	}
-	for name, want := range map[string]engine.TaskStatus{"use_a": engine.TaskSkipped, "after_a": engine.TaskSkipped,
-		"use_b": engine.TaskCompleted, "final": engine.TaskCompleted} {
+	for name, want := range map[string]graph.TaskStatus{"use_a": graph.TaskSkipped, "after_a": graph.TaskSkipped,
+		"use_b": graph.TaskCompleted, "final": graph.TaskCompleted} {
 		if got := task(t, v, name).Status; got != want {
 			t.Errorf("%s is %s, want %s", name, got, want)
 		}
@@ -293,7 +293,7 @@ func TestRetriesExhaustedUnderSkip(t *testing.T) {
 	if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"got":null}` {
 		t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 	}
-	if tv := task(t, v, "flaky"); tv.Status != engine.TaskFailed || tv.Error != "boom 2" || tv.Attempt != 2 {
+	if tv := task(t, v, "flaky"); tv.Status != graph.TaskFailed || tv.Error != "boom 2" || tv.Attempt != 2 {
 		t.Fatalf("flaky view: %+v", tv)
 	}
 }
@@ -339,7 +339,7 @@ tasks:
 	if v.State != engine.StateFailed || !strings.Contains(v.Error, "precondition failed") {
 		t.Fatalf("ended %s: %s", v.State, v.Error)
 	}
-	if st := task(t, v, "slow").Status; st != engine.TaskCancelled {
+	if st := task(t, v, "slow").Status; st != graph.TaskCancelled {
 		t.Fatalf("slow is %s", st)
 	}
 	// A result that arrives for a cancelled attempt is ignored.

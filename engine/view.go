@@ -191,7 +191,7 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 			IsSpread:    t.GetSpread() != nil || t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE, // one run per node
 			IsLoop:      t.GetLoop() != nil,
 			Iterations:  info.Iterations,
-			Status:      taskStatus(info.Status),
+			Status:      viewStatus(info.Status),
 			Attempt:     info.Attempt,
 			MaxAttempts: pe.maxAttempts[node],
 			Output:      info.Output,
@@ -247,11 +247,11 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 				if ii.Status == graph.TaskRunning && progress != nil {
 					tv.Progress = progress(iref)
 				}
-				if tv.Status != TaskCompleted && tv.Status != TaskRunning && ii.Error != "" && tv.Error == "" {
+				if tv.Status != graph.TaskCompleted && tv.Status != graph.TaskRunning && ii.Error != "" && tv.Error == "" {
 					tv.Error = ii.Error
 				}
 			}
-			if tv.Status == TaskRunning {
+			if tv.Status == graph.TaskRunning {
 				tv.Error = "" // an earlier attempt's: it is in Attempts
 			}
 		} else if t.GetLoop() != nil {
@@ -260,11 +260,11 @@ func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
 			}
 		} else {
 			tv.Attempts = src.attempts(nil, ref, info)
-			if tv.Status == TaskCompleted || tv.Status == TaskRunning {
+			if tv.Status == graph.TaskCompleted || tv.Status == graph.TaskRunning {
 				tv.Error = "" // an earlier attempt's: it is in Attempts
 			}
 		}
-		if !tv.Status.finished() {
+		if !finished(tv.Status) {
 			tv.FinishedAt = time.Time{}
 		}
 		out = append(out, tv)
@@ -306,28 +306,21 @@ func childViews(v *InstanceView, pe *planEntry, st *instanceState) {
 	}
 }
 
-// finished reports whether a task with this status is over.
-func (s TaskStatus) finished() bool {
-	return s != TaskWaiting && s != TaskRunning && s != TaskRetrying
+// finished reports whether a task with this view status is over.
+func finished(s graph.TaskStatus) bool {
+	return s != graph.TaskWaiting && s != graph.TaskRunning && s != graph.TaskRetrying
 }
 
-func taskStatus(st graph.TaskStatus) TaskStatus {
+// viewStatus is a task's status in a view: a spread whose instances, or a
+// loop whose iterations, go on is running; an unknown task is waiting.
+func viewStatus(st graph.TaskStatus) graph.TaskStatus {
 	switch st {
-	case graph.TaskRunning, graph.TaskSpreading, graph.TaskLooping:
-		return TaskRunning
-	case graph.TaskRetrying:
-		return TaskRetrying
-	case graph.TaskCompleted:
-		return TaskCompleted
-	case graph.TaskFailed:
-		return TaskFailed
-	case graph.TaskSkipped:
-		return TaskSkipped
-	case graph.TaskCancelled:
-		return TaskCancelled
-	default:
-		return TaskWaiting
+	case graph.TaskSpreading, graph.TaskLooping:
+		return graph.TaskRunning
+	case graph.TaskUnknown:
+		return graph.TaskWaiting
 	}
+	return st
 }
 
 // CancelInstance cancels an instance. The request is recorded in the Store

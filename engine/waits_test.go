@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 )
 
 // approvalSpec is plan → wait for approve → apply.
@@ -516,7 +517,7 @@ func TestPauseHoldsTimers(t *testing.T) {
 		// The shard handles its timer before this read (one goroutine,
 		// the timer first once it fired): the wait is held, not ended.
 		waitUntil(t, "the due timer to be handled", func() bool { return !h.clock.HasTimerWithin(0) })
-		if cd := task(t, getView(t, e, id), "cool_down"); cd.Status != engine.TaskRunning || cd.Wait == nil {
+		if cd := task(t, getView(t, e, id), "cool_down"); cd.Status != graph.TaskRunning || cd.Wait == nil {
 			t.Fatalf("while paused cool_down is %s (%+v): its timer was not held", cd.Status, cd.Wait)
 		}
 		if n := h.disp.pending(); n != 0 {

@@ -11,6 +11,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 )
 
 // watcher runs WatchInstance in the background and hands the events over
@@ -195,7 +196,7 @@ func TestWatchSnapshotWhenSeqGone(t *testing.T) {
 	if snap.Kind != engine.EventSnapshot || snap.Seq <= cursor+3 {
 		t.Fatalf("resumed after a trimmed Seq with %+v, want a snapshot", snap)
 	}
-	if tv := task(t, *snap.Instance, "b"); tv.Status != engine.TaskCompleted {
+	if tv := task(t, *snap.Instance, "b"); tv.Status != graph.TaskCompleted {
 		t.Fatalf("the snapshot shows b %s", tv.Status)
 	}
 	echo(e, c)
@@ -258,7 +259,7 @@ func TestWatchCatchUpSnapshotsPaced(t *testing.T) {
 		t.Fatalf("a catch-up snapshot %s after the first, want at least 250 ms:\n%s", gap, describe(evs))
 	}
 	snap := evs[len(evs)-1]
-	if tv := task(t, *snap.Instance, "b"); tv.Status != engine.TaskCompleted {
+	if tv := task(t, *snap.Instance, "b"); tv.Status != graph.TaskCompleted {
 		t.Fatalf("the catch-up snapshot shows b %s", tv.Status)
 	}
 	echo(e, c)

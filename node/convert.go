@@ -8,6 +8,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
@@ -46,14 +47,14 @@ func stateFromProto(s robonetv1.InstanceState) (engine.InstanceState, bool) {
 	return "", false
 }
 
-var taskStatusToProto = map[engine.TaskStatus]robonetv1.TaskStatus{
-	engine.TaskWaiting:   robonetv1.TaskStatus_TASK_STATUS_WAITING,
-	engine.TaskRunning:   robonetv1.TaskStatus_TASK_STATUS_RUNNING,
-	engine.TaskRetrying:  robonetv1.TaskStatus_TASK_STATUS_RETRYING,
-	engine.TaskCompleted: robonetv1.TaskStatus_TASK_STATUS_COMPLETED,
-	engine.TaskFailed:    robonetv1.TaskStatus_TASK_STATUS_FAILED,
-	engine.TaskSkipped:   robonetv1.TaskStatus_TASK_STATUS_SKIPPED,
-	engine.TaskCancelled: robonetv1.TaskStatus_TASK_STATUS_CANCELLED,
+var taskStatusToProto = map[graph.TaskStatus]robonetv1.TaskStatus{
+	graph.TaskWaiting:   robonetv1.TaskStatus_TASK_STATUS_WAITING,
+	graph.TaskRunning:   robonetv1.TaskStatus_TASK_STATUS_RUNNING,
+	graph.TaskRetrying:  robonetv1.TaskStatus_TASK_STATUS_RETRYING,
+	graph.TaskCompleted: robonetv1.TaskStatus_TASK_STATUS_COMPLETED,
+	graph.TaskFailed:    robonetv1.TaskStatus_TASK_STATUS_FAILED,
+	graph.TaskSkipped:   robonetv1.TaskStatus_TASK_STATUS_SKIPPED,
+	graph.TaskCancelled: robonetv1.TaskStatus_TASK_STATUS_CANCELLED,
 }
 
 var eventKindToProto = map[engine.EventKind]robonetv1.EventKind{
@@ -170,7 +171,7 @@ func attemptToProto(a *engine.AttemptView) *robonetv1.TaskAttempt {
 // hasOutput reports whether a task has an output to show: a completed
 // task (whose output may be null), or a failed one under skip (null).
 func hasOutput(t *engine.TaskView) bool {
-	return t.Output != nil || t.Status == engine.TaskCompleted
+	return t.Output != nil || t.Status == graph.TaskCompleted
 }
 
 // progressOf counts units of work over an instance's tasks: a plain task
@@ -184,7 +185,7 @@ func progressOf(tasks []engine.TaskView) *robonetv1.InstanceProgress {
 		if t.Width > 0 {
 			p.Total += t.Width
 			switch t.Status {
-			case engine.TaskSkipped, engine.TaskCancelled:
+			case graph.TaskSkipped, graph.TaskCancelled:
 				p.Done += t.Width
 				p.Skipped += t.Width
 				continue
@@ -195,24 +196,24 @@ func progressOf(tasks []engine.TaskView) *robonetv1.InstanceProgress {
 			resolved := min(t.Done+t.Failed, t.Width)
 			p.Done += resolved
 			p.Failed += t.Failed
-			if t.Status == engine.TaskRunning || t.Status == engine.TaskRetrying {
+			if t.Status == graph.TaskRunning || t.Status == graph.TaskRetrying {
 				p.Running += t.Width - resolved
 			}
 			continue
 		}
 		p.Total++
-		if t.IsSpread && t.Width < 0 && (t.Status == engine.TaskWaiting || t.Status == engine.TaskRunning) {
+		if t.IsSpread && t.Width < 0 && (t.Status == graph.TaskWaiting || t.Status == graph.TaskRunning) {
 			p.Unexpanded++
 		}
 		switch t.Status {
-		case engine.TaskRunning:
+		case graph.TaskRunning:
 			p.Running++
-		case engine.TaskCompleted:
+		case graph.TaskCompleted:
 			p.Done++
-		case engine.TaskFailed:
+		case graph.TaskFailed:
 			p.Done++
 			p.Failed++
-		case engine.TaskSkipped, engine.TaskCancelled:
+		case graph.TaskSkipped, graph.TaskCancelled:
 			p.Done++
 			p.Skipped++
 		}

@@ -18,6 +18,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/graph"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -391,9 +392,9 @@ func TestLifecycleConversions(t *testing.T) {
 			{Seq: 5, Name: "approve", At: at},
 		},
 		Tasks: []engine.TaskView{
-			{Name: "approve", Status: engine.TaskRunning, WaitSignal: "approve", Wait: &engine.WaitInfo{Signal: "approve", Until: at.Add(48 * time.Hour)}},
-			{Name: "cool", Status: engine.TaskRunning, Wait: &engine.WaitInfo{Until: at.Add(time.Minute)}},
-			{Name: "later", Status: engine.TaskWaiting, WaitSignal: "go"},
+			{Name: "approve", Status: graph.TaskRunning, WaitSignal: "approve", Wait: &engine.WaitInfo{Signal: "approve", Until: at.Add(48 * time.Hour)}},
+			{Name: "cool", Status: graph.TaskRunning, Wait: &engine.WaitInfo{Until: at.Add(time.Minute)}},
+			{Name: "later", Status: graph.TaskWaiting, WaitSignal: "go"},
 		}}
 	in := instanceToProto(&v)
 	if in.GetState() != robonetv1.InstanceState_INSTANCE_STATE_PAUSED || !in.GetPaused() || in.GetRun() != 2 {

@@ -274,12 +274,12 @@ func TestErrorStatus(t *testing.T) {
 
 func TestProgress(t *testing.T) {
 	p := progressOf([]engine.TaskView{
-		{Status: engine.TaskCompleted, Width: -1},
-		{Status: engine.TaskRunning, Width: 10, Done: 4, Failed: 1},
-		{Status: engine.TaskWaiting, Width: -1}, // a spread not expanded yet counts as one
-		{Status: engine.TaskSkipped, Width: -1},
-		{Status: engine.TaskRunning, Width: -1},
-		{Status: engine.TaskCompleted, Width: 0}, // an empty spread
+		{Status: graph.TaskCompleted, Width: -1},
+		{Status: graph.TaskRunning, Width: 10, Done: 4, Failed: 1},
+		{Status: graph.TaskWaiting, Width: -1}, // a spread not expanded yet counts as one
+		{Status: graph.TaskSkipped, Width: -1},
+		{Status: graph.TaskRunning, Width: -1},
+		{Status: graph.TaskCompleted, Width: 0}, // an empty spread
 	})
 	want := &robonetv1.InstanceProgress{Total: 15, Done: 8, Running: 6, Failed: 1, Skipped: 1}
 	if p.String() != want.String() {
