@@ -6,11 +6,12 @@ import (
 	"io"
 	"log"
 	"strings"
-	"sync"
 
 	"github.com/hashicorp/go-hclog"
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+
+	"github.com/robonet/robonet/internal/loggate"
 )
 
 // The libraries log through their own interfaces: memberlist through a
@@ -21,40 +22,27 @@ import (
 
 // memberlistLogger returns a standard logger whose lines go to z until
 // gate closes (nil: always).
-func memberlistLogger(z *zap.Logger, gate *logGate) *log.Logger {
+func memberlistLogger(z *zap.Logger, gate *loggate.Gate) *log.Logger {
 	return log.New(&levelWriter{z: z.WithOptions(zap.AddCallerSkip(3)), gate: gate}, "", 0)
-}
-
-// logGate stops a library's logging for good: memberlist's Shutdown does
-// not wait for a probe in flight, which may still log after the mesh
-// stopped — into a logger whose owner is gone (a finished test's). Once
-// close returns, no write is in progress and none starts.
-type logGate struct {
-	mu     sync.RWMutex
-	closed bool
-}
-
-func (g *logGate) close() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
 }
 
 // levelWriter turns memberlist's "[WARN] memberlist: text" lines into zap
 // entries of the matching level, until its gate closes.
 type levelWriter struct {
 	z    *zap.Logger
-	gate *logGate
+	gate *loggate.Gate
 }
 
 func (w *levelWriter) Write(p []byte) (int, error) {
-	if w.gate != nil {
-		w.gate.mu.RLock()
-		defer w.gate.mu.RUnlock()
-		if w.gate.closed {
-			return len(p), nil
-		}
+	if w.gate == nil {
+		w.write(p)
+	} else {
+		w.gate.Pass(func() { w.write(p) })
 	}
+	return len(p), nil
+}
+
+func (w *levelWriter) write(p []byte) {
 	for line := range bytes.Lines(p) {
 		s := strings.TrimSpace(string(line))
 		if s == "" {
@@ -77,7 +65,6 @@ func (w *levelWriter) Write(p []byte) (int, error) {
 			ce.Write()
 		}
 	}
-	return len(p), nil
 }
 
 // hclogZap implements hclog.Logger on top of zap.

@@ -18,6 +18,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/internal/lifecycle"
+	"github.com/robonet/robonet/internal/loggate"
 )
 
 // Mesh is one node's membership in the mesh and, on servers, its Raft
@@ -66,7 +67,7 @@ type Mesh struct {
 	keyring *memberlist.Keyring
 
 	// mlLog silences memberlist's log once it is shut down (logging.go).
-	mlLog logGate
+	mlLog loggate.Gate
 
 	advMu sync.Mutex // serialises re-advertising with leaving
 	left  bool       // the leave began: never advertise again (guarded by advMu)
@@ -362,7 +363,7 @@ func (m *Mesh) teardown(ctx context.Context, graceful bool) error {
 		if err := m.ml.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("memberlist shutdown: %w", err))
 		}
-		m.mlLog.close()
+		m.mlLog.Close()
 	} else if m.gossipTr != nil {
 		if err := m.gossipTr.Shutdown(); err != nil {
 			errs = append(errs, fmt.Errorf("gossip transport shutdown: %w", err))

@@ -19,6 +19,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest"
 
+	"github.com/robonet/robonet/internal/loggate"
 	"github.com/robonet/robonet/mesh"
 )
 
@@ -78,7 +79,7 @@ type TestCluster struct {
 	t       testing.TB
 	opts    options
 	Net     *Network
-	logDone *logGate
+	logDone *loggate.Gate
 
 	mu    sync.Mutex
 	nodes map[string]*Node
@@ -94,10 +95,10 @@ func NewTestCluster(t testing.TB, servers, workers int, opts ...ClusterOption) *
 	for _, f := range opts {
 		f(&o)
 	}
-	c := &TestCluster{t: t, opts: o, Net: NewNetwork(), nodes: map[string]*Node{}, logDone: &logGate{}}
+	c := &TestCluster{t: t, opts: o, Net: NewNetwork(), nodes: map[string]*Node{}, logDone: &loggate.Gate{}}
 	// Registered first, so it runs last: no log line after the test ends
 	// (zaptest would panic), whatever a library goroutine still prints.
-	t.Cleanup(c.logDone.close)
+	t.Cleanup(c.logDone.Close)
 	t.Cleanup(c.Close)
 
 	var names []string
@@ -136,32 +137,19 @@ func NewTestCluster(t testing.TB, servers, workers int, opts ...ClusterOption) *
 // Stop, and zaptest would fail the test for it). Call it before starting
 // the meshes that use it.
 func Logger(t testing.TB, level zapcore.Level) *zap.Logger {
-	gate := &logGate{}
-	t.Cleanup(gate.close)
+	gate := &loggate.Gate{}
+	t.Cleanup(gate.Close)
 	return guardedLogger(t, level, gate)
 }
 
-// logGate lets log writes through until closed; a write in progress
-// finishes before close returns, so none can reach the test after it.
-type logGate struct {
-	mu     sync.RWMutex
-	closed bool
-}
-
-func (g *logGate) close() {
-	g.mu.Lock()
-	g.closed = true
-	g.mu.Unlock()
-}
-
-func guardedLogger(t testing.TB, level zapcore.Level, gate *logGate) *zap.Logger {
+func guardedLogger(t testing.TB, level zapcore.Level, gate *loggate.Gate) *zap.Logger {
 	z := zaptest.NewLogger(t, zaptest.Level(level))
 	return zap.New(&guardCore{Core: z.Core(), gate: gate})
 }
 
 type guardCore struct {
 	zapcore.Core
-	gate *logGate
+	gate *loggate.Gate
 }
 
 func (g *guardCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
@@ -172,12 +160,9 @@ func (g *guardCore) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.Ch
 }
 
 func (g *guardCore) Write(e zapcore.Entry, f []zapcore.Field) error {
-	g.gate.mu.RLock()
-	defer g.gate.mu.RUnlock()
-	if g.gate.closed {
-		return nil
-	}
-	return g.Core.Write(e, f)
+	var err error
+	g.gate.Pass(func() { err = g.Core.Write(e, f) })
+	return err
 }
 
 func (g *guardCore) With(f []zapcore.Field) zapcore.Core {
