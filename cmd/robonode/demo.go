@@ -12,8 +12,8 @@ import (
 	"go.uber.org/zap/zapcore"
 	"golang.org/x/term"
 
-	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/examples"
+	"github.com/robonet/robonet/internal/client"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 

@@ -14,8 +14,8 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/examples"
+	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/node"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )

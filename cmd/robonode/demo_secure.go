@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/node"
 )

@@ -13,8 +13,8 @@ import (
 	"github.com/hashicorp/memberlist"
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/examples"
+	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/node"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
