@@ -2,8 +2,12 @@ package robonet_test
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"io"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 )
@@ -13,6 +17,8 @@ const module = "github.com/robonet/robonet"
 type pkg struct {
 	ImportPath string
 	Doc        string
+	Dir        string
+	GoFiles    []string
 	Imports    []string
 	Deps       []string
 	Standard   bool
@@ -22,7 +28,7 @@ type pkg struct {
 // against what the compiler sees, not against what the docs claim.
 func listPackages(t *testing.T) []pkg {
 	t.Helper()
-	cmd := exec.Command("go", "list", "-json=ImportPath,Doc,Imports,Deps", "./...")
+	cmd := exec.Command("go", "list", "-json=ImportPath,Doc,Dir,GoFiles,Imports,Deps", "./...")
 	out, err := cmd.Output()
 	if err != nil {
 		t.Fatalf("go list: %v", err)
@@ -64,6 +70,9 @@ func TestArchitecture(t *testing.T) {
 		}
 		helper := isTestHelper(p.ImportPath)
 		for _, imp := range p.Imports {
+			if under(imp, "chaos") && !under(p.ImportPath, "chaos") && !under(p.ImportPath, "cmd") {
+				t.Errorf("%s imports %s: the chaos harness and scenarios are run by commands (and tests), never by the mesh's own code", p.ImportPath, imp)
+			}
 			if imp == "testing" && !helper {
 				t.Errorf("%s: production code imports testing (only test helper packages named ...test may)", p.ImportPath)
 			}
@@ -97,6 +106,8 @@ func TestArchitecture(t *testing.T) {
 					t.Errorf("%s depends on %s: mesh and wag meet only in node", p.ImportPath, d)
 				}
 			}
+		case under(p.ImportPath, "cmd"):
+			checkCommand(t, p)
 		case under(p.ImportPath, "proto"):
 			for _, d := range p.Deps {
 				if strings.HasPrefix(d, module+"/") && !under(d, "proto") {
@@ -125,5 +136,39 @@ func TestPureCores(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkCommand keeps scenarios out of the packages under cmd, which only
+// parse flags, start, wait for a signal and stop (STYLE.md). A scripted
+// chaos scenario — a mesh started in-process with its failure detection
+// tuned, nodes killed on cue, the story told — lives next to the chaos
+// harness (chaos/demo), and a command runs it. Two signs of one are
+// checked: an import of memberlist or Raft (a node's settings reach them
+// through node.Config; only a scenario tunes them directly), and a call of
+// Halt (node.Node.Halt stops a node as if its process died: fault
+// injection). Calls are found by name in the syntax, without type
+// checking: no command has another Halt to call.
+func checkCommand(t *testing.T, p pkg) {
+	t.Helper()
+	for _, imp := range p.Imports {
+		if imp == "github.com/hashicorp/memberlist" || imp == "github.com/hashicorp/raft" {
+			t.Errorf("%s imports %s: a command tunes no gossip or Raft (a scenario belongs in chaos/demo)", p.ImportPath, imp)
+		}
+	}
+	fset := token.NewFileSet()
+	for _, name := range p.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatalf("parsing %s: %v", name, err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if call, ok := n.(*ast.CallExpr); ok {
+				if sel, ok := call.Fun.(*ast.SelectorExpr); ok && sel.Sel.Name == "Halt" {
+					t.Errorf("%s: %s calls Halt: a command kills no node (a scenario belongs in chaos/demo)", p.ImportPath, fset.Position(call.Pos()))
+				}
+			}
+			return true
+		})
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -108,10 +107,7 @@ func (s Started) Node() string { return workerNode(s.WorkerID) }
 
 // workerNode is the node part of a worker id.
 func workerNode(workerID string) string {
-	if i := strings.IndexByte(workerID, '/'); i >= 0 {
-		return workerID[:i]
-	}
-	return workerID
+	return WorkerNode(workerID)
 }
 
 // uplink is where a Waggler reports: its host, which forwards to the

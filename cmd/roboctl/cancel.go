@@ -6,7 +6,7 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/internal/client"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 

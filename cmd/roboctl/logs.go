@@ -12,7 +12,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/internal/client"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 

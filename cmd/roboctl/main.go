@@ -32,7 +32,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/grpc"
 
-	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/internal/version"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )

@@ -22,8 +22,8 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.yaml.in/yaml/v3"
 
-	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/node"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"

@@ -11,7 +11,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/internal/client"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 

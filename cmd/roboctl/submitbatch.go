@@ -14,8 +14,8 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/durationpb"
 
-	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/client"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 

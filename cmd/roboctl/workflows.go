@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/cobra"
 
-	"github.com/robonet/robonet/cmd/internal/client"
 	"github.com/robonet/robonet/engine/spec"
+	"github.com/robonet/robonet/internal/client"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 

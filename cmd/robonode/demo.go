@@ -2,28 +2,22 @@ package main
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"io"
 	"os"
-	"strings"
+	"os/signal"
+	"syscall"
 
 	"github.com/spf13/cobra"
-	"go.uber.org/zap"
-	"go.uber.org/zap/zapcore"
-	"golang.org/x/term"
+	"github.com/spf13/pflag"
 
-	"github.com/robonet/robonet/cmd/internal/client"
-	"github.com/robonet/robonet/examples"
-	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/chaos/demo"
+	"github.com/robonet/robonet/node"
 )
 
 func newDemoCmd(stdout, stderr io.Writer) *cobra.Command {
-	var (
-		dataDir  string
-		logLevel string
-		keep     bool
-		pg       string
-	)
+	var o demo.Options // the flags set it; the logger comes from --log-level
+	var logLevel string
 	cmd := &cobra.Command{
 		Use:   "demo",
 		Short: "Run the demo workflow across a throwaway mesh, killing a worker and the Waggler's node mid-run",
@@ -53,101 +47,52 @@ crash: no leave, no lease released), the demo names the new leader, and
 the workflow finishes there with its outputs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			o := demoOptions{dataDir: dataDir, logLevel: logLevel, keep: keep, postgres: pg}
-			if pg != "" {
-				return runMeshDemo(o, stdout, stderr)
-			}
-			return runDemo(o, stdout, stderr)
+			return runDemo(o, logLevel, stdout, stderr)
 		},
 	}
-	cmd.Flags().StringVar(&pg, "postgres", "", "Postgres DSN: run a mesh of three servers and two workers on it and kill the engine leader instead")
-	cmd.Flags().StringVar(&dataDir, "data-dir", "", "data directory to use, one subdirectory per node (default: a temporary one, removed afterwards)")
-	cmd.Flags().StringVar(&logLevel, "log-level", "error", "log level of the nodes: debug, info, warn or error (the demos kill nodes on purpose: warn shows what the nodes say about it)")
-	cmd.Flags().BoolVar(&keep, "keep", false, "keep the temporary data directory")
+	addDemoFlags(cmd.Flags(), &o, &logLevel)
 	return cmd
 }
 
-type demoOptions struct {
-	dataDir  string
-	logLevel string
-	keep     bool
-	postgres string
+// addDemoFlags binds the demo's flags to o and logLevel.
+func addDemoFlags(fs *pflag.FlagSet, o *demo.Options, logLevel *string) {
+	fs.StringVar(&o.Postgres, "postgres", "", "Postgres DSN: run a mesh of three servers and two workers on it and kill the engine leader instead")
+	fs.StringVar(&o.DataDir, "data-dir", "", "data directory to use, one subdirectory per node (default: a temporary one, removed afterwards)")
+	fs.StringVar(logLevel, "log-level", "error", "log level of the nodes: debug, info, warn or error (the demos kill nodes on purpose: warn shows what the nodes say about it)")
+	fs.BoolVar(&o.Keep, "keep", false, "keep the temporary data directory")
 }
 
-// dir returns the demo's data directory: --data-dir, or a temporary one that
-// cleanup removes unless --keep was given.
-func (o demoOptions) dir() (dir string, cleanup func(), err error) {
-	if o.dataDir != "" {
-		return o.dataDir, func() {}, nil
-	}
-	dir, err = os.MkdirTemp("", "robonode-demo-*")
+// runDemo runs the scenario of package chaos/demo that the flags chose,
+// with the nodes logging to stderr at logLevel, until it ends or SIGINT or
+// SIGTERM interrupts it.
+func runDemo(o demo.Options, logLevel string, stdout, stderr io.Writer) error {
+	log, err := newLogger("console", logLevel, stderr)
 	if err != nil {
-		return "", nil, runtimeError{fmt.Errorf("creating a temporary data directory: %w", err)}
+		return usageError{err}
 	}
-	if o.keep {
-		return dir, func() {}, nil
+	defer func() { _ = log.Sync() }()
+	o.Logger = log
+	ctx, stopSignals := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stopSignals()
+	scenario := demo.RunWagglers
+	if o.Postgres != "" {
+		scenario = demo.RunMesh
 	}
-	return dir, func() { _ = os.RemoveAll(dir) }, nil
+	return demoError(scenario(ctx, o, stdout))
 }
 
-// logger is the nodes' logger. The demos kill nodes on purpose and narrate
-// it; at the default level, the libraries' own complaints about the dead
-// peer (every refused vote request, heartbeat and probe) would drown that
-// out, so they are dropped below error.
-func (o demoOptions) logger(stderr io.Writer) (*zap.Logger, error) {
-	log, err := newLogger("console", o.logLevel, stderr)
-	if err != nil {
-		return nil, usageError{err}
-	}
-	if o.logLevel == "warn" || o.logLevel == "error" {
-		log = log.WithOptions(zap.WrapCore(func(c zapcore.Core) zapcore.Core {
-			return quietLibraries{Core: c}
-		}))
-	}
-	return log, nil
-}
-
-// submitDemo submits the embedded demo workflow with inputs (a JSON object;
-// empty: the defaults) through the API at addr; a failure is reported on w.
-func submitDemo(ctx context.Context, w io.Writer, wf robonetv1.WorkflowServiceClient, addr, inputs string) (*robonetv1.SubmitWorkflowResponse, error) {
-	sctx, cancel := context.WithTimeout(ctx, demoCallTimeout)
-	defer cancel()
-	resp, err := wf.SubmitWorkflow(sctx, &robonetv1.SubmitWorkflowRequest{
-		Workflow:   &robonetv1.SubmitWorkflowRequest_Spec{Spec: &robonetv1.InlineSpec{Source: examples.Demo, Filename: examples.DemoFile}},
-		InputsJson: inputs,
-	})
-	if err != nil {
-		fmt.Fprintf(w, "submitting the demo failed: %s\n", client.Describe(err, addr))
-		return nil, errReported
-	}
-	return resp, nil
-}
-
-// printFinal prints the finished instance and says whether it completed.
-func printFinal(w io.Writer, final *robonetv1.Instance) error {
-	fmt.Fprintln(w)
-	client.PrintInstance(w, final)
-	fmt.Fprintln(w)
-	if final.GetState() != robonetv1.InstanceState_INSTANCE_STATE_COMPLETE {
+// demoError maps a demo's outcome to robonode's exit codes: a failure the
+// demo told (1, said once), a node refusing its configuration (2), any
+// other failure (1).
+func demoError(err error) error {
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, demo.ErrReported):
 		return errReported
+	case errors.Is(err, node.ErrConfig):
+		return err
+	default:
+		return runtimeError{err}
 	}
-	return nil
 }
-
-// quietLibraries drops entries below DPanic from the Raft and memberlist
-// libraries' loggers (named mesh.raft and mesh.memberlist) and keeps
-// everything else.
-type quietLibraries struct{ zapcore.Core }
-
-func (q quietLibraries) Check(e zapcore.Entry, ce *zapcore.CheckedEntry) *zapcore.CheckedEntry {
-	if e.Level < zapcore.DPanicLevel && (strings.HasPrefix(e.LoggerName, "mesh.raft") || strings.HasPrefix(e.LoggerName, "mesh.memberlist")) {
-		return ce
-	}
-	return q.Core.Check(e, ce)
-}
-
-func (q quietLibraries) With(fields []zapcore.Field) zapcore.Core {
-	return quietLibraries{Core: q.Core.With(fields)}
-}
-
-func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }

@@ -14,10 +14,11 @@
 // released, so a restarted node (or another one) picks the workflows up at
 // once. A second signal during the shutdown kills the process.
 //
-// `robonode demo` starts a throwaway mesh in-process (a server on SQLite and
-// three worker-only nodes), runs examples/demo.yaml across it, kills a
-// worker and then the Waggler's node mid-run while telling what happens,
-// prints the outputs and stops (demo_wag.go; demo_mesh.go for --postgres).
+// `robonode demo` parses its flags and runs a scenario of package
+// chaos/demo: a throwaway mesh in-process (a server on SQLite and three
+// worker-only nodes) running examples/demo.yaml, a worker and then the
+// Waggler's node killed mid-run while it tells what happens (RunMesh for
+// --postgres).
 //
 // Exit codes: 0 clean shutdown, 1 runtime error, 2 usage or configuration
 // error.
@@ -38,6 +39,7 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zapgrpc"
+	"golang.org/x/term"
 	"google.golang.org/grpc/grpclog"
 
 	"github.com/robonet/robonet/internal/gctune"
@@ -277,6 +279,8 @@ func newLogger(format, level string, w io.Writer) (*zap.Logger, error) {
 	core := zapcore.NewCore(enc, zapcore.Lock(zapcore.AddSync(w)), lvl)
 	return zap.New(core, zap.ErrorOutput(zapcore.Lock(zapcore.AddSync(w)))), nil
 }
+
+func isTerminal(f *os.File) bool { return term.IsTerminal(int(f.Fd())) }
 
 // startCPUProfile profiles the process's CPU until the returned function
 // runs, which writes the profile out.

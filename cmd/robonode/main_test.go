@@ -2,15 +2,12 @@ package main
 
 import (
 	"bytes"
-	"fmt"
 	"net"
-	"net/url"
 	"os"
 	"path/filepath"
 	"reflect"
 	"regexp"
 	"runtime"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -18,32 +15,12 @@ import (
 	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
 
-	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/wag"
 )
 
-// TestMain checks that no goroutine outlives the tests. The mesh demo runs
-// memberlist with its default timings, and memberlist's Shutdown does not
-// wait for a probe in flight, which ends within a probe interval (1 s,
-// longer while Lifeguard scales probe timeouts up after a peer died), so
-// goleak is given up to ~15 s (each Find retries for about one) to see
-// it go rather than told to ignore it.
 func TestMain(m *testing.M) {
-	code := m.Run()
-	if code == 0 {
-		var err error
-		for range 15 {
-			if err = goleak.Find(); err == nil {
-				break
-			}
-		}
-		if err != nil {
-			fmt.Fprintf(os.Stderr, "goleak: %v\n", err)
-			code = 1
-		}
-	}
-	os.Exit(code)
+	goleak.VerifyTestMain(m)
 }
 
 // env is a fake environment.
@@ -264,104 +241,6 @@ func TestExitCodes(t *testing.T) {
 	code, stderr := run1("--data-dir", t.TempDir(), "--grpc", lis.Addr().String(), "--http", "off", "--log-format", "json")
 	if code != exitRuntime || !strings.Contains(stderr, "node failed to start") {
 		t.Errorf("port in use: exit %d, want %d\n%s", code, exitRuntime, stderr)
-	}
-}
-
-// TestDemo runs `robonode demo` in-process: a server and three worker-only
-// nodes on the embedded store; a worker running tasks is killed, its
-// attempts move to live nodes, then the Waggler's node is killed and a
-// successor takes the role at a higher epoch; the workflow completes with
-// the outputs it always has, and the mesh stops cleanly.
-func TestDemo(t *testing.T) {
-	var out, errOut bytes.Buffer
-	began := time.Now()
-	code := run([]string{"demo"}, &out, &errOut, env{}.get)
-	t.Logf("robonode demo took %v", time.Since(began).Round(time.Millisecond))
-	text := out.String()
-	if code != exitOK {
-		t.Fatalf("demo: exit %d\nstdout:\n%s\nstderr:\n%s", code, text, errOut.String())
-	}
-	for _, want := range []string{
-		"started worker-3 (worker-only, code.exec ×2)",
-		"submitted examples/demo.yaml (demo v1)",
-		"state     COMPLETE",
-		`"digest": "a4ef9c7f4b5d2578"`,
-		`"words": 312000`,
-		"mesh stopped cleanly",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("demo output lacks %q", want)
-		}
-	}
-	// The story: the Waggler placed; a worker killed (not the Waggler's
-	// node), its heartbeats missed and its attempts moved; the Waggler's
-	// node killed and a successor at a higher epoch on the third worker.
-	first := regexp.MustCompile(`Waggler of code\.exec: (worker-\d), epoch (\d+) \(placed by the leader\)`).FindStringSubmatch(text)
-	worker := regexp.MustCompile(`>>> killing (worker-\d), a worker node \(not the Waggler's\), mid-task`).FindStringSubmatch(text)
-	waggler := regexp.MustCompile(`>>> killing (worker-\d), the node of the Waggler of code\.exec \(epoch (\d+)\), mid-task`).FindStringSubmatch(text)
-	successor := regexp.MustCompile(`>>> successor Waggler of code\.exec: (worker-\d), epoch (\d+) \(was (worker-\d), epoch (\d+)\)`).FindStringSubmatch(text)
-	if first == nil || worker == nil || waggler == nil || successor == nil {
-		t.Fatalf("demo output lacks the Waggler (%v), the kill of a worker (%v), of the Waggler's node (%v) or the successor (%v):\n%s",
-			first != nil, worker != nil, waggler != nil, successor != nil, text)
-	}
-	if worker[1] == first[1] || waggler[1] != first[1] || waggler[2] != first[2] {
-		t.Errorf("killed %s as a worker and %s (epoch %s) as the Waggler's node; the Waggler was %s (epoch %s)",
-			worker[1], waggler[1], waggler[2], first[1], first[2])
-	}
-	if successor[1] == worker[1] || successor[1] == waggler[1] || successor[3] != waggler[1] || atoi(t, successor[2]) <= atoi(t, first[2]) {
-		t.Errorf("successor %s at epoch %s (was %s): want a live node at an epoch above %s", successor[1], successor[2], successor[3], first[2])
-	}
-	for _, want := range []string{
-		worker[1] + ": 1 heartbeat missed by ",
-		"moved from " + worker[1] + " to ",
-	} {
-		if !strings.Contains(text, want) {
-			t.Errorf("demo output lacks %q", want)
-		}
-	}
-	if t.Failed() {
-		t.Logf("stdout:\n%s\nstderr:\n%s", text, errOut.String())
-	}
-}
-
-func atoi(t *testing.T, s string) int {
-	t.Helper()
-	n, err := strconv.Atoi(s)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// TestMeshDemo runs `robonode demo --postgres`: three servers and two
-// workers in-process, the leader killed mid-run, the workflow finishing on
-// the new leader.
-func TestMeshDemo(t *testing.T) {
-	dsn, schema := pgtest.Schema(t)
-	u, err := url.Parse(dsn)
-	if err != nil {
-		t.Fatal(err)
-	}
-	q := u.Query()
-	q.Set("search_path", schema)
-	u.RawQuery = q.Encode()
-	var out, errOut bytes.Buffer
-	code := run([]string{"demo", "--postgres", u.String(), "--log-level", "error"}, &out, &errOut, env{}.get)
-	if code != exitOK {
-		t.Fatalf("demo --postgres: exit %d\nstdout:\n%s\nstderr:\n%s", code, out.String(), errOut.String())
-	}
-	for _, want := range []string{
-		"started worker-2 (worker-only)",
-		"engine leader: server-",
-		">>> killing the leader",
-		">>> new engine leader: server-",
-		"state     COMPLETE",
-		`"digest": "023076ee4da98e2c"`,
-		"mesh stopped cleanly",
-	} {
-		if !strings.Contains(out.String(), want) {
-			t.Errorf("demo output lacks %q:\n%s", want, out.String())
-		}
 	}
 }
 

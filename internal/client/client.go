@@ -1,8 +1,9 @@
-// Package client is what roboNet's command-line tools (roboctl, and robonode
-// demo) share to talk to a robonode's gRPC API: dialing, following an
-// instance's events with automatic resumption, live progress, error
-// descriptions with their details, and views of API objects rendered as
-// tables, JSON or YAML.
+// Package client is what roboNet's command-line tools (roboctl, and the
+// demos robonode demo runs) share to talk to a robonode's gRPC API:
+// dialing, following an instance's events with automatic resumption, live
+// progress, error descriptions with their details, and views of API objects
+// rendered as tables, JSON or YAML. It lives outside cmd so that the demos,
+// scenarios in package chaos/demo, can use it too.
 //
 // It holds presentation and protocol plumbing only; every decision is the
 // server's.

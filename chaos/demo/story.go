@@ -1,188 +1,35 @@
-package main
+package demo
 
 import (
 	"context"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	"github.com/hashicorp/memberlist"
-	"go.uber.org/zap"
-
-	"github.com/robonet/robonet/cmd/internal/client"
-	"github.com/robonet/robonet/examples"
+	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/node"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 )
 
-// The default demo: Wagglers across a mesh on the embedded store. One
-// server on SQLite serves no capability, so every task crosses to one of
-// three worker-only nodes serving code.exec, through the Waggler of
-// code.exec that the engine leader placed on one of them. Mid-run the demo
-// kills a worker that runs tasks, then the Waggler's node, and narrates
-// what the gRPC API and the server's view of the mesh show.
-//
-// Where a task runs comes from its heartbeats: every TASK_PROGRESS event
-// carries the worker id (node/capability/slot) of the run and its
-// heartbeat number. A run moved to another node after a kill shows up as
-// heartbeats of the same execution and attempt from a new worker; a run
-// the successor Waggler adopts keeps its worker and its heartbeat numbers
-// go on where they stopped.
+// storyStage is how far the demo's story has come.
+type storyStage int
 
 const (
-	demoCapability = "code.exec"
-	demoSlots      = 2 // per worker node
-	// demoHeartbeat is the workers' heartbeat interval: a dead worker has
-	// missed the Waggler's limit of three in under a second.
-	demoHeartbeat = 250 * time.Millisecond
-	// demoInheritGrace is how long a successor Waggler waits for the
-	// worker of an attempt it inherited to register: six heartbeat
-	// intervals, without wag's 5 s floor (on loopback a worker learns of
-	// the successor and connects within a few hundred milliseconds).
-	demoInheritGrace = 6 * demoHeartbeat
-	// demoInputs: twelve chunks over six slots, each digest pausing 1.5 s,
-	// so that both kills land while tasks run.
-	demoInputs = `{"chunks": 12, "pause": 1.5}`
-	// demoMissedHeartbeats is the Waggler's limit: a worker that misses
-	// this many heartbeats is dead to it.
-	demoMissedHeartbeats = wag.DefaultMissedHeartbeats
-	// demoTick is how often the demo looks at the mesh and decides.
-	demoTick = 50 * time.Millisecond
+	stageKillWorker  storyStage = iota // waiting for the workers to run tasks
+	stageKillWaggler                   // a worker killed; waiting for its runs to move
+	stageSuccessor                     // the Waggler's node killed; waiting for its successor
+	stageDone                          // the successor is known
 )
 
-var demoWorkers = []string{"worker-1", "worker-2", "worker-3"}
-
-// runDemo runs the default demo (see the command's help).
-func runDemo(o demoOptions, w, stderr io.Writer) error {
-	return withDemo(o, w, stderr, func(ctx context.Context, d *meshDemo, dir string) error {
-		stdout, log := d.out, d.log
-		server, err := d.start(ctx, demoNodeConfig("server", dir, true, nil, map[string]int{}, log),
-			"server, SQLite store in "+filepath.Join(dir, "server")+", serves no capability")
-		if err != nil {
-			return err
-		}
-		d.first = server
-		workers := map[string]*node.Node{}
-		for _, name := range demoWorkers {
-			cfg := demoNodeConfig(name, dir, false, []string{server.GossipAddr()}, map[string]int{demoCapability: demoSlots}, log)
-			if workers[name], err = d.start(ctx, cfg, fmt.Sprintf("worker-only, %s ×%d", demoCapability, demoSlots)); err != nil {
-				return err
-			}
-		}
-		if _, err := d.waitLeader(ctx, ""); err != nil {
-			return err
-		}
-		holder, epoch, err := waitWaggler(ctx, server)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "engine leader: %s (term %d)\nWaggler of %s: %s, epoch %d (placed by the leader)\n\n",
-			server.Name(), server.Term(), demoCapability, holder, epoch)
-
-		conn, err := client.Dial(server.GRPCAddr(), d.sec.credentials())
-		if err != nil {
-			return runtimeError{err}
-		}
-		defer func() { _ = conn.Close() }()
-		wf := robonetv1.NewWorkflowServiceClient(conn)
-		resp, err := submitDemo(ctx, stdout, wf, server.GRPCAddr(), demoInputs)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintf(stdout, "submitted %s (%s v%d) with %s, instance %s\n\n", examples.DemoFile,
-			resp.GetWorkflow().GetName(), resp.GetWorkflow().GetVersion(), demoInputs, resp.GetInstanceId())
-
-		show := newWagShow(stdout, server, workers, holder, epoch)
-		final, err := show.run(ctx, wf, resp.GetInstanceId())
-		if err != nil {
-			if ctx.Err() != nil {
-				fmt.Fprintln(stdout, "interrupted; stopping the mesh")
-			} else {
-				fmt.Fprintf(stdout, "following the demo failed: %s\n", client.Describe(err, server.GRPCAddr()))
-			}
-			return errReported
-		}
-		err = printFinal(stdout, final)
-		show.summary(stdout, final)
-		return err
-	})
-}
-
-// demoNodeConfig is a node of the demo: loopback, free ports, and timings
-// that notice a dead node within about a second instead of several:
-// heartbeats every 250 ms, and a gossip probe every 200 ms with a short
-// suspicion (demoMemberlist). They suit a LAN; they are not the test
-// timings of mesh.TestConfig.
-func demoNodeConfig(name, dir string, server bool, join []string, caps map[string]int, log *zap.Logger) node.Config {
-	return node.Config{
-		Name:         name,
-		DataDir:      filepath.Join(dir, name),
-		GRPCAddr:     "127.0.0.1:0",
-		HTTPAddr:     node.HTTPDisabled,
-		GossipAddr:   "127.0.0.1:0",
-		RaftAddr:     "127.0.0.1:0",
-		Join:         join,
-		Server:       &server,
-		Capabilities: caps,
-		Logger:       log.With(zap.String("node", name)),
-		StopTimeout:  demoStopTimeout,
-		Mesh:         mesh.Config{Memberlist: demoMemberlist},
-		Wag:          wag.Config{HeartbeatInterval: demoHeartbeat, MissedHeartbeats: demoMissedHeartbeats, InheritGrace: demoInheritGrace},
-	}
-}
-
-// demoMemberlist tightens memberlist's LAN failure detection: a probe every
-// 200 ms answered within 100 ms, and a suspicion of about two probe
-// intervals before a silent node is declared failed. Gossip and push/pull
-// keep their defaults but for a faster gossip round.
-func demoMemberlist(c *memberlist.Config) {
-	c.ProbeInterval = 200 * time.Millisecond
-	c.ProbeTimeout = 100 * time.Millisecond
-	c.GossipInterval = 50 * time.Millisecond
-	c.SuspicionMult = 2
-}
-
-// waitWaggler waits up to demoCallTimeout for server to see an alive node
-// holding the Waggler role of demoCapability.
-func waitWaggler(ctx context.Context, server *node.Node) (string, uint64, error) {
-	ctx, cancel := context.WithTimeout(ctx, demoCallTimeout)
-	defer cancel()
-	tick := time.NewTicker(demoTick)
-	defer tick.Stop()
-	for {
-		for _, m := range server.Members() {
-			if m.Status == mesh.StatusAlive && m.Wagglers[demoCapability] > 0 {
-				return m.Name, m.Wagglers[demoCapability], nil
-			}
-		}
-		select {
-		case <-tick.C:
-		case <-ctx.Done():
-			return "", 0, runtimeError{fmt.Errorf("no Waggler of %s placed: %w", demoCapability, ctx.Err())}
-		}
-	}
-}
-
-// showStage is how far the demo's story has come.
-type showStage int
-
-const (
-	stageKillWorker  showStage = iota // waiting for the workers to run tasks
-	stageKillWaggler                  // a worker killed; waiting for its runs to move
-	stageSuccessor                    // the Waggler's node killed; waiting for its successor
-	stageDone                         // the successor is known
-)
-
-// wagShow follows the demo's instance and tells its story: it prints the
+// story follows the demo's instance and tells its story: it prints the
 // events as they come (onEvent, from the watch) and kills nodes when the
 // time comes (step, from its own ticker).
-type wagShow struct {
+type story struct {
 	out     io.Writer
 	server  *node.Node
 	workers map[string]*node.Node
@@ -190,8 +37,8 @@ type wagShow struct {
 	halts   sync.WaitGroup // nodes being halted
 
 	mu       sync.Mutex
-	stage    showStage
-	waggler  string // node of the Waggler of demoCapability
+	stage    storyStage
+	waggler  string // node of the Waggler of capability
 	epoch    uint64
 	execs    map[string]*execution
 	order    []string             // execution ids, as first seen
@@ -228,8 +75,8 @@ type nodeKill struct {
 	worker  bool      // a worker's kill (not the Waggler's node)
 }
 
-func newWagShow(out io.Writer, server *node.Node, workers map[string]*node.Node, waggler string, epoch uint64) *wagShow {
-	return &wagShow{
+func newStory(out io.Writer, server *node.Node, workers map[string]*node.Node, waggler string, epoch uint64) *story {
+	return &story{
 		out: out, server: server, workers: workers, waggler: waggler, epoch: epoch,
 		execs: map[string]*execution{}, spreads: map[string]bool{}, lastBeat: map[string]time.Time{},
 	}
@@ -237,14 +84,14 @@ func newWagShow(out io.Writer, server *node.Node, workers map[string]*node.Node,
 
 // run follows instance id to its end, telling the story, and returns its
 // final view.
-func (s *wagShow) run(ctx context.Context, wf robonetv1.WorkflowServiceClient, id string) (*robonetv1.Instance, error) {
+func (s *story) run(ctx context.Context, wf robonetv1.WorkflowServiceClient, id string) (*robonetv1.Instance, error) {
 	s.began = time.Now()
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
 	go func() {
 		defer wg.Done()
-		t := time.NewTicker(demoTick)
+		t := time.NewTicker(tick)
 		defer t.Stop()
 		for {
 			select {
@@ -262,7 +109,7 @@ func (s *wagShow) run(ctx context.Context, wf robonetv1.WorkflowServiceClient, i
 	if err != nil {
 		return nil, err
 	}
-	cctx, cancel := context.WithTimeout(ctx, demoCallTimeout)
+	cctx, cancel := context.WithTimeout(ctx, callTimeout)
 	defer cancel()
 	resp, err := wf.GetInstance(cctx, &robonetv1.GetInstanceRequest{InstanceId: id})
 	if err != nil {
@@ -273,12 +120,12 @@ func (s *wagShow) run(ctx context.Context, wf robonetv1.WorkflowServiceClient, i
 
 // say prints one line of the story, stamped with the time since the
 // submission; s.mu held.
-func (s *wagShow) say(format string, args ...any) {
+func (s *story) say(format string, args ...any) {
 	fmt.Fprintf(s.out, "%5.1fs  %s\n", time.Since(s.began).Seconds(), fmt.Sprintf(format, args...))
 }
 
 // onEvent tells an event of the instance.
-func (s *wagShow) onEvent(ev *robonetv1.Event) {
+func (s *story) onEvent(ev *robonetv1.Event) {
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -319,7 +166,7 @@ func (s *wagShow) onEvent(ev *robonetv1.Event) {
 // heartbeat, one from another worker (it moved), or the first one its
 // adopted run sends the successor Waggler. A heartbeat with no worker is a
 // notice of an attempt that waits for one. s.mu held.
-func (s *wagShow) heartbeat(p *robonetv1.TaskProgress, now time.Time) {
+func (s *story) heartbeat(p *robonetv1.TaskProgress, now time.Time) {
 	id, worker := p.GetExecutionId(), p.GetWorkerId()
 	e := s.execs[id]
 	if e == nil {
@@ -335,7 +182,10 @@ func (s *wagShow) heartbeat(p *robonetv1.TaskProgress, now time.Time) {
 		return
 	}
 	e.waiting = ""
-	at, slot := splitWorker(worker)
+	at, _, slot := wag.ParseWorkerID(worker)
+	if slot == "" {
+		slot = "?" // not a worker's id
+	}
 	s.lastBeat[at] = now
 	switch {
 	case !e.running || e.worker != worker:
@@ -366,7 +216,7 @@ func (s *wagShow) heartbeat(p *robonetv1.TaskProgress, now time.Time) {
 // step watches the killed nodes and moves the story on: it kills a worker
 // once the workers run tasks, the Waggler's node once that worker's runs
 // moved, and names the successor Waggler once the mesh shows it.
-func (s *wagShow) step(now time.Time) {
+func (s *story) step(now time.Time) {
 	members := s.server.Members()
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -389,14 +239,14 @@ func (s *wagShow) step(now time.Time) {
 				e.adopt, e.seqAtKill = true, e.seq
 			}
 		}
-		s.kill(s.waggler, fmt.Sprintf("the node of the Waggler of %s (epoch %d)", demoCapability, s.epoch), false, now)
+		s.kill(s.waggler, fmt.Sprintf("the node of the Waggler of %s (epoch %d)", capability, s.epoch), false, now)
 		s.stage = stageSuccessor
 	case stageSuccessor:
 		for _, m := range members {
-			if m.Status == mesh.StatusAlive && m.Wagglers[demoCapability] > s.epoch && s.killed(m.Name) == nil {
-				s.say(">>> successor Waggler of %s: %s, epoch %d (was %s, epoch %d), %s after the kill", demoCapability,
-					m.Name, m.Wagglers[demoCapability], s.waggler, s.epoch, since(s.kills[1].at, now))
-				s.waggler, s.epoch = m.Name, m.Wagglers[demoCapability]
+			if m.Status == mesh.StatusAlive && m.Wagglers[capability] > s.epoch && s.killed(m.Name) == nil {
+				s.say(">>> successor Waggler of %s: %s, epoch %d (was %s, epoch %d), %s after the kill", capability,
+					m.Name, m.Wagglers[capability], s.waggler, s.epoch, since(s.kills[1].at, now))
+				s.waggler, s.epoch = m.Name, m.Wagglers[capability]
 				s.stage = stageDone
 				break
 			}
@@ -409,19 +259,19 @@ func (s *wagShow) step(now time.Time) {
 // instances run on every worker (or fill every slot, or have run for a
 // second): the one other than the Waggler's that runs the most; "" to
 // wait. s.mu held.
-func (s *wagShow) pickWorker(now time.Time) string {
+func (s *story) pickWorker(now time.Time) string {
 	running := s.running()
 	total := 0
 	for _, n := range running {
 		total += n
 	}
-	ready := len(running) == len(demoWorkers) || total >= len(demoWorkers)*demoSlots ||
+	ready := len(running) == len(workerNames) || total >= len(workerNames)*slots ||
 		(!s.firstRun.IsZero() && now.Sub(s.firstRun) > time.Second)
 	if !ready {
 		return ""
 	}
 	victim := ""
-	for _, name := range demoWorkers {
+	for _, name := range workerNames {
 		if name != s.waggler && running[name] > running[victim] {
 			victim = name
 		}
@@ -430,7 +280,7 @@ func (s *wagShow) pickWorker(now time.Time) string {
 }
 
 // running counts the spread instances running per node. s.mu held.
-func (s *wagShow) running() map[string]int {
+func (s *story) running() map[string]int {
 	out := map[string]int{}
 	for _, e := range s.execs {
 		if e.running && strings.Contains(e.id, "[") {
@@ -442,8 +292,8 @@ func (s *wagShow) running() map[string]int {
 
 // survivor is the worker node that is neither killed nor the Waggler's.
 // s.mu held.
-func (s *wagShow) survivor() string {
-	for _, name := range demoWorkers {
+func (s *story) survivor() string {
+	for _, name := range workerNames {
 		if name != s.waggler && s.killed(name) == nil {
 			return name
 		}
@@ -453,7 +303,7 @@ func (s *wagShow) survivor() string {
 
 // kill halts node name (in the background: Halt waits for its teardown)
 // and says what it ran. s.mu held.
-func (s *wagShow) kill(name, what string, worker bool, now time.Time) {
+func (s *story) kill(name, what string, worker bool, now time.Time) {
 	k := &nodeKill{node: name, at: now, last: s.lastBeat[name], worker: worker}
 	for _, id := range s.order {
 		if e := s.execs[id]; e.running && e.node == name {
@@ -475,7 +325,7 @@ func (s *wagShow) kill(name, what string, worker bool, now time.Time) {
 }
 
 // killed returns the kill of node name, or nil. s.mu held.
-func (s *wagShow) killed(name string) *nodeKill {
+func (s *story) killed(name string) *nodeKill {
 	for _, k := range s.kills {
 		if k.node == name {
 			return k
@@ -486,7 +336,7 @@ func (s *wagShow) killed(name string) *nodeKill {
 
 // stranded lists what k's node ran when killed and has not moved yet.
 // s.mu held.
-func (s *wagShow) stranded(k *nodeKill) []string {
+func (s *story) stranded(k *nodeKill) []string {
 	var out []string
 	for _, id := range k.running {
 		if e := s.execs[id]; e.running && e.node == k.node {
@@ -500,7 +350,7 @@ func (s *wagShow) stranded(k *nodeKill) []string {
 // have not moved (the Waggler's ladder counts the same way: silence less a
 // quarter interval, in whole intervals, up to its limit) and when the mesh
 // declares the node failed. s.mu held.
-func (s *wagShow) watchKilled(k *nodeKill, members []mesh.Member, now time.Time) {
+func (s *story) watchKilled(k *nodeKill, members []mesh.Member, now time.Time) {
 	for _, m := range members {
 		if m.Name == k.node && m.Status == mesh.StatusFailed && !k.failed {
 			k.failed = true
@@ -511,11 +361,11 @@ func (s *wagShow) watchKilled(k *nodeKill, members []mesh.Member, now time.Time)
 	if len(stranded) == 0 || k.last.IsZero() {
 		return
 	}
-	missed := min(int((now.Sub(k.last)-demoHeartbeat/4)/demoHeartbeat), demoMissedHeartbeats)
+	missed := min(int((now.Sub(k.last)-heartbeatInterval/4)/heartbeatInterval), missedHeartbeats)
 	for k.missed < missed {
 		k.missed++
 		line := fmt.Sprintf("%s: %s missed by %s", k.node, plural(k.missed, "heartbeat"), strings.Join(stranded, ", "))
-		if k.missed == demoMissedHeartbeats && k.worker {
+		if k.missed == missedHeartbeats && k.worker {
 			line += ": the Waggler's limit, it reassigns them"
 		}
 		s.say("%s", line)
@@ -523,7 +373,7 @@ func (s *wagShow) watchKilled(k *nodeKill, members []mesh.Member, now time.Time)
 }
 
 // width is how many instances of spread task were seen. s.mu held.
-func (s *wagShow) width(task string) int {
+func (s *story) width(task string) int {
 	n := 0
 	for _, id := range s.order {
 		if strings.HasPrefix(id, task+"[") {
@@ -549,7 +399,7 @@ func (e *execution) history() string {
 // (final's task attempts), what moved off a killed node and what the
 // successor adopted (from the heartbeats), and whether the kills cost any
 // retry.
-func (s *wagShow) summary(w io.Writer, final *robonetv1.Instance) {
+func (s *story) summary(w io.Writer, final *robonetv1.Instance) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	byNode := map[string][]string{}
@@ -573,7 +423,7 @@ func (s *wagShow) summary(w io.Writer, final *robonetv1.Instance) {
 		}
 	}
 	fmt.Fprintln(w, "where each task completed (the engine's record of its attempts):")
-	for _, name := range append(slices.Clone(demoWorkers), "?") {
+	for _, name := range append(slices.Clone(workerNames), "?") {
 		ran := byNode[name]
 		if name == "?" && len(ran) == 0 {
 			continue
@@ -623,16 +473,6 @@ func (s *wagShow) summary(w io.Writer, final *robonetv1.Instance) {
 		fmt.Fprintln(w, "(the workflow finished before the demo had killed a worker and the Waggler's node)")
 	}
 	fmt.Fprintln(w)
-}
-
-// splitWorker splits a worker id (node/capability/slot) into its node and
-// slot.
-func splitWorker(id string) (node, slot string) {
-	parts := strings.Split(id, "/")
-	if len(parts) < 3 {
-		return id, "?"
-	}
-	return parts[0], parts[len(parts)-1]
 }
 
 // plural is "1 heartbeat", "2 heartbeats".

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"crypto/rand"
@@ -9,17 +9,17 @@ import (
 	"strings"
 	"time"
 
-	"github.com/robonet/robonet/cmd/internal/client"
+	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/node"
 )
 
-// demoSecurity is what makes a demo mesh secure, as a real one would be:
-// a CA with a certificate per node (mutual TLS between nodes and on Raft,
-// TLS for the demo's own client), an API token and a gossip key, all made
+// security is what makes a demo mesh secure, as a real one would be: a CA
+// with a certificate per node (mutual TLS between nodes and on Raft, TLS
+// for the demo's own client), an API token and a gossip key, all made
 // afresh in the demo's data directory, and an exec policy naming the one
 // program the demo runs.
-type demoSecurity struct {
+type security struct {
 	dir       string
 	token     string
 	gossipKey []byte
@@ -32,25 +32,25 @@ type demoSecurity struct {
 	execAllow []string
 }
 
-// newDemoSecurity creates the CA, token and gossip key under dir/pki, and
+// newSecurity creates the CA, token and gossip key under dir/pki, and
 // finds the sh the demo runs.
-func newDemoSecurity(dir string) (*demoSecurity, error) {
-	s := &demoSecurity{dir: filepath.Join(dir, "pki")}
+func newSecurity(dir string) (*security, error) {
+	s := &security{dir: filepath.Join(dir, "pki")}
 	if _, _, err := pki.CreateCA(s.dir, 24*time.Hour, time.Now()); err != nil {
-		return nil, runtimeError{err}
+		return nil, err
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {
-		return nil, runtimeError{err}
+		return nil, err
 	}
 	s.token = base64.RawURLEncoding.EncodeToString(secret)
 	s.gossipKey = make([]byte, 32)
 	if _, err := rand.Read(s.gossipKey); err != nil {
-		return nil, runtimeError{err}
+		return nil, err
 	}
 	sh, err := exec.LookPath("sh")
 	if err != nil {
-		return nil, runtimeError{fmt.Errorf("the demo runs sh, which is not in PATH: %w", err)}
+		return nil, fmt.Errorf("the demo runs sh, which is not in PATH: %w", err)
 	}
 	s.execAllow = []string{sh}
 	return s, nil
@@ -58,10 +58,10 @@ func newDemoSecurity(dir string) (*demoSecurity, error) {
 
 // apply gives cfg a certificate of its own, the token, the gossip key and
 // the exec policy.
-func (s *demoSecurity) apply(cfg *node.Config) error {
+func (s *security) apply(cfg *node.Config) error {
 	cert, key, err := pki.CreateNodeCert(s.dir, s.dir, pki.NodeCert{Name: cfg.Name, Server: cfg.Server != nil && *cfg.Server, Validity: 24 * time.Hour}, time.Now())
 	if err != nil {
-		return runtimeError{err}
+		return err
 	}
 	cfg.TLS = pki.Files{CA: filepath.Join(s.dir, pki.CAFile), Cert: cert, Key: key}
 	cfg.APITokens = []string{s.token}
@@ -71,12 +71,12 @@ func (s *demoSecurity) apply(cfg *node.Config) error {
 }
 
 // credentials are the demo client's: the CA to verify nodes, the token.
-func (s *demoSecurity) credentials() client.Credentials {
+func (s *security) credentials() client.Credentials {
 	return client.Credentials{CAFile: filepath.Join(s.dir, pki.CAFile), Token: s.token}
 }
 
 // describe says what protects the demo mesh.
-func (s *demoSecurity) describe() string {
+func (s *security) describe() string {
 	return fmt.Sprintf("security: mutual TLS between nodes and on Raft (a CA and a certificate per node in %s), "+
 		"an API token for the demo's client, encrypted gossip, exec limited to %s", s.dir, strings.Join(s.execAllow, ", "))
 }
