@@ -141,9 +141,11 @@ func (b *Book) Allowance(peer string, minTier Tier, slots int, now time.Time) in
 	if s, ok := b.peers[peer]; ok {
 		good = s.good
 	}
-	// (A hair of tolerance: decay between observing and asking must not
-	// take back a whole step.)
-	return min(slots, 1+int(good/b.p.ProbationStep+1e-6))
+	// (A relative tolerance of 1e-3, the decay of about two minutes:
+	// the decay between observing a completion and asking, seconds,
+	// must not take back a whole step — an absolute one did, from a
+	// tenth of a second on.)
+	return min(slots, 1+int(good/b.p.ProbationStep*(1+1e-3)))
 }
 
 // Prefer orders peers by trust, highest first (tier, then score, then

@@ -67,6 +67,21 @@ func TestTiersRiseAndFall(t *testing.T) {
 	want("two half-lives later (good 12.75 < 20)", Provisional, 13)
 }
 
+// Probation's steps are not taken back by the decay of the seconds
+// between a completion and the next question.
+func TestAllowanceStepsSurviveDecay(t *testing.T) {
+	b := book(t)
+	for i := range 3 {
+		b.Observe("w", TaskCompleted, 1, t0.Add(time.Duration(i)*time.Second))
+	}
+	if got := b.Allowance("w", Established, 32, t0.Add(10*time.Second)); got != 4 {
+		t.Fatalf("three completions, 10 s later: allowance %d, want 4", got)
+	}
+	if got := b.Allowance("w", Established, 32, t0.Add(24*time.Hour)); got != 2 {
+		t.Fatalf("three completions, a half-life later: allowance %d, want 2 (good 1.5)", got)
+	}
+}
+
 func TestTrusted(t *testing.T) {
 	b := book(t)
 	for range 249 {
