@@ -147,6 +147,37 @@ func TestSelfPreTrustAndPrefer(t *testing.T) {
 	}
 }
 
+// Programs are subjects of their own: vouching for every node ("*") does
+// not vouch for the programs connected to them, nor does a node's own
+// trust in itself; "*/*" and "NODE/*" do.
+func TestProgramSubjectsPreTrust(t *testing.T) {
+	b := book(t)
+	b.PreTrust(AllPeers)
+	for _, p := range []string{"me/gpu", "w1/gpu"} {
+		if b.Tier(p, t0) != Unverified || b.Allowance(p, Established, 8, t0) != 1 {
+			t.Fatalf("%s: %s, allowance %d; want a program on probation whatever its node's trust", p, b.Tier(p, t0), b.Allowance(p, Established, 8, t0))
+		}
+	}
+	if b.Tier("w1", t0) != Trusted {
+		t.Fatal("* trusts every node")
+	}
+	b.PreTrust(ProgramsOf("w1"))
+	if b.Tier("w1/gpu", t0) != Trusted || b.Tier("w2/gpu", t0) != Unverified {
+		t.Fatal("w1/* trusts w1's programs only")
+	}
+	b.PreTrust(AllPrograms)
+	if b.Tier("w2/gpu", t0) != Trusted {
+		t.Fatal("*/* trusts every program")
+	}
+	b.PreTrust("w3/cpu")
+	if v := b.View(t0); len(v) != 1 || v[0].Name != "w3/cpu" || !v[0].PreTrusted {
+		t.Fatalf("view %+v: patterns are not subjects", v)
+	}
+	if n, p := SplitSubject("w3/cpu"); n != "w3" || p != "cpu" || !IsProgram("w3/cpu") || IsProgram("w3") {
+		t.Fatal("SplitSubject, IsProgram")
+	}
+}
+
 func TestParamsValidate(t *testing.T) {
 	p := DefaultParams()
 	if err := p.Validate(); err != nil {
