@@ -623,8 +623,8 @@ outputs:
 	startNodeWith(t, cfg)
 	in := waitDone(t, m.server.api, id, 60*time.Second)
 	wantOutputs(t, in, `{"doubled": 42}`)
-	outvoted := logs.FilterMessage("a worker node was outvoted on a verified attempt").All()
-	if len(outvoted) != 1 || outvoted[0].ContextMap()["worker_node"] != "liar" {
+	outvoted := logs.FilterMessage("a worker was outvoted on a verified attempt").All()
+	if len(outvoted) != 1 || outvoted[0].ContextMap()["worker_subject"] != "liar" {
 		t.Fatalf("outvoted: %v, want the liar once", outvoted)
 	}
 }
