@@ -121,9 +121,10 @@ func wagNodeConfig(t *testing.T, name string, server bool, join []string, caps m
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).Named(name) // the Wagglers' story, should a test fail
 	cfg.Wag.Registry = reg
 	// These meshes test placement and failover, not trust: operators
-	// vouch for every node, so no node starts on probation (trust_test.go
-	// tests probation, forgeries and the Sentinel).
-	cfg.TrustPeers = []string{"*"}
+	// vouch for every node and every worker program, so none starts on
+	// probation (trust_test.go tests probation, forgeries and the
+	// Sentinel; programs_test.go programs').
+	cfg.TrustPeers = []string{"*", "*/*"}
 	return cfg
 }
 
