@@ -185,7 +185,7 @@ func textProgram(capability string, g *gate, slots int, actions ...string) *work
 // A worker program needs a worker token scoped to its capability: a
 // submit token is refused; a worker token scoped to text serves text with
 // an action of its own, but not code.exec, nor the built-in exec. An
-// operator quarantines the program by its name, NODE/PROGRAM: what it runs
+// operator quarantines the program as NODE/TOKEN, e2e/gpu-box: what it runs
 // moves off it and it gets nothing until released.
 func TestWorkerProgramTokens(t *testing.T) {
 	n := startProgramNode(t, nil)
@@ -350,8 +350,9 @@ func TestWorkerProgramVouchedFor(t *testing.T) {
 // is too fast; the answer is taken all the same), an answer to an attempt
 // it was never given, a second answer. Each is counted on the node
 // (robonet_worker_program_misbehaviour_total) and against the program's
-// own trust; three in the window and the Sentinel quarantines the
-// program.
+// own trust — as its token, e2e/gpu-box, whatever name it gives; three in
+// the window and the Sentinel quarantines it. Connecting under another
+// name with the same token does not get it out.
 func TestWorkerProgramMisbehaviour(t *testing.T) {
 	n := startProgramNode(t, func(cfg *node.Config) { cfg.WorkerMinRuntime = time.Hour })
 	p := startRawProgramOn(t, n.dial(t, workerToken), &robonetv1.WorkerHello{Name: "raw", Capability: "text", Actions: []string{"summarize"}, Slots: 1})
@@ -378,13 +379,13 @@ func TestWorkerProgramMisbehaviour(t *testing.T) {
 		return strings.Contains(m, "\nrobonet_worker_program_misbehaviour_total{kind=\"too_fast\"} 1\n") &&
 			strings.Contains(m, "\nrobonet_worker_program_misbehaviour_total{kind=\"unsolicited\"} 2\n")
 	})
-	eventually(t, 30*time.Second, "the Sentinel's quarantine of e2e/raw", func() bool {
+	eventually(t, 30*time.Second, "the Sentinel's quarantine of e2e/gpu-box", func() bool {
 		resp, err := n.mesh.Quarantine(ctxFor(t, 10*time.Second), &robonetv1.QuarantineRequest{Op: robonetv1.QuarantineOp_QUARANTINE_OP_LIST})
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, q := range resp.GetNodes() {
-			if q.GetNode() == "e2e/raw" {
+			if q.GetNode() == "e2e/gpu-box" {
 				if q.GetManual() || !strings.Contains(q.GetReason(), "never given") {
 					t.Fatalf("quarantine %v, want the Sentinel's naming the misbehaviour", q)
 				}
@@ -393,11 +394,48 @@ func TestWorkerProgramMisbehaviour(t *testing.T) {
 		}
 		return false
 	})
-	tr := trustOf(t, n.mesh, "e2e/raw")
+	tr := trustOf(t, n.mesh, "e2e/gpu-box")
 	if tr == nil || tr.GetEvidence()["misbehaviour"] != 3 || tr.GetBad() < 29 {
-		t.Fatalf("trust in e2e/raw: %v, want 3 misbehaviours against it", tr)
+		t.Fatalf("trust in e2e/gpu-box: %v, want 3 misbehaviours against it", tr)
 	}
 	if self := trustOf(t, n.mesh, "e2e"); self != nil && self.GetEvidence()["misbehaviour"] != 0 {
 		t.Errorf("the node is blamed for its program: %v", self)
 	}
+
+	// Quarantined: a new attempt waits; the same token under another name
+	// is the same subject and gets nothing either (once its worker is
+	// registered, the Waggler has placed what it may).
+	id = submitSpec(t, n.api, textSpec, `{"n": 1}`)
+	eventually(t, 30*time.Second, "the attempt waiting", func() bool {
+		w := wagglerOf(t, n.mesh, "text")
+		return w.GetQueued() == 1 && w.GetInFlight() == 0
+	})
+	g := newGate()
+	renamed := textProgram("text", g, 1, "summarize")
+	renamed.Name = "innocent"
+	if err := serveProgram(t, renamed, n.dial(t, workerToken)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 30*time.Second, "the renamed program's worker registered", func() bool {
+		return wagglerOf(t, n.mesh, "text").GetWorkers() == 2
+	})
+	if w := wagglerOf(t, n.mesh, "text"); w.GetQueued() != 1 || w.GetInFlight() != 0 {
+		t.Fatalf("waggler of text %v: the renamed program was given the attempt", w)
+	}
+	if in := waitDoneOrNot(t, n.api, id); in != nil {
+		t.Fatalf("the attempt ran: %v", in)
+	}
+}
+
+// waitDoneOrNot returns instance id if it finished, nil while it runs.
+func waitDoneOrNot(t *testing.T, api robonetv1.WorkflowServiceClient, id string) *robonetv1.Instance {
+	t.Helper()
+	resp, err := api.GetInstance(ctxFor(t, 10*time.Second), &robonetv1.GetInstanceRequest{InstanceId: id})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := resp.GetInstance().GetState(); st == robonetv1.InstanceState_INSTANCE_STATE_COMPLETE || st == robonetv1.InstanceState_INSTANCE_STATE_FAILED {
+		return resp.GetInstance()
+	}
+	return nil
 }

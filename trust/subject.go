@@ -4,12 +4,15 @@ import "strings"
 
 // Subjects. Trust is kept per subject: a node (its name, which never
 // holds a '/'), or a worker program connected to a node through the
-// WorkerService, named NODE/PROGRAM (PROGRAM is the name the program
-// gives, unique on its node). A program is judged apart from the node it
-// connects through: it starts on probation like a new node, what it loses
-// or gets outvoted on counts against it alone, and it is quarantined on
-// its own. The node still bounds it: a program never runs more at once
-// than its node may (see wag's placement).
+// WorkerService, named NODE/PROGRAM. PROGRAM is the name of the program's
+// worker token when it has one — the credential is its identity, so the
+// programs of one token on a node are one subject, and a new name earns
+// nothing afresh — and the name the program gives otherwise (an admin's,
+// or on a node without tokens). A program is judged apart from the node
+// it connects through: it starts on probation like a new node, what it
+// loses or gets outvoted on counts against it alone, and it is
+// quarantined on its own. The node still bounds it: a program never runs
+// more at once than its node may (see wag's placement).
 
 // ProgramSubject is the subject of the program called program on node.
 func ProgramSubject(node, program string) string { return node + "/" + program }

@@ -97,7 +97,9 @@
 // what the workers do (attempts accepted, completed, lost; heartbeat
 // replays; misbehaviour). A subject is a worker's node, or — for the slots
 // of a worker program's pool, node/capability/program-N — the program,
-// named node/program (WorkerSubject): a program starts on probation
+// named node/program (WorkerSubject; a pool named token~name, as a node
+// names a program connected with a worker token, is judged as
+// node/token): a program starts on probation
 // whatever its node's trust, is bounded by its node's allowance as well as
 // its own, and what it loses or misdoes counts against it, not its node (a
 // completion counts for both). What is about the machine stays the node's:

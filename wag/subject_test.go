@@ -16,6 +16,8 @@ func TestWorkerSubject(t *testing.T) {
 		"n1":                    "n1",
 		"n1/text":               "n1",
 		"n1/ai.inference/a-b-1": "n1/a-b",
+		"n1/text/gpu-box~p1-3":  "n1/gpu-box", // a program connected with the worker token gpu-box
+		"n1/text/~p1-3":         "n1/~p1",
 	} {
 		if got := WorkerSubject(id); got != want {
 			t.Errorf("WorkerSubject(%q) = %q, want %q", id, got, want)

@@ -115,13 +115,20 @@ func workerNode(workerID string) string {
 	return workerID
 }
 
+// SubjectSep separates, in the name of a worker program's pool, the
+// subject the program is judged as from the program's own name:
+// SUBJECT~NAME (see WorkerSubject).
+const SubjectSep = "~"
+
 // WorkerSubject is the trust subject of a worker (package trust): its
 // node for the node's own slots (NODE/CAPABILITY/N), the program for the
 // slots of a worker program's pool (NODE/CAPABILITY/PROGRAM-N, see
-// slotPrefix), named NODE/PROGRAM. A Waggler keeps a program's
-// probation, rank, quarantine and evidence apart from its node's; what
-// is about the machine (node deaths, verified runs on distinct nodes,
-// locality) stays the node's.
+// slotPrefix), named NODE/PROGRAM — or NODE/SUBJECT for a pool named
+// SUBJECT~PROGRAM (the node names a program connected with a worker
+// token after the token). A Waggler keeps a program's probation, rank,
+// quarantine and evidence apart from its node's; what is about the
+// machine (node deaths, verified runs on distinct nodes, locality) stays
+// the node's.
 func WorkerSubject(workerID string) string {
 	node, rest, ok := strings.Cut(workerID, "/")
 	if !ok {
@@ -133,6 +140,9 @@ func WorkerSubject(workerID string) string {
 	}
 	if i := strings.LastIndexByte(slot, '-'); i > 0 && isDigits(slot[i+1:]) {
 		slot = slot[:i]
+	}
+	if subject, _, ok := strings.Cut(slot, SubjectSep); ok && subject != "" {
+		slot = subject
 	}
 	return trust.ProgramSubject(node, slot)
 }

@@ -61,7 +61,8 @@ type PoolHost interface {
 // (wag.BuiltinActions) unless the node allows it (AllowBuiltins).
 // Refusals are PERMISSION_DENIED naming the token, the capability or
 // actions, and what is allowed. Each program is a trust subject of its
-// own, NODE/PROGRAM (wag.WorkerSubject): the Waggler gives it one attempt
+// own, NODE/PROGRAM (wag.WorkerSubject; PROGRAM is its worker token's
+// name, see poolName): the Waggler gives it one attempt
 // at a time until it has earned the dispatch tier, and counts against it
 // what it loses or gets outvoted on. What only the node sees — an answer
 // to an attempt the program was never given (or had answered already),
@@ -129,6 +130,20 @@ func (s *ExternalServer) Misbehaviours() map[wag.Misbehaviour]uint64 {
 	return out
 }
 
+// poolName names the pool of a program called name: its name, or for a
+// program connected with a worker token TOKEN~NAME, so that its trust
+// subject is the token's (wag.WorkerSubject: NODE/TOKEN). The credential
+// is the program's identity: a program that changes its name, or a token
+// that connects more programs, gets no fresh probation and escapes no
+// quarantine. (An admin, or anyone on a node without tokens, may do
+// anything anyway: its programs are judged by their names.)
+func poolName(ctx context.Context, name string) string {
+	if p, ok := access.FromContext(ctx); ok && p.Role == access.Worker {
+		return p.Name + wag.SubjectSep + name
+	}
+	return name
+}
+
 // mayServe checks that the caller's token may serve the hello's
 // capability, and that the hello claims no built-in action the node keeps
 // to itself. A call without a principal (in-process, or a node without
@@ -170,6 +185,7 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 		s.log.Warn("a worker program was refused", zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability()), zap.Error(err))
 		return err
 	}
+	pool := poolName(stream.Context(), hello.GetName())
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(errors.New("stream ended"))
 	c := &extConn{
@@ -186,7 +202,7 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 	}
 	c.misbehave = func(m wag.Misbehaviour) {
 		s.misbehaved[m].Add(1)
-		s.host.Misbehaved(hello.GetCapability(), hello.GetName(), m)
+		s.host.Misbehaved(hello.GetCapability(), pool, m)
 	}
 	defer c.out.close()
 	reg := wag.NewEmptyRegistry()
@@ -195,7 +211,7 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
-	remove, err := s.host.AddPool(hello.GetCapability(), hello.GetName(), int(hello.GetSlots()), reg)
+	remove, err := s.host.AddPool(hello.GetCapability(), pool, int(hello.GetSlots()), reg)
 	if err != nil {
 		switch {
 		case errors.Is(err, wag.ErrNotRunning):

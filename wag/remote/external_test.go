@@ -30,11 +30,15 @@ import (
 type poolCatcher struct {
 	regs chan *wag.Registry
 
-	mu  sync.Mutex
-	bad []string // "capability/pool kind"
+	mu    sync.Mutex
+	bad   []string // "capability/pool kind"
+	names []string // of the pools added
 }
 
-func (p *poolCatcher) AddPool(_, _ string, _ int, reg *wag.Registry) (func(context.Context) error, error) {
+func (p *poolCatcher) AddPool(_, name string, _ int, reg *wag.Registry) (func(context.Context) error, error) {
+	p.mu.Lock()
+	p.names = append(p.names, name)
+	p.mu.Unlock()
 	p.regs <- reg
 	return func(context.Context) error { return nil }, nil
 }
@@ -274,9 +278,15 @@ func TestExternalResultThenDisconnect(t *testing.T) {
 // without a principal (in-process) serves anything but the built-ins.
 func TestExternalWhoMayServe(t *testing.T) {
 	worker := &access.Principal{Name: "gpu-box", Role: access.Worker, Capabilities: []string{"text", "ai.*"}}
+	var pools []string // the pools added, by name
 	hello := func(t *testing.T, opts ExternalOptions, p *access.Principal, capability string, actions ...string) error {
 		t.Helper()
 		s, cc := newExternalServer(t, opts, p)
+		t.Cleanup(func() {
+			s.host.mu.Lock()
+			pools = append(pools, s.host.names...)
+			s.host.mu.Unlock()
+		})
 		stream, err := robonetv1.NewWorkerServiceClient(cc).Serve(t.Context())
 		if err != nil {
 			t.Fatal(err)
@@ -333,6 +343,11 @@ func TestExternalWhoMayServe(t *testing.T) {
 				}
 			}
 		})
+	}
+	// A worker token's programs are judged as the token (its pool is
+	// TOKEN~NAME: subject NODE/TOKEN), others by their names.
+	if want := []string{"gpu-box~p1", "gpu-box~p1", "gpu-box~p1", "p1", "p1"}; !slices.Equal(pools, want) {
+		t.Errorf("pools %q, want %q", pools, want)
 	}
 }
 

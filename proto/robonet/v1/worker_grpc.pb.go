@@ -58,8 +58,9 @@ const (
 // On a node with API tokens the program's token must be of role worker
 // (or admin) and allow the capability (capabilities=); the actions may not
 // be built-in ones (exec, http, sleep, echo) unless the node allows it:
-// otherwise Serve ends with PERMISSION_DENIED. The program is judged on its
-// own, as NODE/NAME: a new one runs one attempt at a time, one more per
+// otherwise Serve ends with PERMISSION_DENIED. The program is judged apart
+// from the node, as NODE/TOKEN (the token's name; NODE/NAME without a
+// worker token): a new one runs one attempt at a time, one more per
 // attempt it completes, until it earns the node's dispatch tier. A
 // WorkerDone for an attempt the node never sent it (or answered already),
 // or sooner than the node's --worker-min-runtime, counts against it.
@@ -124,8 +125,9 @@ type WorkerService_ServeClient = grpc.BidiStreamingClient[ServeRequest, ServeRes
 // On a node with API tokens the program's token must be of role worker
 // (or admin) and allow the capability (capabilities=); the actions may not
 // be built-in ones (exec, http, sleep, echo) unless the node allows it:
-// otherwise Serve ends with PERMISSION_DENIED. The program is judged on its
-// own, as NODE/NAME: a new one runs one attempt at a time, one more per
+// otherwise Serve ends with PERMISSION_DENIED. The program is judged apart
+// from the node, as NODE/TOKEN (the token's name; NODE/NAME without a
+// worker token): a new one runs one attempt at a time, one more per
 // attempt it completes, until it earns the node's dispatch tier. A
 // WorkerDone for an attempt the node never sent it (or answered already),
 // or sooner than the node's --worker-min-runtime, counts against it.
