@@ -81,7 +81,8 @@ func TestDefaults(t *testing.T) {
 	want := settings{DataDir: "robonode-data", Bind: "127.0.0.1", GRPC: "127.0.0.1:7233", HTTP: "127.0.0.1:7280",
 		Gossip: "127.0.0.1:7301", Raft: "127.0.0.1:7302",
 		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
-		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats, DispatchTier: "established", Placement: mesh.PlaceBalanced}
+		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats, DispatchTier: "established", Placement: mesh.PlaceBalanced,
+		WorkerMinRuntime: node.DefaultWorkerMinRuntime}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
 	}
@@ -109,7 +110,7 @@ capabilities: {core: 3, code.exec: 5}
 		Capabilities: map[string]int{"core": 3, "code.exec": 5},
 		LogFormat:    "json", LogLevel: "warn", ShutdownTimeout: 30 * time.Second,
 		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats,
-		DispatchTier: "established", Placement: mesh.PlaceBalanced,
+		DispatchTier: "established", Placement: mesh.PlaceBalanced, WorkerMinRuntime: node.DefaultWorkerMinRuntime,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("settings:\n got %+v\nwant %+v", s, want)
