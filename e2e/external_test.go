@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
+	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
@@ -206,15 +207,20 @@ type rawProgram struct {
 
 func startRawProgram(t *testing.T, n *testNode, name string) *rawProgram {
 	t.Helper()
+	return startRawProgramOn(t, n.conn, &robonetv1.WorkerHello{Name: name, Capability: "ext", Actions: []string{"shout"}, Slots: 1})
+}
+
+// startRawProgramOn starts a raw program on cc (whose credentials are the
+// program's) with hello.
+func startRawProgramOn(t *testing.T, cc grpc.ClientConnInterface, hello *robonetv1.WorkerHello) *rawProgram {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	stream, err := robonetv1.NewWorkerServiceClient(n.conn).Serve(ctx)
+	stream, err := robonetv1.NewWorkerServiceClient(cc).Serve(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
 	p := &rawProgram{stream: stream}
-	p.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Hello{Hello: &robonetv1.WorkerHello{
-		Name: name, Capability: "ext", Actions: []string{"shout"}, Slots: 1,
-	}}})
+	p.send(t, &robonetv1.ServeRequest{Msg: &robonetv1.ServeRequest_Hello{Hello: hello}})
 	if msg, err := stream.Recv(); err != nil || msg.GetWelcome() == nil {
 		t.Fatalf("first answer %v, %v; want a welcome", msg, err)
 	}

@@ -121,9 +121,10 @@ func wagNodeConfig(t *testing.T, name string, server bool, join []string, caps m
 	cfg.Logger = zaptest.NewLogger(t, zaptest.Level(zap.InfoLevel)).Named(name) // the Wagglers' story, should a test fail
 	cfg.Wag.Registry = reg
 	// These meshes test placement and failover, not trust: operators
-	// vouch for every node, so no node starts on probation (trust_test.go
-	// tests probation, forgeries and the Sentinel).
-	cfg.TrustPeers = []string{"*"}
+	// vouch for every node and every worker program, so none starts on
+	// probation (trust_test.go tests probation, forgeries and the
+	// Sentinel; programs_test.go programs').
+	cfg.TrustPeers = []string{"*", "*/*"}
 	return cfg
 }
 
@@ -623,8 +624,8 @@ outputs:
 	startNodeWith(t, cfg)
 	in := waitDone(t, m.server.api, id, 60*time.Second)
 	wantOutputs(t, in, `{"doubled": 42}`)
-	outvoted := logs.FilterMessage("a worker node was outvoted on a verified attempt").All()
-	if len(outvoted) != 1 || outvoted[0].ContextMap()["worker_node"] != "liar" {
+	outvoted := logs.FilterMessage("a worker was outvoted on a verified attempt").All()
+	if len(outvoted) != 1 || outvoted[0].ContextMap()["worker_subject"] != "liar" {
 		t.Fatalf("outvoted: %v, want the liar once", outvoted)
 	}
 }

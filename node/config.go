@@ -50,6 +50,13 @@ const (
 	DefaultForwardTimeout = 10 * time.Second
 	// DefaultPoolStatsInterval is the default of Config.PoolStatsInterval.
 	DefaultPoolStatsInterval = 15 * time.Second
+	// DefaultWorkerMinRuntime is the default of Config.WorkerMinRuntime:
+	// less than the round trip of an attempt to a program and its answer
+	// back over loopback, so that only a program that answers attempts
+	// before it could have received them trips it, whatever its work. (A
+	// Go program answering at once took 97 µs at the fastest, over 400
+	// attempts on a busy 2-core machine; 100 µs would count honest ones.)
+	DefaultWorkerMinRuntime = 20 * time.Microsecond
 	// HTTPDisabled as Config.HTTPAddr turns the HTTP server off.
 	HTTPDisabled = "off"
 )
@@ -196,8 +203,23 @@ type Config struct {
 	// TrustPeers are nodes trusted from the start (operators vouch for
 	// them), by name; "*" trusts every node (a mesh of one owner's
 	// machines, where probation only slows the start). A node that forges
-	// a hash-chain token loses this trust all the same.
+	// a hash-chain token loses this trust all the same. Worker programs
+	// are trust subjects of their own, NODE/PROGRAM, not covered by "*":
+	// name one, every program of a node (NODE/*) or every program (*/*).
 	TrustPeers []string
+	// AllowWorkerBuiltins names the built-in actions (exec, http, sleep,
+	// echo) a worker program connected to this node may claim as its own;
+	// "*" allows them all. Default: none — a program that claims one is
+	// refused, so an attempt that asks for exec never reaches a program.
+	AllowWorkerBuiltins []string
+	// WorkerMinRuntime is the floor of how soon a worker program may
+	// answer an attempt after this node sent it: a sooner answer is
+	// counted as misbehaviour (robonet_worker_program_misbehaviour_total,
+	// and against the program's trust), faster than any real work — a
+	// program answering attempts before it could have seen them. Raise it
+	// to what the capability's work takes at least. Zero means
+	// DefaultWorkerMinRuntime; negative means no floor.
+	WorkerMinRuntime time.Duration
 	// Faults inject misbehaviour, for tests and chaos drills. nil in
 	// production.
 	Faults *Faults
@@ -234,6 +256,17 @@ type Config struct {
 	Wag wag.Config
 }
 
+// checkTrustPeer checks a name vouched for (TrustPeers): a node, "*"
+// (every node), a worker program NODE/PROGRAM, NODE/* (every program of
+// NODE) or */* (every program).
+func checkTrustPeer(p string) error {
+	node, program, isProgram := strings.Cut(p, "/")
+	if p == "" || len(p) > 256 || node == "" || (isProgram && (program == "" || strings.Contains(program, "/") || node == "*" && program != "*")) {
+		return fmt.Errorf("trusted peer %q: name a node, NODE/PROGRAM for a worker program, * for every node, NODE/* or */* for worker programs", p)
+	}
+	return nil
+}
+
 // WithDefaults returns a copy of c with defaults filled in.
 func (c Config) WithDefaults() Config {
 	if c.Name == "" {
@@ -262,6 +295,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.MaxMessageBytes == 0 {
 		c.MaxMessageBytes = DefaultMaxMessageBytes
+	}
+	if c.WorkerMinRuntime == 0 {
+		c.WorkerMinRuntime = DefaultWorkerMinRuntime
 	}
 	if c.MaxSpecBytes == 0 {
 		c.MaxSpecBytes = DefaultMaxSpecBytes
@@ -359,8 +395,13 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("dispatch tier: %w", err))
 	}
 	for _, p := range c.TrustPeers {
-		if p == "" || len(p) > 256 {
-			errs = append(errs, fmt.Errorf("trusted peer %q: name a node (or * for every node)", p))
+		if err := checkTrustPeer(p); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	for _, a := range c.AllowWorkerBuiltins {
+		if a != "*" && !slices.Contains(wag.BuiltinActions(), a) {
+			errs = append(errs, fmt.Errorf("allowed worker built-in %q: name one of %s, or * for all", a, strings.Join(wag.BuiltinActions(), ", ")))
 		}
 	}
 	if c.StopTimeout < 0 {

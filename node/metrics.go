@@ -104,8 +104,8 @@ var (
 	descWagR   = prometheus.NewDesc("robonet_waggler_running", "Attempts running on workers, watched by this node's Waggler of a capability.", []string{"capability"}, nil)
 	descWagW   = prometheus.NewDesc("robonet_waggler_workers", "Workers (not declared dead) registered with this node's Waggler of a capability.", []string{"capability"}, nil)
 	descWagE   = prometheus.NewDesc("robonet_waggler_epoch", "The epoch of this node's Waggler of a capability.", []string{"capability"}, nil)
-	descTrust  = prometheus.NewDesc("robonet_trust_nodes", "Nodes by the trust tier this node gives them.", []string{"tier"}, nil)
-	descQuar   = prometheus.NewDesc("robonet_quarantined_nodes", "Nodes in quarantine (servers: the control state's list).", nil, nil)
+	descTrust  = prometheus.NewDesc("robonet_trust_nodes", "Nodes and worker programs (NODE/PROGRAM) by the trust tier this node gives them.", []string{"tier"}, nil)
+	descQuar   = prometheus.NewDesc("robonet_quarantined_nodes", "Nodes and worker programs in quarantine (servers: the control state's list).", nil, nil)
 	descHeld   = prometheus.NewDesc("robonet_engine_instances_held", "Workflow instances the engine on this node holds in memory (0 off the leader).", nil, nil)
 	descParked = prometheus.NewDesc("robonet_engine_instances_parked_total", "Waiting instances the engine on this node parked: written and released from memory until their wait ends or a signal, cancel or resume wakes them.", nil, nil)
 	descHeldB  = prometheus.NewDesc("robonet_engine_instances_held_back", "Of those, the instances claimed and not started yet: the capabilities their first tasks need have a full backlog.", nil, nil)
@@ -125,11 +125,12 @@ var (
 	descLogBytes      = prometheus.NewDesc("robonet_task_log_bytes", "Bytes of the task logs this node keeps (bounded by the task-log-bytes limit).", nil, nil)
 	descLogAttempts   = prometheus.NewDesc("robonet_task_log_attempts", "Attempts whose task log this node keeps.", nil, nil)
 	descLogDropped    = prometheus.NewDesc("robonet_worker_log_lines_dropped_total", "Log lines worker programs connected to this node sent for attempts it did not know or that had finished: dropped.", nil, nil)
+	descMisbehaved    = prometheus.NewDesc("robonet_worker_program_misbehaviour_total", "What worker programs connected to this node did that no honest program does, by kind: unsolicited (an answer to an attempt it was never given, or had answered), too_fast (an answer sooner than --worker-min-runtime).", []string{"kind"}, nil)
 )
 
 func (c *stateCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{descLeader, descTerm, descKnown, descMember, descWagQ, descWagR, descWagW, descWagE, descTrust, descQuar, descHeld, descHeldB, descParked,
-		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts, descLogDropped,
+		descPoolSlots, descPoolBusy, descPoolDone, descPoolRun, descLogBytes, descLogAttempts, descLogDropped, descMisbehaved,
 		descStoreConns, descStoreFailover, descStoreResets, descStoreWriter, descStoreSync, descStoreWait} {
 		ch <- d
 	}
@@ -207,6 +208,9 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	if n.external != nil {
 		ch <- prometheus.MustNewConstMetric(descLogDropped, prometheus.CounterValue, float64(n.external.DroppedLogLines()))
+		for m, k := range n.external.Misbehaviours() {
+			ch <- prometheus.MustNewConstMetric(descMisbehaved, prometheus.CounterValue, float64(k), m.String())
+		}
 	}
 	if n.pg != nil {
 		c, r := n.pg.ConnStats(), n.pg.ReplicationStats()

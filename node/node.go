@@ -472,7 +472,8 @@ func (n *Node) startGRPC() {
 		Trust: n.trust, Evidence: n.trust, MaxMessageBytes: n.cfg.MaxMessageBytes,
 	}))
 	wcfg := n.cfg.Wag.WithDefaults()
-	n.external = remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log, remote.ExternalOptions{TaskLogs: n.taskLogs})
+	n.external = remote.NewExternalServer(n.workers, n.cfg.Name, wcfg.HeartbeatInterval, wcfg.MissedHeartbeats, n.log, remote.ExternalOptions{
+		TaskLogs: n.taskLogs, AllowBuiltins: n.cfg.AllowWorkerBuiltins, MinRuntime: max(n.cfg.WorkerMinRuntime, 0), Clock: n.cfg.Clock})
 	robonetv1.RegisterWorkerServiceServer(n.grpcSrv, n.external)
 	n.health = health.NewServer()
 	healthpb.RegisterHealthServer(n.grpcSrv, n.health)

@@ -59,6 +59,10 @@ func TestConfig(t *testing.T) {
 		{GossipKey: []byte("short")},
 		{Join: []string{""}},
 		{Server: &no, BootstrapExpect: 3},
+		{TrustPeers: []string{"w1/"}},
+		{TrustPeers: []string{"w1/a/b"}},
+		{TrustPeers: []string{"*/gpu"}},
+		{AllowWorkerBuiltins: []string{"rm"}},
 	} {
 		if _, err := New(bad); !errors.Is(err, ErrConfig) {
 			t.Errorf("New(%+v) = %v, want ErrConfig", bad, err)
@@ -88,6 +92,7 @@ func TestConfig(t *testing.T) {
 		{BootstrapExpect: 3, PostgresDSN: "postgres://x"},
 		{Join: []string{"10.0.0.1:7301"}, Server: &yes, PostgresDSN: "postgres://x"},
 		{Join: []string{"10.0.0.1:7301"}},
+		{TrustPeers: []string{"*", "w1", "w1/gpu", "w1/*", "*/*"}, AllowWorkerBuiltins: []string{"echo", "*"}},
 	} {
 		if _, err := New(good); err != nil {
 			t.Errorf("New(%+v) = %v", good, err)

@@ -22,7 +22,9 @@ import (
 // maxQuarantineReason bounds the reason an operator gives.
 const maxQuarantineReason = 1024
 
-// Quarantine lists, adds or releases a quarantine. Changes go through
+// Quarantine lists, adds or releases a quarantine: of a node, or of a
+// worker program, named NODE/PROGRAM (a trust subject of its own: its
+// node's other workers keep working). Changes go through
 // Raft on the leader: this node applies them when it leads and forwards
 // them once to the leader otherwise; a list comes from this node's
 // control state when it is a server, from the leader's otherwise.
@@ -38,8 +40,8 @@ func (s *meshAPI) Quarantine(ctx context.Context, req *robonetv1.QuarantineReque
 		}
 	case robonetv1.QuarantineOp_QUARANTINE_OP_ADD, robonetv1.QuarantineOp_QUARANTINE_OP_RELEASE:
 		n := req.GetNode()
-		if n == "" || len(n) > 256 {
-			return nil, status.Errorf(codes.InvalidArgument, "quarantine: node %s: name a node of the mesh (roboctl members)", value.QuoteClipped(n, 64))
+		if node, program, ok := strings.Cut(n, "/"); node == "" || len(n) > 256 || ok && (program == "" || strings.Contains(program, "/")) {
+			return nil, status.Errorf(codes.InvalidArgument, "quarantine: node %s: name a node of the mesh (roboctl members) or a worker program as NODE/PROGRAM (roboctl trust)", value.QuoteClipped(n, 64))
 		}
 		if len(req.GetReason()) > maxQuarantineReason {
 			return nil, status.Errorf(codes.InvalidArgument, "quarantine: the reason is %d bytes, the limit is %d", len(req.GetReason()), maxQuarantineReason)
@@ -93,8 +95,9 @@ func (s *meshAPI) toLeader(ctx context.Context, l mesh.Leadership, what, why str
 	return cc, metadata.AppendToOutgoingContext(ctx, forwardedHeader, s.self), nil
 }
 
-// ListTrust answers with the leader's trust in each node: this node's
-// when it leads, else forwarded once to the leader.
+// ListTrust answers with the leader's trust in each node and worker
+// program (NODE/PROGRAM): this node's when it leads, else forwarded once
+// to the leader.
 func (s *meshAPI) ListTrust(ctx context.Context, req *robonetv1.ListTrustRequest) (*robonetv1.ListTrustResponse, error) {
 	if s.trust == nil {
 		return nil, status.Error(codes.Unimplemented, "trust: this node does not report trust")

@@ -203,7 +203,7 @@ func (t *trustCenter) Distrusted(peer string) bool {
 var evidenceOf = map[sentinel.Kind]trust.Evidence{
 	sentinel.Heartbeat: trust.HeartbeatOK, sentinel.Completed: trust.TaskCompleted, sentinel.Lost: trust.TaskFailed,
 	sentinel.Failed: trust.TaskFailed, sentinel.Replay: trust.Replay, sentinel.VerifyAgree: trust.VerifyAgree,
-	sentinel.VerifyMismatch: trust.VerifyMismatch, sentinel.Violation: trust.Violation,
+	sentinel.VerifyMismatch: trust.VerifyMismatch, sentinel.Violation: trust.Violation, sentinel.Misbehaved: trust.Misbehaviour,
 }
 
 // Observe implements remote.Trust and wag.Trust: o counts in this node's
@@ -367,13 +367,14 @@ func (t *trustCenter) resetLocked(node string) {
 	t.log.Info("a node left quarantine: its trust starts again from zero", zap.String("peer", node))
 }
 
-// verifyOutcome counts a verified attempt's vote (the leader's Verifier).
-func (t *trustCenter) verifyOutcome(node string, agreed bool) {
+// verifyOutcome counts a verified attempt's vote (the leader's Verifier)
+// for the subject that ran it: a node, or a worker program.
+func (t *trustCenter) verifyOutcome(subject string, agreed bool) {
 	k := sentinel.VerifyAgree
 	if !agreed {
 		k = sentinel.VerifyMismatch
 	}
-	t.Observe(sentinel.Observation{Node: node, Kind: k, At: t.clock.Now()})
+	t.Observe(sentinel.Observation{Node: subject, Kind: k, At: t.clock.Now()})
 }
 
 // view returns the book as this node sees it.

@@ -359,14 +359,14 @@ func (n *Node) slotsServing(capability string) int {
 	return slots
 }
 
-// verifyOutcome is told, for each worker node that ran a verified
-// attempt, whether its output agreed with the majority; an outvoted node
-// is evidence against it.
-func (n *Node) verifyOutcome(node string, agreed bool) {
+// verifyOutcome is told, for each worker node or worker program (a trust
+// subject, NODE/PROGRAM) that ran a verified attempt, whether its output
+// agreed with the majority; an outvoted one is evidence against it.
+func (n *Node) verifyOutcome(subject string, agreed bool) {
 	if !agreed {
-		n.log.Warn("a worker node was outvoted on a verified attempt", zap.String("worker_node", node))
+		n.log.Warn("a worker was outvoted on a verified attempt", zap.String("worker_subject", subject))
 	}
-	n.trust.verifyOutcome(node, agreed)
+	n.trust.verifyOutcome(subject, agreed)
 }
 
 // peerViolation is told of a peer that sent, on a Waggler stream, what no

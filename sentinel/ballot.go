@@ -80,6 +80,10 @@ func isProof(r Reason) bool {
 	return r.Detector == DetectChain || (r.Detector == DetectMismatch && r.Score >= 1)
 }
 
+// isProgram reports whether a subject is a worker program (NODE/PROGRAM,
+// package trust) rather than a node.
+func isProgram(subject string) bool { return strings.Contains(subject, "/") }
+
 // Forget drops the proposals about node (it was released, or left).
 func (b *Ballot) Forget(node string) { delete(b.props, node) }
 
@@ -91,6 +95,12 @@ func (b *Ballot) Forget(node string) { delete(b.props, node) }
 // unless that would quarantine more than MaxQuarantined of
 // the nodes (the most anomalous go first). The Sentinel's quarantines
 // older than CoolDown are released; an operator's never are.
+//
+// A worker program (NODE/PROGRAM) is quarantined on one observer's
+// proposal: only the Waggler of its capability sees what it does, and
+// that Waggler could withhold its work anyway. Programs do not count
+// against the nodes' share, nor take its room: quarantining a program
+// leaves its node, and every other node, serving.
 func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[string]Quarantine) []Decision {
 	var out []Decision
 	for _, n := range slices.Sorted(maps.Keys(quarantined)) {
@@ -129,7 +139,7 @@ func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[str
 			delete(b.props, node)
 			continue
 		}
-		if len(obs) < need && !proof {
+		if len(obs) < need && !proof && !isProgram(node) {
 			continue
 		}
 		slices.Sort(obs)
@@ -153,16 +163,25 @@ func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[str
 		}
 		return strings.Compare(x.d.Node, y.d.Node)
 	})
-	released := 0
-	for _, d := range out {
-		if d.Action == ReleaseNode {
-			released++
+	held := 0 // nodes quarantined and staying so
+	for n := range quarantined {
+		if !isProgram(n) {
+			held++
 		}
 	}
-	room := int(math.Floor(b.p.MaxQuarantined*float64(nodes))) - (len(quarantined) - released)
+	for _, d := range out {
+		if d.Action == ReleaseNode && !isProgram(d.Node) {
+			held--
+		}
+	}
+	room := int(math.Floor(b.p.MaxQuarantined*float64(nodes))) - held
 	for _, c := range cands {
+		if isProgram(c.d.Node) {
+			out = append(out, c.d)
+			continue
+		}
 		if room <= 0 {
-			break
+			continue
 		}
 		out = append(out, c.d)
 		room--

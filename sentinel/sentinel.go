@@ -42,6 +42,9 @@ const (
 	// Heartbeat: a heartbeat batch whose hash-chain stamp verified. No
 	// detector uses it; it is evidence for the trust scores.
 	Heartbeat
+	// Misbehaved: a worker program answered an attempt it was never
+	// given, or sooner than any real work could.
+	Misbehaved
 )
 
 // Observation is one thing an observer saw a node do.
@@ -108,6 +111,7 @@ const (
 	DetectResources = "resources"
 	DetectMismatch  = "mismatch"
 	DetectViolation = "violations"
+	DetectMisbehave = "misbehaviour"
 )
 
 // DefaultParams are the defaults:
@@ -123,14 +127,17 @@ const (
 //   - resources: a mean CPU or memory 5 robust deviations above the other
 //     nodes' scores 0.5;
 //   - verification: one mismatch scores 0.6, two or more 1;
-//   - violations: a third each, up to 1 at 3;
-//   - weights: resources 0.4, replays 0.8, violations 0.9, the rest 1;
+//   - violations: a third each, up to 1 at 3; a worker program's
+//     misbehaviour the same;
+//   - weights: resources 0.4, replays 0.8, violations and misbehaviour
+//     0.9, the rest 1;
 //     the anomaly score is 1 − Π(1 − weight · sub-score), so resources
 //     alone never reach the threshold of 0.8, and one mismatch alone does
 //     not either;
-//   - quarantine: 2 confirming observers (1 for a chain break, or when
-//     the mesh has one), proposals live for the window, a 30-minute
-//     cool-down, at most half the nodes quarantined at once.
+//   - quarantine: 2 confirming observers (1 for a chain break, for a
+//     worker program, or when the mesh has one), proposals live for the
+//     window, a 30-minute cool-down, at most half the nodes quarantined
+//     at once (programs apart).
 func DefaultParams() Params {
 	return Params{
 		Window: 10 * time.Minute, Buckets: 10, MaxNodes: 10_000,
@@ -139,7 +146,7 @@ func DefaultParams() Params {
 		ReplayLimit: 5, ResourceZ: 5,
 		Weights: map[string]float64{
 			DetectLost: 1, DetectFailures: 1, DetectChain: 1, DetectMismatch: 1,
-			DetectReplays: 0.8, DetectViolation: 0.9, DetectResources: 0.4,
+			DetectReplays: 0.8, DetectViolation: 0.9, DetectMisbehave: 0.9, DetectResources: 0.4,
 		},
 		Threshold:     0.8,
 		Confirmations: 2, CoolDown: 30 * time.Minute, MaxQuarantined: 0.5,
@@ -174,6 +181,7 @@ type bucket struct {
 	replays, breaks    int
 	mismatches, agrees int
 	violations         int
+	misbehaved         int
 	cpuSum, memSum     float64
 	cpuN, memN         int
 	outcomes           map[string][2]int // capability → completed, failed
@@ -260,6 +268,8 @@ func (s *Sentinel) Observe(o Observation) {
 		b.agrees += cnt
 	case Violation:
 		b.violations += cnt
+	case Misbehaved:
+		b.misbehaved += cnt
 	}
 }
 
@@ -311,9 +321,9 @@ func (s *Sentinel) Reset(node string) { delete(s.nodes, node) }
 
 // window is a node's totals over the window ending at now.
 type window struct {
-	accepted, lost, replays, breaks, mismatches, agrees, violations int
-	cpu, mem                                                        float64 // means; NaN without readings
-	outcomes                                                        map[string][2]int
+	accepted, lost, replays, breaks, mismatches, agrees, violations, misbehaved int
+	cpu, mem                                                                    float64 // means; NaN without readings
+	outcomes                                                                    map[string][2]int
 }
 
 func (s *Sentinel) total(n *node, now time.Time) window {
@@ -332,6 +342,7 @@ func (s *Sentinel) total(n *node, now time.Time) window {
 		w.mismatches += b.mismatches
 		w.agrees += b.agrees
 		w.violations += b.violations
+		w.misbehaved += b.misbehaved
 		cpuSum, cpuN = cpuSum+b.cpuSum, cpuN+b.cpuN
 		memSum, memN = memSum+b.memSum, memN+b.memN
 		for c, o := range b.outcomes {
@@ -398,6 +409,9 @@ func (s *Sentinel) Evaluate(now time.Time) []Finding {
 		}
 		if w.violations > 0 {
 			add(name, DetectViolation, float64(w.violations)/3, "%d messages beyond the limits of the streams", w.violations)
+		}
+		if w.misbehaved > 0 {
+			add(name, DetectMisbehave, float64(w.misbehaved)/3, "%d answers to attempts it was never given, or sooner than any real work could", w.misbehaved)
 		}
 	}
 	s.failures(totals, add)

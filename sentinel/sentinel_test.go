@@ -103,8 +103,10 @@ func TestChainReplaysMismatchesViolations(t *testing.T) {
 	s.times("liar", VerifyMismatch, 1, t0)
 	s.times("liar2", VerifyMismatch, 2, t0)
 	s.times("rude", Violation, 3, t0)
+	s.times("w/cheat", Misbehaved, 3, t0)
+	s.times("w/slip", Misbehaved, 1, t0)
 	fs := s.Evaluate(t0)
-	want := map[string]bool{"forger": true, "noisy": true, "liar": false, "liar2": true, "rude": true}
+	want := map[string]bool{"forger": true, "noisy": true, "liar": false, "liar2": true, "rude": true, "w/cheat": true, "w/slip": false}
 	for node, anomalous := range want {
 		f, ok := finding(fs, node)
 		if !ok || f.Anomalous != anomalous {
@@ -236,6 +238,25 @@ func TestBallotLimit(t *testing.T) {
 	}
 	if ds := b.Decide(t0, 1, 4, map[string]Quarantine{"n1": {Since: t0}, "n0": {Since: t0}}); len(ds) != 0 {
 		t.Fatalf("half already quarantined: %+v", ds)
+	}
+}
+
+// A worker program is quarantined on one observer's word (only its
+// capability's Waggler sees it), and programs neither count against the
+// nodes' share nor take its room.
+func TestBallotPrograms(t *testing.T) {
+	b, _ := NewBallot(DefaultParams())
+	b.Add(proposal("w1/cheat", "o1", t0, DetectMisbehave))
+	b.Add(proposal("w2", "o1", t0, DetectLost))
+	q := map[string]Quarantine{"w1/old": {Since: t0}, "w3/old": {Since: t0}, "w4": {Since: t0}}
+	ds := b.Decide(t0, 3, 4, q)
+	if len(ds) != 1 || ds[0].Node != "w1/cheat" || ds[0].Action != QuarantineNode {
+		t.Fatalf("one observer of three on a program (and on a node): %+v", ds)
+	}
+	b.Add(proposal("w2", "o2", t0, DetectLost))
+	q["w1/cheat"] = Quarantine{Since: t0}
+	if ds := b.Decide(t0, 3, 4, q); len(ds) != 1 || ds[0].Node != "w2" {
+		t.Fatalf("one node of four quarantined, three programs: room for a second node: %+v", ds)
 	}
 }
 

@@ -77,13 +77,27 @@ func (b *Book) Reset(peer string) { delete(b.peers, peer) }
 func (b *Book) Forget(peer string) { delete(b.peers, peer) }
 
 // PreTrust makes peer count as trusted whatever its evidence, unless it
-// betrays; AllPeers ("*") pre-trusts every peer.
+// betrays. peer is a subject's name or a pattern: AllPeers ("*") every
+// node, AllPrograms ("*/*") every worker program, ProgramsOf(node)
+// ("NODE/*") every program of node. Vouching for a node does not vouch
+// for the programs connected to it: they hold tokens, not the node's
+// certificate.
 func (b *Book) PreTrust(peer string) { b.pre[peer] = true }
 
-// AllPeers, given to PreTrust, pre-trusts every peer.
-const AllPeers = "*"
+func (b *Book) preTrusted(peer string) bool {
+	if b.pre[peer] {
+		return true
+	}
+	node, program := SplitSubject(peer)
+	if program == "" {
+		return b.pre[AllPeers]
+	}
+	return b.pre[AllPrograms] || b.pre[ProgramsOf(node)]
+}
 
-func (b *Book) preTrusted(peer string) bool { return b.pre[peer] || b.pre[AllPeers] }
+// isPattern reports whether a pre-trusted name is a pattern, not a
+// subject.
+func isPattern(name string) bool { return name == AllPeers || strings.HasSuffix(name, "/*") }
 
 // Score returns peer's score (0 when betrayed, 0.5 without evidence).
 func (b *Book) Score(peer string, now time.Time) float64 {
@@ -141,9 +155,11 @@ func (b *Book) Allowance(peer string, minTier Tier, slots int, now time.Time) in
 	if s, ok := b.peers[peer]; ok {
 		good = s.good
 	}
-	// (A hair of tolerance: decay between observing and asking must not
-	// take back a whole step.)
-	return min(slots, 1+int(good/b.p.ProbationStep+1e-6))
+	// (A relative tolerance of 1e-3, the decay of about two minutes:
+	// the decay between observing a completion and asking, seconds,
+	// must not take back a whole step — an absolute one did, from a
+	// tenth of a second on.)
+	return min(slots, 1+int(good/b.p.ProbationStep*(1+1e-3)))
 }
 
 // Prefer orders peers by trust, highest first (tier, then score, then
@@ -187,7 +203,7 @@ func (b *Book) View(now time.Time) []PeerView {
 		names[n] = true
 	}
 	for n := range b.pre {
-		if n != AllPeers {
+		if !isPattern(n) {
 			names[n] = true
 		}
 	}

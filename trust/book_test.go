@@ -67,6 +67,21 @@ func TestTiersRiseAndFall(t *testing.T) {
 	want("two half-lives later (good 12.75 < 20)", Provisional, 13)
 }
 
+// Probation's steps are not taken back by the decay of the seconds
+// between a completion and the next question.
+func TestAllowanceStepsSurviveDecay(t *testing.T) {
+	b := book(t)
+	for i := range 3 {
+		b.Observe("w", TaskCompleted, 1, t0.Add(time.Duration(i)*time.Second))
+	}
+	if got := b.Allowance("w", Established, 32, t0.Add(10*time.Second)); got != 4 {
+		t.Fatalf("three completions, 10 s later: allowance %d, want 4", got)
+	}
+	if got := b.Allowance("w", Established, 32, t0.Add(24*time.Hour)); got != 2 {
+		t.Fatalf("three completions, a half-life later: allowance %d, want 2 (good 1.5)", got)
+	}
+}
+
 func TestTrusted(t *testing.T) {
 	b := book(t)
 	for range 249 {
@@ -129,6 +144,37 @@ func TestSelfPreTrustAndPrefer(t *testing.T) {
 	v := b.View(t0)
 	if len(v) != 4 || v[0].Name != "a" || v[3].Name != "ops" || v[3].Betrayed == "" || !v[3].PreTrusted || v[1].Evidence["task_completed"] != 30 {
 		t.Fatalf("view %+v", v)
+	}
+}
+
+// Programs are subjects of their own: vouching for every node ("*") does
+// not vouch for the programs connected to them, nor does a node's own
+// trust in itself; "*/*" and "NODE/*" do.
+func TestProgramSubjectsPreTrust(t *testing.T) {
+	b := book(t)
+	b.PreTrust(AllPeers)
+	for _, p := range []string{"me/gpu", "w1/gpu"} {
+		if b.Tier(p, t0) != Unverified || b.Allowance(p, Established, 8, t0) != 1 {
+			t.Fatalf("%s: %s, allowance %d; want a program on probation whatever its node's trust", p, b.Tier(p, t0), b.Allowance(p, Established, 8, t0))
+		}
+	}
+	if b.Tier("w1", t0) != Trusted {
+		t.Fatal("* trusts every node")
+	}
+	b.PreTrust(ProgramsOf("w1"))
+	if b.Tier("w1/gpu", t0) != Trusted || b.Tier("w2/gpu", t0) != Unverified {
+		t.Fatal("w1/* trusts w1's programs only")
+	}
+	b.PreTrust(AllPrograms)
+	if b.Tier("w2/gpu", t0) != Trusted {
+		t.Fatal("*/* trusts every program")
+	}
+	b.PreTrust("w3/cpu")
+	if v := b.View(t0); len(v) != 1 || v[0].Name != "w3/cpu" || !v[0].PreTrusted {
+		t.Fatalf("view %+v: patterns are not subjects", v)
+	}
+	if n, p := SplitSubject("w3/cpu"); n != "w3" || p != "cpu" || !IsProgram("w3/cpu") || IsProgram("w3") {
+		t.Fatal("SplitSubject, IsProgram")
 	}
 }
 

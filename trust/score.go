@@ -34,11 +34,15 @@ const (
 	Violation
 	// ChainBreak: a forged token: a betrayal (Book.Betray).
 	ChainBreak
+	// Misbehaviour: a worker program answered an attempt it was never
+	// given, or sooner than any real work could (the node's floor).
+	Misbehaviour
 )
 
 var evidenceNames = map[Evidence]string{
 	HeartbeatOK: "heartbeat_ok", TaskCompleted: "task_completed", TaskFailed: "task_failed", Replay: "replay",
 	VerifyAgree: "verify_agree", VerifyMismatch: "verify_mismatch", Violation: "violation", ChainBreak: "chain_break",
+	Misbehaviour: "misbehaviour",
 }
 
 func (e Evidence) String() string {
@@ -115,8 +119,8 @@ type Params struct {
 //
 //   - evidence halves every 24 h;
 //   - weights: heartbeat_ok +0.05, task_completed +1, verify_agree +2;
-//     task_failed −3, replay −2, violation −10, verify_mismatch −20 (slow
-//     to rise, fast to fall);
+//     task_failed −3, replay −2, violation −10, misbehaviour −10,
+//     verify_mismatch −20 (slow to rise, fast to fall);
 //   - tiers: provisional at score ≥ 0.6 and evidence ≥ 5, established at
 //     0.8 and 25, trusted at 0.95 and 250;
 //   - hysteresis: down only below the minimum score − 0.05, or below 80 %
@@ -129,7 +133,7 @@ func DefaultParams() Params {
 		HalfLife: 24 * time.Hour,
 		Weights: map[Evidence]float64{
 			HeartbeatOK: 0.05, TaskCompleted: 1, VerifyAgree: 2,
-			TaskFailed: -3, Replay: -2, Violation: -10, VerifyMismatch: -20,
+			TaskFailed: -3, Replay: -2, Violation: -10, Misbehaviour: -10, VerifyMismatch: -20,
 		},
 		Tiers: [4]TierRule{
 			{},

@@ -85,8 +85,8 @@ func TestSleepBadInput(t *testing.T) {
 
 func TestRegistry(t *testing.T) {
 	r := NewRegistry()
-	if got := r.Names(); !slices.Equal(got, []string{"echo", "exec", "http", "sleep"}) {
-		t.Fatalf("built-ins %v", got)
+	if got := r.Names(); !slices.Equal(got, []string{"echo", "exec", "http", "sleep"}) || !slices.Equal(got, BuiltinActions()) {
+		t.Fatalf("built-ins %v, BuiltinActions %v", got, BuiltinActions())
 	}
 	if err := r.Register("echo", echoAction); !errors.Is(err, ErrActionExists) {
 		t.Fatalf("duplicate: %v", err)
@@ -195,10 +195,11 @@ func TestCancelledReportsSaySo(t *testing.T) {
 
 type recordingReporter struct{ reports chan Report }
 
-func (r *recordingReporter) Register([]Worker, []Running) {}
-func (r *recordingReporter) Heartbeats([]Heartbeat)       {}
-func (r *recordingReporter) Release() []Report            { return nil }
-func (r *recordingReporter) Leave([]string)               {}
+func (r *recordingReporter) Register([]Worker, []Running)    {}
+func (r *recordingReporter) Heartbeats([]Heartbeat)          {}
+func (r *recordingReporter) Release() []Report               { return nil }
+func (r *recordingReporter) Leave([]string)                  {}
+func (r *recordingReporter) Misbehaved(string, Misbehaviour) {}
 func (r *recordingReporter) Report(report Report) bool {
 	r.reports <- report
 	return true

@@ -94,28 +94,32 @@ type Config struct {
 	Metrics *metrics.Wag
 
 	// Trust, when set, bounds how many attempts at once each node's
-	// workers may run (the trust they earned) and is told what they do;
-	// nil: every node runs what its slots take, nothing is observed.
+	// workers, and each worker program's, may run (the trust they earned)
+	// and is told what they do; nil: every worker runs what its slots
+	// take, nothing is observed.
 	Trust Trust
 
 	// poolName names an external pool's slots (set by AddPool).
 	poolName string
 }
 
-// Trust is what a Waggler needs of its node's trust in the worker nodes.
+// Trust is what a Waggler needs of its node's trust in the workers. It is
+// asked about trust subjects (package trust): a node, or a worker program
+// connected to one, NODE/PROGRAM (WorkerSubject).
 type Trust interface {
-	// Allowance returns how many attempts at once node's workers may run
-	// for this node's Wagglers (math.MaxInt: as many as they have slots).
-	Allowance(node string) int
-	// Rank returns node's trust tier as a number (trust.Tier; -1 once it
-	// betrayed): among the workers an attempt may go to, those of the
+	// Allowance returns how many attempts at once a subject's workers may
+	// run for this node's Wagglers (math.MaxInt: as many as they have
+	// slots).
+	Allowance(subject string) int
+	// Rank returns a subject's trust tier as a number (trust.Tier; -1 once
+	// it betrayed): among the workers an attempt may go to, those of the
 	// highest rank are preferred.
-	Rank(node string) int
-	// Observe is told what a Waggler saw a worker node do.
+	Rank(subject string) int
+	// Observe is told what a Waggler saw a worker's subject do.
 	Observe(o sentinel.Observation)
-	// Quarantined is told the quarantined nodes whenever the leader names
-	// them: a node that left the set was released and starts again from
-	// zero trust.
+	// Quarantined is told the quarantined nodes and programs whenever the
+	// leader names them: one that left the set was released and starts
+	// again from zero trust.
 	Quarantined(nodes map[string]bool)
 }
 

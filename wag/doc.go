@@ -89,6 +89,24 @@
 // log names them. Stop waits for abandoned goroutines too, until its
 // context ends, and then returns an error naming the attempts still running.
 //
+// # Trust: nodes and worker programs
+//
+// With Config.Trust set, a Waggler asks it how many attempts each worker's
+// trust subject may run at once (Allowance), ranks the free workers by it
+// (Rank, the most trusted first), skips the quarantined ones, and tells it
+// what the workers do (attempts accepted, completed, lost; heartbeat
+// replays; misbehaviour). A subject is a worker's node, or — for the slots
+// of a worker program's pool, node/capability/program-N — the program,
+// named node/program (WorkerSubject; a pool named token~name, as a node
+// names a program connected with a worker token, is judged as
+// node/token): a program starts on probation
+// whatever its node's trust, is bounded by its node's allowance as well as
+// its own, and what it loses or misdoes counts against it, not its node (a
+// completion counts for both). What is about the machine stays the node's:
+// verified runs on distinct nodes, node deaths, locality. The node a
+// program connects through reports what only it sees the program do
+// wrong (Misbehaviour) through the pool's Target.
+//
 // # Heartbeats and the ladder
 //
 // Every HeartbeatInterval, a pool sends one heartbeat per running attempt

@@ -7,13 +7,23 @@ import (
 	"github.com/robonet/robonet/trust"
 )
 
-// rankOf is node's trust rank (cached until the next tick); every node
-// ranks the same without a Trust.
-func (w *Waggler) rankOf(node string) int {
+// rankOf is a subject's trust rank (cached until the next tick); every
+// subject ranks the same without a Trust.
+func (w *Waggler) rankOf(subject string) int {
 	if w.trust == nil {
 		return topRank
 	}
-	return askOnce(w.rank, node, w.trust.Rank)
+	return askOnce(w.rank, subject, w.trust.Rank)
+}
+
+// workerRank is ww's rank: its node's, and for a worker program's slot
+// the lower of its node's and the program's own.
+func (w *Waggler) workerRank(ww *wagWorker) int {
+	r := w.rankOf(ww.node)
+	if ww.subject != ww.node {
+		r = min(r, w.rankOf(ww.subject))
+	}
+	return r
 }
 
 // askOnce returns cache[node], asking ask on a miss and keeping its answer
@@ -66,13 +76,15 @@ func (rt *runTimes) observe(d time.Duration) {
 func (rt *runTimes) short() bool { return rt.n >= localAfter && rt.mean < localBelow }
 
 // pickLocal returns the index in w.idle of the most recently freed worker
-// of this Waggler's node that may run e, or -1.
+// of this Waggler's node that may run e, or -1. (A worker program on this
+// node is taken only once its own rank is the top one: locality never
+// hands a program on probation what a trusted worker could run.)
 func (w *Waggler) pickLocal(e *entry) int {
 	if w.rankOf(w.node) < topRank {
 		return -1
 	}
 	for i := len(w.idle) - 1; i >= 0; i-- {
-		if ww := w.idle[i]; ww.node == w.node && w.allowed(e, ww) {
+		if ww := w.idle[i]; ww.node == w.node && w.workerRank(ww) >= topRank && w.allowed(e, ww) {
 			return i
 		}
 	}
@@ -109,8 +121,8 @@ func (w *Waggler) waitLocal(e *entry) bool {
 
 // pickIdle returns the index in w.idle of the worker e goes to, or -1:
 // for short attempts one of this node's (see localBelow); otherwise, of
-// the workers it may run on, one of the most trusted nodes, the most
-// recently freed among them.
+// the workers it may run on, one of the most trusted (workerRank), the
+// most recently freed among them.
 func (w *Waggler) pickIdle(e *entry) int {
 	if w.runs.short() {
 		if i := w.pickLocal(e); i >= 0 {
@@ -126,7 +138,7 @@ func (w *Waggler) pickIdle(e *entry) int {
 		if !w.allowed(e, ww) {
 			continue
 		}
-		r := w.rankOf(ww.node)
+		r := w.workerRank(ww)
 		if r >= topRank {
 			return i
 		}
@@ -137,23 +149,31 @@ func (w *Waggler) pickIdle(e *entry) int {
 	return best
 }
 
-// withinAllowance reports whether node may run one more attempt here: its
-// busy workers are fewer than its trust allows.
-func (w *Waggler) withinAllowance(node string) bool {
+// withinAllowance reports whether ww may run one more attempt here: the
+// busy workers of its subject are fewer than the subject's trust allows,
+// and, for a worker program's slot, those of its node (programs included)
+// fewer than the node's — so a program on probation runs one attempt at
+// a time however trusted its node, and a node on probation cannot escape
+// it by connecting programs under many names.
+func (w *Waggler) withinAllowance(ww *wagWorker) bool {
 	if w.trust == nil {
 		return true
 	}
-	return w.busy[node] < askOnce(w.allowance, node, w.trust.Allowance)
+	if w.busy[ww.node] >= askOnce(w.allowance, ww.node, w.trust.Allowance) {
+		return false
+	}
+	return ww.subject == ww.node || w.busy[ww.subject] < askOnce(w.allowance, ww.subject, w.trust.Allowance)
 }
 
-// allowed reports whether ww may run e: not on a quarantined node nor on
-// one that runs all its trust allows, and only on its node when it is
-// pinned to one (TaskDispatch.Node); and a run of a verified attempt goes
-// neither to a node in its Avoid nor to a node that was given a run of its
-// group (running or finished), so the runs compare distinct nodes.
+// allowed reports whether ww may run e: not on a quarantined node or
+// program, nor on one that runs all its trust allows, and only on its node
+// when it is pinned to one (TaskDispatch.Node); and a run of a verified
+// attempt goes neither to a node in its Avoid nor to a node that was given
+// a run of its group (running or finished), so the runs compare distinct
+// nodes (machines: two programs of one node are one node here).
 func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
 	node := ww.node
-	if w.quarantined[node] || !w.withinAllowance(node) || (e.d.Node != "" && e.d.Node != node) {
+	if w.quarantined[node] || w.quarantined[ww.subject] || !w.withinAllowance(ww) || (e.d.Node != "" && e.d.Node != node) {
 		return false
 	}
 	if e.d.Group == "" {

@@ -40,6 +40,9 @@ type Target interface {
 	// Leave says the workers are gone for good (their pool was removed):
 	// what they ran fails over now rather than after the heartbeat ladder.
 	Leave(workerIDs []string)
+	// Misbehaved says the worker program behind one of the pool's workers
+	// did m (WorkerHost.Misbehaved).
+	Misbehaved(workerID string, m Misbehaviour)
 }
 
 // errStopping is the cancel cause of attempts running when the node stops.

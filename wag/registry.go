@@ -146,6 +146,12 @@ var ErrActionExists = errors.New("action already registered")
 // actionRE is the action name syntax of workflow specs.
 var actionRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]*$`)
 
+// BuiltinActions are the names of the built-in actions, sorted. A worker
+// program may not claim them unless its node allows it: a workflow that
+// asks for exec expects robonode's exec, not whatever a program does with
+// its input (and its env).
+func BuiltinActions() []string { return []string{"echo", "exec", "http", "sleep"} }
+
 // NewRegistry returns a registry holding the built-in actions: exec, http,
 // sleep and echo.
 func NewRegistry() *Registry {

@@ -19,7 +19,8 @@ import (
 // Verifier runs verified attempts (TaskDispatch.Verify of 2 or 3, a task's
 // `verify`) as that many runs on distinct worker nodes and reports the
 // majority's outcome as the attempt's result; every other attempt passes
-// through untouched. It sits between the engine and the Router: the
+// through untouched. Distinct means distinct nodes: two programs connected
+// to one node are one machine, and one vote. It sits between the engine and the Router: the
 // engine's Dispatcher, and the Router's ResultSink.
 //
 // A run is the attempt under its own execution id ("task[i]#r1"), in a
@@ -28,10 +29,11 @@ import (
 // "failed" (error texts differ between hosts, a failure does not). With
 // verify 2, two runs that disagree get a third, kept off both nodes, to
 // break the tie; with verify 3, two that agree decide at once. No majority
-// among three fails the attempt. Each run's node is reported as agreeing
-// or outvoted (VerifierConfig.Outcome), evidence for its trust. A run that
-// is lost, or that no worker ran, ends the attempt without a verdict: lost,
-// or failed with that error, and the engine's policies decide.
+// among three fails the attempt. Each run's subject (its node, or the
+// worker program that ran it) is reported as agreeing or outvoted
+// (VerifierConfig.Outcome), evidence for its trust. A run that is lost,
+// or that no worker ran, ends the attempt without a verdict: lost, or
+// failed with that error, and the engine's policies decide.
 //
 // Verified tasks should be deterministic and free of side effects: every
 // run really runs.
@@ -48,9 +50,10 @@ type Verifier struct {
 type VerifierConfig struct {
 	// Sink receives the results and progress of every attempt: the engine.
 	Sink engine.ResultSink
-	// Outcome, when set, is told, for each run's worker node, whether it
-	// agreed with the majority.
-	Outcome func(node string, agreed bool)
+	// Outcome, when set, is told, for each run's worker subject (its node,
+	// or the worker program that ran it: WorkerSubject), whether it agreed
+	// with the majority.
+	Outcome func(subject string, agreed bool)
 	// Logger; nil: none.
 	Logger *zap.Logger
 }
@@ -244,8 +247,8 @@ func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
 		v.cancelRuns(ctx, g, undone)
 	}
 	if v.cfg.Outcome != nil {
-		for node, agreed := range votes {
-			v.cfg.Outcome(node, agreed)
+		for subject, agreed := range votes {
+			v.cfg.Outcome(subject, agreed)
 		}
 	}
 	v.cfg.Sink.TaskResult(ctx, *final)
@@ -281,7 +284,7 @@ func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *engine.
 
 // decideLocked looks at g after a run finished with r: it returns the
 // attempt's result once decided (the runs still out, to cancel, and each
-// run's node with whether it agreed), or a tie-breaking run to dispatch,
+// run's subject with whether it agreed), or a tie-breaking run to dispatch,
 // or nothing yet. v.mu held.
 func (v *Verifier) decideLocked(g *vgroup, r engine.TaskResult) (final *engine.TaskResult, extra *engine.TaskDispatch, undone []engine.AttemptKey, votes map[string]bool) {
 	orig := g.d.AttemptKey
@@ -312,10 +315,10 @@ func (v *Verifier) decideLocked(g *vgroup, r engine.TaskResult) (final *engine.T
 	switch {
 	case major != nil:
 		v.forgetLocked(g)
-		votes = map[string]bool{}
+		votes = map[string]bool{} // by subject: an outvoted program is the liar, not its node
 		for _, run := range g.runs {
 			if run.done && !run.void && run.res.WorkerID != "" {
-				votes[workerNode(run.res.WorkerID)] = run.sum == major[0].sum
+				votes[WorkerSubject(run.res.WorkerID)] = run.sum == major[0].sum
 			}
 		}
 		res := major[0].res

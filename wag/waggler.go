@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/internal/metrics"
 	"github.com/robonet/robonet/sentinel"
+	"github.com/robonet/robonet/trust"
 )
 
 // WagglerState is the state of a Waggler (docs/architecture.md, "Workers
@@ -110,6 +112,47 @@ func workerNode(workerID string) string {
 	return WorkerNode(workerID)
 }
 
+// SubjectSep separates, in the name of a worker program's pool, the
+// subject the program is judged as from the program's own name:
+// SUBJECT~NAME (see WorkerSubject).
+const SubjectSep = "~"
+
+// WorkerSubject is the trust subject of a worker (package trust): its
+// node for the node's own slots (NODE/CAPABILITY/N), the program for the
+// slots of a worker program's pool (NODE/CAPABILITY/PROGRAM-N, see
+// slotPrefix), named NODE/PROGRAM — or NODE/SUBJECT for a pool named
+// SUBJECT~PROGRAM (the node names a program connected with a worker
+// token after the token). A Waggler keeps a program's probation, rank,
+// quarantine and evidence apart from its node's; what is about the
+// machine (node deaths, verified runs on distinct nodes, locality) stays
+// the node's.
+func WorkerSubject(workerID string) string {
+	node, rest, ok := strings.Cut(workerID, "/")
+	if !ok {
+		return workerID
+	}
+	_, slot, ok := strings.Cut(rest, "/")
+	if !ok || isDigits(slot) {
+		return node
+	}
+	if i := strings.LastIndexByte(slot, '-'); i > 0 && isDigits(slot[i+1:]) {
+		slot = slot[:i]
+	}
+	if subject, _, ok := strings.Cut(slot, SubjectSep); ok && subject != "" {
+		slot = subject
+	}
+	return trust.ProgramSubject(node, slot)
+}
+
+func isDigits(s string) bool {
+	for i := range len(s) {
+		if s[i] < '0' || s[i] > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
 // uplink is where a Waggler reports: its host, which forwards to the
 // engine leader.
 type uplink interface {
@@ -150,6 +193,7 @@ type wagWorker struct {
 	w        Worker
 	id       string
 	node     string // workerNode(id)
+	subject  string // WorkerSubject(id): node, or NODE/PROGRAM
 	dead     bool
 	busyGen  uint64 // generation the worker is executing, 0 when free
 	entry    *entry // live attempt it runs (nil when free, cancelled or failed over)
@@ -255,16 +299,18 @@ type Waggler struct {
 	// servingNodes is Config.ServingNodes: which nodes must register
 	// before attempts held back as maybe running are queued.
 	servingNodes func(capability string) (nodes []string, known bool)
-	// quarantined are the nodes whose workers get nothing (under mu).
+	// quarantined are the nodes and worker programs (trust subjects)
+	// whose workers get nothing (under mu).
 	quarantined map[string]bool
-	// trust, when set, bounds the attempts each node's workers run at
+	// trust, when set, bounds the attempts each subject's workers run at
 	// once (Trust.Allowance, cached in allowance for half a heartbeat
 	// interval) and is told what the workers do.
 	trust     Trust
 	allowance map[string]int
-	// rank caches Trust.Rank per node like allowance.
+	// rank caches Trust.Rank per subject like allowance.
 	rank map[string]int
-	// busy counts, per node, the workers executing an attempt (busyGen
+	// busy counts, per node and per worker program (a program's busy
+	// workers count for both), the workers executing an attempt (busyGen
 	// set), under mu.
 	busy map[string]int
 	// runs follows how long this capability's attempts run, under mu:

@@ -203,7 +203,7 @@ func (w *Waggler) assign(e *entry, ww *wagWorker, fx *effects) {
 	w.ranOn(e, ww.node)
 	now := w.clock.Now()
 	e.assignedAt = now
-	fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Accepted, At: now})
+	fx.observe(sentinel.Observation{Node: ww.subject, Capability: w.capability, Kind: sentinel.Accepted, At: now})
 	w.mon.start(e.d.AttemptKey, e.gen, ww.id, now)
 	fx.runs = append(fx.runs, runEffect{w: ww.w, a: Assignment{TaskDispatch: e.d, Generation: e.gen}})
 	fx.started = append(fx.started, w.startedOf(e, now))

@@ -113,7 +113,7 @@ func (w *Waggler) failover(e *entry, fields []zap.Field, fx *effects) {
 	if !old.dead {
 		w.markDead(old)
 	}
-	fx.observe(sentinel.Observation{Node: old.node, Capability: w.capability, Kind: sentinel.Lost, At: w.clock.Now()})
+	fx.observe(sentinel.Observation{Node: old.subject, Capability: w.capability, Kind: sentinel.Lost, At: w.clock.Now()})
 	fx.cancels = append(fx.cancels, cancelEffect{w: old.w, key: e.d.AttemptKey, gen: e.gen})
 	old.entry = nil // busyGen stays: a late report frees (and revives) it
 	e.worker = nil

@@ -11,18 +11,27 @@ import (
 )
 
 // setBusy sets the generation ww executes (0: free), counting the busy
-// workers of its node.
+// workers of its node and, for a worker program's slot, of the program.
 func (w *Waggler) setBusy(ww *wagWorker, gen uint64) {
-	node := ww.node
 	switch {
 	case ww.busyGen == 0 && gen != 0:
-		w.busy[node]++
+		w.busy[ww.node]++
+		if ww.subject != ww.node {
+			w.busy[ww.subject]++
+		}
 	case ww.busyGen != 0 && gen == 0:
-		if w.busy[node]--; w.busy[node] <= 0 {
-			delete(w.busy, node)
+		w.unbusy(ww.node)
+		if ww.subject != ww.node {
+			w.unbusy(ww.subject)
 		}
 	}
 	ww.busyGen = gen
+}
+
+func (w *Waggler) unbusy(subject string) {
+	if w.busy[subject]--; w.busy[subject] <= 0 {
+		delete(w.busy, subject)
+	}
 }
 
 // AddWorker adds a worker. Adding the id of a worker declared dead revives
@@ -63,7 +72,7 @@ func (w *Waggler) addWorkerLocked(wk Worker) error {
 		w.free(ww)
 		return nil
 	}
-	ww := &wagWorker{w: wk, id: id, node: workerNode(id)}
+	ww := &wagWorker{w: wk, id: id, node: workerNode(id), subject: WorkerSubject(id)}
 	w.workers[id] = ww
 	w.free(ww)
 	return nil
@@ -166,7 +175,12 @@ func (w *Waggler) Report(r Report) bool {
 				w.localTurn.observe(now.Sub(e.assignedAt))
 			}
 		}
-		fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Completed, At: now})
+		// A completion is the program's evidence, and its node's too: the
+		// node carried the work. What goes wrong is the program's alone.
+		fx.observe(sentinel.Observation{Node: ww.subject, Capability: w.capability, Kind: sentinel.Completed, At: now})
+		if ww.subject != ww.node {
+			fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Completed, At: now})
+		}
 		w.setState(StateCollecting)
 		w.release(e)
 		w.mon.stop(r.Key, e.gen)
@@ -315,12 +329,13 @@ func (w *Waggler) free(ww *wagWorker) {
 }
 
 // takeIdle takes an available worker other than not, or nil.
-// Quarantine sets the nodes whose workers get no work: what runs there is
-// cancelled on its worker and queued again — the same attempt, to run
-// under a new generation elsewhere, so the quarantined worker's late
-// result is refused — and nothing is assigned there until the node is
-// released. The workers are not declared dead: they free up when they
-// report the cancel, and work again once released.
+// Quarantine sets the nodes and worker programs (NODE/PROGRAM) whose
+// workers get no work: what runs there is cancelled on its worker and
+// queued again — the same attempt, to run under a new generation
+// elsewhere, so the quarantined worker's late result is refused — and
+// nothing is assigned there until it is released. The workers are not
+// declared dead: they free up when they report the cancel, and work again
+// once released.
 func (w *Waggler) Quarantine(nodes map[string]bool) {
 	var fx effects
 	w.mu.Lock()
@@ -330,7 +345,7 @@ func (w *Waggler) Quarantine(nodes map[string]bool) {
 	}
 	w.quarantined = nodes
 	for key, e := range w.byKey {
-		if e.worker == nil || !nodes[e.worker.node] {
+		if e.worker == nil || !nodes[e.worker.node] && !nodes[e.worker.subject] {
 			continue
 		}
 		old := e.worker

@@ -223,12 +223,15 @@ engine. The count of partitions is fixed when the mesh is created
 func newQuarantineCmd(g *globalOptions) *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "quarantine",
-		Short: "List, add or release quarantined nodes (no work goes to them)",
+		Short: "List, add or release quarantined nodes and worker programs (no work goes to them)",
 		Long: `A quarantined node gets no new work, and the attempts it runs move to other
-workers (the same attempts: its late results are refused). The Sentinel
-quarantines nodes that misbehave and releases them after a cool-down; an
-operator's quarantine lasts until an operator releases it. Changes are
-committed through Raft by the engine leader; any node forwards them.`,
+workers (the same attempts: its late results are refused). A worker
+program connected to a node is quarantined on its own as NODE/PROGRAM
+(roboctl trust lists them): its node's other workers keep working. The
+Sentinel quarantines nodes and programs that misbehave and releases them
+after a cool-down; an operator's quarantine lasts until an operator
+releases it. Changes are committed through Raft by the engine leader; any
+node forwards them.`,
 		Args: cobra.NoArgs,
 	}
 	run := func(op robonetv1.QuarantineOp, node, reason string, output *string) func(*cobra.Command, []string) error {
@@ -261,13 +264,13 @@ committed through Raft by the engine leader; any node forwards them.`,
 	ls := &cobra.Command{Use: "ls", Short: "List the quarantined nodes, why and since when", Args: cobra.NoArgs}
 	ls.RunE = run(robonetv1.QuarantineOp_QUARANTINE_OP_LIST, "", "", &lsOut)
 	outputFlag(ls, &lsOut)
-	add := &cobra.Command{Use: "add NODE", Short: "Quarantine NODE until an operator releases it", Args: cobra.ExactArgs(1)}
+	add := &cobra.Command{Use: "add NODE|NODE/PROGRAM", Short: "Quarantine a node or a worker program until an operator releases it", Args: cobra.ExactArgs(1)}
 	add.RunE = func(cmd *cobra.Command, args []string) error {
 		return run(robonetv1.QuarantineOp_QUARANTINE_OP_ADD, "", reason, &addOut)(cmd, args)
 	}
 	add.Flags().StringVar(&reason, "reason", "", "why (shown by ls)")
 	outputFlag(add, &addOut)
-	release := &cobra.Command{Use: "release NODE", Short: "Release NODE: it gets work again, its trust starting from zero", Args: cobra.ExactArgs(1)}
+	release := &cobra.Command{Use: "release NODE|NODE/PROGRAM", Short: "Release a node or worker program: it gets work again, its trust starting from zero", Args: cobra.ExactArgs(1)}
 	release.RunE = run(robonetv1.QuarantineOp_QUARANTINE_OP_RELEASE, "", "", &relOut)
 	outputFlag(release, &relOut)
 	cmd.AddCommand(ls, add, release)
@@ -278,7 +281,7 @@ func newTrustCmd(g *globalOptions) *cobra.Command {
 	var output string
 	cmd := &cobra.Command{
 		Use:   "trust",
-		Short: "Show each node's trust tier, score and evidence, as the leader sees them",
+		Short: "Show each node's and worker program's trust tier, score and evidence, as the leader sees them",
 		Long: `Every node earns trust from what the others observe: heartbeats whose
 hash-chain stamps verify, attempts it completes, and against it attempts it
 loses, replayed stamps, messages beyond the stream limits and verified
@@ -288,7 +291,13 @@ unverified < provisional < established < trusted. A worker node below the
 dispatch tier (robonode --dispatch-tier, default established) is on
 probation: one attempt at a time, one more per attempt it completes. A
 node that forges a hash-chain token is betrayed: score 0 at once, no work,
-and the Sentinel quarantines it. docs/security.md gives every parameter.`,
+and the Sentinel quarantines it.
+
+A worker program connected to a node (WorkerService) is judged apart, as
+NODE/PROGRAM: it starts on probation however trusted its node is, what it
+loses or is outvoted on counts against it alone, and so do answers to
+attempts it was never given or sooner than the node's floor (misbehaviour).
+docs/security.md gives every parameter.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			format, err := client.ParseFormat(output)

@@ -236,6 +236,9 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		Logger:       log,
 		StopTimeout:  s.ShutdownTimeout,
 
+		AllowWorkerBuiltins: s.WorkerBuiltins,
+		WorkerMinRuntime:    s.WorkerMinRuntime,
+
 		Join:            s.Join,
 		Advertise:       s.Advertise,
 		Server:          s.Server,
@@ -243,6 +246,9 @@ func nodeConfig(s settings, log *zap.Logger) node.Config {
 		GossipAddr:      s.Gossip,
 		RaftAddr:        s.Raft,
 		GossipKey:       s.GossipKey,
+	}
+	if s.WorkerMinRuntime == 0 {
+		cfg.WorkerMinRuntime = -1 // --worker-min-runtime 0: no floor
 	}
 	cfg.Wag.HeartbeatInterval, cfg.Wag.MissedHeartbeats = s.HeartbeatInterval, s.MissedHeartbeats
 	if s.Partitions > 0 {

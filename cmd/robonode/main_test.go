@@ -14,8 +14,10 @@ import (
 
 	"github.com/spf13/cobra"
 	"go.uber.org/goleak"
+	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/mesh"
+	"github.com/robonet/robonet/node"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -56,7 +58,8 @@ func TestDefaults(t *testing.T) {
 	want := settings{DataDir: "robonode-data", Bind: "127.0.0.1", GRPC: "127.0.0.1:7233", HTTP: "127.0.0.1:7280",
 		Gossip: "127.0.0.1:7301", Raft: "127.0.0.1:7302",
 		LogFormat: "console", LogLevel: "info", ShutdownTimeout: 30 * time.Second,
-		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats, DispatchTier: "established", Placement: mesh.PlaceBalanced}
+		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats, DispatchTier: "established", Placement: mesh.PlaceBalanced,
+		WorkerMinRuntime: node.DefaultWorkerMinRuntime}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("defaults:\n got %+v\nwant %+v", s, want)
 	}
@@ -84,7 +87,7 @@ capabilities: {core: 3, code.exec: 5}
 		Capabilities: map[string]int{"core": 3, "code.exec": 5},
 		LogFormat:    "json", LogLevel: "warn", ShutdownTimeout: 30 * time.Second,
 		HeartbeatInterval: wag.DefaultHeartbeatInterval, MissedHeartbeats: wag.DefaultMissedHeartbeats,
-		DispatchTier: "established", Placement: mesh.PlaceBalanced,
+		DispatchTier: "established", Placement: mesh.PlaceBalanced, WorkerMinRuntime: node.DefaultWorkerMinRuntime,
 	}
 	if !reflect.DeepEqual(s, want) {
 		t.Errorf("settings:\n got %+v\nwant %+v", s, want)
@@ -162,6 +165,34 @@ func TestMeshSettings(t *testing.T) {
 	}
 }
 
+// TestWorkerProgramSettings: the built-ins worker programs may claim
+// (none by default; repeatable, a list in the environment) and the floor
+// of their answers (0 turns it off).
+func TestWorkerProgramSettings(t *testing.T) {
+	s, err := resolveArgs(t, env{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := nodeConfig(s, zap.NewNop())
+	if len(cfg.AllowWorkerBuiltins) != 0 || cfg.WorkerMinRuntime != node.DefaultWorkerMinRuntime {
+		t.Errorf("defaults: builtins %v, floor %v; want none and %v", cfg.AllowWorkerBuiltins, cfg.WorkerMinRuntime, node.DefaultWorkerMinRuntime)
+	}
+	s, err = resolveArgs(t, env{}, "--allow-worker-builtins", "exec", "--allow-worker-builtins", "echo", "--worker-min-runtime", "5ms")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := nodeConfig(s, zap.NewNop()); !reflect.DeepEqual(cfg.AllowWorkerBuiltins, []string{"exec", "echo"}) || cfg.WorkerMinRuntime != 5*time.Millisecond {
+		t.Errorf("flags: builtins %v, floor %v", cfg.AllowWorkerBuiltins, cfg.WorkerMinRuntime)
+	}
+	s, err = resolveArgs(t, env{"ROBONET_ALLOW_WORKER_BUILTINS": "*", "ROBONET_WORKER_MIN_RUNTIME": "0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg := nodeConfig(s, zap.NewNop()); !reflect.DeepEqual(cfg.AllowWorkerBuiltins, []string{"*"}) || cfg.WorkerMinRuntime >= 0 {
+		t.Errorf("env: builtins %v, floor %v; want * and none (negative)", cfg.AllowWorkerBuiltins, cfg.WorkerMinRuntime)
+	}
+}
+
 // TestMeshNeedsPostgres: more than one server on SQLite is refused at
 // startup with exit code 2 and a message that says how to fix it.
 func TestMeshNeedsPostgres(t *testing.T) {
@@ -203,6 +234,8 @@ func TestBadSettings(t *testing.T) {
 		{env{"ROBONET_ENABLE_DEBUG": "please"}, nil, "enable-debug"},
 		{env{}, []string{"--dispatch-tier", "gold"}, "dispatch-tier \"gold\": want unverified, provisional, established or trusted"},
 		{env{}, []string{"--trust-peer", ""}, "trust-peer"},
+		{env{}, []string{"--allow-worker-builtins", "rm"}, `allow-worker-builtins "rm": name a built-in action (echo, exec, http, sleep) or *`},
+		{env{}, []string{"--worker-min-runtime", "-1ms"}, "worker-min-runtime"},
 		{env{}, []string{"--config", badFile}, `unknown key "data_dirr"`},
 		{env{}, []string{"--config", "/no/such/file.yaml"}, "config file"},
 	} {

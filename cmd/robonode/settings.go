@@ -56,12 +56,14 @@ import (
 //	--insecure           ROBONET_INSECURE           insecure
 //	--dispatch-tier      ROBONET_DISPATCH_TIER      dispatch_tier
 //	--trust-peer         ROBONET_TRUST_PEER         trust_peer
+//	--allow-worker-builtins ROBONET_ALLOW_WORKER_BUILTINS allow_worker_builtins
+//	--worker-min-runtime ROBONET_WORKER_MIN_RUNTIME worker_min_runtime
 //	--limit              ROBONET_LIMIT              limit (also: limits)
 //	--exec-allow         ROBONET_EXEC_ALLOW         exec_allow
 //	--exec-user          ROBONET_EXEC_USER          exec_user
 //	--config             ROBONET_CONFIG             -
 //
-// --capability, --join, --trust-peer, --limit and --exec-allow are repeatable; in the environment they
+// --capability, --join, --trust-peer, --allow-worker-builtins, --limit and --exec-allow are repeatable; in the environment they
 // are comma-separated lists (ROBONET_CAPABILITY=code.exec=8,core=16,
 // ROBONET_JOIN=10.0.0.1:7301,10.0.0.2:7301); in the file a list (and for
 // capabilities and limits also a map, {code.exec: 8}, {spec-bytes: 2MiB}).
@@ -104,16 +106,22 @@ type settings struct {
 	Limits            []func(*node.Config) // from --limit, in order
 	ExecAllow         []string             // the exec policy: paths and globs, "*" or "none"; nil: none given
 	ExecUser          string               // the user exec'd programs run as ("": the node's)
+
+	// WorkerBuiltins are the built-in actions worker programs may claim
+	// (--allow-worker-builtins); WorkerMinRuntime is the floor of their
+	// answers (--worker-min-runtime, 0: none).
+	WorkerBuiltins   []string
+	WorkerMinRuntime time.Duration
 }
 
 // flagNames lists the settings' flags, in the order of the table above.
 var flagNames = []string{"name", "data-dir", "bind", "grpc", "http", "postgres", "capability",
 	"join", "advertise", "server", "bootstrap-expect", "partitions", "partition-placement", "gossip", "raft", "gossip-key",
-	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "cpu-profile", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "dispatch-tier", "trust-peer", "limit", "exec-allow", "exec-user"}
+	"log-format", "log-level", "shutdown-timeout", "heartbeat-interval", "missed-heartbeats", "enable-debug", "cpu-profile", "tls-ca", "tls-cert", "tls-key", "api-token-file", "insecure", "dispatch-tier", "trust-peer", "allow-worker-builtins", "worker-min-runtime", "limit", "exec-allow", "exec-user"}
 
 // listFlags are the repeatable flags: comma-separated in the environment,
 // lists in the config file, and no default.
-var listFlags = []string{"capability", "join", "trust-peer", "limit", "exec-allow"}
+var listFlags = []string{"capability", "join", "trust-peer", "allow-worker-builtins", "limit", "exec-allow"}
 
 // optionalFlags have no default value: unset means "decide from the other
 // settings".
@@ -149,7 +157,9 @@ func addServerFlags(fs *pflag.FlagSet) {
 	fs.String("api-token-file", "", "file of API tokens, a line each: TOKEN name=NAME role=read|submit|operate|admin|worker [workflows=GLOB,…] [capabilities=GLOB,…] (# comments allowed); re-read when it changes or on SIGHUP")
 	fs.Bool("insecure", false, "allow listening beyond loopback without TLS, API tokens or a gossip key (anyone who reaches the node could run commands)")
 	fs.String("dispatch-tier", "established", "trust tier a worker node needs to run all its slots: unverified, provisional, established or trusted; below it a node is on probation (one attempt at a time, one more per attempt it completes)")
-	fs.StringArray("trust-peer", nil, "node trusted from the start, by name (repeatable); * trusts every node. A node that forges a hash-chain token loses this trust")
+	fs.StringArray("trust-peer", nil, "node trusted from the start, by name (repeatable); * trusts every node. Worker programs are judged apart: NODE/PROGRAM, NODE/* (a node's programs) or */* (every program). One that forges a hash-chain token or misbehaves loses this trust")
+	fs.StringArray("allow-worker-builtins", nil, "built-in action a worker program connected to this node may claim as its own: exec, http, sleep, echo, or * for all (repeatable); by default none may")
+	fs.Duration("worker-min-runtime", node.DefaultWorkerMinRuntime, "a worker program's answer sooner than this after the node sent the attempt is counted as misbehaviour (against its trust); raise it to what your capability's work takes at least; 0: no floor")
 	fs.Bool("enable-debug", false, "serve Go's profiler at /debug/pprof/ on the HTTP listener (keep --http on a trusted interface)")
 	fs.String("cpu-profile", "", "write a CPU profile of the node's whole run to this file, finished at a clean shutdown (go tool pprof FILE)")
 	fs.StringArray("limit", nil, "raise or lower a limit on client input, NAME=VALUE (repeatable), e.g. spec-bytes=2MiB; docs/limits.md lists them: "+limitNames())
@@ -259,10 +269,20 @@ func resolve(fs *pflag.FlagSet, getenv func(string) string) (settings, error) {
 	}
 	for _, p := range raw["trust-peer"] {
 		if p = strings.TrimSpace(p); p == "" || len(p) > 256 {
-			errs = append(errs, fmt.Errorf("trust-peer %q: name a node (or * for every node)", p))
+			errs = append(errs, fmt.Errorf("trust-peer %q: name a node (or * for every node), NODE/PROGRAM, NODE/* or */* for worker programs", p))
 			continue
 		}
 		s.TrustPeers = append(s.TrustPeers, p)
+	}
+	for _, a := range raw["allow-worker-builtins"] {
+		if a = strings.TrimSpace(a); a != "*" && !slices.Contains(wag.BuiltinActions(), a) {
+			errs = append(errs, fmt.Errorf("allow-worker-builtins %q: name a built-in action (%s) or *", a, strings.Join(wag.BuiltinActions(), ", ")))
+			continue
+		}
+		s.WorkerBuiltins = append(s.WorkerBuiltins, a)
+	}
+	if s.WorkerMinRuntime, err = time.ParseDuration(one("worker-min-runtime")); err != nil || s.WorkerMinRuntime < 0 {
+		errs = append(errs, fmt.Errorf("worker-min-runtime %q: want a duration such as 1ms, or 0 for no floor", one("worker-min-runtime")))
 	}
 	s.TLS = pki.Files{CA: one("tls-ca"), Cert: one("tls-cert"), Key: one("tls-key")}
 	if s.TLS.Set() && (s.TLS.CA == "" || s.TLS.Cert == "" || s.TLS.Key == "") {

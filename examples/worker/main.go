@@ -34,7 +34,7 @@ func main() {
 	name := flag.String("name", "text-worker", "name of this program on the node (unique per node)")
 	slots := flag.Int("slots", 4, "attempts run at once")
 	pause := flag.Duration("pause", 0, "time each attempt takes, to watch progress and failover")
-	capability := flag.String("capability", "text", "the capability served (the Python SDK's benchmark serves echo as \"bench\")")
+	capability := flag.String("capability", "text", "the capability served (the Python SDK's benchmark serves reflect as \"bench\")")
 	ca := flag.String("tls-ca", os.Getenv("ROBONET_TLS_CA"), "the mesh CA's certificate, for a node with TLS (env ROBONET_TLS_CA)")
 	tokenFile := flag.String("token-file", "", "file holding the API token, for a node with tokens (default: env ROBONET_TOKEN)")
 	flag.Parse()
@@ -62,9 +62,10 @@ func main() {
 		Handlers: map[string]worker.Handler{
 			"wordcount": func(ctx context.Context, job *worker.Job) (any, error) { return wordcount(ctx, job, *pause) },
 			"sum":       sum,
-			// echo returns its input: the reference the Python SDK's
-			// benchmark measures its worker against.
-			"echo": func(_ context.Context, job *worker.Job) (any, error) { return job.Input, nil },
+			// reflect returns its input: the reference the Python SDK's
+			// benchmark measures its worker against. (Not "echo": the
+			// built-in actions are robonode's, not a program's to claim.)
+			"reflect": func(_ context.Context, job *worker.Job) (any, error) { return job.Input, nil },
 		},
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)

@@ -232,10 +232,12 @@ func PrintQuarantine(w io.Writer, nodes []*robonetv1.QuarantinedNode) {
 	_ = tw.Flush()
 }
 
-// TrustView is one node's trust as the leader sees it, for -o json and
-// -o yaml.
+// TrustView is one node's or worker program's trust as the leader sees
+// it, for -o json and -o yaml. A program is named NODE/PROGRAM; Via is
+// its node.
 type TrustView struct {
 	Node       string            `json:"node"`
+	Via        string            `json:"via,omitempty"`
 	Tier       string            `json:"tier"`
 	Score      float64           `json:"score"`
 	Good       float64           `json:"good"`
@@ -254,6 +256,9 @@ func Trust(n *robonetv1.NodeTrust) TrustView {
 	if v.Evidence == nil {
 		v.Evidence = map[string]uint64{}
 	}
+	if node, _, ok := strings.Cut(v.Node, "/"); ok {
+		v.Via = node
+	}
 	if n.GetSince() != nil {
 		t := n.GetSince().AsTime().UTC()
 		v.Since = &t
@@ -261,9 +266,9 @@ func Trust(n *robonetv1.NodeTrust) TrustView {
 	return v
 }
 
-// PrintTrust writes each node's trust as a table.
+// PrintTrust writes each node's and worker program's trust as a table.
 func PrintTrust(w io.Writer, resp *robonetv1.ListTrustResponse) {
-	fmt.Fprintf(w, "as the leader %s sees it; dispatch tier %s (below it a node is on probation)\n", resp.GetAnsweredBy(), resp.GetDispatchTier())
+	fmt.Fprintf(w, "as the leader %s sees it; dispatch tier %s (below it a node or program is on probation)\n", resp.GetAnsweredBy(), resp.GetDispatchTier())
 	if len(resp.GetNodes()) == 0 {
 		fmt.Fprintln(w, "no evidence about any node yet")
 		return
@@ -283,6 +288,9 @@ func PrintTrust(w io.Writer, resp *robonetv1.ListTrustResponse) {
 			note = "the leader itself"
 		case n.GetPretrusted():
 			note = "trusted by an operator"
+		}
+		if node, _, ok := strings.Cut(n.GetNode(), "/"); ok {
+			note = strings.TrimSuffix("worker program via "+node+"; "+note, "; ")
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%.3f\t%.1f\t%.1f\t%s\t%s\n", n.GetNode(), n.GetTier(), n.GetScore(), n.GetGood(), n.GetBad(),
 			dash(strings.Join(ev, " ")), dash(note))

@@ -50,6 +50,35 @@ gpu         -     7      unassigned  -        -          -       -
 	}
 }
 
+// A worker program's trust is a row of its own, saying which node it
+// connects through.
+func TestPrintTrustPrograms(t *testing.T) {
+	resp := &robonetv1.ListTrustResponse{AnsweredBy: "s1", DispatchTier: "established", Nodes: []*robonetv1.NodeTrust{
+		{Node: "s1", Tier: "trusted", Score: 0.5, Self: true},
+		{Node: "w1", Tier: "provisional", Score: 0.9, Good: 9, Evidence: map[string]uint64{"task_completed": 9}},
+		{Node: "w1/gpu-box", Tier: "unverified", Score: 0.25, Good: 2, Bad: 10, Evidence: map[string]uint64{"misbehaviour": 1, "task_completed": 2}},
+		{Node: "w2/ops", Tier: "trusted", Score: 0.5, Pretrusted: true},
+	}}
+	var buf bytes.Buffer
+	PrintTrust(&buf, resp)
+	want := `as the leader s1 sees it; dispatch tier established (below it a node or program is on probation)
+NODE        TIER         SCORE  GOOD  BAD   EVIDENCE                         NOTE
+s1          trusted      0.500  0.0   0.0   -                                the leader itself
+w1          provisional  0.900  9.0   0.0   task_completed=9                 -
+w1/gpu-box  unverified   0.250  2.0   10.0  misbehaviour=1 task_completed=2  worker program via w1
+w2/ops      trusted      0.500  0.0   0.0   -                                worker program via w2; trusted by an operator
+`
+	if got := trimLines(buf.String()); got != want {
+		t.Errorf("table:\n%s\nwant:\n%s", got, want)
+	}
+	if v := Trust(resp.GetNodes()[2]); v.Via != "w1" {
+		t.Errorf("via %q, want w1", v.Via)
+	}
+	if v := Trust(resp.GetNodes()[1]); v.Via != "" {
+		t.Errorf("a node's via %q, want none", v.Via)
+	}
+}
+
 func TestPrintMembersRoles(t *testing.T) {
 	members := []*robonetv1.Member{
 		{Name: "n1", Status: "alive", Roles: []string{"server", "worker"}, Leader: true, Voter: true, GrpcAddr: "10.0.0.1:7233",

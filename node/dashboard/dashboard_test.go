@@ -136,11 +136,13 @@ func (fakeMesh) ListWagglers(context.Context, *robonetv1.ListWagglersRequest) (*
 }
 
 func (fakeMesh) ListTrust(context.Context, *robonetv1.ListTrustRequest) (*robonetv1.ListTrustResponse, error) {
-	return &robonetv1.ListTrustResponse{DispatchTier: "established", Nodes: []*robonetv1.NodeTrust{{Node: "w1", Tier: "provisional"}}}, nil
+	return &robonetv1.ListTrustResponse{DispatchTier: "established", Nodes: []*robonetv1.NodeTrust{{Node: "w1", Tier: "provisional"},
+		{Node: "w1/gpu-box", Tier: "unverified", Evidence: map[string]uint64{"misbehaviour": 2}}}}, nil
 }
 
 func (fakeMesh) Quarantine(context.Context, *robonetv1.QuarantineRequest) (*robonetv1.QuarantineResponse, error) {
-	return &robonetv1.QuarantineResponse{Nodes: []*robonetv1.QuarantinedNode{{Node: "w1", Reason: "replayed heartbeats", Since: timestamppb.Now()}}}, nil
+	return &robonetv1.QuarantineResponse{Nodes: []*robonetv1.QuarantinedNode{{Node: "w1", Reason: "replayed heartbeats", Since: timestamppb.Now()},
+		{Node: "w1/gpu-box", Reason: "sentinel: answers to attempts it was never given", Since: timestamppb.Now()}}}, nil
 }
 
 func (fakeMesh) ListPartitions(context.Context, *robonetv1.ListPartitionsRequest) (*robonetv1.ListPartitionsResponse, error) {
@@ -195,7 +197,8 @@ func TestPages(t *testing.T) {
 	}{
 		{"/ui/", 200, []string{`id="members"`, "s1", `class="badge leader"`, "term 7", "MONITORING", `<span class="tier provisional"`, "replayed heartbeats",
 			`<meter min="0" max="4" value="1">`, "w1 is failed", "established", "just now", "3m ago",
-			`id="partitions"`, "2 partitions, placed on the Raft leader", "<td>2.5</td>", "2m ago", "new leadership term 7", "not reported by its owner"}},
+			`id="partitions"`, "2 partitions, placed on the Raft leader", "<td>2.5</td>", "2m ago", "new leadership term 7", "not reported by its owner",
+			`id="programs"`, "<td>gpu-box</td>", `<span class="tier unverified"`, "misbehaviour=2", "answers to attempts it was never given"}},
 		{"/ui/instances?state=running&workflow=diamond", 200, []string{`href="/ui/instances/` + instanceID + `"`, "diamond v2", `id="next-page"`, "page=tok2"}},
 		{"/ui/instances?state=bogus", 400, []string{"choose pending, running"}},
 		{"/ui/instances?age=bogus", 400, []string{"choose 1h, 24h or 7d"}},

@@ -143,8 +143,15 @@ func terminal(s robonetv1.InstanceState) bool {
 // ages are the instance list's age filters.
 var ages = map[string]time.Duration{"1h": time.Hour, "24h": 24 * time.Hour, "7d": 7 * 24 * time.Hour}
 
-// meshPage: members, leader, Waggler roles, trust, quarantine, pools,
-// partitions.
+// programTrust is a worker program's row in the mesh page: a trust
+// subject of its own, NODE/PROGRAM, connected through Node.
+type programTrust struct {
+	Subject, Node, Program string
+	Trust                  *robonetv1.NodeTrust
+}
+
+// meshPage: members, leader, Waggler roles, trust (of nodes and worker
+// programs), quarantine, pools, partitions.
 func (s *server) meshPage(w http.ResponseWriter, r *http.Request) {
 	c, cancel := ctx(r)
 	defer cancel()
@@ -163,15 +170,20 @@ func (s *server) meshPage(w http.ResponseWriter, r *http.Request) {
 		data["WagglersError"] = err.Error()
 	}
 	tiers := map[string]*robonetv1.NodeTrust{}
+	var programs []programTrust
 	if tr, err := s.cfg.Mesh.ListTrust(c, &robonetv1.ListTrustRequest{}); err == nil {
 		for _, n := range tr.GetNodes() {
 			tiers[n.GetNode()] = n
+			if node, program, ok := strings.Cut(n.GetNode(), "/"); ok {
+				programs = append(programs, programTrust{Subject: n.GetNode(), Node: node, Program: program, Trust: n})
+			}
 		}
 		data["DispatchTier"] = tr.GetDispatchTier()
 	} else {
 		data["TrustNote"] = "trust tiers: " + errMessage(err)
 	}
 	data["Trust"] = tiers
+	data["Programs"] = programs
 	quarantined := map[string]*robonetv1.QuarantinedNode{}
 	if q, err := s.cfg.Mesh.Quarantine(c, &robonetv1.QuarantineRequest{Op: robonetv1.QuarantineOp_QUARANTINE_OP_LIST}); err == nil {
 		for _, n := range q.GetNodes() {

@@ -268,6 +268,22 @@ var observationKinds = map[sentinel.Kind]robonetv1.ObservationKind{
 	sentinel.CPU:        robonetv1.ObservationKind_OBSERVATION_KIND_CPU,
 	sentinel.Mem:        robonetv1.ObservationKind_OBSERVATION_KIND_MEM,
 	sentinel.Violation:  robonetv1.ObservationKind_OBSERVATION_KIND_VIOLATION,
+	sentinel.Misbehaved: robonetv1.ObservationKind_OBSERVATION_KIND_MISBEHAVED,
+}
+
+// misbehaviourKinds maps a worker program's misbehaviours to the wire's.
+var misbehaviourKinds = map[wag.Misbehaviour]robonetv1.MisbehaviourKind{
+	wag.Unsolicited: robonetv1.MisbehaviourKind_MISBEHAVIOUR_KIND_UNSOLICITED,
+	wag.TooFast:     robonetv1.MisbehaviourKind_MISBEHAVIOUR_KIND_TOO_FAST,
+}
+
+func misbehaviourFromProto(k robonetv1.MisbehaviourKind) (wag.Misbehaviour, bool) {
+	for m, w := range misbehaviourKinds {
+		if w == k {
+			return m, true
+		}
+	}
+	return 0, false
 }
 
 // maxObservationCount bounds the count of one observation a host sends:

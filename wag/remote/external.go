@@ -6,7 +6,9 @@ import (
 	"fmt"
 	"io"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -16,6 +18,8 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/engine/value"
+	"github.com/robonet/robonet/internal/access"
+	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 	"github.com/robonet/robonet/wag/tasklog"
@@ -37,6 +41,9 @@ var workerNameRE = regexp.MustCompile(`^[A-Za-z0-9._-]+$`)
 // *wag.WorkerHost.
 type PoolHost interface {
 	AddPool(capability, name string, size int, reg *wag.Registry) (remove func(ctx context.Context) error, err error)
+	// Misbehaved tells the pool's Waggler what the program behind the
+	// pool called name did (wag.WorkerHost.Misbehaved).
+	Misbehaved(capability, name string, m wag.Misbehaviour)
 }
 
 // ExternalServer is the WorkerService of a node: it lets a program in any
@@ -47,6 +54,22 @@ type PoolHost interface {
 // stream breaks, loses its pool: what it ran fails and is retried. The
 // lines a program sends for a running attempt (WorkerLog) go to the node's
 // task logs, read as an exec attempt's output is (roboctl logs).
+//
+// Who may serve what: a program's token must allow its capability (a
+// worker token's capabilities=; the node's API interceptor lets in only
+// worker and admin tokens), and no program may claim a built-in action
+// (wag.BuiltinActions) unless the node allows it (AllowBuiltins).
+// Refusals are PERMISSION_DENIED naming the token, the capability or
+// actions, and what is allowed. Each program is a trust subject of its
+// own, NODE/PROGRAM (wag.WorkerSubject; PROGRAM is its worker token's
+// name, see poolName): the Waggler gives it one attempt
+// at a time until it has earned the dispatch tier, and counts against it
+// what it loses or gets outvoted on. What only the node sees — an answer
+// to an attempt the program was never given (or had answered already),
+// an answer sooner than MinRuntime — is misbehaviour: counted here
+// (Misbehaviours) and told to the pool's Waggler (PoolHost.Misbehaved),
+// which counts it against the program's trust; the Sentinel quarantines
+// a program that keeps at it. The answer itself is taken as it is.
 type ExternalServer struct {
 	robonetv1.UnimplementedWorkerServiceServer
 	host     PoolHost
@@ -55,8 +78,12 @@ type ExternalServer struct {
 	missed   int
 	logs     *tasklog.Store
 	log      *zap.Logger
+	builtins []string // the built-in actions programs may claim
+	floor    time.Duration
+	clock    clock.Clock
 
 	droppedLines atomic.Uint64
+	misbehaved   [3]atomic.Uint64 // by wag.Misbehaviour
 }
 
 // ExternalOptions are an ExternalServer's optional parts.
@@ -64,6 +91,15 @@ type ExternalOptions struct {
 	// TaskLogs keeps the lines programs send for their attempts; nil:
 	// they are dropped (and counted).
 	TaskLogs *tasklog.Store
+	// AllowBuiltins names the built-in actions (wag.BuiltinActions)
+	// programs may claim; "*" allows them all. Empty: none.
+	AllowBuiltins []string
+	// MinRuntime is the floor of how soon a program may answer an
+	// attempt after the node sent it: a sooner answer is misbehaviour
+	// (wag.TooFast). 0: no floor.
+	MinRuntime time.Duration
+	// Clock times the answers; nil: the system clock.
+	Clock clock.Clock
 }
 
 // NewExternalServer serves external workers into host; interval and
@@ -72,13 +108,65 @@ func NewExternalServer(host PoolHost, node string, interval time.Duration, misse
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &ExternalServer{host: host, node: node, interval: interval, missed: missed, logs: opts.TaskLogs, log: log.Named("external")}
+	if opts.Clock == nil {
+		opts.Clock = clock.System()
+	}
+	return &ExternalServer{host: host, node: node, interval: interval, missed: missed, logs: opts.TaskLogs, log: log.Named("external"),
+		builtins: opts.AllowBuiltins, floor: opts.MinRuntime, clock: opts.Clock}
 }
 
 // DroppedLogLines counts the lines programs sent that no log took: for an
 // attempt the node does not know or that had finished (or one it keeps no
 // log of).
 func (s *ExternalServer) DroppedLogLines() uint64 { return s.droppedLines.Load() }
+
+// Misbehaviours counts what the programs connected to this node did that
+// no honest program does, by kind.
+func (s *ExternalServer) Misbehaviours() map[wag.Misbehaviour]uint64 {
+	out := make(map[wag.Misbehaviour]uint64, len(wag.Misbehaviours))
+	for _, m := range wag.Misbehaviours {
+		out[m] = s.misbehaved[m].Load()
+	}
+	return out
+}
+
+// poolName names the pool of a program called name: its name, or for a
+// program connected with a worker token TOKEN~NAME, so that its trust
+// subject is the token's (wag.WorkerSubject: NODE/TOKEN). The credential
+// is the program's identity: a program that changes its name, or a token
+// that connects more programs, gets no fresh probation and escapes no
+// quarantine. (An admin, or anyone on a node without tokens, may do
+// anything anyway: its programs are judged by their names.)
+func poolName(ctx context.Context, name string) string {
+	if p, ok := access.FromContext(ctx); ok && p.Role == access.Worker {
+		return p.Name + wag.SubjectSep + name
+	}
+	return name
+}
+
+// mayServe checks that the caller's token may serve the hello's
+// capability, and that the hello claims no built-in action the node keeps
+// to itself. A call without a principal (in-process, or a node without
+// tokens) may serve any capability.
+func (s *ExternalServer) mayServe(ctx context.Context, h *robonetv1.WorkerHello) error {
+	if p, ok := access.FromContext(ctx); ok && !p.MayCapability(h.GetCapability()) {
+		return status.Errorf(codes.PermissionDenied,
+			"token %s may serve the capabilities %s, not %s: serve one of those, or give the program a token whose capabilities= allows %s",
+			p.Name, strings.Join(p.Capabilities, ","), h.GetCapability(), h.GetCapability())
+	}
+	var claimed []string
+	for _, a := range h.GetActions() {
+		if slices.Contains(wag.BuiltinActions(), a) && !slices.Contains(s.builtins, a) && !slices.Contains(s.builtins, "*") {
+			claimed = append(claimed, a)
+		}
+	}
+	if len(claimed) > 0 {
+		return status.Errorf(codes.PermissionDenied,
+			"action %s: robonode's built-in actions (%s) are not a worker program's to claim unless its node allows them (robonode --allow-worker-builtins %s); give the program's actions names of their own",
+			strings.Join(claimed, ", "), strings.Join(wag.BuiltinActions(), ", "), strings.Join(claimed, ","))
+	}
+	return nil
+}
 
 // Serve runs one program's session (see worker.proto for the protocol).
 func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error {
@@ -93,16 +181,28 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 	if err := validateHello(hello); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
+	if err := s.mayServe(stream.Context(), hello); err != nil {
+		s.log.Warn("a worker program was refused", zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability()), zap.Error(err))
+		return err
+	}
+	pool := poolName(stream.Context(), hello.GetName())
 	ctx, cancel := context.WithCancelCause(stream.Context())
 	defer cancel(errors.New("stream ended"))
 	c := &extConn{
-		name:  hello.GetName(),
-		out:   newSender(stream.Send, s.log.With(zap.String("stream", "Serve to "+hello.GetName()))),
-		calls: map[string]*extCall{},
-		ctx:   ctx,
-		logs:  s.logs,
-		drops: &s.droppedLines,
-		log:   s.log.With(zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability())),
+		name:     hello.GetName(),
+		out:      newSender(stream.Send, s.log.With(zap.String("stream", "Serve to "+hello.GetName()))),
+		calls:    map[string]*extCall{},
+		answered: newRecent(maxAnsweredKept),
+		ctx:      ctx,
+		logs:     s.logs,
+		drops:    &s.droppedLines,
+		log:      s.log.With(zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability())),
+		clock:    s.clock,
+		floor:    s.floor,
+	}
+	c.misbehave = func(m wag.Misbehaviour) {
+		s.misbehaved[m].Add(1)
+		s.host.Misbehaved(hello.GetCapability(), pool, m)
 	}
 	defer c.out.close()
 	reg := wag.NewEmptyRegistry()
@@ -111,7 +211,7 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 			return status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
-	remove, err := s.host.AddPool(hello.GetCapability(), hello.GetName(), int(hello.GetSlots()), reg)
+	remove, err := s.host.AddPool(hello.GetCapability(), pool, int(hello.GetSlots()), reg)
 	if err != nil {
 		switch {
 		case errors.Is(err, wag.ErrNotRunning):
@@ -225,16 +325,29 @@ type extConn struct {
 	// logs keeps attempts' lines (nil: none); drops counts those dropped.
 	logs  *tasklog.Store
 	drops *atomic.Uint64
+	clock clock.Clock
+	floor time.Duration // ExternalOptions.MinRuntime
+	// misbehave counts what the program did wrong and tells its Waggler.
+	misbehave func(wag.Misbehaviour)
 
 	mu    sync.Mutex
 	next  uint64
 	calls map[string]*extCall
+	// answered are the latest attempts the program answered: another
+	// answer to one of them is misbehaviour. (An answer to an attempt
+	// the node withdrew — cancelled, timed out — is not: it crossed the
+	// cancel.)
+	answered *recent
 }
+
+// maxAnsweredKept bounds the answered attempts a connection remembers.
+const maxAnsweredKept = 1024
 
 type extCall struct {
 	call *wag.Call
 	done chan *robonetv1.WorkerDone // buffered 1
 	log  *attemptLog                // nil: its lines are dropped
+	sent time.Time                  // when the node sent it
 }
 
 // handle is the handler of every action the program serves: it sends the
@@ -246,7 +359,7 @@ func (c *extConn) handle(ctx context.Context, call *wag.Call) (any, error) {
 		return nil, fmt.Errorf("encoding the input for %s: %w", c.name, err)
 	}
 	slot := int32(call.Slot)
-	ec := &extCall{call: call, done: make(chan *robonetv1.WorkerDone, 1), log: openAttemptLog(c.logs, call)}
+	ec := &extCall{call: call, done: make(chan *robonetv1.WorkerDone, 1), log: openAttemptLog(c.logs, call), sent: c.clock.Now()}
 	c.mu.Lock()
 	c.next++
 	id := strconv.FormatUint(c.next, 10)
@@ -271,6 +384,9 @@ func (c *extConn) handle(ctx context.Context, call *wag.Call) (any, error) {
 	}
 	select {
 	case d := <-ec.done:
+		c.mu.Lock()
+		c.answered.add(id)
+		c.mu.Unlock()
 		return c.result(call, d)
 	case <-ctx.Done():
 		_ = c.out.push(&robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Cancel{Cancel: &robonetv1.WorkerCancel{Slot: slot, AttemptId: id}}})
@@ -315,20 +431,65 @@ func (c *extConn) result(call *wag.Call, d *robonetv1.WorkerDone) (any, error) {
 }
 
 // done delivers a result to its waiting handler; one for an attempt that
-// is no longer waited for (cancelled, or a duplicate) is dropped.
+// is no longer waited for is dropped. An answer to an attempt the program
+// was never given, a second answer to one, and an answer sooner than the
+// floor are misbehaviour; one to an attempt the node withdrew is not.
 func (c *extConn) done(d *robonetv1.WorkerDone) {
+	now := c.clock.Now()
+	id := d.GetAttemptId()
 	c.mu.Lock()
-	ec := c.calls[d.GetAttemptId()]
+	ec := c.calls[id]
+	given := ec != nil || c.given(id)
+	again := ec == nil && c.answered.has(id)
 	c.mu.Unlock()
 	if ec == nil {
-		c.log.Debug("result for an attempt no longer running: ignored", zap.String("attempt_id", value.Clip(d.GetAttemptId(), 32)))
+		if !given || again {
+			c.log.Warn("an answer to an attempt the program was never given, or had answered: misbehaviour", zap.String("attempt_id", value.Clip(id, 32)))
+			c.misbehave(wag.Unsolicited)
+			return
+		}
+		c.log.Debug("result for an attempt no longer running: ignored", zap.String("attempt_id", value.Clip(id, 32)))
 		return
+	}
+	if took := now.Sub(ec.sent); c.floor > 0 && took < c.floor {
+		c.log.Warn("an answer sooner than any real work could: misbehaviour", zap.String("attempt_id", value.Clip(id, 32)),
+			zap.Duration("took", took), zap.Duration("floor", c.floor))
+		c.misbehave(wag.TooFast)
 	}
 	select {
 	case ec.done <- d:
 	default: // a second WorkerDone for the same attempt
+		c.log.Warn("a second answer to an attempt: misbehaviour", zap.String("attempt_id", value.Clip(id, 32)))
+		c.misbehave(wag.Unsolicited)
 	}
 }
+
+// given reports whether the node sent the program the attempt called id
+// (ids are 1, 2, 3, … on a connection); c.mu held.
+func (c *extConn) given(id string) bool {
+	n, err := strconv.ParseUint(id, 10, 64)
+	return err == nil && n >= 1 && n <= c.next && strconv.FormatUint(n, 10) == id
+}
+
+// recent is a bounded set of the latest ids added to it.
+type recent struct {
+	ids  map[string]bool
+	ring []string
+	next int
+}
+
+func newRecent(n int) *recent { return &recent{ids: make(map[string]bool, n), ring: make([]string, n)} }
+
+func (r *recent) add(id string) {
+	if old := r.ring[r.next]; old != "" {
+		delete(r.ids, old)
+	}
+	r.ring[r.next] = id
+	r.ids[id] = true
+	r.next = (r.next + 1) % len(r.ring)
+}
+
+func (r *recent) has(id string) bool { return r.ids[id] }
 
 // lines keeps the lines of a running attempt in its log; those of an
 // attempt no longer running (or unknown) are dropped and counted. An

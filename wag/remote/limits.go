@@ -394,6 +394,18 @@ func checkWorkRequest(m *robonetv1.WorkRequest) error {
 				return err
 			}
 		}
+	case *robonetv1.WorkRequest_Misbehaved:
+		if err := checkBatch("WorkMisbehaved", len(x.Misbehaved.GetItems())); err != nil {
+			return err
+		}
+		for _, it := range x.Misbehaved.GetItems() {
+			if err := checkString("WorkMisbehaved: worker id", it.GetWorkerId(), maxNameBytes); err != nil {
+				return err
+			}
+			if _, ok := misbehaviourFromProto(it.GetKind()); !ok {
+				return invalid("WorkMisbehaved: unknown kind %d", int32(it.GetKind()))
+			}
+		}
 	default:
 		return invalid("an empty or unknown Work request")
 	}

@@ -155,6 +155,8 @@ func workRequests(tb testing.TB) []*robonetv1.WorkRequest {
 			Stamp: &robonetv1.Stamp{ChainId: 7, Index: 3, Token: make([]byte, 32), NextAnchor: make([]byte, 44)}},
 		{Msg: &robonetv1.WorkRequest_Reports{Reports: &robonetv1.WorkReports{Items: []*robonetv1.Report{rep}}}},
 		{Msg: &robonetv1.WorkRequest_Leave{Leave: &robonetv1.WorkLeave{Workers: []string{"w1/c/1"}}}},
+		{Msg: &robonetv1.WorkRequest_Misbehaved{Misbehaved: &robonetv1.WorkMisbehaved{Items: []*robonetv1.Misbehaviour{
+			{WorkerId: "w1/c/gpu-1", Kind: robonetv1.MisbehaviourKind_MISBEHAVIOUR_KIND_TOO_FAST}}}}},
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"io"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -13,6 +14,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/sentinel"
@@ -293,6 +295,18 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 	if err := s.opts.Caller(stream.Context(), reg.GetNode(), false); err != nil {
 		return err
 	}
+	// Worker ids name their node and capability (node/capability/slot):
+	// trust is kept by them (wag.WorkerSubject), so a pool names its own
+	// node's workers only.
+	prefix := reg.GetNode() + "/" + reg.GetCapability() + "/"
+	if err := ownWorkers(prefix, reg.GetWorkers()); err != nil {
+		return s.violated(reg.GetNode(), err)
+	}
+	for _, r := range reg.GetRunning() {
+		if err := ownWorkers(prefix, []string{r.GetWorkerId()}); err != nil {
+			return s.violated(reg.GetNode(), err)
+		}
+	}
 	release, err := s.admit(reg.GetNode())
 	if err != nil {
 		return s.violated(reg.GetNode(), err)
@@ -362,6 +376,9 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 			}
 			continue
 		}
+		if err := ownWorkersOf(prefix, req); err != nil {
+			return s.violated(reg.GetNode(), err)
+		}
 		switch m := req.GetMsg().(type) {
 		case *robonetv1.WorkRequest_Heartbeats:
 			if err := beats.add(m.Heartbeats.GetItems(), time.Now()); err != nil {
@@ -401,10 +418,48 @@ func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 					w.WorkerDead(id)
 				}
 			}
+		case *robonetv1.WorkRequest_Misbehaved:
+			for _, it := range m.Misbehaved.GetItems() {
+				// Only this stream's own workers: a node speaks for the
+				// programs it connects, never about another node's.
+				if mb, ok := misbehaviourFromProto(it.GetKind()); ok && slices.Contains(reg.GetWorkers(), it.GetWorkerId()) {
+					w.Misbehaved(it.GetWorkerId(), mb)
+				}
+			}
 		default:
 			return status.Error(codes.InvalidArgument, "unexpected message on a Work stream")
 		}
 	}
+}
+
+// ownWorkers checks that every id names a worker of the stream's node and
+// capability (prefix "node/capability/").
+func ownWorkers(prefix string, ids []string) error {
+	for _, id := range ids {
+		if !strings.HasPrefix(id, prefix) || len(id) == len(prefix) {
+			return invalid("worker id %s: a pool's workers are named %sSLOT", value.QuoteClipped(id, 64), prefix)
+		}
+	}
+	return nil
+}
+
+// ownWorkersOf checks the worker ids of a heartbeat batch or reports.
+func ownWorkersOf(prefix string, req *robonetv1.WorkRequest) error {
+	switch m := req.GetMsg().(type) {
+	case *robonetv1.WorkRequest_Heartbeats:
+		for _, hb := range m.Heartbeats.GetItems() {
+			if err := ownWorkers(prefix, []string{hb.GetWorkerId()}); err != nil {
+				return err
+			}
+		}
+	case *robonetv1.WorkRequest_Reports:
+		for _, r := range m.Reports.GetItems() {
+			if err := ownWorkers(prefix, []string{r.GetWorkerId()}); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // admit counts a Work stream of node against MaxWorkStreamsPerNode;

@@ -165,6 +165,19 @@ func (t *WorkTarget) Leave(workerIDs []string) {
 	}
 }
 
+// Misbehaved implements wag.Target: the Waggler is told on the stream, if
+// there is one (without one, it is not counted: the pool runs nothing).
+func (t *WorkTarget) Misbehaved(workerID string, m wag.Misbehaviour) {
+	t.mu.Lock()
+	out := t.out
+	t.mu.Unlock()
+	if out == nil {
+		return
+	}
+	_ = out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Misbehaved{Misbehaved: &robonetv1.WorkMisbehaved{
+		Items: []*robonetv1.Misbehaviour{{WorkerId: workerID, Kind: misbehaviourKinds[m]}}}}})
+}
+
 // Release implements wag.Target: the stream ends and the reports not
 // acknowledged go back to the pool.
 func (t *WorkTarget) Release() []wag.Report {

@@ -238,11 +238,14 @@ const (
 )
 
 // ErrRejected wraps the node's refusal of the program's hello (a bad name,
-// capability, action or slot count): retrying cannot help.
+// capability, action or slot count) or of its token (none, a wrong one,
+// or one that may not serve the capability or claim the actions):
+// retrying cannot help.
 var ErrRejected = errors.New("worker: the node rejected the program")
 
 // Run serves until ctx ends (returning ctx's error) or the node rejects
-// the hello (ErrRejected). Broken streams are reconnected with backoff.
+// the hello or the token (ErrRejected, with the node's status).
+// Broken streams are reconnected with backoff.
 func (p *Program) Run(ctx context.Context, cc grpc.ClientConnInterface) error {
 	log := p.Logger
 	if log == nil {
@@ -256,8 +259,11 @@ func (p *Program) Run(ctx context.Context, cc grpc.ClientConnInterface) error {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if c := status.Code(err); c == codes.InvalidArgument {
+		switch status.Code(err) {
+		case codes.InvalidArgument:
 			return fmt.Errorf("%w: %s", ErrRejected, status.Convert(err).Message())
+		case codes.PermissionDenied, codes.Unauthenticated:
+			return fmt.Errorf("%w: %w", ErrRejected, err)
 		}
 		if served {
 			backoff = backoffMin

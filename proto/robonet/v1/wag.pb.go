@@ -37,6 +37,7 @@ const (
 	ObservationKind_OBSERVATION_KIND_CPU         ObservationKind = 8  // value: percent
 	ObservationKind_OBSERVATION_KIND_MEM         ObservationKind = 9  // value: bytes
 	ObservationKind_OBSERVATION_KIND_VIOLATION   ObservationKind = 10 // a message beyond the limits
+	ObservationKind_OBSERVATION_KIND_MISBEHAVED  ObservationKind = 11 // a worker program answered what it was never given, or too soon
 )
 
 // Enum value maps for ObservationKind.
@@ -53,6 +54,7 @@ var (
 		8:  "OBSERVATION_KIND_CPU",
 		9:  "OBSERVATION_KIND_MEM",
 		10: "OBSERVATION_KIND_VIOLATION",
+		11: "OBSERVATION_KIND_MISBEHAVED",
 	}
 	ObservationKind_value = map[string]int32{
 		"OBSERVATION_KIND_UNSPECIFIED": 0,
@@ -66,6 +68,7 @@ var (
 		"OBSERVATION_KIND_CPU":         8,
 		"OBSERVATION_KIND_MEM":         9,
 		"OBSERVATION_KIND_VIOLATION":   10,
+		"OBSERVATION_KIND_MISBEHAVED":  11,
 	}
 )
 
@@ -150,6 +153,60 @@ func (x ErrorKind) Number() protoreflect.EnumNumber {
 // Deprecated: Use ErrorKind.Descriptor instead.
 func (ErrorKind) EnumDescriptor() ([]byte, []int) {
 	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{1}
+}
+
+// MisbehaviourKind is what a worker program did that no honest program
+// does.
+type MisbehaviourKind int32
+
+const (
+	MisbehaviourKind_MISBEHAVIOUR_KIND_UNSPECIFIED MisbehaviourKind = 0
+	// It answered an attempt it was never given, or one that had finished.
+	MisbehaviourKind_MISBEHAVIOUR_KIND_UNSOLICITED MisbehaviourKind = 1
+	// It answered sooner than the node's floor (--worker-min-runtime):
+	// faster than any real work could.
+	MisbehaviourKind_MISBEHAVIOUR_KIND_TOO_FAST MisbehaviourKind = 2
+)
+
+// Enum value maps for MisbehaviourKind.
+var (
+	MisbehaviourKind_name = map[int32]string{
+		0: "MISBEHAVIOUR_KIND_UNSPECIFIED",
+		1: "MISBEHAVIOUR_KIND_UNSOLICITED",
+		2: "MISBEHAVIOUR_KIND_TOO_FAST",
+	}
+	MisbehaviourKind_value = map[string]int32{
+		"MISBEHAVIOUR_KIND_UNSPECIFIED": 0,
+		"MISBEHAVIOUR_KIND_UNSOLICITED": 1,
+		"MISBEHAVIOUR_KIND_TOO_FAST":    2,
+	}
+)
+
+func (x MisbehaviourKind) Enum() *MisbehaviourKind {
+	p := new(MisbehaviourKind)
+	*p = x
+	return p
+}
+
+func (x MisbehaviourKind) String() string {
+	return protoimpl.X.EnumStringOf(x.Descriptor(), protoreflect.EnumNumber(x))
+}
+
+func (MisbehaviourKind) Descriptor() protoreflect.EnumDescriptor {
+	return file_robonet_v1_wag_proto_enumTypes[2].Descriptor()
+}
+
+func (MisbehaviourKind) Type() protoreflect.EnumType {
+	return &file_robonet_v1_wag_proto_enumTypes[2]
+}
+
+func (x MisbehaviourKind) Number() protoreflect.EnumNumber {
+	return protoreflect.EnumNumber(x)
+}
+
+// Deprecated: Use MisbehaviourKind.Descriptor instead.
+func (MisbehaviourKind) EnumDescriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{2}
 }
 
 type AttemptKey struct {
@@ -1835,6 +1892,7 @@ type WorkRequest struct {
 	//	*WorkRequest_Heartbeats
 	//	*WorkRequest_Reports
 	//	*WorkRequest_Leave
+	//	*WorkRequest_Misbehaved
 	Msg isWorkRequest_Msg `protobuf_oneof:"msg"`
 	// The pool node's hash-chain stamp: every message it sends a Waggler
 	// carries the next token of the node's chain.
@@ -1916,6 +1974,15 @@ func (x *WorkRequest) GetLeave() *WorkLeave {
 	return nil
 }
 
+func (x *WorkRequest) GetMisbehaved() *WorkMisbehaved {
+	if x != nil {
+		if x, ok := x.Msg.(*WorkRequest_Misbehaved); ok {
+			return x.Misbehaved
+		}
+	}
+	return nil
+}
+
 func (x *WorkRequest) GetStamp() *Stamp {
 	if x != nil {
 		return x.Stamp
@@ -1943,6 +2010,10 @@ type WorkRequest_Leave struct {
 	Leave *WorkLeave `protobuf:"bytes,4,opt,name=leave,proto3,oneof"`
 }
 
+type WorkRequest_Misbehaved struct {
+	Misbehaved *WorkMisbehaved `protobuf:"bytes,5,opt,name=misbehaved,proto3,oneof"`
+}
+
 func (*WorkRequest_Register) isWorkRequest_Msg() {}
 
 func (*WorkRequest_Heartbeats) isWorkRequest_Msg() {}
@@ -1950,6 +2021,110 @@ func (*WorkRequest_Heartbeats) isWorkRequest_Msg() {}
 func (*WorkRequest_Reports) isWorkRequest_Msg() {}
 
 func (*WorkRequest_Leave) isWorkRequest_Msg() {}
+
+func (*WorkRequest_Misbehaved) isWorkRequest_Msg() {}
+
+// Misbehaviour is one misbehaviour of the worker program behind one of the
+// stream's workers.
+type Misbehaviour struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	WorkerId      string                 `protobuf:"bytes,1,opt,name=worker_id,json=workerId,proto3" json:"worker_id,omitempty"`
+	Kind          MisbehaviourKind       `protobuf:"varint,2,opt,name=kind,proto3,enum=robonet.v1.MisbehaviourKind" json:"kind,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *Misbehaviour) Reset() {
+	*x = Misbehaviour{}
+	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *Misbehaviour) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*Misbehaviour) ProtoMessage() {}
+
+func (x *Misbehaviour) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use Misbehaviour.ProtoReflect.Descriptor instead.
+func (*Misbehaviour) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{23}
+}
+
+func (x *Misbehaviour) GetWorkerId() string {
+	if x != nil {
+		return x.WorkerId
+	}
+	return ""
+}
+
+func (x *Misbehaviour) GetKind() MisbehaviourKind {
+	if x != nil {
+		return x.Kind
+	}
+	return MisbehaviourKind_MISBEHAVIOUR_KIND_UNSPECIFIED
+}
+
+// WorkMisbehaved tells the Waggler what the worker programs behind the
+// stream's workers did wrong (the node they connect through saw it): the
+// Waggler counts it against each program's trust subject, NODE/PROGRAM,
+// never against another node's.
+type WorkMisbehaved struct {
+	state         protoimpl.MessageState `protogen:"open.v1"`
+	Items         []*Misbehaviour        `protobuf:"bytes,1,rep,name=items,proto3" json:"items,omitempty"`
+	unknownFields protoimpl.UnknownFields
+	sizeCache     protoimpl.SizeCache
+}
+
+func (x *WorkMisbehaved) Reset() {
+	*x = WorkMisbehaved{}
+	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+	ms.StoreMessageInfo(mi)
+}
+
+func (x *WorkMisbehaved) String() string {
+	return protoimpl.X.MessageStringOf(x)
+}
+
+func (*WorkMisbehaved) ProtoMessage() {}
+
+func (x *WorkMisbehaved) ProtoReflect() protoreflect.Message {
+	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	if x != nil {
+		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
+		if ms.LoadMessageInfo() == nil {
+			ms.StoreMessageInfo(mi)
+		}
+		return ms
+	}
+	return mi.MessageOf(x)
+}
+
+// Deprecated: Use WorkMisbehaved.ProtoReflect.Descriptor instead.
+func (*WorkMisbehaved) Descriptor() ([]byte, []int) {
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{24}
+}
+
+func (x *WorkMisbehaved) GetItems() []*Misbehaviour {
+	if x != nil {
+		return x.Items
+	}
+	return nil
+}
 
 // WorkLeave says that some of the stream's workers are gone for good (their
 // pool was removed: an external worker program disconnected). What they
@@ -1963,7 +2138,7 @@ type WorkLeave struct {
 
 func (x *WorkLeave) Reset() {
 	*x = WorkLeave{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	mi := &file_robonet_v1_wag_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1975,7 +2150,7 @@ func (x *WorkLeave) String() string {
 func (*WorkLeave) ProtoMessage() {}
 
 func (x *WorkLeave) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[23]
+	mi := &file_robonet_v1_wag_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1988,7 +2163,7 @@ func (x *WorkLeave) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkLeave.ProtoReflect.Descriptor instead.
 func (*WorkLeave) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{23}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{25}
 }
 
 func (x *WorkLeave) GetWorkers() []string {
@@ -2016,7 +2191,7 @@ type WorkRegister struct {
 
 func (x *WorkRegister) Reset() {
 	*x = WorkRegister{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	mi := &file_robonet_v1_wag_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2028,7 +2203,7 @@ func (x *WorkRegister) String() string {
 func (*WorkRegister) ProtoMessage() {}
 
 func (x *WorkRegister) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[24]
+	mi := &file_robonet_v1_wag_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2041,7 +2216,7 @@ func (x *WorkRegister) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkRegister.ProtoReflect.Descriptor instead.
 func (*WorkRegister) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{24}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{26}
 }
 
 func (x *WorkRegister) GetNode() string {
@@ -2098,7 +2273,7 @@ type WorkReady struct {
 
 func (x *WorkReady) Reset() {
 	*x = WorkReady{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	mi := &file_robonet_v1_wag_proto_msgTypes[27]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2110,7 +2285,7 @@ func (x *WorkReady) String() string {
 func (*WorkReady) ProtoMessage() {}
 
 func (x *WorkReady) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[25]
+	mi := &file_robonet_v1_wag_proto_msgTypes[27]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2123,7 +2298,7 @@ func (x *WorkReady) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkReady.ProtoReflect.Descriptor instead.
 func (*WorkReady) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{25}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{27}
 }
 
 func (x *WorkReady) GetMaxMessageBytes() uint64 {
@@ -2143,7 +2318,7 @@ type Assignment struct {
 
 func (x *Assignment) Reset() {
 	*x = Assignment{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[26]
+	mi := &file_robonet_v1_wag_proto_msgTypes[28]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2155,7 +2330,7 @@ func (x *Assignment) String() string {
 func (*Assignment) ProtoMessage() {}
 
 func (x *Assignment) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[26]
+	mi := &file_robonet_v1_wag_proto_msgTypes[28]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2168,7 +2343,7 @@ func (x *Assignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Assignment.ProtoReflect.Descriptor instead.
 func (*Assignment) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{26}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{28}
 }
 
 func (x *Assignment) GetDispatch() *Dispatch {
@@ -2196,7 +2371,7 @@ type RunningAttempt struct {
 
 func (x *RunningAttempt) Reset() {
 	*x = RunningAttempt{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[27]
+	mi := &file_robonet_v1_wag_proto_msgTypes[29]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2208,7 +2383,7 @@ func (x *RunningAttempt) String() string {
 func (*RunningAttempt) ProtoMessage() {}
 
 func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[27]
+	mi := &file_robonet_v1_wag_proto_msgTypes[29]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2221,7 +2396,7 @@ func (x *RunningAttempt) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use RunningAttempt.ProtoReflect.Descriptor instead.
 func (*RunningAttempt) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{27}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{29}
 }
 
 func (x *RunningAttempt) GetAssignment() *Assignment {
@@ -2264,7 +2439,7 @@ type Heartbeat struct {
 
 func (x *Heartbeat) Reset() {
 	*x = Heartbeat{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[28]
+	mi := &file_robonet_v1_wag_proto_msgTypes[30]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2276,7 +2451,7 @@ func (x *Heartbeat) String() string {
 func (*Heartbeat) ProtoMessage() {}
 
 func (x *Heartbeat) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[28]
+	mi := &file_robonet_v1_wag_proto_msgTypes[30]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2289,7 +2464,7 @@ func (x *Heartbeat) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Heartbeat.ProtoReflect.Descriptor instead.
 func (*Heartbeat) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{28}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{30}
 }
 
 func (x *Heartbeat) GetKey() *AttemptKey {
@@ -2378,7 +2553,7 @@ type WorkHeartbeats struct {
 
 func (x *WorkHeartbeats) Reset() {
 	*x = WorkHeartbeats{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[29]
+	mi := &file_robonet_v1_wag_proto_msgTypes[31]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2390,7 +2565,7 @@ func (x *WorkHeartbeats) String() string {
 func (*WorkHeartbeats) ProtoMessage() {}
 
 func (x *WorkHeartbeats) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[29]
+	mi := &file_robonet_v1_wag_proto_msgTypes[31]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2403,7 +2578,7 @@ func (x *WorkHeartbeats) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkHeartbeats.ProtoReflect.Descriptor instead.
 func (*WorkHeartbeats) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{29}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{31}
 }
 
 func (x *WorkHeartbeats) GetItems() []*Heartbeat {
@@ -2436,7 +2611,7 @@ type Report struct {
 
 func (x *Report) Reset() {
 	*x = Report{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[30]
+	mi := &file_robonet_v1_wag_proto_msgTypes[32]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2448,7 +2623,7 @@ func (x *Report) String() string {
 func (*Report) ProtoMessage() {}
 
 func (x *Report) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[30]
+	mi := &file_robonet_v1_wag_proto_msgTypes[32]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2461,7 +2636,7 @@ func (x *Report) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use Report.ProtoReflect.Descriptor instead.
 func (*Report) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{30}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{32}
 }
 
 func (x *Report) GetSeq() uint64 {
@@ -2543,7 +2718,7 @@ type WorkReports struct {
 
 func (x *WorkReports) Reset() {
 	*x = WorkReports{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[31]
+	mi := &file_robonet_v1_wag_proto_msgTypes[33]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2555,7 +2730,7 @@ func (x *WorkReports) String() string {
 func (*WorkReports) ProtoMessage() {}
 
 func (x *WorkReports) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[31]
+	mi := &file_robonet_v1_wag_proto_msgTypes[33]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2568,7 +2743,7 @@ func (x *WorkReports) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkReports.ProtoReflect.Descriptor instead.
 func (*WorkReports) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{31}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{33}
 }
 
 func (x *WorkReports) GetItems() []*Report {
@@ -2593,7 +2768,7 @@ type WorkResponse struct {
 
 func (x *WorkResponse) Reset() {
 	*x = WorkResponse{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[32]
+	mi := &file_robonet_v1_wag_proto_msgTypes[34]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2605,7 +2780,7 @@ func (x *WorkResponse) String() string {
 func (*WorkResponse) ProtoMessage() {}
 
 func (x *WorkResponse) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[32]
+	mi := &file_robonet_v1_wag_proto_msgTypes[34]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2618,7 +2793,7 @@ func (x *WorkResponse) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkResponse.ProtoReflect.Descriptor instead.
 func (*WorkResponse) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{32}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{34}
 }
 
 func (x *WorkResponse) GetMsg() isWorkResponse_Msg {
@@ -2702,7 +2877,7 @@ type SlotAssignment struct {
 
 func (x *SlotAssignment) Reset() {
 	*x = SlotAssignment{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[33]
+	mi := &file_robonet_v1_wag_proto_msgTypes[35]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2714,7 +2889,7 @@ func (x *SlotAssignment) String() string {
 func (*SlotAssignment) ProtoMessage() {}
 
 func (x *SlotAssignment) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[33]
+	mi := &file_robonet_v1_wag_proto_msgTypes[35]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2727,7 +2902,7 @@ func (x *SlotAssignment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotAssignment.ProtoReflect.Descriptor instead.
 func (*SlotAssignment) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{33}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{35}
 }
 
 func (x *SlotAssignment) GetWorkerId() string {
@@ -2753,7 +2928,7 @@ type WorkAssign struct {
 
 func (x *WorkAssign) Reset() {
 	*x = WorkAssign{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[34]
+	mi := &file_robonet_v1_wag_proto_msgTypes[36]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2765,7 +2940,7 @@ func (x *WorkAssign) String() string {
 func (*WorkAssign) ProtoMessage() {}
 
 func (x *WorkAssign) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[34]
+	mi := &file_robonet_v1_wag_proto_msgTypes[36]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2778,7 +2953,7 @@ func (x *WorkAssign) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAssign.ProtoReflect.Descriptor instead.
 func (*WorkAssign) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{34}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{36}
 }
 
 func (x *WorkAssign) GetItems() []*SlotAssignment {
@@ -2799,7 +2974,7 @@ type SlotCancel struct {
 
 func (x *SlotCancel) Reset() {
 	*x = SlotCancel{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[35]
+	mi := &file_robonet_v1_wag_proto_msgTypes[37]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2811,7 +2986,7 @@ func (x *SlotCancel) String() string {
 func (*SlotCancel) ProtoMessage() {}
 
 func (x *SlotCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[35]
+	mi := &file_robonet_v1_wag_proto_msgTypes[37]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2824,7 +2999,7 @@ func (x *SlotCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SlotCancel.ProtoReflect.Descriptor instead.
 func (*SlotCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{35}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{37}
 }
 
 func (x *SlotCancel) GetWorkerId() string {
@@ -2857,7 +3032,7 @@ type WorkCancel struct {
 
 func (x *WorkCancel) Reset() {
 	*x = WorkCancel{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[36]
+	mi := &file_robonet_v1_wag_proto_msgTypes[38]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2869,7 +3044,7 @@ func (x *WorkCancel) String() string {
 func (*WorkCancel) ProtoMessage() {}
 
 func (x *WorkCancel) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[36]
+	mi := &file_robonet_v1_wag_proto_msgTypes[38]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2882,7 +3057,7 @@ func (x *WorkCancel) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkCancel.ProtoReflect.Descriptor instead.
 func (*WorkCancel) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{36}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{38}
 }
 
 func (x *WorkCancel) GetItems() []*SlotCancel {
@@ -2902,7 +3077,7 @@ type WorkAck struct {
 
 func (x *WorkAck) Reset() {
 	*x = WorkAck{}
-	mi := &file_robonet_v1_wag_proto_msgTypes[37]
+	mi := &file_robonet_v1_wag_proto_msgTypes[39]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2914,7 +3089,7 @@ func (x *WorkAck) String() string {
 func (*WorkAck) ProtoMessage() {}
 
 func (x *WorkAck) ProtoReflect() protoreflect.Message {
-	mi := &file_robonet_v1_wag_proto_msgTypes[37]
+	mi := &file_robonet_v1_wag_proto_msgTypes[39]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2927,7 +3102,7 @@ func (x *WorkAck) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use WorkAck.ProtoReflect.Descriptor instead.
 func (*WorkAck) Descriptor() ([]byte, []int) {
-	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{37}
+	return file_robonet_v1_wag_proto_rawDescGZIP(), []int{39}
 }
 
 func (x *WorkAck) GetSeq() uint64 {
@@ -3095,16 +3270,24 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\n" +
 	"at_unix_ns\x18\x06 \x01(\x03R\batUnixNs\"?\n" +
 	"\vLeadStarted\x120\n" +
-	"\x05items\x18\x01 \x03(\v2\x1a.robonet.v1.AttemptStartedR\x05items\"\x97\x02\n" +
+	"\x05items\x18\x01 \x03(\v2\x1a.robonet.v1.AttemptStartedR\x05items\"\xd5\x02\n" +
 	"\vWorkRequest\x126\n" +
 	"\bregister\x18\x01 \x01(\v2\x18.robonet.v1.WorkRegisterH\x00R\bregister\x12<\n" +
 	"\n" +
 	"heartbeats\x18\x02 \x01(\v2\x1a.robonet.v1.WorkHeartbeatsH\x00R\n" +
 	"heartbeats\x123\n" +
 	"\areports\x18\x03 \x01(\v2\x17.robonet.v1.WorkReportsH\x00R\areports\x12-\n" +
-	"\x05leave\x18\x04 \x01(\v2\x15.robonet.v1.WorkLeaveH\x00R\x05leave\x12'\n" +
+	"\x05leave\x18\x04 \x01(\v2\x15.robonet.v1.WorkLeaveH\x00R\x05leave\x12<\n" +
+	"\n" +
+	"misbehaved\x18\x05 \x01(\v2\x1a.robonet.v1.WorkMisbehavedH\x00R\n" +
+	"misbehaved\x12'\n" +
 	"\x05stamp\x18\x0f \x01(\v2\x11.robonet.v1.StampR\x05stampB\x05\n" +
-	"\x03msg\"%\n" +
+	"\x03msg\"]\n" +
+	"\fMisbehaviour\x12\x1b\n" +
+	"\tworker_id\x18\x01 \x01(\tR\bworkerId\x120\n" +
+	"\x04kind\x18\x02 \x01(\x0e2\x1c.robonet.v1.MisbehaviourKindR\x04kind\"@\n" +
+	"\x0eWorkMisbehaved\x12.\n" +
+	"\x05items\x18\x01 \x03(\v2\x18.robonet.v1.MisbehaviourR\x05items\"%\n" +
 	"\tWorkLeave\x12\x18\n" +
 	"\aworkers\x18\x01 \x03(\tR\aworkers\"\xd4\x01\n" +
 	"\fWorkRegister\x12\x12\n" +
@@ -3193,7 +3376,7 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"WorkCancel\x12,\n" +
 	"\x05items\x18\x01 \x03(\v2\x16.robonet.v1.SlotCancelR\x05items\"\x1b\n" +
 	"\aWorkAck\x12\x10\n" +
-	"\x03seq\x18\x01 \x01(\x04R\x03seq*\xdd\x02\n" +
+	"\x03seq\x18\x01 \x01(\x04R\x03seq*\xfe\x02\n" +
 	"\x0fObservationKind\x12 \n" +
 	"\x1cOBSERVATION_KIND_UNSPECIFIED\x10\x00\x12\x1e\n" +
 	"\x1aOBSERVATION_KIND_HEARTBEAT\x10\x01\x12\x1d\n" +
@@ -3206,13 +3389,18 @@ const file_robonet_v1_wag_proto_rawDesc = "" +
 	"\x14OBSERVATION_KIND_CPU\x10\b\x12\x18\n" +
 	"\x14OBSERVATION_KIND_MEM\x10\t\x12\x1e\n" +
 	"\x1aOBSERVATION_KIND_VIOLATION\x10\n" +
-	"*\x8f\x01\n" +
+	"\x12\x1f\n" +
+	"\x1bOBSERVATION_KIND_MISBEHAVED\x10\v*\x8f\x01\n" +
 	"\tErrorKind\x12\x1a\n" +
 	"\x16ERROR_KIND_UNSPECIFIED\x10\x00\x12\x19\n" +
 	"\x15ERROR_KIND_STALE_TERM\x10\x01\x12\x1a\n" +
 	"\x16ERROR_KIND_NOT_WAGGLER\x10\x02\x12\x13\n" +
 	"\x0fERROR_KIND_BUSY\x10\x03\x12\x1a\n" +
-	"\x16ERROR_KIND_NOT_RUNNING\x10\x042\x8a\x01\n" +
+	"\x16ERROR_KIND_NOT_RUNNING\x10\x04*x\n" +
+	"\x10MisbehaviourKind\x12!\n" +
+	"\x1dMISBEHAVIOUR_KIND_UNSPECIFIED\x10\x00\x12!\n" +
+	"\x1dMISBEHAVIOUR_KIND_UNSOLICITED\x10\x01\x12\x1e\n" +
+	"\x1aMISBEHAVIOUR_KIND_TOO_FAST\x10\x022\x8a\x01\n" +
 	"\n" +
 	"WagService\x12=\n" +
 	"\x04Lead\x12\x17.robonet.v1.LeadRequest\x1a\x18.robonet.v1.LeadResponse(\x010\x01\x12=\n" +
@@ -3230,113 +3418,119 @@ func file_robonet_v1_wag_proto_rawDescGZIP() []byte {
 	return file_robonet_v1_wag_proto_rawDescData
 }
 
-var file_robonet_v1_wag_proto_enumTypes = make([]protoimpl.EnumInfo, 2)
-var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 41)
+var file_robonet_v1_wag_proto_enumTypes = make([]protoimpl.EnumInfo, 3)
+var file_robonet_v1_wag_proto_msgTypes = make([]protoimpl.MessageInfo, 43)
 var file_robonet_v1_wag_proto_goTypes = []any{
 	(ObservationKind)(0),     // 0: robonet.v1.ObservationKind
 	(ErrorKind)(0),           // 1: robonet.v1.ErrorKind
-	(*AttemptKey)(nil),       // 2: robonet.v1.AttemptKey
-	(*Dispatch)(nil),         // 3: robonet.v1.Dispatch
-	(*Handoff)(nil),          // 4: robonet.v1.Handoff
-	(*LeadRequest)(nil),      // 5: robonet.v1.LeadRequest
-	(*LeadOpen)(nil),         // 6: robonet.v1.LeadOpen
-	(*LeadReady)(nil),        // 7: robonet.v1.LeadReady
-	(*LeadRoles)(nil),        // 8: robonet.v1.LeadRoles
-	(*LeadDispatch)(nil),     // 9: robonet.v1.LeadDispatch
-	(*LeadCancel)(nil),       // 10: robonet.v1.LeadCancel
-	(*LeadAck)(nil),          // 11: robonet.v1.LeadAck
-	(*LeadResponse)(nil),     // 12: robonet.v1.LeadResponse
-	(*Stamp)(nil),            // 13: robonet.v1.Stamp
-	(*Observation)(nil),      // 14: robonet.v1.Observation
-	(*LeadObservations)(nil), // 15: robonet.v1.LeadObservations
-	(*WagError)(nil),         // 16: robonet.v1.WagError
-	(*LeadAnswer)(nil),       // 17: robonet.v1.LeadAnswer
-	(*WagResult)(nil),        // 18: robonet.v1.WagResult
-	(*LeadResults)(nil),      // 19: robonet.v1.LeadResults
-	(*WagProgress)(nil),      // 20: robonet.v1.WagProgress
-	(*LeadProgress)(nil),     // 21: robonet.v1.LeadProgress
-	(*AttemptStarted)(nil),   // 22: robonet.v1.AttemptStarted
-	(*LeadStarted)(nil),      // 23: robonet.v1.LeadStarted
-	(*WorkRequest)(nil),      // 24: robonet.v1.WorkRequest
-	(*WorkLeave)(nil),        // 25: robonet.v1.WorkLeave
-	(*WorkRegister)(nil),     // 26: robonet.v1.WorkRegister
-	(*WorkReady)(nil),        // 27: robonet.v1.WorkReady
-	(*Assignment)(nil),       // 28: robonet.v1.Assignment
-	(*RunningAttempt)(nil),   // 29: robonet.v1.RunningAttempt
-	(*Heartbeat)(nil),        // 30: robonet.v1.Heartbeat
-	(*WorkHeartbeats)(nil),   // 31: robonet.v1.WorkHeartbeats
-	(*Report)(nil),           // 32: robonet.v1.Report
-	(*WorkReports)(nil),      // 33: robonet.v1.WorkReports
-	(*WorkResponse)(nil),     // 34: robonet.v1.WorkResponse
-	(*SlotAssignment)(nil),   // 35: robonet.v1.SlotAssignment
-	(*WorkAssign)(nil),       // 36: robonet.v1.WorkAssign
-	(*SlotCancel)(nil),       // 37: robonet.v1.SlotCancel
-	(*WorkCancel)(nil),       // 38: robonet.v1.WorkCancel
-	(*WorkAck)(nil),          // 39: robonet.v1.WorkAck
-	nil,                      // 40: robonet.v1.LeadOpen.PartitionsEntry
-	nil,                      // 41: robonet.v1.LeadRoles.RolesEntry
-	nil,                      // 42: robonet.v1.LeadAnswer.AttemptErrorsEntry
+	(MisbehaviourKind)(0),    // 2: robonet.v1.MisbehaviourKind
+	(*AttemptKey)(nil),       // 3: robonet.v1.AttemptKey
+	(*Dispatch)(nil),         // 4: robonet.v1.Dispatch
+	(*Handoff)(nil),          // 5: robonet.v1.Handoff
+	(*LeadRequest)(nil),      // 6: robonet.v1.LeadRequest
+	(*LeadOpen)(nil),         // 7: robonet.v1.LeadOpen
+	(*LeadReady)(nil),        // 8: robonet.v1.LeadReady
+	(*LeadRoles)(nil),        // 9: robonet.v1.LeadRoles
+	(*LeadDispatch)(nil),     // 10: robonet.v1.LeadDispatch
+	(*LeadCancel)(nil),       // 11: robonet.v1.LeadCancel
+	(*LeadAck)(nil),          // 12: robonet.v1.LeadAck
+	(*LeadResponse)(nil),     // 13: robonet.v1.LeadResponse
+	(*Stamp)(nil),            // 14: robonet.v1.Stamp
+	(*Observation)(nil),      // 15: robonet.v1.Observation
+	(*LeadObservations)(nil), // 16: robonet.v1.LeadObservations
+	(*WagError)(nil),         // 17: robonet.v1.WagError
+	(*LeadAnswer)(nil),       // 18: robonet.v1.LeadAnswer
+	(*WagResult)(nil),        // 19: robonet.v1.WagResult
+	(*LeadResults)(nil),      // 20: robonet.v1.LeadResults
+	(*WagProgress)(nil),      // 21: robonet.v1.WagProgress
+	(*LeadProgress)(nil),     // 22: robonet.v1.LeadProgress
+	(*AttemptStarted)(nil),   // 23: robonet.v1.AttemptStarted
+	(*LeadStarted)(nil),      // 24: robonet.v1.LeadStarted
+	(*WorkRequest)(nil),      // 25: robonet.v1.WorkRequest
+	(*Misbehaviour)(nil),     // 26: robonet.v1.Misbehaviour
+	(*WorkMisbehaved)(nil),   // 27: robonet.v1.WorkMisbehaved
+	(*WorkLeave)(nil),        // 28: robonet.v1.WorkLeave
+	(*WorkRegister)(nil),     // 29: robonet.v1.WorkRegister
+	(*WorkReady)(nil),        // 30: robonet.v1.WorkReady
+	(*Assignment)(nil),       // 31: robonet.v1.Assignment
+	(*RunningAttempt)(nil),   // 32: robonet.v1.RunningAttempt
+	(*Heartbeat)(nil),        // 33: robonet.v1.Heartbeat
+	(*WorkHeartbeats)(nil),   // 34: robonet.v1.WorkHeartbeats
+	(*Report)(nil),           // 35: robonet.v1.Report
+	(*WorkReports)(nil),      // 36: robonet.v1.WorkReports
+	(*WorkResponse)(nil),     // 37: robonet.v1.WorkResponse
+	(*SlotAssignment)(nil),   // 38: robonet.v1.SlotAssignment
+	(*WorkAssign)(nil),       // 39: robonet.v1.WorkAssign
+	(*SlotCancel)(nil),       // 40: robonet.v1.SlotCancel
+	(*WorkCancel)(nil),       // 41: robonet.v1.WorkCancel
+	(*WorkAck)(nil),          // 42: robonet.v1.WorkAck
+	nil,                      // 43: robonet.v1.LeadOpen.PartitionsEntry
+	nil,                      // 44: robonet.v1.LeadRoles.RolesEntry
+	nil,                      // 45: robonet.v1.LeadAnswer.AttemptErrorsEntry
 }
 var file_robonet_v1_wag_proto_depIdxs = []int32{
-	2,  // 0: robonet.v1.Dispatch.key:type_name -> robonet.v1.AttemptKey
-	3,  // 1: robonet.v1.Handoff.dispatch:type_name -> robonet.v1.Dispatch
-	6,  // 2: robonet.v1.LeadRequest.open:type_name -> robonet.v1.LeadOpen
-	8,  // 3: robonet.v1.LeadRequest.roles:type_name -> robonet.v1.LeadRoles
-	9,  // 4: robonet.v1.LeadRequest.dispatch:type_name -> robonet.v1.LeadDispatch
-	10, // 5: robonet.v1.LeadRequest.cancel:type_name -> robonet.v1.LeadCancel
-	11, // 6: robonet.v1.LeadRequest.ack:type_name -> robonet.v1.LeadAck
-	40, // 7: robonet.v1.LeadOpen.partitions:type_name -> robonet.v1.LeadOpen.PartitionsEntry
-	41, // 8: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
-	4,  // 9: robonet.v1.LeadDispatch.handoffs:type_name -> robonet.v1.Handoff
-	2,  // 10: robonet.v1.LeadCancel.keys:type_name -> robonet.v1.AttemptKey
-	17, // 11: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
-	19, // 12: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
-	21, // 13: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
-	23, // 14: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
-	15, // 15: robonet.v1.LeadResponse.observations:type_name -> robonet.v1.LeadObservations
-	7,  // 16: robonet.v1.LeadResponse.ready:type_name -> robonet.v1.LeadReady
-	13, // 17: robonet.v1.LeadResponse.stamp:type_name -> robonet.v1.Stamp
+	3,  // 0: robonet.v1.Dispatch.key:type_name -> robonet.v1.AttemptKey
+	4,  // 1: robonet.v1.Handoff.dispatch:type_name -> robonet.v1.Dispatch
+	7,  // 2: robonet.v1.LeadRequest.open:type_name -> robonet.v1.LeadOpen
+	9,  // 3: robonet.v1.LeadRequest.roles:type_name -> robonet.v1.LeadRoles
+	10, // 4: robonet.v1.LeadRequest.dispatch:type_name -> robonet.v1.LeadDispatch
+	11, // 5: robonet.v1.LeadRequest.cancel:type_name -> robonet.v1.LeadCancel
+	12, // 6: robonet.v1.LeadRequest.ack:type_name -> robonet.v1.LeadAck
+	43, // 7: robonet.v1.LeadOpen.partitions:type_name -> robonet.v1.LeadOpen.PartitionsEntry
+	44, // 8: robonet.v1.LeadRoles.roles:type_name -> robonet.v1.LeadRoles.RolesEntry
+	5,  // 9: robonet.v1.LeadDispatch.handoffs:type_name -> robonet.v1.Handoff
+	3,  // 10: robonet.v1.LeadCancel.keys:type_name -> robonet.v1.AttemptKey
+	18, // 11: robonet.v1.LeadResponse.answer:type_name -> robonet.v1.LeadAnswer
+	20, // 12: robonet.v1.LeadResponse.results:type_name -> robonet.v1.LeadResults
+	22, // 13: robonet.v1.LeadResponse.progress:type_name -> robonet.v1.LeadProgress
+	24, // 14: robonet.v1.LeadResponse.started:type_name -> robonet.v1.LeadStarted
+	16, // 15: robonet.v1.LeadResponse.observations:type_name -> robonet.v1.LeadObservations
+	8,  // 16: robonet.v1.LeadResponse.ready:type_name -> robonet.v1.LeadReady
+	14, // 17: robonet.v1.LeadResponse.stamp:type_name -> robonet.v1.Stamp
 	0,  // 18: robonet.v1.Observation.kind:type_name -> robonet.v1.ObservationKind
-	14, // 19: robonet.v1.LeadObservations.items:type_name -> robonet.v1.Observation
+	15, // 19: robonet.v1.LeadObservations.items:type_name -> robonet.v1.Observation
 	1,  // 20: robonet.v1.WagError.kind:type_name -> robonet.v1.ErrorKind
-	16, // 21: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
-	42, // 22: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
-	2,  // 23: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
-	18, // 24: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
-	2,  // 25: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
-	20, // 26: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
-	2,  // 27: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
-	22, // 28: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
-	26, // 29: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
-	31, // 30: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
-	33, // 31: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
-	25, // 32: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
-	13, // 33: robonet.v1.WorkRequest.stamp:type_name -> robonet.v1.Stamp
-	29, // 34: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
-	3,  // 35: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
-	28, // 36: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
-	2,  // 37: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
-	30, // 38: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
-	2,  // 39: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
-	32, // 40: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
-	36, // 41: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
-	38, // 42: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
-	39, // 43: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
-	27, // 44: robonet.v1.WorkResponse.ready:type_name -> robonet.v1.WorkReady
-	28, // 45: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
-	35, // 46: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
-	2,  // 47: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
-	37, // 48: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
-	16, // 49: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
-	5,  // 50: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
-	24, // 51: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
-	12, // 52: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
-	34, // 53: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
-	52, // [52:54] is the sub-list for method output_type
-	50, // [50:52] is the sub-list for method input_type
-	50, // [50:50] is the sub-list for extension type_name
-	50, // [50:50] is the sub-list for extension extendee
-	0,  // [0:50] is the sub-list for field type_name
+	17, // 21: robonet.v1.LeadAnswer.error:type_name -> robonet.v1.WagError
+	45, // 22: robonet.v1.LeadAnswer.attempt_errors:type_name -> robonet.v1.LeadAnswer.AttemptErrorsEntry
+	3,  // 23: robonet.v1.WagResult.key:type_name -> robonet.v1.AttemptKey
+	19, // 24: robonet.v1.LeadResults.results:type_name -> robonet.v1.WagResult
+	3,  // 25: robonet.v1.WagProgress.key:type_name -> robonet.v1.AttemptKey
+	21, // 26: robonet.v1.LeadProgress.items:type_name -> robonet.v1.WagProgress
+	3,  // 27: robonet.v1.AttemptStarted.key:type_name -> robonet.v1.AttemptKey
+	23, // 28: robonet.v1.LeadStarted.items:type_name -> robonet.v1.AttemptStarted
+	29, // 29: robonet.v1.WorkRequest.register:type_name -> robonet.v1.WorkRegister
+	34, // 30: robonet.v1.WorkRequest.heartbeats:type_name -> robonet.v1.WorkHeartbeats
+	36, // 31: robonet.v1.WorkRequest.reports:type_name -> robonet.v1.WorkReports
+	28, // 32: robonet.v1.WorkRequest.leave:type_name -> robonet.v1.WorkLeave
+	27, // 33: robonet.v1.WorkRequest.misbehaved:type_name -> robonet.v1.WorkMisbehaved
+	14, // 34: robonet.v1.WorkRequest.stamp:type_name -> robonet.v1.Stamp
+	2,  // 35: robonet.v1.Misbehaviour.kind:type_name -> robonet.v1.MisbehaviourKind
+	26, // 36: robonet.v1.WorkMisbehaved.items:type_name -> robonet.v1.Misbehaviour
+	32, // 37: robonet.v1.WorkRegister.running:type_name -> robonet.v1.RunningAttempt
+	4,  // 38: robonet.v1.Assignment.dispatch:type_name -> robonet.v1.Dispatch
+	31, // 39: robonet.v1.RunningAttempt.assignment:type_name -> robonet.v1.Assignment
+	3,  // 40: robonet.v1.Heartbeat.key:type_name -> robonet.v1.AttemptKey
+	33, // 41: robonet.v1.WorkHeartbeats.items:type_name -> robonet.v1.Heartbeat
+	3,  // 42: robonet.v1.Report.key:type_name -> robonet.v1.AttemptKey
+	35, // 43: robonet.v1.WorkReports.items:type_name -> robonet.v1.Report
+	39, // 44: robonet.v1.WorkResponse.assign:type_name -> robonet.v1.WorkAssign
+	41, // 45: robonet.v1.WorkResponse.cancel:type_name -> robonet.v1.WorkCancel
+	42, // 46: robonet.v1.WorkResponse.ack:type_name -> robonet.v1.WorkAck
+	30, // 47: robonet.v1.WorkResponse.ready:type_name -> robonet.v1.WorkReady
+	31, // 48: robonet.v1.SlotAssignment.assignment:type_name -> robonet.v1.Assignment
+	38, // 49: robonet.v1.WorkAssign.items:type_name -> robonet.v1.SlotAssignment
+	3,  // 50: robonet.v1.SlotCancel.key:type_name -> robonet.v1.AttemptKey
+	40, // 51: robonet.v1.WorkCancel.items:type_name -> robonet.v1.SlotCancel
+	17, // 52: robonet.v1.LeadAnswer.AttemptErrorsEntry.value:type_name -> robonet.v1.WagError
+	6,  // 53: robonet.v1.WagService.Lead:input_type -> robonet.v1.LeadRequest
+	25, // 54: robonet.v1.WagService.Work:input_type -> robonet.v1.WorkRequest
+	13, // 55: robonet.v1.WagService.Lead:output_type -> robonet.v1.LeadResponse
+	37, // 56: robonet.v1.WagService.Work:output_type -> robonet.v1.WorkResponse
+	55, // [55:57] is the sub-list for method output_type
+	53, // [53:55] is the sub-list for method input_type
+	53, // [53:53] is the sub-list for extension type_name
+	53, // [53:53] is the sub-list for extension extendee
+	0,  // [0:53] is the sub-list for field type_name
 }
 
 func init() { file_robonet_v1_wag_proto_init() }
@@ -3364,8 +3558,9 @@ func file_robonet_v1_wag_proto_init() {
 		(*WorkRequest_Heartbeats)(nil),
 		(*WorkRequest_Reports)(nil),
 		(*WorkRequest_Leave)(nil),
+		(*WorkRequest_Misbehaved)(nil),
 	}
-	file_robonet_v1_wag_proto_msgTypes[32].OneofWrappers = []any{
+	file_robonet_v1_wag_proto_msgTypes[34].OneofWrappers = []any{
 		(*WorkResponse_Assign)(nil),
 		(*WorkResponse_Cancel)(nil),
 		(*WorkResponse_Ack)(nil),
@@ -3376,8 +3571,8 @@ func file_robonet_v1_wag_proto_init() {
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
 			RawDescriptor: unsafe.Slice(unsafe.StringData(file_robonet_v1_wag_proto_rawDesc), len(file_robonet_v1_wag_proto_rawDesc)),
-			NumEnums:      2,
-			NumMessages:   41,
+			NumEnums:      3,
+			NumMessages:   43,
 			NumExtensions: 0,
 			NumServices:   1,
 		},

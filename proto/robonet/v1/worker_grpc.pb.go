@@ -54,6 +54,16 @@ const (
 // An attempt may be delivered more than once (dispatch is at-least-once);
 // idempotency_key names the attempt for deduplicating side effects. Values
 // are JSON (input_json, output_json).
+//
+// On a node with API tokens the program's token must be of role worker
+// (or admin) and allow the capability (capabilities=); the actions may not
+// be built-in ones (exec, http, sleep, echo) unless the node allows it:
+// otherwise Serve ends with PERMISSION_DENIED. The program is judged apart
+// from the node, as NODE/TOKEN (the token's name; NODE/NAME without a
+// worker token): a new one runs one attempt at a time, one more per
+// attempt it completes, until it earns the node's dispatch tier. A
+// WorkerDone for an attempt the node never sent it (or answered already),
+// or sooner than the node's --worker-min-runtime, counts against it.
 type WorkerServiceClient interface {
 	Serve(ctx context.Context, opts ...grpc.CallOption) (grpc.BidiStreamingClient[ServeRequest, ServeResponse], error)
 }
@@ -111,6 +121,16 @@ type WorkerService_ServeClient = grpc.BidiStreamingClient[ServeRequest, ServeRes
 // An attempt may be delivered more than once (dispatch is at-least-once);
 // idempotency_key names the attempt for deduplicating side effects. Values
 // are JSON (input_json, output_json).
+//
+// On a node with API tokens the program's token must be of role worker
+// (or admin) and allow the capability (capabilities=); the actions may not
+// be built-in ones (exec, http, sleep, echo) unless the node allows it:
+// otherwise Serve ends with PERMISSION_DENIED. The program is judged apart
+// from the node, as NODE/TOKEN (the token's name; NODE/NAME without a
+// worker token): a new one runs one attempt at a time, one more per
+// attempt it completes, until it earns the node's dispatch tier. A
+// WorkerDone for an attempt the node never sent it (or answered already),
+// or sooner than the node's --worker-min-runtime, counts against it.
 type WorkerServiceServer interface {
 	Serve(grpc.BidiStreamingServer[ServeRequest, ServeResponse]) error
 	mustEmbedUnimplementedWorkerServiceServer()

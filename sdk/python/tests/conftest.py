@@ -36,7 +36,7 @@ class Node:
         self.name = name
         self.args = ["--name", name, "--data-dir", str(data_dir), "--grpc", "127.0.0.1:0", "--http", "off",
                      "--gossip", "127.0.0.1:0", "--raft", "127.0.0.1:0", "--log-format", "json",
-                     "--heartbeat-interval", "200ms", "--shutdown-timeout", "5s", "--trust-peer", "*", *args]
+                     "--heartbeat-interval", "200ms", "--shutdown-timeout", "5s", "--trust-peer", "*", "--trust-peer", "*/*", *args]
         self.proc = subprocess.Popen([str(bin_dir() / "robonode"), *self.args], stdout=subprocess.DEVNULL,
                                      stderr=subprocess.PIPE, text=True)
         self.lines: List[str] = []

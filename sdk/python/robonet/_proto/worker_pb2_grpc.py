@@ -34,6 +34,16 @@ class WorkerServiceStub(object):
     An attempt may be delivered more than once (dispatch is at-least-once);
     idempotency_key names the attempt for deduplicating side effects. Values
     are JSON (input_json, output_json).
+
+    On a node with API tokens the program's token must be of role worker
+    (or admin) and allow the capability (capabilities=); the actions may not
+    be built-in ones (exec, http, sleep, echo) unless the node allows it:
+    otherwise Serve ends with PERMISSION_DENIED. The program is judged apart
+    from the node, as NODE/TOKEN (the token's name; NODE/NAME without a
+    worker token): a new one runs one attempt at a time, one more per
+    attempt it completes, until it earns the node's dispatch tier. A
+    WorkerDone for an attempt the node never sent it (or answered already),
+    or sooner than the node's --worker-min-runtime, counts against it.
     """
 
     def __init__(self, channel):
@@ -78,6 +88,16 @@ class WorkerServiceServicer(object):
     An attempt may be delivered more than once (dispatch is at-least-once);
     idempotency_key names the attempt for deduplicating side effects. Values
     are JSON (input_json, output_json).
+
+    On a node with API tokens the program's token must be of role worker
+    (or admin) and allow the capability (capabilities=); the actions may not
+    be built-in ones (exec, http, sleep, echo) unless the node allows it:
+    otherwise Serve ends with PERMISSION_DENIED. The program is judged apart
+    from the node, as NODE/TOKEN (the token's name; NODE/NAME without a
+    worker token): a new one runs one attempt at a time, one more per
+    attempt it completes, until it earns the node's dispatch tier. A
+    WorkerDone for an attempt the node never sent it (or answered already),
+    or sooner than the node's --worker-min-runtime, counts against it.
     """
 
     def Serve(self, request_iterator, context):
@@ -130,6 +150,16 @@ class WorkerService(object):
     An attempt may be delivered more than once (dispatch is at-least-once);
     idempotency_key names the attempt for deduplicating side effects. Values
     are JSON (input_json, output_json).
+
+    On a node with API tokens the program's token must be of role worker
+    (or admin) and allow the capability (capabilities=); the actions may not
+    be built-in ones (exec, http, sleep, echo) unless the node allows it:
+    otherwise Serve ends with PERMISSION_DENIED. The program is judged apart
+    from the node, as NODE/TOKEN (the token's name; NODE/NAME without a
+    worker token): a new one runs one attempt at a time, one more per
+    attempt it completes, until it earns the node's dispatch tier. A
+    WorkerDone for an attempt the node never sent it (or answered already),
+    or sooner than the node's --worker-min-runtime, counts against it.
     """
 
     @staticmethod
