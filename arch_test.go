@@ -108,6 +108,22 @@ func TestArchitecture(t *testing.T) {
 			}
 		case under(p.ImportPath, "cmd"):
 			checkCommand(t, p)
+		case p.ImportPath == module+"/node":
+			checkNoClockReads(t, p)
+		case under(p.ImportPath, "trust/center"):
+			// The trust centre is a service the node wires, not part of
+			// it: it knows trust and the Sentinel, and neither the mesh
+			// nor the streams nor the engine.
+			for _, d := range p.Deps {
+				for _, banned := range []string{"mesh", "node", "wag", "engine", "cmd"} {
+					if under(d, banned) {
+						t.Errorf("%s depends on %s: the trust centre knows neither the mesh nor its callers", p.ImportPath, d)
+					}
+				}
+				if d == "google.golang.org/grpc" {
+					t.Errorf("%s depends on gRPC: the trust centre speaks no protocol", p.ImportPath)
+				}
+			}
 		case under(p.ImportPath, "proto"):
 			for _, d := range p.Deps {
 				if strings.HasPrefix(d, module+"/") && !under(d, "proto") {
@@ -115,6 +131,29 @@ func TestArchitecture(t *testing.T) {
 				}
 			}
 		}
+	}
+}
+
+// checkNoClockReads keeps the composition root on the node's clock
+// (Config.Clock, shared with every service it wires): a read of the
+// system's clock in node would escape the fake clock of a test. Timers are
+// waits, not reads, and are not checked.
+func checkNoClockReads(t *testing.T, p pkg) {
+	t.Helper()
+	fset := token.NewFileSet()
+	for _, name := range p.GoFiles {
+		f, err := parser.ParseFile(fset, filepath.Join(p.Dir, name), nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatalf("parsing %s: %v", name, err)
+		}
+		ast.Inspect(f, func(n ast.Node) bool {
+			if sel, ok := n.(*ast.SelectorExpr); ok {
+				if id, ok := sel.X.(*ast.Ident); ok && id.Name == "time" && (sel.Sel.Name == "Now" || sel.Sel.Name == "Since" || sel.Sel.Name == "Until") {
+					t.Errorf("%s: time.%s: node reads its Config.Clock, not the system's", fset.Position(sel.Pos()), sel.Sel.Name)
+				}
+			}
+			return true
+		})
 	}
 }
 

@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -89,6 +90,7 @@ type forwarder struct {
 	robonetv1.UnimplementedWorkflowServiceServer
 
 	self    string
+	clock   clock.Clock // reads the forwarding window
 	mesh    meshNode
 	log     *zap.Logger
 	limits  apiLimits
@@ -173,7 +175,7 @@ func (r *forwarder) resolve(ctx context.Context, deadline time.Time, rt route) (
 				// This node owns it and its engine is not running it
 				// yet (starting, or the assignment just landed), or the
 				// owner is not up (the leader moves its partitions): wait.
-				if err := sleepUntil(ctx, deadline, backoff); err != nil {
+				if err := sleepUntil(ctx, r.now(), deadline, backoff); err != nil {
 					return target{}, err
 				}
 				backoff = min(2*backoff, forwardBackoffMax)
@@ -196,7 +198,7 @@ func (r *forwarder) resolve(ctx context.Context, deadline time.Time, rt route) (
 			}
 			return target{remote: c, node: l.Leader}, nil
 		}
-		if err := sleepUntil(ctx, deadline, backoff); err != nil {
+		if err := sleepUntil(ctx, r.now(), deadline, backoff); err != nil {
 			return target{}, err
 		}
 		backoff = min(2*backoff, forwardBackoffMax)
@@ -248,10 +250,19 @@ func (r *forwarder) toOwner(ctx context.Context, id uuid.UUID) (target, ownerWhe
 	return target{remote: c, node: owner, toOwner: true}, ownerElsewhere, nil
 }
 
+// now reads the node's clock (the system's for a forwarder built bare, in
+// tests).
+func (r *forwarder) now() time.Time {
+	if r.clock == nil {
+		return clock.System().Now()
+	}
+	return r.clock.Now()
+}
+
 // sleepUntil waits d, or fails with ErrNoLeader if that would pass the
 // deadline, or with ctx's error.
-func sleepUntil(ctx context.Context, deadline time.Time, d time.Duration) error {
-	if time.Until(deadline) < d {
+func sleepUntil(ctx context.Context, now, deadline time.Time, d time.Duration) error {
+	if deadline.Sub(now) < d {
 		return fmt.Errorf("%w within the forwarding window", ErrNoLeader)
 	}
 	return sleepCtx(ctx, d)
@@ -311,7 +322,7 @@ func leaderCall[Req, Resp any](ctx context.Context, r *forwarder, rt route, req 
 	remote func(robonetv1.WorkflowServiceClient, context.Context, Req, ...grpc.CallOption) (Resp, error),
 ) (Resp, error) {
 	var zero Resp
-	deadline := time.Now().Add(r.timeout)
+	deadline := r.now().Add(r.timeout)
 	backoff := forwardBackoffMin
 	for {
 		t, err := r.resolve(ctx, deadline, rt)
@@ -326,7 +337,7 @@ func leaderCall[Req, Resp any](ctx context.Context, r *forwarder, rt route, req 
 			return resp, callErr
 		}
 		r.log.Debug("forwarded call failed; retrying", zap.String("node", t.node), zap.Error(callErr))
-		if err := sleepUntil(ctx, deadline, backoff); err != nil {
+		if err := sleepUntil(ctx, r.now(), deadline, backoff); err != nil {
 			return zero, fmt.Errorf("%w (the last node tried, %s, answered: %s)", err, t.node, status.Convert(callErr).Message())
 		}
 		backoff = min(2*backoff, forwardBackoffMax)
@@ -481,7 +492,7 @@ func (r *forwarder) WatchInstance(req *robonetv1.WatchInstanceRequest, stream gr
 		}
 	}
 	after := req.GetAfterSeq()
-	deadline := time.Now().Add(r.timeout)
+	deadline := r.now().Add(r.timeout)
 	backoff := forwardBackoffMin
 	for {
 		t, err := r.resolve(ctx, deadline, rt)
@@ -497,11 +508,11 @@ func (r *forwarder) WatchInstance(req *robonetv1.WatchInstanceRequest, stream gr
 		}
 		if relayed {
 			// Progress was made: the window starts again for the next leader.
-			deadline, backoff = time.Now().Add(r.timeout), forwardBackoffMin
+			deadline, backoff = r.now().Add(r.timeout), forwardBackoffMin
 		}
 		r.log.Debug("forwarded watch ended; resuming with the next owner", zap.String("node", t.node),
 			zap.Uint64("after_seq", after), zap.Error(err))
-		if err := sleepUntil(ctx, deadline, backoff); err != nil {
+		if err := sleepUntil(ctx, r.now(), deadline, backoff); err != nil {
 			return err
 		}
 		backoff = min(2*backoff, forwardBackoffMax)

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/mesh"
 )
 
@@ -90,8 +91,9 @@ const (
 // yet cannot overwrite its successor's state. A failed Barrier or engine
 // start is retried with backoff while the ownership stays.
 type ownerLoop struct {
-	mesh meshNode
-	log  *zap.Logger
+	mesh  meshNode
+	log   *zap.Logger
+	clock clock.Clock // nil: the system's (tests)
 	// newEngine builds (without starting) the engine of an ownership, with
 	// the Router that is its Dispatcher.
 	newEngine func(o ownership) (*termEngine, error)
@@ -235,10 +237,18 @@ func (l *ownerLoop) run(ctx context.Context) *termEngine {
 	}
 }
 
+// now reads the node's clock.
+func (l *ownerLoop) now() time.Time {
+	if l.clock == nil {
+		return clock.System().Now()
+	}
+	return l.clock.Now()
+}
+
 // wanted is the ownership this node should run now.
 func (l *ownerLoop) wanted(lead mesh.Leadership) (ownership, bool) {
 	if l.want != nil {
-		return l.want(lead, time.Now())
+		return l.want(lead, l.now())
 	}
 	return ownership{term: lead.Term, leader: true}, lead.IsLeader
 }
@@ -290,7 +300,7 @@ var errLeadershipMoved = errors.New("leadership moved")
 
 // stepUp starts the engine of o, after a Barrier on the leader.
 func (l *ownerLoop) stepUp(ctx context.Context, o ownership) error {
-	began := time.Now()
+	began := l.now()
 	if o.leader {
 		bctx, cancel := context.WithTimeout(ctx, barrierTimeout)
 		err := l.mesh.Barrier(bctx)
@@ -316,7 +326,7 @@ func (l *ownerLoop) stepUp(ctx context.Context, o ownership) error {
 	if o.leader {
 		msg = "leading: engine started"
 	}
-	l.log.Info(msg, zap.Bool("leader", o.leader), zap.Uint64("term", o.term), zap.Duration("took", time.Since(began)),
+	l.log.Info(msg, zap.Bool("leader", o.leader), zap.Uint64("term", o.term), zap.Duration("took", l.now().Sub(began)),
 		zap.Ints("partitions", slices.Sorted(maps.Keys(o.parts.epochs))), zap.Int("partition_count", o.parts.count))
 	return nil
 }

@@ -16,8 +16,10 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
+	"github.com/robonet/robonet/trust/center"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -59,8 +61,9 @@ var _ poolStatuses = (*wag.WorkerHost)(nil)
 // numbers.
 type meshAPI struct {
 	robonetv1.UnimplementedMeshServiceServer
-	self string
-	mesh meshNode
+	self  string
+	clock clock.Clock // nil: the system's (tests)
+	mesh  meshNode
 	// wagglers is this node's Waggler host, which LocalWagglers reports.
 	// nil: the node does not report its Wagglers; LocalWagglers answers
 	// UNIMPLEMENTED, as a node of an older version does.
@@ -79,7 +82,7 @@ type meshAPI struct {
 	askTimeout time.Duration
 	// trust is this node's trust in the others, which ListTrust reports
 	// when this node leads. nil: ListTrust answers UNIMPLEMENTED.
-	trust *trustCenter
+	trust *center.Center
 	// engine is this node's running engine (nil: none), whose counts
 	// ListPartitions reports with rates from rates.
 	engine func() *engine.Engine
@@ -97,9 +100,17 @@ var _ robonetv1.MeshServiceServer = (*meshAPI)(nil)
 
 // newMeshAPI is n's MeshService, with its Waggler host and its
 // connection cache.
+// now reads the node's clock.
+func (s *meshAPI) now() time.Time {
+	if s.clock == nil {
+		return clock.System().Now()
+	}
+	return s.clock.Now()
+}
+
 func newMeshAPI(n *Node) *meshAPI {
 	api := &meshAPI{
-		self: n.cfg.Name, mesh: n.mesh, wagglers: n.wagglers, pools: n.workers, trust: n.trust,
+		self: n.cfg.Name, clock: n.cfg.Clock, mesh: n.mesh, wagglers: n.wagglers, pools: n.workers, trust: n.trust,
 		engine: n.active.Load, rates: &n.partRates, server: n.cfg.IsServer(), placement: n.cfg.Mesh.PartitionPlacement,
 		conn: func(node, addr string) (grpc.ClientConnInterface, error) { return n.conns.conn(node, addr) },
 	}
@@ -355,7 +366,7 @@ func (s *meshAPI) askPools(ctx context.Context, members []mesh.Member) map[strin
 		wg.Go(func() {
 			resp, err := askNode(ctx, s, m.Name, byName, s.LocalPools, robonetv1.MeshServiceClient.LocalPools)
 			mu.Lock()
-			out[m.Name] = poolReport{pools: resp.GetPools(), at: time.Now(), err: err}
+			out[m.Name] = poolReport{pools: resp.GetPools(), at: s.now(), err: err}
 			mu.Unlock()
 		})
 	}

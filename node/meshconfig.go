@@ -51,7 +51,7 @@ func (n *Node) meshConfig() (mesh.Config, error) {
 		Capabilities: c.Capabilities,
 		GRPCAddr:     n.advertisedGRPC(c.Advertise),
 		Version:      Version(),
-		TrustAnchor:  n.trust.anchor().Encode(),
+		TrustAnchor:  n.trust.Anchor().Encode(),
 	}
 	mc.WagglerRank = n.wagglerRank
 	return mc, nil

@@ -176,7 +176,7 @@ func (c *stateCollector) Collect(ch chan<- prometheus.Metric) {
 		for _, t := range []trust.Tier{trust.Unverified, trust.Provisional, trust.Established, trust.Trusted} {
 			tiers[t.String()] = 0
 		}
-		for _, p := range n.trust.view() {
+		for _, p := range n.trust.View() {
 			if !p.Self {
 				tiers[p.Tier]++
 			}
@@ -253,7 +253,7 @@ func (n *Node) runPoolStats(ctx context.Context) {
 		if e := n.active.Load(); e == nil || e.Follower() {
 			continue // only the leader's engine writes
 		}
-		now := time.Now().UTC()
+		now := n.cfg.Clock.Now().UTC()
 		var rows []engine.PoolStatus
 		for node, rep := range api.askPools(ctx, n.mesh.Members()) {
 			if rep.err != nil {

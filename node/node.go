@@ -28,6 +28,7 @@ import (
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/trust"
+	"github.com/robonet/robonet/trust/center"
 	"github.com/robonet/robonet/wag"
 	"github.com/robonet/robonet/wag/remote"
 	"github.com/robonet/robonet/wag/tasklog"
@@ -98,7 +99,7 @@ type Node struct {
 	loopEngine *termEngine // what the owner loop left running when it stopped
 	stopFollow func()      // ends the follower
 	followDone chan struct{}
-	trust      *trustCenter
+	trust      *center.Center
 	stopTrust  func() // ends runTrust and runPoolStats
 	trustDone  chan struct{}
 
@@ -218,7 +219,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 	wcfg.Exec = n.cfg.execPolicy()
 	n.logExecPolicy(wcfg.Exec)
 	tier, _ := trust.ParseTier(n.cfg.DispatchTier) // validated
-	if n.trust, err = newTrustCenter(n.cfg.Name, n.log, n.cfg.Clock, tier, n.cfg.TrustPeers, n.cfg.Faults); err != nil {
+	if n.trust, err = n.newTrustCenter(tier); err != nil {
 		return err
 	}
 	wcfg.Trust = n.trust
@@ -256,8 +257,6 @@ func (n *Node) start(ctx context.Context) (err error) {
 	}
 	n.mesh = m
 	n.meta = mcfg.Meta
-	n.trust.anchorOf = n.memberAnchor
-	n.trust.leading = func() bool { return m.Leader().IsLeader }
 	n.conns = newConnCache(n.cfg.MaxMessageBytes, n.id)
 
 	if err := n.workers.Start(ctx); err != nil {
@@ -392,7 +391,7 @@ func (n *Node) startOwnerLoop() {
 		lastTerm   uint64
 	)
 	placement := n.cfg.Mesh.PartitionPlacement
-	n.owning = &ownerLoop{mesh: n.mesh, log: n.log.Named("owner"), newEngine: n.newTerm, publish: n.publish,
+	n.owning = &ownerLoop{mesh: n.mesh, log: n.log.Named("owner"), clock: n.cfg.Clock, newEngine: n.newTerm, publish: n.publish,
 		want: func(lead mesh.Leadership, now time.Time) (ownership, bool) {
 			if lead.Leader != "" {
 				lastLeader = now
@@ -460,7 +459,7 @@ func (n *Node) startGRPC() {
 		grpc.ChainUnaryInterceptor(au.unary, ic.unary, az.unary),
 		grpc.ChainStreamInterceptor(au.stream, n.endStreamsOnStop, ic.stream, az.stream),
 	)...)
-	n.api = &forwarder{
+	n.api = &forwarder{clock: n.cfg.Clock,
 		self: n.cfg.Name, mesh: n.mesh, log: n.log.Named("forward"), limits: apiLimits{maxSpecBytes: n.cfg.MaxSpecBytes, maxInputBytes: n.cfg.MaxInputBytes, maxSignalBytes: n.cfg.MaxSignalBytes},
 		timeout: n.cfg.ForwardTimeout, active: n.active.Load, reader: n.reader, conns: n.conns, logs: n.taskLogs,
 	}

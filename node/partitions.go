@@ -192,7 +192,7 @@ func (s *meshAPI) LocalPartitions(context.Context, *robonetv1.LocalPartitionsReq
 	if e == nil {
 		return resp, nil
 	}
-	now := time.Now()
+	now := s.now()
 	for _, ps := range e.PartitionStats() {
 		resp.Partitions = append(resp.Partitions, &robonetv1.PartitionInfo{
 			Partition: uint32(ps.Partition), Owner: s.self, Epoch: ps.Epoch, HasStats: true,

@@ -6,7 +6,6 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"time"
 
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/codes"
@@ -52,7 +51,7 @@ func (s *meshAPI) Quarantine(ctx context.Context, req *robonetv1.QuarantineReque
 			if reason == "" {
 				reason = "quarantined by an operator"
 			}
-			cmd = mesh.Quarantine(n, reason, time.Now(), true)
+			cmd = mesh.Quarantine(n, reason, s.now(), true)
 		} else {
 			cmd = mesh.Release(n)
 		}
@@ -65,7 +64,7 @@ func (s *meshAPI) Quarantine(ctx context.Context, req *robonetv1.QuarantineReque
 		err := s.mesh.Apply(ctx, cmd)
 		if err == nil {
 			if req.GetOp() == robonetv1.QuarantineOp_QUARANTINE_OP_RELEASE && s.trust != nil {
-				s.trust.released(req.GetNode()) // its trust starts again from zero
+				s.trust.Released(req.GetNode()) // its trust starts again from zero
 			}
 			return s.quarantineList(), nil
 		}
@@ -104,8 +103,8 @@ func (s *meshAPI) ListTrust(ctx context.Context, req *robonetv1.ListTrustRequest
 	}
 	l := s.mesh.Leader()
 	if l.IsLeader {
-		resp := &robonetv1.ListTrustResponse{AnsweredBy: s.self, DispatchTier: s.trust.minTier.String()}
-		for _, v := range s.trust.view() {
+		resp := &robonetv1.ListTrustResponse{AnsweredBy: s.self, DispatchTier: s.trust.MinTier().String()}
+		for _, v := range s.trust.View() {
 			nt := &robonetv1.NodeTrust{Node: v.Name, Tier: v.Tier, Score: v.Score, Good: v.Good, Bad: v.Bad, Evidence: v.Evidence,
 				Betrayed: v.Betrayed, Pretrusted: v.PreTrusted, Self: v.Self}
 			if !v.Since.IsZero() {

@@ -2,21 +2,16 @@ package node
 
 import (
 	"context"
-	"crypto/rand"
 	"fmt"
-	"maps"
-	"math"
-	"slices"
 	"strings"
-	"sync"
 	"time"
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/trust"
+	"github.com/robonet/robonet/trust/center"
 	"github.com/robonet/robonet/wag"
 	"github.com/robonet/robonet/wag/remote"
 )
@@ -38,404 +33,56 @@ type Faults struct {
 	LoseWagglerStarts bool
 }
 
-// Trust timing.
-const (
-	// sentinelEvery is how often the leader runs the Sentinel over what
-	// its observers saw, and decides quarantines and releases.
-	sentinelEvery = time.Second
-	// maxPendingObservations bounds what a node keeps for its leader
-	// while it has no session with one; beyond it the oldest go.
-	maxPendingObservations = 50_000
-)
+// sentinelEvery is how often the leader runs the Sentinel over what its
+// observers saw, and decides quarantines and releases.
+const sentinelEvery = time.Second
 
-// trustCenter is a node's hash-chain trust (HCTH) and its trust in the
-// other nodes: it stamps what the node sends (a Signer, re-anchoring
-// before it runs out and re-advertising its anchor), verifies what peers
-// send (positions shared by the node's streams, remote.Trust), keeps a
-// trust.Book of its peers from what its streams and Wagglers observe (the
-// allowance of each worker node, wag.Trust), and keeps those observations
-// for the leader (remote.Evidence). On the leader it also holds one
-// Sentinel per observer and the ballot that turns their findings into
-// quarantines through Raft (sentinelTick).
-type trustCenter struct {
-	self    string
-	log     *zap.Logger
-	clock   clock.Clock
-	minTier trust.Tier
-	faults  *Faults
-	// anchorOf reads a peer's anchor from its gossip metadata; leading
-	// reports whether this node leads the engine.
-	anchorOf func(peer string) (trust.Anchor, bool)
-	leading  func() bool
-
-	mu        sync.Mutex
-	signer    *trust.Signer
-	advertise trust.Anchor // the anchor the metadata should carry
-	positions map[string]trust.Position
-	book      *trust.Book
-	quar      map[string]bool // the quarantined nodes, as last told
-	pending   []sentinel.Observation
-	dropped   uint64 // observations dropped from pending
-	ready     chan struct{}
-	changed   chan struct{} // the anchor to advertise changed
-	// On the leader: a Sentinel per observer, and the ballot.
-	sentinels map[string]*sentinel.Sentinel
-	ballot    *sentinel.Ballot
-	sparams   sentinel.Params
-}
-
+// The node's trust centre (package trust/center) is what its streams and
+// Wagglers ask of trust.
 var (
-	_ remote.Trust    = (*trustCenter)(nil)
-	_ remote.Evidence = (*trustCenter)(nil)
-	_ wag.Trust       = (*trustCenter)(nil)
+	_ remote.Trust    = (*center.Center)(nil)
+	_ remote.Evidence = (*center.Center)(nil)
+	_ wag.Trust       = (*center.Center)(nil)
 )
 
-// newTrustCenter makes the node's chain and book. preTrust names the peers
-// an operator trusts from the start ("*": every peer).
-func newTrustCenter(self string, log *zap.Logger, clk clock.Clock, minTier trust.Tier, preTrust []string, faults *Faults) (*trustCenter, error) {
-	signer, err := trust.NewSigner(rand.Reader, trust.Options{})
-	if err != nil {
-		return nil, err
+// newTrustCenter makes the node's trust centre: gossip gives the peers'
+// anchors, the mesh whether this node leads.
+func (n *Node) newTrustCenter(tier trust.Tier) (*center.Center, error) {
+	cfg := center.Config{
+		Self: n.cfg.Name, Logger: n.log, Clock: n.cfg.Clock, MinTier: tier, PreTrust: n.cfg.TrustPeers,
+		AnchorOf: n.memberAnchor,
+		Leading:  func() bool { return n.mesh != nil && n.mesh.Leader().IsLeader },
+		MaxBatch: remote.MaxBatchItems,
 	}
-	book, err := trust.NewBook(trust.DefaultParams(), self)
-	if err != nil {
-		return nil, err
+	if n.cfg.Faults != nil {
+		cfg.StampFault = n.cfg.Faults.Stamp
 	}
-	for _, p := range preTrust {
-		book.PreTrust(p)
-	}
-	sp := sentinel.DefaultParams()
-	ballot, err := sentinel.NewBallot(sp)
-	if err != nil {
-		return nil, err
-	}
-	return &trustCenter{
-		self: self, log: log.Named("trust"), clock: clk, minTier: minTier, faults: faults,
-		anchorOf: func(string) (trust.Anchor, bool) { return trust.Anchor{}, false },
-		leading:  func() bool { return false },
-		signer:   signer, advertise: signer.Anchor(), positions: map[string]trust.Position{}, book: book,
-		quar: map[string]bool{}, ready: make(chan struct{}, 1), changed: make(chan struct{}, 1),
-		sentinels: map[string]*sentinel.Sentinel{}, ballot: ballot, sparams: sp,
-	}, nil
+	return center.New(cfg)
 }
 
-// anchor returns the anchor this node advertises now.
-func (t *trustCenter) anchor() trust.Anchor {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.advertise
-}
-
-// Stamp implements remote.Trust.
-func (t *trustCenter) Stamp() (trust.Stamp, error) {
-	t.mu.Lock()
-	st, err := t.signer.Next()
-	if a := t.signer.Anchor(); err == nil && a != t.advertise {
-		t.advertise = a // switched chains: advertise the new anchor
-		select {
-		case t.changed <- struct{}{}:
-		default:
-		}
-	}
-	t.mu.Unlock()
-	if err == nil && t.faults != nil && t.faults.Stamp != nil {
-		t.faults.Stamp(&st)
-	}
-	return st, err
-}
-
-// Verifier implements remote.Trust.
-func (t *trustCenter) Verifier(peer string) (*trust.Verifier, bool) {
-	t.mu.Lock()
-	p, ok := t.positions[peer]
-	t.mu.Unlock()
-	if ok {
-		return trust.NewVerifierAt(p, 0), true
-	}
-	a, ok := t.anchorOf(peer)
-	if !ok {
-		return nil, false
-	}
-	return trust.NewVerifier(a, 0), true
-}
-
-// CatchUp implements remote.Trust.
-func (t *trustCenter) CatchUp(peer string, v *trust.Verifier) {
-	if a, ok := t.anchorOf(peer); ok && a.ChainID != v.Position().Anchor.ChainID && !v.Position().Later(trust.Position{Anchor: a}) {
-		v.Learn(a) // peer restarted: its new chain
-	}
-	t.mu.Lock()
-	p, ok := t.positions[peer]
-	t.mu.Unlock()
-	if ok {
-		v.Advance(p)
-	}
-}
-
-// Accepted implements remote.Trust.
-func (t *trustCenter) Accepted(peer string, v *trust.Verifier) {
-	p := v.Position()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	old, ok := t.positions[peer]
-	if !ok || p.Later(old) || (p.Anchor.ChainID != old.Anchor.ChainID && !old.Later(p)) {
-		t.positions[peer] = p
-	}
-}
-
-// Betrayed implements remote.Trust.
-func (t *trustCenter) Betrayed(peer, reason string) {
-	t.mu.Lock()
-	t.book.Betray(peer, reason, t.clock.Now())
-	t.mu.Unlock()
-	t.log.Error("a peer forged a hash-chain token: its trust is zero and its streams are cut", zap.String("peer", peer), zap.String("reason", reason))
-}
-
-// Distrusted implements remote.Trust.
-func (t *trustCenter) Distrusted(peer string) bool {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	_, b := t.book.Betrayed(peer)
-	return b
-}
-
-// evidenceOf maps the Sentinel's kinds to the trust scores' evidence.
-var evidenceOf = map[sentinel.Kind]trust.Evidence{
-	sentinel.Heartbeat: trust.HeartbeatOK, sentinel.Completed: trust.TaskCompleted, sentinel.Lost: trust.TaskFailed,
-	sentinel.Failed: trust.TaskFailed, sentinel.Replay: trust.Replay, sentinel.VerifyAgree: trust.VerifyAgree,
-	sentinel.VerifyMismatch: trust.VerifyMismatch, sentinel.Violation: trust.Violation, sentinel.Misbehaved: trust.Misbehaviour,
-}
-
-// Observe implements remote.Trust and wag.Trust: o counts in this node's
-// book, and goes to the leader's Sentinel — at once on the leader, else
-// with the next batch its session takes.
-func (t *trustCenter) Observe(o sentinel.Observation) {
-	if o.Node == "" || o.Node == t.self {
-		return
-	}
-	leading := t.leading()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if e, ok := evidenceOf[o.Kind]; ok {
-		t.book.Observe(o.Node, e, float64(max(o.Count, 1)), o.At)
-	}
-	if leading {
-		t.observeAsLeader(t.self, o)
-		return
-	}
-	if len(t.pending) >= maxPendingObservations {
-		t.pending = t.pending[1:]
-		t.dropped++
-	}
-	t.pending = append(t.pending, o)
-	select {
-	case t.ready <- struct{}{}:
-	default:
-	}
-}
-
-// Ready implements remote.Evidence.
-func (t *trustCenter) Ready() <-chan struct{} { return t.ready }
-
-// Drain implements remote.Evidence: what waits, summed by node, kind and
-// capability (CPU and memory as the mean of their readings), so a busy
-// node sends a few observations per batch, not one per attempt.
-func (t *trustCenter) Drain() []sentinel.Observation {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	n := min(len(t.pending), remote.MaxBatchItems)
-	out := summarize(t.pending[:n])
-	t.pending = slices.Delete(t.pending, 0, n)
-	if len(t.pending) > 0 {
-		select {
-		case t.ready <- struct{}{}:
-		default:
-		}
-	}
-	return out
-}
-
-// summarize sums obs by node, kind and capability, keeping the first
-// one's time; values become the mean of their readings.
-func summarize(obs []sentinel.Observation) []sentinel.Observation {
-	type key struct {
-		node, capability string
-		kind             sentinel.Kind
-	}
-	idx := map[key]int{}
-	var out []sentinel.Observation
-	for _, o := range obs {
-		c := max(o.Count, 1)
-		k := key{o.Node, o.Capability, o.Kind}
-		i, ok := idx[k]
-		if !ok {
-			idx[k] = len(out)
-			o.Count = c
-			out = append(out, o)
-			continue
-		}
-		a := &out[i]
-		a.Value = (a.Value*float64(a.Count) + o.Value*float64(c)) / float64(a.Count+c)
-		a.Count += c
-	}
-	return out
-}
-
-// observedBy takes what the Waggler host observer saw (the leader's side
-// of a Lead session): the observer's Sentinel and the leader's book count
-// it, at the time it arrived (an observer's clock is not trusted).
-func (t *trustCenter) observedBy(observer string, obs []sentinel.Observation) {
-	now := t.clock.Now()
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for _, o := range obs {
-		if o.Node == "" || o.Node == observer || o.Node == t.self {
-			continue // nobody judges itself, nor judges the leader to it
-		}
-		o.At = now
-		if o.Kind == sentinel.ChainBreak {
-			t.book.Betray(o.Node, "a forged hash-chain token seen by "+observer, now)
-		} else if e, ok := evidenceOf[o.Kind]; ok {
-			t.book.Observe(o.Node, e, float64(max(o.Count, 1)), now)
-		}
-		t.observeAsLeader(observer, o)
-	}
-}
-
-// observeAsLeader feeds observer's Sentinel; t.mu held.
-func (t *trustCenter) observeAsLeader(observer string, o sentinel.Observation) {
-	s := t.sentinels[observer]
-	if s == nil {
-		var err error
-		if s, err = sentinel.New(observer, t.sparams); err != nil {
-			return // DefaultParams validate
-		}
-		t.sentinels[observer] = s
-	}
-	s.Observe(o)
-}
-
-// Allowance implements wag.Trust: a node at the dispatch tier runs what
-// its slots take, a betrayed one nothing, one on probation what it earned.
-func (t *trustCenter) Allowance(node string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.book.Allowance(node, t.minTier, math.MaxInt, t.clock.Now())
-}
-
-// Rank implements wag.Trust: node's tier as a number, and -1 once it
-// betrayed.
-func (t *trustCenter) Rank(node string) int {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if _, b := t.book.Betrayed(node); b {
-		return -1
-	}
-	return int(t.book.Tier(node, t.clock.Now()))
-}
-
-// Quarantined implements wag.Trust: a node released from quarantine
-// starts again from zero trust, on a chain verified from its anchor.
-func (t *trustCenter) Quarantined(nodes map[string]bool) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	for n := range t.quar {
-		if !nodes[n] {
-			t.resetLocked(n)
-		}
-	}
-	t.quar = maps.Clone(nodes)
-}
-
-// released starts node again from zero trust: it was released from
-// quarantine (by the leader that applied the release).
-func (t *trustCenter) released(node string) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	delete(t.quar, node)
-	t.resetLocked(node)
-}
-
-// resetLocked forgets everything about node; t.mu held.
-func (t *trustCenter) resetLocked(node string) {
-	t.book.Reset(node)
-	delete(t.positions, node)
-	for _, s := range t.sentinels {
-		s.Reset(node)
-	}
-	t.ballot.Forget(node)
-	t.log.Info("a node left quarantine: its trust starts again from zero", zap.String("peer", node))
-}
-
-// verifyOutcome counts a verified attempt's vote (the leader's Verifier)
-// for the subject that ran it: a node, or a worker program.
-func (t *trustCenter) verifyOutcome(subject string, agreed bool) {
-	k := sentinel.VerifyAgree
-	if !agreed {
-		k = sentinel.VerifyMismatch
-	}
-	t.Observe(sentinel.Observation{Node: subject, Kind: k, At: t.clock.Now()})
-}
-
-// view returns the book as this node sees it.
-func (t *trustCenter) view() []trust.PeerView {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	return t.book.View(t.clock.Now())
-}
-
-// sentinelTick runs the Sentinel on the leader: each observer's findings
-// become proposals, and the ballot's decisions are committed through Raft
-// (apply). quarantined is the control state's quarantine; nodes counts the
-// members. Off the leader it forgets what it held: the next leader starts
-// from its own observers.
-func (t *trustCenter) sentinelTick(ctx context.Context, leading bool, quarantined map[string]mesh.QuarantineEntry, nodes int,
-	apply func(context.Context, mesh.Command) error) {
-	now := t.clock.Now()
-	t.mu.Lock()
-	if !leading {
-		clear(t.sentinels)
-		t.ballot, _ = sentinel.NewBallot(t.sparams)
-		t.mu.Unlock()
-		return
-	}
-	for observer, s := range t.sentinels {
-		for _, f := range s.Evaluate(now) {
-			if f.Anomalous {
-				t.ballot.Add(sentinel.Proposal{Node: f.Node, Observer: observer, Score: f.Score, Reasons: f.Reasons, At: now})
-			}
-		}
-	}
+// sentinelTick runs the Sentinel on the leader and commits its decisions
+// through Raft; a decision that fails to commit is decided again at the
+// next tick.
+func (n *Node) sentinelTick(ctx context.Context, leading bool, quarantined map[string]mesh.QuarantineEntry, nodes int) {
 	q := make(map[string]sentinel.Quarantine, len(quarantined))
-	for n, e := range quarantined {
-		q[n] = sentinel.Quarantine{Since: e.Since, Reason: e.Reason, Manual: e.Manual}
+	for name, e := range quarantined {
+		q[name] = sentinel.Quarantine{Since: e.Since, Reason: e.Reason, Manual: e.Manual}
 	}
-	decisions := t.ballot.Decide(now, len(t.sentinels), nodes, q)
-	t.mu.Unlock()
-	for _, d := range decisions {
+	for _, d := range n.trust.Decide(leading, q, nodes) {
 		var cmd mesh.Command
 		switch d.Action {
 		case sentinel.QuarantineNode:
-			cmd = mesh.Quarantine(d.Node, quarantineReason(d), now, false)
+			cmd = mesh.Quarantine(d.Node, quarantineReason(d), n.cfg.Clock.Now(), false)
 		case sentinel.ReleaseNode:
 			cmd = mesh.Release(d.Node)
 		default:
 			continue
 		}
-		if err := apply(ctx, cmd); err != nil {
-			t.log.Warn("committing the Sentinel's decision failed; it is decided again", zap.String("peer", d.Node), zap.Error(err))
+		if err := n.mesh.Apply(ctx, cmd); err != nil {
+			n.log.Warn("committing the Sentinel's decision failed; it is decided again", zap.String("peer", d.Node), zap.Error(err))
 			continue
 		}
-		if d.Action == sentinel.QuarantineNode {
-			t.mu.Lock()
-			t.quar[d.Node] = true // a release before the next tick still resets it
-			t.mu.Unlock()
-			t.log.Warn("the Sentinel quarantined a node", zap.String("peer", d.Node), zap.String("reason", d.Reason),
-				zap.Strings("observers", d.Observers))
-		} else {
-			t.released(d.Node)
-			t.log.Info("the Sentinel released a node after its cool-down", zap.String("peer", d.Node))
-		}
+		n.trust.Committed(d)
 	}
 }
 
@@ -468,8 +115,8 @@ func (n *Node) runTrust(ctx context.Context) {
 		select {
 		case <-ctx.Done():
 			return
-		case <-n.trust.changed:
-			a := n.trust.anchor()
+		case <-n.trust.Changed():
+			a := n.trust.Anchor()
 			if err := n.updateMeta(func(m *mesh.NodeMeta) { m.TrustAnchor = a.Encode() }); err != nil {
 				n.log.Warn("advertising the new hash-chain anchor failed", zap.Error(err))
 			}
@@ -491,7 +138,7 @@ func (n *Node) runTrust(ctx context.Context) {
 					alive++
 				}
 			}
-			n.trust.sentinelTick(ctx, leading, st.Quarantine, alive, n.mesh.Apply)
+			n.sentinelTick(ctx, leading, st.Quarantine, alive)
 		}
 	}
 }
@@ -500,6 +147,9 @@ func (n *Node) runTrust(ctx context.Context) {
 // on a server the one the control state registered (a view that lost the
 // peer's metadata).
 func (n *Node) memberAnchor(peer string) (trust.Anchor, bool) {
+	if n.mesh == nil {
+		return trust.Anchor{}, false // before the mesh is made: streams wait for gossip
+	}
 	for _, m := range n.mesh.Members() {
 		if m.Name == peer && len(m.TrustAnchor) > 0 {
 			a, err := trust.DecodeAnchor(m.TrustAnchor)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"maps"
 	"slices"
-	"time"
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
@@ -366,7 +365,7 @@ func (n *Node) verifyOutcome(subject string, agreed bool) {
 	if !agreed {
 		n.log.Warn("a worker was outvoted on a verified attempt", zap.String("worker_subject", subject))
 	}
-	n.trust.verifyOutcome(subject, agreed)
+	n.trust.VerifyOutcome(subject, agreed)
 }
 
 // peerViolation is told of a peer that sent, on a Waggler stream, what no
@@ -378,7 +377,7 @@ func (n *Node) peerViolation(peer, what string) {
 	count := n.violations[peer]
 	n.violMu.Unlock()
 	n.log.Warn("peer violation", zap.String("peer", peer), zap.String("what", what), zap.Int("count", count))
-	n.trust.Observe(sentinel.Observation{Node: peer, Kind: sentinel.Violation, At: time.Now()})
+	n.trust.Observe(sentinel.Observation{Node: peer, Kind: sentinel.Violation, At: n.cfg.Clock.Now()})
 }
 
 // wagglerRank ranks node for a new Waggler role by this node's trust in
@@ -413,7 +412,7 @@ func (n *Node) openRemoteWaggler(ctx context.Context, node string, owner wag.Own
 		return nil, err
 	}
 	return remote.OpenLead(ctx, robonetv1.NewWagServiceClient(cc), owner, n.cfg.Name, node, up, n.log,
-		remote.LeadOptions{OnViolation: n.peerViolation, Trust: n.trust, OnObservations: n.trust.observedBy, MaxMessageBytes: n.cfg.MaxMessageBytes})
+		remote.LeadOptions{OnViolation: n.peerViolation, Trust: n.trust, OnObservations: n.trust.ObservedBy, MaxMessageBytes: n.cfg.MaxMessageBytes})
 }
 
 // remoteWorkTarget is the Waggler of capability on node, for this node's

@@ -1,23 +1,24 @@
-package node
+package center
 
 import (
-	"context"
 	"crypto/rand"
 	"strings"
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/internal/clock"
-	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/trust"
 )
 
-func newTestTrust(t *testing.T, self string, preTrust ...string) *trustCenter {
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func newTestTrust(t *testing.T, self string, preTrust ...string) *Center {
 	t.Helper()
-	tc, err := newTrustCenter(self, zaptest.NewLogger(t), clock.System(), trust.Established, preTrust, nil)
+	tc, err := New(Config{Self: self, Logger: zaptest.NewLogger(t), Clock: clock.System(), MinTier: trust.Established, PreTrust: preTrust})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -29,7 +30,7 @@ func newTestTrust(t *testing.T, self string, preTrust ...string) *trustCenter {
 // before that, still in flight on it, are accepted once each.
 func TestTrustCenterSharesPositions(t *testing.T) {
 	sender, receiver := newTestTrust(t, "w1"), newTestTrust(t, "wag")
-	receiver.anchorOf = func(peer string) (trust.Anchor, bool) { return sender.anchor(), peer == "w1" }
+	receiver.anchorOf = func(peer string) (trust.Anchor, bool) { return sender.Anchor(), peer == "w1" }
 	if _, ok := receiver.Verifier("stranger"); ok {
 		t.Fatal("a verifier for a node without an anchor")
 	}
@@ -57,29 +58,25 @@ func TestTrustCenterSharesPositions(t *testing.T) {
 }
 
 // The leader's Sentinel turns an observer's proof into a quarantine,
-// committed through apply; a released node starts again from zero trust.
+// which the node commits; a released node starts again from zero trust.
 func TestTrustCenterSentinelAndRelease(t *testing.T) {
 	leader := newTestTrust(t, "server")
 	leader.leading = func() bool { return true }
 	for range 10 {
-		leader.observedBy("wag", []sentinel.Observation{{Node: "w1", Kind: sentinel.Heartbeat}, {Node: "w2", Kind: sentinel.Completed, Capability: "c"}})
+		leader.ObservedBy("wag", []sentinel.Observation{{Node: "w1", Kind: sentinel.Heartbeat}, {Node: "w2", Kind: sentinel.Completed, Capability: "c"}})
 	}
-	leader.observedBy("wag", []sentinel.Observation{{Node: "w2", Kind: sentinel.ChainBreak}})
-	var applied []string
-	apply := func(_ context.Context, cmd mesh.Command) error {
-		applied = append(applied, string(cmd.Encode()))
-		return nil
+	leader.ObservedBy("wag", []sentinel.Observation{{Node: "w2", Kind: sentinel.ChainBreak}})
+	decided := leader.Decide(true, nil, 4)
+	if len(decided) != 1 || decided[0].Action != sentinel.QuarantineNode || decided[0].Node != "w2" || !strings.Contains(decided[0].Reason, "forged") {
+		t.Fatalf("decided %+v, want w2 quarantined for a forged token", decided)
 	}
-	leader.sentinelTick(t.Context(), true, nil, 4, apply)
-	if len(applied) != 1 || !strings.Contains(applied[0], `"w2"`) || !strings.Contains(applied[0], "forged") {
-		t.Fatalf("applied %q, want w2 quarantined for a forged token", applied)
-	}
+	leader.Committed(decided[0])
 	if !leader.Distrusted("w2") || leader.Distrusted("w1") {
 		t.Fatal("w2 betrayed, w1 not: the leader's book disagrees")
 	}
 	leader.Quarantined(map[string]bool{"w2": true})
 	leader.Quarantined(map[string]bool{}) // released
-	for _, v := range leader.view() {
+	for _, v := range leader.View() {
 		if v.Name == "w2" {
 			t.Fatalf("after its release w2 still has evidence: %+v", v)
 		}
@@ -88,12 +85,12 @@ func TestTrustCenterSentinelAndRelease(t *testing.T) {
 		t.Fatal("a released node is still distrusted")
 	}
 	// Off the leader, the Sentinel forgets: nothing is decided.
-	applied = nil
-	leader.observedBy("wag", []sentinel.Observation{{Node: "w1", Kind: sentinel.ChainBreak}})
-	leader.sentinelTick(t.Context(), false, nil, 4, apply)
-	leader.sentinelTick(t.Context(), true, nil, 4, apply)
-	if len(applied) != 0 {
-		t.Fatalf("a former leader's observations decided %q", applied)
+	leader.ObservedBy("wag", []sentinel.Observation{{Node: "w1", Kind: sentinel.ChainBreak}})
+	if d := leader.Decide(false, nil, 4); len(d) != 0 {
+		t.Fatalf("off the leader the Sentinel decided %+v", d)
+	}
+	if d := leader.Decide(true, nil, 4); len(d) != 0 {
+		t.Fatalf("a former leader's observations decided %+v", d)
 	}
 }
 
@@ -136,7 +133,7 @@ func TestTrustCenterReanchors(t *testing.T) {
 		t.Fatal(err)
 	}
 	sender.signer, sender.advertise = short, short.Anchor()
-	first := sender.anchor()
+	first := sender.Anchor()
 	receiver.anchorOf = func(string) (trust.Anchor, bool) { return first, true } // gossip never catches up
 	v, _ := receiver.Verifier("w1")
 	chains := map[uint64]bool{}
@@ -159,7 +156,7 @@ func TestTrustCenterReanchors(t *testing.T) {
 	default:
 		t.Fatal("the sender switched chains without asking to advertise its anchor")
 	}
-	if sender.anchor() == first {
+	if sender.Anchor() == first {
 		t.Fatal("the advertised anchor did not change")
 	}
 }
