@@ -191,7 +191,26 @@ func (n *Node) Start(ctx context.Context) error {
 	return nil
 }
 
-func (n *Node) start(ctx context.Context) (err error) {
+func (n *Node) start(ctx context.Context) error {
+	if err := n.openLocal(ctx); err != nil {
+		return err
+	}
+	if err := n.buildServices(); err != nil {
+		return err
+	}
+	if err := n.buildMesh(); err != nil {
+		return err
+	}
+	if err := n.startServices(ctx); err != nil {
+		return err
+	}
+	n.markReady()
+	return nil
+}
+
+// openLocal opens what the node keeps on its machine: the data directory
+// (locked), the audit trail and, on a server, the store.
+func (n *Node) openLocal(ctx context.Context) (err error) {
 	if err := os.MkdirAll(n.cfg.DataDir, 0o750); err != nil {
 		return fmt.Errorf("creating the data directory: %w", err)
 	}
@@ -201,13 +220,18 @@ func (n *Node) start(ctx context.Context) (err error) {
 	if n.audit, err = n.openAudit(); err != nil {
 		return err
 	}
-	server := n.cfg.IsServer()
-	if server {
+	if n.cfg.IsServer() {
 		if n.store, err = n.openStore(ctx); err != nil {
 			return err
 		}
 	}
+	return nil
+}
 
+// buildServices builds, without starting them, the node's trust centre,
+// task logs, worker pools and Waggler host, and on a server the read side
+// of the store.
+func (n *Node) buildServices() (err error) {
 	// Every node runs its pools and can be given Waggler roles; the
 	// engine of a term reaches both through its Router.
 	wcfg := n.cfg.Wag
@@ -233,7 +257,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 	if n.wagglers, err = wag.NewWagglerHost(wcfg); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	if server {
+	if n.cfg.IsServer() {
 		// The read side lives as long as the node and is shared by the
 		// engine of every term it leads.
 		qcfg := n.cfg.Engine
@@ -242,8 +266,12 @@ func (n *Node) start(ctx context.Context) (err error) {
 			return fmt.Errorf("%w: %w", ErrConfig, err)
 		}
 	}
-	// The gRPC listener comes first: its address goes into the node's
-	// gossip metadata.
+	return nil
+}
+
+// buildMesh opens the gRPC listener (its address goes into the node's
+// gossip metadata) and builds the mesh and the connections to its nodes.
+func (n *Node) buildMesh() (err error) {
 	if n.grpcLis, err = net.Listen("tcp", n.cfg.GRPCAddr); err != nil {
 		return fmt.Errorf("gRPC listener: %w", err)
 	}
@@ -251,14 +279,19 @@ func (n *Node) start(ctx context.Context) (err error) {
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	m, err := mesh.New(mcfg)
-	if err != nil {
+	if n.mesh, err = mesh.New(mcfg); err != nil {
 		return fmt.Errorf("%w: %w", ErrConfig, err)
 	}
-	n.mesh = m
 	n.meta = mcfg.Meta
 	n.conns = newConnCache(n.cfg.MaxMessageBytes, n.id)
+	return nil
+}
 
+// startServices starts what buildServices and buildMesh built, in
+// dependency order: the pools and the Waggler host before the mesh that
+// gives them roles, the API once the mesh runs, the loops that follow it
+// last.
+func (n *Node) startServices(ctx context.Context) (err error) {
 	if err := n.workers.Start(ctx); err != nil {
 		return fmt.Errorf("starting the workers: %w", err)
 	}
@@ -271,7 +304,7 @@ func (n *Node) start(ctx context.Context) (err error) {
 	if err := n.advertiseGRPC(); err != nil {
 		return err
 	}
-	if server && n.cfg.Mesh.PartitionsSet {
+	if n.cfg.IsServer() && n.cfg.Mesh.PartitionsSet {
 		if err := n.checkPartitions(ctx); err != nil {
 			return err
 		}
@@ -293,12 +326,15 @@ func (n *Node) start(ctx context.Context) (err error) {
 	}
 	n.startFollower()
 	n.startTrust()
-	if server {
+	if n.cfg.IsServer() {
 		n.startOwnerLoop()
 	}
-	if err := n.startHTTP(); err != nil {
-		return err
-	}
+	return n.startHTTP()
+}
+
+// markReady says the node serves: health, readiness, and the log line
+// that tells an operator what it runs.
+func (n *Node) markReady() {
 	n.health.SetServingStatus("", healthpb.HealthCheckResponse_SERVING)
 	n.health.SetServingStatus(robonetv1.WorkflowService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
 	n.health.SetServingStatus(robonetv1.MeshService_ServiceDesc.ServiceName, healthpb.HealthCheckResponse_SERVING)
@@ -312,11 +348,10 @@ func (n *Node) start(ctx context.Context) (err error) {
 	n.log.Info("node started",
 		zap.String("grpc_addr", n.GRPCAddr()), zap.String("http_addr", n.HTTPAddr()),
 		zap.String("gossip_addr", n.GossipAddr()), zap.Strings("join", n.cfg.Join),
-		zap.Bool("server", server), zap.Int("bootstrap_expect", n.cfg.BootstrapExpect),
+		zap.Bool("server", n.cfg.IsServer()), zap.Int("bootstrap_expect", n.cfg.BootstrapExpect),
 		zap.String("store", n.storeName()), zap.String("data_dir", n.cfg.DataDir),
 		zap.Any("capabilities", n.cfg.Capabilities), zap.Bool("tls", n.id != nil), zap.Bool("api_tokens", n.tokens != nil),
 		zap.Bool("gossip_encrypted", len(n.cfg.GossipKey) > 0))
-	return nil
 }
 
 // publish makes e the engine that serves the API; nil: none (this node
@@ -669,8 +704,8 @@ func (n *Node) Halt() {
 
 // teardown is shutdown, graceful or not (Halt).
 func (n *Node) teardown(ctx context.Context, graceful bool) error {
-	var errs []error
 	n.ready.Store(false)
+	var errs []error
 	if !graceful && n.mesh != nil {
 		// First, so that the peers see this node die before it stops
 		// answering anything else.
@@ -679,6 +714,16 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 		}
 	}
 	n.beginStopping()
+	errs = append(errs, n.stopServing(ctx, graceful)...)
+	errs = append(errs, n.stopLoops(ctx, graceful)...)
+	errs = append(errs, n.stopServices(ctx, graceful)...)
+	errs = append(errs, n.closeLocal()...)
+	return errors.Join(errs...)
+}
+
+// stopServing stops the API and the HTTP server (every service says
+// NOT_SERVING first), and waits for what they served.
+func (n *Node) stopServing(ctx context.Context, graceful bool) (errs []error) {
 	if n.health != nil {
 		n.health.Shutdown() // every service NOT_SERVING
 	}
@@ -700,6 +745,12 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 		}
 	}
 	n.serving.Wait()
+	return errs
+}
+
+// stopLoops stops the owner loop and its engine, the loop that follows
+// the Waggler roles and the trust loop.
+func (n *Node) stopLoops(ctx context.Context, graceful bool) (errs []error) {
 	if n.stopLoop != nil {
 		n.stopLoop()
 		<-n.loopDone
@@ -715,6 +766,13 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 		n.stopTrust()
 		<-n.trustDone
 	}
+	return errs
+}
+
+// stopServices stops, in reverse of their start, the Waggler host, the
+// mesh (leaving it, when graceful), the connections to other nodes and
+// the worker pools.
+func (n *Node) stopServices(ctx context.Context, graceful bool) (errs []error) {
 	if n.wagglers != nil {
 		if err := n.wagglers.Stop(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("stopping the waggler host: %w", err))
@@ -735,6 +793,12 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 			errs = append(errs, fmt.Errorf("stopping the workers: %w", err))
 		}
 	}
+	return errs
+}
+
+// closeLocal closes what openLocal opened: the store, the audit trail and
+// the data directory's lock.
+func (n *Node) closeLocal() (errs []error) {
 	if n.store != nil {
 		if err := n.store.Close(); err != nil {
 			errs = append(errs, fmt.Errorf("closing the store: %w", err))
@@ -750,7 +814,7 @@ func (n *Node) teardown(ctx context.Context, graceful bool) error {
 			errs = append(errs, fmt.Errorf("unlocking the data directory: %w", err))
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }
 
 // stopEngine stops the engine the owner loop left running: gracefully
