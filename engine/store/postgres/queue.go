@@ -416,15 +416,15 @@ func (c *claimed) scanResults(rows pgx.Rows) error {
 	)
 	_, err := pgx.ForEachRow(rows, []any{&id, &r.ExecutionID, &attempt, &r.OK, &r.Output, &r.Error, &r.WorkerID,
 		&started, &finished}, func() error {
-		i, ok := c.index[id]
-		if !ok {
+		ci := c.instance(id)
+		if ci == nil {
 			return nil // not claimed by this call (a lease end equal to the microsecond)
 		}
 		got := r
 		got.InstanceID = id
 		got.Attempt = uint32(attempt) // the column's CHECK keeps it in range
 		got.StartedAt, got.FinishedAt = timeOf(started), timeOf(finished)
-		c.out[i].Results = append(c.out[i].Results, got)
+		ci.Results = append(ci.Results, got)
 		return nil
 	})
 	return err
@@ -438,17 +438,27 @@ func (c *claimed) scanSignals(rows pgx.Rows) error {
 		sig engine.SignalRecord
 	)
 	_, err := pgx.ForEachRow(rows, []any{&id, &sig.Seq, &sig.Name, &sig.Payload, &sig.IdempotencyKey, &sig.CreatedAt}, func() error {
-		i, ok := c.index[id]
-		if !ok {
+		ci := c.instance(id)
+		if ci == nil {
 			return nil // not claimed by this call, as in hydration
 		}
 		got := sig
 		got.InstanceID = id
 		got.CreatedAt = got.CreatedAt.UTC()
-		c.out[i].Signals = append(c.out[i].Signals, got)
+		ci.Signals = append(ci.Signals, got)
 		return nil
 	})
 	return err
+}
+
+// instance returns the instance claimed with this id, nil when this call
+// did not claim it.
+func (c *claimed) instance(id uuid.UUID) *engine.ClaimedInstance {
+	i, ok := c.index[id]
+	if !ok {
+		return nil
+	}
+	return &c.out[i]
 }
 
 // inDueOrder returns the instances claimed in the claim's order, oldest due
