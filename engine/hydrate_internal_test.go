@@ -28,18 +28,23 @@ func testPlan(t *testing.T, src string) *graph.Plan {
 	return plan
 }
 
-// storedGraph rebuilds a graph from an instance's envelope: a fresh one
-// before any snapshot, the snapshot restored after; at the envelope's
-// depth either way; a snapshot that does not restore is Restore's error.
-func TestStoredGraph(t *testing.T) {
-	plan := testPlan(t, `
+// oneTaskSpec is a workflow of one task, a, whose output is accepted when
+// its score is 1 or more.
+const oneTaskSpec = `
 name: one
 version: 1
 tasks:
   a:
     capability: test.cap
     action: echo
-`)
+    accept: ${{ output.score >= 1 }}
+`
+
+// storedGraph rebuilds a graph from an instance's envelope: a fresh one
+// before any snapshot, the snapshot restored after; at the envelope's
+// depth either way; a snapshot that does not restore is Restore's error.
+func TestStoredGraph(t *testing.T) {
+	plan := testPlan(t, oneTaskSpec)
 	g, err := storedGraph(plan, "i1", instanceState{depth: 2})
 	if err != nil || g.State() != graph.Pending || g.Depth() != 2 {
 		t.Fatalf("fresh: %v, %v at depth %d; want PENDING at depth 2", err, g.State(), g.Depth())

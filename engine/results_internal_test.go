@@ -15,15 +15,7 @@ import (
 // (a value not canonical yet is normalised first); anything else is
 // recorded, and told to the graph, as a failure that says why.
 func TestJudgeResult(t *testing.T) {
-	plan := testPlan(t, `
-name: judged
-version: 1
-tasks:
-  a:
-    capability: test.cap
-    action: echo
-    accept: ${{ output.score >= 1 }}
-`)
+	plan := testPlan(t, oneTaskSpec)
 	g := plan.NewGraph("i1")
 	if _, err := g.Start(nil, time.Unix(1000, 0)); err != nil {
 		t.Fatal(err)
