@@ -208,6 +208,31 @@ func (q *Query) record(ctx context.Context, id uuid.UUID) (InstanceRecord, *plan
 
 // recordView builds a view from a stored record and its history.
 func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResult) (InstanceView, error) {
+	v, err := recordHead(rec)
+	if err != nil {
+		return InstanceView{}, err
+	}
+	st, err := decodeState(rec.State)
+	if err != nil {
+		return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
+	}
+	if !st.startedAt.IsZero() && v.StartedAt.IsZero() {
+		v.StartedAt = st.startedAt
+	}
+	g, err := recordGraph(pe, rec, st, v.Inputs, hist, q.cfg.Clock.Now())
+	if err != nil {
+		return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
+	}
+	v.Tasks = taskViews(pe, g, historySource(pe, hist))
+	childViews(&v, pe, &st)
+	boundAttempts(&v)
+	return v, nil
+}
+
+// recordHead is the view of an instance's record without its tasks: what
+// the row says, its inputs and, once it completed, its outputs. The error
+// is the outputs'.
+func recordHead(rec InstanceRecord) (InstanceView, error) {
 	v := InstanceView{
 		ID:              rec.ID,
 		Workflow:        rec.WorkflowName,
@@ -236,37 +261,40 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		}
 		v.Outputs, _ = out.(map[string]any)
 	}
-	st, err := decodeState(rec.State)
+	return v, nil
+}
+
+// recordGraph is the graph of a stored instance as its owner has it: the
+// snapshot (or a fresh start, if the owner has not written one yet), with
+// the results recorded since replayed on top; what the owner would
+// dispatch is shown as running. The error is the snapshot's.
+func recordGraph(pe *planEntry, rec InstanceRecord, st instanceState, inputs map[string]any, hist []ActionResult,
+	now time.Time) (*graph.Graph, error) {
+	g, err := storedGraph(pe.plan, rec.ID.String(), st)
 	if err != nil {
-		return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
+		return nil, err
 	}
-	if !st.startedAt.IsZero() && v.StartedAt.IsZero() {
-		v.StartedAt = st.startedAt
-	}
-	// The graph as the owner has it: the snapshot (or a fresh start, if the
-	// owner has not written one yet), with the results recorded since
-	// replayed on top; what the owner would dispatch is shown as running.
-	g := pe.plan.NewGraph(rec.ID.String())
-	now := q.cfg.Clock.Now()
 	var fx []graph.Effect
 	switch {
 	case len(st.graph) > 0:
-		if g, err = pe.plan.Restore(rec.ID.String(), st.graph); err != nil {
-			return InstanceView{}, fmt.Errorf("instance %s: %w", rec.ID, err)
-		}
-		g.SetDepth(st.depth)
 		if !rec.Status.Terminal() {
 			fx = g.Resume(now)
 		}
 	case rec.Status == StateRunning:
-		g.SetDepth(st.depth)
-		fx, _ = g.Start(v.Inputs, now) // an error leaves the graph PENDING
+		fx, _ = g.Start(inputs, now) // an error leaves the graph PENDING
 	}
 	if fx != nil {
 		drive(g, pe, newRecorded(hist), fx, now, nil, nil, func(graph.Effect) {})
 		// The state is the record's (recordState), not the replay's: a
 		// list reads the record, and a get must show what a list shows.
 	}
+	return g, nil
+}
+
+// historySource is what taskViews needs of a stored instance besides its
+// graph, read from its recorded results: each task's first start and last
+// finish, and each execution's attempts.
+func historySource(pe *planEntry, hist []ActionResult) viewSource {
 	started := make(map[int32]time.Time)
 	finished := make(map[int32]time.Time)
 	for _, r := range hist {
@@ -282,7 +310,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 		}
 	}
 	byRef := historyAttempts(pe, hist)
-	v.Tasks = taskViews(pe, g, viewSource{
+	return viewSource{
 		times: func(node int32) (time.Time, time.Time) { return started[node], finished[node] },
 		attempts: func(out []AttemptView, ref graph.TaskRef, info graph.TaskInfo) []AttemptView {
 			done := byRef[ref]
@@ -292,10 +320,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 			}
 			return appendUnrecorded(append(out, done...), ref, info, last, AttemptView{})
 		},
-	})
-	childViews(&v, pe, &st)
-	boundAttempts(&v)
-	return v, nil
+	}
 }
 
 // signalViews adds the instance's signals to v, when its workflow waits

@@ -6,54 +6,91 @@ import (
 	"strings"
 	"time"
 
+	"github.com/google/uuid"
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
 	"github.com/robonet/robonet/engine/value"
 )
 
+// onResult takes the result of an attempt in flight into its instance:
+// records it, tells the graph and applies what the graph does next.
 func (s *shard) onResult(r *TaskResult) {
-	inst := s.insts[r.InstanceID]
-	if inst == nil || inst.finishing || inst.g == nil {
-		s.e.ignoreResult(r, "instance not held here")
-		return
-	}
-	ref, ok := inst.pe.parseExecution(r.ExecutionID)
-	if !ok {
-		s.e.ignoreResult(r, "unknown execution")
-		return
-	}
-	if info := inst.g.Task(ref); info.Status != graph.TaskRunning || info.Attempt != r.Attempt {
-		s.e.ignoreResult(r, "attempt not in flight")
+	inst, ref, why := s.attemptInFlight(r.AttemptKey)
+	if why != "" {
+		s.e.ignoreResult(r, why)
 		return
 	}
 	now := s.now()
-	if r.Lost {
-		if inst.lost == nil {
-			inst.lost = make(map[graph.TaskRef]int)
-		}
-		inst.lost[ref]++
-		if n := inst.lost[ref]; n <= MaxLost {
-			inst.lg.Info("attempt lost by the Waggler layer; dispatching it again", zap.String("task", r.ExecutionID),
-				zap.Uint32("attempt", r.Attempt), zap.Int("times", n), zap.String("reason", r.Error))
-			s.process(inst, inst.g.Redispatch(ref, r.Attempt, now), now)
-			s.settle(inst)
-			return
-		}
-		// Lost over and over: a failed attempt (the policy decides).
-		r.OK, r.Error = false, fmt.Sprintf("lost %d times by the Waggler layer (last: %s)", inst.lost[ref], r.Error)
+	if r.Lost && s.redispatchLost(inst, ref, r, now) {
+		return
 	}
 	delete(inst.lost, ref)
-	if pinned, ok := inst.g.NodeOf(ref); ok && r.OK && r.WorkerID != "" {
-		// A run of on: every_node counts only from the node it is pinned
-		// to: a copy an earlier engine dispatched under another node list
-		// (it died before that list was durable) is a failed attempt.
-		if ran, _, _ := strings.Cut(r.WorkerID, "/"); ran != pinned {
-			r.OK, r.Error = false, fmt.Sprintf("ran on node %s, not on node %s it is pinned to", ran, pinned)
-		}
-	}
+	failOffNode(inst.g, ref, r)
 	inst.resolvedAny = true
-	ar := ActionResult{InstanceID: inst.id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: StorableText(r.WorkerID),
+	ar, res := judgeResult(inst.g, inst.id, ref, r)
+	s.countResult(inst, ref, r, ar.OK)
+	s.applyResult(inst, ref, ar, res, now)
+}
+
+// attemptInFlight returns the instance held here and the execution of the
+// attempt k when it is in flight; why says why it is not ("" when it is).
+func (s *shard) attemptInFlight(k AttemptKey) (inst *instance, ref graph.TaskRef, why string) {
+	inst = s.insts[k.InstanceID]
+	if inst == nil || inst.finishing || inst.g == nil {
+		return nil, ref, "instance not held here"
+	}
+	ref, ok := inst.pe.parseExecution(k.ExecutionID)
+	if !ok {
+		return nil, ref, "unknown execution"
+	}
+	if info := inst.g.Task(ref); info.Status != graph.TaskRunning || info.Attempt != k.Attempt {
+		return nil, ref, "attempt not in flight"
+	}
+	return inst, ref, ""
+}
+
+// redispatchLost dispatches again an attempt the Waggler layer lost, and
+// reports true, up to MaxLost times; past that it makes r a failed
+// attempt (the policy decides) and reports false.
+func (s *shard) redispatchLost(inst *instance, ref graph.TaskRef, r *TaskResult, now time.Time) bool {
+	if inst.lost == nil {
+		inst.lost = make(map[graph.TaskRef]int)
+	}
+	inst.lost[ref]++
+	n := inst.lost[ref]
+	if n > MaxLost {
+		// Lost over and over: a failed attempt (the policy decides).
+		r.OK, r.Error = false, fmt.Sprintf("lost %d times by the Waggler layer (last: %s)", n, r.Error)
+		return false
+	}
+	inst.lg.Info("attempt lost by the Waggler layer; dispatching it again", zap.String("task", r.ExecutionID),
+		zap.Uint32("attempt", r.Attempt), zap.Int("times", n), zap.String("reason", r.Error))
+	s.process(inst, inst.g.Redispatch(ref, r.Attempt, now), now)
+	s.settle(inst)
+	return true
+}
+
+// failOffNode makes r a failed attempt when it is a run of an on:
+// every_node task that ran on another node than the one it is pinned to: a
+// copy an earlier engine dispatched under another node list (it died
+// before that list was durable).
+func failOffNode(g *graph.Graph, ref graph.TaskRef, r *TaskResult) {
+	pinned, ok := g.NodeOf(ref)
+	if !ok || !r.OK || r.WorkerID == "" {
+		return
+	}
+	if ran, _, _ := strings.Cut(r.WorkerID, "/"); ran != pinned {
+		r.OK, r.Error = false, fmt.Sprintf("ran on node %s, not on node %s it is pinned to", ran, pinned)
+	}
+}
+
+// judgeResult returns what is recorded of the attempt r reports, and what
+// the graph is told: its canonical output if it succeeded and the task's
+// accept check takes it, otherwise the failure (an output that is not a
+// value, or one the check rejects, included).
+func judgeResult(g *graph.Graph, id uuid.UUID, ref graph.TaskRef, r *TaskResult) (ActionResult, graph.Result) {
+	ar := ActionResult{InstanceID: id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: StorableText(r.WorkerID),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	var res graph.Result
 	if r.OK {
@@ -75,7 +112,7 @@ func (s *shard) onResult(r *TaskResult) {
 		// result, which replay feeds back as it is (graph.Accept).
 		if err != nil {
 			ar.Error = StorableText("invalid output: " + err.Error())
-		} else if err = inst.g.Accept(ref, r.Attempt, out); err != nil {
+		} else if err = g.Accept(ref, r.Attempt, out); err != nil {
 			ar.Error = StorableText(err.Error())
 		} else {
 			ar.OK, ar.Output, res.Output = true, enc, out
@@ -86,28 +123,41 @@ func (s *shard) onResult(r *TaskResult) {
 			ar.Error = "failed"
 		}
 	}
+	if !ar.OK {
+		res.Err = errors.New(ar.Error)
+	}
+	return ar, res
+}
+
+// countResult counts a result in the metrics of its task's capability and
+// of its instance's partition.
+func (s *shard) countResult(inst *instance, ref graph.TaskRef, r *TaskResult, ok bool) {
 	m := s.e.cfg.Metrics.Capability(inst.pe.labels[ref.Node])
 	s.e.partitionOf(inst.id).tasks.Add(1)
-	if ar.OK {
+	if ok {
 		m.Completed.Inc()
 	} else {
 		m.Failed.Inc()
-		res.Err = errors.New(ar.Error)
 	}
 	if !r.StartedAt.IsZero() && r.FinishedAt.After(r.StartedAt) {
 		m.Duration.Observe(r.FinishedAt.Sub(r.StartedAt).Seconds())
 	}
+}
+
+// applyResult tells the graph the result of an attempt, queues its record,
+// tells watchers and applies what the graph does next.
+func (s *shard) applyResult(inst *instance, ref graph.TaskRef, ar ActionResult, res graph.Result, now time.Time) {
 	start := time.Now()
 	defer func() { s.e.cfg.Metrics.Propagation.Observe(time.Since(start).Seconds()) }()
-	fx := inst.g.Complete(ref, r.Attempt, res, now)
+	fx := inst.g.Complete(ref, ar.Attempt, res, now)
 	s.record(inst, ref, ar)
 	delete(inst.progress, ref)
 	name := inst.pe.task(ref.Node).GetName()
 	if ar.OK {
-		s.emit(inst, Event{Kind: EventTaskCompleted, Task: name, Index: ref.Index, Attempt: r.Attempt, Output: res.Output})
+		s.emit(inst, Event{Kind: EventTaskCompleted, Task: name, Index: ref.Index, Attempt: ar.Attempt, Output: res.Output})
 	} else {
-		s.taskFailedLog(inst, ref, r.Attempt, ar.Error)
-		s.emit(inst, Event{Kind: EventTaskFailed, Task: name, Index: ref.Index, Attempt: r.Attempt, Error: ar.Error})
+		s.taskFailedLog(inst, ref, ar.Attempt, ar.Error)
+		s.emit(inst, Event{Kind: EventTaskFailed, Task: name, Index: ref.Index, Attempt: ar.Attempt, Error: ar.Error})
 	}
 	s.resolvedTask(inst, ref, now)
 	s.process(inst, fx, now)
@@ -115,15 +165,8 @@ func (s *shard) onResult(r *TaskResult) {
 }
 
 func (s *shard) onProgress(p *TaskProgress) {
-	inst := s.insts[p.InstanceID]
-	if inst == nil || inst.finishing || inst.g == nil {
-		return
-	}
-	ref, ok := inst.pe.parseExecution(p.ExecutionID)
-	if !ok {
-		return
-	}
-	if info := inst.g.Task(ref); info.Status != graph.TaskRunning || info.Attempt != p.Attempt {
+	inst, ref, why := s.attemptInFlight(p.AttemptKey)
+	if why != "" {
 		return
 	}
 	if cur := inst.progress[ref]; cur != nil && cur.WorkerID == p.WorkerID && p.Seq <= cur.Seq {

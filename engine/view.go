@@ -177,99 +177,119 @@ type viewSource struct {
 
 // taskViews lists the tasks of g in dependency order.
 func taskViews(pe *planEntry, g *graph.Graph, src viewSource) []TaskView {
-	progress := src.progress
 	out := make([]TaskView, 0, len(pe.order))
 	for _, node := range pe.order {
-		t := pe.task(node)
-		ref := graph.Ref(node)
-		info := g.Task(ref)
-		tv := TaskView{
-			Name:        t.GetName(),
-			Capability:  t.GetCapability(),
-			Action:      t.GetAction(),
-			Needs:       t.GetNeeds(),
-			IsSpread:    t.GetSpread() != nil || t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE, // one run per node
-			IsLoop:      t.GetLoop() != nil,
-			Iterations:  info.Iterations,
-			Status:      viewStatus(info.Status),
-			Attempt:     info.Attempt,
-			MaxAttempts: pe.maxAttempts[node],
-			Output:      info.Output,
-			Error:       info.Error,
-			Width:       -1,
-		}
-		tv.StartedAt, tv.FinishedAt = src.times(node)
-		if signal, _, ok := pe.plan.Wait(node); ok {
-			tv.WaitSignal = signal
-			if info.Status == graph.TaskRunning {
-				tv.Wait = &WaitInfo{Signal: signal, Until: info.Due}
-			}
-		}
-		if info.Status == graph.TaskRunning && progress != nil {
-			tv.Progress = progress(ref)
-		}
-		if info.Width >= 0 {
-			tv.Width = info.Width
-			var maxAttempt uint32
-			for i := range info.Width {
-				iref := graph.TaskRef{Node: node, Index: i}
-				ii := g.Task(iref)
-				tv.Attempts = src.attempts(tv.Attempts, iref, ii)
-				switch ii.Status {
-				case graph.TaskCompleted:
-					tv.Done++
-				case graph.TaskFailed:
-					tv.Failed++
-					if tv.Error == "" {
-						tv.Error = ii.Error
-					}
-				case graph.TaskRunning:
-					// A spread shows the progress of its first running
-					// instance that has any ("waiting: …" included).
-					if tv.Progress == nil && progress != nil {
-						tv.Progress = progress(graph.TaskRef{Node: node, Index: i})
-					}
-				}
-				maxAttempt = max(maxAttempt, ii.Attempt)
-			}
-			tv.Attempt = maxAttempt
-		} else if t.GetSpread() != nil {
-			if info.Status == graph.TaskCompleted {
-				tv.Width = 0 // an empty spread
-			}
-		} else if info.Iterations >= 0 {
-			// A loop lists the attempts of every iteration, and shows the
-			// current one's progress.
-			for i := range info.Iterations {
-				iref := graph.TaskRef{Node: node, Index: i}
-				ii := g.Task(iref)
-				tv.Attempts = src.attempts(tv.Attempts, iref, ii)
-				if ii.Status == graph.TaskRunning && progress != nil {
-					tv.Progress = progress(iref)
-				}
-				if tv.Status != graph.TaskCompleted && tv.Status != graph.TaskRunning && ii.Error != "" && tv.Error == "" {
-					tv.Error = ii.Error
-				}
-			}
-			if tv.Status == graph.TaskRunning {
-				tv.Error = "" // an earlier attempt's: it is in Attempts
-			}
-		} else if t.GetLoop() != nil {
-			if info.Status == graph.TaskCompleted {
-				tv.Iterations = 0 // a loop over an empty list
-			}
-		} else {
-			tv.Attempts = src.attempts(nil, ref, info)
-			if tv.Status == graph.TaskCompleted || tv.Status == graph.TaskRunning {
-				tv.Error = "" // an earlier attempt's: it is in Attempts
-			}
-		}
-		if !finished(tv.Status) {
-			tv.FinishedAt = time.Time{}
-		}
-		out = append(out, tv)
+		out = append(out, taskView(pe, g, node, src))
 	}
 	return out
+}
+
+// taskView is the view of the task node of g: what its plan says, its
+// status, and its attempts and progress (of every element of a spread, of
+// every iteration of a loop).
+func taskView(pe *planEntry, g *graph.Graph, node int32, src viewSource) TaskView {
+	t := pe.task(node)
+	ref := graph.Ref(node)
+	info := g.Task(ref)
+	tv := TaskView{
+		Name:        t.GetName(),
+		Capability:  t.GetCapability(),
+		Action:      t.GetAction(),
+		Needs:       t.GetNeeds(),
+		IsSpread:    t.GetSpread() != nil || t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE, // one run per node
+		IsLoop:      t.GetLoop() != nil,
+		Iterations:  info.Iterations,
+		Status:      viewStatus(info.Status),
+		Attempt:     info.Attempt,
+		MaxAttempts: pe.maxAttempts[node],
+		Output:      info.Output,
+		Error:       info.Error,
+		Width:       -1,
+	}
+	tv.StartedAt, tv.FinishedAt = src.times(node)
+	if signal, _, ok := pe.plan.Wait(node); ok {
+		tv.WaitSignal = signal
+		if info.Status == graph.TaskRunning {
+			tv.Wait = &WaitInfo{Signal: signal, Until: info.Due}
+		}
+	}
+	if info.Status == graph.TaskRunning && src.progress != nil {
+		tv.Progress = src.progress(ref)
+	}
+	switch {
+	case info.Width >= 0:
+		spreadView(&tv, g, node, info.Width, src)
+	case t.GetSpread() != nil:
+		if info.Status == graph.TaskCompleted {
+			tv.Width = 0 // an empty spread
+		}
+	case info.Iterations >= 0:
+		loopView(&tv, g, node, info.Iterations, src)
+	case t.GetLoop() != nil:
+		if info.Status == graph.TaskCompleted {
+			tv.Iterations = 0 // a loop over an empty list
+		}
+	default:
+		tv.Attempts = src.attempts(nil, ref, info)
+		if tv.Status == graph.TaskCompleted || tv.Status == graph.TaskRunning {
+			tv.Error = "" // an earlier attempt's: it is in Attempts
+		}
+	}
+	if !finished(tv.Status) {
+		tv.FinishedAt = time.Time{}
+	}
+	return tv
+}
+
+// spreadView fills in tv, the view of a spread (or on: every_node) task of
+// width elements: their attempts, how many completed and failed, the first
+// failure, the progress of the first running element that has any, and
+// the highest attempt.
+func spreadView(tv *TaskView, g *graph.Graph, node, width int32, src viewSource) {
+	tv.Width = width
+	var maxAttempt uint32
+	for i := range width {
+		iref := graph.TaskRef{Node: node, Index: i}
+		ii := g.Task(iref)
+		tv.Attempts = src.attempts(tv.Attempts, iref, ii)
+		switch ii.Status {
+		case graph.TaskCompleted:
+			tv.Done++
+		case graph.TaskFailed:
+			tv.Failed++
+			if tv.Error == "" {
+				tv.Error = ii.Error
+			}
+		case graph.TaskRunning:
+			// A spread shows the progress of its first running
+			// instance that has any ("waiting: …" included).
+			if tv.Progress == nil && src.progress != nil {
+				tv.Progress = src.progress(iref)
+			}
+		}
+		maxAttempt = max(maxAttempt, ii.Attempt)
+	}
+	tv.Attempt = maxAttempt
+}
+
+// loopView fills in tv, the view of a loop task that ran n iterations:
+// the attempts of every iteration, the current one's progress, and the
+// error of the iteration that ended the loop unless it goes on.
+func loopView(tv *TaskView, g *graph.Graph, node, n int32, src viewSource) {
+	for i := range n {
+		iref := graph.TaskRef{Node: node, Index: i}
+		ii := g.Task(iref)
+		tv.Attempts = src.attempts(tv.Attempts, iref, ii)
+		if ii.Status == graph.TaskRunning && src.progress != nil {
+			tv.Progress = src.progress(iref)
+		}
+		if tv.Status != graph.TaskCompleted && tv.Status != graph.TaskRunning && ii.Error != "" && tv.Error == "" {
+			tv.Error = ii.Error
+		}
+	}
+	if tv.Status == graph.TaskRunning {
+		tv.Error = "" // an earlier attempt's: it is in Attempts
+	}
 }
 
 // childViews fills in what the tasks whose body is a child workflow show:

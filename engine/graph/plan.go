@@ -448,145 +448,213 @@ func (p *Plan) compile() error {
 	tasks := p.wf.GetTasks()
 	p.nodes = make([]node, len(tasks))
 	metas := make([]taskMeta, len(tasks))
-	progs := map[string]*expr.Program{}
-	compileExpr := func(task, what string, e *robonetv1.Expr) (*expr.Program, error) {
-		if e == nil {
-			return nil, nil
-		}
-		if prg, ok := progs[e.GetSource()]; ok {
-			return prg, nil
-		}
-		prg, err := p.env.Compile(e.GetSource())
-		if err != nil {
-			return nil, planErr("task %q: %s: %v", task, what, err)
-		}
-		progs[e.GetSource()] = prg
-		return prg, nil
-	}
+	progs := programs{}
 	up := newUpstreamChecker(p)
 	for i, t := range tasks {
 		nd := &p.nodes[i]
 		nd.taskMeta = &metas[i]
 		nd.name = t.GetName()
-		var err error
-		if nd.when, err = compileExpr(nd.name, "when", t.GetWhen()); err != nil {
+		if err := p.compileTask(int32(i), nd, t, progs, up); err != nil {
 			return err
 		}
-		if nd.spread, err = compileExpr(nd.name, "spread", t.GetSpread()); err != nil {
+	}
+	return p.compileOutputs()
+}
+
+// programs are the expressions a plan compiled, by source.
+type programs map[string]*expr.Program
+
+// compile returns the program of e (nil for none), compiling it unless a
+// task compiled the same source before; what names e in an error.
+func (ps programs) compile(env *expr.Env, task, what string, e *robonetv1.Expr) (*expr.Program, error) {
+	if e == nil {
+		return nil, nil
+	}
+	if prg, ok := ps[e.GetSource()]; ok {
+		return prg, nil
+	}
+	prg, err := env.Compile(e.GetSource())
+	if err != nil {
+		return nil, planErr("task %q: %s: %v", task, what, err)
+	}
+	ps[e.GetSource()] = prg
+	return prg, nil
+}
+
+// compileTask compiles task t, node i, into nd and checks what its
+// expressions read.
+func (p *Plan) compileTask(i int32, nd *node, t *robonetv1.Task, progs programs, up *upstreamChecker) error {
+	var err error
+	if nd.when, err = progs.compile(p.env, nd.name, "when", t.GetWhen()); err != nil {
+		return err
+	}
+	if nd.spread, err = progs.compile(p.env, nd.name, "spread", t.GetSpread()); err != nil {
+		return err
+	}
+	if err := compileOn(nd, t); err != nil {
+		return err
+	}
+	if err := compileChild(nd, t); err != nil {
+		return err
+	}
+	p.children = p.children || nd.child
+	if nd.with, err = p.env.CompileTemplate(t.GetWith()); err != nil {
+		return planErr("task %q: with: %v", nd.name, err)
+	}
+	if nd.accept, err = progs.compile(p.env, nd.name, "accept", t.GetAccept()); err != nil {
+		return err
+	}
+	nd.acceptText = t.GetAcceptText()
+	if nd.accept != nil && nd.acceptText == "" {
+		nd.acceptText = "${{ " + nd.accept.Source() + " }}"
+	}
+	refs, err := taskReads(nd)
+	if err != nil {
+		return err
+	}
+	if t.GetLoop() != nil {
+		if nd.loop, err = p.compileLoop(nd.name, t); err != nil {
 			return err
 		}
-		if t.GetOn() == robonetv1.TaskOn_TASK_ON_EVERY_NODE {
-			if t.GetSpread() != nil || t.GetLoop() != nil {
-				return planErr("task %q: on: every_node cannot be combined with spread or loop", nd.name)
-			}
-			nd.everyNode, nd.capability = true, t.GetCapability()
-		} else if t.GetOn() != robonetv1.TaskOn_TASK_ON_UNSPECIFIED {
-			return planErr("task %q: unknown on %v", nd.name, t.GetOn())
+		refs = append(refs, nd.loop.reads())
+	}
+	if err := p.checkReads(i, nd, refs, up); err != nil {
+		return err
+	}
+	if err := p.compileFailure(nd, t); err != nil {
+		return err
+	}
+	if err := p.compileWait(nd, t); err != nil {
+		return err
+	}
+	if err := p.checkUntil(i, nd, up); err != nil {
+		return err
+	}
+	p.compileJoin(nd, t)
+	p.bindTasks(nd)
+	return nil
+}
+
+// compileOn reads where task t runs: on: every_node, or where its Waggler
+// dispatches it.
+func compileOn(nd *node, t *robonetv1.Task) error {
+	switch t.GetOn() {
+	case robonetv1.TaskOn_TASK_ON_EVERY_NODE:
+		if t.GetSpread() != nil || t.GetLoop() != nil {
+			return planErr("task %q: on: every_node cannot be combined with spread or loop", nd.name)
 		}
-		if err := compileChild(nd, t); err != nil {
+		nd.everyNode, nd.capability = true, t.GetCapability()
+	case robonetv1.TaskOn_TASK_ON_UNSPECIFIED:
+	default:
+		return planErr("task %q: unknown on %v", nd.name, t.GetOn())
+	}
+	return nil
+}
+
+// taskReads returns what the with, when, spread and accept of a compiled
+// task read; only accept may read the output.
+func taskReads(nd *node) ([]expr.Refs, error) {
+	var refs []expr.Refs
+	refs = append(refs, nd.with.Refs())
+	if nd.when != nil {
+		refs = append(refs, nd.when.Refs())
+	}
+	if nd.spread != nil {
+		refs = append(refs, nd.spread.Refs())
+	}
+	for _, r := range refs {
+		if r.Output {
+			return nil, planErr("task %q: only accept and loop.until can read output", nd.name)
+		}
+	}
+	if nd.accept != nil {
+		refs = append(refs, nd.accept.Refs())
+	}
+	return refs, nil
+}
+
+// checkReads checks what the expressions of task i read: iteration and
+// previous only in a loop, declared inputs, and upstream tasks.
+func (p *Plan) checkReads(i int32, nd *node, refs []expr.Refs, up *upstreamChecker) error {
+	for _, r := range refs {
+		if (r.Iteration || r.Previous) && nd.loop == nil {
+			return planErr("task %q: only a loop task can read iteration and previous", nd.name)
+		}
+		if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
 			return err
 		}
-		p.children = p.children || nd.child
-		if nd.with, err = p.env.CompileTemplate(t.GetWith()); err != nil {
-			return planErr("task %q: with: %v", nd.name, err)
-		}
-		if nd.accept, err = compileExpr(nd.name, "accept", t.GetAccept()); err != nil {
+		if err := up.check(i, r.Tasks); err != nil {
 			return err
 		}
-		nd.acceptText = t.GetAcceptText()
-		if nd.accept != nil && nd.acceptText == "" {
-			nd.acceptText = "${{ " + nd.accept.Source() + " }}"
+	}
+	return nil
+}
+
+// checkUntil checks what the wait.until of task i reads (a time: nothing
+// only an attempt has, declared inputs, upstream tasks) and binds it.
+func (p *Plan) checkUntil(i int32, nd *node, up *upstreamChecker) error {
+	if nd.until == nil {
+		return nil
+	}
+	r := nd.until.Refs()
+	if r.Output || r.Iteration || r.Previous || r.Item || r.Index {
+		return planErr("task %q: wait.until reads what only an attempt has", nd.name)
+	}
+	if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
+		return err
+	}
+	if err := up.check(i, r.Tasks); err != nil {
+		return err
+	}
+	nd.until.BindTasks(p.lookupTask)
+	return nil
+}
+
+// compileJoin reads the join of task t: its minimum and, with cancel_rest,
+// the needs it cancels.
+func (p *Plan) compileJoin(nd *node, t *robonetv1.Task) {
+	j := t.GetJoin()
+	if j == nil {
+		return
+	}
+	nd.joinMin, nd.cancelRest = int32(j.GetMin()), j.GetCancelRest()
+	if nd.cancelRest {
+		for _, need := range t.GetNeeds() {
+			nd.joinNeeds = append(nd.joinNeeds, p.names[need])
 		}
-		var refs []expr.Refs
-		refs = append(refs, nd.with.Refs())
-		if nd.when != nil {
-			refs = append(refs, nd.when.Refs())
-		}
-		if nd.spread != nil {
-			refs = append(refs, nd.spread.Refs())
-		}
-		for _, r := range refs {
-			if r.Output {
-				return planErr("task %q: only accept and loop.until can read output", nd.name)
-			}
-		}
-		if nd.accept != nil {
-			refs = append(refs, nd.accept.Refs())
-		}
-		if l := t.GetLoop(); l != nil {
-			if nd.loop, err = p.compileLoop(nd.name, t); err != nil {
-				return err
-			}
-			if nd.loop.until != nil {
-				refs = append(refs, nd.loop.until.Refs())
-			} else {
-				if r := nd.loop.over.Refs(); r.Output || r.Iteration || r.Previous || r.Item {
-					return planErr("task %q: loop.over reads what only an iteration has", nd.name)
-				}
-				refs = append(refs, nd.loop.over.Refs())
-			}
-		}
-		for _, r := range refs {
-			if (r.Iteration || r.Previous) && nd.loop == nil {
-				return planErr("task %q: only a loop task can read iteration and previous", nd.name)
-			}
-			if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
-				return err
-			}
-			if err := up.check(int32(i), r.Tasks); err != nil {
-				return err
-			}
-		}
-		if err := p.compileFailure(nd, t); err != nil {
-			return err
-		}
-		if err := p.compileWait(nd, t); err != nil {
-			return err
-		}
-		if nd.until != nil {
-			r := nd.until.Refs()
-			if r.Output || r.Iteration || r.Previous || r.Item || r.Index {
-				return planErr("task %q: wait.until reads what only an attempt has", nd.name)
-			}
-			if err := p.checkInputRefs("task "+quote(nd.name), r); err != nil {
-				return err
-			}
-			if err := up.check(int32(i), r.Tasks); err != nil {
-				return err
-			}
-			nd.until.BindTasks(p.lookupTask)
-		}
-		if j := t.GetJoin(); j != nil {
-			nd.joinMin, nd.cancelRest = int32(j.GetMin()), j.GetCancelRest()
-			if nd.cancelRest {
-				for _, need := range t.GetNeeds() {
-					nd.joinNeeds = append(nd.joinNeeds, p.names[need])
-				}
-			}
-		}
-		nd.with.BindTasks(p.lookupTask)
-		var path []string
-		nd.withSlot, path, _ = nd.with.TaskRef()
-		if len(path) > 0 {
-			nd.withPath = &path
-		}
-		if nd.when != nil {
-			nd.when.BindTasks(p.lookupTask)
-		}
-		if nd.spread != nil {
-			nd.spread.BindTasks(p.lookupTask)
-		}
-		if nd.accept != nil {
-			nd.accept.BindTasks(p.lookupTask)
-		}
-		if nd.loop != nil {
-			for _, prg := range []*expr.Program{nd.loop.until, nd.loop.over} {
-				if prg != nil {
-					prg.BindTasks(p.lookupTask)
-				}
+	}
+}
+
+// bindTasks binds the task references of a compiled task's with, when,
+// spread, accept and loop to the plan's nodes, and inlines a with that is
+// a single reference (withSlot, withPath).
+func (p *Plan) bindTasks(nd *node) {
+	nd.with.BindTasks(p.lookupTask)
+	var path []string
+	nd.withSlot, path, _ = nd.with.TaskRef()
+	if len(path) > 0 {
+		nd.withPath = &path
+	}
+	if nd.when != nil {
+		nd.when.BindTasks(p.lookupTask)
+	}
+	if nd.spread != nil {
+		nd.spread.BindTasks(p.lookupTask)
+	}
+	if nd.accept != nil {
+		nd.accept.BindTasks(p.lookupTask)
+	}
+	if nd.loop != nil {
+		for _, prg := range []*expr.Program{nd.loop.until, nd.loop.over} {
+			if prg != nil {
+				prg.BindTasks(p.lookupTask)
 			}
 		}
 	}
+}
+
+// compileOutputs compiles the workflow's outputs and checks what they read.
+func (p *Plan) compileOutputs() error {
 	seen := map[string]bool{}
 	for _, o := range p.wf.GetOutputs() {
 		if o.GetName() == "" {
@@ -623,7 +691,8 @@ func (p *Plan) compile() error {
 
 func quote(s string) string { return fmt.Sprintf("%q", s) }
 
-// compileLoop compiles and checks the loop of task t.
+// compileLoop compiles and checks the loop of task t (a list to loop over
+// reads nothing only an iteration has).
 func (p *Plan) compileLoop(name string, t *robonetv1.Task) (*loopPlan, error) {
 	l := t.GetLoop()
 	switch {
@@ -647,8 +716,19 @@ func (p *Plan) compileLoop(name string, t *robonetv1.Task) (*loopPlan, error) {
 	} else if lp.over, err = p.env.Compile(l.GetOver().GetSource()); err != nil {
 		return nil, planErr("task %q: loop.over: %v", name, err)
 	}
+	if r := lp.reads(); lp.over != nil && (r.Output || r.Iteration || r.Previous || r.Item) {
+		return nil, planErr("task %q: loop.over reads what only an iteration has", name)
+	}
 	p.loops = true
 	return lp, nil
+}
+
+// reads returns what the loop's until or over reads.
+func (l *loopPlan) reads() expr.Refs {
+	if l.until != nil {
+		return l.until.Refs()
+	}
+	return l.over.Refs()
 }
 
 func (p *Plan) checkInputRefs(where string, r expr.Refs) error {

@@ -64,6 +64,27 @@ func (g *Graph) Snapshot() ([]byte, error) {
 	w.str(p.wf.GetName())
 	w.uv(uint64(p.wf.GetVersion()))
 	w.uv(uint64(len(p.nodes)))
+	g.snapshotState(&w)
+	for node := range g.plan.nodes {
+		g.snapshotTask(&w, int32(node))
+	}
+	g.snapshotErrors(&w)
+	if p.joins {
+		g.snapshotOrder(&w)
+	}
+	if p.children {
+		w.uv(uint64(g.children))
+	}
+	g.snapshotSections(&w)
+	if w.err != nil {
+		return nil, fmt.Errorf("graph: snapshot of %s: %w", g.id, w.err)
+	}
+	return w.buf, nil
+}
+
+// snapshotState writes the instance's state and what goes with it: its
+// inputs once started, its failure or its outputs once ended so.
+func (g *Graph) snapshotState(w *writer) {
 	w.byte(byte(g.state))
 	if g.state != Pending {
 		w.val(g.inputs)
@@ -80,64 +101,77 @@ func (g *Graph) Snapshot() ([]byte, error) {
 	case Complete:
 		w.val(g.outputs)
 	}
-	for node := range g.plan.nodes {
-		st := g.ns[node].status
-		nd := &p.nodes[node]
-		w.byte(byte(st))
-		w.uv(uint64(g.ns[node].attempt))
-		if hasDue(st, nd) {
-			w.v(g.due[node])
+}
+
+// snapshotTask writes the state of task node: its status, attempt, due
+// time and output, then its loop or spread, if any.
+func (g *Graph) snapshotTask(w *writer, node int32) {
+	st := g.ns[node].status
+	nd := &g.plan.nodes[node]
+	w.byte(byte(st))
+	w.uv(uint64(g.ns[node].attempt))
+	if hasDue(st, nd) {
+		w.v(g.due[node])
+	}
+	if st == TaskCompleted {
+		w.val(g.output[node])
+	}
+	if lp := g.loopOf(node); lp != nil {
+		w.byte(2)
+		w.uv(uint64(len(lp.items)))
+		w.uv(uint64(len(lp.outputs)))
+		w.byte(byte(lp.status))
+		w.uv(uint64(lp.attempt))
+		if loopHasDue(lp.status, nd) {
+			w.v(lp.due)
 		}
-		if st == TaskCompleted {
-			w.val(g.output[node])
+		if st != TaskCompleted {
+			for _, out := range lp.outputs {
+				w.val(out)
+			}
 		}
-		if lp := g.loopOf(int32(node)); lp != nil {
-			w.byte(2)
-			w.uv(uint64(len(lp.items)))
-			w.uv(uint64(len(lp.outputs)))
-			w.byte(byte(lp.status))
-			w.uv(uint64(lp.attempt))
-			if loopHasDue(lp.status, nd) {
-				w.v(lp.due)
-			}
-			if st != TaskCompleted {
-				for _, out := range lp.outputs {
-					w.val(out)
-				}
-			}
-			continue
+		return
+	}
+	if sp := g.spreads[node]; sp != nil {
+		snapshotSpread(w, sp, nd, st)
+		return
+	}
+	w.byte(0)
+}
+
+// snapshotSpread writes sp, the spread of task nd in status st: for on:
+// every_node its nodes, then, unless it waits for them, its instances.
+func snapshotSpread(w *writer, sp *spread, nd *node, st TaskStatus) {
+	if sp.every {
+		w.byte(3)
+		w.uv(uint64(len(sp.nodes)))
+		for _, n := range sp.nodes {
+			w.str(n)
 		}
-		sp := g.spreads[node]
-		if sp == nil {
-			w.byte(0)
-			continue
+		if sp.nodes == nil {
+			return // waiting for its nodes
 		}
-		if sp.every {
-			w.byte(3)
-			w.uv(uint64(len(sp.nodes)))
-			for _, n := range sp.nodes {
-				w.str(n)
-			}
-			if sp.nodes == nil {
-				continue // waiting for its nodes
-			}
-		} else {
-			w.byte(1)
+	} else {
+		w.byte(1)
+	}
+	w.uv(uint64(len(sp.status)))
+	for _, ist := range sp.status {
+		w.byte(byte(ist))
+	}
+	for i, ist := range sp.status {
+		w.uv(uint64(sp.attempt[i]))
+		if hasDue(ist, nd) {
+			w.v(sp.due[i])
 		}
-		w.uv(uint64(len(sp.status)))
-		for _, ist := range sp.status {
-			w.byte(byte(ist))
-		}
-		for i, ist := range sp.status {
-			w.uv(uint64(sp.attempt[i]))
-			if hasDue(ist, nd) {
-				w.v(sp.due[i])
-			}
-			if ist == TaskCompleted && st != TaskCompleted {
-				w.val(sp.output[i])
-			}
+		if ist == TaskCompleted && st != TaskCompleted {
+			w.val(sp.output[i])
 		}
 	}
+}
+
+// snapshotErrors writes the errors of the tasks and instances that failed,
+// sorted by (node, index).
+func (g *Graph) snapshotErrors(w *writer) {
 	keys := make([]TaskRef, 0, len(g.errs))
 	for k := range g.errs {
 		keys = append(keys, k)
@@ -151,18 +185,23 @@ func (g *Graph) Snapshot() ([]byte, error) {
 		w.v(int64(k.Index))
 		w.str(g.errs[k])
 	}
-	if p.joins {
-		w.uv(g.seq)
-		for node := range p.nodes {
-			w.uv(g.resolvedAt[node])
-			if p.nodes[node].joinMin > 0 {
-				w.uv(g.firedAt[node])
-			}
+}
+
+// snapshotOrder writes the order in which the tasks of a plan with joins
+// resolved, and in which its joins fired.
+func (g *Graph) snapshotOrder(w *writer) {
+	w.uv(g.seq)
+	for node := range g.plan.nodes {
+		w.uv(g.resolvedAt[node])
+		if g.plan.nodes[node].joinMin > 0 {
+			w.uv(g.firedAt[node])
 		}
 	}
-	if p.children {
-		w.uv(uint64(g.children))
-	}
+}
+
+// snapshotSections writes the optional sections that have content, in tag
+// order.
+func (g *Graph) snapshotSections(w *writer) {
 	if n := countNonZero(g.base); n > 0 {
 		w.byte(sectionAttemptBase)
 		w.uv(uint64(n))
@@ -173,10 +212,6 @@ func (g *Graph) Snapshot() ([]byte, error) {
 			}
 		}
 	}
-	if w.err != nil {
-		return nil, fmt.Errorf("graph: snapshot of %s: %w", g.id, w.err)
-	}
-	return w.buf, nil
 }
 
 // hasDue reports whether a task or instance in status st carries a due time
@@ -211,176 +246,27 @@ func (p *Plan) Restore(instanceID string, snap []byte) (*Graph, error) {
 
 func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 	r := reader{buf: snap}
-	if v := r.byte(); r.err == nil && v != snapshotVersion {
-		return nil, fmt.Errorf("unknown snapshot version %d", v)
-	}
-	if id := r.str(); r.err == nil && id != instanceID {
-		return nil, fmt.Errorf("snapshot is of instance %q", id)
-	}
-	name, version, ntasks := r.str(), r.uv(), r.uv()
-	if r.err != nil {
-		return nil, r.err
-	}
-	if name != p.wf.GetName() || version != uint64(p.wf.GetVersion()) || ntasks != uint64(len(p.nodes)) {
-		return nil, fmt.Errorf("snapshot is of workflow %s v%d with %d tasks, the plan is %s v%d with %d tasks",
-			name, version, ntasks, p.wf.GetName(), p.wf.GetVersion(), len(p.nodes))
+	if err := p.restoreHeader(&r, instanceID); err != nil {
+		return nil, err
 	}
 	g := p.NewGraph(instanceID)
-	g.state = State(r.byte())
-	if g.state > Cancelled {
-		return nil, fmt.Errorf("unknown state %d", g.state)
+	if err := g.restoreState(&r); err != nil {
+		return nil, err
 	}
-	if g.state != Pending {
-		in, ok := r.val().(map[string]any)
-		if !ok && r.err == nil {
-			return nil, errors.New("inputs are not a map")
+	for node := range p.nodes {
+		if err := g.restoreTask(&r, int32(node)); err != nil {
+			return nil, err
 		}
-		g.inputs = in
 	}
-	switch g.state {
-	case Failed:
-		e := &WorkflowError{}
-		e.Task, e.Index, e.Attempt = r.str(), int32(r.v()), uint32(r.uv())
-		e.Policy = robonetv1.FailurePolicy(r.uv())
-		e.Output, e.Reason = r.str(), r.str()
-		if n, ok := p.names[e.Task]; ok && e.Output == "" {
-			e.Loop = p.nodes[n].loop != nil
-		}
-		g.err = e
-	case Complete:
-		out, ok := r.val().(map[string]any)
-		if !ok && r.err == nil {
-			return nil, errors.New("outputs are not a map")
-		}
-		g.outputs = out
-	}
-	for node := range g.plan.nodes {
-		nd := &p.nodes[node]
-		st := TaskStatus(r.byte())
-		if st >= TaskUnknown {
-			return nil, fmt.Errorf("task %q: unknown status %d", nd.name, st)
-		}
-		g.ns[node].status, g.ns[node].attempt = st, uint32(r.uv())
-		if hasDue(st, nd) {
-			g.due[node] = r.v()
-		}
-		if st == TaskCompleted {
-			g.output[node] = r.val()
-		}
-		switch r.byte() {
-		case 0:
-			if st == TaskSpreading || st == TaskLooping {
-				return nil, fmt.Errorf("task %q is %s without its state", nd.name, st)
-			}
-			continue
-		case 2:
-			if err := g.restoreLoop(&r, int32(node)); err != nil {
-				return nil, err
-			}
-			continue
-		case 1:
-			if nd.spread == nil {
-				return nil, fmt.Errorf("task %q has instances but no spread", nd.name)
-			}
-		case 3:
-			if !nd.everyNode {
-				return nil, fmt.Errorf("task %q has nodes but no on: every_node", nd.name)
-			}
-		default:
-			return nil, fmt.Errorf("task %q: unknown task state kind", nd.name)
-		}
-		var nodes []string
-		if nd.everyNode {
-			n := r.uv()
-			if n > uint64(p.opts.MaxSpreadWidth) || n > uint64(len(r.buf)) {
-				return nil, fmt.Errorf("task %q: bad node count %d", nd.name, n)
-			}
-			if n == 0 {
-				if st != TaskSpreading && st != TaskCancelled {
-					return nil, fmt.Errorf("task %q is %s, waiting for its nodes", nd.name, st)
-				}
-				g.spreads[node] = &spread{every: true}
-				continue
-			}
-			nodes = make([]string, n)
-			for i := range nodes {
-				nodes[i] = r.str()
-			}
-		}
-		width := r.uv()
-		if width == 0 || width > uint64(p.opts.MaxSpreadWidth) || width > uint64(len(r.buf)) ||
-			(nodes != nil && width != uint64(len(nodes))) {
-			return nil, fmt.Errorf("task %q: bad spread width %d", nd.name, width)
-		}
-		sp := newSpread(make([]any, width), nd.needsDue())
-		if nodes != nil {
-			sp.every, sp.nodes = true, nodes
-			for i, n := range nodes {
-				sp.items[i] = n
-			}
-		}
-		sp.pending = 0
-		for i := range sp.status {
-			ist := TaskStatus(r.byte())
-			if hasDue(ist, nd) && sp.due == nil {
-				return nil, fmt.Errorf("task %q[%d] is %s but has no retries", nd.name, i, ist)
-			}
-			switch ist {
-			case TaskRunning, TaskRetrying:
-				sp.pending++
-			case TaskCompleted, TaskFailed, TaskCancelled:
-			default:
-				return nil, fmt.Errorf("task %q[%d]: bad instance status %d", nd.name, i, ist)
-			}
-			sp.status[i] = ist
-		}
-		for i, ist := range sp.status {
-			sp.attempt[i] = uint32(r.uv())
-			if hasDue(ist, nd) {
-				sp.due[i] = r.v()
-			}
-			if ist == TaskCompleted && st != TaskCompleted {
-				sp.output[i] = r.val()
-			}
-		}
-		if st == TaskCompleted {
-			list, ok := g.output[node].([]any)
-			if !ok || len(list) != len(sp.status) || sp.pending != 0 {
-				return nil, fmt.Errorf("task %q: output does not match its instances", nd.name)
-			}
-			sp.output, sp.items, sp.due = list, nil, nil
-			if sp.every {
-				if sp.output, ok = everyOutputs(sp.nodes, list); !ok {
-					return nil, fmt.Errorf("task %q: output does not match its nodes", nd.name)
-				}
-			}
-		}
-		g.spreads[node] = sp
-	}
-	nerr := r.uv()
-	if nerr > uint64(len(r.buf)) {
-		return nil, errors.New("bad error count")
-	}
-	for range nerr {
-		ref := TaskRef{Node: int32(r.v()), Index: int32(r.v())}
-		if r.err == nil && (ref.Node < 0 || int(ref.Node) >= len(p.nodes) || ref.Index < -1) {
-			return nil, fmt.Errorf("error recorded for unknown task %v", ref)
-		}
-		g.errs[ref] = r.str()
+	if err := g.restoreErrors(&r); err != nil {
+		return nil, err
 	}
 	var seq uint64
 	var resolvedAt, firedAt []uint64
 	if p.joins {
-		seq = r.uv()
-		resolvedAt, firedAt = make([]uint64, len(p.nodes)), make([]uint64, len(p.nodes))
-		for node := range p.nodes {
-			resolvedAt[node] = r.uv()
-			if p.nodes[node].joinMin > 0 {
-				firedAt[node] = r.uv()
-			}
-			if r.err == nil && (resolvedAt[node] > seq || firedAt[node] > seq) {
-				return nil, fmt.Errorf("task %q: resolution order beyond %d", p.nodes[node].name, seq)
-			}
+		var err error
+		if seq, resolvedAt, firedAt, err = p.restoreOrder(&r); err != nil {
+			return nil, err
 		}
 	}
 	if p.children {
@@ -407,6 +293,218 @@ func (p *Plan) restore(instanceID string, snap []byte) (*Graph, error) {
 		return nil, err
 	}
 	return g, nil
+}
+
+// restoreHeader reads the header of a snapshot and checks that it is one
+// of instance instanceID of this plan's workflow.
+func (p *Plan) restoreHeader(r *reader, instanceID string) error {
+	if v := r.byte(); r.err == nil && v != snapshotVersion {
+		return fmt.Errorf("unknown snapshot version %d", v)
+	}
+	if id := r.str(); r.err == nil && id != instanceID {
+		return fmt.Errorf("snapshot is of instance %q", id)
+	}
+	name, version, ntasks := r.str(), r.uv(), r.uv()
+	if r.err != nil {
+		return r.err
+	}
+	if name != p.wf.GetName() || version != uint64(p.wf.GetVersion()) || ntasks != uint64(len(p.nodes)) {
+		return fmt.Errorf("snapshot is of workflow %s v%d with %d tasks, the plan is %s v%d with %d tasks",
+			name, version, ntasks, p.wf.GetName(), p.wf.GetVersion(), len(p.nodes))
+	}
+	return nil
+}
+
+// restoreState reads the instance's state and what goes with it: its
+// inputs once started, its failure or its outputs once ended so.
+func (g *Graph) restoreState(r *reader) error {
+	p := g.plan
+	g.state = State(r.byte())
+	if g.state > Cancelled {
+		return fmt.Errorf("unknown state %d", g.state)
+	}
+	if g.state != Pending {
+		in, ok := r.val().(map[string]any)
+		if !ok && r.err == nil {
+			return errors.New("inputs are not a map")
+		}
+		g.inputs = in
+	}
+	switch g.state {
+	case Failed:
+		e := &WorkflowError{}
+		e.Task, e.Index, e.Attempt = r.str(), int32(r.v()), uint32(r.uv())
+		e.Policy = robonetv1.FailurePolicy(r.uv())
+		e.Output, e.Reason = r.str(), r.str()
+		if n, ok := p.names[e.Task]; ok && e.Output == "" {
+			e.Loop = p.nodes[n].loop != nil
+		}
+		g.err = e
+	case Complete:
+		out, ok := r.val().(map[string]any)
+		if !ok && r.err == nil {
+			return errors.New("outputs are not a map")
+		}
+		g.outputs = out
+	}
+	return nil
+}
+
+// restoreTask reads the state of task node: its status, attempt, due time
+// and output, then its loop or spread, if any.
+func (g *Graph) restoreTask(r *reader, node int32) error {
+	nd := &g.plan.nodes[node]
+	st := TaskStatus(r.byte())
+	if st >= TaskUnknown {
+		return fmt.Errorf("task %q: unknown status %d", nd.name, st)
+	}
+	g.ns[node].status, g.ns[node].attempt = st, uint32(r.uv())
+	if hasDue(st, nd) {
+		g.due[node] = r.v()
+	}
+	if st == TaskCompleted {
+		g.output[node] = r.val()
+	}
+	switch r.byte() {
+	case 0:
+		if st == TaskSpreading || st == TaskLooping {
+			return fmt.Errorf("task %q is %s without its state", nd.name, st)
+		}
+		return nil
+	case 2:
+		return g.restoreLoop(r, node)
+	case 1:
+		if nd.spread == nil {
+			return fmt.Errorf("task %q has instances but no spread", nd.name)
+		}
+	case 3:
+		if !nd.everyNode {
+			return fmt.Errorf("task %q has nodes but no on: every_node", nd.name)
+		}
+	default:
+		return fmt.Errorf("task %q: unknown task state kind", nd.name)
+	}
+	return g.restoreSpread(r, node)
+}
+
+// restoreSpread reads the spread of node (after its status and output):
+// for on: every_node its nodes, then its instances.
+func (g *Graph) restoreSpread(r *reader, node int32) error {
+	p := g.plan
+	nd := &p.nodes[node]
+	st := g.ns[node].status
+	var nodes []string
+	if nd.everyNode {
+		n := r.uv()
+		if n > uint64(p.opts.MaxSpreadWidth) || n > uint64(len(r.buf)) {
+			return fmt.Errorf("task %q: bad node count %d", nd.name, n)
+		}
+		if n == 0 {
+			if st != TaskSpreading && st != TaskCancelled {
+				return fmt.Errorf("task %q is %s, waiting for its nodes", nd.name, st)
+			}
+			g.spreads[node] = &spread{every: true}
+			return nil
+		}
+		nodes = make([]string, n)
+		for i := range nodes {
+			nodes[i] = r.str()
+		}
+	}
+	width := r.uv()
+	if width == 0 || width > uint64(p.opts.MaxSpreadWidth) || width > uint64(len(r.buf)) ||
+		(nodes != nil && width != uint64(len(nodes))) {
+		return fmt.Errorf("task %q: bad spread width %d", nd.name, width)
+	}
+	sp := newSpread(make([]any, width), nd.needsDue())
+	if nodes != nil {
+		sp.every, sp.nodes = true, nodes
+		for i, n := range nodes {
+			sp.items[i] = n
+		}
+	}
+	if err := restoreInstances(r, sp, nd, st); err != nil {
+		return err
+	}
+	if st == TaskCompleted {
+		list, ok := g.output[node].([]any)
+		if !ok || len(list) != len(sp.status) || sp.pending != 0 {
+			return fmt.Errorf("task %q: output does not match its instances", nd.name)
+		}
+		sp.output, sp.items, sp.due = list, nil, nil
+		if sp.every {
+			if sp.output, ok = everyOutputs(sp.nodes, list); !ok {
+				return fmt.Errorf("task %q: output does not match its nodes", nd.name)
+			}
+		}
+	}
+	g.spreads[node] = sp
+	return nil
+}
+
+// restoreInstances reads the instances of sp, a spread of task nd in
+// status st: their statuses, then each one's attempt, due time and, while
+// the task has not completed, output.
+func restoreInstances(r *reader, sp *spread, nd *node, st TaskStatus) error {
+	sp.pending = 0
+	for i := range sp.status {
+		ist := TaskStatus(r.byte())
+		if hasDue(ist, nd) && sp.due == nil {
+			return fmt.Errorf("task %q[%d] is %s but has no retries", nd.name, i, ist)
+		}
+		switch ist {
+		case TaskRunning, TaskRetrying:
+			sp.pending++
+		case TaskCompleted, TaskFailed, TaskCancelled:
+		default:
+			return fmt.Errorf("task %q[%d]: bad instance status %d", nd.name, i, ist)
+		}
+		sp.status[i] = ist
+	}
+	for i, ist := range sp.status {
+		sp.attempt[i] = uint32(r.uv())
+		if hasDue(ist, nd) {
+			sp.due[i] = r.v()
+		}
+		if ist == TaskCompleted && st != TaskCompleted {
+			sp.output[i] = r.val()
+		}
+	}
+	return nil
+}
+
+// restoreErrors reads the errors of the tasks and instances that failed.
+func (g *Graph) restoreErrors(r *reader) error {
+	nerr := r.uv()
+	if nerr > uint64(len(r.buf)) {
+		return errors.New("bad error count")
+	}
+	for range nerr {
+		ref := TaskRef{Node: int32(r.v()), Index: int32(r.v())}
+		if r.err == nil && (ref.Node < 0 || int(ref.Node) >= len(g.plan.nodes) || ref.Index < -1) {
+			return fmt.Errorf("error recorded for unknown task %v", ref)
+		}
+		g.errs[ref] = r.str()
+	}
+	return nil
+}
+
+// restoreOrder reads the order in which the tasks of a plan with joins
+// resolved, and in which its joins fired: the last number given, and each
+// task's (see Graph.firedAt).
+func (p *Plan) restoreOrder(r *reader) (seq uint64, resolvedAt, firedAt []uint64, err error) {
+	seq = r.uv()
+	resolvedAt, firedAt = make([]uint64, len(p.nodes)), make([]uint64, len(p.nodes))
+	for node := range p.nodes {
+		resolvedAt[node] = r.uv()
+		if p.nodes[node].joinMin > 0 {
+			firedAt[node] = r.uv()
+		}
+		if r.err == nil && (resolvedAt[node] > seq || firedAt[node] > seq) {
+			return 0, nil, nil, fmt.Errorf("task %q: resolution order beyond %d", p.nodes[node].name, seq)
+		}
+	}
+	return seq, resolvedAt, firedAt, nil
 }
 
 // Tags of the optional sections at the end of a snapshot.

@@ -82,136 +82,173 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 	if err != nil {
 		return nil, err
 	}
+	cols := newQueueColumns(insts, dup)
+	var out []engine.Queued
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		fresh, err := insertQueued(ctx, tx, cols)
+		if err != nil {
+			return err
+		}
+		holders, err := keyHolders(ctx, tx, takenKeys(insts, dup, fresh))
+		if err != nil {
+			return err
+		}
+		out, err = queuedOutcomes(insts, dup, fresh, holders)
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("queue %d instances: %w", len(in), s.check(ctx, err))
+	}
+	return out, nil
+}
 
-	var (
-		ids       []uuid.UUID
-		versions  []int64
-		inputs    [][]byte
-		states    [][]byte
-		scheduled []pgtype.Timestamptz
-		keys      []pgtype.Text
-		owners    []pgtype.UUID // NULL: no claim
-		terms     []int64
-		leases    []int64 // microseconds
-		parts     []int32
-		parents   []pgtype.UUID // NULL: not a child instance
-		execs     []pgtype.Text
-		attempts  []pgtype.Int8
-	)
+// queueColumns are the arrays queueSQL inserts: an element per instance of
+// the batch, less those whose key an earlier one of the batch has.
+type queueColumns struct {
+	ids       []uuid.UUID
+	versions  []int64
+	inputs    [][]byte
+	states    [][]byte
+	scheduled []pgtype.Timestamptz
+	keys      []pgtype.Text
+	owners    []pgtype.UUID // NULL: no claim
+	terms     []int64
+	leases    []int64 // microseconds
+	parts     []int32
+	parents   []pgtype.UUID // NULL: not a child instance
+	execs     []pgtype.Text
+	attempts  []pgtype.Int8
+}
+
+// newQueueColumns returns the columns of the instances of a prepared batch
+// that dup (storeutil.DuplicateKeys) does not send to an earlier one.
+func newQueueColumns(insts []engine.NewInstance, dup []int) *queueColumns {
+	c := &queueColumns{}
 	for i, inst := range insts {
 		if dup[i] >= 0 {
 			continue // the earlier instance with this key stands for it
 		}
-		ids = append(ids, inst.ID)
-		versions = append(versions, inst.WorkflowVersionID)
-		inputs = append(inputs, inst.Inputs)
-		states = append(states, inst.State)
-		scheduled = append(scheduled, timestamptz(inst.ScheduledAt))
-		keys = append(keys, pgtype.Text{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""})
+		c.ids = append(c.ids, inst.ID)
+		c.versions = append(c.versions, inst.WorkflowVersionID)
+		c.inputs = append(c.inputs, inst.Inputs)
+		c.states = append(c.states, inst.State)
+		c.scheduled = append(c.scheduled, timestamptz(inst.ScheduledAt))
+		c.keys = append(c.keys, pgtype.Text{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""})
 		var (
 			owner       pgtype.UUID
 			term, lease int64
 		)
-		if c := inst.Claim; c != nil {
-			owner = pgtype.UUID{Bytes: c.Owner, Valid: true}
-			term, _ = storeutil.Term(c.Term) // checked by PrepareInstances
-			lease = micros(c.Lease)
+		if cl := inst.Claim; cl != nil {
+			owner = pgtype.UUID{Bytes: cl.Owner, Valid: true}
+			term, _ = storeutil.Term(cl.Term) // checked by PrepareInstances
+			lease = micros(cl.Lease)
 		}
-		owners, terms, leases = append(owners, owner), append(terms, term), append(leases, lease)
-		parts = append(parts, int32(inst.Partition)) // checked by PrepareInstances
-		var (
-			parent  pgtype.UUID
-			exec    pgtype.Text
-			attempt pgtype.Int8
-		)
-		if p := inst.Parent; p != nil {
-			parent = pgtype.UUID{Bytes: p.InstanceID, Valid: true}
-			exec = pgtype.Text{String: p.ExecutionID, Valid: true}
-			attempt = pgtype.Int8{Int64: int64(p.Attempt), Valid: true}
-		}
-		parents, execs, attempts = append(parents, parent), append(execs, exec), append(attempts, attempt)
+		c.owners, c.terms, c.leases = append(c.owners, owner), append(c.terms, term), append(c.leases, lease)
+		c.parts = append(c.parts, int32(inst.Partition)) // checked by PrepareInstances
+		parent := parentColumnsOf(inst.Parent)
+		c.parents, c.execs, c.attempts = append(c.parents, parent.id), append(c.execs, parent.exec), append(c.attempts, parent.attempt)
 	}
+	return c
+}
 
-	out := make([]engine.Queued, len(insts))
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, queueSQL, ids, versions, inputs, states, scheduled, keys, owners, terms, leases, parts,
-			parents, execs, attempts)
-		if err != nil {
-			return err
+// insertQueued runs queueSQL and returns what it says of the instances it
+// inserted, by id.
+func insertQueued(ctx context.Context, tx pgx.Tx, c *queueColumns) (map[uuid.UUID]engine.Queued, error) {
+	rows, err := tx.Query(ctx, queueSQL, c.ids, c.versions, c.inputs, c.states, c.scheduled, c.keys, c.owners, c.terms,
+		c.leases, c.parts, c.parents, c.execs, c.attempts)
+	if err != nil {
+		return nil, err
+	}
+	fresh := make(map[uuid.UUID]engine.Queued, len(c.ids))
+	var q engine.Queued
+	_, err = pgx.ForEachRow(rows, []any{&q.ID, &q.CreatedAt, &q.Claimed}, func() error {
+		if q.Claimed {
+			q.CreatedAt = q.CreatedAt.UTC()
+		} else {
+			q.CreatedAt = time.Time{} // said only of a claimed instance
 		}
-		fresh := make(map[uuid.UUID]engine.Queued, len(ids))
-		var q engine.Queued
-		_, err = pgx.ForEachRow(rows, []any{&q.ID, &q.CreatedAt, &q.Claimed}, func() error {
-			if q.Claimed {
-				q.CreatedAt = q.CreatedAt.UTC()
-			} else {
-				q.CreatedAt = time.Time{} // said only of a claimed instance
-			}
-			fresh[q.ID] = q
-			return nil
-		})
-		if err != nil {
-			if isForeignKeyViolation(err, "runner_instances_workflow_version_id_fkey") {
-				return fmt.Errorf("unknown workflow version: %w", engine.ErrNotFound)
-			}
-			return err
-		}
-
-		// Instances that were not inserted lost to an existing key.
-		var taken []string
-		for i, inst := range insts {
-			if _, ok := fresh[inst.ID]; dup[i] < 0 && !ok {
-				taken = append(taken, inst.IdempotencyKey)
-			}
-		}
-		type holder struct {
-			id      uuid.UUID
-			version int64
-		}
-		holders := make(map[string]holder, len(taken))
-		if len(taken) > 0 {
-			rows, err := tx.Query(ctx, existingKeysSQL, taken)
-			if err != nil {
-				return err
-			}
-			var (
-				key string
-				h   holder
-			)
-			_, err = pgx.ForEachRow(rows, []any{&key, &h.id, &h.version}, func() error {
-				holders[key] = h
-				return nil
-			})
-			if err != nil {
-				return err
-			}
-		}
-
-		for i, inst := range insts {
-			if dup[i] >= 0 {
-				out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
-				continue
-			}
-			if q, ok := fresh[inst.ID]; ok {
-				out[i] = q
-				continue
-			}
-			h, ok := holders[inst.IdempotencyKey]
-			if !ok {
-				// Inserted by nobody and held by nobody: the key's holder was
-				// swept between the two statements. Let the caller retry.
-				return fmt.Errorf("instance %s: idempotency key %q vanished while queueing; retry", inst.ID, inst.IdempotencyKey)
-			}
-			if h.version != inst.WorkflowVersionID {
-				return fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
-					inst.IdempotencyKey, h.id, h.version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
-			}
-			out[i] = engine.Queued{ID: h.id, Existing: true}
-		}
+		fresh[q.ID] = q
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("queue %d instances: %w", len(in), s.check(ctx, err))
+		if isForeignKeyViolation(err, "runner_instances_workflow_version_id_fkey") {
+			return nil, fmt.Errorf("unknown workflow version: %w", engine.ErrNotFound)
+		}
+		return nil, err
+	}
+	return fresh, nil
+}
+
+// takenKeys returns the keys of the instances of a batch that were not
+// inserted (fresh): they lost to an instance that holds the key.
+func takenKeys(insts []engine.NewInstance, dup []int, fresh map[uuid.UUID]engine.Queued) []string {
+	var taken []string
+	for i, inst := range insts {
+		if _, ok := fresh[inst.ID]; dup[i] < 0 && !ok {
+			taken = append(taken, inst.IdempotencyKey)
+		}
+	}
+	return taken
+}
+
+// keyHolder is the instance that holds an idempotency key.
+type keyHolder struct {
+	id      uuid.UUID
+	version int64
+}
+
+// keyHolders returns the instances that hold the keys, by key.
+func keyHolders(ctx context.Context, tx pgx.Tx, keys []string) (map[string]keyHolder, error) {
+	holders := make(map[string]keyHolder, len(keys))
+	if len(keys) == 0 {
+		return holders, nil
+	}
+	rows, err := tx.Query(ctx, existingKeysSQL, keys)
+	if err != nil {
+		return nil, err
+	}
+	var (
+		key string
+		h   keyHolder
+	)
+	_, err = pgx.ForEachRow(rows, []any{&key, &h.id, &h.version}, func() error {
+		holders[key] = h
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return holders, nil
+}
+
+// queuedOutcomes returns what became of each instance of a batch: inserted
+// (fresh), or standing for an instance that holds its key — an earlier one
+// of the batch (dup) or one stored before (holders) of the same workflow
+// version. A key held for another version fails the batch, and so does a
+// key that nobody inserted nor holds.
+func queuedOutcomes(insts []engine.NewInstance, dup []int, fresh map[uuid.UUID]engine.Queued,
+	holders map[string]keyHolder) ([]engine.Queued, error) {
+	out := make([]engine.Queued, len(insts))
+	for i, inst := range insts {
+		if dup[i] >= 0 {
+			out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
+			continue
+		}
+		if q, ok := fresh[inst.ID]; ok {
+			out[i] = q
+			continue
+		}
+		h, ok := holders[inst.IdempotencyKey]
+		if !ok {
+			// Inserted by nobody and held by nobody: the key's holder was
+			// swept between the two statements. Let the caller retry.
+			return nil, fmt.Errorf("instance %s: idempotency key %q vanished while queueing; retry", inst.ID, inst.IdempotencyKey)
+		}
+		if h.version != inst.WorkflowVersionID {
+			return nil, fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
+				inst.IdempotencyKey, h.id, h.version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+		}
+		out[i] = engine.Queued{ID: h.id, Existing: true}
 	}
 	return out, nil
 }
@@ -324,85 +361,114 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 	}
 	term, _ := storeutil.Term(req.Term) // checked above
 	lease := micros(req.Lease)
-
-	var (
-		out   []engine.ClaimedInstance
-		index = make(map[uuid.UUID]int)       // position in out
-		due   = make(map[uuid.UUID]time.Time) // for the order of out
-	)
 	claim, args := claimAllSQL, []any{req.Owner, term, lease, req.Limit}
 	if req.Partitions != nil {
 		claim, args = claimInSQL, append(args, int32s(req.Partitions))
 	}
+	c := &claimed{index: make(map[uuid.UUID]int), due: make(map[uuid.UUID]time.Time)}
 	b := &pgx.Batch{}
-	b.Queue(claim, args...).Query(func(rows pgx.Rows) error {
-		var (
-			c         engine.ClaimedInstance
-			scheduled time.Time
-			parent    parentColumns
-		)
-		_, err := pgx.ForEachRow(rows, []any{&c.ID, &c.WorkflowVersionID, &c.Inputs, &c.State, &c.CreatedAt,
-			&c.LeaseExpiresAt, &c.CancelRequested, &scheduled, &c.HeldBefore, &c.Gathering,
-			&parent.id, &parent.exec, &parent.attempt, &c.Wake, &c.Paused, &c.Run}, func() error {
-			got := c
-			got.Parent = parent.ref()
-			due[got.ID] = scheduled
-			got.CreatedAt, got.LeaseExpiresAt = got.CreatedAt.UTC(), got.LeaseExpiresAt.UTC()
-			index[got.ID] = len(out)
-			out = append(out, got)
-			return nil
-		})
-		return err
-	})
-	b.Queue(hydrateSQL, req.Owner, lease).Query(func(rows pgx.Rows) error {
-		var (
-			id                uuid.UUID
-			r                 engine.ActionResult
-			attempt           int64
-			started, finished pgtype.Timestamptz
-		)
-		_, err := pgx.ForEachRow(rows, []any{&id, &r.ExecutionID, &attempt, &r.OK, &r.Output, &r.Error, &r.WorkerID,
-			&started, &finished}, func() error {
-			i, ok := index[id]
-			if !ok {
-				return nil // not claimed by this call (a lease end equal to the microsecond)
-			}
-			got := r
-			got.InstanceID = id
-			got.Attempt = uint32(attempt) // the column's CHECK keeps it in range
-			got.StartedAt, got.FinishedAt = timeOf(started), timeOf(finished)
-			out[i].Results = append(out[i].Results, got)
-			return nil
-		})
-		return err
-	})
-	b.Queue(claimSignalsSQL, req.Owner, lease).Query(func(rows pgx.Rows) error {
-		var (
-			id  uuid.UUID
-			sig engine.SignalRecord
-		)
-		_, err := pgx.ForEachRow(rows, []any{&id, &sig.Seq, &sig.Name, &sig.Payload, &sig.IdempotencyKey, &sig.CreatedAt}, func() error {
-			i, ok := index[id]
-			if !ok {
-				return nil // not claimed by this call, as in hydration
-			}
-			got := sig
-			got.InstanceID = id
-			got.CreatedAt = got.CreatedAt.UTC()
-			out[i].Signals = append(out[i].Signals, got)
-			return nil
-		})
-		return err
-	})
+	b.Queue(claim, args...).Query(c.scanClaims)
+	b.Queue(hydrateSQL, req.Owner, lease).Query(c.scanResults)
+	b.Queue(claimSignalsSQL, req.Owner, lease).Query(c.scanSignals)
 	if err := s.pool.SendBatch(ctx, b).Close(); err != nil {
 		return nil, fmt.Errorf("claim instances: %w", s.check(ctx, err))
 	}
-	// The UPDATE returns rows in no particular order; restore the claim's.
-	slices.SortFunc(out, func(a, b engine.ClaimedInstance) int {
-		if c := due[a.ID].Compare(due[b.ID]); c != 0 {
-			return c
+	return c.inDueOrder(), nil
+}
+
+// claimed gathers what the statements of a claim's batch return into the
+// instances claimed.
+type claimed struct {
+	out   []engine.ClaimedInstance
+	index map[uuid.UUID]int       // position in out
+	due   map[uuid.UUID]time.Time // for the order of out
+}
+
+// scanClaims reads the instances claimSQL claimed.
+func (c *claimed) scanClaims(rows pgx.Rows) error {
+	var (
+		ci        engine.ClaimedInstance
+		scheduled time.Time
+		parent    parentColumns
+	)
+	_, err := pgx.ForEachRow(rows, []any{&ci.ID, &ci.WorkflowVersionID, &ci.Inputs, &ci.State, &ci.CreatedAt,
+		&ci.LeaseExpiresAt, &ci.CancelRequested, &scheduled, &ci.HeldBefore, &ci.Gathering,
+		&parent.id, &parent.exec, &parent.attempt, &ci.Wake, &ci.Paused, &ci.Run}, func() error {
+		got := ci
+		got.Parent = parent.ref()
+		c.due[got.ID] = scheduled
+		got.CreatedAt, got.LeaseExpiresAt = got.CreatedAt.UTC(), got.LeaseExpiresAt.UTC()
+		c.index[got.ID] = len(c.out)
+		c.out = append(c.out, got)
+		return nil
+	})
+	return err
+}
+
+// scanResults reads the results hydrateSQL returns into the instances
+// claimed.
+func (c *claimed) scanResults(rows pgx.Rows) error {
+	var (
+		id                uuid.UUID
+		r                 engine.ActionResult
+		attempt           int64
+		started, finished pgtype.Timestamptz
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &r.ExecutionID, &attempt, &r.OK, &r.Output, &r.Error, &r.WorkerID,
+		&started, &finished}, func() error {
+		ci := c.instance(id)
+		if ci == nil {
+			return nil // not claimed by this call (a lease end equal to the microsecond)
+		}
+		got := r
+		got.InstanceID = id
+		got.Attempt = uint32(attempt) // the column's CHECK keeps it in range
+		got.StartedAt, got.FinishedAt = timeOf(started), timeOf(finished)
+		ci.Results = append(ci.Results, got)
+		return nil
+	})
+	return err
+}
+
+// scanSignals reads the signals claimSignalsSQL returns into the instances
+// claimed.
+func (c *claimed) scanSignals(rows pgx.Rows) error {
+	var (
+		id  uuid.UUID
+		sig engine.SignalRecord
+	)
+	_, err := pgx.ForEachRow(rows, []any{&id, &sig.Seq, &sig.Name, &sig.Payload, &sig.IdempotencyKey, &sig.CreatedAt}, func() error {
+		ci := c.instance(id)
+		if ci == nil {
+			return nil // not claimed by this call, as in hydration
+		}
+		got := sig
+		got.InstanceID = id
+		got.CreatedAt = got.CreatedAt.UTC()
+		ci.Signals = append(ci.Signals, got)
+		return nil
+	})
+	return err
+}
+
+// instance returns the instance claimed with this id, nil when this call
+// did not claim it.
+func (c *claimed) instance(id uuid.UUID) *engine.ClaimedInstance {
+	i, ok := c.index[id]
+	if !ok {
+		return nil
+	}
+	return &c.out[i]
+}
+
+// inDueOrder returns the instances claimed in the claim's order, oldest due
+// first: the UPDATE returns rows in no particular order.
+func (c *claimed) inDueOrder() []engine.ClaimedInstance {
+	slices.SortFunc(c.out, func(a, b engine.ClaimedInstance) int {
+		if d := c.due[a.ID].Compare(c.due[b.ID]); d != 0 {
+			return d
 		}
 		return bytes.Compare(a.ID[:], b.ID[:])
 	})
-	return out, nil
+	return c.out
 }

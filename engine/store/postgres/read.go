@@ -203,6 +203,18 @@ type parentColumns struct {
 	attempt pgtype.Int8
 }
 
+// parentColumnsOf returns the columns that store p (all NULL for nil).
+func parentColumnsOf(p *engine.ParentRef) parentColumns {
+	if p == nil {
+		return parentColumns{}
+	}
+	return parentColumns{
+		id:      pgtype.UUID{Bytes: p.InstanceID, Valid: true},
+		exec:    pgtype.Text{String: p.ExecutionID, Valid: true},
+		attempt: pgtype.Int8{Int64: int64(p.Attempt), Valid: true},
+	}
+}
+
 // ref is the parent the columns name, nil for none.
 func (p *parentColumns) ref() *engine.ParentRef {
 	if !p.id.Valid {

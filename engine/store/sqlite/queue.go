@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -35,99 +36,16 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		return nil, err
 	}
 	out := make([]engine.Queued, len(insts))
-	at := micros(now) // every row's creation and update time, and a claimed one's start
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
-		insRunner, insQueue := tx.StmtContext(ctx, s.ws.insertRunner), tx.StmtContext(ctx, s.ws.insertQueue)
-
-		known := make(map[int64]bool)
-		fences := make(map[int]uuid.UUID) // partition → owner (uuid.Nil: not fenced), as looked up
-		fencedBy := func(p int) (uuid.UUID, error) {
-			if owner, ok := fences[p]; ok {
-				return owner, nil
-			}
-			var owner uuid.UUID
-			err := tx.StmtContext(ctx, s.ws.fencedBy).QueryRowContext(ctx, p).Scan(&owner)
-			if err != nil && !errors.Is(err, sql.ErrNoRows) {
-				return uuid.Nil, err
-			}
-			fences[p] = owner
-			return owner, nil
-		}
+		q := s.newQueueTx(ctx, tx, now)
 		for i, inst := range insts {
 			if dup[i] >= 0 {
 				out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
 				continue
 			}
-			if inst.IdempotencyKey != "" {
-				var (
-					holder  uuid.UUID
-					version int64
-				)
-				err := tx.QueryRowContext(ctx, `SELECT instance_id, workflow_version_id FROM runner_instances WHERE idempotency_key = ?`,
-					inst.IdempotencyKey).Scan(&holder, &version)
-				switch {
-				case err == nil && version != inst.WorkflowVersionID:
-					return fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
-						inst.IdempotencyKey, holder, version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
-				case err == nil:
-					out[i] = engine.Queued{ID: holder, Existing: true}
-					continue
-				case !errors.Is(err, sql.ErrNoRows):
-					return err
-				}
-			}
-			if !known[inst.WorkflowVersionID] {
-				var exists bool
-				if err := tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_versions WHERE id = ?)`,
-					inst.WorkflowVersionID).Scan(&exists); err != nil {
-					return err
-				}
-				if !exists {
-					return fmt.Errorf("instance %s: unknown workflow version %d: %w", inst.ID, inst.WorkflowVersionID, engine.ErrNotFound)
-				}
-				known[inst.WorkflowVersionID] = true
-			}
-			key := sql.NullString{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""}
-			var (
-				status           = "queued"
-				started, expires sql.NullInt64 // NULL unless claimed
-				owner            any           // NULL unless claimed
-				term             int64
-			)
-			claimed := inst.Claim != nil && !inst.ScheduledAt.After(now)
-			if claimed {
-				fencer, err := fencedBy(inst.Partition)
-				if err != nil {
-					return err
-				}
-				claimed = fencer == uuid.Nil || fencer == inst.Claim.Owner
-			}
-			if claimed {
-				status, owner = "running", inst.Claim.Owner
-				started = sql.NullInt64{Int64: at, Valid: true}
-				expires = sql.NullInt64{Int64: micros(now.Add(inst.Claim.Lease)), Valid: true}
-				term, _ = storeutil.Term(inst.Claim.Term) // checked by PrepareInstances
-			}
-			var (
-				parent  uuid.NullUUID
-				exec    sql.NullString
-				attempt sql.NullInt64
-			)
-			if p := inst.Parent; p != nil {
-				parent = uuid.NullUUID{UUID: p.InstanceID, Valid: true}
-				exec = sql.NullString{String: p.ExecutionID, Valid: true}
-				attempt = sql.NullInt64{Int64: int64(p.Attempt), Valid: true}
-			}
-			if _, err := insRunner.ExecContext(ctx, inst.ID, inst.WorkflowVersionID, status, inst.Inputs, inst.State, key,
-				at, started, at, parent, exec, attempt); err != nil {
-				return fmt.Errorf("instance %s: %w", inst.ID, err)
-			}
-			if _, err := insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, at, inst.Partition); err != nil {
-				return fmt.Errorf("instance %s: %w", inst.ID, err)
-			}
-			out[i] = engine.Queued{ID: inst.ID, Claimed: claimed}
-			if claimed {
-				out[i].CreatedAt = fromMicros(at)
+			var err error
+			if out[i], err = q.queue(ctx, inst); err != nil {
+				return err
 			}
 		}
 		return nil
@@ -136,6 +54,160 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		return nil, fmt.Errorf("queue %d instances: %w", len(in), err)
 	}
 	return out, nil
+}
+
+// queueTx queues the instances of a batch in one write transaction,
+// remembering the workflow versions and partition fences it looked up.
+type queueTx struct {
+	tx                  *sql.Tx
+	fencedBySQL         *sql.Stmt
+	insRunner, insQueue *sql.Stmt
+	now                 time.Time
+	at                  int64 // every row's creation and update time, and a claimed one's start
+	known               map[int64]bool
+	fences              map[int]uuid.UUID // partition → owner (uuid.Nil: not fenced), as looked up
+}
+
+func (s *Store) newQueueTx(ctx context.Context, tx *sql.Tx, now time.Time) *queueTx {
+	return &queueTx{
+		tx:          tx,
+		fencedBySQL: s.ws.fencedBy,
+		insRunner:   tx.StmtContext(ctx, s.ws.insertRunner),
+		insQueue:    tx.StmtContext(ctx, s.ws.insertQueue),
+		now:         now,
+		at:          micros(now),
+		known:       make(map[int64]bool),
+		fences:      make(map[int]uuid.UUID),
+	}
+}
+
+// queue queues inst, unless an instance of the same workflow version holds
+// its idempotency key, and returns what became of it.
+func (q *queueTx) queue(ctx context.Context, inst engine.NewInstance) (engine.Queued, error) {
+	if holder, held, err := q.keyHolder(ctx, inst); err != nil || held {
+		return holder, err
+	}
+	if err := q.checkVersion(ctx, inst); err != nil {
+		return engine.Queued{}, err
+	}
+	claimed, err := q.claims(ctx, inst)
+	if err != nil {
+		return engine.Queued{}, err
+	}
+	if err := q.insert(ctx, inst, claimed); err != nil {
+		return engine.Queued{}, err
+	}
+	out := engine.Queued{ID: inst.ID, Claimed: claimed}
+	if claimed {
+		out.CreatedAt = fromMicros(q.at)
+	}
+	return out, nil
+}
+
+// keyHolder returns the instance that holds inst's idempotency key, if one
+// does (held); one of another workflow version is an error.
+func (q *queueTx) keyHolder(ctx context.Context, inst engine.NewInstance) (_ engine.Queued, held bool, _ error) {
+	if inst.IdempotencyKey == "" {
+		return engine.Queued{}, false, nil
+	}
+	var (
+		holder  uuid.UUID
+		version int64
+	)
+	err := q.tx.QueryRowContext(ctx, `SELECT instance_id, workflow_version_id FROM runner_instances WHERE idempotency_key = ?`,
+		inst.IdempotencyKey).Scan(&holder, &version)
+	switch {
+	case err == nil && version != inst.WorkflowVersionID:
+		return engine.Queued{}, false, fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
+			inst.IdempotencyKey, holder, version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+	case err == nil:
+		return engine.Queued{ID: holder, Existing: true}, true, nil
+	case !errors.Is(err, sql.ErrNoRows):
+		return engine.Queued{}, false, err
+	}
+	return engine.Queued{}, false, nil
+}
+
+// checkVersion fails with engine.ErrNotFound when inst's workflow version
+// is not stored.
+func (q *queueTx) checkVersion(ctx context.Context, inst engine.NewInstance) error {
+	if q.known[inst.WorkflowVersionID] {
+		return nil
+	}
+	var exists bool
+	if err := q.tx.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM workflow_versions WHERE id = ?)`,
+		inst.WorkflowVersionID).Scan(&exists); err != nil {
+		return err
+	}
+	if !exists {
+		return fmt.Errorf("instance %s: unknown workflow version %d: %w", inst.ID, inst.WorkflowVersionID, engine.ErrNotFound)
+	}
+	q.known[inst.WorkflowVersionID] = true
+	return nil
+}
+
+// claims reports whether inst is stored claimed: it asks for a claim, is
+// due at once, and no other runloop fenced its partition.
+func (q *queueTx) claims(ctx context.Context, inst engine.NewInstance) (bool, error) {
+	if inst.Claim == nil || inst.ScheduledAt.After(q.now) {
+		return false, nil
+	}
+	fencer, err := q.fencedBy(ctx, inst.Partition)
+	if err != nil {
+		return false, err
+	}
+	return fencer == uuid.Nil || fencer == inst.Claim.Owner, nil
+}
+
+// fencedBy returns the owner of partition p, uuid.Nil when it is not
+// fenced.
+func (q *queueTx) fencedBy(ctx context.Context, p int) (uuid.UUID, error) {
+	if owner, ok := q.fences[p]; ok {
+		return owner, nil
+	}
+	var owner uuid.UUID
+	err := q.tx.StmtContext(ctx, q.fencedBySQL).QueryRowContext(ctx, p).Scan(&owner)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return uuid.Nil, err
+	}
+	q.fences[p] = owner
+	return owner, nil
+}
+
+// insert writes the runner row and the queue row of inst: queued, or,
+// claimed, running and leased to the claimer under its term.
+func (q *queueTx) insert(ctx context.Context, inst engine.NewInstance, claimed bool) error {
+	key := sql.NullString{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""}
+	var (
+		status           = "queued"
+		started, expires sql.NullInt64 // NULL unless claimed
+		owner            any           // NULL unless claimed
+		term             int64
+	)
+	if claimed {
+		status, owner = "running", inst.Claim.Owner
+		started = sql.NullInt64{Int64: q.at, Valid: true}
+		expires = sql.NullInt64{Int64: micros(q.now.Add(inst.Claim.Lease)), Valid: true}
+		term, _ = storeutil.Term(inst.Claim.Term) // checked by PrepareInstances
+	}
+	var (
+		parent  uuid.NullUUID
+		exec    sql.NullString
+		attempt sql.NullInt64
+	)
+	if p := inst.Parent; p != nil {
+		parent = uuid.NullUUID{UUID: p.InstanceID, Valid: true}
+		exec = sql.NullString{String: p.ExecutionID, Valid: true}
+		attempt = sql.NullInt64{Int64: int64(p.Attempt), Valid: true}
+	}
+	if _, err := q.insRunner.ExecContext(ctx, inst.ID, inst.WorkflowVersionID, status, inst.Inputs, inst.State, key,
+		q.at, started, q.at, parent, exec, attempt); err != nil {
+		return fmt.Errorf("instance %s: %w", inst.ID, err)
+	}
+	if _, err := q.insQueue.ExecContext(ctx, inst.ID, micros(inst.ScheduledAt), owner, expires, term, q.at, inst.Partition); err != nil {
+		return fmt.Errorf("instance %s: %w", inst.ID, err)
+	}
+	return nil
 }
 
 // ClaimInstances implements engine.Store. SQLite has no SKIP LOCKED and
