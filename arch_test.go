@@ -81,31 +81,29 @@ func TestArchitecture(t *testing.T) {
 			}
 		}
 		switch {
-		case under(p.ImportPath, "engine"):
+		case p.ImportPath == module+"/engine/port":
 			for _, d := range p.Deps {
-				for _, banned := range []string{"mesh", "node", "wag", "cmd"} {
-					if under(d, banned) {
-						t.Errorf("%s depends on %s: the engine must not know the mesh or its callers", p.ImportPath, d)
-					}
+				if strings.HasPrefix(d, module+"/") {
+					t.Errorf("%s depends on %s: the engine's ports import nothing of the module", p.ImportPath, d)
 				}
 			}
+		case under(p.ImportPath, "engine/store"), under(p.ImportPath, "wag"):
+			// The store adapters and the Waggler layer meet the engine at
+			// its ports (engine/port), never its runloop.
 			for _, imp := range p.Imports {
-				if imp == "google.golang.org/grpc" || strings.HasPrefix(imp, "google.golang.org/grpc/") {
-					t.Errorf("%s imports %s: the engine must not speak gRPC", p.ImportPath, imp)
+				if imp == module+"/engine" {
+					t.Errorf("%s imports %s: it needs the engine's ports (engine/port), not its runloop", p.ImportPath, imp)
 				}
 			}
-		case under(p.ImportPath, "mesh"), under(p.ImportPath, "wag"):
-			// The roles meet in node only: wag declares the port
-			// (wag.RoleSource), node adapts the mesh to it.
-			other := "wag"
-			if under(p.ImportPath, "wag") {
-				other = "mesh"
+			if under(p.ImportPath, "engine") {
+				checkEngine(t, p)
+			} else {
+				checkMeetsMeshInNode(t, p)
 			}
-			for _, d := range p.Deps {
-				if under(d, other) {
-					t.Errorf("%s depends on %s: mesh and wag meet only in node", p.ImportPath, d)
-				}
-			}
+		case under(p.ImportPath, "engine"):
+			checkEngine(t, p)
+		case under(p.ImportPath, "mesh"):
+			checkMeetsMeshInNode(t, p)
 		case under(p.ImportPath, "cmd"):
 			checkCommand(t, p)
 		case p.ImportPath == module+"/node":
@@ -130,6 +128,39 @@ func TestArchitecture(t *testing.T) {
 					t.Errorf("%s depends on %s: proto imports nothing internal", p.ImportPath, d)
 				}
 			}
+		}
+	}
+}
+
+// checkEngine keeps the engine from knowing the mesh or its callers, and
+// from speaking gRPC.
+func checkEngine(t *testing.T, p pkg) {
+	t.Helper()
+	for _, d := range p.Deps {
+		for _, banned := range []string{"mesh", "node", "wag", "cmd"} {
+			if under(d, banned) {
+				t.Errorf("%s depends on %s: the engine must not know the mesh or its callers", p.ImportPath, d)
+			}
+		}
+	}
+	for _, imp := range p.Imports {
+		if imp == "google.golang.org/grpc" || strings.HasPrefix(imp, "google.golang.org/grpc/") {
+			t.Errorf("%s imports %s: the engine must not speak gRPC", p.ImportPath, imp)
+		}
+	}
+}
+
+// checkMeetsMeshInNode keeps mesh and wag apart: the roles meet in node
+// only (wag declares the port, wag.RoleSource; node adapts the mesh to it).
+func checkMeetsMeshInNode(t *testing.T, p pkg) {
+	t.Helper()
+	other := "wag"
+	if under(p.ImportPath, "wag") {
+		other = "mesh"
+	}
+	for _, d := range p.Deps {
+		if under(d, other) {
+			t.Errorf("%s depends on %s: mesh and wag meet only in node", p.ImportPath, d)
 		}
 	}
 }

@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/sqlite"
@@ -217,11 +217,11 @@ func withSearchPath(t testing.TB, dsn, schema string) string {
 
 // taskHistory reads every recorded result of an instance straight from the
 // store the child used (it has stopped).
-func taskHistory(t *testing.T, store storeKind, dataDir, dsn, schema string, id string) []engine.ActionResult {
+func taskHistory(t *testing.T, store storeKind, dataDir, dsn, schema string, id string) []port.ActionResult {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var s engine.Store
+	var s port.Store
 	var err error
 	if store == postgresStore {
 		s, err = postgres.Open(ctx, postgres.Config{DSN: dsn, Schema: schema})

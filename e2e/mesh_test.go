@@ -11,6 +11,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/mesh"
@@ -331,7 +332,7 @@ func waitDoneT(t *testing.T, api robonetv1.WorkflowServiceClient, id string, tim
 
 // checkHistory checks that every execution of an instance completed
 // exactly once and no attempt was recorded twice.
-func checkHistory(t *testing.T, s engine.Store, id string, executions int) {
+func checkHistory(t *testing.T, s port.Store, id string, executions int) {
 	t.Helper()
 	h, err := s.TaskHistory(ctxFor(t, 10*time.Second), uuid.MustParse(id))
 	if err != nil {
@@ -343,7 +344,7 @@ func checkHistory(t *testing.T, s engine.Store, id string, executions int) {
 // checkOncePerExecution checks a task history: no (execution, attempt)
 // recorded twice, and exactly one successful result for each of the
 // expected number of executions.
-func checkOncePerExecution(t *testing.T, id string, history []engine.ActionResult, executions int) {
+func checkOncePerExecution(t *testing.T, id string, history []port.ActionResult, executions int) {
 	t.Helper()
 	ok := map[string]int{}
 	seen := map[string]bool{}

@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/sqlite"
 	"github.com/robonet/robonet/node"
@@ -187,14 +187,14 @@ func TestPoolStatistics(t *testing.T) {
 		}
 
 		st := openStore(t, store, cfg)
-		var rows []engine.PoolStatus
+		var rows []port.PoolStatus
 		eventually(t, 10*time.Second, "the leader to store the pools", func() bool {
 			rows, err = st.ListPoolStats(ctx)
-			return err == nil && slices.ContainsFunc(rows, func(p engine.PoolStatus) bool {
+			return err == nil && slices.ContainsFunc(rows, func(p port.PoolStatus) bool {
 				return p.Node == "e2e" && p.Pool == "core" && p.Completed == 4 && p.Slots == 8
 			})
 		})
-		if !slices.ContainsFunc(rows, func(p engine.PoolStatus) bool { return p.Node == "e2e" && p.Pool == "code.exec" }) {
+		if !slices.ContainsFunc(rows, func(p port.PoolStatus) bool { return p.Node == "e2e" && p.Pool == "code.exec" }) {
 			t.Errorf("stored pools %+v lack code.exec", rows)
 		}
 	})
@@ -202,11 +202,11 @@ func TestPoolStatistics(t *testing.T) {
 
 // openStore opens the store a running test node uses, to read what it
 // wrote.
-func openStore(t *testing.T, store storeKind, cfg node.Config) engine.Store {
+func openStore(t *testing.T, store storeKind, cfg node.Config) port.Store {
 	t.Helper()
 	ctx := ctxFor(t, 30*time.Second)
 	var (
-		s   engine.Store
+		s   port.Store
 		err error
 	)
 	if store == postgresStore {

@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/mesh/meshtest"
@@ -277,7 +277,7 @@ func TestMeshMinorityLeaderStopsWriting(t *testing.T) {
 		if err != nil {
 			t.Fatalf("TaskHistory: %v", err)
 		}
-		return slices.ContainsFunc(h, func(r engine.ActionResult) bool { return r.ExecutionID == "double" && r.OK })
+		return slices.ContainsFunc(h, func(r port.ActionResult) bool { return r.ExecutionID == "double" && r.OK })
 	})
 	t.Logf("engine %s of term %d holds every live instance after %s", newOwner, leaseTerm, time.Since(cut).Round(time.Millisecond))
 
@@ -352,7 +352,7 @@ func TestMeshMinorityLeaderStopsWriting(t *testing.T) {
 // oldTerm) could still attempt on probe, now leased to newOwner in
 // newTerm, and checks that each is refused and changes nothing. The same
 // gate accepts the current owner, so the refusals are the fence at work.
-func checkStaleWritesRefused(t *testing.T, s engine.Store, leases *leaseReader, probe, oldOwner uuid.UUID, oldTerm uint64,
+func checkStaleWritesRefused(t *testing.T, s port.Store, leases *leaseReader, probe, oldOwner uuid.UUID, oldTerm uint64,
 	newOwner uuid.UUID, newTerm uint64) {
 	t.Helper()
 	ctx := ctxFor(t, 10*time.Second)
@@ -362,35 +362,35 @@ func checkStaleWritesRefused(t *testing.T, s engine.Store, leases *leaseReader, 
 	}
 	now := time.Now()
 	later := now.Add(time.Hour)
-	stale := func(attempt uint32) []engine.ActionResult {
-		return []engine.ActionResult{{ExecutionID: "inc", Attempt: attempt, OK: true, Output: []byte("666"),
+	stale := func(attempt uint32) []port.ActionResult {
+		return []port.ActionResult{{ExecutionID: "inc", Attempt: attempt, OK: true, Output: []byte("666"),
 			WorkerID: "stale-leader", StartedAt: now, FinishedAt: now}}
 	}
 
-	errs, err := s.PersistProgress(ctx, []engine.Progress{{InstanceID: probe, Owner: oldOwner, Results: stale(98),
+	errs, err := s.PersistProgress(ctx, []port.Progress{{InstanceID: probe, Owner: oldOwner, Results: stale(98),
 		ScheduledAt: &later}})
 	if err != nil {
 		t.Fatalf("stale PersistProgress: %v", err)
 	}
-	if len(errs) != 1 || !errors.Is(errs[0], engine.ErrOwnershipLost) {
+	if len(errs) != 1 || !errors.Is(errs[0], port.ErrOwnershipLost) {
 		t.Errorf("stale PersistProgress: %v, want ErrOwnershipLost", errs)
 	}
-	errs, err = s.CompleteInstances(ctx, []engine.Completion{{InstanceID: probe, Owner: oldOwner,
-		Status: engine.StateComplete, Results: stale(99), Output: []byte(`{"v": 666}`)}})
+	errs, err = s.CompleteInstances(ctx, []port.Completion{{InstanceID: probe, Owner: oldOwner,
+		Status: port.StateComplete, Results: stale(99), Output: []byte(`{"v": 666}`)}})
 	if err != nil {
 		t.Fatalf("stale CompleteInstances: %v", err)
 	}
-	if len(errs) != 1 || !errors.Is(errs[0], engine.ErrOwnershipLost) {
+	if len(errs) != 1 || !errors.Is(errs[0], port.ErrOwnershipLost) {
 		t.Errorf("stale CompleteInstances: %v, want ErrOwnershipLost", errs)
 	}
-	st, err := s.RefreshLeases(ctx, engine.LeaseRefresh{Owner: oldOwner, Term: oldTerm, Lease: time.Hour, IDs: []uuid.UUID{probe}})
+	st, err := s.RefreshLeases(ctx, port.LeaseRefresh{Owner: oldOwner, Term: oldTerm, Lease: time.Hour, IDs: []uuid.UUID{probe}})
 	if err != nil {
 		t.Fatalf("stale RefreshLeases: %v", err)
 	}
 	if !slices.Contains(st.Lost, probe) {
 		t.Errorf("stale RefreshLeases kept the lease: %+v", st)
 	}
-	claimed, err := s.ClaimInstances(ctx, engine.ClaimRequest{Owner: oldOwner, Term: oldTerm, Lease: time.Hour, Limit: 100})
+	claimed, err := s.ClaimInstances(ctx, port.ClaimRequest{Owner: oldOwner, Term: oldTerm, Lease: time.Hour, Limit: 100})
 	if err != nil {
 		t.Fatalf("stale ClaimInstances: %v", err)
 	}
@@ -403,7 +403,7 @@ func checkStaleWritesRefused(t *testing.T, s engine.Store, leases *leaseReader, 
 	if err != nil {
 		t.Fatalf("TaskHistory: %v", err)
 	}
-	if !slices.EqualFunc(before, after, func(a, b engine.ActionResult) bool {
+	if !slices.EqualFunc(before, after, func(a, b port.ActionResult) bool {
 		return a.ExecutionID == b.ExecutionID && a.Attempt == b.Attempt && a.OK == b.OK && a.WorkerID == b.WorkerID
 	}) {
 		t.Errorf("the stale writes changed the task history:\nbefore %+v\nafter  %+v", before, after)
@@ -426,11 +426,11 @@ func checkStaleWritesRefused(t *testing.T, s engine.Store, leases *leaseReader, 
 	}
 
 	// The control: the same gate lets the current owner through.
-	errs, err = s.PersistProgress(ctx, []engine.Progress{{InstanceID: probe, Owner: newOwner}})
+	errs, err = s.PersistProgress(ctx, []port.Progress{{InstanceID: probe, Owner: newOwner}})
 	if err != nil || len(errs) != 1 || errs[0] != nil {
 		t.Errorf("PersistProgress as the current owner: %v %v, want success", errs, err)
 	}
-	st, err = s.RefreshLeases(ctx, engine.LeaseRefresh{Owner: newOwner, Term: newTerm, Lease: 5 * time.Second, IDs: []uuid.UUID{probe}})
+	st, err = s.RefreshLeases(ctx, port.LeaseRefresh{Owner: newOwner, Term: newTerm, Lease: 5 * time.Second, IDs: []uuid.UUID{probe}})
 	if err != nil || len(st.Lost) != 0 {
 		t.Errorf("RefreshLeases as the current owner: %+v %v, want the lease kept", st, err)
 	}

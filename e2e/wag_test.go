@@ -14,7 +14,7 @@ import (
 	"go.uber.org/zap/zaptest"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/mesh"
 	"github.com/robonet/robonet/node"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -205,7 +205,7 @@ var markSpec = testdataSpec("mark.yaml")
 
 // history reads the recorded attempts of an instance from the server's
 // store.
-func (m *wagMesh) history(id string) []engine.ActionResult {
+func (m *wagMesh) history(id string) []port.ActionResult {
 	m.t.Helper()
 	return taskHistory(m.t, sqliteStore, m.dataDir, "", "", id)
 }

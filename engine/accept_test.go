@@ -10,6 +10,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // acceptSpec has a scored task judged by accept under a policy, and a task
@@ -68,7 +69,7 @@ func (h *harness) acceptedAt(e *engine.Engine, id uuid.UUID, attempt uint32, sco
 	answer(e, h.disp.one(t, "score", attempt), map[string]any{"score": score})
 	echo(e, h.disp.one(t, "after", 1))
 	v := h.wait(e, id)
-	if want := fmt.Sprintf(`{"got":{"score":%v}}`, score); v.State != engine.StateComplete || jsonOf(t, v.Outputs) != want {
+	if want := fmt.Sprintf(`{"got":{"score":%v}}`, score); v.State != port.StateComplete || jsonOf(t, v.Outputs) != want {
 		t.Fatalf("ended %s with %v (%s), want %s", v.State, v.Outputs, v.Error, want)
 	}
 	if tv := task(t, v, "score"); tv.Attempt != attempt || len(tv.Attempts) != int(attempt) || tv.Attempts[0].Error != notAccepted {
@@ -105,7 +106,7 @@ func TestNotAcceptedAborts(t *testing.T) {
 		id := h.submit(e, acceptSpec("abort", 1), nil)
 		answer(e, h.disp.one(t, "score", 1), map[string]any{"score": 0.1})
 		v := h.wait(e, id)
-		if v.State != engine.StateFailed || !strings.Contains(v.Error, `task "score" attempt 1`) || !strings.Contains(v.Error, notAccepted) {
+		if v.State != port.StateFailed || !strings.Contains(v.Error, `task "score" attempt 1`) || !strings.Contains(v.Error, notAccepted) {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 		if n := h.disp.pending(); n != 0 {
@@ -130,7 +131,7 @@ func TestNotAcceptedSkips(t *testing.T) {
 		}
 		echo(e, after)
 		v := h.wait(e, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"got":null}` {
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"got":null}` {
 			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 		}
 		if tv := task(t, v, "score"); tv.Status != graph.TaskFailed || tv.Error != notAccepted {
@@ -196,7 +197,7 @@ outputs:
 			answer(e, d, x*x)
 		}
 		v := h.wait(e, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"squares":[1,null,9]}` {
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"squares":[1,null,9]}` {
 			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 		}
 		wantLines(t, h.historyLines(id),

@@ -7,28 +7,9 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
-)
 
-// Admission tells the engine when starting a new instance would only add
-// to a queue: the Waggler layer's count of attempts in flight per
-// capability (wag.Router implements it).
-//
-// A claimed instance that never ran, whose first tasks all need saturated
-// capabilities, is held back unstarted — claimed and leased, but not
-// hydrated: no graph, no attempts, no event log, a few hundred bytes —
-// until one of them drains (Engine.CapacityFreed, or the next
-// ClaimInterval). Instances held back wait in order of claim, per set of
-// first capabilities, so a capability with a long backlog holds back only
-// the instances that start with it. Without admission, every instance
-// claimed starts at once, and one whose tasks would wait anyway is held
-// in memory all that time: a larger heap to scan, and more of its results
-// written as progress before it finishes. Measured in docs/benchmarks.md
-// at f91b9cc (the seventeenth pass).
-type Admission interface {
-	// Saturated reports whether capability has so many attempts in flight
-	// that a new instance needing it would only queue behind them.
-	Saturated(capability string) bool
-}
+	"github.com/robonet/robonet/engine/port"
+)
 
 // Pacing of the instances held back.
 const (
@@ -52,7 +33,7 @@ type admission struct {
 
 // heldBack is a claimed instance not started yet.
 type heldBack struct {
-	c  ClaimedInstance
+	c  port.ClaimedInstance
 	pe *planEntry
 	h  *holder
 }
@@ -74,7 +55,7 @@ func (e *Engine) CapacityFreed(string) {
 // capability its first tasks need is saturated — or others that start
 // with the same capabilities wait already (they go first). It reports
 // whether it did.
-func (e *Engine) holdBack(c ClaimedInstance, pe *planEntry, perr error, h *holder) bool {
+func (e *Engine) holdBack(c port.ClaimedInstance, pe *planEntry, perr error, h *holder) bool {
 	// HeldBefore covers recorded results too: only an engine that claimed
 	// an instance records them.
 	if e.cfg.Admission == nil || perr != nil || c.CancelRequested || c.HeldBefore || len(pe.rootCaps) == 0 {
@@ -234,7 +215,7 @@ func (e *Engine) heldBackView(ctx context.Context, id uuid.UUID) (InstanceView, 
 		return InstanceView{}, err
 	}
 	status := rec.Status
-	rec.Status = StatePending // not started: nothing dispatched
+	rec.Status = port.StatePending // not started: nothing dispatched
 	v, err := e.q.recordView(pe, rec, nil)
 	if err != nil {
 		return InstanceView{}, err
@@ -243,7 +224,7 @@ func (e *Engine) heldBackView(ctx context.Context, id uuid.UUID) (InstanceView, 
 	now := e.cfg.Clock.Now()
 	for i := range v.Tasks {
 		if t := &v.Tasks[i]; len(t.Needs) == 0 {
-			t.Progress = &TaskProgress{At: now, Message: "waiting: capability " + t.Capability +
+			t.Progress = &port.TaskProgress{At: now, Message: "waiting: capability " + t.Capability +
 				" has a full backlog; the instance starts as it drains"}
 		}
 	}

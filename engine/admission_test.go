@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // fakeAdmission saturates the capabilities a test says.
@@ -75,7 +76,7 @@ func TestAdmissionHoldsBackInstancesOfSaturatedCapabilities(t *testing.T) {
 	if err != nil {
 		t.Fatalf("GetInstance of an instance held back: %v", err)
 	}
-	if ta := task(t, v, "a"); v.State != engine.StateRunning || len(ta.Attempts) != 0 || ta.Progress == nil ||
+	if ta := task(t, v, "a"); v.State != port.StateRunning || len(ta.Attempts) != 0 || ta.Progress == nil ||
 		!strings.Contains(ta.Progress.Message, "capability core has a full backlog") {
 		t.Fatalf("an instance held back shows %s, its first task with attempts %+v and progress %+v", v.State, ta.Attempts, ta.Progress)
 	}
@@ -98,7 +99,7 @@ func TestAdmissionHoldsBackInstancesOfSaturatedCapabilities(t *testing.T) {
 	if err := e.CancelInstance(ctxOf(t), a2); err != nil {
 		t.Fatal(err)
 	}
-	if v := h.wait(e, a2); v.State != engine.StateCancelled {
+	if v := h.wait(e, a2); v.State != port.StateCancelled {
 		t.Fatalf("the cancelled instance ended %s", v.State)
 	}
 	heldBack(2)
@@ -121,7 +122,7 @@ func TestAdmissionHoldsBackInstancesOfSaturatedCapabilities(t *testing.T) {
 		echo(e, h.disp.take(t, 1)[0]) // their gpu tasks
 	}
 	for _, id := range []uuid.UUID{a1, a3} {
-		if v := h.wait(e, id); v.State != engine.StateComplete {
+		if v := h.wait(e, id); v.State != port.StateComplete {
 			t.Fatalf("%s ended %s", id, v.State)
 		}
 	}

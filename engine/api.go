@@ -6,6 +6,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // This file holds the types of the engine's client-facing operations
@@ -78,7 +79,7 @@ type SubmitItem struct {
 // SubmitBatchResult names the instances, one per item in order.
 type SubmitBatchResult struct {
 	Workflow  WorkflowInfo
-	Instances []Queued
+	Instances []port.Queued
 }
 
 // SubmitResult names the instance.
@@ -91,47 +92,12 @@ type SubmitResult struct {
 	DevVersion bool
 }
 
-// InstanceState is the state of a workflow instance: durable in the Store
-// (pending, running, and the three terminal states: the string is what the
-// store keeps), and, as clients see a live instance, gathering or paused.
-type InstanceState string
-
-// Instance states.
-const (
-	// StatePending: queued, not claimed yet (kept as "queued").
-	StatePending InstanceState = "queued"
-	// StateRunning: claimed by an engine, some task not resolved.
-	StateRunning   InstanceState = "running"
-	StateComplete  InstanceState = "complete"
-	StateFailed    InstanceState = "failed"
-	StateCancelled InstanceState = "cancelled"
-	// StateGathering: running, its last tasks done, its outputs being
-	// gathered (a view's state only; the store keeps running).
-	StateGathering InstanceState = "gathering"
-	// StatePaused: live, and held back by PauseInstance: no new attempt
-	// of it is dispatched and its timers wait until ResumeInstance (a
-	// view's state only; the store keeps its flag beside running or
-	// pending).
-	StatePaused InstanceState = "paused"
-)
-
-// Terminal reports whether s is final.
-func (s InstanceState) Terminal() bool {
-	return s == StateComplete || s == StateFailed || s == StateCancelled
-}
-
-// Durable reports whether the store keeps s (the states a filter of
-// stored instances may name).
-func (s InstanceState) Durable() bool {
-	return s == StatePending || s == StateRunning || s.Terminal()
-}
-
 // InstanceView is an instance with its tasks, for GetInstance.
 type InstanceView struct {
 	ID              uuid.UUID
 	Workflow        string
 	Version         uint32
-	State           InstanceState
+	State           port.InstanceState
 	Inputs          map[string]any
 	Outputs         map[string]any // when COMPLETE
 	Error           string         // when FAILED or CANCELLED
@@ -150,7 +116,7 @@ type InstanceView struct {
 	// Parent is the task attempt that started the instance, when it is a
 	// child instance (a task whose body is a workflow starts one per
 	// attempt); nil otherwise.
-	Parent *ParentRef
+	Parent *port.ParentRef
 	// Paused: PauseInstance holds the instance back (State is PAUSED
 	// while it is live).
 	Paused bool
@@ -180,7 +146,7 @@ type TaskView struct {
 	Error      string
 	StartedAt  time.Time
 	FinishedAt time.Time
-	Progress   *TaskProgress // latest heartbeat of a running attempt
+	Progress   *port.TaskProgress // latest heartbeat of a running attempt
 	// Spread tasks only: instance counts (Width -1 for a plain task, and
 	// for a spread task not expanded yet).
 	Width, Done, Failed int32
@@ -272,7 +238,7 @@ type Event struct {
 	Seq   uint64
 	Time  time.Time
 	Kind  EventKind
-	State InstanceState // EventState, and the state after every event
+	State port.InstanceState // EventState, and the state after every event
 	Task  string
 	Index int32 // spread index or loop iteration, -1 for a plain task or a whole spread or loop
 	// Iteration is set when Index is a loop's iteration ("task#3").
@@ -280,20 +246,20 @@ type Event struct {
 	Attempt   uint32
 	Output    any
 	Error     string
-	RetryAt   time.Time     // EventTaskRetrying
-	Progress  *TaskProgress // EventTaskProgress
-	Instance  *InstanceView // EventSnapshot
-	Signal    *SignalInfo   // EventSignal
-	Run       int           // EventRetried: the run that starts
+	RetryAt   time.Time          // EventTaskRetrying
+	Progress  *port.TaskProgress // EventTaskProgress
+	Instance  *InstanceView      // EventSnapshot
+	Signal    *SignalInfo        // EventSignal
+	Run       int                // EventRetried: the run that starts
 }
 
 // ListRequest selects instances.
 type ListRequest struct {
-	Workflow     string          // empty: all
-	States       []InstanceState // empty: all
-	IDPrefix     string          // empty: all (see InstanceFilter.IDPrefix)
-	CreatedAfter time.Time       // zero: all
-	Limit        int             // 0: DefaultInstanceLimit
+	Workflow     string               // empty: all
+	States       []port.InstanceState // empty: all
+	IDPrefix     string               // empty: all (see InstanceFilter.IDPrefix)
+	CreatedAfter time.Time            // zero: all
+	Limit        int                  // 0: DefaultInstanceLimit
 	PageToken    string
 }
 
@@ -302,7 +268,7 @@ type InstanceSummary struct {
 	ID         uuid.UUID
 	Workflow   string
 	Version    uint32
-	State      InstanceState
+	State      port.InstanceState
 	Error      string
 	CreatedAt  time.Time
 	FinishedAt time.Time

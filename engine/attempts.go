@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 )
 
@@ -59,7 +60,7 @@ func (b *attemptBook) dispatched(ref graph.TaskRef, now time.Time) {
 
 // finished notes a recorded result of ref (results of one execution come
 // in attempt order).
-func (b *attemptBook) finished(ref graph.TaskRef, ar ActionResult) {
+func (b *attemptBook) finished(ref graph.TaskRef, ar port.ActionResult) {
 	if b.byRef == nil {
 		b.byRef = make(map[graph.TaskRef]execAttempts)
 	}
@@ -79,7 +80,7 @@ func (b *attemptBook) finished(ref graph.TaskRef, ar ActionResult) {
 // hydrated notes the results an instance was claimed with. Attempt
 // numbers of an execution run from 1 without gaps, so a first result
 // above attempt 1 means earlier ones are only in the Store.
-func (b *attemptBook) hydrated(pe *planEntry, results []ActionResult) {
+func (b *attemptBook) hydrated(pe *planEntry, results []port.ActionResult) {
 	for _, r := range results {
 		if ref, ok := pe.parseExecution(r.ExecutionID); ok {
 			b.finished(ref, r)
@@ -114,7 +115,7 @@ func (inst *instance) appendAttempts(out []AttemptView, ref graph.TaskRef, info 
 }
 
 // recordedAttempt is the view of a recorded result.
-func recordedAttempt(index int32, r ActionResult) AttemptView {
+func recordedAttempt(index int32, r port.ActionResult) AttemptView {
 	return AttemptView{
 		Index: index, Attempt: r.Attempt, WorkerID: r.WorkerID, OK: r.OK, Error: r.Error,
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
@@ -122,7 +123,7 @@ func recordedAttempt(index int32, r ActionResult) AttemptView {
 }
 
 // historyAttempts groups recorded results by execution, in attempt order.
-func historyAttempts(pe *planEntry, hist []ActionResult) map[graph.TaskRef][]AttemptView {
+func historyAttempts(pe *planEntry, hist []port.ActionResult) map[graph.TaskRef][]AttemptView {
 	out := make(map[graph.TaskRef][]AttemptView)
 	for _, r := range hist {
 		ref, ok := pe.parseExecution(r.ExecutionID)
@@ -158,7 +159,7 @@ func appendUnrecorded(out []AttemptView, ref graph.TaskRef, info graph.TaskInfo,
 
 // completeAttempts adds to the tasks of v (in the order of pe.order) the
 // recorded attempts of hist they lack, and bounds the lists again.
-func completeAttempts(v *InstanceView, pe *planEntry, hist []ActionResult) {
+func completeAttempts(v *InstanceView, pe *planEntry, hist []port.ActionResult) {
 	byRef := historyAttempts(pe, hist)
 	for i := range v.Tasks {
 		if i >= len(pe.order) {

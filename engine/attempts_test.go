@@ -11,6 +11,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // attemptLine renders an attempt compactly for comparisons:
@@ -85,7 +86,7 @@ func TestAttemptsOfARetriedTask(t *testing.T) {
 	if cur := flaky.Attempts[2]; cur.StartedAt.IsZero() || !cur.FinishedAt.IsZero() {
 		t.Fatalf("the attempt in flight: %+v, want its dispatch time and no end", cur)
 	}
-	e.TaskProgress(context.Background(), engine.TaskProgress{AttemptKey: third.AttemptKey, WorkerID: "n2/test.cap/0", Seq: 1})
+	e.TaskProgress(context.Background(), port.TaskProgress{AttemptKey: third.AttemptKey, WorkerID: "n2/test.cap/0", Seq: 1})
 	if got := attemptLines(task(t, getInstance(t, e, id), "flaky").Attempts); !strings.HasSuffix(got, "-1#3 running @n2/test.cap/0") {
 		t.Fatalf("the attempt in flight does not name the worker of its heartbeat: %s", got)
 	}

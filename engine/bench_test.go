@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // echoDispatcher answers every attempt at once with its input, through the
@@ -20,15 +21,15 @@ type echoDispatcher struct {
 	sink atomic.Pointer[engine.Engine]
 }
 
-func (d *echoDispatcher) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
+func (d *echoDispatcher) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []error {
 	e := d.sink.Load()
 	for _, t := range tasks {
-		e.TaskResult(ctx, engine.TaskResult{AttemptKey: t.AttemptKey, OK: true, Output: t.Input})
+		e.TaskResult(ctx, port.TaskResult{AttemptKey: t.AttemptKey, OK: true, Output: t.Input})
 	}
 	return nil
 }
 
-func (d *echoDispatcher) Cancel(context.Context, uint64, []engine.AttemptKey) error { return nil }
+func (d *echoDispatcher) Cancel(context.Context, uint64, []port.AttemptKey) error { return nil }
 
 func (d *echoDispatcher) Nodes(string) []string { return []string{"bench"} }
 
@@ -41,7 +42,7 @@ func chainOf(n int) string {
 }
 
 // runBench submits instances and waits for all of them; it reports tasks/s.
-func runBench(b *testing.B, open func(testing.TB) engine.Store, spec string, instances, tasksPer int, inputs map[string]any) {
+func runBench(b *testing.B, open func(testing.TB) port.Store, spec string, instances, tasksPer int, inputs map[string]any) {
 	for b.Loop() {
 		b.StopTimer()
 		store := open(b)

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
@@ -64,7 +65,7 @@ func (e *Engine) checkChildren(ctx context.Context, pe *planEntry, file string, 
 		child := pe // the workflow itself, run as its own child
 		if c.GetName() != wf.GetName() || (c.GetVersion() != 0 && c.GetVersion() != wf.GetVersion()) {
 			var err error
-			if child, err = e.childPlan(ctx, c.GetName(), c.GetVersion()); errors.Is(err, ErrNotFound) {
+			if child, err = e.childPlan(ctx, c.GetName(), c.GetVersion()); errors.Is(err, port.ErrNotFound) {
 				line, col := spec.Locate(src, "tasks", t.GetName(), "workflow")
 				list = append(list, &spec.Error{File: file, Line: line, Column: col, Task: t.GetName(), Field: "workflow",
 					Msg:  fmt.Sprintf("child workflow %s is not registered", childLabel(c.GetName(), c.GetVersion())),
@@ -121,7 +122,7 @@ func (e *Engine) checkChildren(ctx context.Context, pe *planEntry, file string, 
 // naming the versions of it that are.
 func (e *Engine) registeredHint(ctx context.Context, name string) string {
 	const fix = "register it first (roboctl workflows register FILE), then this workflow"
-	versions, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: name, Limit: 10})
+	versions, err := e.cfg.Store.ListWorkflows(ctx, port.WorkflowFilter{Name: name, Limit: 10})
 	if err != nil || len(versions) == 0 {
 		return fix + "; no version of " + name + " is registered"
 	}
@@ -185,8 +186,8 @@ func (e *Engine) childPins(ctx context.Context, pe *planEntry) ([]childPin, erro
 	pins := make([]childPin, 0, len(pe.latestChildren))
 	for _, name := range pe.latestChildren {
 		child, err := e.latest(ctx, name)
-		if errors.Is(err, ErrNotFound) {
-			return nil, fmt.Errorf("child workflow %s is not registered: register it first: %w", name, ErrNotFound)
+		if errors.Is(err, port.ErrNotFound) {
+			return nil, fmt.Errorf("child workflow %s is not registered: register it first: %w", name, port.ErrNotFound)
 		}
 		if err != nil {
 			return nil, fmt.Errorf("child workflow %s: %w", name, err)
@@ -212,7 +213,7 @@ const (
 type childOp struct {
 	kind childOpKind
 	// key is the parent's attempt (every kind).
-	key AttemptKey
+	key port.AttemptKey
 	// parent is the parent's holder: a spawn for a parent that left
 	// memory is dropped (its next engine dispatches the attempt again).
 	parent *holder
@@ -265,7 +266,7 @@ func (c *children) run(ctx context.Context) {
 			start = i + 1
 			switch op.kind {
 			case cancelChild:
-				c.cancel(ctx, ChildID(op.key, c.e.cfg.PartitionCount), op.reason)
+				c.cancel(ctx, port.ChildID(op.key, c.e.cfg.PartitionCount), op.reason)
 			case checkParent:
 				c.checkParent(ctx, op)
 			}
@@ -278,7 +279,7 @@ func (c *children) run(ctx context.Context) {
 func (c *children) spawn(ctx context.Context, ops []childOp) {
 	e := c.e
 	var (
-		ins   []NewInstance
+		ins   []port.NewInstance
 		pes   []*planEntry
 		owner []childOp
 	)
@@ -291,7 +292,7 @@ func (c *children) spawn(ctx context.Context, ops []childOp) {
 			if ctx.Err() != nil {
 				return
 			}
-			c.answer(op, TaskResult{Error: err.Error()})
+			c.answer(op, port.TaskResult{Error: err.Error()})
 			continue
 		}
 		ins, pes, owner = append(ins, in), append(pes, pe), append(owner, op)
@@ -311,20 +312,20 @@ func (c *children) spawn(ctx context.Context, ops []childOp) {
 			ins[i].Claim = claim
 		}
 	}
-	var qs []Queued
+	var qs []port.Queued
 	err := retryUnavailable(ctx, e.cfg.Clock, func() error {
 		var err error
 		qs, err = e.cfg.Store.QueueInstances(ctx, ins)
 		if err == nil && len(qs) != len(ins) {
 			err = fmt.Errorf("the store answered %d instances for %d", len(qs), len(ins))
 		}
-		if errors.Is(err, ErrStoreUnavailable) && ctx.Err() == nil {
+		if errors.Is(err, port.ErrStoreUnavailable) && ctx.Err() == nil {
 			e.log.Warn("starting child instances failed; retrying", zap.Int("children", len(ins)), zap.Error(err))
 		}
 		return err
 	})
 	for i := range ins {
-		var q []Queued
+		var q []port.Queued
 		if err == nil {
 			q = qs[i : i+1]
 		}
@@ -335,7 +336,7 @@ func (c *children) spawn(ctx context.Context, ops []childOp) {
 	if err != nil {
 		if ctx.Err() == nil {
 			for _, op := range owner {
-				c.answer(op, TaskResult{Error: fmt.Sprintf("child workflow %s could not be started: %v", childLabel(op.name, op.version), err)})
+				c.answer(op, port.TaskResult{Error: fmt.Sprintf("child workflow %s could not be started: %v", childLabel(op.name, op.version), err)})
 			}
 		}
 		return
@@ -348,7 +349,7 @@ func (c *children) spawn(ctx context.Context, ops []childOp) {
 		case !q.Claimed:
 			e.wakeClaimer()
 		}
-		e.TaskProgress(ctx, TaskProgress{AttemptKey: op.key, WorkerID: q.ID.String(), At: e.cfg.Clock.Now(),
+		e.TaskProgress(ctx, port.TaskProgress{AttemptKey: op.key, WorkerID: q.ID.String(), At: e.cfg.Clock.Now(),
 			Message: fmt.Sprintf("child instance %s of %s v%d", q.ID, pe.info.Name, pe.info.Version)})
 		e.log.Debug("child instance started", zap.Stringer("parent", op.key.InstanceID), zap.String("task", op.key.ExecutionID),
 			zap.Uint32("attempt", op.key.Attempt), zap.Stringer("child", q.ID), zap.Bool("existing", q.Existing))
@@ -362,7 +363,7 @@ func retryUnavailable(ctx context.Context, clk clock.Clock, op func() error) err
 	var final error
 	err := retryBackoff(ctx, clk, func() error {
 		err := op()
-		if err != nil && !errors.Is(err, ErrStoreUnavailable) {
+		if err != nil && !errors.Is(err, port.ErrStoreUnavailable) {
 			final = err
 			return nil
 		}
@@ -376,38 +377,38 @@ func retryUnavailable(ctx context.Context, clk clock.Clock, op func() error) err
 
 // prepare builds the child instance of a spawn: the workflow version, the
 // inputs bound, its own children's pinned versions and its depth.
-func (c *children) prepare(ctx context.Context, op childOp) (NewInstance, *planEntry, error) {
+func (c *children) prepare(ctx context.Context, op childOp) (port.NewInstance, *planEntry, error) {
 	e := c.e
 	label := childLabel(op.name, op.version)
 	pe, err := c.plan(ctx, op.name, op.version)
-	if errors.Is(err, ErrNotFound) {
-		return NewInstance{}, nil, fmt.Errorf("child workflow %s is not registered", label)
+	if errors.Is(err, port.ErrNotFound) {
+		return port.NewInstance{}, nil, fmt.Errorf("child workflow %s is not registered", label)
 	}
 	if err != nil {
-		return NewInstance{}, nil, fmt.Errorf("child workflow %s: %w", label, err)
+		return port.NewInstance{}, nil, fmt.Errorf("child workflow %s: %w", label, err)
 	}
 	label = fmt.Sprintf("%s v%d", pe.info.Name, pe.info.Version)
 	inputs, ok := op.input.(map[string]any)
 	if !ok && op.input != nil {
-		return NewInstance{}, nil, fmt.Errorf("child workflow %s: with must give its inputs as a mapping, not %s", label, value.TypeName(op.input))
+		return port.NewInstance{}, nil, fmt.Errorf("child workflow %s: with must give its inputs as a mapping, not %s", label, value.TypeName(op.input))
 	}
 	bound, err := pe.plan.BindInputs(inputs)
 	if err != nil {
-		return NewInstance{}, nil, fmt.Errorf("child workflow %s: %w", label, err)
+		return port.NewInstance{}, nil, fmt.Errorf("child workflow %s: %w", label, err)
 	}
 	enc, err := value.Encode(bound)
 	if err != nil {
-		return NewInstance{}, nil, fmt.Errorf("child workflow %s: encoding its inputs: %w", label, err)
+		return port.NewInstance{}, nil, fmt.Errorf("child workflow %s: encoding its inputs: %w", label, err)
 	}
 	pins, err := e.childPins(ctx, pe)
 	if err != nil {
-		return NewInstance{}, nil, fmt.Errorf("child workflow %s: %w", label, err)
+		return port.NewInstance{}, nil, fmt.Errorf("child workflow %s: %w", label, err)
 	}
-	id := ChildID(op.key, e.cfg.PartitionCount)
-	parent := ParentRef(op.key)
-	return NewInstance{
+	id := port.ChildID(op.key, e.cfg.PartitionCount)
+	parent := port.ParentRef(op.key)
+	return port.NewInstance{
 		ID:                id,
-		Partition:         PartitionOf(id, e.cfg.PartitionCount),
+		Partition:         port.PartitionOf(id, e.cfg.PartitionCount),
 		WorkflowVersionID: pe.id,
 		Inputs:            enc,
 		State:             instanceState{depth: op.depth, pins: pins}.encode(nil),
@@ -444,7 +445,7 @@ func (c *children) existing(ctx context.Context, op childOp, id uuid.UUID) {
 	if _, held := e.held.Load(id); held {
 		return
 	}
-	var rec InstanceRecord
+	var rec port.InstanceRecord
 	err := retryUnavailable(ctx, e.cfg.Clock, func() error {
 		var err error
 		rec, err = e.cfg.Store.GetInstance(ctx, id)
@@ -469,7 +470,7 @@ func (c *children) cancel(ctx context.Context, id uuid.UUID, reason string) {
 	e := c.e
 	err := retryUnavailable(ctx, e.cfg.Clock, func() error { return e.cfg.Store.RequestCancel(ctx, id) })
 	if err != nil {
-		if ctx.Err() == nil && !errors.Is(err, ErrNotFound) {
+		if ctx.Err() == nil && !errors.Is(err, port.ErrNotFound) {
 			e.log.Warn("cancelling a child instance failed", zap.Stringer("child", id), zap.Error(err))
 		}
 		return
@@ -489,7 +490,7 @@ func (c *children) checkParent(ctx context.Context, op childOp) {
 	}
 	rec, err := e.cfg.Store.GetInstance(ctx, parent)
 	switch {
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, port.ErrNotFound):
 		c.cancel(ctx, op.child, fmt.Sprintf("its parent %s is gone", parent))
 	case err != nil:
 		if ctx.Err() == nil {
@@ -501,7 +502,7 @@ func (c *children) checkParent(ctx context.Context, op childOp) {
 }
 
 // answer reports r as the outcome of op's attempt to the parent's shard.
-func (c *children) answer(op childOp, r TaskResult) {
+func (c *children) answer(op childOp, r port.TaskResult) {
 	r.AttemptKey = op.key
 	if r.FinishedAt.IsZero() {
 		r.FinishedAt = c.e.cfg.Clock.Now()
@@ -512,9 +513,9 @@ func (c *children) answer(op childOp, r TaskResult) {
 // childResult is the outcome of a finished child instance as its parent's
 // attempt result: the child's outputs, or its error. output is its
 // outputs' canonical JSON; outputs, when not nil, the same decoded.
-func childResult(id uuid.UUID, status InstanceState, output []byte, outputs map[string]any, errText string,
-	started, finished *time.Time) TaskResult {
-	r := TaskResult{WorkerID: id.String()}
+func childResult(id uuid.UUID, status port.InstanceState, output []byte, outputs map[string]any, errText string,
+	started, finished *time.Time) port.TaskResult {
+	r := port.TaskResult{WorkerID: id.String()}
 	if started != nil {
 		r.StartedAt = *started
 	}
@@ -522,7 +523,7 @@ func childResult(id uuid.UUID, status InstanceState, output []byte, outputs map[
 		r.FinishedAt = *finished
 	}
 	switch status {
-	case StateComplete:
+	case port.StateComplete:
 		r.OK, r.OutputJSON = true, output
 		if outputs != nil {
 			r.Output = outputs
@@ -531,7 +532,7 @@ func childResult(id uuid.UUID, status InstanceState, output []byte, outputs map[
 		} else {
 			r.OK, r.Error = false, fmt.Sprintf("child %s completed with outputs that cannot be read: %v", id, err)
 		}
-	case StateCancelled:
+	case port.StateCancelled:
 		r.Error = fmt.Sprintf("child %s was cancelled: %s", id, errText)
 	default:
 		r.Error = fmt.Sprintf("child %s failed: %s", id, errText)

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 )
 
@@ -66,9 +67,9 @@ func (h *harness) registerSpec(e *engine.Engine, file, src string) engine.Workfl
 
 // probes takes n dispatches of probe (one per child instance) and returns
 // them by the host they probe.
-func probes(t *testing.T, h *harness, n int) map[string]engine.TaskDispatch {
+func probes(t *testing.T, h *harness, n int) map[string]port.TaskDispatch {
 	t.Helper()
-	out := map[string]engine.TaskDispatch{}
+	out := map[string]port.TaskDispatch{}
 	for _, d := range h.disp.take(t, n) {
 		in, _ := d.Input.(map[string]any)
 		host, _ := in["host"].(string)
@@ -83,7 +84,7 @@ func probes(t *testing.T, h *harness, n int) map[string]engine.TaskDispatch {
 // startScans starts an engine of term, registers scan-host v1, submits
 // scan-all (scan-host, the latest) over hosts and waits for the probe of
 // each child; it returns the engine, the parent and the probes by host.
-func (h *harness) startScans(term uint64, hosts ...any) (*engine.Engine, uuid.UUID, map[string]engine.TaskDispatch) {
+func (h *harness) startScans(term uint64, hosts ...any) (*engine.Engine, uuid.UUID, map[string]port.TaskDispatch) {
 	h.t.Helper()
 	e := h.start(term)
 	h.registerSpec(e, "scan-host.yaml", scanHostSpec(1))
@@ -117,11 +118,11 @@ func TestChildWorkflowRuns(t *testing.T) {
 			t.Fatalf("the probes ran in instances %s and %s (the parent is %s)", ps["a"].InstanceID, ps["b"].InstanceID, id)
 		}
 		for i, host := range []string{"a", "b"} {
-			want := engine.ChildID(engine.AttemptKey{InstanceID: id, ExecutionID: fmt.Sprintf("scan[%d]", i), Attempt: 1}, 16)
+			want := port.ChildID(port.AttemptKey{InstanceID: id, ExecutionID: fmt.Sprintf("scan[%d]", i), Attempt: 1}, 16)
 			if got := ps[host].InstanceID; got != want {
 				t.Fatalf("the child of scan[%d] is %s, want %s", i, got, want)
 			}
-			if engine.PartitionOf(want, 16) != engine.PartitionOf(id, 16) {
+			if port.PartitionOf(want, 16) != port.PartitionOf(id, 16) {
 				t.Fatalf("the child of scan[%d] is in another partition than its parent", i)
 			}
 		}
@@ -133,7 +134,7 @@ func TestChildWorkflowRuns(t *testing.T) {
 		}
 		echo(e, report)
 		v := h.wait(e, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[80,443],[22]]` {
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[80,443],[22]]` {
 			t.Fatalf("ended %s (%s): %v", v.State, v.Error, v.Outputs)
 		}
 		if v.Parent != nil {
@@ -149,8 +150,8 @@ func TestChildWorkflowRuns(t *testing.T) {
 				t.Fatalf("scan attempt %d: %+v, want child %s", i, a, child)
 			}
 			cv := getView(t, e, child)
-			want := engine.ParentRef{InstanceID: id, ExecutionID: fmt.Sprintf("scan[%d]", i), Attempt: 1}
-			if cv.Workflow != "scan-host" || cv.Version != 2 || cv.State != engine.StateComplete || cv.Parent == nil || *cv.Parent != want {
+			want := port.ParentRef{InstanceID: id, ExecutionID: fmt.Sprintf("scan[%d]", i), Attempt: 1}
+			if cv.Workflow != "scan-host" || cv.Version != 2 || cv.State != port.StateComplete || cv.Parent == nil || *cv.Parent != want {
 				t.Fatalf("child %d: %s v%d %s, parent %+v", i, cv.Workflow, cv.Version, cv.State, cv.Parent)
 			}
 		}
@@ -192,7 +193,7 @@ func TestChildWorkflowFailsAndRetries(t *testing.T) {
 		answer(e, second, map[string]any{"open": []any{}})
 		echo(e, h.disp.one(t, "report", 1))
 		v := h.wait(e, id)
-		if v.State != engine.StateComplete {
+		if v.State != port.StateComplete {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 		scan := task(t, v, "scan")
@@ -204,7 +205,7 @@ func TestChildWorkflowFailsAndRetries(t *testing.T) {
 		if scan.Attempts[0].Error != wantErr {
 			t.Fatalf("the failed attempt says %q\nwant %q", scan.Attempts[0].Error, wantErr)
 		}
-		if cv := getView(t, e, first.InstanceID); cv.State != engine.StateFailed || cv.Parent.Attempt != 1 {
+		if cv := getView(t, e, first.InstanceID); cv.State != port.StateFailed || cv.Parent.Attempt != 1 {
 			t.Fatalf("the first child: %s, %+v", cv.State, cv.Parent)
 		}
 
@@ -216,7 +217,7 @@ func TestChildWorkflowFailsAndRetries(t *testing.T) {
 		answer(e, probes(t, h, 1)["y"], map[string]any{"open": []any{2}})
 		echo(e, h.disp.one(t, "report", 1))
 		v = h.wait(e, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[1],[2]]` {
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[1],[2]]` {
 			t.Fatalf("the loop ended %s (%s): %v", v.State, v.Error, v.Outputs)
 		}
 		if scan := task(t, v, "scan"); scan.Iterations != 2 || scan.Attempts[1].Child == uuid.Nil || scan.Attempts[1].Index != 1 {
@@ -302,7 +303,7 @@ func TestChildWorkflowDepthLimit(t *testing.T) {
 		id := h.submit(e, "name: again\nversion: 1\ntasks:\n  again: {workflow: again}\n", nil)
 		v := h.wait(e, id)
 		const refused = `child workflow again not started: it would run 3 deep, past the child-depth limit of 2`
-		if v.State != engine.StateFailed || !strings.Contains(v.Error, refused) {
+		if v.State != port.StateFailed || !strings.Contains(v.Error, refused) {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 		list, err := e.ListInstances(ctxOf(t), engine.ListRequest{})
@@ -310,7 +311,7 @@ func TestChildWorkflowDepthLimit(t *testing.T) {
 			t.Fatalf("%d instances (%v), want the root and two children", len(list.Instances), err)
 		}
 		for _, s := range list.Instances {
-			if s.State != engine.StateFailed {
+			if s.State != port.StateFailed {
 				t.Fatalf("%s is %s", s.ID, s.State)
 			}
 		}
@@ -331,7 +332,7 @@ func TestChildrenPerInstanceLimit(t *testing.T) {
 		echo(e, h.disp.one(t, "report", 1))
 		v := h.wait(e, id)
 		scan := task(t, v, "scan")
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[1],[2],null]` || scan.Failed != 1 ||
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[1],[2],null]` || scan.Failed != 1 ||
 			!strings.Contains(scan.Error, "this instance started 2 child workflows, the children-per-instance limit") {
 			t.Fatalf("ended %s (%s): %v; scan %+v", v.State, v.Error, v.Outputs, scan)
 		}
@@ -346,12 +347,12 @@ func TestChildWorkflowCancelled(t *testing.T) {
 		if err := e.CancelInstance(ctxOf(t), id); err != nil {
 			t.Fatal(err)
 		}
-		if v := h.wait(e, id); v.State != engine.StateCancelled {
+		if v := h.wait(e, id); v.State != port.StateCancelled {
 			t.Fatalf("the parent is %s", v.State)
 		}
 		for _, d := range ps {
 			cv := h.wait(e, d.InstanceID)
-			if cv.State != engine.StateCancelled || !strings.Contains(cv.Error, "its parent "+id.String()+" cancelled scan[") {
+			if cv.State != port.StateCancelled || !strings.Contains(cv.Error, "its parent "+id.String()+" cancelled scan[") {
 				t.Fatalf("child %s: %s (%s)", d.InstanceID, cv.State, cv.Error)
 			}
 			h.disp.waitCancelled(t, d.AttemptKey)
@@ -362,10 +363,10 @@ func TestChildWorkflowCancelled(t *testing.T) {
 		d := probes(t, h, 1)["a"]
 		h.clock.AdvanceToTimer(t, time.Minute)
 		v := h.wait(e, id)
-		if v.State != engine.StateFailed || !strings.Contains(v.Error, "timed out after 30s") {
+		if v.State != port.StateFailed || !strings.Contains(v.Error, "timed out after 30s") {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
-		if cv := h.wait(e, d.InstanceID); cv.State != engine.StateCancelled {
+		if cv := h.wait(e, d.InstanceID); cv.State != port.StateCancelled {
 			t.Fatalf("the child of the timed-out attempt is %s", cv.State)
 		}
 	})
@@ -393,7 +394,7 @@ func TestChildWorkflowSurvivesTakeover(t *testing.T) {
 				t.Fatalf("child b claimed with parent %+v", c.Parent)
 			}
 		}
-		out, err := h.store.CompleteInstances(ctxOf(t), []engine.Completion{{InstanceID: b, Owner: owner, Status: engine.StateComplete,
+		out, err := h.store.CompleteInstances(ctxOf(t), []port.Completion{{InstanceID: b, Owner: owner, Status: port.StateComplete,
 			Output: []byte(`{"open":[2]}`)}})
 		if err != nil || out[0] != nil {
 			t.Fatalf("completing child b: %v, %v", out, err)
@@ -411,7 +412,7 @@ func TestChildWorkflowSurvivesTakeover(t *testing.T) {
 		}
 		echo(third, report)
 		v := h.wait(third, id)
-		if v.State != engine.StateComplete {
+		if v.State != port.StateComplete {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 		list, err := third.ListInstances(ctxOf(t), engine.ListRequest{})
@@ -440,7 +441,7 @@ func TestChildWorkflowResumesMidChild(t *testing.T) {
 		}
 		answer(second, again, map[string]any{"open": []any{8080}})
 		echo(second, h.disp.one(t, "report", 1))
-		if v := h.wait(second, id); v.State != engine.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[8080]]` {
+		if v := h.wait(second, id); v.State != port.StateComplete || jsonOf(t, v.Outputs["open"]) != `[[8080]]` {
 			t.Fatalf("ended %s (%s): %v", v.State, v.Error, v.Outputs)
 		}
 		list, err := second.ListInstances(ctxOf(t), engine.ListRequest{})
@@ -464,15 +465,15 @@ func TestChildWorkflowOrphanCancelled(t *testing.T) {
 
 		owner := uuid.New()
 		h.claimUntil(owner, 2, id)
-		out, err := h.store.CompleteInstances(ctxOf(t), []engine.Completion{{InstanceID: id, Owner: owner,
-			Status: engine.StateCancelled, Error: "cancelled by request"}})
+		out, err := h.store.CompleteInstances(ctxOf(t), []port.Completion{{InstanceID: id, Owner: owner,
+			Status: port.StateCancelled, Error: "cancelled by request"}})
 		if err != nil || out[0] != nil {
 			t.Fatalf("cancelling the parent: %v, %v", out, err)
 		}
 
 		third := h.start(3)
 		cv := h.wait(third, child)
-		if cv.State != engine.StateCancelled || cv.Error != "its parent "+id.String()+" is cancelled" {
+		if cv.State != port.StateCancelled || cv.Error != "its parent "+id.String()+" is cancelled" {
 			t.Fatalf("the orphan ended %s: %q", cv.State, cv.Error)
 		}
 	})
@@ -480,16 +481,16 @@ func TestChildWorkflowOrphanCancelled(t *testing.T) {
 
 // claimUntil claims due instances for owner under term, as a newer
 // engine's claimer would, until a claim takes id; it returns that claim.
-func (h *harness) claimUntil(owner uuid.UUID, term uint64, id uuid.UUID) []engine.ClaimedInstance {
+func (h *harness) claimUntil(owner uuid.UUID, term uint64, id uuid.UUID) []port.ClaimedInstance {
 	h.t.Helper()
-	var claimed []engine.ClaimedInstance
+	var claimed []port.ClaimedInstance
 	waitUntil(h.t, fmt.Sprintf("a claim of term %d taking %s", term, id), func() bool {
 		var err error
-		claimed, err = h.store.ClaimInstances(ctxOf(h.t), engine.ClaimRequest{Owner: owner, Term: term, Lease: time.Hour, Limit: 100})
+		claimed, err = h.store.ClaimInstances(ctxOf(h.t), port.ClaimRequest{Owner: owner, Term: term, Lease: time.Hour, Limit: 100})
 		if err != nil {
 			h.t.Fatal(err)
 		}
-		return slices.ContainsFunc(claimed, func(c engine.ClaimedInstance) bool { return c.ID == id })
+		return slices.ContainsFunc(claimed, func(c port.ClaimedInstance) bool { return c.ID == id })
 	})
 	return claimed
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 )
 
@@ -71,7 +72,7 @@ func TestGroupCommit(t *testing.T) {
 	waitUntil(t, "the results and completions to be pending", func() bool { return e.PendingRows() == 2*n })
 	h.clock.AdvanceToTimer(t, time.Minute)
 	for _, id := range ids {
-		if v := h.wait(e, id); v.State != engine.StateComplete {
+		if v := h.wait(e, id); v.State != port.StateComplete {
 			t.Fatalf("instance ended %s", v.State)
 		}
 	}
@@ -180,7 +181,7 @@ func TestDispatchRetriedUntilAccepted(t *testing.T) {
 	echo(e, h.disp.one(t, "a", 1))
 	echo(e, h.disp.one(t, "b", 1))
 	echo(e, h.disp.one(t, "c", 1))
-	if v := h.wait(e, id); v.State != engine.StateComplete {
+	if v := h.wait(e, id); v.State != port.StateComplete {
 		t.Fatalf("ended %s", v.State)
 	}
 	h.disp.mu.Lock()
@@ -203,7 +204,7 @@ func TestSubmitByNameCachesTheLatestVersion(t *testing.T) {
 			t.Fatalf("Submit by name: %+v, %v; want version %d", res, err, want)
 		}
 	}
-	if _, err := e.Submit(ctx, engine.SubmitRequest{Name: "chain"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := e.Submit(ctx, engine.SubmitRequest{Name: "chain"}); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("Submit of an unregistered name: %v, want ErrNotFound", err)
 	}
 	if _, err := e.RegisterWorkflow(ctx, "chain.yaml", []byte(chainSpec)); err != nil {
@@ -243,7 +244,7 @@ func TestRegisterWorkflow(t *testing.T) {
 	}
 	changed := strings.Replace(chainSpec, "inputs.x + 1", "inputs.x + 2", 1)
 	_, err = e.RegisterWorkflow(ctx, "chain.yaml", []byte(changed))
-	if !errors.Is(err, engine.ErrVersionConflict) || !strings.Contains(err.Error(), info.IRHash) || !strings.Contains(err.Error(), "bump") {
+	if !errors.Is(err, port.ErrVersionConflict) || !strings.Contains(err.Error(), info.IRHash) || !strings.Contains(err.Error(), "bump") {
 		t.Fatalf("changed definition: %v, want ErrVersionConflict naming both hashes and the fix", err)
 	}
 	_, err = e.RegisterWorkflow(ctx, "broken.yaml", []byte("name: broken\nversion: 1\ntasks:\n  a: {capability: x, action: echo, needs: [nope]}\n"))
@@ -269,19 +270,19 @@ func TestRegisterWorkflow(t *testing.T) {
 		t.Fatalf("Submit of v1: %+v, %v", res, err)
 	}
 	// An inline spec that conflicts with a registered version is refused.
-	if _, err := e.Submit(ctx, engine.SubmitRequest{Spec: []byte(strings.Replace(changed, "+ 2", "+ 3", 1)), Inputs: map[string]any{"x": 1}}); !errors.Is(err, engine.ErrVersionConflict) {
+	if _, err := e.Submit(ctx, engine.SubmitRequest{Spec: []byte(strings.Replace(changed, "+ 2", "+ 3", 1)), Inputs: map[string]any{"x": 1}}); !errors.Is(err, port.ErrVersionConflict) {
 		t.Fatalf("conflicting inline spec: %v", err)
 	}
 	// Not running: the instances wait in the queue, and the view says so.
 	v, err := e.GetInstance(ctx, res.InstanceID)
-	if err != nil || v.State != engine.StatePending || len(v.Tasks) != 3 || v.Tasks[0].Status != graph.TaskWaiting {
+	if err != nil || v.State != port.StatePending || len(v.Tasks) != 3 || v.Tasks[0].Status != graph.TaskWaiting {
 		t.Fatalf("queued instance: %+v, %v", v, err)
 	}
-	page, err := e.ListInstances(ctx, engine.ListRequest{States: []engine.InstanceState{engine.StatePending}, Limit: 1})
+	page, err := e.ListInstances(ctx, engine.ListRequest{States: []port.InstanceState{port.StatePending}, Limit: 1})
 	if err != nil || len(page.Instances) != 1 || page.NextPageToken == "" {
 		t.Fatalf("ListInstances: %+v, %v", page, err)
 	}
-	if _, err := e.GetInstance(ctx, uuid.New()); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := e.GetInstance(ctx, uuid.New()); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("unknown instance: %v", err)
 	}
 }
@@ -296,9 +297,9 @@ func TestResultWithItsEncoding(t *testing.T) {
 	out := map[string]any{"n": int64(7)}
 	// Bytes that differ from what the engine would write, to tell them
 	// apart in the history (a real sender's are the canonical encoding).
-	e.TaskResult(ctxOf(t), engine.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: out, OutputJSON: []byte(`{"n":7} `),
+	e.TaskResult(ctxOf(t), port.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: out, OutputJSON: []byte(`{"n":7} `),
 		WorkerID: "w1", StartedAt: time.Unix(1, 0), FinishedAt: time.Unix(2, 0)})
-	if v := h.wait(e, id); v.State != engine.StateComplete || v.Outputs["n"] != int64(7) {
+	if v := h.wait(e, id); v.State != port.StateComplete || v.Outputs["n"] != int64(7) {
 		t.Fatalf("instance %+v", v)
 	}
 	if hist := h.history(id); len(hist) != 1 || string(hist[0].Output) != `{"n":7} ` {

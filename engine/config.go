@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/metrics"
@@ -19,18 +20,18 @@ import (
 // WithDefaults.
 type Config struct {
 	// Store holds the durable state. Required.
-	Store Store
+	Store port.Store
 	// Query is the read side to share with other terms' engines (a
 	// server keeps one for its whole life; see Query). nil: New builds
 	// one from this Config. It must read the same Store.
 	Query *Query
 	// Dispatcher hands attempts to the Waggler layer. Required.
-	Dispatcher Dispatcher
+	Dispatcher port.Dispatcher
 	// Admission, when set, holds back new instances whose first tasks
 	// need only saturated capabilities, until those drain (see
 	// Admission; the Waggler layer calls CapacityFreed). nil: every
 	// instance claimed starts at once.
-	Admission Admission
+	Admission port.Admission
 	// Logger is named "engine" by New. nil: no logging.
 	Logger *zap.Logger
 	// Clock is the source of time. nil: the wall clock.
@@ -239,8 +240,8 @@ func (c Config) validate() error {
 	if c.Term == 0 {
 		bad("Term is required (at least 1): pass the Raft term, or a counter persisted and incremented at every start")
 	}
-	if c.PartitionCount < 0 || c.PartitionCount > MaxPartitions {
-		bad("PartitionCount must be 0 to %d, got %d", MaxPartitions, c.PartitionCount)
+	if c.PartitionCount < 0 || c.PartitionCount > port.MaxPartitions {
+		bad("PartitionCount must be 0 to %d, got %d", port.MaxPartitions, c.PartitionCount)
 	}
 	for p, epoch := range c.Partitions {
 		if p < 0 || p >= max(c.PartitionCount, 1) {

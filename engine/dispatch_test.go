@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // twoCapSpec spreads over inputs.xs on capability test.cap, and runs one
@@ -36,12 +37,12 @@ tasks:
 func TestDispatchAcceptedPerAttempt(t *testing.T) {
 	h := newHarness(t)
 	var refusals atomic.Int32
-	h.disp.refuse = func(d engine.TaskDispatch) error {
+	h.disp.refuse = func(d port.TaskDispatch) error {
 		switch {
 		case d.ExecutionID == "s[1]" && refusals.Add(1) <= 2:
 			return errors.New("worker node unreachable")
 		case d.ExecutionID == "s[2]":
-			return fmt.Errorf("%w: term 9 leads", engine.ErrStaleTerm)
+			return fmt.Errorf("%w: term 9 leads", port.ErrStaleTerm)
 		}
 		return nil
 	}
@@ -83,7 +84,7 @@ tasks:
 func TestDispatchLanePerCapability(t *testing.T) {
 	h := newHarness(t)
 	refused := 0
-	h.disp.refuse = func(d engine.TaskDispatch) error {
+	h.disp.refuse = func(d port.TaskDispatch) error {
 		if d.Capability == "test.cap" {
 			refused++ // under h.disp.mu
 			return errors.New("no Waggler reachable for test.cap")
@@ -100,7 +101,7 @@ func TestDispatchLanePerCapability(t *testing.T) {
 	h.disp.mu.Unlock()
 	h.clock.AdvanceToTimer(t, time.Second)
 	echo(e, h.disp.one(t, "s", 1))
-	if v := h.wait(e, id); v.State != engine.StateComplete {
+	if v := h.wait(e, id); v.State != port.StateComplete {
 		t.Fatalf("ended %s", v.State)
 	}
 }
@@ -112,7 +113,7 @@ func TestLostAttempts(t *testing.T) {
 	e := h.start(1)
 	id := h.submit(e, chainSpec, map[string]any{"x": 1})
 	d := h.disp.one(t, "a", 1)
-	e.TaskResult(ctxOf(t), engine.TaskResult{AttemptKey: d.AttemptKey, Lost: true, Error: "waggler gone"})
+	e.TaskResult(ctxOf(t), port.TaskResult{AttemptKey: d.AttemptKey, Lost: true, Error: "waggler gone"})
 	again := h.disp.one(t, "a", 1)
 	if again.AttemptKey != d.AttemptKey || fmt.Sprint(again.Input) != fmt.Sprint(d.Input) {
 		t.Fatalf("dispatched again as %+v, want the same attempt and input as %+v", again, d)
@@ -121,12 +122,12 @@ func TestLostAttempts(t *testing.T) {
 	echo(e, h.disp.one(t, "b", 1))
 	c := h.disp.one(t, "c", 1)
 	for range engine.MaxLost {
-		e.TaskResult(ctxOf(t), engine.TaskResult{AttemptKey: c.AttemptKey, Lost: true, Error: "no worker"})
+		e.TaskResult(ctxOf(t), port.TaskResult{AttemptKey: c.AttemptKey, Lost: true, Error: "no worker"})
 		h.disp.one(t, "c", 1)
 	}
-	e.TaskResult(ctxOf(t), engine.TaskResult{AttemptKey: c.AttemptKey, Lost: true, Error: "no worker"})
+	e.TaskResult(ctxOf(t), port.TaskResult{AttemptKey: c.AttemptKey, Lost: true, Error: "no worker"})
 	v := h.wait(e, id)
-	if v.State != engine.StateFailed || !strings.Contains(v.Error, "lost 11 times by the Waggler layer (last: no worker)") {
+	if v.State != port.StateFailed || !strings.Contains(v.Error, "lost 11 times by the Waggler layer (last: no worker)") {
 		t.Fatalf("ended %s: %s", v.State, v.Error)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/lifecycle"
 )
 
@@ -113,7 +114,7 @@ type Engine struct {
 	loops sync.WaitGroup
 }
 
-var _ ResultSink = (*Engine)(nil)
+var _ port.ResultSink = (*Engine)(nil)
 
 // New validates cfg and builds an Engine. Nothing runs until Start.
 func New(cfg Config) (*Engine, error) {
@@ -163,7 +164,7 @@ func (e *Engine) Owns(id uuid.UUID) bool {
 	if len(e.cfg.Partitions) == 0 {
 		return true
 	}
-	_, ok := e.cfg.Partitions[PartitionOf(id, e.cfg.PartitionCount)]
+	_, ok := e.cfg.Partitions[port.PartitionOf(id, e.cfg.PartitionCount)]
 	return ok
 }
 
@@ -186,7 +187,7 @@ func (e *Engine) Start(ctx context.Context) error {
 	if len(e.cfg.Partitions) > 0 && e.life.State() == lifecycle.New {
 		// Before the first claim: from the fence's commit on, the
 		// partitions' previous owner writes nothing more of them.
-		if err := e.cfg.Store.FencePartitions(ctx, FenceRequest{Owner: e.cfg.Owner, Epochs: e.cfg.Partitions}); err != nil {
+		if err := e.cfg.Store.FencePartitions(ctx, port.FenceRequest{Owner: e.cfg.Owner, Epochs: e.cfg.Partitions}); err != nil {
 			return fmt.Errorf("engine: fencing partitions %v: %w", e.owned, err)
 		}
 	}
@@ -404,7 +405,7 @@ func (e *Engine) signalClaimed() {
 // TaskResult implements ResultSink: the result is routed to the shard that
 // owns the instance. Results for instances not held, and attempts not in
 // flight, are ignored (counted in Stats, logged at debug).
-func (e *Engine) TaskResult(_ context.Context, r TaskResult) {
+func (e *Engine) TaskResult(_ context.Context, r port.TaskResult) {
 	if !e.running.Load() {
 		e.ignoreResult(&r, "engine not running")
 		return
@@ -414,14 +415,14 @@ func (e *Engine) TaskResult(_ context.Context, r TaskResult) {
 
 // TaskProgress implements ResultSink: the latest heartbeat of a running
 // attempt shows in GetInstance and WatchInstance.
-func (e *Engine) TaskProgress(_ context.Context, p TaskProgress) {
+func (e *Engine) TaskProgress(_ context.Context, p port.TaskProgress) {
 	if !e.running.Load() {
 		return
 	}
 	e.shardFor(p.InstanceID).inbox.push(shardMsg{progress: &p})
 }
 
-func (e *Engine) ignoreResult(r *TaskResult, why string) {
+func (e *Engine) ignoreResult(r *port.TaskResult, why string) {
 	e.ignored.Add(1)
 	e.log.Debug("result ignored", zap.String("reason", why), zap.Stringer("instance", r.InstanceID),
 		zap.String("task", r.ExecutionID), zap.Uint32("attempt", r.Attempt))
@@ -456,7 +457,7 @@ type partitionCounters struct {
 
 // partitionOf is the partition of an instance of this engine's mesh.
 func (e *Engine) partitionOf(id uuid.UUID) *partitionCounters {
-	return &e.parts[PartitionOf(id, e.cfg.PartitionCount)]
+	return &e.parts[port.PartitionOf(id, e.cfg.PartitionCount)]
 }
 
 // PartitionStat is what an engine counts of one partition it owns.
@@ -474,7 +475,7 @@ type PartitionStat struct {
 func (e *Engine) PartitionStats() []PartitionStat {
 	held := make([]int, len(e.parts))
 	e.held.Range(func(k, _ any) bool {
-		held[PartitionOf(k.(uuid.UUID), e.cfg.PartitionCount)]++
+		held[port.PartitionOf(k.(uuid.UUID), e.cfg.PartitionCount)]++
 		return true
 	})
 	ps := e.owned

@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // This file estimates the time left until a running instance finishes
@@ -41,14 +42,14 @@ import (
 // first one its worker sent for the attempt: the step rate is measured
 // between the two.
 type liveProgress struct {
-	TaskProgress
+	port.TaskProgress
 	firstAt   time.Time
 	firstDone int64
 }
 
 // heard makes the live progress of a heartbeat p, after cur (nil: none):
 // the first mark carries over while the attempt stays on its worker.
-func heard(cur *liveProgress, p *TaskProgress) *liveProgress {
+func heard(cur *liveProgress, p *port.TaskProgress) *liveProgress {
 	lp := &liveProgress{TaskProgress: *p, firstAt: p.At, firstDone: p.StepsDone}
 	if cur != nil && cur.Attempt == p.Attempt && cur.WorkerID == p.WorkerID {
 		lp.firstAt, lp.firstDone = cur.firstAt, cur.firstDone

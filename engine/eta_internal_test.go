@@ -3,6 +3,8 @@ package engine
 import (
 	"testing"
 	"time"
+
+	"github.com/robonet/robonet/engine/port"
 )
 
 func TestInstanceETA(t *testing.T) {
@@ -10,13 +12,13 @@ func TestInstanceETA(t *testing.T) {
 	ago := func(d time.Duration) time.Time { return now.Add(-d) }
 	// beat is a heartbeat from worker w1, received `at` ago.
 	beat := func(at time.Duration, eta time.Duration) *liveProgress {
-		return &liveProgress{TaskProgress: TaskProgress{WorkerID: "w1", ETA: eta, At: ago(at)}, firstAt: ago(at)}
+		return &liveProgress{TaskProgress: port.TaskProgress{WorkerID: "w1", ETA: eta, At: ago(at)}, firstAt: ago(at)}
 	}
 	// steps is a heartbeat at done of total steps, received `at` ago,
 	// the worker's first for the attempt having said firstDone `first`
 	// ago.
 	steps := func(at time.Duration, done, total int64, first time.Duration, firstDone int64) *liveProgress {
-		return &liveProgress{TaskProgress: TaskProgress{WorkerID: "w1", StepsDone: done, StepsTotal: total, At: ago(at)},
+		return &liveProgress{TaskProgress: port.TaskProgress{WorkerID: "w1", StepsDone: done, StepsTotal: total, At: ago(at)},
 			firstAt: ago(first), firstDone: firstDone}
 	}
 	running := func(p *liveProgress) etaTask { return etaTask{execs: []etaExec{{progress: p}}} }
@@ -39,7 +41,7 @@ func TestInstanceETA(t *testing.T) {
 		{"a heartbeat stamped ahead of the clock counts as now", []etaTask{running(beat(-5*time.Second, time.Minute))}, time.Minute},
 		{"parallel tasks: the slowest", []etaTask{running(beat(0, 10*time.Second)), running(beat(0, 70*time.Second))}, 70 * time.Second},
 		{"a running task not heard from yet", []etaTask{running(beat(0, time.Minute)), running(nil)}, unknown},
-		{"a heartbeat without ETA nor steps", []etaTask{running(&liveProgress{TaskProgress: TaskProgress{WorkerID: "w1", At: now}})}, unknown},
+		{"a heartbeat without ETA nor steps", []etaTask{running(&liveProgress{TaskProgress: port.TaskProgress{WorkerID: "w1", At: now}})}, unknown},
 		// A chain a → b: a runs with an ETA, b waits for it; how long b
 		// takes is unknown, so is the instance's ETA.
 		{"a chain whose later task waits", []etaTask{running(beat(0, 30*time.Second)), waiting}, unknown},
@@ -49,7 +51,7 @@ func TestInstanceETA(t *testing.T) {
 		// heartbeat (which said 3): 20s a step, 6 left, heartbeat 5s ago.
 		{"steps at the rate since the first heartbeat", []etaTask{running(steps(5*time.Second, 4, 10, 25*time.Second, 3))}, 115 * time.Second},
 		{"steps with a reported ETA: the ETA wins", []etaTask{running(&liveProgress{
-			TaskProgress: TaskProgress{WorkerID: "w1", StepsDone: 4, StepsTotal: 10, ETA: 7 * time.Second, At: now},
+			TaskProgress: port.TaskProgress{WorkerID: "w1", StepsDone: 4, StepsTotal: 10, ETA: 7 * time.Second, At: now},
 			firstAt:      ago(time.Hour), firstDone: 0})}, 7 * time.Second},
 		{"steps, none since the first heartbeat: no rate", []etaTask{running(steps(0, 4, 10, 20*time.Second, 4))}, unknown},
 		{"steps without a total", []etaTask{running(steps(0, 4, 0, 20*time.Second, 1))}, unknown},
@@ -76,7 +78,7 @@ func TestInstanceETA(t *testing.T) {
 		{"a spread with queued elements and none completed", []etaTask{spread(0, 0, etaExec{progress: beat(0, 8*time.Second)}, queued)}, unknown},
 		{"a spread with no element at a worker", []etaTask{spread(3, 30*time.Second, queued, queued)}, unknown},
 		{"a spread with elements that only waited (no worker)", []etaTask{spread(3, 30*time.Second, etaExec{
-			progress: &liveProgress{TaskProgress: TaskProgress{Message: "waiting: no node serves work", At: now}}})}, unknown},
+			progress: &liveProgress{TaskProgress: port.TaskProgress{Message: "waiting: no node serves work", At: now}}})}, unknown},
 		{"a spread whose elements all resolved", []etaTask{spread(3, 30*time.Second)}, 0},
 		{"a spread next to a task that waits", []etaTask{spread(1, time.Second, etaExec{progress: beat(0, time.Second)}), waiting}, unknown},
 	} {
@@ -99,8 +101,8 @@ func TestInstanceETA(t *testing.T) {
 // starts.
 func TestHeardKeepsTheFirstHeartbeat(t *testing.T) {
 	t0 := time.Unix(100, 0)
-	p := func(attempt uint32, worker string, done int64, at time.Duration) *TaskProgress {
-		return &TaskProgress{AttemptKey: AttemptKey{Attempt: attempt}, WorkerID: worker, StepsDone: done, At: t0.Add(at)}
+	p := func(attempt uint32, worker string, done int64, at time.Duration) *port.TaskProgress {
+		return &port.TaskProgress{AttemptKey: port.AttemptKey{Attempt: attempt}, WorkerID: worker, StepsDone: done, At: t0.Add(at)}
 	}
 	lp := heard(nil, p(1, "w1", 2, 0))
 	lp = heard(lp, p(1, "w1", 5, time.Second))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // etaSpec runs solo then after, and a spread beside them.
@@ -46,14 +47,14 @@ func TestETAFromHeartbeats(t *testing.T) {
 	if solo.Task != "solo" || work[0].ExecutionID != "work[0]" || work[2].ExecutionID != "work[2]" {
 		t.Fatalf("dispatched %s, %s…%s", solo.ExecutionID, work[0].ExecutionID, work[2].ExecutionID)
 	}
-	heartbeat := func(d engine.TaskDispatch, eta time.Duration) {
-		e.TaskProgress(context.Background(), engine.TaskProgress{AttemptKey: d.AttemptKey, WorkerID: "n1/test.cap/0",
+	heartbeat := func(d port.TaskDispatch, eta time.Duration) {
+		e.TaskProgress(context.Background(), port.TaskProgress{AttemptKey: d.AttemptKey, WorkerID: "n1/test.cap/0",
 			Seq: 1, ETA: eta, At: h.clock.Now()})
 	}
 	etaOf := func(what string) (time.Duration, bool) {
 		t.Helper()
 		v := getInstance(t, e, id)
-		if v.State != engine.StateRunning && v.State != engine.StateGathering {
+		if v.State != port.StateRunning && v.State != port.StateGathering {
 			t.Fatalf("%s: the instance is %s", what, v.State)
 		}
 		return v.ETA, v.ETAKnown
@@ -84,7 +85,7 @@ func TestETAFromHeartbeats(t *testing.T) {
 	// work[0] took 10s: work[2], queued, counts 10s, on the one worker
 	// seen (work[1]'s, 5s left): 15s; after's 60s is the slowest.
 	start := h.clock.Now()
-	e.TaskResult(context.Background(), engine.TaskResult{AttemptKey: work[0].AttemptKey, OK: true, Output: "A",
+	e.TaskResult(context.Background(), port.TaskResult{AttemptKey: work[0].AttemptKey, OK: true, Output: "A",
 		WorkerID: "n1/test.cap/1", StartedAt: start.Add(-10 * time.Second), FinishedAt: start})
 	wantETA("after and the spread run", 60*time.Second)
 

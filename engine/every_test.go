@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // everySpec runs inventory on every node serving test.cap after first;
@@ -37,15 +38,15 @@ outputs:
 func everyWorkflow(extra string) string { return fmt.Sprintf(everySpec, extra) }
 
 // answerOn answers d with output from a worker of the node it is pinned to.
-func answerOn(e *engine.Engine, d engine.TaskDispatch, output any) {
-	e.TaskResult(context.Background(), engine.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: output,
+func answerOn(e *engine.Engine, d port.TaskDispatch, output any) {
+	e.TaskResult(context.Background(), port.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: output,
 		WorkerID: d.Node + "/test.cap/1", StartedAt: time.Unix(1, 0), FinishedAt: time.Unix(2, 0)})
 }
 
 // takeRuns takes n dispatches and returns them by execution id.
-func takeRuns(t *testing.T, h *harness, n int) map[string]engine.TaskDispatch {
+func takeRuns(t *testing.T, h *harness, n int) map[string]port.TaskDispatch {
 	t.Helper()
-	out := map[string]engine.TaskDispatch{}
+	out := map[string]port.TaskDispatch{}
 	for _, d := range h.disp.take(t, n) {
 		out[d.ExecutionID] = d
 	}
@@ -85,7 +86,7 @@ func TestEveryNodeRunsOncePerNode(t *testing.T) {
 		echo(e, after)
 		v := h.wait(e, id)
 		want := `[{"node":"node-a","output":"host-node-a"},{"node":"node-b","output":"host-node-b"},{"node":"node-c","output":"host-node-c"}]`
-		if got := jsonOf(t, v.Outputs["all"]); v.State != engine.StateComplete || got != want {
+		if got := jsonOf(t, v.Outputs["all"]); v.State != port.StateComplete || got != want {
 			t.Fatalf("ended %s: %s (%s)", v.State, got, v.Error)
 		}
 		if n := h.disp.nodesAsked(); n != 1 {
@@ -102,7 +103,7 @@ func TestEveryNodeWithoutNodesFails(t *testing.T) {
 		id := h.submit(e, everyWorkflow(""), nil)
 		echo(e, h.disp.one(t, "first", 1))
 		v := h.wait(e, id)
-		if v.State != engine.StateFailed || v.Error != `task "inventory" failed before its first attempt: no node serves test.cap` {
+		if v.State != port.StateFailed || v.Error != `task "inventory" failed before its first attempt: no node serves test.cap` {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 	})
@@ -127,7 +128,7 @@ func TestEveryNodeRetryStaysOnItsNode(t *testing.T) {
 		answerOn(e, runs["inventory[0]"], "one")
 		echo(e, h.disp.one(t, "after", 1))
 		v := h.wait(e, id)
-		if got := jsonOf(t, v.Outputs["all"]); v.State != engine.StateComplete ||
+		if got := jsonOf(t, v.Outputs["all"]); v.State != port.StateComplete ||
 			got != `[{"node":"n1","output":"one"},{"node":"n2","output":null}]` {
 			t.Fatalf("ended %s: %s (%s)", v.State, got, v.Error)
 		}
@@ -174,7 +175,7 @@ func TestEveryNodeResumesAfterLeaderKill(t *testing.T) {
 			answerOn(second, again["inventory[0]"], "one")
 			echo(second, h.disp.one(t, "after", 1))
 			v := h.wait(second, id)
-			if got := jsonOf(t, v.Outputs["all"]); v.State != engine.StateComplete ||
+			if got := jsonOf(t, v.Outputs["all"]); v.State != port.StateComplete ||
 				got != `[{"node":"n1","output":"one"},{"node":"n2","output":"two"},{"node":"n3","output":"three"}]` {
 				t.Fatalf("ended %s: %s (%s)", v.State, got, v.Error)
 			}
@@ -209,7 +210,7 @@ func TestEveryNodeOutputFromAnotherNodeFails(t *testing.T) {
 		answerOn(e, retry, "from n1")
 		echo(e, h.disp.one(t, "after", 1))
 		v := h.wait(e, id)
-		if got := jsonOf(t, v.Outputs["all"]); v.State != engine.StateComplete || got != `[{"node":"n1","output":"from n1"}]` {
+		if got := jsonOf(t, v.Outputs["all"]); v.State != port.StateComplete || got != `[{"node":"n1","output":"from n1"}]` {
 			t.Fatalf("ended %s: %s (%s)", v.State, got, v.Error)
 		}
 		tv := task(t, v, "inventory")

@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/google/uuid"
+
+	"github.com/robonet/robonet/engine/port"
 )
 
 // PendingRows returns the rows waiting for the next group commit.
@@ -15,8 +17,8 @@ func BoundAttempts(v *InstanceView) { boundAttempts(v) }
 
 // ListInstancesLive lists as an engine does, with live giving the state of
 // the instances it holds.
-func (q *Query) ListInstancesLive(ctx context.Context, req ListRequest, live func(uuid.UUID) (InstanceState, bool)) (ListResult, error) {
-	return q.listInstances(ctx, req, func(_ context.Context, id uuid.UUID) (InstanceState, bool, error) {
+func (q *Query) ListInstancesLive(ctx context.Context, req ListRequest, live func(uuid.UUID) (port.InstanceState, bool)) (ListResult, error) {
+	return q.listInstances(ctx, req, func(_ context.Context, id uuid.UUID) (port.InstanceState, bool, error) {
 		st, ok := live(id)
 		return st, ok, nil
 	})

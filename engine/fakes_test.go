@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // waitLimit bounds every wait of a test for a signal.
@@ -20,11 +20,11 @@ const waitLimit = 20 * time.Second
 // them through the engine's ResultSink.
 type fakeDispatcher struct {
 	mu         sync.Mutex
-	dispatched []engine.TaskDispatch
-	cancelled  []engine.AttemptKey
+	dispatched []port.TaskDispatch
+	cancelled  []port.AttemptKey
 	failNext   int // fail this many Dispatch calls
 	// refuse, when set, answers each attempt of a Dispatch (nil: accept).
-	refuse  func(engine.TaskDispatch) error
+	refuse  func(port.TaskDispatch) error
 	calls   int
 	changed chan struct{}
 	next    int // index of the next dispatch handed to the test
@@ -37,7 +37,7 @@ func newFakeDispatcher() *fakeDispatcher { return &fakeDispatcher{changed: make(
 
 var errDispatchDown = errors.New("waggler unavailable")
 
-func (d *fakeDispatcher) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []error {
+func (d *fakeDispatcher) Dispatch(_ context.Context, tasks []port.TaskDispatch) []error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls++
@@ -67,7 +67,7 @@ func (d *fakeDispatcher) Dispatch(_ context.Context, tasks []engine.TaskDispatch
 	return errs
 }
 
-func (d *fakeDispatcher) Cancel(_ context.Context, _ uint64, keys []engine.AttemptKey) error {
+func (d *fakeDispatcher) Cancel(_ context.Context, _ uint64, keys []port.AttemptKey) error {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.cancelled = append(d.cancelled, keys...)
@@ -127,9 +127,9 @@ func (d *fakeDispatcher) wait(t testing.TB, what string, cond func() bool) {
 
 // take waits for the next n dispatches (in any order) and returns them
 // sorted by execution id.
-func (d *fakeDispatcher) take(t testing.TB, n int) []engine.TaskDispatch {
+func (d *fakeDispatcher) take(t testing.TB, n int) []port.TaskDispatch {
 	t.Helper()
-	var out []engine.TaskDispatch
+	var out []port.TaskDispatch
 	d.wait(t, "dispatches", func() bool {
 		if len(d.dispatched)-d.next < n {
 			return false
@@ -138,7 +138,7 @@ func (d *fakeDispatcher) take(t testing.TB, n int) []engine.TaskDispatch {
 		d.next += n
 		return true
 	})
-	slices.SortFunc(out, func(a, b engine.TaskDispatch) int {
+	slices.SortFunc(out, func(a, b port.TaskDispatch) int {
 		if a.ExecutionID != b.ExecutionID {
 			if a.ExecutionID < b.ExecutionID {
 				return -1
@@ -151,7 +151,7 @@ func (d *fakeDispatcher) take(t testing.TB, n int) []engine.TaskDispatch {
 }
 
 // one waits for the next dispatch and checks its execution and attempt.
-func (d *fakeDispatcher) one(t testing.TB, exec string, attempt uint32) engine.TaskDispatch {
+func (d *fakeDispatcher) one(t testing.TB, exec string, attempt uint32) port.TaskDispatch {
 	t.Helper()
 	got := d.take(t, 1)[0]
 	if got.ExecutionID != exec || got.Attempt != attempt {
@@ -168,7 +168,7 @@ func (d *fakeDispatcher) pending() int {
 }
 
 // waitCancelled waits until every key was cancelled.
-func (d *fakeDispatcher) waitCancelled(t testing.TB, keys ...engine.AttemptKey) {
+func (d *fakeDispatcher) waitCancelled(t testing.TB, keys ...port.AttemptKey) {
 	t.Helper()
 	d.wait(t, "cancellations", func() bool {
 		for _, k := range keys {
@@ -180,7 +180,7 @@ func (d *fakeDispatcher) waitCancelled(t testing.TB, keys ...engine.AttemptKey) 
 	})
 }
 
-func (d *fakeDispatcher) cancelledKeys() []engine.AttemptKey {
+func (d *fakeDispatcher) cancelledKeys() []port.AttemptKey {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	return slices.Clone(d.cancelled)
@@ -192,7 +192,7 @@ func (d *fakeDispatcher) cancelledKeys() []engine.AttemptKey {
 // snapshot bytes written; gate, when set, holds PersistProgress calls until
 // the test closes it.
 type countingStore struct {
-	engine.Store
+	port.Store
 	mu                sync.Mutex
 	persistCalls      int
 	completeCalls     int
@@ -216,7 +216,7 @@ type countingStore struct {
 	queueCommitted chan struct{}
 }
 
-func (s *countingStore) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
+func (s *countingStore) ClaimInstances(ctx context.Context, req port.ClaimRequest) ([]port.ClaimedInstance, error) {
 	got, err := s.Store.ClaimInstances(ctx, req)
 	s.mu.Lock()
 	s.claimCalls++
@@ -253,7 +253,7 @@ func (s *countingStore) waitClaims(t testing.TB, n int) {
 	}
 }
 
-func (s *countingStore) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
+func (s *countingStore) QueueInstances(ctx context.Context, in []port.NewInstance) ([]port.Queued, error) {
 	s.mu.Lock()
 	gate := s.queueGate
 	s.mu.Unlock()
@@ -265,7 +265,7 @@ func (s *countingStore) QueueInstances(ctx context.Context, in []engine.NewInsta
 	return out, err
 }
 
-func (s *countingStore) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
+func (s *countingStore) PersistProgress(ctx context.Context, batch []port.Progress) ([]error, error) {
 	s.mu.Lock()
 	gate := s.gate
 	s.persistCalls++
@@ -292,7 +292,7 @@ func (s *countingStore) PersistProgress(ctx context.Context, batch []engine.Prog
 	return s.Store.PersistProgress(ctx, batch)
 }
 
-func (s *countingStore) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
+func (s *countingStore) CompleteInstances(ctx context.Context, batch []port.Completion) ([]error, error) {
 	s.mu.Lock()
 	s.completeCalls++
 	for _, c := range batch {
@@ -312,7 +312,7 @@ func (s *countingStore) CompleteInstances(ctx context.Context, batch []engine.Co
 	return out, err
 }
 
-func (s *countingStore) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]engine.WorkflowVersion, error) {
+func (s *countingStore) ListWorkflows(ctx context.Context, f port.WorkflowFilter) ([]port.WorkflowVersion, error) {
 	s.mu.Lock()
 	s.listCalls++
 	s.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 )
 
@@ -18,17 +19,17 @@ import (
 // pushed.
 type flushItem struct {
 	inst       *instance
-	results    []ActionResult
+	results    []port.ActionResult
 	state      []byte
-	completion *Completion
+	completion *port.Completion
 	// gathering: the instance reached GATHERING; it is shown so once
 	// that is durable (progressWrites.end).
 	gathering bool
 	// signals consumed by waits, marked with the results that took them.
-	signals []SignalUse
+	signals []port.SignalUse
 	// park: after the snapshot, release the lease and schedule the row
 	// (waits.go); the instance leaves memory once that is durable.
-	park *Park
+	park *port.Park
 }
 
 // rows is what the item counts toward FlushMaxRows and the rows pending.
@@ -133,12 +134,12 @@ func (f *flusher) close(ctx context.Context) error {
 // pendingWrite is the merged write of one instance in one flush.
 type pendingWrite struct {
 	inst       *instance
-	results    []ActionResult
+	results    []port.ActionResult
 	state      []byte
-	completion *Completion
+	completion *port.Completion
 	gathering  bool // the progress records that the instance reached GATHERING
-	signals    []SignalUse
-	park       *Park
+	signals    []port.SignalUse
+	park       *port.Park
 	mark       chan struct{} // a completion's or GATHERING's: closed once its outcome is known
 }
 
@@ -324,10 +325,10 @@ func (f *flusher) write(ctx context.Context, k writeKind, ws []*pendingWrite) er
 				k.end(w, errWriteAbandoned)
 			}
 			return errors.Join(ctx.Err(), err)
-		case errors.Is(err, ErrStoreUnavailable):
+		case errors.Is(err, port.ErrStoreUnavailable):
 			f.e.cfg.Metrics.StoreRetries.Inc()
 			f.e.log.Warn("store write failed; retrying", zap.String("op", k.what()), zap.Int("instances", len(ws)),
-				zap.Duration("in", backoff), zap.Bool("outcome_unknown", errors.Is(err, ErrOutcomeUnknown)), zap.Error(err))
+				zap.Duration("in", backoff), zap.Bool("outcome_unknown", errors.Is(err, port.ErrOutcomeUnknown)), zap.Error(err))
 		case len(ws) > 1:
 			f.e.log.Warn("the store refused a batch; writing its halves apart to find the write it refuses",
 				zap.String("op", k.what()), zap.Int("instances", len(ws)), zap.Error(err))
@@ -434,7 +435,7 @@ func (k progressWrites) end(w *pendingWrite, outcome error) {
 	case w.gathering || w.park != nil:
 		inst, gathering, park := w.inst, w.gathering, w.park != nil
 		if gathering {
-			inst.h.state.CompareAndSwap(StateRunning, StateGathering)
+			inst.h.state.CompareAndSwap(port.StateRunning, port.StateGathering)
 		}
 		inst.h.shard.send(func(s *shard) {
 			if gathering {
@@ -453,9 +454,9 @@ func (k progressWrites) end(w *pendingWrite, outcome error) {
 
 func (k progressWrites) call(ctx context.Context, ws []*pendingWrite) ([]error, error) {
 	owner := k.f.e.cfg.Owner
-	batch := make([]Progress, len(ws))
+	batch := make([]port.Progress, len(ws))
 	for i, w := range ws {
-		batch[i] = Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state, Gathering: w.gathering,
+		batch[i] = port.Progress{InstanceID: w.inst.id, Owner: owner, Results: w.results, State: w.state, Gathering: w.gathering,
 			ConsumedSignals: w.signals, Park: w.park}
 	}
 	return k.f.e.cfg.Store.PersistProgress(ctx, batch)
@@ -488,7 +489,7 @@ func (k completionWrites) end(w *pendingWrite, outcome error) {
 }
 
 func (k completionWrites) call(ctx context.Context, ws []*pendingWrite) ([]error, error) {
-	batch := make([]Completion, len(ws))
+	batch := make([]port.Completion, len(ws))
 	for i, w := range ws {
 		batch[i] = *w.completion
 	}
@@ -497,7 +498,7 @@ func (k completionWrites) call(ctx context.Context, ws []*pendingWrite) ([]error
 
 // lost evicts an instance whose write was refused.
 func (f *flusher) lost(inst *instance, err error) {
-	if !errors.Is(err, ErrOwnershipLost) {
+	if !errors.Is(err, port.ErrOwnershipLost) {
 		inst.lg.Error("unexpected outcome of a write; evicting the instance", zap.Error(err))
 	}
 	inst.h.shard.send(func(s *shard) { s.evict(inst, "write refused: "+err.Error()) })

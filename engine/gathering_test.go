@@ -7,11 +7,12 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // states reads an instance's state as every reader sees it: the engine's
 // get and list, and the Store's record as another node's list would.
-func (h *harness) states(e *engine.Engine, id uuid.UUID) (get, list, stored engine.InstanceState) {
+func (h *harness) states(e *engine.Engine, id uuid.UUID) (get, list, stored port.InstanceState) {
 	h.t.Helper()
 	v, err := e.GetInstance(ctxOf(h.t), id)
 	if err != nil {
@@ -30,9 +31,9 @@ func (h *harness) states(e *engine.Engine, id uuid.UUID) (get, list, stored engi
 	if err != nil {
 		h.t.Fatalf("store GetInstance: %v", err)
 	}
-	stored = engine.StateRunning
+	stored = port.StateRunning
 	if rec.Gathering {
-		stored = engine.StateGathering
+		stored = port.StateGathering
 	}
 	return v.State, list, stored
 }
@@ -49,13 +50,13 @@ func TestGatheringIsShownOnceDurable(t *testing.T) {
 			echo(e, d)
 		}
 		h.disp.take(t, 1) // c: every task dispatched, the graph gathers
-		if get, list, stored := h.states(e, id); get != engine.StateRunning || list != engine.StateRunning || stored != engine.StateRunning {
+		if get, list, stored := h.states(e, id); get != port.StateRunning || list != port.StateRunning || stored != port.StateRunning {
 			t.Fatalf("before the flush: get %s, list %s, store %s; want RUNNING everywhere", get, list, stored)
 		}
 		h.clock.AdvanceToTimer(t, time.Minute)
 		waitUntil(t, "the gathering mark to be durable", func() bool {
 			get, list, stored := h.states(e, id)
-			return get == engine.StateGathering && list == engine.StateGathering && stored == engine.StateGathering
+			return get == port.StateGathering && list == port.StateGathering && stored == port.StateGathering
 		})
 
 		e.Abandon()
@@ -64,11 +65,11 @@ func TestGatheringIsShownOnceDurable(t *testing.T) {
 		h.disp.mu.Unlock()
 		e2 := h.start(2)
 		d := h.disp.take(t, 1)[0] // c again, from the new owner
-		if get, list, _ := h.states(e2, id); get != engine.StateGathering || list != engine.StateGathering {
+		if get, list, _ := h.states(e2, id); get != port.StateGathering || list != port.StateGathering {
 			t.Fatalf("the new owner shows get %s, list %s; want GATHERING as before", get, list)
 		}
 		echo(e2, d)
-		if v := h.wait(e2, id); v.State != engine.StateComplete {
+		if v := h.wait(e2, id); v.State != port.StateComplete {
 			t.Fatalf("the instance ended %s", v.State)
 		}
 	})

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap/zaptest"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/sqlite"
@@ -23,7 +24,7 @@ func TestMain(m *testing.M) {
 }
 
 // openSQLite opens a store in the test's temporary directory.
-func openSQLite(t testing.TB) engine.Store {
+func openSQLite(t testing.TB) port.Store {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), sqlite.Config{Path: filepath.Join(t.TempDir(), "robonet.db"), Logger: zaptest.NewLogger(t)})
 	if err != nil {
@@ -35,7 +36,7 @@ func openSQLite(t testing.TB) engine.Store {
 
 // openPostgres opens a store on a fresh schema of the test server (skipped
 // without one, outside CI).
-func openPostgres(t testing.TB) engine.Store {
+func openPostgres(t testing.TB) port.Store {
 	t.Helper()
 	dsn, schema := pgtest.Schema(t)
 	s, err := postgres.Open(t.Context(), postgres.Config{DSN: dsn, Schema: schema, MaxConns: 8, Logger: zaptest.NewLogger(t)})
@@ -49,7 +50,7 @@ func openPostgres(t testing.TB) engine.Store {
 // stores are the adapters the cross-store tests run against.
 var stores = []struct {
 	name string
-	open func(testing.TB) engine.Store
+	open func(testing.TB) port.Store
 }{
 	{"sqlite", openSQLite},
 	{"postgres", openPostgres},
@@ -75,7 +76,7 @@ type harness struct {
 
 func newHarness(t *testing.T) *harness { return newHarnessOn(t, openSQLite(t)) }
 
-func newHarnessOn(t *testing.T, s engine.Store) *harness {
+func newHarnessOn(t *testing.T, s port.Store) *harness {
 	return &harness{t: t, store: &countingStore{Store: s, claimSig: make(chan struct{}, 1)}, clock: clocktest.New(), disp: newFakeDispatcher()}
 }
 
@@ -148,18 +149,18 @@ func (h *harness) submit(e *engine.Engine, spec string, inputs map[string]any) u
 }
 
 // answer reports the result of a dispatch.
-func answer(e *engine.Engine, d engine.TaskDispatch, output any) {
-	e.TaskResult(context.Background(), engine.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: output,
+func answer(e *engine.Engine, d port.TaskDispatch, output any) {
+	e.TaskResult(context.Background(), port.TaskResult{AttemptKey: d.AttemptKey, OK: true, Output: output,
 		WorkerID: "w1", StartedAt: time.Unix(1, 0), FinishedAt: time.Unix(2, 0)})
 }
 
 // failWith reports a failed attempt.
-func failWith(e *engine.Engine, d engine.TaskDispatch, msg string) {
-	e.TaskResult(context.Background(), engine.TaskResult{AttemptKey: d.AttemptKey, Error: msg, WorkerID: "w1"})
+func failWith(e *engine.Engine, d port.TaskDispatch, msg string) {
+	e.TaskResult(context.Background(), port.TaskResult{AttemptKey: d.AttemptKey, Error: msg, WorkerID: "w1"})
 }
 
 // echo answers a dispatch with its input.
-func echo(e *engine.Engine, d engine.TaskDispatch) { answer(e, d, d.Input) }
+func echo(e *engine.Engine, d port.TaskDispatch) { answer(e, d, d.Input) }
 
 // wait follows the instance until it is finished and returns its view.
 func (h *harness) wait(e *engine.Engine, id uuid.UUID) engine.InstanceView {
@@ -187,7 +188,7 @@ func (h *harness) wait(e *engine.Engine, id uuid.UUID) engine.InstanceView {
 }
 
 // history returns the recorded results of an instance.
-func (h *harness) history(id uuid.UUID) []engine.ActionResult {
+func (h *harness) history(id uuid.UUID) []port.ActionResult {
 	h.t.Helper()
 	hist, err := h.store.TaskHistory(ctxOf(h.t), id)
 	if err != nil {

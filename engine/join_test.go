@@ -9,6 +9,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // joinSpec: q starts on 2 of a, b, c and reads all three; the outputs read
@@ -37,8 +38,8 @@ func (h *harness) waitResults(id uuid.UUID, n int) {
 	waitUntil(h.t, "the results to be durable", func() bool { return len(h.history(id)) >= n })
 }
 
-func byExec(ds []engine.TaskDispatch) map[string]engine.TaskDispatch {
-	m := map[string]engine.TaskDispatch{}
+func byExec(ds []port.TaskDispatch) map[string]port.TaskDispatch {
+	m := map[string]port.TaskDispatch{}
 	for _, d := range ds {
 		m[d.ExecutionID] = d
 	}
@@ -219,7 +220,7 @@ func TestJoinCancelRestEvents(t *testing.T) {
 		echo(e, d["d"])
 		evs = append(evs, w.until(terminal)...)
 		checkConsecutive(t, evs)
-		if last := evs[len(evs)-1]; last.State != engine.StateComplete {
+		if last := evs[len(evs)-1]; last.State != port.StateComplete {
 			t.Fatalf("the instance ended %s:\n%s", last.State, describe(evs))
 		}
 

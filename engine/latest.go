@@ -4,6 +4,8 @@ import (
 	"context"
 	"sync"
 	"time"
+
+	"github.com/robonet/robonet/engine/port"
 )
 
 // latestTTL bounds how long a cached "latest version" answers a submission
@@ -68,12 +70,12 @@ func (e *Engine) latest(ctx context.Context, name string) (*planEntry, error) {
 	if pe != nil {
 		return pe, nil
 	}
-	wfs, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: name, Limit: 1})
+	wfs, err := e.cfg.Store.ListWorkflows(ctx, port.WorkflowFilter{Name: name, Limit: 1})
 	if err != nil {
 		return nil, err
 	}
 	if len(wfs) == 0 {
-		return nil, ErrNotFound
+		return nil, port.ErrNotFound
 	}
 	if pe, err = e.q.plans.add(wfs[0]); err != nil {
 		return nil, err

@@ -13,6 +13,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -52,17 +53,17 @@ func (e *Engine) SignalInstance(ctx context.Context, req SignalRequest) (SignalR
 	if len(payload) == 0 {
 		payload = []byte("null")
 	}
-	out, err := e.signals.record(e.cfg.Store, NewSignal{InstanceID: req.InstanceID, Name: req.Name,
+	out, err := e.signals.record(e.cfg.Store, port.NewSignal{InstanceID: req.InstanceID, Name: req.Name,
 		Payload: payload, IdempotencyKey: req.IdempotencyKey, MaxPending: e.cfg.MaxPendingSignals})
 	if err == nil {
 		err = out.Err
 	}
 	sig, wake, existing := out.Record, out.Wake, out.Existing
 	switch {
-	case errors.Is(err, ErrTooManySignals):
+	case errors.Is(err, port.ErrTooManySignals):
 		return SignalResult{}, fmt.Errorf("%s: it holds %d signals no wait took yet, the pending-signals limit: %w",
 			what, e.cfg.MaxPendingSignals, err)
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, port.ErrNotFound):
 		if r, gerr := e.cfg.Store.GetInstance(ctx, req.InstanceID); gerr == nil && r.Status.Terminal() {
 			return SignalResult{}, fmt.Errorf("%s: it is already %s: %w", what, r.Status, ErrInstanceFinished)
 		}
@@ -114,11 +115,11 @@ func (e *Engine) setInstancePaused(ctx context.Context, id uuid.UUID, paused boo
 	}
 	wake, err := e.cfg.Store.SetPaused(ctx, id, paused)
 	if err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, port.ErrNotFound) {
 			if rec, gerr := e.cfg.Store.GetInstance(ctx, id); gerr == nil && rec.Status.Terminal() {
 				return fmt.Errorf("%s instance %s: it is already %s: %w", verb, id, rec.Status, ErrInstanceFinished)
 			}
-			return fmt.Errorf("%s instance %s: no such instance: %w", verb, id, ErrNotFound)
+			return fmt.Errorf("%s instance %s: no such instance: %w", verb, id, port.ErrNotFound)
 		}
 		return fmt.Errorf("%s instance %s: %w", verb, id, err)
 	}
@@ -156,16 +157,16 @@ func (e *Engine) RetryInstance(ctx context.Context, id uuid.UUID, from string) (
 	}
 	switch {
 	case !rec.Status.Terminal():
-		return RetryResult{}, fmt.Errorf("%s: it is %s; wait for it to finish, or cancel it first: %w", what, recordState(rec), ErrInstanceLive)
-	case rec.Status == StateComplete:
-		return RetryResult{}, fmt.Errorf("%s: %w (submit it again to run it anew)", what, ErrNotRetryable)
+		return RetryResult{}, fmt.Errorf("%s: it is %s; wait for it to finish, or cancel it first: %w", what, recordState(rec), port.ErrInstanceLive)
+	case rec.Status == port.StateComplete:
+		return RetryResult{}, fmt.Errorf("%s: %w (submit it again to run it anew)", what, port.ErrNotRetryable)
 	}
 	var fromNode int32 = -1
 	if from != "" {
 		n, ok := pe.plan.Lookup(from)
 		if !ok {
 			return RetryResult{}, fmt.Errorf("%s: workflow %s v%d has no task %q (its tasks: %s): %w", what,
-				pe.info.Name, pe.info.Version, from, strings.Join(pe.taskNames(), ", "), ErrInvalidArgument)
+				pe.info.Name, pe.info.Version, from, strings.Join(pe.taskNames(), ", "), port.ErrInvalidArgument)
 		}
 		fromNode = n
 	}
@@ -197,8 +198,8 @@ func (e *Engine) RetryInstance(ctx context.Context, id uuid.UUID, from string) (
 		st.deadlineAt = now.Add(st.deadline)
 	}
 	st.startedAt = time.Time{}
-	re, err := e.cfg.Store.ReopenInstance(ctx, ReopenRequest{ID: id, State: st.encode(snap),
-		Partition: PartitionOf(id, e.cfg.PartitionCount)})
+	re, err := e.cfg.Store.ReopenInstance(ctx, port.ReopenRequest{ID: id, State: st.encode(snap),
+		Partition: port.PartitionOf(id, e.cfg.PartitionCount)})
 	if err != nil {
 		return RetryResult{}, fmt.Errorf("%s: %w", what, err)
 	}
@@ -243,7 +244,7 @@ func lastAttempt(g *graph.Graph, node int32) uint32 {
 // when it has none (it failed before it could run), its recorded results
 // replayed on a fresh start. nil when neither can be had: everything runs
 // again.
-func (e *Engine) endedGraph(pe *planEntry, id uuid.UUID, st instanceState, in map[string]any, hist []ActionResult, now time.Time) *graph.Graph {
+func (e *Engine) endedGraph(pe *planEntry, id uuid.UUID, st instanceState, in map[string]any, hist []port.ActionResult, now time.Time) *graph.Graph {
 	if len(st.graph) > 0 {
 		if g, err := pe.plan.Restore(id.String(), st.graph); err == nil {
 			return g
@@ -262,7 +263,7 @@ func (e *Engine) endedGraph(pe *planEntry, id uuid.UUID, st instanceState, in ma
 // retryGraph builds the new run's graph: a fresh start whose tasks outside
 // rerun are answered by their recorded results (they completed), and whose
 // tasks in rerun number their attempts on from the last recorded one.
-func (e *Engine) retryGraph(pe *planEntry, id uuid.UUID, st instanceState, in map[string]any, hist []ActionResult,
+func (e *Engine) retryGraph(pe *planEntry, id uuid.UUID, st instanceState, in map[string]any, hist []port.ActionResult,
 	ended *graph.Graph, rerun []int32, now time.Time) (*graph.Graph, error) {
 	again := make(map[int32]bool, len(rerun))
 	base := make(map[int32]uint32, len(rerun))
@@ -274,7 +275,7 @@ func (e *Engine) retryGraph(pe *planEntry, id uuid.UUID, st instanceState, in ma
 			base[n] = lastAttempt(ended, n)
 		}
 	}
-	var kept []ActionResult
+	var kept []port.ActionResult
 	for _, r := range hist {
 		ref, ok := pe.parseExecution(r.ExecutionID)
 		if !ok {
@@ -338,7 +339,7 @@ func (e *Engine) triggeredBy(ctx context.Context, event string) ([]triggered, er
 	defer t.mu.Unlock()
 	now := e.cfg.Clock.Now()
 	if t.by == nil || now.Sub(t.at) >= triggerTTL {
-		wfs, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Limit: maxTriggerScan})
+		wfs, err := e.cfg.Store.ListWorkflows(ctx, port.WorkflowFilter{Limit: maxTriggerScan})
 		if err != nil {
 			return nil, err
 		}
@@ -379,7 +380,7 @@ func (e *Engine) PublishEvent(ctx context.Context, req EventRequest) (EventResul
 	payload := any(nil)
 	if len(req.Payload) > 0 {
 		if payload, err = value.Decode(req.Payload); err != nil {
-			return EventResult{}, fmt.Errorf("%s: the payload is not JSON (%w): %w", what, err, ErrInvalidArgument)
+			return EventResult{}, fmt.Errorf("%s: the payload is not JSON (%w): %w", what, err, port.ErrInvalidArgument)
 		}
 	}
 	key := req.IdempotencyKey

@@ -8,6 +8,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/expr"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 )
 
@@ -35,7 +36,7 @@ func TestUnloadableVersions(t *testing.T) {
 	if _, err := old.RegisterWorkflow(ctxOf(t), "nested.yaml", []byte(nestedSpec)); err != nil {
 		t.Fatalf("register under raised limits: %v", err)
 	}
-	if _, err := h.store.RegisterWorkflow(ctxOf(t), engine.WorkflowVersion{Name: "garbage", Version: 1, IRHash: "sha256:00", IR: []byte{0xff, 0xff, 0xff}}); err != nil {
+	if _, err := h.store.RegisterWorkflow(ctxOf(t), port.WorkflowVersion{Name: "garbage", Version: 1, IRHash: "sha256:00", IR: []byte{0xff, 0xff, 0xff}}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -68,7 +69,7 @@ func TestDeadlineTooLarge(t *testing.T) {
 	h := newHarness(t)
 	e := h.start(1)
 	_, err := e.Submit(ctxOf(t), engine.SubmitRequest{Spec: []byte(chainSpec), Inputs: map[string]any{"x": 1}, Deadline: engine.MaxDeadline + time.Second})
-	if !errors.Is(err, engine.ErrInvalidArgument) || !strings.Contains(err.Error(), "too large, the maximum is 87600h0m0s") {
+	if !errors.Is(err, port.ErrInvalidArgument) || !strings.Contains(err.Error(), "too large, the maximum is 87600h0m0s") {
 		t.Fatalf("got %v", err)
 	}
 }

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // pollSpec loops poll until its output says done, at most 50 times
@@ -97,7 +97,7 @@ func TestLoopMaxFailsTheTask(t *testing.T) {
 	answer(e, h.disp.one(t, "poll#0", 1), state("running"))
 	answer(e, h.disp.one(t, "poll#1", 1), state("running"))
 	v := h.wait(e, id)
-	if v.State != engine.StateFailed || !strings.Contains(v.Error, `loop: until ${{ output.state == "done" }} was still false after 2 iterations, loop.max 2`) {
+	if v.State != port.StateFailed || !strings.Contains(v.Error, `loop: until ${{ output.state == "done" }} was still false after 2 iterations, loop.max 2`) {
 		t.Fatalf("ended %s: %s", v.State, v.Error)
 	}
 	if h.disp.pending() != 0 {
@@ -160,7 +160,7 @@ func testLoopEvery(t *testing.T, h *harness) {
 	h.clock.Advance(10 * time.Second)
 	answer(e, h.disp.one(t, "poll#1", 1), state("done"))
 	echo(e, h.disp.one(t, "after", 1))
-	if v := h.wait(e, id); v.State != engine.StateComplete {
+	if v := h.wait(e, id); v.State != port.StateComplete {
 		t.Fatalf("ended %s: %s", v.State, v.Error)
 	}
 }
@@ -225,7 +225,7 @@ func TestLoopResumesAfterLeaderKill(t *testing.T) {
 				answer(second, next, state("done"))
 				echo(second, h.disp.one(t, "after", 1))
 				v := h.wait(second, id)
-				if n := len(v.Outputs["all"].([]any)); v.State != engine.StateComplete || n != tc.done+1 {
+				if n := len(v.Outputs["all"].([]any)); v.State != port.StateComplete || n != tc.done+1 {
 					t.Fatalf("%+v: ended %s with %d iterations: %s", tc, v.State, n, v.Error)
 				}
 				seen := map[string]int{}
@@ -270,7 +270,7 @@ outputs:
 	h.clock.AdvanceToTimer(t, 5*time.Second)
 	answer(e, h.disp.one(t, "poll#1", 2), state("done"))
 	v := h.wait(e, id)
-	if got := jsonOf(t, v.Outputs); v.State != engine.StateComplete || got != `{"all":[{"state":"running"},{"state":"done"}]}` {
+	if got := jsonOf(t, v.Outputs); v.State != port.StateComplete || got != `{"all":[{"state":"running"},{"state":"done"}]}` {
 		t.Fatalf("ended %s with %s: %s", v.State, got, v.Error)
 	}
 	hist := h.history(id)

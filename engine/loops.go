@@ -8,6 +8,8 @@ import (
 
 	"github.com/google/uuid"
 	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine/port"
 )
 
 // claimLoop claims due instances while there is room in memory: at once
@@ -42,7 +44,7 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 		return false
 	}
 	limit := int(min(room, int64(e.cfg.ClaimBatch)))
-	claimed, err := e.cfg.Store.ClaimInstances(ctx, ClaimRequest{
+	claimed, err := e.cfg.Store.ClaimInstances(ctx, port.ClaimRequest{
 		Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease, Limit: limit, Partitions: e.owned,
 	})
 	if err != nil {
@@ -55,7 +57,7 @@ func (e *Engine) claimOnce(ctx context.Context) bool {
 	var unloaded []uuid.UUID
 	for _, c := range claimed {
 		pe, perr := e.planOf(ctx, c.WorkflowVersionID)
-		if errors.Is(perr, ErrStoreUnavailable) {
+		if errors.Is(perr, port.ErrStoreUnavailable) {
 			// Not the instance's fault: it is not failed for it, but given
 			// back (or left to its lease) for a later claim.
 			unloaded = append(unloaded, c.ID)
@@ -99,8 +101,8 @@ func (e *Engine) planOf(ctx context.Context, version int64) (*planEntry, error) 
 		case err == nil:
 			return pe, nil
 		case ctx.Err() != nil:
-			return nil, fmt.Errorf("%w: %w", ErrStoreUnavailable, err)
-		case !errors.Is(err, ErrStoreUnavailable) || !clk.Now().Add(backoff).Before(deadline):
+			return nil, fmt.Errorf("%w: %w", port.ErrStoreUnavailable, err)
+		case !errors.Is(err, port.ErrStoreUnavailable) || !clk.Now().Add(backoff).Before(deadline):
 			return nil, err
 		}
 		t := clk.NewTimer(backoff)
@@ -115,10 +117,10 @@ func (e *Engine) planOf(ctx context.Context, version int64) (*planEntry, error) 
 
 // take hands a claimed instance to its shard, which hydrates it. Its place
 // in heldCount is already counted.
-func (e *Engine) take(c ClaimedInstance, pe *planEntry, perr error) {
+func (e *Engine) take(c port.ClaimedInstance, pe *planEntry, perr error) {
 	s := e.shardFor(c.ID)
 	h := &holder{id: c.ID, shard: s}
-	h.state.Store(StateRunning)
+	h.state.Store(port.StateRunning)
 	e.held.Store(c.ID, h)
 	if e.holdBack(c, pe, perr, h) {
 		return
@@ -158,8 +160,8 @@ func (e *Engine) reserve(n int) int {
 }
 
 // submitClaim is the claim reserve's places are stored under.
-func (e *Engine) submitClaim() *SubmitClaim {
-	return &SubmitClaim{Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease}
+func (e *Engine) submitClaim() *port.SubmitClaim {
+	return &port.SubmitClaim{Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease}
 }
 
 // adopt takes into memory the instances of ins that the store stored
@@ -169,7 +171,7 @@ func (e *Engine) submitClaim() *SubmitClaim {
 // claims them at once; if that fails they wait for their lease to lapse.
 // Under e.mu, so that Stop finds every instance taken before it began
 // (and releases its lease) and none after.
-func (e *Engine) adopt(pe *planEntry, ins []NewInstance, qs []Queued, reserved int) {
+func (e *Engine) adopt(pe *planEntry, ins []port.NewInstance, qs []port.Queued, reserved int) {
 	var (
 		taken   int
 		orphans []uuid.UUID
@@ -182,7 +184,7 @@ func (e *Engine) adopt(pe *planEntry, ins []NewInstance, qs []Queued, reserved i
 		case !running:
 			orphans = append(orphans, q.ID)
 		default:
-			e.take(ClaimedInstance{ID: q.ID, WorkflowVersionID: ins[i].WorkflowVersionID, Inputs: ins[i].Inputs,
+			e.take(port.ClaimedInstance{ID: q.ID, WorkflowVersionID: ins[i].WorkflowVersionID, Inputs: ins[i].Inputs,
 				State: ins[i].State, CreatedAt: q.CreatedAt, Parent: ins[i].Parent}, pe, nil)
 			taken++
 		}
@@ -246,7 +248,7 @@ func (e *Engine) refreshOnce(ctx context.Context) bool {
 	for len(ids) > 0 {
 		batch := ids[:min(len(ids), refreshBatch)]
 		ids = ids[len(batch):]
-		st, err := e.cfg.Store.RefreshLeases(ctx, LeaseRefresh{Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease, IDs: batch})
+		st, err := e.cfg.Store.RefreshLeases(ctx, port.LeaseRefresh{Owner: e.cfg.Owner, Term: e.cfg.Term, Lease: e.cfg.Lease, IDs: batch})
 		if err != nil {
 			if ctx.Err() == nil {
 				e.log.Warn("refreshing leases failed", zap.Int("instances", len(batch)), zap.Error(err))
@@ -312,7 +314,7 @@ func (e *Engine) sweepLoop(ctx context.Context) {
 		before := e.cfg.Clock.Now().Add(-e.cfg.Retention)
 		total := 0
 		for ctx.Err() == nil {
-			n, err := e.cfg.Store.Sweep(ctx, SweepRequest{Before: before, Limit: sweepBatch})
+			n, err := e.cfg.Store.Sweep(ctx, port.SweepRequest{Before: before, Limit: sweepBatch})
 			if err != nil {
 				if ctx.Err() == nil {
 					e.log.Warn("retention sweep failed", zap.Error(err))

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/metrics"
 )
 
@@ -24,7 +25,7 @@ func TestMetrics(t *testing.T) {
 	h.clock.AdvanceToTimer(t, 5*time.Second)
 	answer(e, h.disp.one(t, "flaky", 2), "ok")
 	echo(e, h.disp.one(t, "after", 1))
-	if v := h.wait(e, id); v.State != engine.StateComplete {
+	if v := h.wait(e, id); v.State != port.StateComplete {
 		t.Fatalf("instance ended %s: %s", v.State, v.Error)
 	}
 

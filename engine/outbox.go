@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 
 	"go.uber.org/zap"
+
+	"github.com/robonet/robonet/engine/port"
 )
 
 // outOp is a dispatch, or (cancel set) a cancellation of d.AttemptKey.
@@ -15,7 +17,7 @@ import (
 type outOp struct {
 	h      *holder
 	cancel bool
-	d      TaskDispatch
+	d      port.TaskDispatch
 }
 
 // outbox hands attempts to the Dispatcher, in one lane per capability:
@@ -47,7 +49,7 @@ type lane struct {
 	capability string
 	q          *mailbox[outOp]
 	ops        []outOp
-	buf        []TaskDispatch
+	buf        []port.TaskDispatch
 	pending    []outOp // dispatches of the batch not accepted yet
 
 	closing chan struct{}
@@ -206,7 +208,7 @@ func (l *lane) sendDispatches(ctx context.Context, ops []outOp) error {
 		for i, err := range results {
 			switch {
 			case err == nil:
-			case errors.Is(err, ErrStaleTerm):
+			case errors.Is(err, port.ErrStaleTerm):
 				stale++
 			default:
 				retry = append(retry, live[i])
@@ -231,13 +233,13 @@ func (l *lane) sendDispatches(ctx context.Context, ops []outOp) error {
 // sendCancels sends one batch of cancellations, retrying on error.
 func (l *lane) sendCancels(ctx context.Context, ops []outOp) error {
 	e := l.o.e
-	keys := make([]AttemptKey, len(ops))
+	keys := make([]port.AttemptKey, len(ops))
 	for i := range ops {
 		keys[i] = ops[i].d.AttemptKey
 	}
 	return retryBackoff(ctx, e.cfg.Clock, func() error {
 		err := e.cfg.Dispatcher.Cancel(ctx, e.cfg.Term, keys)
-		if errors.Is(err, ErrStaleTerm) {
+		if errors.Is(err, port.ErrStaleTerm) {
 			return nil // a newer engine owns these attempts now
 		}
 		if err != nil && ctx.Err() == nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 const pairSpec = `
@@ -31,13 +32,13 @@ outputs:
 // newer leader would. Like a leader's claimer it claims again while it
 // gets nothing: Postgres skips a row the current owner is writing at that
 // moment (FOR UPDATE SKIP LOCKED).
-func (h *harness) takeOver(term uint64) []engine.ClaimedInstance {
+func (h *harness) takeOver(term uint64) []port.ClaimedInstance {
 	h.t.Helper()
 	owner := uuid.New()
-	var claimed []engine.ClaimedInstance
+	var claimed []port.ClaimedInstance
 	waitUntil(h.t, "a claim of the newer term", func() bool {
 		var err error
-		claimed, err = h.store.ClaimInstances(ctxOf(h.t), engine.ClaimRequest{Owner: owner, Term: term, Lease: time.Hour, Limit: 100})
+		claimed, err = h.store.ClaimInstances(ctxOf(h.t), port.ClaimRequest{Owner: owner, Term: term, Lease: time.Hour, Limit: 100})
 		if err != nil {
 			h.t.Fatalf("ClaimInstances: %v", err)
 		}
@@ -85,7 +86,7 @@ func TestOwnershipLostOnRefresh(t *testing.T) {
 	h.clock.Advance(10 * time.Minute) // the lease heartbeat
 	h.disp.waitCancelled(t, ds[0].AttemptKey, ds[1].AttemptKey)
 	waitUntil(t, "the eviction", func() bool { return e.Stats().Evictions == 1 && e.Stats().Held == 0 })
-	if v, err := e.GetInstance(ctxOf(t), id); err != nil || v.State != engine.StateRunning {
+	if v, err := e.GetInstance(ctxOf(t), id); err != nil || v.State != port.StateRunning {
 		t.Fatalf("view from the store: %s, %v", v.State, err)
 	}
 }
@@ -102,7 +103,7 @@ func TestCancelRequestAppliedOnRefresh(t *testing.T) {
 	}
 	h.clock.Advance(10 * time.Minute)
 	h.disp.waitCancelled(t, ds[0].AttemptKey, ds[1].AttemptKey)
-	if v := h.wait(e, id); v.State != engine.StateCancelled {
+	if v := h.wait(e, id); v.State != port.StateCancelled {
 		t.Fatalf("ended %s", v.State)
 	}
 }
@@ -132,7 +133,7 @@ func TestStopReleasesForTheNextEngine(t *testing.T) {
 			t.Fatalf("resumed: b %v, c %v; want b only", again.Resumed, c.Resumed)
 		}
 		v := h.wait(second, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
 			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 		}
 		var got []string
@@ -172,7 +173,7 @@ func TestReleaseHandsOverWithoutCancelling(t *testing.T) {
 		}
 		echo(second, again)
 		echo(second, h.disp.one(t, "c", 1))
-		if v := h.wait(second, id); v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
+		if v := h.wait(second, id); v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
 			t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 		}
 		if n := len(h.history(id)); n != 3 {
@@ -206,7 +207,7 @@ func TestFirstTasksOfAnInstanceTakenOverAreResumed(t *testing.T) {
 		echo(second, again)
 		echo(second, h.disp.one(t, "b", 1))
 		echo(second, h.disp.one(t, "c", 1))
-		if v := h.wait(second, fresh); v.State != engine.StateComplete {
+		if v := h.wait(second, fresh); v.State != port.StateComplete {
 			t.Fatalf("ended %s (%s)", v.State, v.Error)
 		}
 	})
@@ -244,7 +245,7 @@ outputs:
 // worker answers deterministically: odd spread instances fail attempt 1,
 // the others return their input with the attempt that made it, and plain
 // tasks echo their input.
-func worker(e *engine.Engine, d engine.TaskDispatch) {
+func worker(e *engine.Engine, d port.TaskDispatch) {
 	switch {
 	case d.Index < 0:
 		echo(e, d)
@@ -258,7 +259,7 @@ func worker(e *engine.Engine, d engine.TaskDispatch) {
 // runToEnd answers every dispatch with worker, advancing the clock to
 // retry timers, until every instance finished. check sees each dispatch
 // first.
-func (h *harness) runToEnd(e *engine.Engine, ids []uuid.UUID, check func(engine.TaskDispatch)) {
+func (h *harness) runToEnd(e *engine.Engine, ids []uuid.UUID, check func(port.TaskDispatch)) {
 	h.t.Helper()
 	finished := func() bool {
 		for _, id := range ids {
@@ -307,7 +308,7 @@ func (h *harness) outcome(id uuid.UUID) (string, []string) {
 	if err != nil {
 		h.t.Fatal(err)
 	}
-	if rec.Status != engine.StateComplete {
+	if rec.Status != port.StateComplete {
 		h.t.Fatalf("instance %s ended %s: %s", id, rec.Status, rec.Error)
 	}
 	var lines []string
@@ -334,7 +335,7 @@ func TestRestartAfterAbruptStop(t *testing.T) {
 			for _, in := range restartInputs() {
 				refIDs = append(refIDs, ref.submit(e, restartSpec, in))
 			}
-			ref.runToEnd(e, refIDs, func(engine.TaskDispatch) {})
+			ref.runToEnd(e, refIDs, func(port.TaskDispatch) {})
 
 			for _, answered := range []int{2, 5, 9} {
 				t.Run(fmt.Sprintf("after%d", answered), func(t *testing.T) {
@@ -375,7 +376,7 @@ func TestRestartAfterAbruptStop(t *testing.T) {
 					h.disp.mu.Unlock()
 
 					second := h.start(2)
-					h.runToEnd(second, ids, func(d engine.TaskDispatch) {
+					h.runToEnd(second, ids, func(d port.TaskDispatch) {
 						if recorded[fmt.Sprintf("%s/%s#%d", d.InstanceID, d.ExecutionID, d.Attempt)] {
 							t.Errorf("%s#%d of %s was recorded before the restart, and dispatched again", d.ExecutionID, d.Attempt, d.InstanceID)
 						}

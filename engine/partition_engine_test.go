@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // owning makes an engine the owner of partitions at epoch in a mesh of
@@ -29,8 +30,8 @@ func TestAPartitionsNewOwnerFencesTheEarlierOne(t *testing.T) {
 		id := h.submit(a, pairSpec, nil)
 		ds := h.disp.take(t, 2)
 
-		b := h.start(1, owning(4, 2, engine.PartitionOf(id, 4))) // same term, newer epoch
-		redo := h.disp.take(t, 2)                                // b claimed it at once and dispatches again
+		b := h.start(1, owning(4, 2, port.PartitionOf(id, 4))) // same term, newer epoch
+		redo := h.disp.take(t, 2)                              // b claimed it at once and dispatches again
 		for _, d := range redo {
 			if d.InstanceID != id {
 				t.Fatalf("the new owner dispatched %s, want %s", d.InstanceID, id)
@@ -47,7 +48,7 @@ func TestAPartitionsNewOwnerFencesTheEarlierOne(t *testing.T) {
 		d := h.disp.take(t, 1)[0]
 		echo(b, d)
 		v := h.wait(b, id)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"sum":3}` {
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"sum":3}` {
 			t.Fatalf("the instance ended %s with %v", v.State, v.Outputs)
 		}
 		if n := len(h.history(id)); n != 3 {
@@ -70,7 +71,7 @@ func TestPartitionsScopeSubmissionsAndClaims(t *testing.T) {
 			e = b
 		}
 		id := h.submit(e, pairSpec, nil)
-		p := engine.PartitionOf(id, 4)
+		p := port.PartitionOf(id, 4)
 		seen[p] = true
 		if owner[p] != e {
 			t.Fatalf("submission %d through one owner landed in partition %d of the other", i, p)
@@ -80,11 +81,11 @@ func TestPartitionsScopeSubmissionsAndClaims(t *testing.T) {
 		t.Fatalf("submissions went to partitions %v, want every owned one in turn", seen)
 	}
 	for _, d := range h.disp.take(t, 16) {
-		e := owner[engine.PartitionOf(d.InstanceID, 4)]
+		e := owner[port.PartitionOf(d.InstanceID, 4)]
 		echo(e, d)
 	}
 	for _, d := range h.disp.take(t, 8) {
-		echo(owner[engine.PartitionOf(d.InstanceID, 4)], d)
+		echo(owner[port.PartitionOf(d.InstanceID, 4)], d)
 	}
 	waitUntil(t, "every instance finished", func() bool { return a.Stats().Held == 0 && b.Stats().Held == 0 })
 	if a.Stats().Evictions+b.Stats().Evictions != 0 {
@@ -97,7 +98,7 @@ func TestAStaleEpochDoesNotStart(t *testing.T) {
 	h := newHarness(t)
 	h.start(5, owning(2, 3, 0, 1))
 	e := h.newEngine(6, owning(2, 3, 1))
-	if err := e.Start(ctxOf(t)); !errors.Is(err, engine.ErrStaleEpoch) {
+	if err := e.Start(ctxOf(t)); !errors.Is(err, port.ErrStaleEpoch) {
 		t.Fatalf("Start with an epoch another owner holds = %v, want ErrStaleEpoch", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -132,7 +133,7 @@ func (p *plans) get(ctx context.Context, id int64) (*planEntry, error) {
 // add compiles and caches a workflow version read from the Store. A version
 // that cannot be loaded (its IR does not decode, or this engine's limits
 // refuse its plan) fails with an error wrapping ErrUnloadable.
-func (p *plans) add(wfv WorkflowVersion) (*planEntry, error) {
+func (p *plans) add(wfv port.WorkflowVersion) (*planEntry, error) {
 	p.mu.Lock()
 	pe := p.by[wfv.ID]
 	p.mu.Unlock()
@@ -152,7 +153,7 @@ func (p *plans) add(wfv WorkflowVersion) (*planEntry, error) {
 
 // put caches pe, built from wfv's IR, as the plan of wfv and returns the
 // cached entry (another one, when the version was cached concurrently).
-func (p *plans) put(wfv WorkflowVersion, pe *planEntry) *planEntry {
+func (p *plans) put(wfv port.WorkflowVersion, pe *planEntry) *planEntry {
 	pe.id = wfv.ID
 	pe.info.IRHash, pe.info.CreatedAt = wfv.IRHash, wfv.CreatedAt
 	p.mu.Lock()
@@ -164,7 +165,7 @@ func (p *plans) put(wfv WorkflowVersion, pe *planEntry) *planEntry {
 	return pe
 }
 
-func unloadable(wfv WorkflowVersion, err error) error {
+func unloadable(wfv port.WorkflowVersion, err error) error {
 	return fmt.Errorf("workflow %s v%d is stored but cannot be loaded (%w: %w); register the corrected spec as a new version",
 		wfv.Name, wfv.Version, ErrUnloadable, err)
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/robonet/robonet/engine/expr"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -53,7 +54,7 @@ func NewQuery(cfg Config) (*Query, error) {
 // no plans: listing must stay cheap however many large versions are
 // stored. A version whose IR cannot be decoded is listed as unreadable.
 func (q *Query) ListWorkflows(ctx context.Context, name string, limit int) ([]WorkflowInfo, error) {
-	wfs, err := q.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: name, Limit: limit})
+	wfs, err := q.cfg.Store.ListWorkflows(ctx, port.WorkflowFilter{Name: name, Limit: limit})
 	if err != nil {
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
@@ -81,18 +82,18 @@ func (q *Query) ListInstances(ctx context.Context, req ListRequest) (ListResult,
 // listInstances is ListInstances; live, when set, gives the state of an
 // instance the caller holds, which wins over the Store's (see
 // Engine.ListInstances).
-func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(context.Context, uuid.UUID) (InstanceState, bool, error)) (ListResult, error) {
-	f := InstanceFilter{WorkflowName: req.Workflow, IDPrefix: req.IDPrefix, CreatedAfter: req.CreatedAfter, Limit: req.Limit, PageToken: req.PageToken}
-	seen := map[InstanceState]bool{}
-	wanted := map[InstanceState]bool{}
+func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(context.Context, uuid.UUID) (port.InstanceState, bool, error)) (ListResult, error) {
+	f := port.InstanceFilter{WorkflowName: req.Workflow, IDPrefix: req.IDPrefix, CreatedAfter: req.CreatedAfter, Limit: req.Limit, PageToken: req.PageToken}
+	seen := map[port.InstanceState]bool{}
+	wanted := map[port.InstanceState]bool{}
 	for _, st := range req.States {
 		wanted[st] = true
 		s := st
 		switch {
-		case st == StateGathering:
-			s = StateRunning
-		case st == StatePaused: // a live instance paused: the Store says queued or running
-			for _, s := range []InstanceState{StatePending, StateRunning} {
+		case st == port.StateGathering:
+			s = port.StateRunning
+		case st == port.StatePaused: // a live instance paused: the Store says queued or running
+			for _, s := range []port.InstanceState{port.StatePending, port.StateRunning} {
 				if !seen[s] {
 					seen[s] = true
 					f.Statuses = append(f.Statuses, s)
@@ -100,7 +101,7 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 			}
 			continue
 		case !st.Durable():
-			return ListResult{}, fmt.Errorf("list instances: unknown state %q: %w", st, ErrInvalidArgument)
+			return ListResult{}, fmt.Errorf("list instances: unknown state %q: %w", st, port.ErrInvalidArgument)
 		}
 		if !seen[s] {
 			seen[s] = true
@@ -113,7 +114,7 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 	// the store's token continues after the last row looked at.
 	limit := req.Limit
 	if limit <= 0 {
-		limit = DefaultInstanceLimit
+		limit = port.DefaultInstanceLimit
 	}
 	f.Limit = limit
 	var out ListResult
@@ -152,7 +153,7 @@ func (q *Query) listInstances(ctx context.Context, req ListRequest, live func(co
 }
 
 // summaryOf is a stored instance's summary.
-func summaryOf(rec InstanceRecord) InstanceSummary {
+func summaryOf(rec port.InstanceRecord) InstanceSummary {
 	sum := InstanceSummary{
 		ID:        rec.ID,
 		Workflow:  rec.WorkflowName,
@@ -194,20 +195,20 @@ func (q *Query) GetInstance(ctx context.Context, id uuid.UUID) (InstanceView, er
 }
 
 // record reads an instance's stored record and the plan of its version.
-func (q *Query) record(ctx context.Context, id uuid.UUID) (InstanceRecord, *planEntry, error) {
+func (q *Query) record(ctx context.Context, id uuid.UUID) (port.InstanceRecord, *planEntry, error) {
 	rec, err := q.cfg.Store.GetInstance(ctx, id)
 	if err != nil {
-		return InstanceRecord{}, nil, err // the store's error says "get instance ID" already
+		return port.InstanceRecord{}, nil, err // the store's error says "get instance ID" already
 	}
 	pe, err := q.plans.get(ctx, rec.WorkflowVersionID)
 	if err != nil {
-		return InstanceRecord{}, nil, fmt.Errorf("get instance %s: %w", id, err)
+		return port.InstanceRecord{}, nil, fmt.Errorf("get instance %s: %w", id, err)
 	}
 	return rec, pe, nil
 }
 
 // recordView builds a view from a stored record and its history.
-func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResult) (InstanceView, error) {
+func (q *Query) recordView(pe *planEntry, rec port.InstanceRecord, hist []port.ActionResult) (InstanceView, error) {
 	v, err := recordHead(rec)
 	if err != nil {
 		return InstanceView{}, err
@@ -232,7 +233,7 @@ func (q *Query) recordView(pe *planEntry, rec InstanceRecord, hist []ActionResul
 // recordHead is the view of an instance's record without its tasks: what
 // the row says, its inputs and, once it completed, its outputs. The error
 // is the outputs'.
-func recordHead(rec InstanceRecord) (InstanceView, error) {
+func recordHead(rec port.InstanceRecord) (InstanceView, error) {
 	v := InstanceView{
 		ID:              rec.ID,
 		Workflow:        rec.WorkflowName,
@@ -254,7 +255,7 @@ func recordHead(rec InstanceRecord) (InstanceView, error) {
 	if in, err := value.Decode(rec.Inputs); err == nil {
 		v.Inputs, _ = in.(map[string]any)
 	}
-	if rec.Status == StateComplete && len(rec.Output) > 0 {
+	if rec.Status == port.StateComplete && len(rec.Output) > 0 {
 		out, err := value.Decode(rec.Output)
 		if err != nil {
 			return InstanceView{}, fmt.Errorf("instance %s: decoding its outputs: %w", rec.ID, err)
@@ -268,7 +269,7 @@ func recordHead(rec InstanceRecord) (InstanceView, error) {
 // snapshot (or a fresh start, if the owner has not written one yet), with
 // the results recorded since replayed on top; what the owner would
 // dispatch is shown as running. The error is the snapshot's.
-func recordGraph(pe *planEntry, rec InstanceRecord, st instanceState, inputs map[string]any, hist []ActionResult,
+func recordGraph(pe *planEntry, rec port.InstanceRecord, st instanceState, inputs map[string]any, hist []port.ActionResult,
 	now time.Time) (*graph.Graph, error) {
 	g, err := storedGraph(pe.plan, rec.ID.String(), st)
 	if err != nil {
@@ -280,7 +281,7 @@ func recordGraph(pe *planEntry, rec InstanceRecord, st instanceState, inputs map
 		if !rec.Status.Terminal() {
 			fx = g.Resume(now)
 		}
-	case rec.Status == StateRunning:
+	case rec.Status == port.StateRunning:
 		fx, _ = g.Start(inputs, now) // an error leaves the graph PENDING
 	}
 	if fx != nil {
@@ -294,7 +295,7 @@ func recordGraph(pe *planEntry, rec InstanceRecord, st instanceState, inputs map
 // historySource is what taskViews needs of a stored instance besides its
 // graph, read from its recorded results: each task's first start and last
 // finish, and each execution's attempts.
-func historySource(pe *planEntry, hist []ActionResult) viewSource {
+func historySource(pe *planEntry, hist []port.ActionResult) viewSource {
 	started := make(map[int32]time.Time)
 	finished := make(map[int32]time.Time)
 	for _, r := range hist {
@@ -369,7 +370,7 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 	}
 	var (
 		timer clock.Timer
-		last  InstanceState
+		last  port.InstanceState
 	)
 	for first := true; ; first = false {
 		var claim <-chan struct{}
@@ -430,7 +431,7 @@ func (q *Query) watchStore(ctx context.Context, id uuid.UUID, cursor *uint64, se
 // replayHistory sends the recorded attempts of a finished instance as the
 // events they were — each attempt's start and its outcome, at the times
 // recorded — in the order they were recorded, before its final state.
-func (q *Query) replayHistory(ctx context.Context, rec InstanceRecord, cursor *uint64, send func(Event) error) error {
+func (q *Query) replayHistory(ctx context.Context, rec port.InstanceRecord, cursor *uint64, send func(Event) error) error {
 	pe, err := q.plans.get(ctx, rec.WorkflowVersionID)
 	if err != nil {
 		return fmt.Errorf("watch instance %s: %w", rec.ID, err)

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // From the moment the Store has an instance's completion, no read of the
@@ -32,13 +33,13 @@ func TestReadsWaitForACompletionBeingWritten(t *testing.T) {
 		t.Fatal("the completion was not written")
 	}
 	ctx := ctxOf(t)
-	if rec, err := h.store.GetInstance(ctx, id); err != nil || rec.Status != engine.StateComplete {
+	if rec, err := h.store.GetInstance(ctx, id); err != nil || rec.Status != port.StateComplete {
 		t.Fatalf("the Store says %v (%v): the gate holds the call after its commit", rec.Status, err)
 	}
 
 	type read struct {
 		what  string
-		state engine.InstanceState
+		state port.InstanceState
 		err   error
 	}
 	reads := make(chan read, 3)
@@ -47,8 +48,8 @@ func TestReadsWaitForACompletionBeingWritten(t *testing.T) {
 		reads <- read{"get", v.State, err}
 	}()
 	go func() {
-		res, err := e.ListInstances(ctx, engine.ListRequest{States: []engine.InstanceState{engine.StateRunning, engine.StateGathering}})
-		st := engine.StateComplete // absent from the running: finished
+		res, err := e.ListInstances(ctx, engine.ListRequest{States: []port.InstanceState{port.StateRunning, port.StateGathering}})
+		st := port.StateComplete // absent from the running: finished
 		for _, in := range res.Instances {
 			if in.ID == id {
 				st = in.State
@@ -58,7 +59,7 @@ func TestReadsWaitForACompletionBeingWritten(t *testing.T) {
 	}()
 	go func() {
 		res, err := e.ListInstances(ctx, engine.ListRequest{})
-		var st engine.InstanceState
+		var st port.InstanceState
 		for _, in := range res.Instances {
 			if in.ID == id {
 				st = in.State
@@ -76,7 +77,7 @@ wait:
 		select {
 		case r := <-reads:
 			early++
-			if r.err != nil || r.state != engine.StateComplete {
+			if r.err != nil || r.state != port.StateComplete {
 				t.Fatalf("%s during the write: %s (%v), but the Store says COMPLETE", r.what, r.state, r.err)
 			}
 		case <-timer.C:
@@ -87,7 +88,7 @@ wait:
 	for range 3 - early {
 		select {
 		case r := <-reads:
-			if r.err != nil || r.state != engine.StateComplete {
+			if r.err != nil || r.state != port.StateComplete {
 				t.Fatalf("%s after the write: %s (%v)", r.what, r.state, r.err)
 			}
 		case <-time.After(waitLimit):
@@ -112,20 +113,20 @@ func TestListFillsPagesRowsWereDroppedFrom(t *testing.T) {
 	}
 	// The three newest are held and finished (newest first in a listing).
 	finished := map[uuid.UUID]bool{ids[5]: true, ids[4]: true, ids[3]: true}
-	live := func(id uuid.UUID) (engine.InstanceState, bool) {
+	live := func(id uuid.UUID) (port.InstanceState, bool) {
 		if finished[id] {
-			return engine.StateComplete, true
+			return port.StateComplete, true
 		}
 		return "", false
 	}
-	res, err := q.ListInstancesLive(ctxOf(t), engine.ListRequest{States: []engine.InstanceState{engine.StatePending}, Limit: 2}, live)
+	res, err := q.ListInstancesLive(ctxOf(t), engine.ListRequest{States: []port.InstanceState{port.StatePending}, Limit: 2}, live)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(res.Instances) != 2 || res.Instances[0].ID != ids[2] || res.Instances[1].ID != ids[1] || res.NextPageToken == "" {
 		t.Fatalf("first page: %+v (token %q); want the two newest still queued and a token", res.Instances, res.NextPageToken)
 	}
-	res, err = q.ListInstancesLive(ctxOf(t), engine.ListRequest{States: []engine.InstanceState{engine.StatePending}, Limit: 2, PageToken: res.NextPageToken}, live)
+	res, err = q.ListInstancesLive(ctxOf(t), engine.ListRequest{States: []port.InstanceState{port.StatePending}, Limit: 2, PageToken: res.NextPageToken}, live)
 	if err != nil || len(res.Instances) != 1 || res.Instances[0].ID != ids[0] {
 		t.Fatalf("second page: %+v, %v; want the oldest", res.Instances, err)
 	}
@@ -160,7 +161,7 @@ func TestGetWhileTheCompletionCommits(t *testing.T) {
 	waitUntil(t, "the completion to be written", func() bool { return queued() >= 2 })
 	release()
 	r := <-done
-	if r.err != nil || r.v.State != engine.StateComplete || r.v.Outputs["n"] == nil {
+	if r.err != nil || r.v.State != port.StateComplete || r.v.Outputs["n"] == nil {
 		t.Fatalf("get during the commit: %s with outputs %v (%v); want COMPLETE with n", r.v.State, r.v.Outputs, r.err)
 	}
 }
@@ -193,7 +194,7 @@ func TestGetGivenUpWhileTheShardIsBusy(t *testing.T) {
 	}
 	// A later get still works.
 	v, err := e.GetInstance(ctxOf(t), id)
-	if err != nil || v.State != engine.StateRunning {
+	if err != nil || v.State != port.StateRunning {
 		t.Fatalf("get after: %s, %v; want RUNNING", v.State, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 )
 
@@ -34,9 +35,9 @@ import (
 
 // recorded maps an execution id ("task", "task[3]") to its latest recorded
 // result.
-type recorded map[string]ActionResult
+type recorded map[string]port.ActionResult
 
-func newRecorded(results []ActionResult) recorded {
+func newRecorded(results []port.ActionResult) recorded {
 	if len(results) == 0 {
 		return nil
 	}
@@ -50,7 +51,7 @@ func newRecorded(results []ActionResult) recorded {
 }
 
 // graphResult turns a recorded result into a graph completion.
-func graphResult(r ActionResult) graph.Result {
+func graphResult(r port.ActionResult) graph.Result {
 	if !r.OK {
 		msg := r.Error
 		if msg == "" {
@@ -67,7 +68,7 @@ func graphResult(r ActionResult) graph.Result {
 
 // resultBytes is what a recorded result costs in the amortisation of
 // snapshots: its payload plus a fixed overhead per row.
-func resultBytes(r ActionResult) int {
+func resultBytes(r port.ActionResult) int {
 	return len(r.Output) + len(r.Error) + len(r.ExecutionID) + 32
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // judgeResult records a success only for a value the accept check takes
@@ -21,13 +22,13 @@ func TestJudgeResult(t *testing.T) {
 		t.Fatal(err)
 	}
 	id, ref := uuid.New(), graph.Ref(0)
-	result := func(ok bool, out any, why string) *TaskResult {
-		return &TaskResult{AttemptKey: AttemptKey{InstanceID: id, ExecutionID: "a", Attempt: 1}, OK: ok, Output: out,
+	result := func(ok bool, out any, why string) *port.TaskResult {
+		return &port.TaskResult{AttemptKey: port.AttemptKey{InstanceID: id, ExecutionID: "a", Attempt: 1}, OK: ok, Output: out,
 			Error: why, WorkerID: "n1/w1"}
 	}
 	for _, c := range []struct {
 		name   string
-		r      *TaskResult
+		r      *port.TaskResult
 		output string // the recorded JSON of a success
 		err    string // the start of the recorded error of a failure
 	}{

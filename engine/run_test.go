@@ -8,6 +8,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 const chainSpec = `
@@ -55,7 +56,7 @@ func TestChainPassesData(t *testing.T) {
 	echo(e, h.disp.one(t, "c", 1))
 
 	v := h.wait(e, id)
-	if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
+	if v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
 		t.Fatalf("instance ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 	}
 	var names []string
@@ -265,7 +266,7 @@ func TestRetrySucceedsOnThirdAttempt(t *testing.T) {
 	answer(e, h.disp.one(t, "flaky", 3), "third time lucky")
 	echo(e, h.disp.one(t, "after", 1))
 	v := h.wait(e, id)
-	if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"got":"third time lucky"}` {
+	if v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"got":"third time lucky"}` {
 		t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 	}
 	if tv := task(t, v, "flaky"); tv.Attempt != 3 || tv.MaxAttempts != 3 {
@@ -290,7 +291,7 @@ func TestRetriesExhaustedUnderSkip(t *testing.T) {
 	}
 	echo(e, after)
 	v := h.wait(e, id)
-	if v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"got":null}` {
+	if v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"got":null}` {
 		t.Fatalf("ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 	}
 	if tv := task(t, v, "flaky"); tv.Status != graph.TaskFailed || tv.Error != "boom 2" || tv.Attempt != 2 {
@@ -306,7 +307,7 @@ func TestRetriesExhaustedUnderRetry(t *testing.T) {
 	h.clock.AdvanceToTimer(t, 5*time.Second)
 	failWith(e, h.disp.one(t, "flaky", 2), "boom 2")
 	v := h.wait(e, id)
-	if v.State != engine.StateFailed || !strings.Contains(v.Error, `task "flaky" attempt 2`) || !strings.Contains(v.Error, "boom 2") {
+	if v.State != port.StateFailed || !strings.Contains(v.Error, `task "flaky" attempt 2`) || !strings.Contains(v.Error, "boom 2") {
 		t.Fatalf("ended %s: %s", v.State, v.Error)
 	}
 	if n := h.disp.pending(); n != 0 {
@@ -336,7 +337,7 @@ tasks:
 	failWith(e, ds[0], "precondition failed")
 	h.disp.waitCancelled(t, ds[1].AttemptKey, ds[2].AttemptKey, ds[3].AttemptKey)
 	v := h.wait(e, id)
-	if v.State != engine.StateFailed || !strings.Contains(v.Error, "precondition failed") {
+	if v.State != port.StateFailed || !strings.Contains(v.Error, "precondition failed") {
 		t.Fatalf("ended %s: %s", v.State, v.Error)
 	}
 	if st := task(t, v, "slow").Status; st != graph.TaskCancelled {
@@ -366,7 +367,7 @@ tasks:
 	h.clock.Advance(2 * time.Second)
 	h.disp.waitCancelled(t, d.AttemptKey)
 	v := h.wait(e, id)
-	if v.State != engine.StateFailed || !strings.Contains(v.Error, "timed out after 2s") {
+	if v.State != port.StateFailed || !strings.Contains(v.Error, "timed out after 2s") {
 		t.Fatalf("ended %s: %s", v.State, v.Error)
 	}
 	// The timeout is recorded as the attempt's result.
@@ -391,7 +392,7 @@ func TestWorkflowDeadline(t *testing.T) {
 	h.clock.Advance(10 * time.Second)
 	h.disp.waitCancelled(t, b.AttemptKey)
 	v := h.wait(e, res.InstanceID)
-	if v.State != engine.StateFailed || v.Error != "deadline exceeded after 10s" {
+	if v.State != port.StateFailed || v.Error != "deadline exceeded after 10s" {
 		t.Fatalf("ended %s: %q", v.State, v.Error)
 	}
 }
@@ -406,13 +407,13 @@ func TestCancelRunningInstance(t *testing.T) {
 	}
 	h.disp.waitCancelled(t, a.AttemptKey)
 	v := h.wait(e, id)
-	if v.State != engine.StateCancelled || !v.CancelRequested {
+	if v.State != port.StateCancelled || !v.CancelRequested {
 		t.Fatalf("ended %s (cancel requested %v)", v.State, v.CancelRequested)
 	}
 	if err := e.CancelInstance(ctxOf(t), id); !errors.Is(err, engine.ErrInstanceFinished) {
 		t.Fatalf("cancelling a finished instance: %v, want ErrInstanceFinished", err)
 	}
-	if err := e.CancelInstance(ctxOf(t), [16]byte{1}); !errors.Is(err, engine.ErrNotFound) {
+	if err := e.CancelInstance(ctxOf(t), [16]byte{1}); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("cancelling an unknown instance: %v, want ErrNotFound", err)
 	}
 }
@@ -424,13 +425,13 @@ func TestCancelQueuedInstance(t *testing.T) {
 	a := h.disp.one(t, "a", 1)
 	queued := h.submit(e, chainSpec, map[string]any{"x": 2})
 	v, err := e.GetInstance(ctxOf(t), queued)
-	if err != nil || v.State != engine.StatePending {
+	if err != nil || v.State != port.StatePending {
 		t.Fatalf("second instance: %s, %v (memory holds one)", v.State, err)
 	}
 	if err := e.CancelInstance(ctxOf(t), queued); err != nil {
 		t.Fatalf("CancelInstance: %v", err)
 	}
-	if v, _ := e.GetInstance(ctxOf(t), queued); v.State != engine.StatePending || !v.CancelRequested {
+	if v, _ := e.GetInstance(ctxOf(t), queued); v.State != port.StatePending || !v.CancelRequested {
 		t.Fatalf("queued instance after cancel: %s, requested %v", v.State, v.CancelRequested)
 	}
 	// Once room frees up, the queued instance is claimed and cancelled
@@ -439,7 +440,7 @@ func TestCancelQueuedInstance(t *testing.T) {
 	echo(e, h.disp.one(t, "b", 1))
 	echo(e, h.disp.one(t, "c", 1))
 	h.wait(e, first)
-	if v := h.wait(e, queued); v.State != engine.StateCancelled {
+	if v := h.wait(e, queued); v.State != port.StateCancelled {
 		t.Fatalf("queued instance ended %s", v.State)
 	}
 	if n := h.disp.pending(); n != 0 {
@@ -484,11 +485,11 @@ func TestBadInputsRejected(t *testing.T) {
 		"neither":  {},
 		"deadline": {Spec: []byte(chainSpec), Inputs: map[string]any{"x": 1}, Deadline: -time.Second},
 	} {
-		if _, err := e.Submit(ctxOf(t), req); !errors.Is(err, engine.ErrInvalidArgument) {
+		if _, err := e.Submit(ctxOf(t), req); !errors.Is(err, port.ErrInvalidArgument) {
 			t.Errorf("%s: %v, want ErrInvalidArgument", name, err)
 		}
 	}
-	if _, err := e.Submit(ctxOf(t), engine.SubmitRequest{Name: "nope"}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := e.Submit(ctxOf(t), engine.SubmitRequest{Name: "nope"}); !errors.Is(err, port.ErrNotFound) {
 		t.Errorf("unknown workflow: %v, want ErrNotFound", err)
 	}
 	list, err := e.ListInstances(ctxOf(t), engine.ListRequest{})

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 )
 
@@ -58,40 +59,6 @@ type Schedule struct {
 	CreatedAt      time.Time
 }
 
-// ScheduleRecord is a schedule as the Store keeps it (inputs as canonical
-// JSON).
-type ScheduleRecord struct {
-	Name           string
-	Workflow       string
-	Version        uint32
-	Inputs         []byte
-	Cron           string
-	Interval       time.Duration
-	Jitter         time.Duration
-	AllowDuplicate bool
-	Paused         bool
-	NextRunAt      time.Time
-	LastRunAt      time.Time
-	LastInstanceID uuid.UUID
-	LastSkipped    string
-	CreatedAt      time.Time
-}
-
-// ScheduleRun records a slot a schedule filled (or skipped) and the slot
-// after it. It applies only while the schedule's NextRunAt is still Slot,
-// so two engines that fire the same slot advance it once.
-type ScheduleRun struct {
-	Name       string
-	Slot       time.Time
-	Next       time.Time
-	RanAt      time.Time
-	InstanceID uuid.UUID // uuid.Nil when skipped
-	Skipped    string
-}
-
-// ErrScheduleExists: a schedule of that name exists.
-var ErrScheduleExists = errors.New("schedule already exists")
-
 // Schedule limits.
 const (
 	MaxScheduleName   = 128
@@ -114,25 +81,25 @@ var cronParser = cron.NewParser(cron.Minute | cron.Hour | cron.Dom | cron.Month 
 func parseTiming(name, expr string, every, jitter time.Duration) (timing, error) {
 	switch {
 	case expr != "" && every != 0:
-		return timing{}, fmt.Errorf("schedule %s: give a cron expression or an interval, not both: %w", name, ErrInvalidArgument)
+		return timing{}, fmt.Errorf("schedule %s: give a cron expression or an interval, not both: %w", name, port.ErrInvalidArgument)
 	case expr == "" && every == 0:
-		return timing{}, fmt.Errorf("schedule %s: give a cron expression (e.g. \"*/5 * * * *\") or an interval (e.g. 10m): %w", name, ErrInvalidArgument)
+		return timing{}, fmt.Errorf("schedule %s: give a cron expression (e.g. \"*/5 * * * *\") or an interval (e.g. 10m): %w", name, port.ErrInvalidArgument)
 	case every != 0 && every < MinScheduleEvery:
-		return timing{}, fmt.Errorf("schedule %s: interval %s is below the minimum %s: %w", name, every, MinScheduleEvery, ErrInvalidArgument)
+		return timing{}, fmt.Errorf("schedule %s: interval %s is below the minimum %s: %w", name, every, MinScheduleEvery, port.ErrInvalidArgument)
 	case every%time.Second != 0:
-		return timing{}, fmt.Errorf("schedule %s: interval %s: use whole seconds, e.g. 90s or 15m: %w", name, every, ErrInvalidArgument)
+		return timing{}, fmt.Errorf("schedule %s: interval %s: use whole seconds, e.g. 90s or 15m: %w", name, every, port.ErrInvalidArgument)
 	case jitter < 0 || jitter > MaxScheduleJitter:
-		return timing{}, fmt.Errorf("schedule %s: jitter %s: want 0 to %s: %w", name, jitter, MaxScheduleJitter, ErrInvalidArgument)
+		return timing{}, fmt.Errorf("schedule %s: jitter %s: want 0 to %s: %w", name, jitter, MaxScheduleJitter, port.ErrInvalidArgument)
 	}
 	t := timing{interval: every, jitter: jitter}
 	if expr != "" {
 		if len(expr) > 256 {
-			return timing{}, fmt.Errorf("schedule %s: the cron expression is %d bytes, at most 256: %w", name, len(expr), ErrInvalidArgument)
+			return timing{}, fmt.Errorf("schedule %s: the cron expression is %d bytes, at most 256: %w", name, len(expr), port.ErrInvalidArgument)
 		}
 		c, err := cronParser.Parse(expr)
 		if err != nil {
 			return timing{}, fmt.Errorf("schedule %s: cron %q: %s; write five fields (minute hour day-of-month month day-of-week), e.g. \"30 2 * * 1-5\", or @hourly, @daily, @weekly: %w",
-				name, expr, err.Error(), ErrInvalidArgument)
+				name, expr, err.Error(), port.ErrInvalidArgument)
 		}
 		t.cron = c
 	}
@@ -164,13 +131,13 @@ func (tm timing) delay(name string, slot time.Time) time.Duration {
 
 func checkScheduleName(name string) error {
 	if name == "" || len(name) > MaxScheduleName {
-		return fmt.Errorf("schedule name %q: want 1 to %d characters: %w", value.QuoteClipped(name, 64), MaxScheduleName, ErrInvalidArgument)
+		return fmt.Errorf("schedule name %q: want 1 to %d characters: %w", value.QuoteClipped(name, 64), MaxScheduleName, port.ErrInvalidArgument)
 	}
 	for i, r := range name {
 		ok := r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || i > 0 && strings.ContainsRune("._-", r)
 		if !ok {
 			return fmt.Errorf("schedule name %s: use lower-case letters, digits, '.', '_' and '-', starting with a letter or digit: %w",
-				value.QuoteClipped(name, 64), ErrInvalidArgument)
+				value.QuoteClipped(name, 64), port.ErrInvalidArgument)
 		}
 	}
 	return nil
@@ -200,7 +167,7 @@ func (e *Engine) CreateSchedule(ctx context.Context, s ScheduleSpec) (Schedule, 
 		return Schedule{}, fmt.Errorf("schedule %s: encoding the inputs: %w", s.Name, err)
 	}
 	now := e.cfg.Clock.Now().UTC()
-	rec := ScheduleRecord{
+	rec := port.ScheduleRecord{
 		Name: s.Name, Workflow: s.Workflow, Version: s.Version, Inputs: inputs,
 		Cron: s.Cron, Interval: s.Interval, Jitter: s.Jitter, AllowDuplicate: s.AllowDuplicate,
 		NextRunAt: tm.next(now), CreatedAt: now,
@@ -279,7 +246,7 @@ func (e *Engine) DeleteSchedule(ctx context.Context, name string) error {
 	return nil
 }
 
-func scheduleOf(r ScheduleRecord) (Schedule, error) {
+func scheduleOf(r port.ScheduleRecord) (Schedule, error) {
 	s := Schedule{
 		ScheduleSpec: ScheduleSpec{Name: r.Name, Workflow: r.Workflow, Version: r.Version, Cron: r.Cron,
 			Interval: r.Interval, Jitter: r.Jitter, AllowDuplicate: r.AllowDuplicate},
@@ -375,15 +342,15 @@ func (e *Engine) fireDue(ctx context.Context, now time.Time) time.Duration {
 // fire runs one slot of r (or skips it) and advances r to its next slot
 // after now, which it returns: the slots missed before now are not run.
 // ok is false when the slot stays due (it is tried again).
-func (e *Engine) fire(ctx context.Context, r ScheduleRecord, tm timing, now time.Time) (next time.Time, ok bool) {
-	run := ScheduleRun{Name: r.Name, Slot: r.NextRunAt, Next: tm.next(now), RanAt: now}
+func (e *Engine) fire(ctx context.Context, r port.ScheduleRecord, tm timing, now time.Time) (next time.Time, ok bool) {
+	run := port.ScheduleRun{Name: r.Name, Slot: r.NextRunAt, Next: tm.next(now), RanAt: now}
 	log := e.log.With(zap.String("schedule", r.Name), zap.Time("slot", r.NextRunAt))
 	if !r.AllowDuplicate && r.LastInstanceID != uuid.Nil {
 		prev, err := e.cfg.Store.GetInstance(ctx, r.LastInstanceID)
 		switch {
 		case err == nil && !prev.Status.Terminal():
 			run.Skipped = fmt.Sprintf("the previous run %s is still %s (allow_duplicate is false)", r.LastInstanceID, prev.Status)
-		case err != nil && !errors.Is(err, ErrNotFound):
+		case err != nil && !errors.Is(err, port.ErrNotFound):
 			log.Warn("reading the previous run failed; the slot is tried again", zap.Error(err))
 			return time.Time{}, false
 		}
@@ -401,8 +368,8 @@ func (e *Engine) fire(ctx context.Context, r ScheduleRecord, tm timing, now time
 		case err == nil:
 		case ctx.Err() != nil:
 			return time.Time{}, false
-		case errors.Is(err, ErrNotFound), errors.Is(err, ErrInvalidArgument), errors.Is(err, ErrUnloadable),
-			errors.Is(err, ErrIdempotencyConflict), errors.Is(err, graph.ErrInvalidInput):
+		case errors.Is(err, port.ErrNotFound), errors.Is(err, port.ErrInvalidArgument), errors.Is(err, ErrUnloadable),
+			errors.Is(err, port.ErrIdempotencyConflict), errors.Is(err, graph.ErrInvalidInput):
 			// A run that can never start (the workflow is gone, its
 			// inputs no longer bind) skips the slot, saying why; the
 			// schedule keeps its cadence.

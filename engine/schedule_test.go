@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // schedule returns the stored state of a schedule.
@@ -83,7 +84,7 @@ func TestScheduleCron(t *testing.T) {
 		echo(e, d)
 		want := t0.Add(time.Duration(slot+1) * 5 * time.Minute)
 		s = waitSchedule(t, e, "every-5", "the schedule to move to its next slot", func(s engine.Schedule) bool { return s.NextRunAt.Equal(want) })
-		if v := h.wait(e, s.LastInstanceID); v.State != engine.StateComplete {
+		if v := h.wait(e, s.LastInstanceID); v.State != port.StateComplete {
 			t.Fatalf("slot %d's instance: %s", slot, v.State)
 		}
 	}
@@ -107,18 +108,18 @@ func TestScheduleRefused(t *testing.T) {
 		{engine.ScheduleSpec{Name: "x", Workflow: "single", Interval: time.Minute, Inputs: map[string]any{"n": "one"}}, "inputs"},
 	} {
 		_, err := e.CreateSchedule(ctxOf(t), tc.spec)
-		if !errors.Is(err, engine.ErrInvalidArgument) && !strings.Contains(fmtErr(err), "input") || !strings.Contains(fmtErr(err), tc.want) {
+		if !errors.Is(err, port.ErrInvalidArgument) && !strings.Contains(fmtErr(err), "input") || !strings.Contains(fmtErr(err), tc.want) {
 			t.Errorf("%+v: %v, want an invalid argument saying %q", tc.spec, err, tc.want)
 		}
 	}
-	if _, err := e.CreateSchedule(ctxOf(t), engine.ScheduleSpec{Name: "x", Workflow: "nope", Interval: time.Minute}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := e.CreateSchedule(ctxOf(t), engine.ScheduleSpec{Name: "x", Workflow: "nope", Interval: time.Minute}); !errors.Is(err, port.ErrNotFound) {
 		t.Errorf("a schedule of an unknown workflow: %v, want ErrNotFound", err)
 	}
 	ok := engine.ScheduleSpec{Name: "ok", Workflow: "single", Interval: time.Minute, Inputs: map[string]any{"n": 1}}
 	if _, err := e.CreateSchedule(ctxOf(t), ok); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := e.CreateSchedule(ctxOf(t), ok); !errors.Is(err, engine.ErrScheduleExists) {
+	if _, err := e.CreateSchedule(ctxOf(t), ok); !errors.Is(err, port.ErrScheduleExists) {
 		t.Errorf("the same name twice: %v, want ErrScheduleExists", err)
 	}
 	if list, _ := e.ListSchedules(ctxOf(t)); len(list) != 1 {
@@ -176,13 +177,13 @@ func TestScheduleSkipsWhileActiveAndPauses(t *testing.T) {
 	if n := h.disp.pending(); n != 0 {
 		t.Fatalf("%d tasks dispatched while paused or for missed slots", n)
 	}
-	if _, err := e.PauseSchedule(ctxOf(t), "nope"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := e.PauseSchedule(ctxOf(t), "nope"); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("pausing an unknown schedule: %v", err)
 	}
 	if err := e.DeleteSchedule(ctxOf(t), "minutely"); err != nil {
 		t.Fatal(err)
 	}
-	if err := e.DeleteSchedule(ctxOf(t), "minutely"); !errors.Is(err, engine.ErrNotFound) {
+	if err := e.DeleteSchedule(ctxOf(t), "minutely"); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("deleting it twice: %v", err)
 	}
 }
@@ -219,9 +220,9 @@ func TestScheduleJitter(t *testing.T) {
 
 // recordFails fails RecordScheduleRun: an engine that fired a slot and
 // could not record it, as one that lost its leadership in between.
-type recordFails struct{ engine.Store }
+type recordFails struct{ port.Store }
 
-func (recordFails) RecordScheduleRun(context.Context, engine.ScheduleRun) error {
+func (recordFails) RecordScheduleRun(context.Context, port.ScheduleRun) error {
 	return errors.New("leadership lost")
 }
 
@@ -271,11 +272,11 @@ func TestScheduleLeaderChange(t *testing.T) {
 
 // queueFailsOnce fails the first QueueInstances: the store did not answer.
 type queueFailsOnce struct {
-	engine.Store
+	port.Store
 	failed atomic.Bool
 }
 
-func (s *queueFailsOnce) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
+func (s *queueFailsOnce) QueueInstances(ctx context.Context, in []port.NewInstance) ([]port.Queued, error) {
 	if s.failed.CompareAndSwap(false, true) {
 		return nil, errors.New("connection reset by peer")
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -51,7 +52,7 @@ func (e *Engine) compile(file string, src []byte) (*planEntry, error) {
 	if err != nil {
 		// The compiler accepted what the plan refuses: the spec is still
 		// the client's to fix.
-		return nil, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, fmt.Errorf("%w: %w", port.ErrInvalidArgument, err)
 	}
 	return pe, nil
 }
@@ -71,15 +72,15 @@ func (e *Engine) register(ctx context.Context, pe *planEntry) (*planEntry, bool,
 		return nil, false, e.conflict(wf, cur.IRHash, hash)
 	case err == nil:
 		existing = true
-	case !errors.Is(err, ErrNotFound):
+	case !errors.Is(err, port.ErrNotFound):
 		return nil, false, fmt.Errorf("register workflow %s v%d: %w", wf.GetName(), wf.GetVersion(), err)
 	}
-	wfv, err := e.cfg.Store.RegisterWorkflow(ctx, WorkflowVersion{Name: wf.GetName(), Version: wf.GetVersion(), IRHash: hash, IR: ir})
+	wfv, err := e.cfg.Store.RegisterWorkflow(ctx, port.WorkflowVersion{Name: wf.GetName(), Version: wf.GetVersion(), IRHash: hash, IR: ir})
 	// A submission by name reads the new latest version from now on (also
 	// when the write failed: it may have committed).
 	e.latestVersions.forget(wf.GetName())
 	e.triggers.forget()
-	if errors.Is(err, ErrVersionConflict) { // registered concurrently
+	if errors.Is(err, port.ErrVersionConflict) { // registered concurrently
 		if cur, gerr := e.cfg.Store.GetWorkflow(ctx, wf.GetName(), wf.GetVersion()); gerr == nil {
 			return nil, false, e.conflict(wf, cur.IRHash, hash)
 		}
@@ -98,7 +99,7 @@ func (e *Engine) register(ctx context.Context, pe *planEntry) (*planEntry, bool,
 func (e *Engine) conflict(wf *robonetv1.Workflow, stored, submitted string) error {
 	return fmt.Errorf("workflow %s version %d is already registered with a different definition "+
 		"(registered %s, this spec %s): versions are immutable, bump `version` to register the change: %w",
-		wf.GetName(), wf.GetVersion(), stored, submitted, ErrVersionConflict)
+		wf.GetName(), wf.GetVersion(), stored, submitted, port.ErrVersionConflict)
 }
 
 // Submit starts a workflow instance: a registered version (Version 0: the
@@ -146,11 +147,11 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 	}
 	q, err := e.submits.queue(e.cfg.Store, in)
 	if reserved > 0 {
-		var qs []Queued
+		var qs []port.Queued
 		if err == nil {
-			qs = []Queued{q}
+			qs = []port.Queued{q}
 		}
-		e.adopt(pe, []NewInstance{in}, qs, reserved)
+		e.adopt(pe, []port.NewInstance{in}, qs, reserved)
 	}
 	if err != nil {
 		return SubmitResult{}, fmt.Errorf("%s: %w", what, err)
@@ -174,10 +175,10 @@ func (e *Engine) Submit(ctx context.Context, req SubmitRequest) (SubmitResult, e
 func (e *Engine) SubmitBatch(ctx context.Context, req SubmitBatchRequest) (SubmitBatchResult, error) {
 	switch {
 	case len(req.Items) == 0:
-		return SubmitBatchResult{}, fmt.Errorf("submit batch: no items: give at least one: %w", ErrInvalidArgument)
+		return SubmitBatchResult{}, fmt.Errorf("submit batch: no items: give at least one: %w", port.ErrInvalidArgument)
 	case len(req.Items) > MaxSubmitBatchItems:
 		return SubmitBatchResult{}, fmt.Errorf("submit batch: %d items, at most %d a call: split the batch: %w",
-			len(req.Items), MaxSubmitBatchItems, ErrInvalidArgument)
+			len(req.Items), MaxSubmitBatchItems, port.ErrInvalidArgument)
 	}
 	for i, it := range req.Items {
 		if err := checkDeadline(it.Deadline); err != nil {
@@ -193,7 +194,7 @@ func (e *Engine) SubmitBatch(ctx context.Context, req SubmitBatchRequest) (Submi
 	if err != nil {
 		return SubmitBatchResult{}, fmt.Errorf("%s: %w", what, err)
 	}
-	ins := make([]NewInstance, len(req.Items))
+	ins := make([]port.NewInstance, len(req.Items))
 	for i, it := range req.Items {
 		if ins[i], err = e.newInstance(pe, it.Inputs, it.IdempotencyKey, it.Deadline, pins); err != nil {
 			return SubmitBatchResult{}, fmt.Errorf("%s: item %d: %w", what, i, err)
@@ -274,7 +275,7 @@ func (e *Engine) registerInlineDev(ctx context.Context, src []byte, file string,
 		return nil, false, err
 	}
 	registered, _, err := e.register(ctx, pe)
-	if !dev || !errors.Is(err, ErrVersionConflict) {
+	if !dev || !errors.Is(err, port.ErrVersionConflict) {
 		return registered, false, err
 	}
 	v, err := e.devVersion(ctx, pe.wf)
@@ -284,7 +285,7 @@ func (e *Engine) registerInlineDev(ctx context.Context, src []byte, file string,
 	wf := proto.CloneOf(pe.wf)
 	wf.Version = v
 	if pe, err = e.q.newPlanEntry(0, wf); err != nil {
-		return nil, false, fmt.Errorf("%w: %w", ErrInvalidArgument, err)
+		return nil, false, fmt.Errorf("%w: %w", port.ErrInvalidArgument, err)
 	}
 	registered, existing, err := e.register(ctx, pe)
 	if err == nil && !existing {
@@ -300,7 +301,7 @@ const maxDevScan = 1000
 // registered version of its name with the same definition, else the one
 // after the highest registered.
 func (e *Engine) devVersion(ctx context.Context, wf *robonetv1.Workflow) (uint32, error) {
-	versions, err := e.cfg.Store.ListWorkflows(ctx, WorkflowFilter{Name: wf.GetName(), Limit: maxDevScan})
+	versions, err := e.cfg.Store.ListWorkflows(ctx, port.WorkflowFilter{Name: wf.GetName(), Limit: maxDevScan})
 	if err != nil {
 		return 0, fmt.Errorf("submit %s (dev): %w", wf.GetName(), err)
 	}
@@ -314,7 +315,7 @@ func (e *Engine) devVersion(ctx context.Context, wf *robonetv1.Workflow) (uint32
 		top = max(top, v.Version)
 	}
 	if top == math.MaxUint32 {
-		return 0, fmt.Errorf("submit %s (dev): every version number is taken: %w", wf.GetName(), ErrVersionConflict)
+		return 0, fmt.Errorf("submit %s (dev): every version number is taken: %w", wf.GetName(), port.ErrVersionConflict)
 	}
 	return top + 1, nil
 }
@@ -322,23 +323,23 @@ func (e *Engine) devVersion(ctx context.Context, wf *robonetv1.Workflow) (uint32
 func checkDeadline(d time.Duration) error {
 	switch {
 	case d < 0:
-		return fmt.Errorf("deadline %s is negative: %w", d, ErrInvalidArgument)
+		return fmt.Errorf("deadline %s is negative: %w", d, port.ErrInvalidArgument)
 	case d > MaxDeadline:
-		return fmt.Errorf("deadline %s is too large, the maximum is %s: %w", d, MaxDeadline, ErrInvalidArgument)
+		return fmt.Errorf("deadline %s is too large, the maximum is %s: %w", d, MaxDeadline, port.ErrInvalidArgument)
 	}
 	return nil
 }
 
 // newInstance binds one submission's inputs and builds its queue row;
 // pins are the versions its child workflows named without one run.
-func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, deadline time.Duration, pins []childPin) (NewInstance, error) {
+func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, deadline time.Duration, pins []childPin) (port.NewInstance, error) {
 	bound, err := pe.plan.BindInputs(inputs)
 	if err != nil {
-		return NewInstance{}, err
+		return port.NewInstance{}, err
 	}
 	enc, err := value.Encode(bound)
 	if err != nil {
-		return NewInstance{}, fmt.Errorf("encoding the inputs: %w", err)
+		return port.NewInstance{}, fmt.Errorf("encoding the inputs: %w", err)
 	}
 	st := instanceState{pins: pins}
 	if deadline > 0 {
@@ -346,7 +347,7 @@ func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, d
 		st.deadlineAt = e.cfg.Clock.Now().Add(deadline)
 	}
 	id, partition := e.newID()
-	return NewInstance{
+	return port.NewInstance{
 		ID:                id,
 		Partition:         partition,
 		WorkflowVersionID: pe.id,
@@ -363,17 +364,17 @@ func (e *Engine) newInstance(pe *planEntry, inputs map[string]any, key string, d
 func (e *Engine) newID() (uuid.UUID, int) {
 	if len(e.owned) == 0 {
 		id := uuid.New()
-		return id, PartitionOf(id, e.cfg.PartitionCount)
+		return id, port.PartitionOf(id, e.cfg.PartitionCount)
 	}
 	p := e.owned[int(e.next.Add(1))%len(e.owned)]
-	return NewIDIn(p, e.cfg.PartitionCount), p
+	return port.NewIDIn(p, e.cfg.PartitionCount), p
 }
 
 // resolve finds (or registers) the workflow version a submission names.
 func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, error) {
 	switch {
 	case len(req.Spec) > 0 && req.Name != "":
-		return nil, fmt.Errorf("submit: give a workflow name or an inline spec, not both: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("submit: give a workflow name or an inline spec, not both: %w", port.ErrInvalidArgument)
 	case len(req.Spec) > 0:
 		return e.registerInline(ctx, req.Spec, req.SpecFile, func(pe *planEntry) error {
 			if _, err := pe.plan.BindInputs(req.Inputs); err != nil {
@@ -382,12 +383,12 @@ func (e *Engine) resolve(ctx context.Context, req SubmitRequest) (*planEntry, er
 			return nil
 		})
 	case req.Name == "":
-		return nil, fmt.Errorf("submit: a workflow name or an inline spec is required: %w", ErrInvalidArgument)
+		return nil, fmt.Errorf("submit: a workflow name or an inline spec is required: %w", port.ErrInvalidArgument)
 	case req.Version == 0:
 		pe, err := e.latest(ctx, req.Name)
 		switch {
-		case errors.Is(err, ErrNotFound):
-			return nil, fmt.Errorf("submit %s: no version of this workflow is registered: %w", req.Name, ErrNotFound)
+		case errors.Is(err, port.ErrNotFound):
+			return nil, fmt.Errorf("submit %s: no version of this workflow is registered: %w", req.Name, port.ErrNotFound)
 		case err != nil:
 			return nil, fmt.Errorf("submit %s: %w", req.Name, err)
 		}
@@ -419,7 +420,7 @@ func (e *Engine) ListInstances(ctx context.Context, req ListRequest) (ListResult
 // liveState is the state of an instance this engine holds: the live one
 // (RUNNING or GATHERING where the Store says running), terminal once its
 // completion is durable; it waits out a completion being written.
-func (e *Engine) liveState(ctx context.Context, id uuid.UUID) (InstanceState, bool, error) {
+func (e *Engine) liveState(ctx context.Context, id uuid.UUID) (port.InstanceState, bool, error) {
 	v, ok := e.held.Load(id)
 	if !ok {
 		return "", false, nil
@@ -428,9 +429,9 @@ func (e *Engine) liveState(ctx context.Context, id uuid.UUID) (InstanceState, bo
 	if err := h.settled(ctx); err != nil {
 		return "", false, err
 	}
-	st, ok := h.state.Load().(InstanceState)
+	st, ok := h.state.Load().(port.InstanceState)
 	if ok && !st.Terminal() && h.paused.Load() {
-		st = StatePaused
+		st = port.StatePaused
 	}
 	return st, ok, nil
 }

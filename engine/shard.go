@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 )
 
@@ -47,8 +48,8 @@ type shard struct {
 // shardMsg is one message to a shard: a result, a progress report, or a
 // function run on the shard's goroutine.
 type shardMsg struct {
-	result   *TaskResult
-	progress *TaskProgress
+	result   *port.TaskResult
+	progress *port.TaskProgress
 	fn       func(s *shard)
 }
 
@@ -91,8 +92,8 @@ func (h *holder) settled(ctx context.Context) error {
 
 // terminal returns the instance's terminal state once its completion is
 // durable ("" before).
-func (h *holder) terminal() InstanceState {
-	if st, ok := h.state.Load().(InstanceState); ok && st.Terminal() {
+func (h *holder) terminal() port.InstanceState {
+	if st, ok := h.state.Load().(port.InstanceState); ok && st.Terminal() {
 		return st
 	}
 	return ""
@@ -109,8 +110,8 @@ type instance struct {
 	lg        *zap.Logger
 	rec       recorded // recorded results not yet replayed (hydration only)
 
-	graphState graph.State   // the graph's state last seen
-	shown      InstanceState // the state clients see (clientState)
+	graphState graph.State        // the graph's state last seen
+	shown      port.InstanceState // the state clients see (clientState)
 	// resolvedAny: some attempt's result was applied (or the instance was
 	// restored mid-run). Until then a graph that is gathering — every task
 	// dispatched — is shown as RUNNING: nothing has been gathered yet.
@@ -139,11 +140,11 @@ type instance struct {
 	resuming bool
 	// parent is the task attempt that started the instance, when it is a
 	// child instance: told of the outcome once it is durable.
-	parent *ParentRef
+	parent *port.ParentRef
 
 	// Waits, signals and pause (waits.go).
 	waiting map[string][]waitingAttempt // signal → attempts of wait: {signal} tasks in flight
-	signals []SignalRecord              // received, not taken by a wait yet, by seq
+	signals []port.SignalRecord         // received, not taken by a wait yet, by seq
 	// knownSignals are the seqs of the signals received (by a claim or a
 	// delivery) in this life: deliveries of one batch may come out of
 	// order, and a duplicate is delivered again.
@@ -234,56 +235,56 @@ func (s *shard) handOver() {
 
 // clientState is the state clients see of a live instance (see
 // resolvedAny).
-func (inst *instance) clientState() InstanceState {
+func (inst *instance) clientState() port.InstanceState {
 	return clientState(inst.graphState, inst.resolvedAny)
 }
 
 // visibleState is the state a view shows: shown, or GATHERING once the
 // flusher made that durable and before the shard heard of it (a list on
 // this node reads the holder, and a get must not show less).
-func (inst *instance) visibleState() InstanceState {
-	if inst.shown == StateRunning {
-		if st, _ := inst.h.state.Load().(InstanceState); st == StateGathering {
+func (inst *instance) visibleState() port.InstanceState {
+	if inst.shown == port.StateRunning {
+		if st, _ := inst.h.state.Load().(port.InstanceState); st == port.StateGathering {
 			return st
 		}
 	}
 	return inst.shown
 }
 
-func clientState(st graph.State, resolvedAny bool) InstanceState {
+func clientState(st graph.State, resolvedAny bool) port.InstanceState {
 	if st == graph.Gathering && !resolvedAny {
-		return StateRunning
+		return port.StateRunning
 	}
 	return apiState(st)
 }
 
 // apiState maps a graph state to the client-facing one.
-func apiState(st graph.State) InstanceState {
+func apiState(st graph.State) port.InstanceState {
 	switch st {
 	case graph.Pending:
-		return StatePending
+		return port.StatePending
 	case graph.Running:
-		return StateRunning
+		return port.StateRunning
 	case graph.Gathering:
-		return StateGathering
+		return port.StateGathering
 	case graph.Complete:
-		return StateComplete
+		return port.StateComplete
 	case graph.Failed:
-		return StateFailed
+		return port.StateFailed
 	default:
-		return StateCancelled
+		return port.StateCancelled
 	}
 }
 
 // recordState is a stored instance's client-facing state: its status's,
 // PAUSED for a live one paused, and GATHERING for a running one its owner
 // recorded so (Progress.Gathering).
-func recordState(rec InstanceRecord) InstanceState {
+func recordState(rec port.InstanceRecord) port.InstanceState {
 	if rec.Paused && !rec.Status.Terminal() {
-		return StatePaused
+		return port.StatePaused
 	}
-	if rec.Status == StateRunning && rec.Gathering {
-		return StateGathering
+	if rec.Status == port.StateRunning && rec.Gathering {
+		return port.StateGathering
 	}
 	return rec.Status
 }

@@ -6,6 +6,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // process applies the effects of one graph call (replaying recorded
@@ -37,7 +38,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 			return
 		}
 		t := pe.task(e.Task.Node)
-		key := AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
+		key := port.AttemptKey{InstanceID: inst.id, ExecutionID: pe.executionID(e.Task), Attempt: e.Attempt}
 		if signal, _, ok := pe.plan.Wait(e.Task.Node); ok {
 			// A wait: the engine holds it, no worker or Waggler does.
 			s.dispatchWait(inst, e, signal)
@@ -53,7 +54,7 @@ func (s *shard) effect(inst *instance, e graph.Effect, now time.Time) {
 		} else {
 			s.e.cfg.Metrics.Capability(pe.labels[e.Task.Node]).Dispatched.Inc()
 			node, _ := inst.g.NodeOf(e.Task) // "" unless a run of on: every_node
-			s.out = append(s.out, outOp{h: inst.h, d: TaskDispatch{
+			s.out = append(s.out, outOp{h: inst.h, d: port.TaskDispatch{
 				AttemptKey: key,
 				Term:       s.e.cfg.Term,
 				Workflow:   pe.info.Name,
@@ -213,8 +214,8 @@ func (s *shard) settle(inst *instance) {
 	if st := inst.g.State(); !st.Terminal() && (st != inst.graphState || clientState(st, inst.resolvedAny) != inst.shown) {
 		inst.graphState = st
 		switch next := inst.clientState(); {
-		case next == inst.shown, next == StateRunning && inst.shown == StateGathering: // never back
-		case next == StateGathering:
+		case next == inst.shown, next == port.StateRunning && inst.shown == port.StateGathering: // never back
+		case next == port.StateGathering:
 			// Shown once the Store has it (gathered), so that no read, on
 			// this node or another, or after this engine, goes back.
 			if !inst.gatherMarked {
@@ -238,11 +239,11 @@ func (s *shard) settle(inst *instance) {
 // gathered runs once the Store records that inst reached GATHERING: the
 // instance is shown so from now on.
 func (s *shard) gathered(inst *instance) {
-	if s.insts[inst.id] != inst || inst.finishing || inst.shown != StateRunning {
+	if s.insts[inst.id] != inst || inst.finishing || inst.shown != port.StateRunning {
 		return
 	}
-	inst.shown = StateGathering
-	inst.h.state.CompareAndSwap(StateRunning, StateGathering)
+	inst.shown = port.StateGathering
+	inst.h.state.CompareAndSwap(port.StateRunning, port.StateGathering)
 	s.emit(inst, Event{Kind: EventState})
 }
 

@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 )
 
@@ -15,22 +16,22 @@ import (
 // state; it is reported only once it is durable (see completed).
 func (s *shard) finish(inst *instance, st graph.State) {
 	inst.finishing = true
-	c := &Completion{InstanceID: inst.id, Owner: s.e.cfg.Owner}
+	c := &port.Completion{InstanceID: inst.id, Owner: s.e.cfg.Owner}
 	switch {
 	case inst.failReason != "":
-		c.Status, c.Error = StateFailed, inst.failReason
+		c.Status, c.Error = port.StateFailed, inst.failReason
 	case st == graph.Complete:
 		out, err := value.Encode(inst.g.Outputs())
 		if err != nil {
-			c.Status, c.Error = StateFailed, "encoding the outputs: "+err.Error()
+			c.Status, c.Error = port.StateFailed, "encoding the outputs: "+err.Error()
 			inst.failReason = c.Error
 		} else {
-			c.Status, c.Output = StateComplete, out
+			c.Status, c.Output = port.StateComplete, out
 		}
 	case st == graph.Failed:
-		c.Status, c.Error = StateFailed, inst.g.Err().Error()
+		c.Status, c.Error = port.StateFailed, inst.g.Err().Error()
 	default:
-		c.Status, c.Error = StateCancelled, inst.cancelReason
+		c.Status, c.Error = port.StateCancelled, inst.cancelReason
 		if c.Error == "" {
 			c.Error = "cancelled"
 		}
@@ -44,7 +45,7 @@ func (s *shard) finish(inst *instance, st graph.State) {
 }
 
 // completed runs once the completion of inst is durable.
-func (s *shard) completed(inst *instance, c *Completion) {
+func (s *shard) completed(inst *instance, c *port.Completion) {
 	if s.insts[inst.id] != inst {
 		return
 	}
@@ -52,7 +53,7 @@ func (s *shard) completed(inst *instance, c *Completion) {
 	inst.h.state.Store(inst.shown)
 	s.e.cfg.Metrics.InstanceFinished(string(c.Status))
 	ev := Event{Kind: EventState, Error: c.Error}
-	if c.Status == StateComplete && inst.g != nil {
+	if c.Status == port.StateComplete && inst.g != nil {
 		ev.Output = inst.g.Outputs()
 	}
 	s.emit(inst, ev)
@@ -65,10 +66,10 @@ func (s *shard) completed(inst *instance, c *Completion) {
 	}
 	inst.lg.Info("instance finished", fields...)
 	p := inst.parent
-	var r TaskResult
+	var r port.TaskResult
 	if p != nil {
 		var outputs map[string]any
-		if c.Status == StateComplete && inst.g != nil {
+		if c.Status == port.StateComplete && inst.g != nil {
 			outputs = inst.g.Outputs()
 		}
 		started, finished := inst.envelope.startedAt, s.now()
@@ -155,13 +156,13 @@ func (s *shard) stopInFlight(inst *instance) {
 // instance it started, for a task whose body is a child workflow.
 func (s *shard) cancelOp(inst *instance, ref graph.TaskRef, attempt uint32) {
 	if inst.pe.isChild(ref.Node) {
-		key := AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: attempt}
+		key := port.AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: attempt}
 		s.e.children.push(childOp{kind: cancelChild, key: key, parent: inst.h,
 			reason: fmt.Sprintf("its parent %s cancelled %s attempt %d", inst.id, key.ExecutionID, attempt)})
 		return
 	}
-	s.out = append(s.out, outOp{h: inst.h, cancel: true, d: TaskDispatch{
-		AttemptKey: AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: attempt},
+	s.out = append(s.out, outOp{h: inst.h, cancel: true, d: port.TaskDispatch{
+		AttemptKey: port.AttemptKey{InstanceID: inst.id, ExecutionID: inst.pe.executionID(ref), Attempt: attempt},
 		Term:       s.e.cfg.Term,
 		Capability: inst.pe.task(ref.Node).GetCapability(),
 	}})

@@ -7,6 +7,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 )
@@ -14,7 +15,7 @@ import (
 // hydrate takes a claimed instance into memory: restore (or start) its
 // graph, replay what was recorded, apply a pending cancel request and arm
 // its deadline.
-func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder) {
+func (s *shard) hydrate(c port.ClaimedInstance, pe *planEntry, perr error, h *holder) {
 	if old := s.insts[c.ID]; old != nil { // our lease lapsed and we claimed it again
 		s.evict(old, "claimed again after its lease lapsed")
 	}
@@ -58,14 +59,14 @@ func (s *shard) hydrate(c ClaimedInstance, pe *planEntry, perr error, h *holder)
 
 // hold makes the instance of a claim, as yet without a graph, and holds it
 // on the shard; it returns the instance.
-func (s *shard) hold(c ClaimedInstance, pe *planEntry, h *holder) *instance {
+func (s *shard) hold(c port.ClaimedInstance, pe *planEntry, h *holder) *instance {
 	inst := &instance{
 		id:        c.ID,
 		h:         h,
 		pe:        pe,
 		createdAt: c.CreatedAt,
 		lg:        s.log.With(zap.Stringer("instance", c.ID)),
-		shown:     StateRunning,
+		shown:     port.StateRunning,
 		progress:  make(map[graph.TaskRef]*liveProgress),
 		parent:    c.Parent,
 		wake:      c.Wake,
@@ -74,7 +75,7 @@ func (s *shard) hold(c ClaimedInstance, pe *planEntry, h *holder) *instance {
 	}
 	h.paused.Store(c.Paused)
 	if c.Gathering { // an earlier owner showed it GATHERING: never back
-		inst.shown, inst.gatherMarked = StateGathering, true
+		inst.shown, inst.gatherMarked = port.StateGathering, true
 	}
 	h.state.Store(inst.shown)
 	last, ok := s.lastSeq[c.ID]
@@ -89,7 +90,7 @@ func (s *shard) hold(c ClaimedInstance, pe *planEntry, h *holder) *instance {
 
 // takeSignals gives inst the signals of its claim, not consumed yet, in
 // seq order: watchers see them arrive here.
-func (s *shard) takeSignals(inst *instance, sigs []SignalRecord) {
+func (s *shard) takeSignals(inst *instance, sigs []port.SignalRecord) {
 	for _, sig := range sigs {
 		inst.signals = append(inst.signals, sig)
 		inst.knowSignal(sig.Seq)
@@ -100,7 +101,7 @@ func (s *shard) takeSignals(inst *instance, sigs []SignalRecord) {
 
 // load gives inst what was stored of it: its envelope and the results
 // recorded, which the graph about to be rebuilt replays.
-func (inst *instance) load(st instanceState, results []ActionResult) {
+func (inst *instance) load(st instanceState, results []port.ActionResult) {
 	inst.envelope = st
 	inst.rec = newRecorded(results)
 	inst.history.hydrated(inst.pe, results)
@@ -177,7 +178,7 @@ func (s *shard) startClaimed(inst *instance, inputs []byte, st instanceState, no
 // resumeClaimed restores the graph of an instance from its snapshot and
 // resumes it. It returns the effects to apply (the attempts in flight,
 // dispatched again), or why the instance cannot run.
-func (s *shard) resumeClaimed(inst *instance, c ClaimedInstance, st instanceState, now time.Time) ([]graph.Effect, string) {
+func (s *shard) resumeClaimed(inst *instance, c port.ClaimedInstance, st instanceState, now time.Time) ([]graph.Effect, string) {
 	var err error
 	if inst.g, err = storedGraph(inst.pe.plan, inst.id.String(), st); err != nil {
 		return nil, fmt.Sprintf("cannot restore its snapshot: %v", err)
@@ -203,7 +204,7 @@ func (s *shard) resumeClaimed(inst *instance, c ClaimedInstance, st instanceStat
 // replayClaimed applies the effects of a claimed instance's rebuilt graph,
 // answering the attempts already recorded from the record; fresh says that
 // the graph was started rather than restored.
-func (s *shard) replayClaimed(inst *instance, c ClaimedInstance, fx []graph.Effect, fresh bool, now time.Time) {
+func (s *shard) replayClaimed(inst *instance, c port.ClaimedInstance, fx []graph.Effect, fresh bool, now time.Time) {
 	if fresh {
 		s.announceRoots(inst, now)
 	}
@@ -238,7 +239,7 @@ func (s *shard) armDeadline(inst *instance, at, now time.Time) {
 // markResolved marks the tasks a restored instance had resolved as
 // announced (watchers get them in a snapshot) and takes their times from
 // the recorded results.
-func (s *shard) markResolved(inst *instance, results []ActionResult) {
+func (s *shard) markResolved(inst *instance, results []port.ActionResult) {
 	for node := range inst.announced {
 		switch inst.g.Task(graph.Ref(int32(node))).Status {
 		case graph.TaskCompleted, graph.TaskFailed, graph.TaskSkipped, graph.TaskCancelled:
@@ -265,7 +266,7 @@ func (s *shard) failEarly(inst *instance, reason string) {
 	inst.lg.Error("instance cannot run", zap.String("reason", reason))
 	inst.finishing = true
 	inst.failReason = reason
-	s.fl = append(s.fl, flushItem{inst: inst, completion: &Completion{
-		InstanceID: inst.id, Owner: s.e.cfg.Owner, Status: StateFailed, Error: reason,
+	s.fl = append(s.fl, flushItem{inst: inst, completion: &port.Completion{
+		InstanceID: inst.id, Owner: s.e.cfg.Owner, Status: port.StateFailed, Error: reason,
 	}})
 }

@@ -10,12 +10,13 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 )
 
 // onResult takes the result of an attempt in flight into its instance:
 // records it, tells the graph and applies what the graph does next.
-func (s *shard) onResult(r *TaskResult) {
+func (s *shard) onResult(r *port.TaskResult) {
 	inst, ref, why := s.attemptInFlight(r.AttemptKey)
 	if why != "" {
 		s.e.ignoreResult(r, why)
@@ -35,7 +36,7 @@ func (s *shard) onResult(r *TaskResult) {
 
 // attemptInFlight returns the instance held here and the execution of the
 // attempt k when it is in flight; why says why it is not ("" when it is).
-func (s *shard) attemptInFlight(k AttemptKey) (inst *instance, ref graph.TaskRef, why string) {
+func (s *shard) attemptInFlight(k port.AttemptKey) (inst *instance, ref graph.TaskRef, why string) {
 	inst = s.insts[k.InstanceID]
 	if inst == nil || inst.finishing || inst.g == nil {
 		return nil, ref, "instance not held here"
@@ -53,7 +54,7 @@ func (s *shard) attemptInFlight(k AttemptKey) (inst *instance, ref graph.TaskRef
 // redispatchLost dispatches again an attempt the Waggler layer lost, and
 // reports true, up to MaxLost times; past that it makes r a failed
 // attempt (the policy decides) and reports false.
-func (s *shard) redispatchLost(inst *instance, ref graph.TaskRef, r *TaskResult, now time.Time) bool {
+func (s *shard) redispatchLost(inst *instance, ref graph.TaskRef, r *port.TaskResult, now time.Time) bool {
 	if inst.lost == nil {
 		inst.lost = make(map[graph.TaskRef]int)
 	}
@@ -75,7 +76,7 @@ func (s *shard) redispatchLost(inst *instance, ref graph.TaskRef, r *TaskResult,
 // every_node task that ran on another node than the one it is pinned to: a
 // copy an earlier engine dispatched under another node list (it died
 // before that list was durable).
-func failOffNode(g *graph.Graph, ref graph.TaskRef, r *TaskResult) {
+func failOffNode(g *graph.Graph, ref graph.TaskRef, r *port.TaskResult) {
 	pinned, ok := g.NodeOf(ref)
 	if !ok || !r.OK || r.WorkerID == "" {
 		return
@@ -89,8 +90,8 @@ func failOffNode(g *graph.Graph, ref graph.TaskRef, r *TaskResult) {
 // the graph is told: its canonical output if it succeeded and the task's
 // accept check takes it, otherwise the failure (an output that is not a
 // value, or one the check rejects, included).
-func judgeResult(g *graph.Graph, id uuid.UUID, ref graph.TaskRef, r *TaskResult) (ActionResult, graph.Result) {
-	ar := ActionResult{InstanceID: id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: StorableText(r.WorkerID),
+func judgeResult(g *graph.Graph, id uuid.UUID, ref graph.TaskRef, r *port.TaskResult) (port.ActionResult, graph.Result) {
+	ar := port.ActionResult{InstanceID: id, ExecutionID: r.ExecutionID, Attempt: r.Attempt, WorkerID: port.StorableText(r.WorkerID),
 		StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 	var res graph.Result
 	if r.OK {
@@ -111,14 +112,14 @@ func judgeResult(g *graph.Graph, id uuid.UUID, ref graph.TaskRef, r *TaskResult)
 		// verdict is what is recorded: a rejected attempt is a failed
 		// result, which replay feeds back as it is (graph.Accept).
 		if err != nil {
-			ar.Error = StorableText("invalid output: " + err.Error())
+			ar.Error = port.StorableText("invalid output: " + err.Error())
 		} else if err = g.Accept(ref, r.Attempt, out); err != nil {
-			ar.Error = StorableText(err.Error())
+			ar.Error = port.StorableText(err.Error())
 		} else {
 			ar.OK, ar.Output, res.Output = true, enc, out
 		}
 	} else {
-		ar.Error = StorableText(r.Error)
+		ar.Error = port.StorableText(r.Error)
 		if ar.Error == "" {
 			ar.Error = "failed"
 		}
@@ -131,7 +132,7 @@ func judgeResult(g *graph.Graph, id uuid.UUID, ref graph.TaskRef, r *TaskResult)
 
 // countResult counts a result in the metrics of its task's capability and
 // of its instance's partition.
-func (s *shard) countResult(inst *instance, ref graph.TaskRef, r *TaskResult, ok bool) {
+func (s *shard) countResult(inst *instance, ref graph.TaskRef, r *port.TaskResult, ok bool) {
 	m := s.e.cfg.Metrics.Capability(inst.pe.labels[ref.Node])
 	s.e.partitionOf(inst.id).tasks.Add(1)
 	if ok {
@@ -146,7 +147,7 @@ func (s *shard) countResult(inst *instance, ref graph.TaskRef, r *TaskResult, ok
 
 // applyResult tells the graph the result of an attempt, queues its record,
 // tells watchers and applies what the graph does next.
-func (s *shard) applyResult(inst *instance, ref graph.TaskRef, ar ActionResult, res graph.Result, now time.Time) {
+func (s *shard) applyResult(inst *instance, ref graph.TaskRef, ar port.ActionResult, res graph.Result, now time.Time) {
 	start := time.Now()
 	defer func() { s.e.cfg.Metrics.Propagation.Observe(time.Since(start).Seconds()) }()
 	fx := inst.g.Complete(ref, ar.Attempt, res, now)
@@ -164,7 +165,7 @@ func (s *shard) applyResult(inst *instance, ref graph.TaskRef, ar ActionResult, 
 	s.settle(inst)
 }
 
-func (s *shard) onProgress(p *TaskProgress) {
+func (s *shard) onProgress(p *port.TaskProgress) {
 	inst, ref, why := s.attemptInFlight(p.AttemptKey)
 	if why != "" {
 		return
@@ -179,8 +180,8 @@ func (s *shard) onProgress(p *TaskProgress) {
 }
 
 // record queues an accepted result of ref for the next group commit.
-func (s *shard) record(inst *instance, ref graph.TaskRef, ar ActionResult) {
-	s.fl = append(s.fl, flushItem{inst: inst, results: []ActionResult{ar}})
+func (s *shard) record(inst *instance, ref graph.TaskRef, ar port.ActionResult) {
+	s.fl = append(s.fl, flushItem{inst: inst, results: []port.ActionResult{ar}})
 	inst.history.finished(ref, ar)
 	inst.sinceCount++
 	inst.sinceBytes += resultBytes(ar)

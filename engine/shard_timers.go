@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 type timerEntry struct {
@@ -116,7 +117,7 @@ func (s *shard) fire(inst *instance, t graph.Timer, now time.Time) {
 	}
 	if t.Kind == graph.Timeout {
 		info := inst.g.Task(t.Task)
-		ar := ActionResult{InstanceID: inst.id, ExecutionID: inst.pe.executionID(t.Task), Attempt: t.Attempt,
+		ar := port.ActionResult{InstanceID: inst.id, ExecutionID: inst.pe.executionID(t.Task), Attempt: t.Attempt,
 			Error: info.Error, FinishedAt: now}
 		if p := inst.progress[t.Task]; p != nil && p.Attempt == t.Attempt {
 			ar.WorkerID = p.WorkerID // the worker it timed out on, as its last heartbeat said

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"sync"
+
+	"github.com/robonet/robonet/engine/port"
 )
 
 // maxSignalBatch bounds how many signals one store transaction records.
@@ -20,15 +22,15 @@ type signalBatcher struct {
 }
 
 type signalCall struct {
-	in   NewSignal
-	out  SignalOutcome
+	in   port.NewSignal
+	out  port.SignalOutcome
 	err  error         // of the call as a whole
 	done chan struct{} // closed when out, err are set
 }
 
 // record records one signal, batched with whatever else is being
 // signalled, and waits for its commit.
-func (b *signalBatcher) record(store Store, in NewSignal) (SignalOutcome, error) {
+func (b *signalBatcher) record(store port.Store, in port.NewSignal) (port.SignalOutcome, error) {
 	b.once.Do(func() {
 		b.gc.next = firstN[signalCall](maxSignalBatch)
 		b.gc.write = func(batch []*signalCall) { recordBatch(store, batch) }
@@ -39,8 +41,8 @@ func (b *signalBatcher) record(store Store, in NewSignal) (SignalOutcome, error)
 }
 
 // recordBatch writes calls in one RecordSignals call.
-func recordBatch(store Store, batch []*signalCall) {
-	in := make([]NewSignal, len(batch))
+func recordBatch(store port.Store, batch []*signalCall) {
+	in := make([]port.NewSignal, len(batch))
 	for i, c := range batch {
 		in[i] = c.in
 	}

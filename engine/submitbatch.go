@@ -5,6 +5,8 @@ import (
 	"errors"
 	"sync"
 	"time"
+
+	"github.com/robonet/robonet/engine/port"
 )
 
 // maxSubmitBatch bounds how many submissions one store transaction queues.
@@ -24,8 +26,8 @@ type submitBatcher struct {
 }
 
 type submitCall struct {
-	in   NewInstance
-	q    Queued
+	in   port.NewInstance
+	q    port.Queued
 	err  error
 	done chan struct{} // closed when q, err are set
 }
@@ -34,7 +36,7 @@ type submitCall struct {
 // submitted, and waits for its commit. It takes no context: the batch
 // serves several callers and runs on a context of its own (bounded by
 // submitBatchTimeout), and an instance that was queued is reported so.
-func (b *submitBatcher) queue(store Store, in NewInstance) (Queued, error) {
+func (b *submitBatcher) queue(store port.Store, in port.NewInstance) (port.Queued, error) {
 	b.once.Do(func() {
 		b.gc.next = nextSubmitBatch
 		b.gc.write = func(batch []*submitCall) {
@@ -72,8 +74,8 @@ func nextSubmitBatch(pending []*submitCall) (batch, rest []*submitCall) {
 // queueBatch writes calls in one QueueInstances call. An idempotency
 // conflict fails a whole batch, so a batch that meets one is split in
 // halves and each written again, down to the submission at fault.
-func queueBatch(ctx context.Context, store Store, calls []*submitCall) {
-	in := make([]NewInstance, len(calls))
+func queueBatch(ctx context.Context, store port.Store, calls []*submitCall) {
+	in := make([]port.NewInstance, len(calls))
 	for i, c := range calls {
 		in[i] = c.in
 	}
@@ -81,7 +83,7 @@ func queueBatch(ctx context.Context, store Store, calls []*submitCall) {
 	switch {
 	case err == nil && len(q) != len(calls):
 		err = errors.New("the store answered a different number of instances than it was given")
-	case errors.Is(err, ErrIdempotencyConflict) && len(calls) > 1:
+	case errors.Is(err, port.ErrIdempotencyConflict) && len(calls) > 1:
 		queueBatch(ctx, store, calls[:len(calls)/2])
 		queueBatch(ctx, store, calls[len(calls)/2:])
 		return

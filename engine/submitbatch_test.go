@@ -12,16 +12,17 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // slowQueue makes every QueueInstances call take a while, so that
 // concurrent submissions pile up behind it, and counts the calls.
 type slowQueue struct {
-	engine.Store
+	port.Store
 	calls atomic.Int64
 }
 
-func (s *slowQueue) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
+func (s *slowQueue) QueueInstances(ctx context.Context, in []port.NewInstance) ([]port.Queued, error) {
 	s.calls.Add(1)
 	time.Sleep(20 * time.Millisecond)
 	return s.Store.QueueInstances(ctx, in)
@@ -73,7 +74,7 @@ func TestSubmissionsGroupCommitted(t *testing.T) {
 	for i := range n {
 		switch {
 		case i == 7:
-			if !errors.Is(errs[i], engine.ErrIdempotencyConflict) {
+			if !errors.Is(errs[i], port.ErrIdempotencyConflict) {
 				t.Errorf("submission 7 reused a key of another version: %v, want ErrIdempotencyConflict", errs[i])
 			}
 			continue

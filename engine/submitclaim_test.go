@@ -5,11 +5,12 @@ import (
 	"testing"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // submitted submits chainSpec and checks how the Store holds the instance
 // when Submit returns.
-func (h *harness) submitted(e *engine.Engine, want engine.InstanceState) engine.SubmitResult {
+func (h *harness) submitted(e *engine.Engine, want port.InstanceState) engine.SubmitResult {
 	h.t.Helper()
 	res, err := e.Submit(ctxOf(h.t), engine.SubmitRequest{Spec: []byte(chainSpec), SpecFile: "chain.yaml", Inputs: map[string]any{"x": 1}})
 	if err != nil {
@@ -43,9 +44,9 @@ func TestSubmissionsStartWithoutAClaim(t *testing.T) {
 		calls, _ := h.store.claims()
 
 		for range 3 {
-			res := h.submitted(e, engine.StateRunning)
+			res := h.submitted(e, port.StateRunning)
 			h.runChain(e)
-			if v := h.wait(e, res.InstanceID); v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
+			if v := h.wait(e, res.InstanceID); v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"result":5}` {
 				t.Fatalf("instance ended %s with %v (%s)", v.State, v.Outputs, v.Error)
 			}
 		}
@@ -62,8 +63,8 @@ func TestSubmissionsQueueWhenMemoryIsFull(t *testing.T) {
 	e := h.start(1, func(c *engine.Config) { c.MaxInstances = 1 })
 	h.store.waitClaims(t, 1)
 
-	first := h.submitted(e, engine.StateRunning)
-	second := h.submitted(e, engine.StatePending)
+	first := h.submitted(e, port.StateRunning)
+	second := h.submitted(e, port.StatePending)
 	a := h.disp.one(t, "a", 1)
 	if a.InstanceID != first.InstanceID {
 		t.Fatalf("dispatched a task of %s, want one of the instance in memory, %s", a.InstanceID, first.InstanceID)
@@ -71,12 +72,12 @@ func TestSubmissionsQueueWhenMemoryIsFull(t *testing.T) {
 	echo(e, a)
 	echo(e, h.disp.one(t, "b", 1))
 	echo(e, h.disp.one(t, "c", 1))
-	if v := h.wait(e, first.InstanceID); v.State != engine.StateComplete {
+	if v := h.wait(e, first.InstanceID); v.State != port.StateComplete {
 		t.Fatalf("the first instance ended %s (%s)", v.State, v.Error)
 	}
 
 	h.runChain(e) // the second, claimed once the first left memory
-	if v := h.wait(e, second.InstanceID); v.State != engine.StateComplete {
+	if v := h.wait(e, second.InstanceID); v.State != port.StateComplete {
 		t.Fatalf("the queued instance ended %s (%s)", v.State, v.Error)
 	}
 	if _, claimed := h.store.claims(); claimed != 1 {
@@ -114,7 +115,7 @@ func TestSubmissionToAStoppingEngine(t *testing.T) {
 	h.store.mu.Unlock()
 	close(gate)
 	res := <-done
-	if rec, err := h.store.GetInstance(ctxOf(t), res.InstanceID); err != nil || rec.Status != engine.StateRunning {
+	if rec, err := h.store.GetInstance(ctxOf(t), res.InstanceID); err != nil || rec.Status != port.StateRunning {
 		t.Fatalf("after the engine stopped: %+v, %v; want the instance stored running (claimed at submission)", rec, err)
 	}
 	if h.disp.pending() != 0 {
@@ -123,7 +124,7 @@ func TestSubmissionToAStoppingEngine(t *testing.T) {
 
 	next := h.start(1)
 	h.runChain(next)
-	if v := h.wait(next, res.InstanceID); v.State != engine.StateComplete {
+	if v := h.wait(next, res.InstanceID); v.State != port.StateComplete {
 		t.Fatalf("the instance ended %s (%s) under the next engine", v.State, v.Error)
 	}
 }

@@ -3,7 +3,7 @@ package engine_test
 import (
 	"testing"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 func TestStorableText(t *testing.T) {
@@ -14,7 +14,7 @@ func TestStorableText(t *testing.T) {
 		"a\xff\xfeb":             "a\uFFFDb", // one run, one replacement
 		"€\x00\xe2\x82":          "€\uFFFD\uFFFD",
 	} {
-		if got := engine.StorableText(in); got != want {
+		if got := port.StorableText(in); got != want {
 			t.Errorf("StorableText(%q) = %q, want %q", in, got, want)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -144,13 +145,13 @@ func (inst *instance) fullView(now time.Time) InstanceView {
 	v.Parent = inst.parent
 	v.Paused, v.Run = inst.paused, inst.run
 	if inst.paused && !v.State.Terminal() {
-		v.State = StatePaused
+		v.State = port.StatePaused
 	}
 	v.Tasks = taskViews(inst.pe, inst.g, viewSource{
 		times: func(node int32) (time.Time, time.Time) {
 			return clock.FromUnixNanos(inst.started[node]), clock.FromUnixNanos(inst.finished[node])
 		},
-		progress: func(ref graph.TaskRef) *TaskProgress {
+		progress: func(ref graph.TaskRef) *port.TaskProgress {
 			if p := inst.progress[ref]; p != nil {
 				cp := p.TaskProgress
 				return &cp
@@ -170,7 +171,7 @@ type viewSource struct {
 	times func(node int32) (time.Time, time.Time)
 	// progress gives the latest heartbeat of an execution in flight; nil:
 	// none known.
-	progress func(graph.TaskRef) *TaskProgress
+	progress func(graph.TaskRef) *port.TaskProgress
 	// attempts appends the attempts of an execution to out, oldest first.
 	attempts func(out []AttemptView, ref graph.TaskRef, info graph.TaskInfo) []AttemptView
 }
@@ -351,11 +352,11 @@ func viewStatus(st graph.TaskStatus) graph.TaskStatus {
 // ErrInstanceFinished, an unknown one with ErrNotFound.
 func (e *Engine) CancelInstance(ctx context.Context, id uuid.UUID) error {
 	if err := e.cfg.Store.RequestCancel(ctx, id); err != nil {
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, port.ErrNotFound) {
 			if rec, gerr := e.cfg.Store.GetInstance(ctx, id); gerr == nil && rec.Status.Terminal() {
 				return fmt.Errorf("cancel instance %s: it is already %s: %w", id, rec.Status, ErrInstanceFinished)
 			}
-			return fmt.Errorf("cancel instance %s: no such instance: %w", id, ErrNotFound)
+			return fmt.Errorf("cancel instance %s: no such instance: %w", id, port.ErrNotFound)
 		}
 		return err // the store's error names the instance and the operation
 	}

@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 )
@@ -65,7 +66,7 @@ func (s *shard) dispatchWait(inst *instance, e graph.Effect, signal string) {
 		inst.waiting = make(map[string][]waitingAttempt)
 	}
 	inst.waiting[signal] = append(inst.waiting[signal], waitingAttempt{ref: e.Task, attempt: e.Attempt})
-	if slices.ContainsFunc(inst.signals, func(p SignalRecord) bool { return p.Name == signal }) {
+	if slices.ContainsFunc(inst.signals, func(p port.SignalRecord) bool { return p.Name == signal }) {
 		// Delivered after the effects of this event are applied: the
 		// graph is not to be called from inside them.
 		s.send(func(s *shard) { s.matchSignals(inst) })
@@ -74,19 +75,19 @@ func (s *shard) dispatchWait(inst *instance, e graph.Effect, signal string) {
 
 // receiveSignal takes a signal the store recorded for a held instance.
 // It reports whether a waiting task took it at once.
-func (s *shard) receiveSignal(inst *instance, rec SignalRecord, wake int64) bool {
+func (s *shard) receiveSignal(inst *instance, rec port.SignalRecord, wake int64) bool {
 	inst.wake = max(inst.wake, wake)
 	if rec.Consumed || !inst.knowSignal(rec.Seq) {
 		return false // known already (a duplicate delivered again, or one a claim brought)
 	}
 	// By seq: deliveries of one batch may come out of order, and signals
 	// are taken oldest first.
-	at, _ := slices.BinarySearchFunc(inst.signals, rec.Seq, func(p SignalRecord, seq int64) int { return cmp.Compare(p.Seq, seq) })
+	at, _ := slices.BinarySearchFunc(inst.signals, rec.Seq, func(p port.SignalRecord, seq int64) int { return cmp.Compare(p.Seq, seq) })
 	inst.signals = slices.Insert(inst.signals, at, rec)
 	info := SignalInfo{Seq: rec.Seq, Name: rec.Name, Payload: rec.Payload, At: rec.CreatedAt}
 	s.emit(inst, Event{Kind: EventSignal, Index: -1, Signal: &info})
 	inst.lg.Info("signal received", zap.String("signal", rec.Name), zap.Int64("seq", rec.Seq))
-	return s.matchSignals(inst) > 0 && !slices.ContainsFunc(inst.signals, func(p SignalRecord) bool { return p.Seq == rec.Seq })
+	return s.matchSignals(inst) > 0 && !slices.ContainsFunc(inst.signals, func(p port.SignalRecord) bool { return p.Seq == rec.Seq })
 }
 
 // knowSignal records that the instance received signal seq; false if it
@@ -145,16 +146,16 @@ func (s *shard) takeWaiting(inst *instance, signal string) (waitingAttempt, bool
 // consumeSignal completes a waiting attempt with a signal: the attempt's
 // result is the signal's payload, recorded with the signal marked consumed
 // in the same write.
-func (s *shard) consumeSignal(inst *instance, w waitingAttempt, p SignalRecord) {
+func (s *shard) consumeSignal(inst *instance, w waitingAttempt, p port.SignalRecord) {
 	exec := inst.pe.executionID(w.ref)
 	out, err := value.Decode(p.Payload)
 	if err != nil {
 		out, p.Payload = nil, []byte("null") // never: the API stores canonical JSON
 	}
 	now := s.now()
-	s.fl = append(s.fl, flushItem{inst: inst, signals: []SignalUse{{Seq: p.Seq, By: fmt.Sprintf("%s#%d", exec, w.attempt)}}})
-	s.onResult(&TaskResult{
-		AttemptKey: AttemptKey{InstanceID: inst.id, ExecutionID: exec, Attempt: w.attempt},
+	s.fl = append(s.fl, flushItem{inst: inst, signals: []port.SignalUse{{Seq: p.Seq, By: fmt.Sprintf("%s#%d", exec, w.attempt)}}})
+	s.onResult(&port.TaskResult{
+		AttemptKey: port.AttemptKey{InstanceID: inst.id, ExecutionID: exec, Attempt: w.attempt},
 		OK:         true, Output: out, OutputJSON: p.Payload,
 		WorkerID:  fmt.Sprintf("signal#%d", p.Seq),
 		StartedAt: clock.FromUnixNanos(inst.started[w.ref.Node]), FinishedAt: now,
@@ -173,7 +174,7 @@ func (s *shard) waitOver(inst *instance, t graph.Timer, now time.Time) {
 		return
 	}
 	inst.resolvedAny = true
-	ar := ActionResult{InstanceID: inst.id, ExecutionID: inst.pe.executionID(t.Task), Attempt: t.Attempt, OK: true,
+	ar := port.ActionResult{InstanceID: inst.id, ExecutionID: inst.pe.executionID(t.Task), Attempt: t.Attempt, OK: true,
 		Output: enc, WorkerID: "timer", StartedAt: clock.FromUnixNanos(inst.started[t.Task.Node]), FinishedAt: now}
 	s.record(inst, t.Task, ar)
 	s.emit(inst, Event{Kind: EventTaskCompleted, Task: inst.pe.task(t.Task.Node).GetName(), Index: t.Task.Index,
@@ -222,7 +223,7 @@ func (s *shard) parkCheck(inst *instance, now time.Time) {
 	inst.parkUntil = until
 	b := inst.envelope.encode(snap)
 	inst.snapBytes, inst.sinceBytes, inst.sinceCount, inst.structural = len(b), 0, 0, false
-	s.fl = append(s.fl, flushItem{inst: inst, state: b, park: &Park{Until: until, WakeSeen: inst.wake}})
+	s.fl = append(s.fl, flushItem{inst: inst, state: b, park: &port.Park{Until: until, WakeSeen: inst.wake}})
 	s.e.parks.Add(1)
 	inst.lg.Debug("parking the instance", zap.Time("until", until))
 }
@@ -354,7 +355,7 @@ func (s *shard) pause(inst *instance, wake int64) {
 	}
 	inst.paused = true
 	inst.h.paused.Store(true)
-	s.emit(inst, Event{Kind: EventPaused, Index: -1, State: StatePaused})
+	s.emit(inst, Event{Kind: EventPaused, Index: -1, State: port.StatePaused})
 	inst.lg.Info("instance paused")
 	s.armParkCheck(inst)
 }

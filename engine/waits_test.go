@@ -12,6 +12,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // approvalSpec is plan → wait for approve → apply.
@@ -69,7 +70,7 @@ func TestSignalBeforeAndAfterTheWait(t *testing.T) {
 		}
 		echo(e, apply)
 		v := h.wait(e, after)
-		if v.State != engine.StateComplete || jsonOf(t, v.Outputs["approval"]) != `{"by":"ada"}` {
+		if v.State != port.StateComplete || jsonOf(t, v.Outputs["approval"]) != `{"by":"ada"}` {
 			t.Fatalf("ended %s (%s): %v", v.State, v.Error, v.Outputs)
 		}
 		if len(v.Signals) != 1 || !v.Signals[0].Consumed || v.Signals[0].By != "approve#1" {
@@ -95,10 +96,10 @@ func TestSignalBeforeAndAfterTheWait(t *testing.T) {
 			t.Fatalf("apply got %s", got)
 		}
 		echo(e, apply)
-		if v := h.wait(e, before); v.State != engine.StateComplete {
+		if v := h.wait(e, before); v.State != port.StateComplete {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
-		var approves []engine.ActionResult
+		var approves []port.ActionResult
 		for _, r := range h.history(before) {
 			if r.ExecutionID == "approve" {
 				approves = append(approves, r)
@@ -126,7 +127,7 @@ func TestSignalKeptAcrossTakeover(t *testing.T) {
 		plan := h.disp.one(t, "plan", 1) // dispatched again by the new owner
 		echo(second, plan)
 		echo(second, h.disp.one(t, "apply", 1))
-		if v := h.wait(second, id); v.State != engine.StateComplete || jsonOf(t, v.Outputs["approval"]) != `{"by":"ada"}` {
+		if v := h.wait(second, id); v.State != port.StateComplete || jsonOf(t, v.Outputs["approval"]) != `{"by":"ada"}` {
 			t.Fatalf("ended %s (%s): %v", v.State, v.Error, v.Outputs)
 		}
 	})
@@ -146,7 +147,7 @@ func TestParkedInstanceWokenBySignal(t *testing.T) {
 		h.clock.Advance(time.Minute) // the park check
 		waitUntil(t, "the instance to be parked", func() bool { return e.Stats().Parked == 1 && e.Stats().Held == 0 })
 		v := getView(t, e, id)
-		if v.State != engine.StateRunning || task(t, v, "approve").Wait == nil {
+		if v.State != port.StateRunning || task(t, v, "approve").Wait == nil {
 			t.Fatalf("the parked instance shows %s, approve %+v", v.State, task(t, v, "approve"))
 		}
 		res, err := h.signal(e, id, "approve", `{"by":"ada"}`, "")
@@ -158,7 +159,7 @@ func TestParkedInstanceWokenBySignal(t *testing.T) {
 			t.Fatalf("apply got %s", got)
 		}
 		echo(e, apply)
-		if v := h.wait(e, id); v.State != engine.StateComplete {
+		if v := h.wait(e, id); v.State != port.StateComplete {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 		if n := h.disp.countOf("plan"); n != 1 {
@@ -177,7 +178,7 @@ func TestSignalWaitTimesOut(t *testing.T) {
 		waitUntil(t, "approve to wait", func() bool { return task(t, getView(t, e, id), "approve").Wait != nil })
 		h.clock.Advance(time.Hour)
 		v := h.wait(e, id)
-		if v.State != engine.StateFailed || !containsAll(v.Error, "approve", "timed out") {
+		if v.State != port.StateFailed || !containsAll(v.Error, "approve", "timed out") {
 			t.Fatalf("ended %s: %s; want FAILED by approve's timeout", v.State, v.Error)
 		}
 	})
@@ -225,7 +226,7 @@ func TestWaitForAcrossLeaderKill(t *testing.T) {
 			t.Fatalf("the wait ended at %s, want %s", h.clock.Now(), due)
 		}
 		echo(second, verify)
-		if v := h.wait(second, id); v.State != engine.StateComplete {
+		if v := h.wait(second, id); v.State != port.StateComplete {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 		n := 0
@@ -273,11 +274,11 @@ func TestRetryFromTheFailedStep(t *testing.T) {
 		id := h.submit(e, retryChainSpec, nil)
 		answer(e, h.disp.one(t, "a", 1), "A")
 		echo(e, h.disp.one(t, "side", 1))
-		if _, err := e.RetryInstance(ctxOf(t), id, ""); !errors.Is(err, engine.ErrInstanceLive) {
+		if _, err := e.RetryInstance(ctxOf(t), id, ""); !errors.Is(err, port.ErrInstanceLive) {
 			t.Fatalf("retry of a running instance: %v, want ErrInstanceLive", err)
 		}
 		failWith(e, h.disp.one(t, "b", 1), "boom")
-		if v := h.wait(e, id); v.State != engine.StateFailed {
+		if v := h.wait(e, id); v.State != port.StateFailed {
 			t.Fatalf("ended %s", v.State)
 		}
 
@@ -292,7 +293,7 @@ func TestRetryFromTheFailedStep(t *testing.T) {
 		echo(e, b)
 		answer(e, h.disp.one(t, "c", 1), "C")
 		v := h.wait(e, id)
-		if v.State != engine.StateComplete || v.Run != 2 || jsonOf(t, v.Outputs["c"]) != `"C"` {
+		if v.State != port.StateComplete || v.Run != 2 || jsonOf(t, v.Outputs["c"]) != `"C"` {
 			t.Fatalf("ended %s run %d (%s): %v", v.State, v.Run, v.Error, v.Outputs)
 		}
 		if got := h.attemptsOf(id); !slices.Equal(got, []string{"a#1", "b#1", "b#2", "c#1", "side#1"}) {
@@ -301,7 +302,7 @@ func TestRetryFromTheFailedStep(t *testing.T) {
 
 		// From a completed task: a completed instance is not retried;
 		// fail it again through c to retry from a.
-		if _, err := e.RetryInstance(ctxOf(t), id, "a"); !errors.Is(err, engine.ErrNotRetryable) {
+		if _, err := e.RetryInstance(ctxOf(t), id, "a"); !errors.Is(err, port.ErrNotRetryable) {
 			t.Fatalf("retry of a completed instance: %v, want ErrNotRetryable", err)
 		}
 		id2 := h.submit(e, retryChainSpec, map[string]any{})
@@ -313,7 +314,7 @@ func TestRetryFromTheFailedStep(t *testing.T) {
 			t.Fatal(err)
 		}
 		h.wait(e, id2)
-		if _, err := e.RetryInstance(ctxOf(t), id2, "nope"); !errors.Is(err, engine.ErrInvalidArgument) {
+		if _, err := e.RetryInstance(ctxOf(t), id2, "nope"); !errors.Is(err, port.ErrInvalidArgument) {
 			t.Fatalf("retry from an unknown task: %v", err)
 		}
 		res, err = e.RetryInstance(ctxOf(t), id2, "a")
@@ -323,7 +324,7 @@ func TestRetryFromTheFailedStep(t *testing.T) {
 		answer(e, h.disp.one(t, "a", 2), "A2")
 		echo(e, h.disp.one(t, "b", 2))
 		answer(e, h.disp.one(t, "c", 2), "C2") // c's attempt 1 was cancelled: it numbers on
-		if v := h.wait(e, id2); v.State != engine.StateComplete {
+		if v := h.wait(e, id2); v.State != port.StateComplete {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 		if n := h.disp.countOf("side"); n != 2 {
@@ -344,11 +345,11 @@ func TestPauseHoldsBackDispatch(t *testing.T) {
 		if err := e.PauseInstance(ctxOf(t), id); err != nil {
 			t.Fatal(err)
 		}
-		if v := getView(t, e, id); v.State != engine.StatePaused || !v.Paused {
+		if v := getView(t, e, id); v.State != port.StatePaused || !v.Paused {
 			t.Fatalf("paused instance shows %s", v.State)
 		}
-		list, err := e.ListInstances(ctxOf(t), engine.ListRequest{States: []engine.InstanceState{engine.StatePaused}})
-		if err != nil || len(list.Instances) != 1 || list.Instances[0].State != engine.StatePaused {
+		list, err := e.ListInstances(ctxOf(t), engine.ListRequest{States: []port.InstanceState{port.StatePaused}})
+		if err != nil || len(list.Instances) != 1 || list.Instances[0].State != port.StatePaused {
 			t.Fatalf("list PAUSED: %+v, %v", list, err)
 		}
 		answer(e, a, "A") // in flight: finishes and is recorded
@@ -367,7 +368,7 @@ func TestPauseHoldsBackDispatch(t *testing.T) {
 		if err := e.CancelInstance(ctxOf(t), id); err != nil {
 			t.Fatal(err)
 		}
-		if v := h.wait(e, id); v.State != engine.StateCancelled {
+		if v := h.wait(e, id); v.State != port.StateCancelled {
 			t.Fatalf("cancelled while paused: ended %s", v.State)
 		}
 		if err := e.PauseInstance(ctxOf(t), id); !errors.Is(err, engine.ErrInstanceFinished) {
@@ -488,7 +489,7 @@ func TestConcurrentSignalsEachTaken(t *testing.T) {
 			}
 		}
 		v := h.wait(e, id)
-		if v.State != engine.StateComplete || len(v.Signals) != n {
+		if v.State != port.StateComplete || len(v.Signals) != n {
 			t.Fatalf("ended %s with %d signals", v.State, len(v.Signals))
 		}
 		by := map[string]bool{}
@@ -527,7 +528,7 @@ func TestPauseHoldsTimers(t *testing.T) {
 			t.Fatal(err)
 		}
 		echo(e, h.disp.one(t, "verify", 1))
-		if v := h.wait(e, id); v.State != engine.StateComplete {
+		if v := h.wait(e, id); v.State != port.StateComplete {
 			t.Fatalf("ended %s: %s", v.State, v.Error)
 		}
 	})

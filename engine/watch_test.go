@@ -12,6 +12,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // watcher runs WatchInstance in the background and hands the events over
@@ -117,7 +118,7 @@ func TestWatchEventsInOrder(t *testing.T) {
 		t.Fatalf("the watch starts with %+v, want a snapshot", evs[0])
 	}
 	last := evs[len(evs)-1]
-	if last.State != engine.StateComplete || jsonOf(t, last.Output) != `{"result":5}` {
+	if last.State != port.StateComplete || jsonOf(t, last.Output) != `{"result":5}` {
 		t.Fatalf("the last event is %+v", last)
 	}
 	var completed []string
@@ -133,14 +134,14 @@ func TestWatchEventsInOrder(t *testing.T) {
 	// recorded (each attempt's start and outcome, at their times), then
 	// its final state.
 	w2 := watch(t, e, id, 0)
-	if ev := w2.next(); ev.Kind != engine.EventSnapshot || ev.State != engine.StateComplete {
+	if ev := w2.next(); ev.Kind != engine.EventSnapshot || ev.State != port.StateComplete {
 		t.Fatalf("first event %+v", ev)
 	}
 	var replay []string
 	for {
 		ev := w2.next()
 		if terminal(ev) {
-			if ev.State != engine.StateComplete || jsonOf(t, ev.Output) != `{"result":5}` {
+			if ev.State != port.StateComplete || jsonOf(t, ev.Output) != `{"result":5}` {
 				t.Fatalf("final event %+v", ev)
 			}
 			break
@@ -219,7 +220,7 @@ func TestWatchFromAnotherEngine(t *testing.T) {
 	// An engine that does not hold the instance polls the store.
 	other := h.newEngine(2, func(c *engine.Config) { c.WatchPollInterval = time.Minute })
 	w := watch(t, other, id, 0)
-	if ev := w.next(); ev.Kind != engine.EventSnapshot || ev.State != engine.StateRunning {
+	if ev := w.next(); ev.Kind != engine.EventSnapshot || ev.State != port.StateRunning {
 		t.Fatalf("first event %+v", ev)
 	}
 	echo(owner, a)
@@ -228,7 +229,7 @@ func TestWatchFromAnotherEngine(t *testing.T) {
 	h.wait(owner, id)
 	h.clock.AdvanceToTimer(t, time.Minute)
 	evs := w.until(terminal)
-	if len(evs) != 2 || evs[0].Kind != engine.EventSnapshot || evs[0].Instance.State != engine.StateComplete ||
+	if len(evs) != 2 || evs[0].Kind != engine.EventSnapshot || evs[0].Instance.State != port.StateComplete ||
 		jsonOf(t, evs[1].Output) != `{"result":5}` {
 		t.Fatalf("events after the poll:\n%s", describe(evs))
 	}
@@ -279,16 +280,16 @@ tasks:
   b: {capability: test.cap, action: echo, with: {x: 2}}
 `, nil)
 	ds := h.disp.take(t, 2)
-	if v, err := e.GetInstance(ctxOf(t), id); err != nil || v.State != engine.StateRunning {
+	if v, err := e.GetInstance(ctxOf(t), id); err != nil || v.State != port.StateRunning {
 		t.Fatalf("both dispatched, none finished: %s, %v; want RUNNING", v.State, err)
 	}
 	echo(e, ds[0])
 	waitUntil(t, "GATHERING after the first result", func() bool {
 		v, err := e.GetInstance(ctxOf(t), id)
-		return err == nil && v.State == engine.StateGathering
+		return err == nil && v.State == port.StateGathering
 	})
 	echo(e, ds[1])
-	if v := h.wait(e, id); v.State != engine.StateComplete {
+	if v := h.wait(e, id); v.State != port.StateComplete {
 		t.Fatalf("ended %s", v.State)
 	}
 }

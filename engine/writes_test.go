@@ -13,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/metrics"
 )
 
@@ -22,7 +23,7 @@ import (
 // instance (poison). It fails the test when a batch names an instance
 // twice: no store takes that, so such a batch could never be written.
 type flakyStore struct {
-	engine.Store
+	port.Store
 	t *testing.T
 
 	down            atomic.Bool  // every call but CompleteInstances fails
@@ -37,11 +38,11 @@ type flakyStore struct {
 	changed     chan struct{}
 }
 
-func newFlakyStore(t *testing.T, s engine.Store) *flakyStore {
+func newFlakyStore(t *testing.T, s port.Store) *flakyStore {
 	return &flakyStore{Store: s, t: t, changed: make(chan struct{})}
 }
 
-var errConnRefused = fmt.Errorf("dial tcp 10.0.0.1:5432: connect: connection refused: %w", engine.ErrStoreUnavailable)
+var errConnRefused = fmt.Errorf("dial tcp 10.0.0.1:5432: connect: connection refused: %w", port.ErrStoreUnavailable)
 
 func (s *flakyStore) note(f func()) {
 	s.mu.Lock()
@@ -93,28 +94,28 @@ func (s *flakyStore) checkOnce(call string, ids []uuid.UUID) error {
 	return nil
 }
 
-func (s *flakyStore) GetWorkflowByID(ctx context.Context, id int64) (engine.WorkflowVersion, error) {
+func (s *flakyStore) GetWorkflowByID(ctx context.Context, id int64) (port.WorkflowVersion, error) {
 	if err := s.unavailable(&s.workflowsDown); err != nil {
-		return engine.WorkflowVersion{}, err
+		return port.WorkflowVersion{}, err
 	}
 	return s.Store.GetWorkflowByID(ctx, id)
 }
 
-func (s *flakyStore) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
+func (s *flakyStore) ClaimInstances(ctx context.Context, req port.ClaimRequest) ([]port.ClaimedInstance, error) {
 	if err := s.unavailable(&s.down); err != nil {
 		return nil, err
 	}
 	return s.Store.ClaimInstances(ctx, req)
 }
 
-func (s *flakyStore) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (engine.LeaseStatus, error) {
+func (s *flakyStore) RefreshLeases(ctx context.Context, req port.LeaseRefresh) (port.LeaseStatus, error) {
 	if err := s.unavailable(&s.down); err != nil {
-		return engine.LeaseStatus{}, err
+		return port.LeaseStatus{}, err
 	}
 	return s.Store.RefreshLeases(ctx, req)
 }
 
-func (s *flakyStore) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
+func (s *flakyStore) PersistProgress(ctx context.Context, batch []port.Progress) ([]error, error) {
 	if err := s.unavailable(&s.down); err != nil {
 		return nil, err
 	}
@@ -128,7 +129,7 @@ func (s *flakyStore) PersistProgress(ctx context.Context, batch []engine.Progres
 	return s.Store.PersistProgress(ctx, batch)
 }
 
-func (s *flakyStore) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
+func (s *flakyStore) CompleteInstances(ctx context.Context, batch []port.Completion) ([]error, error) {
 	ids := make([]uuid.UUID, len(batch))
 	for i, c := range batch {
 		ids[i] = c.InstanceID
@@ -143,7 +144,7 @@ func (s *flakyStore) CompleteInstances(ctx context.Context, batch []engine.Compl
 	out, err := s.Store.CompleteInstances(ctx, batch)
 	if err == nil && s.ackLost.Add(-1) >= 0 {
 		// Committed; the connection broke before the answer came.
-		return nil, fmt.Errorf("complete %d instances: unexpected EOF: %w: %w", len(batch), engine.ErrStoreUnavailable, engine.ErrOutcomeUnknown)
+		return nil, fmt.Errorf("complete %d instances: unexpected EOF: %w: %w", len(batch), port.ErrStoreUnavailable, port.ErrOutcomeUnknown)
 	}
 	return out, err
 }
@@ -178,7 +179,7 @@ func TestCompletionWhoseAcknowledgementWasLost(t *testing.T) {
 	echo(e, d)
 	flaky.wait("the completion to be written and its answer lost", func() bool { return len(flaky.completions) == 1 })
 	h.clock.AdvanceToTimer(t, time.Second) // the flusher's backoff
-	if v := h.wait(e, id); v.State != engine.StateComplete || jsonOf(t, v.Outputs) != `{"n":7}` {
+	if v := h.wait(e, id); v.State != port.StateComplete || jsonOf(t, v.Outputs) != `{"n":7}` {
 		t.Fatalf("instance ended %s with %v, want COMPLETE with {n: 7}", v.State, v.Outputs)
 	}
 	if calls := flaky.completeCalls(); len(calls) != 2 {
@@ -213,7 +214,7 @@ func TestTwoLivesOfAnInstanceNeverShareABatch(t *testing.T) {
 	x := h.submit(e, singleSpec, map[string]any{"n": 1})
 	y := h.submit(e, singleSpec, map[string]any{"n": 2})
 	ds := h.disp.take(t, 2)
-	byID := map[uuid.UUID]engine.TaskDispatch{ds[0].InstanceID: ds[0], ds[1].InstanceID: ds[1]}
+	byID := map[uuid.UUID]port.TaskDispatch{ds[0].InstanceID: ds[0], ds[1].InstanceID: ds[1]}
 
 	// The database goes away. y's completion fails and the flusher backs
 	// off; x's completion waits in the queue behind it.
@@ -272,7 +273,7 @@ func TestTwoLivesOfAnInstanceNeverShareABatch(t *testing.T) {
 	}
 	for _, id := range []uuid.UUID{x, y} {
 		v := h.wait(e, id)
-		if v.State != engine.StateComplete {
+		if v.State != port.StateComplete {
 			t.Fatalf("instance %s ended %s", id, v.State)
 		}
 		// The second life's outputs: the first life's completion did not
@@ -318,13 +319,13 @@ func TestAWriteTheStoreRefusesIsSetAside(t *testing.T) {
 		if id == bad {
 			continue
 		}
-		if v := h.wait(e, id); v.State != engine.StateComplete {
+		if v := h.wait(e, id); v.State != port.StateComplete {
 			t.Fatalf("instance %s ended %s", id, v.State)
 		}
 	}
 	waitUntil(t, "the refused instance to be evicted", func() bool { return e.Stats().Evictions == 1 })
 	rec, err := h.store.GetInstance(ctxOf(t), bad)
-	if err != nil || rec.Status != engine.StateRunning {
+	if err != nil || rec.Status != port.StateRunning {
 		t.Fatalf("the refused instance is %s (%v) in the store, want running (it is claimed again when its lease lapses)", rec.Status, err)
 	}
 	// log2(9) rounds of halves, plus the tries of the refused write alone.
@@ -364,7 +365,7 @@ func TestAClaimedInstanceIsNotFailedForAStoreOutage(t *testing.T) {
 	flaky.workflowsDown.Store(false)
 	h.clock.AdvanceToTimer(t, time.Minute) // the next claim
 	echo(e, h.disp.one(t, "only", 1))
-	if v := h.wait(e, id); v.State != engine.StateComplete {
+	if v := h.wait(e, id); v.State != port.StateComplete {
 		t.Fatalf("instance ended %s, want COMPLETE", v.State)
 	}
 }

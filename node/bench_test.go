@@ -12,6 +12,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/sqlite"
@@ -26,11 +27,11 @@ import (
 
 type benchStore struct {
 	name string
-	open func(b *testing.B) engine.Store
+	open func(b *testing.B) port.Store
 }
 
 var benchStores = []benchStore{
-	{"sqlite", func(b *testing.B) engine.Store {
+	{"sqlite", func(b *testing.B) port.Store {
 		s, err := sqlite.Open(context.Background(), sqlite.Config{Path: b.TempDir() + "/robonet.db"})
 		if err != nil {
 			b.Fatal(err)
@@ -38,7 +39,7 @@ var benchStores = []benchStore{
 		b.Cleanup(func() { _ = s.Close() })
 		return s
 	}},
-	{"postgres", func(b *testing.B) engine.Store {
+	{"postgres", func(b *testing.B) port.Store {
 		dsn, schema := pgtest.Schema(b)
 		s, err := postgres.Open(context.Background(), postgres.Config{DSN: dsn, Schema: schema})
 		if err != nil {
@@ -57,7 +58,7 @@ type firstDispatch struct {
 	first map[uuid.UUID]time.Time
 }
 
-func (d *firstDispatch) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
+func (d *firstDispatch) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []error {
 	now := time.Now()
 	d.mu.Lock()
 	for _, t := range tasks {
@@ -77,7 +78,7 @@ type benchNode struct {
 	dispatch *firstDispatch
 }
 
-func startBenchNode(b *testing.B, store engine.Store) *benchNode {
+func startBenchNode(b *testing.B, store port.Store) *benchNode {
 	b.Helper()
 	n := newBenchNode(b, store)
 	if err := n.eng.Start(context.Background()); err != nil {
@@ -89,7 +90,7 @@ func startBenchNode(b *testing.B, store engine.Store) *benchNode {
 // newBenchNode wires the node with its worker pools running and the engine
 // built but not started: an engine that is not running still accepts
 // submissions, which queue in the store.
-func newBenchNode(b *testing.B, store engine.Store) *benchNode {
+func newBenchNode(b *testing.B, store port.Store) *benchNode {
 	b.Helper()
 	cfg := wag.Config{NodeName: "bench", Capabilities: map[string]int{"core": 64}, Logger: zap.NewNop()}
 	workers, err := wag.NewWorkerHost(cfg)
@@ -179,18 +180,18 @@ func BenchmarkEchoThroughput(b *testing.B) {
 // completionCounter observes the store: done is closed once want instances
 // have been durably completed (CompleteInstances committed without error).
 type completionCounter struct {
-	engine.Store
+	port.Store
 	mu         sync.Mutex
 	want, have int
 	done       chan struct{}
 }
 
-func (c *completionCounter) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
+func (c *completionCounter) CompleteInstances(ctx context.Context, batch []port.Completion) ([]error, error) {
 	outcomes, err := c.Store.CompleteInstances(ctx, batch)
 	if err == nil {
 		c.mu.Lock()
 		for i, comp := range batch {
-			if outcomes[i] == nil && comp.Status == engine.StateComplete {
+			if outcomes[i] == nil && comp.Status == port.StateComplete {
 				c.have++
 			}
 		}
@@ -245,12 +246,12 @@ func waitComplete(b *testing.B, eng *engine.Engine, id uuid.UUID) {
 	b.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	var last engine.InstanceState
+	var last port.InstanceState
 	err := eng.WatchInstance(ctx, id, 0, func(ev engine.Event) error {
 		last = ev.State
 		return nil
 	})
-	if err != nil || last != engine.StateComplete {
+	if err != nil || last != port.StateComplete {
 		b.Fatalf("instance %s ended %s (%v)", id, last, err)
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
@@ -24,21 +25,21 @@ func workflowInfoToProto(w engine.WorkflowInfo) *robonetv1.WorkflowInfo {
 	}
 }
 
-var stateToProtoMap = map[engine.InstanceState]robonetv1.InstanceState{
-	engine.StatePending:   robonetv1.InstanceState_INSTANCE_STATE_PENDING,
-	engine.StateRunning:   robonetv1.InstanceState_INSTANCE_STATE_RUNNING,
-	engine.StateGathering: robonetv1.InstanceState_INSTANCE_STATE_GATHERING,
-	engine.StateComplete:  robonetv1.InstanceState_INSTANCE_STATE_COMPLETE,
-	engine.StateFailed:    robonetv1.InstanceState_INSTANCE_STATE_FAILED,
-	engine.StateCancelled: robonetv1.InstanceState_INSTANCE_STATE_CANCELLED,
-	engine.StatePaused:    robonetv1.InstanceState_INSTANCE_STATE_PAUSED,
+var stateToProtoMap = map[port.InstanceState]robonetv1.InstanceState{
+	port.StatePending:   robonetv1.InstanceState_INSTANCE_STATE_PENDING,
+	port.StateRunning:   robonetv1.InstanceState_INSTANCE_STATE_RUNNING,
+	port.StateGathering: robonetv1.InstanceState_INSTANCE_STATE_GATHERING,
+	port.StateComplete:  robonetv1.InstanceState_INSTANCE_STATE_COMPLETE,
+	port.StateFailed:    robonetv1.InstanceState_INSTANCE_STATE_FAILED,
+	port.StateCancelled: robonetv1.InstanceState_INSTANCE_STATE_CANCELLED,
+	port.StatePaused:    robonetv1.InstanceState_INSTANCE_STATE_PAUSED,
 }
 
-func stateToProto(s engine.InstanceState) robonetv1.InstanceState {
+func stateToProto(s port.InstanceState) robonetv1.InstanceState {
 	return stateToProtoMap[s] // unknown: UNSPECIFIED
 }
 
-func stateFromProto(s robonetv1.InstanceState) (engine.InstanceState, bool) {
+func stateFromProto(s robonetv1.InstanceState) (port.InstanceState, bool) {
 	for es, ps := range stateToProtoMap {
 		if ps == s {
 			return es, true
@@ -221,7 +222,7 @@ func progressOf(tasks []engine.TaskView) *robonetv1.InstanceProgress {
 	return p
 }
 
-func taskProgressToProto(p *engine.TaskProgress) *robonetv1.TaskProgress {
+func taskProgressToProto(p *port.TaskProgress) *robonetv1.TaskProgress {
 	if p == nil {
 		return nil
 	}
@@ -340,7 +341,7 @@ func poolStatsToProto(st wag.PoolStats) *robonetv1.PoolStats {
 	}
 }
 
-func poolStatusToProto(p engine.PoolStatus) *robonetv1.PoolStats {
+func poolStatusToProto(p port.PoolStatus) *robonetv1.PoolStats {
 	return poolStatsToProto(wag.PoolStats{Capability: p.Capability, Pool: p.Pool, Slots: p.Slots, Busy: p.Busy,
 		Completed: p.Completed, Failed: p.Failed, PerMinute: p.PerMinute, LatencyP50: p.LatencyP50, LatencyP99: p.LatencyP99})
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -25,16 +26,16 @@ import (
 //
 //	spec.ErrorList               INVALID_ARGUMENT + SpecErrors (file:line:col, task, message per problem)
 //	graph.ErrInvalidInput        INVALID_ARGUMENT + BadRequest (one violation per input problem)
-//	engine.ErrNotFound           NOT_FOUND
-//	engine.ErrVersionConflict    ALREADY_EXISTS
-//	engine.ErrIdempotencyConflict ALREADY_EXISTS
-//	engine.ErrInvalidArgument    INVALID_ARGUMENT
+//	port.ErrNotFound           NOT_FOUND
+//	port.ErrVersionConflict    ALREADY_EXISTS
+//	port.ErrIdempotencyConflict ALREADY_EXISTS
+//	port.ErrInvalidArgument    INVALID_ARGUMENT
 //	engine.ErrInstanceFinished   FAILED_PRECONDITION (cancelling a finished instance)
 //	engine.ErrUnknownSignal      FAILED_PRECONDITION (no wait of the workflow takes the signal)
-//	engine.ErrInstanceLive       FAILED_PRECONDITION (retrying an instance still running)
-//	engine.ErrNotRetryable       FAILED_PRECONDITION (retrying an instance that completed)
-//	engine.ErrTooManySignals     RESOURCE_EXHAUSTED (the instance holds too many signals not taken)
-//	engine.ErrStoreUnavailable   UNAVAILABLE + ErrorInfo (reason STORE_UNAVAILABLE, outcome applied
+//	port.ErrInstanceLive       FAILED_PRECONDITION (retrying an instance still running)
+//	port.ErrNotRetryable       FAILED_PRECONDITION (retrying an instance that completed)
+//	port.ErrTooManySignals     RESOURCE_EXHAUSTED (the instance holds too many signals not taken)
+//	port.ErrStoreUnavailable   UNAVAILABLE + ErrorInfo (reason STORE_UNAVAILABLE, outcome applied
 //	                             "no" or "unknown") + RetryInfo: the database is unreachable or failing over
 //	engine.ErrStopped, shutdown  UNAVAILABLE
 //	*mesh.NotLeaderError         UNAVAILABLE + ErrorInfo (reason NOT_LEADER, the leader's name and gRPC address)
@@ -66,22 +67,22 @@ func errorStatus(log *zap.Logger, method string, err error) error {
 		return specErrorsStatus(list)
 	case errors.Is(err, graph.ErrInvalidInput):
 		return invalidInputStatus(err)
-	case errors.Is(err, engine.ErrInvalidPageToken):
+	case errors.Is(err, port.ErrInvalidPageToken):
 		return badRequest("page_token", "not a token this server returned; start again without a page_token")
 	case errors.Is(err, engine.ErrUnloadable):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, engine.ErrNotFound):
+	case errors.Is(err, port.ErrNotFound):
 		return status.Error(codes.NotFound, err.Error())
-	case errors.Is(err, engine.ErrVersionConflict), errors.Is(err, engine.ErrIdempotencyConflict), errors.Is(err, engine.ErrScheduleExists):
+	case errors.Is(err, port.ErrVersionConflict), errors.Is(err, port.ErrIdempotencyConflict), errors.Is(err, port.ErrScheduleExists):
 		return status.Error(codes.AlreadyExists, err.Error())
-	case errors.Is(err, engine.ErrInvalidArgument):
+	case errors.Is(err, port.ErrInvalidArgument):
 		return status.Error(codes.InvalidArgument, err.Error())
 	case errors.Is(err, engine.ErrInstanceFinished), errors.Is(err, engine.ErrUnknownSignal),
-		errors.Is(err, engine.ErrInstanceLive), errors.Is(err, engine.ErrNotRetryable):
+		errors.Is(err, port.ErrInstanceLive), errors.Is(err, port.ErrNotRetryable):
 		return status.Error(codes.FailedPrecondition, err.Error())
-	case errors.Is(err, engine.ErrTooManySignals):
+	case errors.Is(err, port.ErrTooManySignals):
 		return status.Error(codes.ResourceExhausted, err.Error())
-	case errors.Is(err, engine.ErrStoreUnavailable):
+	case errors.Is(err, port.ErrStoreUnavailable):
 		return storeUnavailableStatus(log, method, err)
 	case errors.Is(err, engine.ErrStopped), errors.Is(err, errStopping):
 		return status.Error(codes.Unavailable, "the node is shutting down; retry on another node or later")
@@ -115,7 +116,7 @@ const storeRetryDelay = time.Second
 // now.
 func storeUnavailableStatus(log *zap.Logger, method string, err error) error {
 	outcome, msg := "not_applied", "the database is unavailable (unreachable, or failing over): nothing was done; retry"
-	if errors.Is(err, engine.ErrOutcomeUnknown) {
+	if errors.Is(err, port.ErrOutcomeUnknown) {
 		outcome = "unknown"
 		msg = "the database became unavailable (it may be failing over) while the call was being written: it may or may not " +
 			"have taken effect; retry it (a submission with the same idempotency key answers the instance it started, if any)"

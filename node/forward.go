@@ -20,6 +20,7 @@ import (
 	"google.golang.org/protobuf/proto"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/pki"
 	"github.com/robonet/robonet/mesh"
@@ -224,7 +225,7 @@ func (r *forwarder) toOwner(ctx context.Context, id uuid.UUID) (target, ownerWhe
 	if st.PartitionCount == 0 {
 		return target{}, ownerNoPartitions, nil
 	}
-	owner := st.Partitions[engine.PartitionOf(id, st.PartitionCount)].Node
+	owner := st.Partitions[port.PartitionOf(id, st.PartitionCount)].Node
 	switch owner {
 	case "":
 		return target{}, ownerUnknown, nil

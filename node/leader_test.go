@@ -13,6 +13,7 @@ import (
 	"google.golang.org/grpc/metadata"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/sqlite"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -111,9 +112,9 @@ func (f *fakeMesh) set(l mesh.Leadership) {
 
 type nopDispatcher struct{}
 
-func (nopDispatcher) Dispatch(context.Context, []engine.TaskDispatch) []error   { return nil }
-func (nopDispatcher) Cancel(context.Context, uint64, []engine.AttemptKey) error { return nil }
-func (nopDispatcher) Nodes(string) []string                                     { return nil }
+func (nopDispatcher) Dispatch(context.Context, []port.TaskDispatch) []error   { return nil }
+func (nopDispatcher) Cancel(context.Context, uint64, []port.AttemptKey) error { return nil }
+func (nopDispatcher) Nodes(string) []string                                   { return nil }
 
 // loopHarness runs a leader loop over a fake mesh and records what it
 // publishes.

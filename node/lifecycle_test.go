@@ -19,6 +19,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
@@ -225,7 +226,7 @@ func TestLifecycleErrorCodes(t *testing.T) {
 			_, err := a.SignalInstance(context.Background(), &robonetv1.SignalInstanceRequest{InstanceId: testID, Name: "aprove"})
 			return err
 		}},
-		{fmt.Errorf("signal instance %s: 1000 pending: %w", id, engine.ErrTooManySignals), codes.ResourceExhausted, func(a *apiServer) error {
+		{fmt.Errorf("signal instance %s: 1000 pending: %w", id, port.ErrTooManySignals), codes.ResourceExhausted, func(a *apiServer) error {
 			_, err := a.SignalInstance(context.Background(), &robonetv1.SignalInstanceRequest{InstanceId: testID, Name: "approve"})
 			return err
 		}},
@@ -233,19 +234,19 @@ func TestLifecycleErrorCodes(t *testing.T) {
 			_, err := a.SignalInstance(context.Background(), &robonetv1.SignalInstanceRequest{InstanceId: testID, Name: "approve"})
 			return err
 		}},
-		{fmt.Errorf("retry instance %s: %w", id, engine.ErrInstanceLive), codes.FailedPrecondition, func(a *apiServer) error {
+		{fmt.Errorf("retry instance %s: %w", id, port.ErrInstanceLive), codes.FailedPrecondition, func(a *apiServer) error {
 			_, err := a.RetryInstance(context.Background(), &robonetv1.RetryInstanceRequest{InstanceId: testID})
 			return err
 		}},
-		{fmt.Errorf("retry instance %s: %w", id, engine.ErrNotRetryable), codes.FailedPrecondition, func(a *apiServer) error {
+		{fmt.Errorf("retry instance %s: %w", id, port.ErrNotRetryable), codes.FailedPrecondition, func(a *apiServer) error {
 			_, err := a.RetryInstance(context.Background(), &robonetv1.RetryInstanceRequest{InstanceId: testID})
 			return err
 		}},
-		{fmt.Errorf("retry instance %s: no task deplo: %w", id, engine.ErrInvalidArgument), codes.InvalidArgument, func(a *apiServer) error {
+		{fmt.Errorf("retry instance %s: no task deplo: %w", id, port.ErrInvalidArgument), codes.InvalidArgument, func(a *apiServer) error {
 			_, err := a.RetryInstance(context.Background(), &robonetv1.RetryInstanceRequest{InstanceId: testID, FromTask: "deplo"})
 			return err
 		}},
-		{fmt.Errorf("pause instance %s: %w", id, engine.ErrNotFound), codes.NotFound, func(a *apiServer) error {
+		{fmt.Errorf("pause instance %s: %w", id, port.ErrNotFound), codes.NotFound, func(a *apiServer) error {
 			_, err := a.PauseInstance(context.Background(), &robonetv1.PauseInstanceRequest{InstanceId: testID})
 			return err
 		}},
@@ -386,7 +387,7 @@ func (f *failingPauser) PauseInstance(context.Context, *robonetv1.PauseInstanceR
 
 func TestLifecycleConversions(t *testing.T) {
 	at := time.Date(2026, 11, 29, 10, 0, 0, 0, time.UTC)
-	v := engine.InstanceView{ID: uuid.MustParse(testID), State: engine.StatePaused, Paused: true, Run: 2,
+	v := engine.InstanceView{ID: uuid.MustParse(testID), State: port.StatePaused, Paused: true, Run: 2,
 		Signals: []engine.SignalInfo{
 			{Seq: 3, Name: "approve", Payload: []byte(`{"by":"ada"}`), At: at, Consumed: true, By: "approve#1"},
 			{Seq: 5, Name: "approve", At: at},
@@ -417,7 +418,7 @@ func TestLifecycleConversions(t *testing.T) {
 	if run := instanceToProto(&engine.InstanceView{}).GetRun(); run != 1 {
 		t.Errorf("an instance never retried is in run %d, want 1", run)
 	}
-	if st, ok := stateFromProto(robonetv1.InstanceState_INSTANCE_STATE_PAUSED); !ok || st != engine.StatePaused {
+	if st, ok := stateFromProto(robonetv1.InstanceState_INSTANCE_STATE_PAUSED); !ok || st != port.StatePaused {
 		t.Errorf("PAUSED filters as %q, %v", st, ok)
 	}
 
@@ -426,9 +427,9 @@ func TestLifecycleConversions(t *testing.T) {
 		kind robonetv1.EventKind
 	}{
 		{engine.Event{Kind: engine.EventSignal, Signal: &v.Signals[0]}, robonetv1.EventKind_EVENT_KIND_SIGNAL},
-		{engine.Event{Kind: engine.EventPaused, State: engine.StatePaused}, robonetv1.EventKind_EVENT_KIND_PAUSED},
-		{engine.Event{Kind: engine.EventResumed, State: engine.StateRunning}, robonetv1.EventKind_EVENT_KIND_RESUMED},
-		{engine.Event{Kind: engine.EventRetried, Run: 3, State: engine.StateRunning}, robonetv1.EventKind_EVENT_KIND_RETRIED},
+		{engine.Event{Kind: engine.EventPaused, State: port.StatePaused}, robonetv1.EventKind_EVENT_KIND_PAUSED},
+		{engine.Event{Kind: engine.EventResumed, State: port.StateRunning}, robonetv1.EventKind_EVENT_KIND_RESUMED},
+		{engine.Event{Kind: engine.EventRetried, Run: 3, State: port.StateRunning}, robonetv1.EventKind_EVENT_KIND_RETRIED},
 	} {
 		ev := eventToProto(&c.ev)
 		if ev.GetKind() != c.kind {

@@ -16,6 +16,7 @@ import (
 	"google.golang.org/protobuf/types/known/timestamppb"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -74,7 +75,7 @@ type meshAPI struct {
 	// storedPools reads the pool statistics the leader collected (on
 	// servers): ListMembers shows them for a member that does not answer.
 	// nil: none.
-	storedPools func(context.Context) ([]engine.PoolStatus, error)
+	storedPools func(context.Context) ([]port.PoolStatus, error)
 	// conn returns a cached connection to another node's gRPC API. nil:
 	// ListWagglers asks no other node.
 	conn func(node, addr string) (grpc.ClientConnInterface, error)
@@ -126,7 +127,7 @@ func (s *meshAPI) ListMembers(ctx context.Context, req *robonetv1.ListMembersReq
 	members := s.mesh.Members()
 	var (
 		pools  map[string]poolReport
-		stored map[string][]engine.PoolStatus // read once, if a member does not answer
+		stored map[string][]port.PoolStatus // read once, if a member does not answer
 	)
 	if req.GetPools() {
 		pools = s.askPools(ctx, members)
@@ -327,12 +328,12 @@ func (s *meshAPI) LocalPools(context.Context, *robonetv1.LocalPoolsRequest) (*ro
 
 // readStoredPools reads the collected pool statistics by node; nil if it
 // cannot (the members' notes say what the live call said).
-func (s *meshAPI) readStoredPools(ctx context.Context) map[string][]engine.PoolStatus {
+func (s *meshAPI) readStoredPools(ctx context.Context) map[string][]port.PoolStatus {
 	rows, err := s.storedPools(ctx)
 	if err != nil {
 		return nil
 	}
-	out := map[string][]engine.PoolStatus{}
+	out := map[string][]port.PoolStatus{}
 	for _, r := range rows {
 		out[r.Node] = append(out[r.Node], r)
 	}

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/metrics"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -254,7 +255,7 @@ func (n *Node) runPoolStats(ctx context.Context) {
 			continue // only the leader's engine writes
 		}
 		now := n.cfg.Clock.Now().UTC()
-		var rows []engine.PoolStatus
+		var rows []port.PoolStatus
 		for node, rep := range api.askPools(ctx, n.mesh.Members()) {
 			if rep.err != nil {
 				n.log.Debug("pool statistics not collected", zap.String("member", node), zap.Error(rep.err))
@@ -270,8 +271,8 @@ func (n *Node) runPoolStats(ctx context.Context) {
 	}
 }
 
-func poolStatusOf(node string, p *robonetv1.PoolStats, at time.Time) engine.PoolStatus {
-	return engine.PoolStatus{
+func poolStatusOf(node string, p *robonetv1.PoolStats, at time.Time) port.PoolStatus {
+	return port.PoolStatus{
 		Node: node, Capability: p.GetCapability(), Pool: p.GetPool(), Slots: int(p.GetSlots()), Busy: int(p.GetBusy()),
 		Completed: p.GetCompleted(), Failed: p.GetFailed(), PerMinute: int(p.GetPerMinute()),
 		LatencyP50: p.GetLatencyP50().AsDuration(), LatencyP99: p.GetLatencyP99().AsDuration(), UpdatedAt: at,

@@ -21,6 +21,7 @@ import (
 	"google.golang.org/grpc/status"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres"
 	"github.com/robonet/robonet/engine/store/sqlite"
 	"github.com/robonet/robonet/internal/lifecycle"
@@ -37,8 +38,8 @@ import (
 // The engine is the API's Engine; the Router of its term is its
 // Dispatcher (wag.go).
 var (
-	_ Engine            = (*engine.Engine)(nil)
-	_ engine.Dispatcher = (*wag.Router)(nil)
+	_ Engine          = (*engine.Engine)(nil)
+	_ port.Dispatcher = (*wag.Router)(nil)
 )
 
 // Node is one robonode: mesh membership, store, engine, workers and the
@@ -70,7 +71,7 @@ type Node struct {
 	beginStopping context.CancelFunc
 
 	lock     *dirLock
-	store    engine.Store           // nil on worker-only nodes
+	store    port.Store             // nil on worker-only nodes
 	pg       *postgres.Store        // the store when it is Postgres: its connection and replication facts
 	workers  *wag.WorkerHost        // this node's pools
 	wagglers *wag.WagglerHost       // the Waggler roles this node is given
@@ -455,7 +456,7 @@ func (n *Node) storeName() string {
 	return "sqlite"
 }
 
-func (n *Node) openStore(ctx context.Context) (engine.Store, error) {
+func (n *Node) openStore(ctx context.Context) (port.Store, error) {
 	if n.cfg.PostgresDSN != "" {
 		s, err := postgres.Open(ctx, postgres.Config{DSN: n.cfg.PostgresDSN, Schema: n.cfg.PostgresSchema, Logger: n.log})
 		if err != nil {

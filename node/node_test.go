@@ -18,6 +18,7 @@ import (
 
 	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/mesh"
@@ -193,22 +194,22 @@ func TestErrorStatus(t *testing.T) {
 	}{
 		{specErr, codes.InvalidArgument, "does not compile (2 problems)"},
 		{inputErr, codes.InvalidArgument, `"target"`},
-		{fmt.Errorf("get instance: %w", engine.ErrNotFound), codes.NotFound, "not found"},
-		{fmt.Errorf("x: %w", engine.ErrVersionConflict), codes.AlreadyExists, "different definition"},
-		{fmt.Errorf("x: %w", engine.ErrIdempotencyConflict), codes.AlreadyExists, "idempotency"},
-		{fmt.Errorf("x: %w", engine.ErrInvalidArgument), codes.InvalidArgument, "invalid"},
+		{fmt.Errorf("get instance: %w", port.ErrNotFound), codes.NotFound, "not found"},
+		{fmt.Errorf("x: %w", port.ErrVersionConflict), codes.AlreadyExists, "different definition"},
+		{fmt.Errorf("x: %w", port.ErrIdempotencyConflict), codes.AlreadyExists, "idempotency"},
+		{fmt.Errorf("x: %w", port.ErrInvalidArgument), codes.InvalidArgument, "invalid"},
 		{fmt.Errorf("cancel: %w", engine.ErrInstanceFinished), codes.FailedPrecondition, "finished"},
 		{fmt.Errorf("x: %w", engine.ErrStopped), codes.Unavailable, "shutting down"},
-		{fmt.Errorf("list instances: %w: bad base64", engine.ErrInvalidPageToken), codes.InvalidArgument, "page_token: not a token this server returned"},
+		{fmt.Errorf("list instances: %w: bad base64", port.ErrInvalidPageToken), codes.InvalidArgument, "page_token: not a token this server returned"},
 		{fmt.Errorf("submit x: %w", engine.ErrUnloadable), codes.FailedPrecondition, "cannot be loaded"},
 		{context.Canceled, codes.Canceled, "cancelled"},
 		{fmt.Errorf("x: %w", &mesh.NotLeaderError{Leader: "s2", LeaderGRPC: "10.0.0.2:7233"}), codes.Unavailable, "the leader is s2 at 10.0.0.2:7233"},
 		{fmt.Errorf("%w within the forwarding window", ErrNoLeader), codes.Unavailable, "no engine leader"},
 		{status.Error(codes.PermissionDenied, "no"), codes.PermissionDenied, "no"},
 		{errors.New("pq: connection refused at 10.1.2.3"), codes.Internal, "internal error"},
-		{fmt.Errorf("register workflow: failed to connect to 10.1.2.3: %w", engine.ErrStoreUnavailable), codes.Unavailable,
+		{fmt.Errorf("register workflow: failed to connect to 10.1.2.3: %w", port.ErrStoreUnavailable), codes.Unavailable,
 			"nothing was done; retry"},
-		{fmt.Errorf("queue 1 instances: unexpected EOF at 10.1.2.3: %w: %w", engine.ErrStoreUnavailable, engine.ErrOutcomeUnknown),
+		{fmt.Errorf("queue 1 instances: unexpected EOF at 10.1.2.3: %w: %w", port.ErrStoreUnavailable, port.ErrOutcomeUnknown),
 			codes.Unavailable, "same idempotency key"},
 	}
 	for _, c := range cases {
@@ -233,8 +234,8 @@ func TestErrorStatus(t *testing.T) {
 	// A store outage says whether the call may have taken effect, and when
 	// to retry; the forwarder retries only what surely did not.
 	for outcome, err := range map[string]error{
-		"not_applied": fmt.Errorf("x: %w", engine.ErrStoreUnavailable),
-		"unknown":     fmt.Errorf("x: %w: %w", engine.ErrStoreUnavailable, engine.ErrOutcomeUnknown),
+		"not_applied": fmt.Errorf("x: %w", port.ErrStoreUnavailable),
+		"unknown":     fmt.Errorf("x: %w: %w", port.ErrStoreUnavailable, port.ErrOutcomeUnknown),
 	} {
 		mapped := errorStatus(log, "/m", err)
 		st, _ := status.FromError(mapped)

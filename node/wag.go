@@ -11,6 +11,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/mesh"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/sentinel"
@@ -181,10 +182,10 @@ func engineOwner(node string) uuid.UUID {
 // lateSink is the Router's sink: the engine, built after the Router.
 type lateSink struct{ t *termEngine }
 
-func (s *lateSink) TaskResult(ctx context.Context, r engine.TaskResult) {
+func (s *lateSink) TaskResult(ctx context.Context, r port.TaskResult) {
 	s.t.TaskResult(ctx, r)
 }
-func (s *lateSink) TaskProgress(ctx context.Context, p engine.TaskProgress) {
+func (s *lateSink) TaskProgress(ctx context.Context, p port.TaskProgress) {
 	s.t.TaskProgress(ctx, p)
 }
 

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock/clocktest"
 )
 
@@ -205,4 +205,4 @@ func (r *recordingReporter) Report(report Report) bool {
 	return true
 }
 
-var _ engine.ResultSink = (*recordingSink)(nil)
+var _ port.ResultSink = (*recordingSink)(nil)

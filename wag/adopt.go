@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // Register adds workers (a pool's slots) and adopts what they run: the
@@ -112,7 +112,7 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 // stopCopy tells a worker to stop a copy of an attempt that is not its to
 // run, and counts it busy until it reports on that copy: no attempt is
 // handed to it meanwhile.
-func (w *Waggler) stopCopy(ww *wagWorker, key engine.AttemptKey, gen uint64, fx *effects) {
+func (w *Waggler) stopCopy(ww *wagWorker, key port.AttemptKey, gen uint64, fx *effects) {
 	w.removeIdle(ww)
 	w.setBusy(ww, gen)
 	ww.entry = nil
@@ -123,7 +123,7 @@ func (w *Waggler) stopCopy(ww *wagWorker, key engine.AttemptKey, gen uint64, fx 
 }
 
 // runs reports whether running lists the attempt key under gen on worker.
-func runs(running []Running, worker string, key engine.AttemptKey, gen uint64) bool {
+func runs(running []Running, worker string, key port.AttemptKey, gen uint64) bool {
 	for _, r := range running {
 		if r.WorkerID == worker && r.AttemptKey == key && r.Generation == gen {
 			return true

@@ -5,7 +5,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // The Router counts, per capability, the attempts it accepted and has no
@@ -15,7 +15,7 @@ import (
 // queue while the engine holds it in memory, writes its progress and
 // scans its heap. The engine asks Saturated before it starts a new
 // instance, keeps those whose first tasks all need a saturated capability
-// waiting (engine.Admission), and starts them when the Router reports the
+// waiting (port.Admission), and starts them when the Router reports the
 // backlog drained (RouterConfig.OnDrain).
 
 // Defaults of the backlog at which a capability is saturated.
@@ -83,7 +83,7 @@ func (r *Router) share(limit int) int {
 // still arrive (a capability silent for BacklogStall is not saturated;
 // a result is dated when Saturated first sees it counted).
 // Once it answered true, OnDrain is called when the backlog falls to
-// half of that limit. It implements engine.Admission.
+// half of that limit. It implements port.Admission.
 func (r *Router) Saturated(capability string) bool {
 	r.mu.Lock()
 	defer r.mu.Unlock()
@@ -118,4 +118,4 @@ func (r *Router) Saturated(capability string) bool {
 	return true
 }
 
-var _ engine.Admission = (*Router)(nil)
+var _ port.Admission = (*Router)(nil)

@@ -8,7 +8,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock/clocktest"
 )
 
@@ -43,8 +43,8 @@ func TestRouterBacklogSaturatesAndDrains(t *testing.T) {
 		defer mu.Unlock()
 		return slices.Clone(drained)
 	}
-	dispatch := func(n int) []engine.TaskDispatch {
-		ds := make([]engine.TaskDispatch, n)
+	dispatch := func(n int) []port.TaskDispatch {
+		ds := make([]port.TaskDispatch, n)
 		for i := range ds {
 			ds[i] = task("echo", nil)
 			ds[i].Term = 1
@@ -54,12 +54,12 @@ func TestRouterBacklogSaturatesAndDrains(t *testing.T) {
 		}
 		return ds
 	}
-	finish := func(ds ...engine.TaskDispatch) {
+	finish := func(ds ...port.TaskDispatch) {
 		t.Helper()
 		waitUntil(t, "a session with a", func() bool { return dir.link("a") != nil })
 		rs := make([]SeqResult, len(ds))
 		for i, d := range ds {
-			rs[i] = SeqResult{Seq: uint64(i + 1), TaskResult: engine.TaskResult{AttemptKey: d.AttemptKey, OK: true}}
+			rs[i] = SeqResult{Seq: uint64(i + 1), TaskResult: port.TaskResult{AttemptKey: d.AttemptKey, OK: true}}
 		}
 		if err := dir.link("a").up.Results(rs); err != nil {
 			t.Fatal(err)
@@ -93,7 +93,7 @@ func TestRouterBacklogSaturatesAndDrains(t *testing.T) {
 	if got := drainedNow(); len(got) != 0 {
 		t.Fatalf("reported drained at 4 in flight (half the limit is 3): %v", got)
 	}
-	if err := r.Cancel(t.Context(), 1, []engine.AttemptKey{ds[2].AttemptKey}); err != nil {
+	if err := r.Cancel(t.Context(), 1, []port.AttemptKey{ds[2].AttemptKey}); err != nil {
 		t.Fatal(err)
 	}
 	wantInFlight(3)

@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock/clocktest"
 )
 
@@ -20,13 +20,13 @@ type countingSink struct {
 	done   chan struct{}
 }
 
-func (s *countingSink) TaskResult(context.Context, engine.TaskResult) {
+func (s *countingSink) TaskResult(context.Context, port.TaskResult) {
 	if s.got.Add(1) == s.n.Load() {
 		close(s.done)
 	}
 }
-func (s *countingSink) TaskProgress(context.Context, engine.TaskProgress) {}
-func (s *countingSink) TaskStarted([]Started)                             {}
+func (s *countingSink) TaskProgress(context.Context, port.TaskProgress) {}
+func (s *countingSink) TaskStarted([]Started)                           {}
 
 // BenchmarkLocalEcho measures the Waggler layer alone: echo attempts
 // dispatched in batches of 1,000 through a pool, to their results.
@@ -42,7 +42,7 @@ func BenchmarkLocalEcho(b *testing.B) {
 			if err := l.Start(context.Background()); err != nil {
 				b.Fatal(err)
 			}
-			tasks := make([]engine.TaskDispatch, b.N)
+			tasks := make([]port.TaskDispatch, b.N)
 			for i := range tasks {
 				tasks[i] = task("echo", int64(i))
 			}
@@ -69,9 +69,9 @@ type benchWorker struct {
 	a  Assignment
 }
 
-func (w *benchWorker) ID() string                       { return w.id }
-func (w *benchWorker) Run(a Assignment)                 { w.a = a }
-func (w *benchWorker) Cancel(engine.AttemptKey, uint64) {}
+func (w *benchWorker) ID() string                     { return w.id }
+func (w *benchWorker) Run(a Assignment)               { w.a = a }
+func (w *benchWorker) Cancel(port.AttemptKey, uint64) {}
 
 // BenchmarkWagglerMonitor10k: one Waggler watching 10,000 running attempts
 // on 10,000 workers (5,000 pools of two slots). One op is one heartbeat
@@ -96,7 +96,7 @@ func BenchmarkWagglerMonitor10k(b *testing.B) {
 	}
 	w.start()
 	defer w.close()
-	tasks := make([]engine.TaskDispatch, n)
+	tasks := make([]port.TaskDispatch, n)
 	for i := range tasks {
 		tasks[i] = task("echo", int64(i))
 		tasks[i].ExecutionID = fmt.Sprintf("t[%d]", i)

@@ -7,19 +7,19 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/wag"
 )
 
 // printSink prints results and closes done after the first.
 type printSink struct{ done chan struct{} }
 
-func (s printSink) TaskResult(_ context.Context, r engine.TaskResult) {
+func (s printSink) TaskResult(_ context.Context, r port.TaskResult) {
 	fmt.Println(r.ExecutionID, r.OK, r.Output)
 	close(s.done)
 }
 
-func (printSink) TaskProgress(context.Context, engine.TaskProgress) {}
+func (printSink) TaskProgress(context.Context, port.TaskProgress) {}
 
 // A program that embeds a node registers its own actions next to the
 // built-ins and serves a capability with a pool of workers.
@@ -70,8 +70,8 @@ func Example() {
 		_ = workers.Stop(ctx)
 	}()
 
-	errs := router.Dispatch(ctx, []engine.TaskDispatch{{
-		AttemptKey: engine.AttemptKey{InstanceID: uuid.New(), ExecutionID: "greet", Attempt: 1},
+	errs := router.Dispatch(ctx, []port.TaskDispatch{{
+		AttemptKey: port.AttemptKey{InstanceID: uuid.New(), ExecutionID: "greet", Attempt: 1},
 		Term:       1,
 		Task:       "greet",
 		Index:      -1,

@@ -3,7 +3,7 @@ package wag
 import (
 	"time"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // Progress is what an action says about how far it has come. It rides the
@@ -18,7 +18,7 @@ type Progress struct {
 // Heartbeat is what a worker sends its Waggler for a running attempt, every
 // heartbeat interval. Across nodes it travels on the worker's stream.
 type Heartbeat struct {
-	Key        engine.AttemptKey
+	Key        port.AttemptKey
 	Generation uint64 // the Waggler's generation of the assignment
 	WorkerID   string
 	// Seq is 1, 2, 3, ... per assignment (attempt and generation): lower or
@@ -32,7 +32,7 @@ type Heartbeat struct {
 
 // Report is a worker's final word on an assignment.
 type Report struct {
-	Key        engine.AttemptKey
+	Key        port.AttemptKey
 	Generation uint64
 	WorkerID   string
 	OK         bool

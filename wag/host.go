@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/lifecycle"
 )
 
@@ -21,7 +21,7 @@ import (
 // under which generation, so the successor waits for that worker's
 // heartbeats instead of running the attempt again.
 type Handoff struct {
-	engine.TaskDispatch
+	port.TaskDispatch
 	// Epoch is the Waggler epoch the leader means the attempt for; a host
 	// whose Waggler of the capability has another epoch refuses it
 	// (ErrNotWaggler) and the leader routes it again.
@@ -44,14 +44,14 @@ type Handoff struct {
 // leader. Calls must not block for long.
 type Uplink interface {
 	Results(rs []SeqResult) error
-	Progress(ps []engine.TaskProgress)
+	Progress(ps []port.TaskProgress)
 	Started(ss []Started)
 }
 
 // SeqResult is a result numbered by the host that sends it.
 type SeqResult struct {
 	Seq uint64
-	engine.TaskResult
+	port.TaskResult
 }
 
 // Errors of the Waggler host.
@@ -204,7 +204,7 @@ func (h *WagglerHost) Open(term uint64, up Uplink) (*Session, error) {
 }
 
 // OpenOwner starts a session of o, reporting to up. A leader's session of
-// an older term than the newest seen is refused (engine.ErrStaleTerm), and
+// an older term than the newest seen is refused (port.ErrStaleTerm), and
 // so is a session that names a partition at an older epoch than one seen.
 // Results not acknowledged by an earlier owner of a partition are sent to
 // this one.
@@ -228,7 +228,7 @@ func (h *WagglerHost) OpenOwner(o Owner, up Uplink) (*Session, error) {
 		for p, e := range o.Partitions {
 			if e < h.epochs[p] {
 				h.mu.Unlock()
-				return nil, fmt.Errorf("%w: partition %d at epoch %d, but epoch %d owns it", engine.ErrStaleTerm, p, e, h.epochs[p])
+				return nil, fmt.Errorf("%w: partition %d at epoch %d, but epoch %d owns it", port.ErrStaleTerm, p, e, h.epochs[p])
 			}
 		}
 		if h.count == 0 {
@@ -260,7 +260,7 @@ func (h *WagglerHost) setCount(count int) {
 	old := h.pending[0]
 	delete(h.pending, 0)
 	for _, r := range old {
-		p := engine.PartitionOf(r.InstanceID, count)
+		p := port.PartitionOf(r.InstanceID, count)
 		h.pending[p] = append(h.pending[p], r)
 		h.dirty[p] = struct{}{}
 	}
@@ -272,7 +272,7 @@ func (h *WagglerHost) partition(id uuid.UUID) int {
 	if h.count == 0 {
 		return 0
 	}
-	return engine.PartitionOf(id, h.count)
+	return port.PartitionOf(id, h.count)
 }
 
 // ownerOf is the session that receives partition p's reports: its owner's,
@@ -317,15 +317,15 @@ func (s *Session) mayCommand(p int) error {
 			return err
 		}
 		if h.leader != s {
-			return fmt.Errorf("%w: a newer leader's session replaced this one", engine.ErrStaleTerm)
+			return fmt.Errorf("%w: a newer leader's session replaced this one", port.ErrStaleTerm)
 		}
 		return nil
 	}
 	if h.owners[p] != s {
 		if _, ok := s.owner.Partitions[p]; !ok {
-			return fmt.Errorf("%w: this session does not own partition %d", engine.ErrStaleTerm, p)
+			return fmt.Errorf("%w: this session does not own partition %d", port.ErrStaleTerm, p)
 		}
-		return fmt.Errorf("%w: partition %d has a newer owner (epoch %d)", engine.ErrStaleTerm, p, h.epochs[p])
+		return fmt.Errorf("%w: partition %d has a newer owner (epoch %d)", port.ErrStaleTerm, p, h.epochs[p])
 	}
 	return nil
 }
@@ -345,7 +345,7 @@ func (s *Session) leads() error {
 		return ErrNotRunning
 	}
 	if s.h.leader != s {
-		return fmt.Errorf("%w: a newer leader's session replaced this one", engine.ErrStaleTerm)
+		return fmt.Errorf("%w: a newer leader's session replaced this one", port.ErrStaleTerm)
 	}
 	return nil
 }
@@ -426,7 +426,7 @@ func (s *Session) Dispatch(hs []Handoff) []error {
 		errs[i] = err
 	}
 	type group struct {
-		fresh   []engine.TaskDispatch
+		fresh   []port.TaskDispatch
 		inherit []Handoff
 	}
 	groups := map[*Waggler]*group{}
@@ -456,7 +456,7 @@ func (s *Session) Dispatch(hs []Handoff) []error {
 		if g == nil {
 			busy[w] = w.admit()
 			// Most batches hold one capability: room for the rest of them.
-			g = &group{fresh: make([]engine.TaskDispatch, 0, len(hs)-i)}
+			g = &group{fresh: make([]port.TaskDispatch, 0, len(hs)-i)}
 			groups[w] = g
 			order = append(order, w)
 		}
@@ -486,7 +486,7 @@ func (s *Session) Dispatch(hs []Handoff) []error {
 // Cancel cancels attempts wherever this node's Wagglers hold them; a
 // session cancels only the attempts of the partitions it owns (the others'
 // are left alone: their owner moved on).
-func (s *Session) Cancel(keys []engine.AttemptKey) error {
+func (s *Session) Cancel(keys []port.AttemptKey) error {
 	h := s.h
 	h.mu.Lock()
 	if s.owner.Count == 0 {
@@ -503,7 +503,7 @@ func (s *Session) Cancel(keys []engine.AttemptKey) error {
 		}
 		if len(mine) == 0 && len(keys) > 0 {
 			h.mu.Unlock()
-			return fmt.Errorf("%w: this session owns none of the attempts' partitions now", engine.ErrStaleTerm)
+			return fmt.Errorf("%w: this session owns none of the attempts' partitions now", port.ErrStaleTerm)
 		}
 		keys = mine
 	}
@@ -628,7 +628,7 @@ func (h *WagglerHost) nodeDead(node string) bool {
 // session as they come (a later heartbeat supersedes a lost one).
 type hostUplink struct{ h *WagglerHost }
 
-func (u hostUplink) TaskResult(_ context.Context, r engine.TaskResult) {
+func (u hostUplink) TaskResult(_ context.Context, r port.TaskResult) {
 	h := u.h
 	h.mu.Lock()
 	h.seq++
@@ -639,13 +639,13 @@ func (u hostUplink) TaskResult(_ context.Context, r engine.TaskResult) {
 	h.flush()
 }
 
-func (u hostUplink) TaskProgress(_ context.Context, p engine.TaskProgress) {
+func (u hostUplink) TaskProgress(_ context.Context, p port.TaskProgress) {
 	h := u.h
 	h.mu.Lock()
 	s := h.ownerOf(h.partition(p.InstanceID))
 	h.mu.Unlock()
 	if s != nil {
-		s.up.Progress([]engine.TaskProgress{p})
+		s.up.Progress([]port.TaskProgress{p})
 	}
 }
 

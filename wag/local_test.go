@@ -15,14 +15,14 @@ import (
 	"go.uber.org/zap"
 	"go.uber.org/zap/zaptest/observer"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/metrics"
 )
 
 // gate is a handler that blocks until released (or cancelled), counting
 // how many run at once.
 type gate struct {
-	started  chan engine.AttemptKey
+	started  chan port.AttemptKey
 	release  chan struct{}
 	mu       sync.Mutex
 	running  int
@@ -31,7 +31,7 @@ type gate struct {
 }
 
 func newGate() *gate {
-	return &gate{started: make(chan engine.AttemptKey, 1000), release: make(chan struct{})}
+	return &gate{started: make(chan port.AttemptKey, 1000), release: make(chan struct{})}
 }
 
 func (g *gate) handler(ctx context.Context, call *Call) (any, error) {
@@ -80,7 +80,7 @@ func TestPoolBounds(t *testing.T) {
 	cfg.Registry = registryWith(t, map[string]Handler{"gate": g.handler})
 	l := startLocal(t, cfg)
 
-	var tasks []engine.TaskDispatch
+	var tasks []port.TaskDispatch
 	for i := range 20 {
 		d := task("gate", nil)
 		d.ExecutionID = fmt.Sprintf("t[%d]", i)
@@ -136,7 +136,7 @@ func TestHostQueueFullIsBusy(t *testing.T) {
 	if err := s.SetRoles(map[string]uint64{"code.exec": 1, "net.scan": 1}, nil); err != nil {
 		t.Fatal(err)
 	}
-	handoff := func(d engine.TaskDispatch) Handoff { return Handoff{TaskDispatch: d, Epoch: 1} }
+	handoff := func(d port.TaskDispatch) Handoff { return Handoff{TaskDispatch: d, Epoch: 1} }
 	if errs := s.Dispatch([]Handoff{handoff(task("gate", nil)), handoff(task("gate", nil))}); errs != nil {
 		t.Fatal(errs)
 	}
@@ -158,9 +158,9 @@ func TestHostQueueFullIsBusy(t *testing.T) {
 // nopUplink drops what a host reports.
 type nopUplink struct{}
 
-func (nopUplink) Results([]SeqResult) error      { return nil }
-func (nopUplink) Progress([]engine.TaskProgress) {}
-func (nopUplink) Started([]Started)              {}
+func (nopUplink) Results([]SeqResult) error    { return nil }
+func (nopUplink) Progress([]port.TaskProgress) {}
+func (nopUplink) Started([]Started)            {}
 
 // The Router holds what a busy Waggler refuses and hands it over once
 // there is room: every attempt runs.
@@ -171,7 +171,7 @@ func TestRouterRetriesBusyWagglers(t *testing.T) {
 	cfg.QueueSize = 1
 	cfg.Registry = registryWith(t, map[string]Handler{"gate": g.handler})
 	l := startLocal(t, cfg)
-	tasks := []engine.TaskDispatch{task("gate", nil), task("gate", nil), task("gate", nil), task("gate", nil)}
+	tasks := []port.TaskDispatch{task("gate", nil), task("gate", nil), task("gate", nil), task("gate", nil)}
 	if errs := l.Dispatch(context.Background(), tasks); errs != nil {
 		t.Fatal(errs)
 	}
@@ -197,7 +197,7 @@ func TestDispatchUnknownCapabilityWaits(t *testing.T) {
 	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
 	d := task("echo", 1)
 	d.Capability = "gpu.render"
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d}); err != nil {
 		t.Fatalf("dispatch for an unknown capability: %v", err)
 	}
 	sink.waitFor(t, "the waiting notice", func() bool { return len(sink.Progress()) > 0 })
@@ -234,7 +234,7 @@ func TestPanicIsContained(t *testing.T) {
 	cfg.Registry = registryWith(t, map[string]Handler{"boom": func(context.Context, *Call) (any, error) { panic("kaboom") }})
 	l := startLocal(t, cfg)
 	d, next := task("boom", nil), task("echo", "still alive")
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d, next}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d, next}); err != nil {
 		t.Fatal(err)
 	}
 	r := sink.result(t, d.AttemptKey)
@@ -264,7 +264,7 @@ func TestHungActionIsAbandoned(t *testing.T) {
 	hung := task("hang", nil)
 	hung.Timeout = 30 * time.Millisecond
 	next := task("echo", "next")
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{hung, next}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{hung, next}); err != nil {
 		t.Fatal(err)
 	}
 	r := sink.result(t, hung.AttemptKey)
@@ -311,7 +311,7 @@ func TestAttemptTimeoutAndCancel(t *testing.T) {
 
 	timed := task("wait", nil)
 	timed.Timeout = 30 * time.Millisecond
-	if err := l.Dispatch(ctx, []engine.TaskDispatch{timed}); err != nil {
+	if err := l.Dispatch(ctx, []port.TaskDispatch{timed}); err != nil {
 		t.Fatal(err)
 	}
 	r := sink.result(t, timed.AttemptKey)
@@ -323,7 +323,7 @@ func TestAttemptTimeoutAndCancel(t *testing.T) {
 	}
 
 	cancelled, next := task("wait", nil), task("echo", "after")
-	if err := l.Dispatch(ctx, []engine.TaskDispatch{cancelled, next}); err != nil {
+	if err := l.Dispatch(ctx, []port.TaskDispatch{cancelled, next}); err != nil {
 		t.Fatal(err)
 	}
 	recv(t, waiting, "the first attempt")
@@ -332,7 +332,7 @@ func TestAttemptTimeoutAndCancel(t *testing.T) {
 		st := status(l, "code.exec")
 		return st.Running == 1 && st.Queued == 1
 	})
-	if err := l.Cancel(ctx, 1, []engine.AttemptKey{cancelled.AttemptKey, testKey("unknown")}); err != nil {
+	if err := l.Cancel(ctx, 1, []port.AttemptKey{cancelled.AttemptKey, testKey("unknown")}); err != nil {
 		t.Fatal(err)
 	}
 	if c := recv(t, causes, "the cause"); !errors.Is(c, errCancelled) {
@@ -367,10 +367,10 @@ func TestOutputLimits(t *testing.T) {
 	l := startLocal(t, cfg)
 	big, small, weird, ints := task("echo", strings.Repeat("x", 200)), task("echo", strings.Repeat("x", 90)), task("chan", nil), task("ints", nil)
 	aliased := task("aliased", nil)
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{big, small, weird, ints, aliased}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{big, small, weird, ints, aliased}); err != nil {
 		t.Fatal(err)
 	}
-	for _, k := range []engine.AttemptKey{big.AttemptKey, aliased.AttemptKey} {
+	for _, k := range []port.AttemptKey{big.AttemptKey, aliased.AttemptKey} {
 		if r := sink.result(t, k); r.OK || !strings.Contains(r.Error, "output is more than 100 bytes of JSON") {
 			t.Fatalf("%+v: %+v", k, r)
 		}
@@ -392,7 +392,7 @@ func TestUnknownActionFails(t *testing.T) {
 	sink := newSink()
 	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
 	d := task("teleport", nil)
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d}); err != nil {
 		t.Fatal(err)
 	}
 	if r := sink.result(t, d.AttemptKey); r.OK || r.Error != `unknown action "teleport": this node's code.exec workers run echo, exec, http, sleep` {
@@ -415,7 +415,7 @@ func TestCallCarriesTheAttempt(t *testing.T) {
 	d := task("look", map[string]any{"k": "v"})
 	d.Index = 4
 	d.Attempt = 2
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d}); err != nil {
 		t.Fatal(err)
 	}
 	c := recv(t, calls, "the call")
@@ -460,7 +460,7 @@ func TestStopWaitsForRunningActions(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := task("slow", nil)
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d, task("echo", "queued")}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d, task("echo", "queued")}); err != nil {
 		t.Fatal(err)
 	}
 	<-started
@@ -485,7 +485,7 @@ func TestStopWaitsForRunningActions(t *testing.T) {
 	if err := l.Stop(context.Background()); err != nil {
 		t.Fatalf("second Stop: %v", err)
 	}
-	if errs := l.Dispatch(context.Background(), []engine.TaskDispatch{task("echo", 1)}); len(errs) != 1 || !errors.Is(errs[0], ErrNotRunning) {
+	if errs := l.Dispatch(context.Background(), []port.TaskDispatch{task("echo", 1)}); len(errs) != 1 || !errors.Is(errs[0], ErrNotRunning) {
 		t.Fatalf("dispatch after stop: %v", errs)
 	}
 	if err := l.Start(context.Background()); err == nil {
@@ -510,7 +510,7 @@ func TestStopReportsActionsThatDoNotReturn(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := task("stuck", nil)
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d}); err != nil {
 		t.Fatal(err)
 	}
 	<-started
@@ -535,7 +535,7 @@ func TestLifecycle(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	if errs := l.Dispatch(ctx, []engine.TaskDispatch{task("echo", 1)}); len(errs) != 1 || !errors.Is(errs[0], ErrNotRunning) {
+	if errs := l.Dispatch(ctx, []port.TaskDispatch{task("echo", 1)}); len(errs) != 1 || !errors.Is(errs[0], ErrNotRunning) {
 		t.Fatalf("dispatch before start: %v", errs)
 	}
 	if err := l.Stop(ctx); err != nil {
@@ -560,14 +560,14 @@ func TestSleepProgressRidesHeartbeats(t *testing.T) {
 	sink := newSink()
 	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
 	d := task("sleep", map[string]any{"duration": "300ms"})
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d}); err != nil {
 		t.Fatal(err)
 	}
 	r := sink.result(t, d.AttemptKey)
 	if !r.OK || r.Output.(map[string]any)["slept"] != "300ms" {
 		t.Fatalf("result %+v", r)
 	}
-	var last engine.TaskProgress
+	var last port.TaskProgress
 	n := 0
 	for _, p := range sink.Progress() {
 		if p.AttemptKey != d.AttemptKey {
@@ -598,7 +598,7 @@ func TestExecHeartbeatsReportMemory(t *testing.T) {
 	sink := newSink()
 	l := startLocal(t, testConfig(t, sink, map[string]int{"code.exec": 1}))
 	d := task("exec", map[string]any{"argv": []any{"sleep", "0.3"}})
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d}); err != nil {
 		t.Fatal(err)
 	}
 	if r := sink.result(t, d.AttemptKey); !r.OK {
@@ -664,16 +664,16 @@ func TestTermFence(t *testing.T) {
 		t.Fatal(err)
 	}
 	d := Handoff{TaskDispatch: task("echo", "old"), Epoch: 1}
-	if errs := old.Dispatch([]Handoff{d}); len(errs) != 1 || !errors.Is(errs[0], engine.ErrStaleTerm) {
+	if errs := old.Dispatch([]Handoff{d}); len(errs) != 1 || !errors.Is(errs[0], port.ErrStaleTerm) {
 		t.Fatalf("dispatch by the deposed leader: %v, want ErrStaleTerm", errs)
 	}
-	if err := old.Cancel([]engine.AttemptKey{d.AttemptKey}); !errors.Is(err, engine.ErrStaleTerm) {
+	if err := old.Cancel([]port.AttemptKey{d.AttemptKey}); !errors.Is(err, port.ErrStaleTerm) {
 		t.Fatalf("cancel by the deposed leader: %v, want ErrStaleTerm", err)
 	}
-	if err := old.SetRoles(nil, nil); !errors.Is(err, engine.ErrStaleTerm) {
+	if err := old.SetRoles(nil, nil); !errors.Is(err, port.ErrStaleTerm) {
 		t.Fatalf("roles set by the deposed leader: %v, want ErrStaleTerm", err)
 	}
-	if _, err := host.Open(1, nopUplink{}); !errors.Is(err, engine.ErrStaleTerm) {
+	if _, err := host.Open(1, nopUplink{}); !errors.Is(err, port.ErrStaleTerm) {
 		t.Fatalf("a session of an older term: %v, want ErrStaleTerm", err)
 	}
 	if st := host.Waggler("code.exec").Status(); st.Queued != 0 {
@@ -693,7 +693,7 @@ func TestPoolStats(t *testing.T) {
 		"block": func(ctx context.Context, _ *Call) (any, error) { <-release; return nil, nil },
 	})
 	l := startLocal(t, cfg)
-	var tasks []engine.TaskDispatch
+	var tasks []port.TaskDispatch
 	for range 4 {
 		tasks = append(tasks, task("ok", nil))
 	}
@@ -705,7 +705,7 @@ func TestPoolStats(t *testing.T) {
 		sink.result(t, d.AttemptKey)
 	}
 	blocked := task("block", nil)
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{blocked}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{blocked}); err != nil {
 		t.Fatal(err)
 	}
 	var st PoolStats
@@ -778,11 +778,11 @@ func TestActionTextIsFitted(t *testing.T) {
 	})
 	l := startLocal(t, cfg)
 	d := task("unruly", nil)
-	if err := l.Dispatch(context.Background(), []engine.TaskDispatch{d}); err != nil {
+	if err := l.Dispatch(context.Background(), []port.TaskDispatch{d}); err != nil {
 		t.Fatal(err)
 	}
 	sink.waitFor(t, "a heartbeat carrying the progress", func() bool {
-		return slices.ContainsFunc(sink.Progress(), func(p engine.TaskProgress) bool { return p.AttemptKey == d.AttemptKey && p.Message != "" })
+		return slices.ContainsFunc(sink.Progress(), func(p port.TaskProgress) bool { return p.AttemptKey == d.AttemptKey && p.Message != "" })
 	})
 	close(release)
 	r := sink.result(t, d.AttemptKey)

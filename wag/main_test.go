@@ -12,7 +12,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 func TestMain(m *testing.M) {
@@ -26,14 +26,14 @@ const waitTimeout = 10 * time.Second
 // report on a channel.
 type recordingSink struct {
 	mu       sync.Mutex
-	results  []engine.TaskResult
-	progress []engine.TaskProgress
+	results  []port.TaskResult
+	progress []port.TaskProgress
 	changed  chan struct{}
 }
 
 func newSink() *recordingSink { return &recordingSink{changed: make(chan struct{}, 1)} }
 
-func (s *recordingSink) TaskResult(_ context.Context, r engine.TaskResult) {
+func (s *recordingSink) TaskResult(_ context.Context, r port.TaskResult) {
 	s.mu.Lock()
 	s.results = append(s.results, r)
 	s.mu.Unlock()
@@ -43,7 +43,7 @@ func (s *recordingSink) TaskResult(_ context.Context, r engine.TaskResult) {
 // TaskStarted records nothing: the tests read starts off the workers.
 func (s *recordingSink) TaskStarted([]Started) {}
 
-func (s *recordingSink) TaskProgress(_ context.Context, p engine.TaskProgress) {
+func (s *recordingSink) TaskProgress(_ context.Context, p port.TaskProgress) {
 	s.mu.Lock()
 	s.progress = append(s.progress, p)
 	s.mu.Unlock()
@@ -57,13 +57,13 @@ func (s *recordingSink) signal() {
 	}
 }
 
-func (s *recordingSink) Results() []engine.TaskResult {
+func (s *recordingSink) Results() []port.TaskResult {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.results)
 }
 
-func (s *recordingSink) Progress() []engine.TaskProgress {
+func (s *recordingSink) Progress() []port.TaskProgress {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.progress)
@@ -84,9 +84,9 @@ func (s *recordingSink) waitFor(t *testing.T, what string, cond func() bool) {
 }
 
 // result waits for the result of an attempt.
-func (s *recordingSink) result(t *testing.T, key engine.AttemptKey) engine.TaskResult {
+func (s *recordingSink) result(t *testing.T, key port.AttemptKey) port.TaskResult {
 	t.Helper()
-	var out engine.TaskResult
+	var out port.TaskResult
 	s.waitFor(t, "the result of "+key.IdempotencyKey(), func() bool {
 		for _, r := range s.Results() {
 			if r.AttemptKey == key {
@@ -100,20 +100,20 @@ func (s *recordingSink) result(t *testing.T, key engine.AttemptKey) engine.TaskR
 }
 
 // nResults waits for n results in all.
-func (s *recordingSink) nResults(t *testing.T, n int) []engine.TaskResult {
+func (s *recordingSink) nResults(t *testing.T, n int) []port.TaskResult {
 	t.Helper()
 	s.waitFor(t, "results", func() bool { return len(s.Results()) >= n })
 	return s.Results()
 }
 
 // testKey is a fresh attempt key.
-func testKey(exec string) engine.AttemptKey {
-	return engine.AttemptKey{InstanceID: uuid.New(), ExecutionID: exec, Attempt: 1}
+func testKey(exec string) port.AttemptKey {
+	return port.AttemptKey{InstanceID: uuid.New(), ExecutionID: exec, Attempt: 1}
 }
 
 // task is a dispatch of action with input for capability "code.exec".
-func task(action string, input any) engine.TaskDispatch {
-	return engine.TaskDispatch{
+func task(action string, input any) port.TaskDispatch {
+	return port.TaskDispatch{
 		AttemptKey: testKey("t"),
 		Workflow:   "wf",
 		Task:       "t",
@@ -125,7 +125,7 @@ func task(action string, input any) engine.TaskDispatch {
 }
 
 // testConfig is a config with test timings (real clock unless set).
-func testConfig(t *testing.T, sink engine.ResultSink, caps map[string]int) nodeConfig {
+func testConfig(t *testing.T, sink port.ResultSink, caps map[string]int) nodeConfig {
 	return nodeConfig{Config: Config{
 		NodeName:          "n1",
 		Capabilities:      caps,
@@ -138,7 +138,7 @@ func testConfig(t *testing.T, sink engine.ResultSink, caps map[string]int) nodeC
 // nodeConfig is a Config and the engine's sink, for a testNode.
 type nodeConfig struct {
 	Config
-	sink engine.ResultSink
+	sink port.ResultSink
 }
 
 // testNode is a node's Waggler layer in one process, wired as package node
@@ -194,7 +194,7 @@ func (l *testNode) Stop(ctx context.Context) error {
 
 // Dispatch dispatches through the Router, under term 1 unless the tasks
 // say otherwise.
-func (l *testNode) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
+func (l *testNode) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []error {
 	for i := range tasks {
 		if tasks[i].Term == 0 {
 			tasks[i].Term = 1
@@ -205,7 +205,7 @@ func (l *testNode) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []
 
 func (l *testNode) Nodes(capability string) []string { return l.router.Nodes(capability) }
 
-func (l *testNode) Cancel(ctx context.Context, term uint64, keys []engine.AttemptKey) error {
+func (l *testNode) Cancel(ctx context.Context, term uint64, keys []port.AttemptKey) error {
 	return l.router.Cancel(ctx, term, keys)
 }
 

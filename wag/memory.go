@@ -5,7 +5,7 @@ import (
 	"hash/maphash"
 	"time"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 )
@@ -41,11 +41,11 @@ const (
 // least rememberResults unless the budget runs out first.
 type doneResults struct {
 	seed   maphash.Seed
-	hash   func(engine.AttemptKey) uint64 // nil: maphash with seed; tests force collisions
-	index  map[uint64]uint64              // hash of an attempt key → its record's place
-	chunks []doneChunk                    // oldest first
-	first  uint64                         // the number of chunks[0]; numbers only grow
-	bytes  int                            // chunks' capacity and index entries
+	hash   func(port.AttemptKey) uint64 // nil: maphash with seed; tests force collisions
+	index  map[uint64]uint64            // hash of an attempt key → its record's place
+	chunks []doneChunk                  // oldest first
+	first  uint64                       // the number of chunks[0]; numbers only grow
+	bytes  int                          // chunks' capacity and index entries
 	// scratch encodes an output that came decoded (from another node's
 	// pool) before it is copied into a record.
 	scratch []byte
@@ -79,7 +79,7 @@ const (
 	flagLost
 )
 
-func (d *doneResults) add(r engine.TaskResult, now time.Time) {
+func (d *doneResults) add(r port.TaskResult, now time.Time) {
 	if d.index == nil {
 		d.index = map[uint64]uint64{}
 		d.seed = maphash.MakeSeed()
@@ -179,7 +179,7 @@ func (d *doneResults) prune(now time.Time) {
 }
 
 // record returns key's record, if it is remembered.
-func (d *doneResults) record(key engine.AttemptKey) ([]byte, bool) {
+func (d *doneResults) record(key port.AttemptKey) ([]byte, bool) {
 	if len(d.index) == 0 {
 		return nil, false
 	}
@@ -200,40 +200,40 @@ func (d *doneResults) record(key engine.AttemptKey) ([]byte, bool) {
 	return rec, true
 }
 
-func (d *doneResults) get(key engine.AttemptKey) (engine.TaskResult, bool) {
+func (d *doneResults) get(key port.AttemptKey) (port.TaskResult, bool) {
 	rec, ok := d.record(key)
 	if !ok {
-		return engine.TaskResult{}, false
+		return port.TaskResult{}, false
 	}
 	flags := rec[recordHead-1]
 	rd := recordReader{b: rec[recordHead:]}
 	rd.bytes() // the execution id and the attempt: record compared them
 	rd.uvarint()
-	r := engine.TaskResult{AttemptKey: key, OK: flags&flagOK != 0, Lost: flags&flagLost != 0}
+	r := port.TaskResult{AttemptKey: key, OK: flags&flagOK != 0, Lost: flags&flagLost != 0}
 	r.StartedAt, r.FinishedAt = clock.FromUnixNanos(rd.varint()), clock.FromUnixNanos(rd.varint())
 	if r.OK {
 		r.OutputJSON = append([]byte(nil), rd.bytes()...) // not the chunk's memory: the engine may keep it
 	}
 	r.Error, r.WorkerID = rd.string(), rd.string()
 	if rd.bad {
-		return engine.TaskResult{}, false // written here: cannot happen
+		return port.TaskResult{}, false // written here: cannot happen
 	}
 	if r.OK {
 		v, err := value.Decode(r.OutputJSON)
 		if err != nil { // encoded canonically here: cannot happen
-			return engine.TaskResult{}, false
+			return port.TaskResult{}, false
 		}
 		r.Output = v
 	}
 	return r, true
 }
 
-func (d *doneResults) has(key engine.AttemptKey) bool {
+func (d *doneResults) has(key port.AttemptKey) bool {
 	_, ok := d.record(key)
 	return ok
 }
 
-func (d *doneResults) hashOf(key engine.AttemptKey) uint64 {
+func (d *doneResults) hashOf(key port.AttemptKey) uint64 {
 	if d.hash != nil {
 		return d.hash(key)
 	}
@@ -287,17 +287,17 @@ func (r *recordReader) string() string { return string(r.bytes()) }
 
 // tombstones is a FIFO of attempt keys, bounded in age and count.
 type tombstones struct {
-	at   map[engine.AttemptKey]time.Time
-	fifo []engine.AttemptKey
+	at   map[port.AttemptKey]time.Time
+	fifo []port.AttemptKey
 	head int
 }
 
 // maxTombstones bounds the cancelled attempts a Waggler remembers.
 const maxTombstones = 100_000
 
-func (t *tombstones) add(key engine.AttemptKey, now time.Time) {
+func (t *tombstones) add(key port.AttemptKey, now time.Time) {
 	if t.at == nil {
-		t.at = map[engine.AttemptKey]time.Time{}
+		t.at = map[port.AttemptKey]time.Time{}
 	}
 	if _, ok := t.at[key]; ok {
 		return
@@ -307,7 +307,7 @@ func (t *tombstones) add(key engine.AttemptKey, now time.Time) {
 	t.prune(now)
 }
 
-func (t *tombstones) has(key engine.AttemptKey) bool {
+func (t *tombstones) has(key port.AttemptKey) bool {
 	_, ok := t.at[key]
 	return ok
 }
@@ -322,7 +322,7 @@ func (t *tombstones) prune(now time.Time) {
 		t.head++
 	}
 	if t.head > 1024 && t.head*2 > len(t.fifo) {
-		t.fifo = append([]engine.AttemptKey(nil), t.fifo[t.head:]...)
+		t.fifo = append([]port.AttemptKey(nil), t.fifo[t.head:]...)
 		t.head = 0
 	}
 }

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 )
 
@@ -20,12 +20,12 @@ var t0 = time.Date(2026, 11, 27, 12, 0, 0, 0, time.UTC)
 // failure, a lost attempt, zero times.
 func TestDoneResultsRoundTrip(t *testing.T) {
 	out := map[string]any{"v": int64(7), "s": []any{"x", 1.5}}
-	results := []engine.TaskResult{
+	results := []port.TaskResult{
 		{AttemptKey: testKey("encoded"), OK: true, Output: out, OutputJSON: value.MustEncode(out), WorkerID: "n1/core/3",
 			StartedAt: t0, FinishedAt: t0.Add(time.Millisecond)},
 		{AttemptKey: testKey("decoded"), OK: true, Output: out, WorkerID: "n2/core/0", StartedAt: t0, FinishedAt: t0.Add(time.Second)},
 		{AttemptKey: testKey("null"), OK: true, WorkerID: "n1/core/1", StartedAt: t0, FinishedAt: t0},
-		{AttemptKey: engine.AttemptKey{InstanceID: uuid.New(), ExecutionID: "probe[3]", Attempt: 4}, Error: "exit code 2: no such file",
+		{AttemptKey: port.AttemptKey{InstanceID: uuid.New(), ExecutionID: "probe[3]", Attempt: 4}, Error: "exit code 2: no such file",
 			WorkerID: "n3/core/9", StartedAt: t0, FinishedAt: t0.Add(time.Minute)},
 		{AttemptKey: testKey("lost"), Lost: true, Error: "no worker can be reached"},
 	}
@@ -59,7 +59,7 @@ func TestDoneResultsRoundTrip(t *testing.T) {
 		t.Fatal("an attempt never added is remembered")
 	}
 	// A second result for a remembered attempt does not replace the first.
-	d.add(engine.TaskResult{AttemptKey: results[0].AttemptKey, Error: "late"}, t0)
+	d.add(port.TaskResult{AttemptKey: results[0].AttemptKey, Error: "late"}, t0)
 	if got, _ := d.get(results[0].AttemptKey); !got.OK || got.Error != "" {
 		t.Fatalf("got %+v, want the first result", got)
 	}
@@ -76,8 +76,8 @@ func TestDoneResultsRoundTrip(t *testing.T) {
 func TestDoneResultsForgetWithAge(t *testing.T) {
 	var d doneResults
 	a, b, c := testKey("a"), testKey("b"), testKey("c")
-	d.add(engine.TaskResult{AttemptKey: a, OK: true, Output: "a"}, t0)
-	d.add(engine.TaskResult{AttemptKey: b, OK: true, Output: "b"}, t0.Add(time.Minute))
+	d.add(port.TaskResult{AttemptKey: a, OK: true, Output: "a"}, t0)
+	d.add(port.TaskResult{AttemptKey: b, OK: true, Output: "b"}, t0.Add(time.Minute))
 	d.prune(t0.Add(rememberResults + time.Second))
 	if !d.has(a) || !d.has(b) {
 		t.Fatal("a result whose chunk has a newer one is forgotten early")
@@ -86,7 +86,7 @@ func TestDoneResultsForgetWithAge(t *testing.T) {
 	if d.has(a) || d.has(b) || len(d.index) != 0 || len(d.chunks) != 0 || d.bytes != 0 {
 		t.Fatalf("not forgotten: %d index entries, %d chunks, %d bytes", len(d.index), len(d.chunks), d.bytes)
 	}
-	d.add(engine.TaskResult{AttemptKey: c, OK: true, Output: "c"}, t0.Add(3*rememberResults))
+	d.add(port.TaskResult{AttemptKey: c, OK: true, Output: "c"}, t0.Add(3*rememberResults))
 	if !d.has(c) || d.has(a) {
 		t.Fatal("remembering again after the memory emptied")
 	}
@@ -97,11 +97,11 @@ func TestDoneResultsForgetWithAge(t *testing.T) {
 func TestDoneResultsBudget(t *testing.T) {
 	var d doneResults
 	big := strings.Repeat("e", 100<<10)
-	var keys []engine.AttemptKey
+	var keys []port.AttemptKey
 	for i := range 800 { // 80 MiB of errors
 		k := testKey(fmt.Sprint(i))
 		keys = append(keys, k)
-		d.add(engine.TaskResult{AttemptKey: k, Error: big}, t0)
+		d.add(port.TaskResult{AttemptKey: k, Error: big}, t0)
 		if d.bytes > rememberResultsBytes+chunkMax {
 			t.Fatalf("after %d results %d bytes are remembered, more than the budget", i+1, d.bytes)
 		}
@@ -118,7 +118,7 @@ func TestDoneResultsBudget(t *testing.T) {
 	}
 	// A result larger than a chunk gets a chunk of its own.
 	huge := testKey("huge")
-	d.add(engine.TaskResult{AttemptKey: huge, Error: strings.Repeat("h", 2*chunkMax)}, t0)
+	d.add(port.TaskResult{AttemptKey: huge, Error: strings.Repeat("h", 2*chunkMax)}, t0)
 	if r, ok := d.get(huge); !ok || len(r.Error) != 2*chunkMax {
 		t.Fatal("a result larger than a chunk is not remembered whole")
 	}
@@ -127,12 +127,12 @@ func TestDoneResultsBudget(t *testing.T) {
 // Two attempts with the same hash: the first is remembered, the second is
 // not, and neither is taken for the other.
 func TestDoneResultsHashCollision(t *testing.T) {
-	d := doneResults{hash: func(engine.AttemptKey) uint64 { return 42 }}
+	d := doneResults{hash: func(port.AttemptKey) uint64 { return 42 }}
 	a, b := testKey("a"), testKey("a")
 	b2 := a
 	b2.Attempt = 2
-	d.add(engine.TaskResult{AttemptKey: a, OK: true, Output: "a"}, t0)
-	d.add(engine.TaskResult{AttemptKey: b, OK: true, Output: "b"}, t0)
+	d.add(port.TaskResult{AttemptKey: a, OK: true, Output: "a"}, t0)
+	d.add(port.TaskResult{AttemptKey: b, OK: true, Output: "b"}, t0)
 	if r, ok := d.get(a); !ok || r.Output != "a" {
 		t.Fatalf("got %+v, want a's result", r)
 	}
@@ -145,7 +145,7 @@ func TestDoneResultsHashCollision(t *testing.T) {
 // encoded by the pool) and looks up a dispatch per result, as enqueue
 // does; live-B/result is the heap the remembered results hold.
 func BenchmarkDoneResults(b *testing.B) {
-	keys := make([]engine.AttemptKey, 60_000)
+	keys := make([]port.AttemptKey, 60_000)
 	for i := range keys {
 		keys[i] = testKey(fmt.Sprintf("step[%d]", i%10))
 	}
@@ -160,7 +160,7 @@ func BenchmarkDoneResults(b *testing.B) {
 		k := keys[i%len(keys)]
 		k.Attempt = uint32(i/len(keys)) + 1
 		d.get(k)
-		d.add(engine.TaskResult{AttemptKey: k, OK: true, OutputJSON: out, WorkerID: "w1/core/12", StartedAt: now, FinishedAt: now}, now)
+		d.add(port.TaskResult{AttemptKey: k, OK: true, OutputJSON: out, WorkerID: "w1/core/12", StartedAt: now, FinishedAt: now}, now)
 		now = now.Add(20 * time.Microsecond)
 	}
 	b.StopTimer()

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // rung is a step of the missed-heartbeat ladder (docs/architecture.md,
@@ -35,7 +35,7 @@ func (r rung) String() string {
 
 // alarm is an effect of the monitor: an attempt climbed a rung.
 type alarm struct {
-	Key     engine.AttemptKey
+	Key     port.AttemptKey
 	Gen     uint64
 	Worker  string
 	Rung    rung
@@ -84,7 +84,7 @@ type monitor struct {
 	interval  time.Duration
 	slack     time.Duration
 	deadAfter int
-	tracks    map[engine.AttemptKey]*track
+	tracks    map[port.AttemptKey]*track
 
 	replays   uint64 // heartbeats ignored as replays or reorders
 	gapMissed uint64 // heartbeats missed in sequence gaps
@@ -95,18 +95,18 @@ func newMonitor(interval time.Duration, deadAfter int) *monitor {
 		interval:  interval,
 		slack:     interval / 4,
 		deadAfter: deadAfter,
-		tracks:    make(map[engine.AttemptKey]*track),
+		tracks:    make(map[port.AttemptKey]*track),
 	}
 }
 
 // start watches an assignment from now on; it replaces any earlier
 // generation of the attempt.
-func (m *monitor) start(key engine.AttemptKey, gen uint64, worker string, now time.Time) {
+func (m *monitor) start(key port.AttemptKey, gen uint64, worker string, now time.Time) {
 	m.tracks[key] = &track{gen: gen, worker: worker, lastHeard: now}
 }
 
 // stop forgets an assignment; a newer generation is left alone.
-func (m *monitor) stop(key engine.AttemptKey, gen uint64) {
+func (m *monitor) stop(key port.AttemptKey, gen uint64) {
 	if t, ok := m.tracks[key]; ok && t.gen == gen {
 		delete(m.tracks, key)
 	}
@@ -199,7 +199,7 @@ func compareAlarms(a, b alarm) int {
 	)
 }
 
-func compareKeys(a, b engine.AttemptKey) int {
+func compareKeys(a, b port.AttemptKey) int {
 	return cmp.Or(
 		slices.Compare(a.InstanceID[:], b.InstanceID[:]),
 		cmp.Compare(a.ExecutionID, b.ExecutionID),

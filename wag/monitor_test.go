@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // TestMonitorLadder drives the pure heartbeat monitor through scripts of
@@ -102,7 +102,7 @@ func TestMonitorLadder(t *testing.T) {
 			{at: 9000 * ms, op: "tick"},
 		}},
 	}
-	key := engine.AttemptKey{InstanceID: uuid.MustParse("00000000-0000-0000-0000-000000000001"), ExecutionID: "a", Attempt: 1}
+	key := port.AttemptKey{InstanceID: uuid.MustParse("00000000-0000-0000-0000-000000000001"), ExecutionID: "a", Attempt: 1}
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -152,9 +152,9 @@ func TestMonitorLadder(t *testing.T) {
 func TestMonitorOrdersAlarms(t *testing.T) {
 	m := newMonitor(time.Second, 3)
 	t0 := time.Unix(0, 0)
-	var keys []engine.AttemptKey
+	var keys []port.AttemptKey
 	for i := range 20 {
-		k := engine.AttemptKey{InstanceID: uuid.MustParse("00000000-0000-0000-0000-000000000001"), ExecutionID: fmt.Sprintf("t[%02d]", i), Attempt: 1}
+		k := port.AttemptKey{InstanceID: uuid.MustParse("00000000-0000-0000-0000-000000000001"), ExecutionID: fmt.Sprintf("t[%02d]", i), Attempt: 1}
 		keys = append(keys, k)
 		m.start(k, uint64(i+1), "w", t0)
 	}

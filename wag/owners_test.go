@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // startedHost is a running Waggler host with no workers, stopped at the
@@ -40,7 +40,7 @@ func (u *recUplink) Results(rs []SeqResult) error {
 	u.results = append(u.results, rs...)
 	return nil
 }
-func (u *recUplink) Progress([]engine.TaskProgress) {}
+func (u *recUplink) Progress([]port.TaskProgress) {}
 func (u *recUplink) Started(ss []Started) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
@@ -90,9 +90,9 @@ func TestHostServesOwnersByPartition(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	in0, in1 := engine.NewIDIn(0, count), engine.NewIDIn(1, count)
+	in0, in1 := port.NewIDIn(0, count), port.NewIDIn(1, count)
 	result := func(id uuid.UUID) {
-		hostUplink{host}.TaskResult(context.Background(), engine.TaskResult{AttemptKey: engine.AttemptKey{InstanceID: id, ExecutionID: "a", Attempt: 1}, OK: true})
+		hostUplink{host}.TaskResult(context.Background(), port.TaskResult{AttemptKey: port.AttemptKey{InstanceID: id, ExecutionID: "a", Attempt: 1}, OK: true})
 	}
 	result(in0)
 	result(in1)
@@ -103,7 +103,7 @@ func TestHostServesOwnersByPartition(t *testing.T) {
 	if got := otherUp.instances(); !slices.Equal(got, []uuid.UUID{in1, in1}) {
 		t.Fatalf("the other owner's session got %v, want partition 1's two results", got)
 	}
-	hostUplink{host}.TaskStarted([]Started{{Key: engine.AttemptKey{InstanceID: in1, ExecutionID: "a", Attempt: 1}}})
+	hostUplink{host}.TaskStarted([]Started{{Key: port.AttemptKey{InstanceID: in1, ExecutionID: "a", Attempt: 1}}})
 	if len(otherUp.started) != 1 || len(leaderUp.started) != 0 {
 		t.Fatalf("starts: leader %d, other %d; want the start at partition 1's owner", len(leaderUp.started), len(otherUp.started))
 	}
@@ -125,14 +125,14 @@ func TestHostServesOwnersByPartition(t *testing.T) {
 	if n := len(host.pending[1]); n != 2 {
 		t.Fatalf("%d results of partition 1 kept after the old owner's ack, want 2", n)
 	}
-	d := Handoff{TaskDispatch: engine.TaskDispatch{AttemptKey: engine.AttemptKey{InstanceID: in1, ExecutionID: "b", Attempt: 1}, Capability: "code.exec", Action: "echo"}, Epoch: 1}
-	if errs := other.Dispatch([]Handoff{d}); len(errs) != 1 || !errors.Is(errs[0], engine.ErrStaleTerm) {
+	d := Handoff{TaskDispatch: port.TaskDispatch{AttemptKey: port.AttemptKey{InstanceID: in1, ExecutionID: "b", Attempt: 1}, Capability: "code.exec", Action: "echo"}, Epoch: 1}
+	if errs := other.Dispatch([]Handoff{d}); len(errs) != 1 || !errors.Is(errs[0], port.ErrStaleTerm) {
 		t.Fatalf("dispatch by partition 1's old owner: %v, want ErrStaleTerm", errs)
 	}
-	if err := other.Cancel([]engine.AttemptKey{d.AttemptKey}); !errors.Is(err, engine.ErrStaleTerm) {
+	if err := other.Cancel([]port.AttemptKey{d.AttemptKey}); !errors.Is(err, port.ErrStaleTerm) {
 		t.Fatalf("cancel by partition 1's old owner: %v, want ErrStaleTerm", err)
 	}
-	if errs := leader.Dispatch([]Handoff{d}); len(errs) != 1 || !errors.Is(errs[0], engine.ErrStaleTerm) {
+	if errs := leader.Dispatch([]Handoff{d}); len(errs) != 1 || !errors.Is(errs[0], port.ErrStaleTerm) {
 		t.Fatalf("dispatch by the owner of another partition: %v, want ErrStaleTerm", errs)
 	}
 	if errs := moved.Dispatch([]Handoff{d}); errs != nil {
@@ -142,7 +142,7 @@ func TestHostServesOwnersByPartition(t *testing.T) {
 	if n := len(host.pending[1]); n != 0 {
 		t.Fatalf("%d results of partition 1 kept after its owner's ack, want 0", n)
 	}
-	if _, err := host.OpenOwner(Owner{Term: 4, Follower: true, Count: count, Partitions: map[int]uint64{1: 4}}, &recUplink{}); !errors.Is(err, engine.ErrStaleTerm) {
+	if _, err := host.OpenOwner(Owner{Term: 4, Follower: true, Count: count, Partitions: map[int]uint64{1: 4}}, &recUplink{}); !errors.Is(err, port.ErrStaleTerm) {
 		t.Fatalf("a session naming an older epoch of partition 1: %v, want ErrStaleTerm", err)
 	}
 	if _, err := host.OpenOwner(Owner{Term: 4, Count: 3, Partitions: map[int]uint64{2: 9}}, &recUplink{}); err == nil {

@@ -9,11 +9,11 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // pinned is an attempt of a task with on: every_node, pinned to node.
-func pinned(exec, node string) engine.TaskDispatch {
+func pinned(exec, node string) port.TaskDispatch {
 	d := task("echo", exec)
 	d.AttemptKey, d.Node = testKey(exec), node
 	return d
@@ -26,7 +26,7 @@ func pinned(exec, node string) engine.TaskDispatch {
 func TestWagglerPinnedGoesOnlyToItsNode(t *testing.T) {
 	a1, b1 := newFakeWorker("na/c/1"), newFakeWorker("nb/c/1")
 	h := newHarness(t, a1, b1)
-	h.w.enqueue([]engine.TaskDispatch{pinned("inv[1]", "nb")})
+	h.w.enqueue([]port.TaskDispatch{pinned("inv[1]", "nb")})
 	a := b1.assigned(t)
 	if a.ExecutionID != "inv[1]" || a.Node != "nb" {
 		t.Fatalf("nb got %+v", a)
@@ -35,7 +35,7 @@ func TestWagglerPinnedGoesOnlyToItsNode(t *testing.T) {
 	b1.report(h.w, a, "b")
 
 	lost := pinned("inv[2]", "nc")
-	h.w.enqueue([]engine.TaskDispatch{lost})
+	h.w.enqueue([]port.TaskDispatch{lost})
 	a1.idle(t)
 	b1.idle(t)
 	plain := h.dispatch("plain")
@@ -72,7 +72,7 @@ func TestWagglerPinnedNodeDeathFails(t *testing.T) {
 	a1, b1, b2 := newFakeWorker("na/c/1"), newFakeWorker("nb/c/1"), newFakeWorker("nb/c/2")
 	h := newHarness(t, b1, b2)
 	d := pinned("inv[1]", "nb")
-	h.w.enqueue([]engine.TaskDispatch{d})
+	h.w.enqueue([]port.TaskDispatch{d})
 	var on *fakeWorker
 	select {
 	case <-b1.runs:

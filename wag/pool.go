@@ -14,7 +14,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/lifecycle"
@@ -244,7 +244,7 @@ func (w localWorker) Run(a Assignment) {
 	}
 }
 
-func (w localWorker) Cancel(key engine.AttemptKey, gen uint64) {
+func (w localWorker) Cancel(key port.AttemptKey, gen uint64) {
 	p := w.s.p
 	p.mu.Lock()
 	defer p.mu.Unlock()

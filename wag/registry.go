@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/wag/tasklog"
 )
@@ -28,7 +28,7 @@ type Handler func(ctx context.Context, call *Call) (any, error)
 
 // Call is what a handler gets to know about its attempt.
 type Call struct {
-	Key        engine.AttemptKey
+	Key        port.AttemptKey
 	Task       string
 	Index      int32 // spread index, -1 for a plain task
 	Capability string

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // routeCore is the Router's routing state and every decision it makes, with
@@ -28,7 +28,7 @@ type routeCore struct {
 	// setsRoles: the Router is the Raft leader's, which tells the hosts
 	// their roles; a follower owner's Router only follows them.
 	setsRoles  bool
-	atts       map[engine.AttemptKey]*att
+	atts       map[port.AttemptKey]*att
 	waiting    map[string][]*att // capability → attempts no Waggler takes yet
 	queues     map[string]*nodeQueue
 	roles      map[string]Role
@@ -42,8 +42,8 @@ type routeCore struct {
 	// registering a copy of a cancelled attempt with it is told to stop
 	// instead of having it adopted — the cancel may have reached only the
 	// predecessor, or no Waggler at all.
-	cancelled  map[engine.AttemptKey]cancelledAtt
-	cancelledQ []engine.AttemptKey // in the order cancelled
+	cancelled  map[port.AttemptKey]cancelledAtt
+	cancelledQ []port.AttemptKey // in the order cancelled
 	// bl counts the attempts in flight per capability (backlog.go).
 	bl backlog
 
@@ -55,7 +55,7 @@ func newRouteCore(term uint64, setsRoles bool, resultHold time.Duration) routeCo
 		term:       term,
 		setsRoles:  setsRoles,
 		resultHold: resultHold,
-		atts:       make(map[engine.AttemptKey]*att),
+		atts:       make(map[port.AttemptKey]*att),
 		waiting:    make(map[string][]*att),
 		queues:     make(map[string]*nodeQueue),
 		roles:      map[string]Role{},
@@ -66,15 +66,15 @@ func newRouteCore(term uint64, setsRoles bool, resultHold time.Duration) routeCo
 // routeFx are the effects of one event, applied by the Router once its
 // lock is released (but start and failovers, applied under it).
 type routeFx struct {
-	errs      []error               // Dispatch's answer; nil: every attempt taken
-	start     []string              // nodes routed to for the first time: their link starts
-	failovers []string              // capabilities whose Waggler moved to another node
-	wake      []string              // nodes with something (maybe) new to send
-	progress  []engine.TaskProgress // "waiting" progress for the engine
-	drained   []string              // capabilities drained (OnDrain)
-	expired   []engine.TaskResult   // parked results given up on (logged)
-	failed    []engine.TaskResult   // attempts that fail here (logged, then to the engine)
-	results   []engine.TaskResult   // to the engine
+	errs      []error             // Dispatch's answer; nil: every attempt taken
+	start     []string            // nodes routed to for the first time: their link starts
+	failovers []string            // capabilities whose Waggler moved to another node
+	wake      []string            // nodes with something (maybe) new to send
+	progress  []port.TaskProgress // "waiting" progress for the engine
+	drained   []string            // capabilities drained (OnDrain)
+	expired   []port.TaskResult   // parked results given up on (logged)
+	failed    []port.TaskResult   // attempts that fail here (logged, then to the engine)
+	results   []port.TaskResult   // to the engine
 	// Of onSent: the session is broken (close it), and what went wrong
 	// (the link retries after a backoff).
 	close bool
@@ -92,8 +92,8 @@ func (c *routeCore) take() routeFx {
 // nodeQueue is what the Router has to send one node: the attempts to hand
 // it (again), the cancels, and whether its role set changed.
 type nodeQueue struct {
-	queued  map[engine.AttemptKey]*att
-	cancels []engine.AttemptKey
+	queued  map[port.AttemptKey]*att
+	cancels []port.AttemptKey
 	// rolesGen counts changes of the node's role set (and quarantine
 	// list); rolesSent is the count its host was last told. A generation,
 	// not a flag: a change that lands while SetRoles is on the wire must
@@ -104,7 +104,7 @@ type nodeQueue struct {
 // att is one attempt the Router accepted and has no result for.
 type att struct {
 	seq   uint64 // order of acceptance: attempts are handed over in it
-	d     engine.TaskDispatch
+	d     port.TaskDispatch
 	node  string // the node it is queued for or was handed to; "" while waiting
 	epoch uint64
 	sent  bool // the node's Waggler accepted it
@@ -136,20 +136,20 @@ const (
 
 // parkedResult is a result kept until the engine holds its instance.
 type parkedResult struct {
-	res   engine.TaskResult
+	res   port.TaskResult
 	since time.Time
 }
 
 // onDispatch accepts attempts of the core's term (the others get
-// engine.ErrStaleTerm in fx.errs) and routes each to its capability's
+// port.ErrStaleTerm in fx.errs) and routes each to its capability's
 // Waggler, or keeps it waiting.
-func (c *routeCore) onDispatch(tasks []engine.TaskDispatch, now time.Time) routeFx {
+func (c *routeCore) onDispatch(tasks []port.TaskDispatch, now time.Time) routeFx {
 	for i, d := range tasks {
 		if d.Term != c.term {
 			if c.fx.errs == nil {
 				c.fx.errs = make([]error, len(tasks))
 			}
-			c.fx.errs[i] = fmt.Errorf("%w: this router serves term %d, the attempt is of term %d", engine.ErrStaleTerm, c.term, d.Term)
+			c.fx.errs[i] = fmt.Errorf("%w: this router serves term %d, the attempt is of term %d", port.ErrStaleTerm, c.term, d.Term)
 			continue
 		}
 		if _, dup := c.atts[d.AttemptKey]; dup {
@@ -172,7 +172,7 @@ func (c *routeCore) onDispatch(tasks []engine.TaskDispatch, now time.Time) route
 
 // onCancel forgets attempts; those a node was sent (or may have been) are
 // cancelled there.
-func (c *routeCore) onCancel(keys []engine.AttemptKey, now time.Time) routeFx {
+func (c *routeCore) onCancel(keys []port.AttemptKey, now time.Time) routeFx {
 	c.pruneCancelled(now)
 	for _, k := range keys {
 		a, ok := c.atts[k]
@@ -181,7 +181,7 @@ func (c *routeCore) onCancel(keys []engine.AttemptKey, now time.Time) routeFx {
 		}
 		c.drop(a, false)
 		if c.cancelled == nil {
-			c.cancelled = map[engine.AttemptKey]cancelledAtt{}
+			c.cancelled = map[port.AttemptKey]cancelledAtt{}
 		}
 		if _, dup := c.cancelled[k]; !dup && len(c.cancelled) < maxRememberCancels {
 			c.cancelled[k] = cancelledAtt{capability: a.d.Capability, at: now}
@@ -300,7 +300,7 @@ type routeSend struct {
 	rolesGen uint64
 	roles    map[string]uint64 // nil: unchanged
 	quar     []string
-	cancels  []engine.AttemptKey
+	cancels  []port.AttemptKey
 	hs       []Handoff
 	batch    []*att // the attempts of hs
 	handed   []bool // batch's handed before this send
@@ -383,14 +383,14 @@ func (c *routeCore) onSent(node string, s routeSend, out sendOutcome, now time.T
 		case err == nil:
 			a.sent = true
 			delete(q.queued, a.d.AttemptKey)
-		case errors.Is(err, engine.ErrStaleTerm):
+		case errors.Is(err, port.ErrStaleTerm):
 			// A newer leader spoke to this host: this router is deposed.
 			delete(q.queued, a.d.AttemptKey)
 		case errors.Is(err, ErrTooLarge):
 			// It would fail the same way every time: the attempt fails.
 			c.drop(a, true)
 			delete(q.queued, a.d.AttemptKey)
-			c.fx.failed = append(c.fx.failed, engine.TaskResult{AttemptKey: a.d.AttemptKey, Error: err.Error(), StartedAt: now, FinishedAt: now})
+			c.fx.failed = append(c.fx.failed, port.TaskResult{AttemptKey: a.d.AttemptKey, Error: err.Error(), StartedAt: now, FinishedAt: now})
 		default: // not the Waggler (yet), busy, or the stream broke
 			if first == nil {
 				first = err
@@ -409,7 +409,7 @@ func isBroken(err error) bool {
 // onResult takes an attempt's result: the attempt is done, and the result
 // goes to the engine — or is parked, when holds (nil: the engine holds
 // every instance) says the engine does not hold its instance (yet).
-func (c *routeCore) onResult(res engine.TaskResult, now time.Time, holds func(uuid.UUID) bool) routeFx {
+func (c *routeCore) onResult(res port.TaskResult, now time.Time, holds func(uuid.UUID) bool) routeFx {
 	if a := c.atts[res.AttemptKey]; a != nil {
 		c.drop(a, true)
 		if a.node != "" {
@@ -502,7 +502,7 @@ func (c *routeCore) wait(a *att, now time.Time) {
 	c.waiting[a.d.Capability] = append(c.waiting[a.d.Capability], a)
 	if !a.announce {
 		a.announce = true
-		c.fx.progress = append(c.fx.progress, engine.TaskProgress{AttemptKey: a.d.AttemptKey,
+		c.fx.progress = append(c.fx.progress, port.TaskProgress{AttemptKey: a.d.AttemptKey,
 			Message: "waiting: no node serves " + a.d.Capability, At: now})
 	}
 }
@@ -524,7 +524,7 @@ func (c *routeCore) removeWaiting(a *att) {
 func (c *routeCore) queue(node string) *nodeQueue {
 	q := c.queues[node]
 	if q == nil {
-		q = &nodeQueue{queued: map[engine.AttemptKey]*att{}}
+		q = &nodeQueue{queued: map[port.AttemptKey]*att{}}
 		c.queues[node] = q
 		c.fx.start = append(c.fx.start, node)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // The Router's core alone: events in, effects out, in the style of
@@ -34,13 +34,13 @@ func newCore(t *testing.T) *coreHarness {
 
 // coreKey is the key of the attempt named name, of an instance named
 // after it.
-func coreKey(name string) engine.AttemptKey {
-	return engine.AttemptKey{InstanceID: uuid.NewSHA1(uuid.Nil, []byte(name)), ExecutionID: name, Attempt: 1}
+func coreKey(name string) port.AttemptKey {
+	return port.AttemptKey{InstanceID: uuid.NewSHA1(uuid.Nil, []byte(name)), ExecutionID: name, Attempt: 1}
 }
 
 // coreTask is a dispatch of term 1 of the attempt name for capability.
-func coreTask(name, capability string) engine.TaskDispatch {
-	return engine.TaskDispatch{AttemptKey: coreKey(name), Term: 1, Capability: capability}
+func coreTask(name, capability string) port.TaskDispatch {
+	return port.TaskDispatch{AttemptKey: coreKey(name), Term: 1, Capability: capability}
 }
 
 func (h *coreHarness) holds() func(uuid.UUID) bool {
@@ -50,12 +50,12 @@ func (h *coreHarness) holds() func(uuid.UUID) bool {
 	return func(id uuid.UUID) bool { return h.held[id] }
 }
 
-func (h *coreHarness) dispatch(ds ...engine.TaskDispatch) []string {
+func (h *coreHarness) dispatch(ds ...port.TaskDispatch) []string {
 	return fxLines(h.c.onDispatch(ds, h.now))
 }
 
 func (h *coreHarness) cancel(names ...string) []string {
-	keys := make([]engine.AttemptKey, len(names))
+	keys := make([]port.AttemptKey, len(names))
 	for i, n := range names {
 		keys[i] = coreKey(n)
 	}
@@ -81,7 +81,7 @@ func (h *coreHarness) roles(rs ...string) []string {
 func (h *coreHarness) result(names ...string) []string {
 	var out []string
 	for _, n := range names {
-		out = append(out, fxLines(h.c.onResult(engine.TaskResult{AttemptKey: coreKey(n), OK: true}, h.now, h.holds()))...)
+		out = append(out, fxLines(h.c.onResult(port.TaskResult{AttemptKey: coreKey(n), OK: true}, h.now, h.holds()))...)
 	}
 	return out
 }
@@ -294,7 +294,7 @@ func TestRouteCoreTooLargeFails(t *testing.T) {
 	h := newCore(t)
 	h.roles("x=a@1")
 	h.dispatch(coreTask("t1", "x"), coreTask("t2", "x"), coreTask("t3", "x"))
-	sent, fx := h.send("a", sendOutcome{errs: []error{ErrTooLarge, engine.ErrStaleTerm, nil}})
+	sent, fx := h.send("a", sendOutcome{errs: []error{ErrTooLarge, port.ErrStaleTerm, nil}})
 	expect(t, sent, "roles [x@1] quarantined []", "hand t1@1", "hand t2@1", "hand t3@1")
 	expect(t, fx, "fail t1: wag: too large for a message")
 	expect(t, h.sendOK("a"))

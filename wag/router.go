@@ -12,7 +12,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/internal/metrics"
@@ -49,7 +49,7 @@ type Link interface {
 	// nodes, whose workers get no work.
 	SetRoles(roles map[string]uint64, quarantined []string) error
 	Dispatch(hs []Handoff) []error
-	Cancel(keys []engine.AttemptKey) error
+	Cancel(keys []port.AttemptKey) error
 	Ack(seq uint64)
 	Close()
 }
@@ -69,7 +69,7 @@ type RouterConfig struct {
 	PartitionCount int
 	Partitions     map[int]uint64
 	// Sink is the engine: results and progress go there. Required.
-	Sink engine.ResultSink
+	Sink port.ResultSink
 	// Directory is the mesh as the Router sees it. Required.
 	Directory Directory
 	Logger    *zap.Logger
@@ -150,7 +150,7 @@ type Router struct {
 	cancel context.CancelFunc
 }
 
-var _ engine.Dispatcher = (*Router)(nil)
+var _ port.Dispatcher = (*Router)(nil)
 
 // NewRouter builds a Router; Start runs it.
 func NewRouter(cfg RouterConfig) (*Router, error) {
@@ -323,8 +323,8 @@ func (r *Router) applyRoles(roles map[string]Role) {
 }
 
 // Dispatch accepts attempts of the Router's term (older terms are refused
-// with engine.ErrStaleTerm) and routes each to its capability's Waggler.
-func (r *Router) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []error {
+// with port.ErrStaleTerm) and routes each to its capability's Waggler.
+func (r *Router) Dispatch(_ context.Context, tasks []port.TaskDispatch) []error {
 	now := r.cfg.Clock.Now()
 	r.mu.Lock()
 	if !r.life.Running() {
@@ -336,7 +336,7 @@ func (r *Router) Dispatch(_ context.Context, tasks []engine.TaskDispatch) []erro
 	return fx.errs
 }
 
-// Nodes implements engine.Dispatcher: the nodes up now that serve
+// Nodes implements port.Dispatcher: the nodes up now that serve
 // capability (RouterConfig.Nodes), without the quarantined ones, sorted.
 func (r *Router) Nodes(capability string) []string {
 	if r.cfg.Nodes == nil {
@@ -355,9 +355,9 @@ func (r *Router) Nodes(capability string) []string {
 }
 
 // Cancel forgets attempts; those a Waggler holds are cancelled there.
-func (r *Router) Cancel(_ context.Context, term uint64, keys []engine.AttemptKey) error {
+func (r *Router) Cancel(_ context.Context, term uint64, keys []port.AttemptKey) error {
 	if term < r.cfg.Term {
-		return fmt.Errorf("%w: term %d, this router serves %d", engine.ErrStaleTerm, term, r.cfg.Term)
+		return fmt.Errorf("%w: term %d, this router serves %d", port.ErrStaleTerm, term, r.cfg.Term)
 	}
 	now := r.cfg.Clock.Now()
 	r.mu.Lock()
@@ -599,7 +599,7 @@ func (u *routerUplink) Results(rs []SeqResult) error {
 	return nil
 }
 
-func (u *routerUplink) Progress(ps []engine.TaskProgress) {
+func (u *routerUplink) Progress(ps []port.TaskProgress) {
 	ctx := context.Background()
 	for _, p := range ps {
 		u.n.r.cfg.Sink.TaskProgress(ctx, p)

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // fakeDir is a Directory whose roles the test sets; every session it opens
@@ -27,7 +27,7 @@ type fakeDir struct {
 	holdRoles chan struct{}
 	// refuse, when set, is what the links answer every handoff of these
 	// attempts.
-	refuse map[engine.AttemptKey]error
+	refuse map[port.AttemptKey]error
 	quar   []string // quarantined nodes, sorted
 }
 
@@ -85,11 +85,11 @@ type fakeLink struct {
 	endOnce    sync.Once
 	hold       chan struct{} // SetRoles waits for it to close, if set
 	up         Uplink        // the Router's side of the session
-	refuse     map[engine.AttemptKey]error
+	refuse     map[port.AttemptKey]error
 	mu         sync.Mutex
 	handoffs   []Handoff
-	dispatched []engine.AttemptKey
-	cancelled  []engine.AttemptKey
+	dispatched []port.AttemptKey
+	cancelled  []port.AttemptKey
 	roleSets   []map[string]uint64 // every SetRoles, as it began
 }
 
@@ -126,7 +126,7 @@ func (l *fakeLink) Dispatch(hs []Handoff) []error {
 	}
 	return errs
 }
-func (l *fakeLink) Cancel(keys []engine.AttemptKey) error {
+func (l *fakeLink) Cancel(keys []port.AttemptKey) error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.cancelled = append(l.cancelled, keys...)
@@ -138,7 +138,7 @@ func (l *fakeLink) Close()     { l.end() }
 func (l *fakeLink) Done() <-chan struct{} { return l.done }
 func (l *fakeLink) end()                  { l.endOnce.Do(func() { close(l.done) }) }
 
-func (l *fakeLink) has(cancelled bool, key engine.AttemptKey) bool {
+func (l *fakeLink) has(cancelled bool, key port.AttemptKey) bool {
 	if l == nil {
 		return false
 	}
@@ -151,7 +151,7 @@ func (l *fakeLink) has(cancelled bool, key engine.AttemptKey) bool {
 }
 
 // handoff returns the last handoff of key on the link, if any.
-func (l *fakeLink) handoff(key engine.AttemptKey) (Handoff, bool) {
+func (l *fakeLink) handoff(key port.AttemptKey) (Handoff, bool) {
 	if l == nil {
 		return Handoff{}, false
 	}
@@ -181,14 +181,14 @@ func startRouter(t *testing.T, dir *fakeDir) *Router {
 
 // routeOneToA starts a Router of term 1 whose directory gives code.exec to
 // node a, and dispatches one attempt there.
-func routeOneToA(t *testing.T) (*fakeDir, *Router, engine.TaskDispatch) {
+func routeOneToA(t *testing.T) (*fakeDir, *Router, port.TaskDispatch) {
 	t.Helper()
 	dir := newFakeDir()
 	dir.set("code.exec", "a", 1)
 	r := startRouter(t, dir)
 	d := task("sleep", "1s")
 	d.Term = 1
-	r.Dispatch(t.Context(), []engine.TaskDispatch{d})
+	r.Dispatch(t.Context(), []port.TaskDispatch{d})
 	waitUntil(t, "the dispatch on a", func() bool { return dir.link("a").has(false, d.AttemptKey) })
 	return dir, r, d
 }
@@ -199,7 +199,7 @@ func routeOneToA(t *testing.T) (*fakeDir, *Router, engine.TaskDispatch) {
 // attempt with the successor is then told to stop it.
 func TestRouterTellsSuccessorsRecentCancels(t *testing.T) {
 	dir, r, d := routeOneToA(t)
-	if err := r.Cancel(t.Context(), 1, []engine.AttemptKey{d.AttemptKey}); err != nil {
+	if err := r.Cancel(t.Context(), 1, []port.AttemptKey{d.AttemptKey}); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, "the cancel on a", func() bool { return dir.link("a").has(true, d.AttemptKey) })
@@ -266,14 +266,14 @@ func TestRouterMarksHandoffsThatMayRun(t *testing.T) {
 	dir := newFakeDir()
 	dir.set("code.exec", "a", 1)
 	running, unsure, later, refused := task("sleep", "1s"), task("sleep", "1s"), task("sleep", "1s"), task("sleep", "1s")
-	for _, d := range []*engine.TaskDispatch{&running, &unsure, &later, &refused} {
+	for _, d := range []*port.TaskDispatch{&running, &unsure, &later, &refused} {
 		d.Term = 1
 	}
-	dir.refuse = map[engine.AttemptKey]error{refused.AttemptKey: ErrBusy}
+	dir.refuse = map[port.AttemptKey]error{refused.AttemptKey: ErrBusy}
 	r := startRouter(t, dir)
-	r.Dispatch(t.Context(), []engine.TaskDispatch{running, unsure, refused})
+	r.Dispatch(t.Context(), []port.TaskDispatch{running, unsure, refused})
 	waitUntil(t, "the attempts on a", func() bool {
-		for _, d := range []engine.TaskDispatch{running, unsure, refused} {
+		for _, d := range []port.TaskDispatch{running, unsure, refused} {
 			if !dir.link("a").has(false, d.AttemptKey) {
 				return false
 			}
@@ -289,9 +289,9 @@ func TestRouterMarksHandoffsThatMayRun(t *testing.T) {
 		defer r.mu.Unlock()
 		return r.roles["code.exec"].Node == "b"
 	})
-	r.Dispatch(t.Context(), []engine.TaskDispatch{later})
+	r.Dispatch(t.Context(), []port.TaskDispatch{later})
 	waitUntil(t, "the four attempts on b", func() bool {
-		for _, d := range []engine.TaskDispatch{running, unsure, later, refused} {
+		for _, d := range []port.TaskDispatch{running, unsure, later, refused} {
 			if !dir.link("b").has(false, d.AttemptKey) {
 				return false
 			}
@@ -300,7 +300,7 @@ func TestRouterMarksHandoffsThatMayRun(t *testing.T) {
 	})
 	for _, c := range []struct {
 		name   string
-		key    engine.AttemptKey
+		key    port.AttemptKey
 		worker string
 		mayRun bool
 	}{
@@ -330,7 +330,7 @@ func TestRouterHandsResumedAttemptsAsMayRun(t *testing.T) {
 	resumed, fresh := task("sleep", "1s"), task("sleep", "1s")
 	resumed.Term, fresh.Term = 1, 1
 	resumed.Resumed = true
-	r.Dispatch(t.Context(), []engine.TaskDispatch{resumed, fresh})
+	r.Dispatch(t.Context(), []port.TaskDispatch{resumed, fresh})
 	waitUntil(t, "both attempts on a", func() bool {
 		return dir.link("a").has(false, resumed.AttemptKey) && dir.link("a").has(false, fresh.AttemptKey)
 	})
@@ -361,7 +361,7 @@ func TestRouterFollowerAndPromotion(t *testing.T) {
 	t.Cleanup(func() { _ = r.Stop(context.Background()) })
 	d := task("echo", nil)
 	d.Term = 2
-	if errs := r.Dispatch(t.Context(), []engine.TaskDispatch{d}); errs != nil {
+	if errs := r.Dispatch(t.Context(), []port.TaskDispatch{d}); errs != nil {
 		t.Fatal(errs)
 	}
 	handedOn := func(l *fakeLink) bool {

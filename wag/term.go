@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"sync/atomic"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // termFence remembers the newest leadership term seen in dispatches and
@@ -13,12 +13,12 @@ import (
 type termFence struct{ newest atomic.Uint64 }
 
 // admit accepts term when it is at least the newest seen (adopting it),
-// and otherwise returns an error wrapping engine.ErrStaleTerm.
+// and otherwise returns an error wrapping port.ErrStaleTerm.
 func (f *termFence) admit(term uint64) error {
 	for {
 		cur := f.newest.Load()
 		if term < cur {
-			return fmt.Errorf("%w: term %d, but term %d leads", engine.ErrStaleTerm, term, cur)
+			return fmt.Errorf("%w: term %d, but term %d leads", port.ErrStaleTerm, term, cur)
 		}
 		if term == cur || f.newest.CompareAndSwap(cur, term) {
 			return nil

@@ -4,7 +4,7 @@ import (
 	"fmt"
 	"unicode/utf8"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // Bounds on the text an action gives its attempt. They are the bounds the
@@ -18,14 +18,14 @@ const (
 	MaxProgressTextBytes = 4 << 10
 )
 
-// FitText returns s as storable text (engine.StorableText: UTF-8, no NUL
+// FitText returns s as storable text (port.StorableText: UTF-8, no NUL
 // byte) of at most max bytes: a longer text keeps its head, cut at a
 // rune, and says how much was cut. Protobuf refuses to encode a string
 // that is not UTF-8 and the streams refuse longer text, so an action's
 // error that is either would otherwise never reach the leader. (Also the
 // clip of a worker program's log lines, wag/remote.)
 func FitText(s string, max int) string {
-	s = engine.StorableText(s)
+	s = port.StorableText(s)
 	if len(s) <= max {
 		return s
 	}

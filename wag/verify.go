@@ -12,7 +12,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 )
 
@@ -39,17 +39,17 @@ import (
 // run really runs.
 type Verifier struct {
 	cfg  VerifierConfig
-	next engine.Dispatcher
+	next port.Dispatcher
 
 	mu       sync.Mutex
-	groups   map[engine.AttemptKey]*vgroup // by verified attempt
-	replicas map[engine.AttemptKey]*vgroup // by run
+	groups   map[port.AttemptKey]*vgroup // by verified attempt
+	replicas map[port.AttemptKey]*vgroup // by run
 }
 
 // VerifierConfig configures a Verifier.
 type VerifierConfig struct {
 	// Sink receives the results and progress of every attempt: the engine.
-	Sink engine.ResultSink
+	Sink port.ResultSink
 	// Outcome, when set, is told, for each run's worker subject (its node,
 	// or the worker program that ran it: WorkerSubject), whether it agreed
 	// with the majority.
@@ -59,18 +59,18 @@ type VerifierConfig struct {
 }
 
 type vgroup struct {
-	d    engine.TaskDispatch // the verified attempt
+	d    port.TaskDispatch // the verified attempt
 	runs []*vrun
 }
 
 type vrun struct {
-	key  engine.AttemptKey
+	key  port.AttemptKey
 	done bool
 	// void: the run finished on a node that had given another run of the
 	// attempt its outcome already. Not an independent vote, it does not
 	// count; a replacement run, kept off the voters' nodes, is sent.
 	void bool
-	res  engine.TaskResult
+	res  port.TaskResult
 	sum  [sha256.Size]byte
 }
 
@@ -80,8 +80,8 @@ type vrun struct {
 const maxVoidRuns = 3
 
 var (
-	_ engine.Dispatcher = (*Verifier)(nil)
-	_ engine.ResultSink = (*Verifier)(nil)
+	_ port.Dispatcher = (*Verifier)(nil)
+	_ port.ResultSink = (*Verifier)(nil)
 )
 
 // NewVerifier builds a Verifier; SetNext gives it the Router before the
@@ -91,39 +91,39 @@ func NewVerifier(cfg VerifierConfig) *Verifier {
 		cfg.Logger = zap.NewNop()
 	}
 	cfg.Logger = cfg.Logger.Named("verify")
-	return &Verifier{cfg: cfg, groups: map[engine.AttemptKey]*vgroup{}, replicas: map[engine.AttemptKey]*vgroup{}}
+	return &Verifier{cfg: cfg, groups: map[port.AttemptKey]*vgroup{}, replicas: map[port.AttemptKey]*vgroup{}}
 }
 
 // SetNext sets the Dispatcher runs go to (the Router, built with this
 // Verifier as its sink).
-func (v *Verifier) SetNext(next engine.Dispatcher) { v.next = next }
+func (v *Verifier) SetNext(next port.Dispatcher) { v.next = next }
 
 // runKey is the key of run i (1-based) of a verified attempt.
-func runKey(k engine.AttemptKey, i int) engine.AttemptKey {
+func runKey(k port.AttemptKey, i int) port.AttemptKey {
 	k.ExecutionID = fmt.Sprintf("%s#r%d", k.ExecutionID, i)
 	return k
 }
 
 // runOf is run i of g's attempt, kept off the nodes in avoid.
-func runOf(d engine.TaskDispatch, i int, avoid []string) engine.TaskDispatch {
+func runOf(d port.TaskDispatch, i int, avoid []string) port.TaskDispatch {
 	r := d
 	r.AttemptKey = runKey(d.AttemptKey, i)
 	r.Verify, r.Group, r.Avoid = 0, d.IdempotencyKey(), avoid
 	return r
 }
 
-// Nodes implements engine.Dispatcher: the next dispatcher's answer.
+// Nodes implements port.Dispatcher: the next dispatcher's answer.
 func (v *Verifier) Nodes(capability string) []string { return v.next.Nodes(capability) }
 
-// Dispatch implements engine.Dispatcher: verified attempts go out as their
+// Dispatch implements port.Dispatcher: verified attempts go out as their
 // runs, the rest as they are. An attempt's error is its own, or that of a
 // run refused (its other runs are then cancelled, so that the engine
 // offers the attempt again from scratch).
-func (v *Verifier) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []error {
-	if !slices.ContainsFunc(tasks, func(d engine.TaskDispatch) bool { return d.Verify >= 2 }) {
+func (v *Verifier) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []error {
+	if !slices.ContainsFunc(tasks, func(d port.TaskDispatch) bool { return d.Verify >= 2 }) {
 		return v.next.Dispatch(ctx, tasks) // the common case: nothing to verify, nothing to copy
 	}
-	out := make([]engine.TaskDispatch, 0, len(tasks))
+	out := make([]port.TaskDispatch, 0, len(tasks))
 	owner := make([]int, 0, len(tasks)) // task index of each dispatch in out
 	v.mu.Lock()
 	for i, d := range tasks {
@@ -159,7 +159,7 @@ func (v *Verifier) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []
 	}
 	// A verified attempt with a run refused is refused: its accepted runs
 	// are cancelled, and it starts afresh when the engine offers it again.
-	accepted := map[engine.AttemptKey][]engine.AttemptKey{}
+	accepted := map[port.AttemptKey][]port.AttemptKey{}
 	for j, d := range out {
 		if errs[j] == nil && d.Group != "" {
 			orig := tasks[owner[j]].AttemptKey
@@ -183,9 +183,9 @@ func (v *Verifier) Dispatch(ctx context.Context, tasks []engine.TaskDispatch) []
 	return res
 }
 
-// Cancel implements engine.Dispatcher: cancelling a verified attempt
+// Cancel implements port.Dispatcher: cancelling a verified attempt
 // cancels its runs.
-func (v *Verifier) Cancel(ctx context.Context, term uint64, keys []engine.AttemptKey) error {
+func (v *Verifier) Cancel(ctx context.Context, term uint64, keys []port.AttemptKey) error {
 	all := slices.Clone(keys)
 	v.mu.Lock()
 	for _, k := range keys {
@@ -200,9 +200,9 @@ func (v *Verifier) Cancel(ctx context.Context, term uint64, keys []engine.Attemp
 	return v.next.Cancel(ctx, term, all)
 }
 
-// TaskResult implements engine.ResultSink for the Router: a run's result
+// TaskResult implements port.ResultSink for the Router: a run's result
 // counts toward its attempt's verdict; any other passes through.
-func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
+func (v *Verifier) TaskResult(ctx context.Context, r port.TaskResult) {
 	v.mu.Lock()
 	g := v.replicas[r.AttemptKey]
 	if g == nil {
@@ -217,9 +217,9 @@ func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
 	}
 	run.done, run.res, run.sum = true, r, digest(r)
 	var (
-		final  *engine.TaskResult
-		extra  *engine.TaskDispatch
-		undone []engine.AttemptKey
+		final  *port.TaskResult
+		extra  *port.TaskDispatch
+		undone []port.AttemptKey
 		votes  map[string]bool
 	)
 	if node := workerNode(r.WorkerID); r.WorkerID != "" && !r.Lost && slices.Contains(g.nodes(run), node) {
@@ -230,12 +230,12 @@ func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
 	v.mu.Unlock()
 
 	if extra != nil {
-		if errs := v.next.Dispatch(ctx, []engine.TaskDispatch{*extra}); errs != nil && errs[0] != nil {
+		if errs := v.next.Dispatch(ctx, []port.TaskDispatch{*extra}); errs != nil && errs[0] != nil {
 			v.mu.Lock()
 			v.forgetLocked(g)
 			v.mu.Unlock()
 			v.cancelRuns(ctx, g, nil)
-			v.cfg.Sink.TaskResult(ctx, engine.TaskResult{AttemptKey: g.d.AttemptKey, Lost: true,
+			v.cfg.Sink.TaskResult(ctx, port.TaskResult{AttemptKey: g.d.AttemptKey, Lost: true,
 				Error: "verify: the tie-breaking run could not be dispatched: " + errs[0].Error()})
 		}
 		return
@@ -259,7 +259,7 @@ func (v *Verifier) TaskResult(ctx context.Context, r engine.TaskResult) {
 // successor inherits the runs still out, not those done) — and returns a
 // replacement run kept off every voter's node, or, past maxVoidRuns, the
 // attempt's failure. v.mu held.
-func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *engine.TaskResult, extra *engine.TaskDispatch) {
+func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *port.TaskResult, extra *port.TaskDispatch) {
 	run.void = true
 	voids := 0
 	for _, r := range g.runs {
@@ -270,7 +270,7 @@ func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *engine.
 	orig := g.d.AttemptKey
 	if voids > maxVoidRuns {
 		v.forgetLocked(g)
-		res := engine.TaskResult{AttemptKey: orig, WorkerID: run.res.WorkerID, StartedAt: run.res.StartedAt, FinishedAt: run.res.FinishedAt,
+		res := port.TaskResult{AttemptKey: orig, WorkerID: run.res.WorkerID, StartedAt: run.res.StartedAt, FinishedAt: run.res.FinishedAt,
 			Error: fmt.Sprintf("verify: %d runs of the attempt finished on a node that had run it already (last %s): it cannot be verified on distinct nodes", voids, node)}
 		return &res, nil
 	}
@@ -286,12 +286,12 @@ func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *engine.
 // attempt's result once decided (the runs still out, to cancel, and each
 // run's subject with whether it agreed), or a tie-breaking run to dispatch,
 // or nothing yet. v.mu held.
-func (v *Verifier) decideLocked(g *vgroup, r engine.TaskResult) (final *engine.TaskResult, extra *engine.TaskDispatch, undone []engine.AttemptKey, votes map[string]bool) {
+func (v *Verifier) decideLocked(g *vgroup, r port.TaskResult) (final *port.TaskResult, extra *port.TaskDispatch, undone []port.AttemptKey, votes map[string]bool) {
 	orig := g.d.AttemptKey
 	if r.Lost || (!r.OK && r.WorkerID == "") {
 		// No verdict: the run never ran to an outcome.
 		v.forgetLocked(g)
-		res := engine.TaskResult{AttemptKey: orig, Lost: r.Lost, Error: "verify: a run of the attempt ended without an outcome: " + r.Error,
+		res := port.TaskResult{AttemptKey: orig, Lost: r.Lost, Error: "verify: a run of the attempt ended without an outcome: " + r.Error,
 			WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 		return &res, nil, g.undone(), nil
 	}
@@ -346,30 +346,30 @@ func (v *Verifier) decideLocked(g *vgroup, r engine.TaskResult) (final *engine.T
 		return nil, &run, nil, nil
 	default:
 		v.forgetLocked(g)
-		res := engine.TaskResult{AttemptKey: orig, WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+		res := port.TaskResult{AttemptKey: orig, WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 			Error: fmt.Sprintf("verify: the runs on %s gave %d different outcomes: no majority", strings.Join(g.nodes(nil), ", "), len(counts))}
 		return &res, nil, nil, nil
 	}
 }
 
 // cancelRuns cancels keys (nil: every run of g not done) at the Router.
-func (v *Verifier) cancelRuns(ctx context.Context, g *vgroup, keys []engine.AttemptKey) {
+func (v *Verifier) cancelRuns(ctx context.Context, g *vgroup, keys []port.AttemptKey) {
 	if keys == nil {
 		keys = g.undone()
 	}
 	if len(keys) == 0 {
 		return
 	}
-	if err := v.next.Cancel(ctx, g.d.Term, keys); err != nil && !errors.Is(err, engine.ErrStaleTerm) {
+	if err := v.next.Cancel(ctx, g.d.Term, keys); err != nil && !errors.Is(err, port.ErrStaleTerm) {
 		v.cfg.Logger.Warn("verify: cancelling runs failed", zap.Error(err))
 	}
 }
 
-// TaskProgress implements engine.ResultSink: a run's progress is the
+// TaskProgress implements port.ResultSink: a run's progress is the
 // attempt's when it is the first run's, or a notice of the Waggler layer
 // (no worker: "waiting: ...") about any run; any other attempt's passes
 // through.
-func (v *Verifier) TaskProgress(ctx context.Context, p engine.TaskProgress) {
+func (v *Verifier) TaskProgress(ctx context.Context, p port.TaskProgress) {
 	v.mu.Lock()
 	g := v.replicas[p.AttemptKey]
 	pass := g == nil || g.runs[0].key == p.AttemptKey || p.WorkerID == ""
@@ -390,7 +390,7 @@ func (v *Verifier) forgetLocked(g *vgroup) {
 	}
 }
 
-func (g *vgroup) run(k engine.AttemptKey) *vrun {
+func (g *vgroup) run(k port.AttemptKey) *vrun {
 	for _, r := range g.runs {
 		if r.key == k {
 			return r
@@ -399,8 +399,8 @@ func (g *vgroup) run(k engine.AttemptKey) *vrun {
 	return nil
 }
 
-func (g *vgroup) undone() []engine.AttemptKey {
-	var out []engine.AttemptKey
+func (g *vgroup) undone() []port.AttemptKey {
+	var out []port.AttemptKey
 	for _, r := range g.runs {
 		if !r.done {
 			out = append(out, r.key)
@@ -423,7 +423,7 @@ func (g *vgroup) nodes(except *vrun) []string {
 
 // digest is what runs compare: a successful output's canonical JSON, or
 // the fact of failing.
-func digest(r engine.TaskResult) [sha256.Size]byte {
+func digest(r port.TaskResult) [sha256.Size]byte {
 	if !r.OK {
 		return sha256.Sum256([]byte("failed"))
 	}

@@ -11,20 +11,20 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // fakeNext records what a Verifier sends to the Router.
 type fakeNext struct {
 	mu         sync.Mutex
-	dispatched []engine.TaskDispatch
-	cancelled  []engine.AttemptKey
+	dispatched []port.TaskDispatch
+	cancelled  []port.AttemptKey
 	refuse     map[string]error // by execution id
 }
 
 func (f *fakeNext) Nodes(string) []string { return []string{"n1", "n2"} }
 
-func (f *fakeNext) Dispatch(_ context.Context, ds []engine.TaskDispatch) []error {
+func (f *fakeNext) Dispatch(_ context.Context, ds []port.TaskDispatch) []error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var errs []error
@@ -41,7 +41,7 @@ func (f *fakeNext) Dispatch(_ context.Context, ds []engine.TaskDispatch) []error
 	return errs
 }
 
-func (f *fakeNext) Cancel(_ context.Context, _ uint64, keys []engine.AttemptKey) error {
+func (f *fakeNext) Cancel(_ context.Context, _ uint64, keys []port.AttemptKey) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cancelled = append(f.cancelled, keys...)
@@ -51,17 +51,17 @@ func (f *fakeNext) Cancel(_ context.Context, _ uint64, keys []engine.AttemptKey)
 // fakeSink records what the Verifier reports to the engine.
 type fakeSink struct {
 	mu       sync.Mutex
-	results  []engine.TaskResult
-	progress []engine.TaskProgress
+	results  []port.TaskResult
+	progress []port.TaskProgress
 }
 
-func (s *fakeSink) TaskResult(_ context.Context, r engine.TaskResult) {
+func (s *fakeSink) TaskResult(_ context.Context, r port.TaskResult) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.results = append(s.results, r)
 }
 
-func (s *fakeSink) TaskProgress(_ context.Context, p engine.TaskProgress) {
+func (s *fakeSink) TaskProgress(_ context.Context, p port.TaskProgress) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.progress = append(s.progress, p)
@@ -81,22 +81,22 @@ func newVerifyRig() *verifyRig {
 	return r
 }
 
-var verifiedKey = engine.AttemptKey{InstanceID: uuid.MustParse("0b0e8c61-6c8f-4b4a-9f1c-2a9d9d9d0001"), ExecutionID: "check[0]", Attempt: 1}
+var verifiedKey = port.AttemptKey{InstanceID: uuid.MustParse("0b0e8c61-6c8f-4b4a-9f1c-2a9d9d9d0001"), ExecutionID: "check[0]", Attempt: 1}
 
-func verified(n int) engine.TaskDispatch {
-	return engine.TaskDispatch{AttemptKey: verifiedKey, Term: 4, Task: "check", Capability: "c", Action: "a", Verify: n}
+func verified(n int) port.TaskDispatch {
+	return port.TaskDispatch{AttemptKey: verifiedKey, Term: 4, Task: "check", Capability: "c", Action: "a", Verify: n}
 }
 
 // ran reports run i finishing on node with output (nil: failed).
 func (r *verifyRig) ran(i int, node string, output any) {
-	res := engine.TaskResult{AttemptKey: runKey(verifiedKey, i), OK: output != nil, Output: output, WorkerID: node + "/c/1"}
+	res := port.TaskResult{AttemptKey: runKey(verifiedKey, i), OK: output != nil, Output: output, WorkerID: node + "/c/1"}
 	if output == nil {
 		res.Error = "exit status 1 on " + node // texts differ between hosts
 	}
 	r.v.TaskResult(context.Background(), res)
 }
 
-func (r *verifyRig) only(t *testing.T) engine.TaskResult {
+func (r *verifyRig) only(t *testing.T) port.TaskResult {
 	t.Helper()
 	if len(r.sink.results) != 1 {
 		t.Fatalf("%d results reached the engine, want 1: %+v", len(r.sink.results), r.sink.results)
@@ -106,7 +106,7 @@ func (r *verifyRig) only(t *testing.T) engine.TaskResult {
 
 func TestVerifyTwoAgree(t *testing.T) {
 	r := newVerifyRig()
-	if errs := r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)}); errs != nil {
+	if errs := r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(2)}); errs != nil {
 		t.Fatal(errs)
 	}
 	if len(r.next.dispatched) != 2 {
@@ -135,7 +135,7 @@ func TestVerifyTwoAgree(t *testing.T) {
 // outvoted node is reported.
 func TestVerifyTieBreak(t *testing.T) {
 	r := newVerifyRig()
-	r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)})
+	r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(2)})
 	r.ran(1, "n1", "honest")
 	r.ran(2, "liar", "forged")
 	if len(r.sink.results) != 0 || len(r.next.dispatched) != 3 {
@@ -156,7 +156,7 @@ func TestVerifyTieBreak(t *testing.T) {
 
 func TestVerifyNoMajority(t *testing.T) {
 	r := newVerifyRig()
-	r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)})
+	r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(2)})
 	r.ran(1, "n1", "a")
 	r.ran(2, "n2", "b")
 	r.ran(3, "n3", "c")
@@ -172,13 +172,13 @@ func TestVerifyNoMajority(t *testing.T) {
 // Failures agree with failures whatever their texts.
 func TestVerifyThreeEarlyMajority(t *testing.T) {
 	r := newVerifyRig()
-	r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(3)})
+	r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(3)})
 	r.ran(2, "n2", nil)
 	r.ran(3, "n3", nil)
 	if res := r.only(t); res.OK || res.AttemptKey != verifiedKey {
 		t.Fatalf("result %+v, want the agreed failure", res)
 	}
-	if !slices.Equal(r.next.cancelled, []engine.AttemptKey{runKey(verifiedKey, 1)}) {
+	if !slices.Equal(r.next.cancelled, []port.AttemptKey{runKey(verifiedKey, 1)}) {
 		t.Fatalf("cancelled %v, want the first run", r.next.cancelled)
 	}
 	r.ran(1, "n1", "late") // a cancelled run reporting anyway: not the attempt's result
@@ -191,12 +191,12 @@ func TestVerifyThreeEarlyMajority(t *testing.T) {
 // cancelled and nobody is judged.
 func TestVerifyLostRun(t *testing.T) {
 	r := newVerifyRig()
-	r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)})
-	r.v.TaskResult(context.Background(), engine.TaskResult{AttemptKey: runKey(verifiedKey, 1), Lost: true, Error: "no waggler"})
+	r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(2)})
+	r.v.TaskResult(context.Background(), port.TaskResult{AttemptKey: runKey(verifiedKey, 1), Lost: true, Error: "no waggler"})
 	if res := r.only(t); !res.Lost || res.AttemptKey != verifiedKey {
 		t.Fatalf("result %+v, want the attempt lost", res)
 	}
-	if !slices.Equal(r.next.cancelled, []engine.AttemptKey{runKey(verifiedKey, 2)}) || len(r.votes) != 0 {
+	if !slices.Equal(r.next.cancelled, []port.AttemptKey{runKey(verifiedKey, 2)}) || len(r.votes) != 0 {
 		t.Fatalf("cancelled %v votes %v", r.next.cancelled, r.votes)
 	}
 }
@@ -207,17 +207,17 @@ func TestVerifyDispatchRefused(t *testing.T) {
 	r := newVerifyRig()
 	busy := errors.New("busy")
 	r.next.refuse = map[string]error{runKey(verifiedKey, 2).ExecutionID: busy}
-	plain := engine.TaskDispatch{AttemptKey: engine.AttemptKey{InstanceID: verifiedKey.InstanceID, ExecutionID: "other", Attempt: 1}, Term: 4}
-	errs := r.v.Dispatch(context.Background(), []engine.TaskDispatch{plain, verified(2)})
+	plain := port.TaskDispatch{AttemptKey: port.AttemptKey{InstanceID: verifiedKey.InstanceID, ExecutionID: "other", Attempt: 1}, Term: 4}
+	errs := r.v.Dispatch(context.Background(), []port.TaskDispatch{plain, verified(2)})
 	if len(errs) != 2 || errs[0] != nil || !errors.Is(errs[1], busy) {
 		t.Fatalf("errors %v", errs)
 	}
-	if !slices.Equal(r.next.cancelled, []engine.AttemptKey{runKey(verifiedKey, 1)}) {
+	if !slices.Equal(r.next.cancelled, []port.AttemptKey{runKey(verifiedKey, 1)}) {
 		t.Fatalf("cancelled %v", r.next.cancelled)
 	}
 	// Offered again: dispatched afresh.
 	r.next.refuse = nil
-	if errs := r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)}); errs != nil {
+	if errs := r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(2)}); errs != nil {
 		t.Fatal(errs)
 	}
 }
@@ -226,20 +226,20 @@ func TestVerifyDispatchRefused(t *testing.T) {
 // progress is the attempt's; cancelling the attempt cancels its runs.
 func TestVerifyPassThroughAndCancel(t *testing.T) {
 	r := newVerifyRig()
-	plain := engine.TaskDispatch{AttemptKey: engine.AttemptKey{InstanceID: verifiedKey.InstanceID, ExecutionID: "plain", Attempt: 1}, Term: 4}
-	r.v.Dispatch(context.Background(), []engine.TaskDispatch{plain, verified(2)})
+	plain := port.TaskDispatch{AttemptKey: port.AttemptKey{InstanceID: verifiedKey.InstanceID, ExecutionID: "plain", Attempt: 1}, Term: 4}
+	r.v.Dispatch(context.Background(), []port.TaskDispatch{plain, verified(2)})
 	if r.next.dispatched[0].AttemptKey != plain.AttemptKey || r.next.dispatched[0].Group != "" {
 		t.Fatalf("the plain attempt was changed: %+v", r.next.dispatched[0])
 	}
-	r.v.TaskResult(context.Background(), engine.TaskResult{AttemptKey: plain.AttemptKey, OK: true})
-	r.v.TaskProgress(context.Background(), engine.TaskProgress{AttemptKey: runKey(verifiedKey, 1), WorkerID: "n1/c/1", Message: "one"})
-	r.v.TaskProgress(context.Background(), engine.TaskProgress{AttemptKey: runKey(verifiedKey, 2), WorkerID: "n2/c/1", Message: "two"})
-	r.v.TaskProgress(context.Background(), engine.TaskProgress{AttemptKey: runKey(verifiedKey, 2), Message: "waiting: ..."})
+	r.v.TaskResult(context.Background(), port.TaskResult{AttemptKey: plain.AttemptKey, OK: true})
+	r.v.TaskProgress(context.Background(), port.TaskProgress{AttemptKey: runKey(verifiedKey, 1), WorkerID: "n1/c/1", Message: "one"})
+	r.v.TaskProgress(context.Background(), port.TaskProgress{AttemptKey: runKey(verifiedKey, 2), WorkerID: "n2/c/1", Message: "two"})
+	r.v.TaskProgress(context.Background(), port.TaskProgress{AttemptKey: runKey(verifiedKey, 2), Message: "waiting: ..."})
 	if len(r.sink.results) != 1 || len(r.sink.progress) != 2 || r.sink.progress[0].AttemptKey != verifiedKey ||
 		r.sink.progress[0].Message != "one" || r.sink.progress[1].Message != "waiting: ..." {
 		t.Fatalf("results %+v progress %+v", r.sink.results, r.sink.progress)
 	}
-	if err := r.v.Cancel(context.Background(), 4, []engine.AttemptKey{verifiedKey}); err != nil {
+	if err := r.v.Cancel(context.Background(), 4, []port.AttemptKey{verifiedKey}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Contains(r.next.cancelled, runKey(verifiedKey, 1)) || !slices.Contains(r.next.cancelled, runKey(verifiedKey, 2)) {
@@ -254,7 +254,7 @@ func TestVerifyPassThroughAndCancel(t *testing.T) {
 // landing on voters' nodes fail the attempt.
 func TestVerifySameNodeRunDoesNotCount(t *testing.T) {
 	r := newVerifyRig()
-	if errs := r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)}); errs != nil {
+	if errs := r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(2)}); errs != nil {
 		t.Fatal(errs)
 	}
 	r.ran(1, "n1", "forged")
@@ -285,7 +285,7 @@ func TestVerifySameNodeRunDoesNotCount(t *testing.T) {
 	}
 
 	r = newVerifyRig()
-	r.v.Dispatch(context.Background(), []engine.TaskDispatch{verified(2)})
+	r.v.Dispatch(context.Background(), []port.TaskDispatch{verified(2)})
 	r.ran(1, "n1", 42)
 	for i := 2; i <= 2+maxVoidRuns; i++ {
 		r.ran(i, "n1", 42)

@@ -11,7 +11,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/internal/clock"
 	"github.com/robonet/robonet/internal/lifecycle"
 	"github.com/robonet/robonet/internal/metrics"
@@ -68,7 +68,7 @@ type Worker interface {
 	Run(a Assignment)
 	// Cancel asks the worker to stop an assignment; its report, if any
 	// still comes, is discarded.
-	Cancel(key engine.AttemptKey, generation uint64)
+	Cancel(key port.AttemptKey, generation uint64)
 }
 
 // Assignment is one attempt given to one worker. Generation is the
@@ -78,7 +78,7 @@ type Worker interface {
 // new generation, and anything a worker sends about another generation is
 // discarded.
 type Assignment struct {
-	engine.TaskDispatch
+	port.TaskDispatch
 	Generation uint64
 }
 
@@ -96,7 +96,7 @@ type Running struct {
 // heartbeats to wait for, and it is the node and worker of the attempt's
 // history.
 type Started struct {
-	Key        engine.AttemptKey
+	Key        port.AttemptKey
 	Capability string
 	Epoch      uint64
 	WorkerID   string
@@ -156,7 +156,7 @@ func isDigits(s string) bool {
 // uplink is where a Waggler reports: its host, which forwards to the
 // engine leader.
 type uplink interface {
-	engine.ResultSink
+	port.ResultSink
 	// TaskStarted reports attempts assigned to workers, a batch at a time.
 	TaskStarted(ss []Started)
 }
@@ -207,7 +207,7 @@ func (ww *wagWorker) available() bool {
 
 // entry is one attempt held by the Waggler, queued or running.
 type entry struct {
-	d         engine.TaskDispatch
+	d         port.TaskDispatch
 	gen       uint64     // generation of the current assignment, 0 while queued
 	worker    *wagWorker // nil while queued
 	backup    *wagWorker // pre-selected on the alert rung
@@ -250,8 +250,8 @@ type effects struct {
 	started  []Started
 	runs     []runEffect
 	cancels  []cancelEffect
-	results  []engine.TaskResult
-	progress []engine.TaskProgress
+	results  []port.TaskResult
+	progress []port.TaskProgress
 	observed []sentinel.Observation
 }
 
@@ -264,7 +264,7 @@ type runEffect struct {
 
 type cancelEffect struct {
 	w   Worker
-	key engine.AttemptKey
+	key port.AttemptKey
 	gen uint64
 }
 
@@ -336,7 +336,7 @@ type Waggler struct {
 	head    int
 	queued  int
 	running int
-	byKey   map[engine.AttemptKey]*entry
+	byKey   map[port.AttemptKey]*entry
 	// unlisted are attempts whose worker registered without listing them,
 	// with when: the worker finished them (its report follows the
 	// registration) or lost them. One not reported by the next tick at
@@ -395,7 +395,7 @@ func newWaggler(cfg Config, capability string, epoch uint64, sink uplink, log *z
 		grace:      cfg.InheritGrace,
 		mon:        newMonitor(cfg.HeartbeatInterval, cfg.MissedHeartbeats),
 		m:          cfg.Metrics.Capability(capability),
-		byKey:      make(map[engine.AttemptKey]*entry),
+		byKey:      make(map[port.AttemptKey]*entry),
 		unlisted:   make(map[*entry]unlisted),
 		groups:     map[string][]*entry{},
 		groupNodes: map[string]map[string]bool{},
@@ -519,7 +519,7 @@ func (w *Waggler) apply(fx effects) {
 }
 
 // attemptFields are the log fields of an attempt.
-func attemptFields(k engine.AttemptKey, more ...zap.Field) []zap.Field {
+func attemptFields(k port.AttemptKey, more ...zap.Field) []zap.Field {
 	return append([]zap.Field{
 		zap.Stringer("instance", k.InstanceID), // formatted only if logged
 		zap.String("task", k.ExecutionID),

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/sentinel"
 )
 
@@ -24,7 +24,7 @@ func (w *Waggler) admit() error {
 
 // enqueue accepts attempts (duplicates of attempts it holds are ignored:
 // dispatch is at-least-once) and hands them to free workers.
-func (w *Waggler) enqueue(tasks []engine.TaskDispatch) {
+func (w *Waggler) enqueue(tasks []port.TaskDispatch) {
 	var fx effects
 	w.mu.Lock()
 	if w.life.Stopped() {
@@ -80,12 +80,12 @@ func (w *Waggler) completesEarlier(e *entry, gen uint64) bool {
 }
 
 // finished reports whether this Waggler reported a result for key lately.
-func (w *Waggler) finished(key engine.AttemptKey) bool {
+func (w *Waggler) finished(key port.AttemptKey) bool {
 	return w.done.has(key)
 }
 
 // finish records a result to report: in fx, and in done.
-func (w *Waggler) finish(r engine.TaskResult, fx *effects) {
+func (w *Waggler) finish(r port.TaskResult, fx *effects) {
 	fx.results = append(fx.results, r)
 	w.done.add(r, w.clock.Now())
 }
@@ -93,7 +93,7 @@ func (w *Waggler) finish(r engine.TaskResult, fx *effects) {
 // cancel drops attempts: queued ones leave the queue, running ones are
 // cancelled on their worker and their results discarded. Unknown keys are
 // ignored.
-func (w *Waggler) cancel(keys []engine.AttemptKey) {
+func (w *Waggler) cancel(keys []port.AttemptKey) {
 	var fx effects
 	w.mu.Lock()
 	changed := false

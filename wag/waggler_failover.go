@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/sentinel"
 )
 
@@ -69,7 +69,7 @@ func (w *Waggler) tick() {
 				continue
 			}
 			e.noticed = true
-			fx.progress = append(fx.progress, engine.TaskProgress{AttemptKey: e.d.AttemptKey, Message: msg, At: now})
+			fx.progress = append(fx.progress, port.TaskProgress{AttemptKey: e.d.AttemptKey, Message: msg, At: now})
 		}
 	}
 	w.settle()
@@ -185,7 +185,7 @@ func (w *Waggler) dropBackup(e *entry) {
 // that it can no longer run on; the caller released it.
 func (w *Waggler) failPinned(e *entry, reason, worker string, fx *effects) {
 	now := w.clock.Now()
-	w.finish(engine.TaskResult{AttemptKey: e.d.AttemptKey, Error: reason, WorkerID: worker, FinishedAt: now}, fx)
+	w.finish(port.TaskResult{AttemptKey: e.d.AttemptKey, Error: reason, WorkerID: worker, FinishedAt: now}, fx)
 }
 
 // orphans fails the queued attempts pinned to a node with no live worker

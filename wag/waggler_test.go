@@ -12,7 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock/clocktest"
 	"github.com/robonet/robonet/sentinel"
@@ -32,8 +32,8 @@ func newFakeWorker(id string) *fakeWorker {
 
 func (f *fakeWorker) ID() string       { return f.id }
 func (f *fakeWorker) Run(a Assignment) { f.runs <- a }
-func (f *fakeWorker) Cancel(key engine.AttemptKey, gen uint64) {
-	f.cancels <- Assignment{TaskDispatch: engine.TaskDispatch{AttemptKey: key}, Generation: gen}
+func (f *fakeWorker) Cancel(key port.AttemptKey, gen uint64) {
+	f.cancels <- Assignment{TaskDispatch: port.TaskDispatch{AttemptKey: key}, Generation: gen}
 }
 
 // assigned returns the assignment the worker got, failing if it got none
@@ -110,8 +110,8 @@ func (h *wagglerHarness) took() string {
 	return s
 }
 
-func (h *wagglerHarness) dispatch(execs ...string) []engine.TaskDispatch {
-	var ds []engine.TaskDispatch
+func (h *wagglerHarness) dispatch(execs ...string) []port.TaskDispatch {
+	var ds []port.TaskDispatch
 	for _, e := range execs {
 		d := task("echo", e)
 		d.AttemptKey = testKey(e)
@@ -391,7 +391,7 @@ func TestWagglerCancel(t *testing.T) {
 	h := newHarness(t, w1)
 	ds := h.dispatch("a", "b", "c")
 	a := w1.assigned(t)
-	h.w.cancel([]engine.AttemptKey{ds[0].AttemptKey, ds[1].AttemptKey, testKey("unknown")})
+	h.w.cancel([]port.AttemptKey{ds[0].AttemptKey, ds[1].AttemptKey, testKey("unknown")})
 	if c := <-w1.cancels; c.AttemptKey != ds[0].AttemptKey || c.Generation != a.Generation {
 		t.Fatalf("cancel %+v", c)
 	}
@@ -487,7 +487,7 @@ func TestWagglerFinishedAttemptNotRunAgain(t *testing.T) {
 	if got := len(h.sink.Results()); got != 1 {
 		t.Fatalf("%d results, want 1", got)
 	}
-	h.w.enqueue([]engine.TaskDispatch{d})
+	h.w.enqueue([]port.TaskDispatch{d})
 	w1.idle(t)
 	rs := h.sink.Results()
 	if len(rs) != 2 || rs[1].AttemptKey != d.AttemptKey || rs[1].Output != "out" {
@@ -499,14 +499,14 @@ func TestWagglerFinishedAttemptNotRunAgain(t *testing.T) {
 	b := w1.assigned(t)
 	out := map[string]any{"v": int64(7), "s": []any{"x", 1.5}}
 	h.w.Report(Report{Key: b.AttemptKey, Generation: b.Generation, WorkerID: w1.id, OK: true, Output: out, OutputJSON: value.MustEncode(out)})
-	h.w.enqueue([]engine.TaskDispatch{e})
+	h.w.enqueue([]port.TaskDispatch{e})
 	w1.idle(t)
 	if rs = h.sink.Results(); len(rs) != 4 || rs[3].AttemptKey != e.AttemptKey || !value.Equal(rs[3].Output, out) ||
 		string(rs[3].OutputJSON) != string(value.MustEncode(out)) {
 		t.Fatalf("results %+v: want the encoded result sent again, decoded", rs)
 	}
 	h.clk.Advance(rememberResults + time.Second)
-	h.w.enqueue([]engine.TaskDispatch{d})
+	h.w.enqueue([]port.TaskDispatch{d})
 	if b := w1.assigned(t); b.AttemptKey != d.AttemptKey {
 		t.Fatalf("after the memory faded the attempt must run: got %+v", b)
 	}
@@ -606,7 +606,7 @@ func TestWagglerRegisterBusyAndCancelledCopy(t *testing.T) {
 	queued := h.dispatch("queued")[0]
 	gone := task("echo", "gone")
 	gone.AttemptKey = testKey("gone")
-	h.w.cancel([]engine.AttemptKey{gone.AttemptKey}) // cancelled before its worker shows up
+	h.w.cancel([]port.AttemptKey{gone.AttemptKey}) // cancelled before its worker shows up
 
 	w1 := newFakeWorker("w1")
 	h.w.Register([]Worker{w1}, []Running{{Assignment: Assignment{TaskDispatch: gone, Generation: 5}, WorkerID: "w1"}})
@@ -637,13 +637,13 @@ func TestWagglerRegisterBusyAndCancelledCopy(t *testing.T) {
 func TestWagglerGroupsOnDistinctNodes(t *testing.T) {
 	a1, a2, b1 := newFakeWorker("na/c/1"), newFakeWorker("na/c/2"), newFakeWorker("nb/c/1")
 	h := newHarness(t, a1, a2)
-	run := func(exec string, avoid ...string) engine.TaskDispatch {
+	run := func(exec string, avoid ...string) port.TaskDispatch {
 		d := task("echo", exec)
 		d.AttemptKey, d.Group, d.Avoid = testKey(exec), "check[0]", avoid
 		return d
 	}
 	r1, r2 := run("check[0]#r1"), run("check[0]#r2")
-	h.w.enqueue([]engine.TaskDispatch{r1, r2})
+	h.w.enqueue([]port.TaskDispatch{r1, r2})
 	// Both free workers are on node na: one run goes there, the other waits.
 	var first Assignment
 	select {
@@ -667,7 +667,7 @@ func TestWagglerGroupsOnDistinctNodes(t *testing.T) {
 		t.Fatalf("both runs of the group on one node: %s", a.ExecutionID)
 	}
 	// A third run, avoiding both nodes, waits; an unrelated attempt does not.
-	h.w.enqueue([]engine.TaskDispatch{run("check[0]#r3", "na", "nb")})
+	h.w.enqueue([]port.TaskDispatch{run("check[0]#r3", "na", "nb")})
 	plain := h.dispatch("plain")
 	var got []string
 	for _, fw := range []*fakeWorker{a1, a2} {
@@ -687,12 +687,12 @@ func TestWagglerGroupsOnDistinctNodes(t *testing.T) {
 func TestWagglerGroupRunsNeverShareANode(t *testing.T) {
 	a1, b1 := newFakeWorker("na/c/1"), newFakeWorker("nb/c/1")
 	h := newHarness(t, a1)
-	run := func(exec string) engine.TaskDispatch {
+	run := func(exec string) port.TaskDispatch {
 		d := task("echo", exec)
 		d.AttemptKey, d.Group = testKey(exec), "check[0]"
 		return d
 	}
-	h.w.enqueue([]engine.TaskDispatch{run("check[0]#r1"), run("check[0]#r2")})
+	h.w.enqueue([]port.TaskDispatch{run("check[0]#r1"), run("check[0]#r2")})
 	first := a1.assigned(t)
 	a1.report(h.w, first, "x")
 	a1.idle(t) // free, but its node ran the group's first run
@@ -915,12 +915,12 @@ func TestWagglerInheritedAttemptNotRunByItsWorker(t *testing.T) {
 func TestWagglerReportFollowingRegistration(t *testing.T) {
 	for _, c := range []struct {
 		name    string
-		handoff func(d engine.TaskDispatch) Handoff
+		handoff func(d port.TaskDispatch) Handoff
 	}{
-		{"bound to its worker", func(d engine.TaskDispatch) Handoff {
+		{"bound to its worker", func(d port.TaskDispatch) Handoff {
 			return Handoff{TaskDispatch: d, WorkerID: "n2/c/1", Generation: 7}
 		}},
-		{"held back as it may run", func(d engine.TaskDispatch) Handoff { return Handoff{TaskDispatch: d, MayRun: true} }},
+		{"held back as it may run", func(d port.TaskDispatch) Handoff { return Handoff{TaskDispatch: d, MayRun: true} }},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			w1 := newFakeWorker("n1/c/1")
@@ -1166,7 +1166,7 @@ func TestWagglerHeldBackAttemptsWaitTheGraceAtMost(t *testing.T) {
 			h.w.servingNodes = c.serving
 			a, gone := mayRun("a"), mayRun("gone")
 			h.w.Inherit([]Handoff{a, gone})
-			h.w.cancel([]engine.AttemptKey{gone.AttemptKey})
+			h.w.cancel([]port.AttemptKey{gone.AttemptKey})
 			if st := h.w.Status(); st.Queued != 1 {
 				t.Fatalf("status %+v: want a held back, the cancelled one gone", st)
 			}

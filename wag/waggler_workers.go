@@ -6,7 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/sentinel"
 )
 
@@ -118,7 +118,7 @@ func (w *Waggler) Heartbeat(hb Heartbeat) {
 		if hb.MemBytes > 0 {
 			fx.observe(sentinel.Observation{Node: node, Kind: sentinel.Mem, Value: float64(hb.MemBytes), At: now})
 		}
-		fx.progress = append(fx.progress, engine.TaskProgress{
+		fx.progress = append(fx.progress, port.TaskProgress{
 			AttemptKey: hb.Key,
 			WorkerID:   hb.WorkerID,
 			Seq:        hb.Seq,
@@ -149,7 +149,7 @@ func (w *Waggler) Report(r Report) bool {
 	ww := w.workers[r.WorkerID]
 	e := w.byKey[r.Key]
 	current := ww != nil && e != nil && e.worker == ww && e.gen == r.Generation
-	res := engine.TaskResult{
+	res := port.TaskResult{
 		AttemptKey: r.Key, OK: r.OK, Output: r.Output, OutputJSON: r.OutputJSON, Error: r.Error,
 		WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -23,19 +23,19 @@ import (
 	"github.com/robonet/robonet/wag"
 )
 
-func keyToProto(k engine.AttemptKey) *robonetv1.AttemptKey {
+func keyToProto(k port.AttemptKey) *robonetv1.AttemptKey {
 	return &robonetv1.AttemptKey{InstanceId: k.InstanceID.String(), ExecutionId: k.ExecutionID, Attempt: k.Attempt}
 }
 
-func keyFromProto(k *robonetv1.AttemptKey) (engine.AttemptKey, error) {
+func keyFromProto(k *robonetv1.AttemptKey) (port.AttemptKey, error) {
 	id, err := uuid.Parse(k.GetInstanceId())
 	if err != nil {
-		return engine.AttemptKey{}, fmt.Errorf("attempt key: instance id %q: %w", k.GetInstanceId(), err)
+		return port.AttemptKey{}, fmt.Errorf("attempt key: instance id %q: %w", k.GetInstanceId(), err)
 	}
-	return engine.AttemptKey{InstanceID: id, ExecutionID: k.GetExecutionId(), Attempt: k.GetAttempt()}, nil
+	return port.AttemptKey{InstanceID: id, ExecutionID: k.GetExecutionId(), Attempt: k.GetAttempt()}, nil
 }
 
-func dispatchToProto(d engine.TaskDispatch) (*robonetv1.Dispatch, error) {
+func dispatchToProto(d port.TaskDispatch) (*robonetv1.Dispatch, error) {
 	in, err := value.Encode(d.Input)
 	if err != nil {
 		return nil, fmt.Errorf("encoding the input of %s: %w", d.IdempotencyKey(), err)
@@ -47,18 +47,18 @@ func dispatchToProto(d engine.TaskDispatch) (*robonetv1.Dispatch, error) {
 	}, nil
 }
 
-func dispatchFromProto(p *robonetv1.Dispatch) (engine.TaskDispatch, error) {
+func dispatchFromProto(p *robonetv1.Dispatch) (port.TaskDispatch, error) {
 	k, err := keyFromProto(p.GetKey())
 	if err != nil {
-		return engine.TaskDispatch{}, err
+		return port.TaskDispatch{}, err
 	}
 	var in any
 	if len(p.GetInputJson()) > 0 {
 		if in, err = value.Decode(p.GetInputJson()); err != nil {
-			return engine.TaskDispatch{}, fmt.Errorf("the input of %s: %w", k.IdempotencyKey(), err)
+			return port.TaskDispatch{}, fmt.Errorf("the input of %s: %w", k.IdempotencyKey(), err)
 		}
 	}
-	return engine.TaskDispatch{
+	return port.TaskDispatch{
 		AttemptKey: k, Term: p.GetTerm(), Workflow: p.GetWorkflow(), Task: p.GetTask(), Index: p.GetIndex(),
 		Capability: p.GetCapability(), Action: p.GetAction(), Input: in, Timeout: time.Duration(p.GetTimeoutNs()),
 		Verify: int(p.GetVerify()), Group: p.GetGroup(), Avoid: p.GetAvoid(), Node: p.GetNode(),
@@ -100,25 +100,25 @@ func resultFromProto(p *robonetv1.WagResult) (wag.SeqResult, error) {
 	if err != nil {
 		return wag.SeqResult{}, err
 	}
-	r := engine.TaskResult{AttemptKey: k, OK: p.GetOk(), Error: p.GetError(), WorkerID: p.GetWorkerId(),
+	r := port.TaskResult{AttemptKey: k, OK: p.GetOk(), Error: p.GetError(), WorkerID: p.GetWorkerId(),
 		StartedAt: clock.FromUnixNanos(p.GetStartedUnixNs()), FinishedAt: clock.FromUnixNanos(p.GetFinishedUnixNs())}
 	r.OK, r.Output, r.Error = outputFromJSON(r.OK, p.GetOutputJson(), r.Error, "from the waggler")
 	return wag.SeqResult{Seq: p.GetSeq(), TaskResult: r}, nil
 }
 
-func progressToProto(p engine.TaskProgress) *robonetv1.WagProgress {
+func progressToProto(p port.TaskProgress) *robonetv1.WagProgress {
 	return &robonetv1.WagProgress{
 		Key: keyToProto(p.AttemptKey), WorkerId: p.WorkerID, Seq: p.Seq, StepsDone: p.StepsDone, StepsTotal: p.StepsTotal,
 		EtaNs: int64(p.ETA), CpuPercent: p.CPUPercent, MemBytes: p.MemBytes, Message: p.Message, AtUnixNs: clock.UnixNanos(p.At),
 	}
 }
 
-func progressFromProto(p *robonetv1.WagProgress) (engine.TaskProgress, error) {
+func progressFromProto(p *robonetv1.WagProgress) (port.TaskProgress, error) {
 	k, err := keyFromProto(p.GetKey())
 	if err != nil {
-		return engine.TaskProgress{}, err
+		return port.TaskProgress{}, err
 	}
-	return engine.TaskProgress{
+	return port.TaskProgress{
 		AttemptKey: k, WorkerID: p.GetWorkerId(), Seq: p.GetSeq(), StepsDone: p.GetStepsDone(), StepsTotal: p.GetStepsTotal(),
 		ETA: time.Duration(p.GetEtaNs()), CPUPercent: p.GetCpuPercent(), MemBytes: p.GetMemBytes(), Message: p.GetMessage(),
 		At: clock.FromUnixNanos(p.GetAtUnixNs()),
@@ -183,7 +183,7 @@ func reportFromProto(p *robonetv1.Report) (wag.Report, error) {
 
 // outputToJSON encodes the output of a successful attempt (nil for a
 // failed one).
-func outputToJSON(ok bool, output any, key engine.AttemptKey) ([]byte, error) {
+func outputToJSON(ok bool, output any, key port.AttemptKey) ([]byte, error) {
 	if !ok {
 		return nil, nil
 	}
@@ -215,7 +215,7 @@ func errToProto(err error) *robonetv1.WagError {
 	}
 	kind := robonetv1.ErrorKind_ERROR_KIND_UNSPECIFIED
 	switch {
-	case errors.Is(err, engine.ErrStaleTerm):
+	case errors.Is(err, port.ErrStaleTerm):
 		kind = robonetv1.ErrorKind_ERROR_KIND_STALE_TERM
 	case errors.Is(err, wag.ErrNotWaggler):
 		kind = robonetv1.ErrorKind_ERROR_KIND_NOT_WAGGLER
@@ -238,7 +238,7 @@ func (e *remoteError) Error() string { return e.msg }
 func (e *remoteError) Is(target error) bool {
 	switch e.kind {
 	case robonetv1.ErrorKind_ERROR_KIND_STALE_TERM:
-		return target == engine.ErrStaleTerm
+		return target == port.ErrStaleTerm
 	case robonetv1.ErrorKind_ERROR_KIND_NOT_WAGGLER:
 		return target == wag.ErrNotWaggler
 	case robonetv1.ErrorKind_ERROR_KIND_BUSY:
@@ -331,8 +331,8 @@ func ownerToProto(o wag.Owner, open *robonetv1.LeadOpen) {
 // set no honest owner sends.
 func ownerFromProto(open *robonetv1.LeadOpen) (wag.Owner, error) {
 	o := wag.Owner{Term: open.GetTerm(), Follower: open.GetFollower(), Count: int(open.GetPartitionCount())}
-	if o.Count > engine.MaxPartitions {
-		return wag.Owner{}, fmt.Errorf("LeadOpen: %d partitions, more than the %d a mesh can have", o.Count, engine.MaxPartitions)
+	if o.Count > port.MaxPartitions {
+		return wag.Owner{}, fmt.Errorf("LeadOpen: %d partitions, more than the %d a mesh can have", o.Count, port.MaxPartitions)
 	}
 	if len(open.GetPartitions()) > 0 && o.Count == 0 {
 		return wag.Owner{}, errors.New("LeadOpen: partitions without a partition count")

@@ -4,7 +4,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/wag"
 )
 
@@ -36,7 +36,7 @@ func TestReportRoundTrip(t *testing.T) {
 // A dispatch keeps its placement across the wire: the node a run of a
 // task with on: every_node is pinned to, and a verified run's group.
 func TestDispatchPlacementRoundTrip(t *testing.T) {
-	want := engine.TaskDispatch{AttemptKey: testKey, Term: 2, Capability: "net.scan", Action: "exec", Node: "node-b",
+	want := port.TaskDispatch{AttemptKey: testKey, Term: 2, Capability: "net.scan", Action: "exec", Node: "node-b",
 		Group: "g", Avoid: []string{"node-a"}}
 	p, err := dispatchToProto(want)
 	if err != nil {

@@ -15,7 +15,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 )
@@ -56,14 +56,14 @@ func (u *resultLog) Results(rs []wag.SeqResult) error {
 	}
 	return nil
 }
-func (*resultLog) Progress([]engine.TaskProgress) {}
-func (*resultLog) Started([]wag.Started)          {}
+func (*resultLog) Progress([]port.TaskProgress) {}
+func (*resultLog) Started([]wag.Started)        {}
 
 // dispatchOne hands the host one attempt of capability "c" with input and
 // returns its result.
 func dispatchOne(t *testing.T, l *LeadLink, up *resultLog, input any) wag.SeqResult {
 	t.Helper()
-	d := engine.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo", Input: input}
+	d := port.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo", Input: input}
 	if errs := l.Dispatch([]wag.Handoff{{TaskDispatch: d, Epoch: 1}}); errs != nil && errs[0] != nil {
 		t.Fatal(errs[0])
 	}
@@ -82,9 +82,9 @@ type slot struct {
 	run func(a wag.Assignment)
 }
 
-func (s *slot) ID() string                       { return s.id }
-func (s *slot) Run(a wag.Assignment)             { s.run(a) }
-func (s *slot) Cancel(engine.AttemptKey, uint64) {}
+func (s *slot) ID() string                     { return s.id }
+func (s *slot) Run(a wag.Assignment)           { s.run(a) }
+func (s *slot) Cancel(port.AttemptKey, uint64) {}
 
 // workStreamMesh is a leader's session with a Waggler host whose node
 // takes messages of hostLimit bytes, and a pool on a node that takes
@@ -167,7 +167,7 @@ func TestRegistrationWithinOneMessage(t *testing.T) {
 	for i := range 4 {
 		k := testKey
 		k.ExecutionID = fmt.Sprintf("s[%d]", i)
-		running = append(running, wag.Running{Assignment: wag.Assignment{TaskDispatch: engine.TaskDispatch{AttemptKey: k, Term: 1, Capability: "c",
+		running = append(running, wag.Running{Assignment: wag.Assignment{TaskDispatch: port.TaskDispatch{AttemptKey: k, Term: 1, Capability: "c",
 			Action: "echo", Input: strings.Repeat("x", maxCoalesced/3)}, Generation: 1<<32 + uint64(i)}, WorkerID: fmt.Sprintf("p/c/%d", i)})
 	}
 	target := NewWorkTarget(nil, "p", "c", 1, func() []wag.Running { return running }, zaptest.NewLogger(t), "h", WorkOptions{})

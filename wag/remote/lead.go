@@ -10,7 +10,7 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
@@ -172,7 +172,7 @@ func (l *LeadLink) recv() {
 			}
 			_ = l.up.Results(rs)
 		case *robonetv1.LeadResponse_Progress:
-			ps := make([]engine.TaskProgress, 0, len(m.Progress.GetItems()))
+			ps := make([]port.TaskProgress, 0, len(m.Progress.GetItems()))
 			for _, p := range m.Progress.GetItems() {
 				if pr, err := progressFromProto(p); err == nil {
 					ps = append(ps, pr)
@@ -333,7 +333,7 @@ func (l *LeadLink) dispatch(hs []*robonetv1.Handoff) []error {
 
 // Cancel implements wag.Link: keys go in requests of at most
 // maxPerRequest.
-func (l *LeadLink) Cancel(keys []engine.AttemptKey) error {
+func (l *LeadLink) Cancel(keys []port.AttemptKey) error {
 	for start := 0; start < len(keys); start += maxPerRequest {
 		if err := l.cancelKeys(keys[start:min(start+maxPerRequest, len(keys))]); err != nil {
 			return err
@@ -342,7 +342,7 @@ func (l *LeadLink) Cancel(keys []engine.AttemptKey) error {
 	return nil
 }
 
-func (l *LeadLink) cancelKeys(keys []engine.AttemptKey) error {
+func (l *LeadLink) cancelKeys(keys []port.AttemptKey) error {
 	m := &robonetv1.LeadCancel{Keys: make([]*robonetv1.AttemptKey, len(keys))}
 	for i, k := range keys {
 		m.Keys[i] = keyToProto(k)

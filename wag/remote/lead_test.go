@@ -12,16 +12,16 @@ import (
 	"google.golang.org/grpc"
 	"google.golang.org/grpc/credentials/insecure"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/wag"
 )
 
 type nopUplink struct{}
 
-func (nopUplink) Results([]wag.SeqResult) error  { return nil }
-func (nopUplink) Progress([]engine.TaskProgress) {}
-func (nopUplink) Started([]wag.Started)          {}
+func (nopUplink) Results([]wag.SeqResult) error { return nil }
+func (nopUplink) Progress([]port.TaskProgress)  {}
+func (nopUplink) Started([]wag.Started)         {}
 
 // A leader hands a Waggler host more attempts than one message may carry:
 // LeadLink splits them into requests the host accepts, so the session
@@ -71,7 +71,7 @@ func TestLeadDispatchLargerThanOneMessage(t *testing.T) {
 	for i := range hs {
 		k := testKey
 		k.ExecutionID = fmt.Sprintf("s[%d]", i)
-		hs[i] = wag.Handoff{TaskDispatch: engine.TaskDispatch{AttemptKey: k, Term: 1, Capability: "c", Action: "echo"}, Epoch: 1}
+		hs[i] = wag.Handoff{TaskDispatch: port.TaskDispatch{AttemptKey: k, Term: 1, Capability: "c", Action: "echo"}, Epoch: 1}
 	}
 	taken := 0
 	for i, err := range pad(l.Dispatch(hs), n) {
@@ -87,7 +87,7 @@ func TestLeadDispatchLargerThanOneMessage(t *testing.T) {
 	if taken == 0 || taken == n {
 		t.Fatalf("%d of %d handoffs taken, want some but not all (the host's queue is smaller)", taken, n)
 	}
-	keys := make([]engine.AttemptKey, n)
+	keys := make([]port.AttemptKey, n)
 	for i := range hs {
 		keys[i] = hs[i].AttemptKey
 	}

@@ -11,17 +11,17 @@ import (
 	"google.golang.org/grpc/status"
 	"google.golang.org/protobuf/proto"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
 )
 
-var testKey = engine.AttemptKey{InstanceID: uuid.MustParse("7d0b7a8e-7c3e-4c57-9a55-5a1b6f0d2c11"), ExecutionID: "t[1]", Attempt: 1}
+var testKey = port.AttemptKey{InstanceID: uuid.MustParse("7d0b7a8e-7c3e-4c57-9a55-5a1b6f0d2c11"), ExecutionID: "t[1]", Attempt: 1}
 
 func honestDispatch(t testing.TB) *robonetv1.Dispatch {
 	t.Helper()
-	d, err := dispatchToProto(engine.TaskDispatch{AttemptKey: testKey, Term: 3, Workflow: "wf", Task: "t", Capability: "code.exec",
+	d, err := dispatchToProto(port.TaskDispatch{AttemptKey: testKey, Term: 3, Workflow: "wf", Task: "t", Capability: "code.exec",
 		Action: "echo", Input: map[string]any{"x": int64(1)}, Timeout: time.Minute})
 	if err != nil {
 		t.Fatal(err)
@@ -44,7 +44,7 @@ func TestStreamLimits(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res, err := resultToProto(wag.SeqResult{Seq: 2, TaskResult: engine.TaskResult{AttemptKey: testKey, OK: true, Output: int64(3)}})
+	res, err := resultToProto(wag.SeqResult{Seq: 2, TaskResult: port.TaskResult{AttemptKey: testKey, OK: true, Output: int64(3)}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func workRequests(tb testing.TB) []*robonetv1.WorkRequest {
 }
 
 func workResponses(tb testing.TB) []*robonetv1.WorkResponse {
-	a, _ := assignmentToProto(wag.Assignment{TaskDispatch: engine.TaskDispatch{AttemptKey: testKey, Capability: "c", Action: "echo"}, Generation: 2})
+	a, _ := assignmentToProto(wag.Assignment{TaskDispatch: port.TaskDispatch{AttemptKey: testKey, Capability: "c", Action: "echo"}, Generation: 2})
 	return []*robonetv1.WorkResponse{
 		{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{Items: []*robonetv1.SlotAssignment{{WorkerId: "w1/c/1", Assignment: a}}}}},
 		{Msg: &robonetv1.WorkResponse_Cancel{Cancel: &robonetv1.WorkCancel{Items: []*robonetv1.SlotCancel{{WorkerId: "w1/c/1", Key: keyToProto(testKey), Generation: 2}}}}},
@@ -171,7 +171,7 @@ func workResponses(tb testing.TB) []*robonetv1.WorkResponse {
 }
 
 func leadRequests(tb testing.TB) []*robonetv1.LeadRequest {
-	d, _ := dispatchToProto(engine.TaskDispatch{AttemptKey: testKey, Capability: "c", Action: "echo", Input: []any{"x"}})
+	d, _ := dispatchToProto(port.TaskDispatch{AttemptKey: testKey, Capability: "c", Action: "echo", Input: []any{"x"}})
 	return []*robonetv1.LeadRequest{
 		{Msg: &robonetv1.LeadRequest_Open{Open: &robonetv1.LeadOpen{Term: 4, Leader: "s1", MaxMessageBytes: 16 << 20}}},
 		{Msg: &robonetv1.LeadRequest_Roles{Roles: &robonetv1.LeadRoles{Id: 1, Roles: map[string]uint64{"c": 2}}}},
@@ -182,12 +182,12 @@ func leadRequests(tb testing.TB) []*robonetv1.LeadRequest {
 }
 
 func leadResponses(tb testing.TB) []*robonetv1.LeadResponse {
-	r, _ := resultToProto(wag.SeqResult{Seq: 1, TaskResult: engine.TaskResult{AttemptKey: testKey, OK: true, Output: "x"}})
+	r, _ := resultToProto(wag.SeqResult{Seq: 1, TaskResult: port.TaskResult{AttemptKey: testKey, OK: true, Output: "x"}})
 	return []*robonetv1.LeadResponse{
 		{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: 16 << 20}}},
 		{Msg: &robonetv1.LeadResponse_Answer{Answer: &robonetv1.LeadAnswer{Id: 2, AttemptErrors: map[int32]*robonetv1.WagError{0: {Message: "busy"}}}}},
 		{Msg: &robonetv1.LeadResponse_Results{Results: &robonetv1.LeadResults{Results: []*robonetv1.WagResult{r}}}},
-		{Msg: &robonetv1.LeadResponse_Progress{Progress: &robonetv1.LeadProgress{Items: []*robonetv1.WagProgress{progressToProto(engine.TaskProgress{AttemptKey: testKey, Seq: 3})}}}},
+		{Msg: &robonetv1.LeadResponse_Progress{Progress: &robonetv1.LeadProgress{Items: []*robonetv1.WagProgress{progressToProto(port.TaskProgress{AttemptKey: testKey, Seq: 3})}}}},
 		{Msg: &robonetv1.LeadResponse_Started{Started: &robonetv1.LeadStarted{Items: []*robonetv1.AttemptStarted{startedToProto(wag.Started{Key: testKey, Capability: "c"})}}}},
 		{Msg: &robonetv1.LeadResponse_Observations{Observations: &robonetv1.LeadObservations{Items: []*robonetv1.Observation{
 			observationToProto(sentinel.Observation{Node: "w1", Kind: sentinel.CPU, Value: 42})}}},

@@ -14,7 +14,7 @@ import (
 	"google.golang.org/grpc/credentials/insecure"
 	"google.golang.org/grpc/status"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
@@ -86,7 +86,7 @@ func TestWorkStreamCarriesMisbehaviour(t *testing.T) {
 	assigned := make(chan struct{}, 1)
 	target.Register([]wag.Worker{&slot{id: "p/c/gpu-1", run: func(wag.Assignment) { assigned <- struct{}{} }}}, nil)
 	// An attempt assigned to the slot: the stream is up.
-	d := engine.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo"}
+	d := port.TaskDispatch{AttemptKey: testKey, Term: 1, Capability: "c", Action: "echo"}
 	if errs := l.Dispatch([]wag.Handoff{{TaskDispatch: d, Epoch: 1}}); errs != nil && errs[0] != nil {
 		t.Fatal(errs[0])
 	}

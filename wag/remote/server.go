@@ -13,7 +13,7 @@ import (
 	"google.golang.org/grpc/codes"
 	"google.golang.org/grpc/status"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/value"
 	"github.com/robonet/robonet/internal/clock"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -123,7 +123,7 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	}
 	sess, err := s.host.OpenOwner(owner, up)
 	if err != nil {
-		if errors.Is(err, engine.ErrStaleTerm) {
+		if errors.Is(err, port.ErrStaleTerm) {
 			return status.Error(codes.FailedPrecondition, err.Error())
 		}
 		return status.Error(codes.Unavailable, err.Error())
@@ -159,7 +159,7 @@ func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 		case *robonetv1.LeadRequest_Dispatch:
 			answer = s.dispatch(sess, m.Dispatch)
 		case *robonetv1.LeadRequest_Cancel:
-			keys := make([]engine.AttemptKey, 0, len(m.Cancel.GetKeys()))
+			keys := make([]port.AttemptKey, 0, len(m.Cancel.GetKeys()))
 			for _, k := range m.Cancel.GetKeys() {
 				if key, err := keyFromProto(k); err == nil {
 					keys = append(keys, key)
@@ -258,7 +258,7 @@ func (u leadUplink) Results(rs []wag.SeqResult) error {
 	return nil
 }
 
-func (u leadUplink) Progress(ps []engine.TaskProgress) {
+func (u leadUplink) Progress(ps []port.TaskProgress) {
 	m := &robonetv1.LeadProgress{Items: make([]*robonetv1.WagProgress, len(ps))}
 	for i, p := range ps {
 		m.Items[i] = progressToProto(p)
@@ -541,7 +541,7 @@ func (w *remoteWorker) Run(a wag.Assignment) {
 	_ = w.out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Assign{Assign: &robonetv1.WorkAssign{Items: []*robonetv1.SlotAssignment{sa}}}})
 }
 
-func (w *remoteWorker) Cancel(key engine.AttemptKey, gen uint64) {
+func (w *remoteWorker) Cancel(key port.AttemptKey, gen uint64) {
 	_ = w.out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Cancel{Cancel: &robonetv1.WorkCancel{
 		Items: []*robonetv1.SlotCancel{{WorkerId: w.id, Key: keyToProto(key), Generation: gen}}}}})
 }

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/storetest"
 )
@@ -33,21 +33,21 @@ func openBench(b *testing.B) *Store {
 func benchStore(b *testing.B, n int) (*Store, uuid.UUID, []uuid.UUID) {
 	b.Helper()
 	s := openBench(b)
-	wf, err := s.RegisterWorkflow(b.Context(), engine.WorkflowVersion{Name: "bench", Version: 1, IRHash: "sha256:b", IR: []byte("b")})
+	wf, err := s.RegisterWorkflow(b.Context(), port.WorkflowVersion{Name: "bench", Version: 1, IRHash: "sha256:b", IR: []byte("b")})
 	if err != nil {
 		b.Fatalf("RegisterWorkflow: %v", err)
 	}
-	batch := make([]engine.NewInstance, n)
+	batch := make([]port.NewInstance, n)
 	ids := make([]uuid.UUID, n)
 	for i := range batch {
 		ids[i] = uuid.New()
-		batch[i] = engine.NewInstance{ID: ids[i], WorkflowVersionID: wf.ID, Inputs: []byte(`{"n":1}`), State: []byte("small state")}
+		batch[i] = port.NewInstance{ID: ids[i], WorkflowVersionID: wf.ID, Inputs: []byte(`{"n":1}`), State: []byte("small state")}
 	}
 	if _, err := s.QueueInstances(b.Context(), batch); err != nil {
 		b.Fatalf("QueueInstances: %v", err)
 	}
 	owner := uuid.New()
-	claimed, err := s.ClaimInstances(b.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: n})
+	claimed, err := s.ClaimInstances(b.Context(), port.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: n})
 	if err != nil || len(claimed) != n {
 		b.Fatalf("claim: %d instances, %v", len(claimed), err)
 	}
@@ -85,16 +85,16 @@ func BenchmarkPersistResults(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; b.Loop(); i++ {
 		attempt := uint32(i + 1)
-		batch := make([]engine.Progress, instances)
+		batch := make([]port.Progress, instances)
 		args := make([]any, 0, rows*9)
 		for k, id := range ids {
-			results := make([]engine.ActionResult, perInstance)
+			results := make([]port.ActionResult, perInstance)
 			for j := range results {
-				results[j] = engine.ActionResult{ExecutionID: fmt.Sprintf("task[%d]", j), Attempt: attempt, OK: true,
+				results[j] = port.ActionResult{ExecutionID: fmt.Sprintf("task[%d]", j), Attempt: attempt, OK: true,
 					Output: output, WorkerID: "w1", StartedAt: now, FinishedAt: now}
 				args = append(args, id, fmt.Sprintf("plain[%d]", j), int64(attempt), true, output, "", "w1", now, now)
 			}
-			batch[k] = engine.Progress{InstanceID: id, Owner: owner, Results: results}
+			batch[k] = port.Progress{InstanceID: id, Owner: owner, Results: results}
 		}
 
 		start := time.Now()
@@ -129,9 +129,9 @@ func BenchmarkPersistResults(b *testing.B) {
 func BenchmarkClaimHydrate1000(b *testing.B) {
 	const n = 1000
 	s, owner, ids := benchStore(b, n)
-	progress := make([]engine.Progress, n)
+	progress := make([]port.Progress, n)
 	for i, id := range ids {
-		progress[i] = engine.Progress{InstanceID: id, Owner: owner, State: []byte("state after three tasks"), Results: []engine.ActionResult{
+		progress[i] = port.Progress{InstanceID: id, Owner: owner, State: []byte("state after three tasks"), Results: []port.ActionResult{
 			{ExecutionID: "a", Attempt: 1, OK: true, Output: []byte(`1`)},
 			{ExecutionID: "b", Attempt: 1, OK: false, Error: "flaky"},
 			{ExecutionID: "b", Attempt: 2, OK: true, Output: []byte(`2`)},
@@ -147,7 +147,7 @@ func BenchmarkClaimHydrate1000(b *testing.B) {
 
 	b.ResetTimer()
 	for term := uint64(2); b.Loop(); term++ {
-		claimed, err := s.ClaimInstances(b.Context(), engine.ClaimRequest{Owner: uuid.New(), Term: term, Lease: time.Hour, Limit: n})
+		claimed, err := s.ClaimInstances(b.Context(), port.ClaimRequest{Owner: uuid.New(), Term: term, Lease: time.Hour, Limit: n})
 		if err != nil {
 			b.Fatalf("claim: %v", err)
 		}
@@ -162,5 +162,5 @@ func BenchmarkClaimHydrate1000(b *testing.B) {
 // against one per batch of 100 (storetest.BenchRecordSignals). With
 // ROBONET_PG_DURABLE=1 the server fsyncs every commit, as in production.
 func BenchmarkRecordSignals(b *testing.B) {
-	storetest.BenchRecordSignals(b, func(b *testing.B) engine.Store { return openBench(b) })
+	storetest.BenchRecordSignals(b, func(b *testing.B) port.Store { return openBench(b) })
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // Postgres error codes the store reacts to.
@@ -64,7 +64,7 @@ type resultColumns struct {
 }
 
 // add appends r, filed under instance (the entry it came with).
-func (c *resultColumns) add(instance uuid.UUID, r engine.ActionResult) {
+func (c *resultColumns) add(instance uuid.UUID, r port.ActionResult) {
 	c.instanceIDs = append(c.instanceIDs, instance)
 	c.executionIDs = append(c.executionIDs, r.ExecutionID)
 	c.attempts = append(c.attempts, int64(r.Attempt))
@@ -91,7 +91,7 @@ type signalUses struct {
 }
 
 // add appends the signals instance consumed.
-func (c *signalUses) add(instance uuid.UUID, uses []engine.SignalUse) {
+func (c *signalUses) add(instance uuid.UUID, uses []port.SignalUse) {
 	for _, u := range uses {
 		c.instanceIDs = append(c.instanceIDs, instance)
 		c.seqs = append(c.seqs, u.Seq)

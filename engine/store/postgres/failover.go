@@ -15,7 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // Following the primary. A replicated database (pg_auto_failover, Patroni)
@@ -38,10 +38,10 @@ import (
 //     fifteen minutes of retransmissions.
 //
 // The errors of such moments are wrapped so that errors.Is(err,
-// engine.ErrStoreUnavailable) holds: the engine retries its writes and the
+// port.ErrStoreUnavailable) holds: the engine retries its writes and the
 // API answers UNAVAILABLE. A write whose connection was lost after it was
 // sent (a commit whose acknowledgement was lost in the failover) also
-// matches engine.ErrOutcomeUnknown: it may have landed. The store's writes
+// matches port.ErrOutcomeUnknown: it may have landed. The store's writes
 // are idempotent (results are recorded once, a completion replayed is a
 // no-op), so the engine retries them all the same and reports nothing done
 // before the store has acknowledged it.
@@ -58,7 +58,7 @@ const (
 )
 
 // unavailableError marks a transient error: errors.Is matches
-// engine.ErrStoreUnavailable, engine.ErrOutcomeUnknown when the outcome is
+// port.ErrStoreUnavailable, port.ErrOutcomeUnknown when the outcome is
 // unknown, and the cause. Its text is the cause's.
 type unavailableError struct {
 	err     error
@@ -69,9 +69,9 @@ func (e *unavailableError) Error() string { return e.err.Error() }
 
 func (e *unavailableError) Unwrap() []error {
 	if e.unknown {
-		return []error{engine.ErrStoreUnavailable, engine.ErrOutcomeUnknown, e.err}
+		return []error{port.ErrStoreUnavailable, port.ErrOutcomeUnknown, e.err}
 	}
-	return []error{engine.ErrStoreUnavailable, e.err}
+	return []error{port.ErrStoreUnavailable, e.err}
 }
 
 // classification of an error returned by pgx.

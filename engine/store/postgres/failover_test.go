@@ -21,7 +21,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 )
 
@@ -60,7 +60,7 @@ func TestClassify(t *testing.T) {
 		}
 	}
 	wrapped := &unavailableError{err: io.ErrUnexpectedEOF, unknown: true}
-	if !errors.Is(wrapped, engine.ErrStoreUnavailable) || !errors.Is(wrapped, engine.ErrOutcomeUnknown) || !errors.Is(wrapped, io.ErrUnexpectedEOF) ||
+	if !errors.Is(wrapped, port.ErrStoreUnavailable) || !errors.Is(wrapped, port.ErrOutcomeUnknown) || !errors.Is(wrapped, io.ErrUnexpectedEOF) ||
 		wrapped.Error() != io.ErrUnexpectedEOF.Error() {
 		t.Errorf("the wrapped error does not match its sentinels and cause: %v", wrapped)
 	}
@@ -90,7 +90,7 @@ func TestReadOnlyConnectionsAreDropped(t *testing.T) {
 	before := s.ConnStats()
 
 	err := s.RequestCancel(t.Context(), ids[0])
-	if !errors.Is(err, engine.ErrStoreUnavailable) || errors.Is(err, engine.ErrOutcomeUnknown) {
+	if !errors.Is(err, port.ErrStoreUnavailable) || errors.Is(err, port.ErrOutcomeUnknown) {
 		t.Fatalf("a write on a read-only connection: %v, want ErrStoreUnavailable (not applied)", err)
 	}
 	if err := s.RequestCancel(t.Context(), ids[0]); err != nil {
@@ -178,7 +178,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 			switch {
 			case err == nil:
 				acked <- round
-			case errors.Is(err, engine.ErrStoreUnavailable):
+			case errors.Is(err, port.ErrStoreUnavailable):
 				// A client's backoff before it tries the next round.
 			default:
 				loadErr <- fmt.Errorf("round %d: %w (want success or ErrStoreUnavailable)", round, err)
@@ -239,7 +239,7 @@ func TestFailoverUnderLoad(t *testing.T) {
 		t.Fatalf("PersistProgress of the old term: %v", err)
 	}
 	for i, o := range out {
-		if !errors.Is(o, engine.ErrOwnershipLost) {
+		if !errors.Is(o, port.ErrOwnershipLost) {
 			t.Fatalf("instance %s: a write of the stale term was accepted after the newer term's claim (%v)", ids[i], o)
 		}
 	}
@@ -259,17 +259,17 @@ func newID() uuid.UUID { return uuid.New() }
 // claimAllFor claims every one of ids for o (a newer term takes them over).
 func claimAllFor(t *testing.T, s *Store, o owner, ids []uuid.UUID) {
 	t.Helper()
-	got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: o.id, Term: o.term, Lease: time.Hour, Limit: len(ids) + 1})
+	got, err := s.ClaimInstances(t.Context(), port.ClaimRequest{Owner: o.id, Term: o.term, Lease: time.Hour, Limit: len(ids) + 1})
 	if err != nil || len(got) != len(ids) {
 		t.Fatalf("owner of term %d claimed %d of %d instances: %v", o.term, len(got), len(ids), err)
 	}
 }
 
 // progressRound is one result per instance, execution "round-N".
-func progressRound(o owner, ids []uuid.UUID, round int) []engine.Progress {
-	batch := make([]engine.Progress, len(ids))
+func progressRound(o owner, ids []uuid.UUID, round int) []port.Progress {
+	batch := make([]port.Progress, len(ids))
 	for i, id := range ids {
-		batch[i] = engine.Progress{InstanceID: id, Owner: o.id, Results: []engine.ActionResult{{
+		batch[i] = port.Progress{InstanceID: id, Owner: o.id, Results: []port.ActionResult{{
 			InstanceID: id, ExecutionID: fmt.Sprint("round-", round), Attempt: 1, OK: true, Output: []byte("1"), WorkerID: "w"}}}
 	}
 	return batch

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -32,25 +32,25 @@ FROM mine
 WHERE q.instance_id = mine.instance_id
 RETURNING q.instance_id, q.cancel_requested`
 
-// RefreshLeases implements engine.Store. A lease is extended only while it
+// RefreshLeases implements port.Store. A lease is extended only while it
 // is live and still the owner's, and its partition is not fenced by
 // another runloop; an expired lease is lost even if nobody took it yet
 // (the owner's writes were already being refused), and so is one in a
 // partition fenced by another, however live.
-func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (engine.LeaseStatus, error) {
+func (s *Store) RefreshLeases(ctx context.Context, req port.LeaseRefresh) (port.LeaseStatus, error) {
 	if len(req.IDs) == 0 {
-		return engine.LeaseStatus{}, nil
+		return port.LeaseStatus{}, nil
 	}
 	if err := storeutil.CheckRefresh(req); err != nil {
-		return engine.LeaseStatus{}, err
+		return port.LeaseStatus{}, err
 	}
 	term, _ := storeutil.Term(req.Term) // checked above
 	rows, err := s.pool.Query(ctx, refreshSQL, req.Owner, req.IDs, term, micros(req.Lease))
 	if err != nil {
-		return engine.LeaseStatus{}, fmt.Errorf("refresh leases: %w", s.check(ctx, err))
+		return port.LeaseStatus{}, fmt.Errorf("refresh leases: %w", s.check(ctx, err))
 	}
 	var (
-		st        engine.LeaseStatus
+		st        port.LeaseStatus
 		id        uuid.UUID
 		cancelled bool
 	)
@@ -63,7 +63,7 @@ func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (eng
 		return nil
 	})
 	if err != nil {
-		return engine.LeaseStatus{}, fmt.Errorf("refresh leases: %w", s.check(ctx, err))
+		return port.LeaseStatus{}, fmt.Errorf("refresh leases: %w", s.check(ctx, err))
 	}
 	for _, id := range req.IDs {
 		if !kept[id] {
@@ -73,7 +73,7 @@ func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (eng
 	return st, nil
 }
 
-// ReleaseLeases implements engine.Store. The instances keep their status
+// ReleaseLeases implements port.Store. The instances keep their status
 // (running, if they ever ran) and their schedule; the next claim takes them.
 func (s *Store) ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.UUID) error {
 	if len(ids) == 0 {
@@ -89,7 +89,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.U
 	return nil
 }
 
-// ReclaimExpired implements engine.Store. Claims already take expired
+// ReclaimExpired implements port.Store. Claims already take expired
 // leases; clearing them keeps the table honest for observers and lets a
 // claim use the cheap "unlocked" branch. The term stays: it is the fencing
 // history of the row.
@@ -117,7 +117,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) (int, error) {
 	return int(tag.RowsAffected()), nil
 }
 
-// RequestCancel implements engine.Store. The flag is set on both the queue
+// RequestCancel implements port.Store. The flag is set on both the queue
 // row (where claims and refreshes read it) and the runner row (which keeps
 // it after completion), the wake counter goes up and the instance becomes
 // due now.
@@ -147,16 +147,16 @@ func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 	case live:
 		return nil
 	case status == nil:
-		return fmt.Errorf("request cancel of instance %s: %w", id, engine.ErrNotFound)
+		return fmt.Errorf("request cancel of instance %s: %w", id, port.ErrNotFound)
 	default:
-		return fmt.Errorf("request cancel of instance %s: already %s: %w", id, *status, engine.ErrNotFound)
+		return fmt.Errorf("request cancel of instance %s: already %s: %w", id, *status, port.ErrNotFound)
 	}
 }
 
-// Sweep implements engine.Store. Deleting a runner row cascades to its
+// Sweep implements port.Store. Deleting a runner row cascades to its
 // action results and signals (foreign keys ON DELETE CASCADE), in the
 // same statement.
-func (s *Store) Sweep(ctx context.Context, req engine.SweepRequest) (int, error) {
+func (s *Store) Sweep(ctx context.Context, req port.SweepRequest) (int, error) {
 	if req.Before.IsZero() {
 		return 0, errors.New("sweep: Before is required")
 	}

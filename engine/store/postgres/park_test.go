@@ -6,7 +6,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // TestParkSeesAWakeCommittedWhileItWaits: a signal's transaction holds the
@@ -20,7 +20,7 @@ func TestParkSeesAWakeCommittedWhileItWaits(t *testing.T) {
 	s := openTest(t)
 	id := seed(t, s, 1)[0]
 	owner := uuid.New()
-	got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 1})
+	got, err := s.ClaimInstances(t.Context(), port.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 1})
 	if err != nil || len(got) != 1 || got[0].Wake != 0 {
 		t.Fatalf("ClaimInstances = %+v, %v", got, err)
 	}
@@ -46,8 +46,8 @@ func TestParkSeesAWakeCommittedWhileItWaits(t *testing.T) {
 	}
 	done := make(chan outcome, 1)
 	go func() {
-		errs, err := s.PersistProgress(t.Context(), []engine.Progress{{InstanceID: id, Owner: owner, State: []byte("parked"),
-			Park: &engine.Park{Until: time.Now().Add(time.Hour), WakeSeen: 0}}})
+		errs, err := s.PersistProgress(t.Context(), []port.Progress{{InstanceID: id, Owner: owner, State: []byte("parked"),
+			Park: &port.Park{Until: time.Now().Add(time.Hour), WakeSeen: 0}}})
 		done <- outcome{errs, err}
 	}()
 
@@ -75,7 +75,7 @@ func TestParkSeesAWakeCommittedWhileItWaits(t *testing.T) {
 	if n := count(t, s, `SELECT count(*) FROM queued_instances WHERE instance_id = $1 AND lock_uuid IS NULL AND scheduled_at <= now()`, id); n != 1 {
 		t.Fatal("the park lost the wake committed while it waited: the instance is not due now")
 	}
-	got, err = s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: uuid.New(), Term: 1, Lease: time.Hour, Limit: 1})
+	got, err = s.ClaimInstances(t.Context(), port.ClaimRequest{Owner: uuid.New(), Term: 1, Lease: time.Hour, Limit: 1})
 	if err != nil || len(got) != 1 || got[0].Wake != 1 || string(got[0].State) != "parked" {
 		t.Fatalf("the claim after the park = %+v, %v", got, err)
 	}

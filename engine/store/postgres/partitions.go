@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -38,11 +38,11 @@ SET owner = excluded.owner, epoch = excluded.epoch, fenced_at = excluded.fenced_
 WHERE pt.epoch < excluded.epoch
 RETURNING pt.partition`
 
-// FencePartitions implements engine.Store in one transaction: lock the
+// FencePartitions implements port.Store in one transaction: lock the
 // stored rows, judge every partition (one stale partition fails the call
 // before anything is written), write the ones to take, and judge again
 // those that a concurrent fence inserted meanwhile.
-func (s *Store) FencePartitions(ctx context.Context, req engine.FenceRequest) error {
+func (s *Store) FencePartitions(ctx context.Context, req port.FenceRequest) error {
 	parts, err := storeutil.CheckFence(req)
 	if err != nil || len(parts) == 0 {
 		return err
@@ -57,7 +57,7 @@ func (s *Store) FencePartitions(ctx context.Context, req engine.FenceRequest) er
 			epochs []int64
 		)
 		for _, p := range parts {
-			var row *engine.PartitionOwner
+			var row *port.PartitionOwner
 			if got, ok := stored[p]; ok {
 				row = &got
 			}
@@ -110,8 +110,8 @@ func (s *Store) FencePartitions(ctx context.Context, req engine.FenceRequest) er
 	return nil
 }
 
-// Partitions implements engine.Store.
-func (s *Store) Partitions(ctx context.Context) ([]engine.PartitionOwner, error) {
+// Partitions implements port.Store.
+func (s *Store) Partitions(ctx context.Context) ([]port.PartitionOwner, error) {
 	const q = `-- name: partitions
 		SELECT partition, owner, epoch, fenced_at FROM partitions ORDER BY partition`
 	rows, err := s.pool.Query(ctx, q)
@@ -127,7 +127,7 @@ func (s *Store) Partitions(ctx context.Context) ([]engine.PartitionOwner, error)
 
 // lockPartitions reads and locks the stored rows of parts (sorted), by
 // partition.
-func lockPartitions(ctx context.Context, tx pgx.Tx, parts []int32) (map[int]engine.PartitionOwner, error) {
+func lockPartitions(ctx context.Context, tx pgx.Tx, parts []int32) (map[int]port.PartitionOwner, error) {
 	rows, err := tx.Query(ctx, lockPartitionsSQL, parts)
 	if err != nil {
 		return nil, err
@@ -136,16 +136,16 @@ func lockPartitions(ctx context.Context, tx pgx.Tx, parts []int32) (map[int]engi
 	if err != nil {
 		return nil, err
 	}
-	out := make(map[int]engine.PartitionOwner, len(list))
+	out := make(map[int]port.PartitionOwner, len(list))
 	for _, p := range list {
 		out[p.Partition] = p
 	}
 	return out, nil
 }
 
-func scanPartition(row pgx.CollectableRow) (engine.PartitionOwner, error) {
+func scanPartition(row pgx.CollectableRow) (port.PartitionOwner, error) {
 	var (
-		p     engine.PartitionOwner
+		p     port.PartitionOwner
 		part  int32
 		owner uuid.UUID
 		epoch int64

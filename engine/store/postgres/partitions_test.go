@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/storetest"
 )
@@ -32,19 +32,19 @@ func TestConcurrentFencesOfANewPartition(t *testing.T) {
 			wg.Go(func() {
 				<-start
 				errs[i] = nodes[i%len(nodes)].FencePartitions(t.Context(),
-					engine.FenceRequest{Owner: owners[i], Epochs: map[int]uint64{p: epoch}})
+					port.FenceRequest{Owner: owners[i], Epochs: map[int]uint64{p: epoch}})
 			})
 		}
 		close(start)
 		wg.Wait()
 		for i, err := range errs {
-			if err != nil && !errors.Is(err, engine.ErrStaleEpoch) {
+			if err != nil && !errors.Is(err, port.ErrStaleEpoch) {
 				t.Fatalf("partition %d: the fence at epoch %d failed with %v, want success or ErrStaleEpoch", p, epochs[i], err)
 			}
 		}
 		return owners, errs
 	}
-	stored := func(p int) engine.PartitionOwner {
+	stored := func(p int) port.PartitionOwner {
 		all, err := nodes[0].Partitions(t.Context())
 		if err != nil {
 			t.Fatalf("Partitions: %v", err)
@@ -55,7 +55,7 @@ func TestConcurrentFencesOfANewPartition(t *testing.T) {
 			}
 		}
 		t.Fatalf("partition %d is not stored", p)
-		return engine.PartitionOwner{}
+		return port.PartitionOwner{}
 	}
 
 	for p := range 40 {

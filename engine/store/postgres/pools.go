@@ -6,12 +6,12 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// RecordPoolStats implements engine.Store: one batch, one transaction.
-func (s *Store) RecordPoolStats(ctx context.Context, pools []engine.PoolStatus) error {
+// RecordPoolStats implements port.Store: one batch, one transaction.
+func (s *Store) RecordPoolStats(ctx context.Context, pools []port.PoolStatus) error {
 	if len(pools) == 0 {
 		return nil
 	}
@@ -37,8 +37,8 @@ func (s *Store) RecordPoolStats(ctx context.Context, pools []engine.PoolStatus) 
 	return nil
 }
 
-// ListPoolStats implements engine.Store.
-func (s *Store) ListPoolStats(ctx context.Context) ([]engine.PoolStatus, error) {
+// ListPoolStats implements port.Store.
+func (s *Store) ListPoolStats(ctx context.Context) ([]port.PoolStatus, error) {
 	rows, err := s.pool.Query(ctx, `-- name: list_pool_stats
 		SELECT pool_id, node, capability, slots, in_flight, tasks_completed, tasks_failed, throughput_per_min,
 		    latency_p50_ms, latency_p99_ms, updated_at
@@ -46,9 +46,9 @@ func (s *Store) ListPoolStats(ctx context.Context) ([]engine.PoolStatus, error) 
 	if err != nil {
 		return nil, fmt.Errorf("list pool stats: %w", s.check(ctx, err))
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (engine.PoolStatus, error) {
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (port.PoolStatus, error) {
 		var (
-			p                 engine.PoolStatus
+			p                 port.PoolStatus
 			id                string
 			completed, failed int64
 			perMin, p50, p99  float64

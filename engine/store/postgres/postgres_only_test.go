@@ -14,7 +14,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 )
 
@@ -35,15 +35,15 @@ func openOn(t *testing.T, dsn, schema string, tracer pgx.QueryTracer) *Store {
 // seed registers a workflow and queues n due instances in batches.
 func seed(t *testing.T, s *Store, n int) []uuid.UUID {
 	t.Helper()
-	wf, err := s.RegisterWorkflow(t.Context(), engine.WorkflowVersion{Name: "wf", Version: 1, IRHash: "sha256:x", IR: []byte("x")})
+	wf, err := s.RegisterWorkflow(t.Context(), port.WorkflowVersion{Name: "wf", Version: 1, IRHash: "sha256:x", IR: []byte("x")})
 	if err != nil {
 		t.Fatalf("RegisterWorkflow: %v", err)
 	}
 	var ids []uuid.UUID
 	for len(ids) < n {
-		batch := make([]engine.NewInstance, min(500, n-len(ids)))
+		batch := make([]port.NewInstance, min(500, n-len(ids)))
 		for i := range batch {
-			batch[i] = engine.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte("{}"), State: []byte("s0")}
+			batch[i] = port.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte("{}"), State: []byte("s0")}
 		}
 		if _, err := s.QueueInstances(t.Context(), batch); err != nil {
 			t.Fatalf("QueueInstances: %v", err)
@@ -130,13 +130,13 @@ func TestConcurrentClaimersNeverOverlap(t *testing.T) {
 		me := uuid.New()
 		wg.Go(func() {
 			for done.Load() < int64(len(ids)) && ctx.Err() == nil {
-				claimed, err := s.ClaimInstances(ctx, engine.ClaimRequest{Owner: me, Term: 1, Lease: time.Minute, Limit: 25})
+				claimed, err := s.ClaimInstances(ctx, port.ClaimRequest{Owner: me, Term: 1, Lease: time.Minute, Limit: 25})
 				if err != nil {
 					report("claimer %d: claim: %v", c, err)
 					return
 				}
 				var release []uuid.UUID
-				var finish []engine.Completion
+				var finish []port.Completion
 				mu.Lock()
 				for _, ci := range claimed {
 					if h, held := holder[ci.ID]; held {
@@ -150,10 +150,10 @@ func TestConcurrentClaimersNeverOverlap(t *testing.T) {
 				// Record a result for every claimed instance; release those
 				// seen for the first time (someone must claim them again),
 				// complete the others.
-				progress := make([]engine.Progress, len(claimed))
+				progress := make([]port.Progress, len(claimed))
 				for i, ci := range claimed {
-					progress[i] = engine.Progress{InstanceID: ci.ID, Owner: me, State: []byte(me.String()),
-						Results: []engine.ActionResult{{ExecutionID: "step", Attempt: uint32(len(ci.Results) + 1), OK: true, Output: []byte("1")}}}
+					progress[i] = port.Progress{InstanceID: ci.ID, Owner: me, State: []byte(me.String()),
+						Results: []port.ActionResult{{ExecutionID: "step", Attempt: uint32(len(ci.Results) + 1), OK: true, Output: []byte("1")}}}
 				}
 				outcomes, err := s.PersistProgress(ctx, progress)
 				if err != nil {
@@ -169,7 +169,7 @@ func TestConcurrentClaimersNeverOverlap(t *testing.T) {
 					if len(ci.Results) == 0 {
 						release = append(release, ci.ID)
 					} else {
-						finish = append(finish, engine.Completion{InstanceID: ci.ID, Owner: me, Status: engine.StateComplete, Output: []byte("1")})
+						finish = append(finish, port.Completion{InstanceID: ci.ID, Owner: me, Status: port.StateComplete, Output: []byte("1")})
 						completed[ci.ID]++
 					}
 				}
@@ -269,15 +269,15 @@ func TestQueueAcknowledgedOnlyAfterCommit(t *testing.T) {
 	dsn, schema := pgtest.Schema(t)
 	kill := &killBeforeCommit{t: t, dsn: dsn}
 	s := openOn(t, dsn, schema, nil)
-	wf, err := s.RegisterWorkflow(t.Context(), engine.WorkflowVersion{Name: "wf", Version: 1, IRHash: "sha256:x", IR: []byte("x")})
+	wf, err := s.RegisterWorkflow(t.Context(), port.WorkflowVersion{Name: "wf", Version: 1, IRHash: "sha256:x", IR: []byte("x")})
 	if err != nil {
 		t.Fatalf("RegisterWorkflow: %v", err)
 	}
 	victim := openOn(t, dsn, schema, kill)
 
-	batch := make([]engine.NewInstance, 50)
+	batch := make([]port.NewInstance, 50)
 	for i := range batch {
-		batch[i] = engine.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte("{}"), IdempotencyKey: fmt.Sprint("k", i)}
+		batch[i] = port.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte("{}"), IdempotencyKey: fmt.Sprint("k", i)}
 	}
 	kill.armed.Store(true)
 	got, err := victim.QueueInstances(t.Context(), batch)
@@ -288,7 +288,7 @@ func TestQueueAcknowledgedOnlyAfterCommit(t *testing.T) {
 		t.Fatalf("QueueInstances acknowledged %d instances although its connection died before the commit", len(got))
 	}
 	t.Logf("QueueInstances failed as it should: %v", err)
-	if !errors.Is(err, engine.ErrStoreUnavailable) || !errors.Is(err, engine.ErrOutcomeUnknown) {
+	if !errors.Is(err, port.ErrStoreUnavailable) || !errors.Is(err, port.ErrOutcomeUnknown) {
 		t.Fatalf("the error of a connection lost before the commit does not say the store is unavailable and the outcome unknown: %v", err)
 	}
 
@@ -340,11 +340,11 @@ func dropConnections(t *testing.T, s *Store) {
 
 // persistEventually retries PersistProgress past the errors of a broken
 // connection (the pool reconnects) and returns the instance's outcome.
-func persistEventually(t *testing.T, s *Store, p engine.Progress) error {
+func persistEventually(t *testing.T, s *Store, p port.Progress) error {
 	t.Helper()
 	deadline := time.Now().Add(15 * time.Second)
 	for {
-		out, err := s.PersistProgress(t.Context(), []engine.Progress{p})
+		out, err := s.PersistProgress(t.Context(), []port.Progress{p})
 		if err == nil {
 			return out[0]
 		}
@@ -375,7 +375,7 @@ func TestVanishedOwnerLosesItsInstances(t *testing.T) {
 			ids := seed(t, gone, 3)
 			goneOwner, nextOwner := uuid.New(), uuid.New()
 
-			claimed, err := gone.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: goneOwner, Term: 1, Lease: tc.lease, Limit: 10})
+			claimed, err := gone.ClaimInstances(t.Context(), port.ClaimRequest{Owner: goneOwner, Term: 1, Lease: tc.lease, Limit: 10})
 			if err != nil || len(claimed) != len(ids) {
 				t.Fatalf("claim = %d instances, %v", len(claimed), err)
 			}
@@ -383,10 +383,10 @@ func TestVanishedOwnerLosesItsInstances(t *testing.T) {
 
 			// The successor takes everything over: at once, or once the
 			// lease lapses (polled, with a bound).
-			var took []engine.ClaimedInstance
+			var took []port.ClaimedInstance
 			deadline := time.Now().Add(15 * time.Second)
 			for len(took) < len(ids) {
-				got, err := next.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: nextOwner, Term: tc.nextTerm, Lease: time.Hour, Limit: 10})
+				got, err := next.ClaimInstances(t.Context(), port.ClaimRequest{Owner: nextOwner, Term: tc.nextTerm, Lease: time.Hour, Limit: 10})
 				if err != nil {
 					t.Fatalf("successor claim: %v", err)
 				}
@@ -405,13 +405,13 @@ func TestVanishedOwnerLosesItsInstances(t *testing.T) {
 			// The vanished owner comes back (its pool reconnects) and tries
 			// to write: refused, and nothing of it lands.
 			for _, id := range ids {
-				err := persistEventually(t, gone, engine.Progress{InstanceID: id, Owner: goneOwner, State: []byte("stale"),
-					Results: []engine.ActionResult{{ExecutionID: "t", Attempt: 1, OK: true, Output: []byte("stale")}}})
-				if !errors.Is(err, engine.ErrOwnershipLost) {
+				err := persistEventually(t, gone, port.Progress{InstanceID: id, Owner: goneOwner, State: []byte("stale"),
+					Results: []port.ActionResult{{ExecutionID: "t", Attempt: 1, OK: true, Output: []byte("stale")}}})
+				if !errors.Is(err, port.ErrOwnershipLost) {
 					t.Fatalf("write of the vanished owner on %s: %v, want ErrOwnershipLost", id, err)
 				}
-				out, err := gone.CompleteInstances(t.Context(), []engine.Completion{{InstanceID: id, Owner: goneOwner, Status: engine.StateFailed}})
-				if err != nil || !errors.Is(out[0], engine.ErrOwnershipLost) {
+				out, err := gone.CompleteInstances(t.Context(), []port.Completion{{InstanceID: id, Owner: goneOwner, Status: port.StateFailed}})
+				if err != nil || !errors.Is(out[0], port.ErrOwnershipLost) {
 					t.Fatalf("completion by the vanished owner on %s: %v, %v", id, out, err)
 				}
 			}
@@ -422,7 +422,7 @@ func TestVanishedOwnerLosesItsInstances(t *testing.T) {
 				t.Fatalf("%d of %d instances kept their snapshot and status", n, len(ids))
 			}
 			// The successor owns them and writes normally.
-			out, err := next.PersistProgress(t.Context(), []engine.Progress{{InstanceID: ids[0], Owner: nextOwner, State: []byte("s1")}})
+			out, err := next.PersistProgress(t.Context(), []port.Progress{{InstanceID: ids[0], Owner: nextOwner, State: []byte("s1")}})
 			if err != nil || out[0] != nil {
 				t.Fatalf("successor's write: %v, %v", out, err)
 			}

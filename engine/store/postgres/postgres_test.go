@@ -6,7 +6,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/postgres/pgtest"
 	"github.com/robonet/robonet/engine/store/storetest"
 )
@@ -32,10 +32,10 @@ func openTest(t testing.TB) *Store {
 
 func TestConformance(t *testing.T) {
 	pgtest.DSN(t) // skip (or fail under CI) before spawning subtests
-	storetest.Run(t, func(t *testing.T) engine.Store { return openTest(t) })
+	storetest.Run(t, func(t *testing.T) port.Store { return openTest(t) })
 }
 
 func TestCrashSafety(t *testing.T) {
 	pgtest.DSN(t)
-	storetest.RunCrashSafety(t, func(t *testing.T) engine.Store { return openTest(t) })
+	storetest.RunCrashSafety(t, func(t *testing.T) port.Store { return openTest(t) })
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -141,7 +141,7 @@ JOIN unnest($1::uuid[], $2::text[]) AS i(instance_id, status) ON i.instance_id =
 WHERE r.status = i.status
   AND NOT EXISTS (SELECT 1 FROM queued_instances q WHERE q.instance_id = r.instance_id)`
 
-// PersistProgress implements engine.Store. The whole batch is one
+// PersistProgress implements port.Store. The whole batch is one
 // statement (persistSQL): one round trip, one transaction, writes in the
 // order of the design — results and consumed signals, then snapshots, then
 // schedules or parks — each a
@@ -149,7 +149,7 @@ WHERE r.status = i.status
 // caller's lease and its partition's fence. An instance whose lease is
 // gone, or whose partition another runloop fenced, gets ErrOwnershipLost
 // and nothing of it is written, its results included.
-func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
+func (s *Store) PersistProgress(ctx context.Context, batch []port.Progress) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -214,14 +214,14 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 	return merged.Expand(outcomes(merged.Items, owned)), nil
 }
 
-// CompleteInstances implements engine.Store: one statement (completeSQL,
+// CompleteInstances implements port.Store: one statement (completeSQL,
 // one round trip, one transaction) that writes the final results, then
 // the outcome and finished_at in runner_instances, then deletes the queue
 // rows — gated on the caller's lease and fence like PersistProgress. A
 // completion refused because the instance already finished with the same
 // status is a replay of one that committed, and counts as written (a
 // second query, only when something was refused).
-func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
+func (s *Store) CompleteInstances(ctx context.Context, batch []port.Completion) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -239,9 +239,9 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 		states      [][]byte
 		consumed    signalUses
 	)
-	items := make([]engine.Progress, len(batch)) // for outcomes()
+	items := make([]port.Progress, len(batch)) // for outcomes()
 	for i, c := range batch {
-		items[i] = engine.Progress{InstanceID: c.InstanceID, Owner: c.Owner}
+		items[i] = port.Progress{InstanceID: c.InstanceID, Owner: c.Owner}
 		ids = append(ids, c.InstanceID)
 		owners = append(owners, c.Owner)
 		for _, r := range c.Results {
@@ -301,7 +301,7 @@ func collectIDs(rows pgx.Rows) (map[uuid.UUID]bool, error) {
 }
 
 // outcomes is nil for every owned item and ErrOwnershipLost for the rest.
-func outcomes(items []engine.Progress, owned map[uuid.UUID]bool) []error {
+func outcomes(items []port.Progress, owned map[uuid.UUID]bool) []error {
 	out := make([]error, len(items))
 	for i, p := range items {
 		if !owned[p.InstanceID] {

@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -60,7 +60,7 @@ SELECT idempotency_key, instance_id, workflow_version_id
 FROM runner_instances
 WHERE idempotency_key = ANY($1::text[])`
 
-// QueueInstances implements engine.Store. Both rows of every instance are
+// QueueInstances implements port.Store. Both rows of every instance are
 // written by one statement inside one transaction; the call returns after
 // the commit, so an instance it acknowledges is durable, and a failed call
 // leaves no row behind. A zero ScheduledAt means due at once (the server's
@@ -69,8 +69,8 @@ WHERE idempotency_key = ANY($1::text[])`
 // Idempotency keys: an instance whose key already names an instance of the
 // same workflow version is not queued (Existing). A key that names an
 // instance of another version fails the whole call with
-// engine.ErrIdempotencyConflict, and nothing of the batch is queued.
-func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
+// port.ErrIdempotencyConflict, and nothing of the batch is queued.
+func (s *Store) QueueInstances(ctx context.Context, in []port.NewInstance) ([]port.Queued, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
@@ -83,7 +83,7 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 		return nil, err
 	}
 	cols := newQueueColumns(insts, dup)
-	var out []engine.Queued
+	var out []port.Queued
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		fresh, err := insertQueued(ctx, tx, cols)
 		if err != nil {
@@ -122,7 +122,7 @@ type queueColumns struct {
 
 // newQueueColumns returns the columns of the instances of a prepared batch
 // that dup (storeutil.DuplicateKeys) does not send to an earlier one.
-func newQueueColumns(insts []engine.NewInstance, dup []int) *queueColumns {
+func newQueueColumns(insts []port.NewInstance, dup []int) *queueColumns {
 	c := &queueColumns{}
 	for i, inst := range insts {
 		if dup[i] >= 0 {
@@ -153,14 +153,14 @@ func newQueueColumns(insts []engine.NewInstance, dup []int) *queueColumns {
 
 // insertQueued runs queueSQL and returns what it says of the instances it
 // inserted, by id.
-func insertQueued(ctx context.Context, tx pgx.Tx, c *queueColumns) (map[uuid.UUID]engine.Queued, error) {
+func insertQueued(ctx context.Context, tx pgx.Tx, c *queueColumns) (map[uuid.UUID]port.Queued, error) {
 	rows, err := tx.Query(ctx, queueSQL, c.ids, c.versions, c.inputs, c.states, c.scheduled, c.keys, c.owners, c.terms,
 		c.leases, c.parts, c.parents, c.execs, c.attempts)
 	if err != nil {
 		return nil, err
 	}
-	fresh := make(map[uuid.UUID]engine.Queued, len(c.ids))
-	var q engine.Queued
+	fresh := make(map[uuid.UUID]port.Queued, len(c.ids))
+	var q port.Queued
 	_, err = pgx.ForEachRow(rows, []any{&q.ID, &q.CreatedAt, &q.Claimed}, func() error {
 		if q.Claimed {
 			q.CreatedAt = q.CreatedAt.UTC()
@@ -172,7 +172,7 @@ func insertQueued(ctx context.Context, tx pgx.Tx, c *queueColumns) (map[uuid.UUI
 	})
 	if err != nil {
 		if isForeignKeyViolation(err, "runner_instances_workflow_version_id_fkey") {
-			return nil, fmt.Errorf("unknown workflow version: %w", engine.ErrNotFound)
+			return nil, fmt.Errorf("unknown workflow version: %w", port.ErrNotFound)
 		}
 		return nil, err
 	}
@@ -181,7 +181,7 @@ func insertQueued(ctx context.Context, tx pgx.Tx, c *queueColumns) (map[uuid.UUI
 
 // takenKeys returns the keys of the instances of a batch that were not
 // inserted (fresh): they lost to an instance that holds the key.
-func takenKeys(insts []engine.NewInstance, dup []int, fresh map[uuid.UUID]engine.Queued) []string {
+func takenKeys(insts []port.NewInstance, dup []int, fresh map[uuid.UUID]port.Queued) []string {
 	var taken []string
 	for i, inst := range insts {
 		if _, ok := fresh[inst.ID]; dup[i] < 0 && !ok {
@@ -226,12 +226,12 @@ func keyHolders(ctx context.Context, tx pgx.Tx, keys []string) (map[string]keyHo
 // of the batch (dup) or one stored before (holders) of the same workflow
 // version. A key held for another version fails the batch, and so does a
 // key that nobody inserted nor holds.
-func queuedOutcomes(insts []engine.NewInstance, dup []int, fresh map[uuid.UUID]engine.Queued,
-	holders map[string]keyHolder) ([]engine.Queued, error) {
-	out := make([]engine.Queued, len(insts))
+func queuedOutcomes(insts []port.NewInstance, dup []int, fresh map[uuid.UUID]port.Queued,
+	holders map[string]keyHolder) ([]port.Queued, error) {
+	out := make([]port.Queued, len(insts))
 	for i, inst := range insts {
 		if dup[i] >= 0 {
-			out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
+			out[i] = port.Queued{ID: out[dup[i]].ID, Existing: true}
 			continue
 		}
 		if q, ok := fresh[inst.ID]; ok {
@@ -246,9 +246,9 @@ func queuedOutcomes(insts []engine.NewInstance, dup []int, fresh map[uuid.UUID]e
 		}
 		if h.version != inst.WorkflowVersionID {
 			return nil, fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
-				inst.IdempotencyKey, h.id, h.version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+				inst.IdempotencyKey, h.id, h.version, inst.WorkflowVersionID, port.ErrIdempotencyConflict)
 		}
-		out[i] = engine.Queued{ID: h.id, Existing: true}
+		out[i] = port.Queued{ID: h.id, Existing: true}
 	}
 	return out, nil
 }
@@ -351,11 +351,11 @@ JOIN instance_signals g ON g.instance_id = q.instance_id AND g.consumed_by IS NU
 WHERE q.lock_uuid = $1 AND q.lock_expires_at = now() + $2 * interval '1 microsecond' AND q.wake > 0
 ORDER BY g.instance_id, g.seq`
 
-// ClaimInstances implements engine.Store with one pgx batch — one round
+// ClaimInstances implements port.Store with one pgx batch — one round
 // trip, one implicit transaction: the claim, then the hydration of every
 // claimed instance, then its unconsumed signals. Instances come oldest-due first; each one's results are
 // ordered by execution id.
-func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
+func (s *Store) ClaimInstances(ctx context.Context, req port.ClaimRequest) ([]port.ClaimedInstance, error) {
 	if err := storeutil.CheckClaim(req); err != nil {
 		return nil, err
 	}
@@ -379,7 +379,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 // claimed gathers what the statements of a claim's batch return into the
 // instances claimed.
 type claimed struct {
-	out   []engine.ClaimedInstance
+	out   []port.ClaimedInstance
 	index map[uuid.UUID]int       // position in out
 	due   map[uuid.UUID]time.Time // for the order of out
 }
@@ -387,7 +387,7 @@ type claimed struct {
 // scanClaims reads the instances claimSQL claimed.
 func (c *claimed) scanClaims(rows pgx.Rows) error {
 	var (
-		ci        engine.ClaimedInstance
+		ci        port.ClaimedInstance
 		scheduled time.Time
 		parent    parentColumns
 	)
@@ -410,7 +410,7 @@ func (c *claimed) scanClaims(rows pgx.Rows) error {
 func (c *claimed) scanResults(rows pgx.Rows) error {
 	var (
 		id                uuid.UUID
-		r                 engine.ActionResult
+		r                 port.ActionResult
 		attempt           int64
 		started, finished pgtype.Timestamptz
 	)
@@ -435,7 +435,7 @@ func (c *claimed) scanResults(rows pgx.Rows) error {
 func (c *claimed) scanSignals(rows pgx.Rows) error {
 	var (
 		id  uuid.UUID
-		sig engine.SignalRecord
+		sig port.SignalRecord
 	)
 	_, err := pgx.ForEachRow(rows, []any{&id, &sig.Seq, &sig.Name, &sig.Payload, &sig.IdempotencyKey, &sig.CreatedAt}, func() error {
 		ci := c.instance(id)
@@ -453,7 +453,7 @@ func (c *claimed) scanSignals(rows pgx.Rows) error {
 
 // instance returns the instance claimed with this id, nil when this call
 // did not claim it.
-func (c *claimed) instance(id uuid.UUID) *engine.ClaimedInstance {
+func (c *claimed) instance(id uuid.UUID) *port.ClaimedInstance {
 	i, ok := c.index[id]
 	if !ok {
 		return nil
@@ -463,8 +463,8 @@ func (c *claimed) instance(id uuid.UUID) *engine.ClaimedInstance {
 
 // inDueOrder returns the instances claimed in the claim's order, oldest due
 // first: the UPDATE returns rows in no particular order.
-func (c *claimed) inDueOrder() []engine.ClaimedInstance {
-	slices.SortFunc(c.out, func(a, b engine.ClaimedInstance) int {
+func (c *claimed) inDueOrder() []port.ClaimedInstance {
+	slices.SortFunc(c.out, func(a, b port.ClaimedInstance) int {
 		if d := c.due[a.ID].Compare(c.due[b.ID]); d != 0 {
 			return d
 		}

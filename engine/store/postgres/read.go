@@ -11,7 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 	"github.com/robonet/robonet/engine/value"
 )
@@ -31,9 +31,9 @@ const listColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.wo
 	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL,
 	r.parent_instance_id, r.parent_execution, r.parent_attempt, r.paused, r.runs`
 
-func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
+func scanInstance(row pgx.CollectableRow) (port.InstanceRecord, error) {
 	var (
-		rec               engine.InstanceRecord
+		rec               port.InstanceRecord
 		version           int64
 		status            string
 		started, finished pgtype.Timestamptz
@@ -44,8 +44,8 @@ func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 		&finished, &rec.CancelRequested, &rec.Gathering, &parent.id, &parent.exec, &parent.attempt, &rec.Paused, &rec.Run)
 	rec.Parent = parent.ref()
 	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
-	rec.Status = engine.InstanceState(status)
-	rec.Gathering = rec.Gathering && rec.Status == engine.StateRunning
+	rec.Status = port.InstanceState(status)
+	rec.Gathering = rec.Gathering && rec.Status == port.StateRunning
 	rec.Paused = rec.Paused && !rec.Status.Terminal()
 	rec.CreatedAt = rec.CreatedAt.UTC()
 	rec.StartedAt = timePtr(started)
@@ -53,38 +53,38 @@ func scanInstance(row pgx.CollectableRow) (engine.InstanceRecord, error) {
 	return rec, err
 }
 
-// GetInstance implements engine.Store.
-func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (engine.InstanceRecord, error) {
+// GetInstance implements port.Store.
+func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (port.InstanceRecord, error) {
 	q := `-- name: get_instance
 		SELECT ` + instanceColumns + `
 		FROM runner_instances r JOIN workflow_versions w ON w.id = r.workflow_version_id
 		WHERE r.instance_id = $1`
 	rows, err := s.pool.Query(ctx, q, id)
 	if err != nil {
-		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, s.check(ctx, err))
+		return port.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, s.check(ctx, err))
 	}
 	rec, err := pgx.CollectExactlyOneRow(rows, scanInstance)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, engine.ErrNotFound)
+		return port.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, port.ErrNotFound)
 	}
 	if err != nil {
-		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, s.check(ctx, err))
+		return port.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, s.check(ctx, err))
 	}
 	return rec, nil
 }
 
-// ListInstances implements engine.Store: newest first by (created_at,
+// ListInstances implements port.Store: newest first by (created_at,
 // instance_id), keyset paging (the page token is the last row's key), one
 // extra row fetched to know whether another page follows. The WHERE clause
 // holds only the filters in use, so the planner can pick the matching
 // index.
-func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (engine.InstancePage, error) {
+func (s *Store) ListInstances(ctx context.Context, f port.InstanceFilter) (port.InstancePage, error) {
 	if err := storeutil.CheckStatuses(f.Statuses); err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
 	key, paged, err := storeutil.DecodePageToken(f.PageToken)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
 	limit := storeutil.ListLimit(f.Limit, storeutil.DefaultInstanceLimit)
 
@@ -109,7 +109,7 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 	if f.IDPrefix != "" {
 		lo, hi, ok := storeutil.IDPrefixRange(f.IDPrefix)
 		if !ok {
-			return engine.InstancePage{}, fmt.Errorf("list instances: id prefix %q: want hex digits: %w", value.QuoteClipped(f.IDPrefix, 64), engine.ErrInvalidArgument)
+			return port.InstancePage{}, fmt.Errorf("list instances: id prefix %q: want hex digits: %w", value.QuoteClipped(f.IDPrefix, 64), port.ErrInvalidArgument)
 		}
 		where = append(where, "r.instance_id BETWEEN "+arg(lo)+" AND "+arg(hi))
 	}
@@ -129,13 +129,13 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
 	recs, err := pgx.CollectRows(rows, scanInstance)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", s.check(ctx, err))
 	}
-	page := engine.InstancePage{Instances: recs}
+	page := port.InstancePage{Instances: recs}
 	if len(recs) > limit {
 		page.Instances = recs[:limit]
 		last := page.Instances[limit-1]
@@ -144,10 +144,10 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 	return page, nil
 }
 
-// TaskHistory implements engine.Store: every recorded attempt, in recording
+// TaskHistory implements port.Store: every recorded attempt, in recording
 // order (the bigserial id). An unknown instance is ErrNotFound; a known one
 // without results is an empty history.
-func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionResult, error) {
+func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]port.ActionResult, error) {
 	const q = `-- name: task_history
 		SELECT d.execution_id, d.attempt, d.ok, d.output, d.error, d.worker_id, d.started_at, d.finished_at
 		FROM runner_instances r
@@ -160,7 +160,7 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 	}
 	var (
 		found              bool
-		out                []engine.ActionResult
+		out                []port.ActionResult
 		execution, errText pgtype.Text
 		attempt            pgtype.Int8
 		ok                 pgtype.Bool
@@ -173,7 +173,7 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 		if !execution.Valid {
 			return nil // the LEFT JOIN row of an instance without results
 		}
-		out = append(out, engine.ActionResult{
+		out = append(out, port.ActionResult{
 			InstanceID:  id,
 			ExecutionID: execution.String,
 			Attempt:     uint32(attempt.Int64), // CHECK keeps it in range
@@ -190,7 +190,7 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 		return nil, fmt.Errorf("task history of %s: %w", id, s.check(ctx, err))
 	}
 	if !found {
-		return nil, fmt.Errorf("task history of %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("task history of %s: %w", id, port.ErrNotFound)
 	}
 	return out, nil
 }
@@ -204,7 +204,7 @@ type parentColumns struct {
 }
 
 // parentColumnsOf returns the columns that store p (all NULL for nil).
-func parentColumnsOf(p *engine.ParentRef) parentColumns {
+func parentColumnsOf(p *port.ParentRef) parentColumns {
 	if p == nil {
 		return parentColumns{}
 	}
@@ -216,9 +216,9 @@ func parentColumnsOf(p *engine.ParentRef) parentColumns {
 }
 
 // ref is the parent the columns name, nil for none.
-func (p *parentColumns) ref() *engine.ParentRef {
+func (p *parentColumns) ref() *port.ParentRef {
 	if !p.id.Valid {
 		return nil
 	}
-	return &engine.ParentRef{InstanceID: p.id.Bytes, ExecutionID: p.exec.String, Attempt: uint32(p.attempt.Int64)} // CHECK keeps it in range
+	return &port.ParentRef{InstanceID: p.id.Bytes, ExecutionID: p.exec.String, Attempt: uint32(p.attempt.Int64)} // CHECK keeps it in range
 }

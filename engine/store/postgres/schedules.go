@@ -9,15 +9,15 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
 const scheduleColumns = `schedule_name, workflow_name, workflow_version, inputs, cron, interval_seconds, jitter_ms,
 	allow_duplicate, status, next_run_at, last_run_at, last_instance_id, last_skipped, created_at`
 
-// CreateSchedule implements engine.Store.
-func (s *Store) CreateSchedule(ctx context.Context, r engine.ScheduleRecord) error {
+// CreateSchedule implements port.Store.
+func (s *Store) CreateSchedule(ctx context.Context, r port.ScheduleRecord) error {
 	var interval *int64
 	if r.Interval > 0 {
 		v := int64(r.Interval / time.Second)
@@ -34,43 +34,43 @@ func (s *Store) CreateSchedule(ctx context.Context, r engine.ScheduleRecord) err
 		return fmt.Errorf("create schedule %s: %w", r.Name, s.check(ctx, err))
 	}
 	if tag.RowsAffected() == 0 {
-		return fmt.Errorf("create schedule %s: %w", r.Name, engine.ErrScheduleExists)
+		return fmt.Errorf("create schedule %s: %w", r.Name, port.ErrScheduleExists)
 	}
 	return nil
 }
 
-// GetSchedule implements engine.Store.
-func (s *Store) GetSchedule(ctx context.Context, name string) (engine.ScheduleRecord, error) {
+// GetSchedule implements port.Store.
+func (s *Store) GetSchedule(ctx context.Context, name string) (port.ScheduleRecord, error) {
 	rows, err := s.pool.Query(ctx, `-- name: get_schedule
 		SELECT `+scheduleColumns+` FROM workflow_schedules WHERE schedule_name = $1`, name)
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, s.check(ctx, err))
+		return port.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, s.check(ctx, err))
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanSchedule)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = engine.ErrNotFound
+		err = port.ErrNotFound
 	}
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, s.check(ctx, err))
+		return port.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, s.check(ctx, err))
 	}
 	return r, nil
 }
 
-// ListSchedules implements engine.Store.
-func (s *Store) ListSchedules(ctx context.Context) ([]engine.ScheduleRecord, error) {
+// ListSchedules implements port.Store.
+func (s *Store) ListSchedules(ctx context.Context) ([]port.ScheduleRecord, error) {
 	return s.querySchedules(ctx, "list schedules", `-- name: list_schedules
 		SELECT `+scheduleColumns+` FROM workflow_schedules ORDER BY schedule_name`)
 }
 
-// DueSchedules implements engine.Store.
-func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]engine.ScheduleRecord, error) {
+// DueSchedules implements port.Store.
+func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]port.ScheduleRecord, error) {
 	return s.querySchedules(ctx, "due schedules", `-- name: due_schedules
 		SELECT `+scheduleColumns+` FROM workflow_schedules
 		WHERE status = 'active' AND next_run_at <= $1
 		ORDER BY next_run_at, schedule_name LIMIT $2`, now, limit)
 }
 
-func (s *Store) querySchedules(ctx context.Context, what, q string, args ...any) ([]engine.ScheduleRecord, error) {
+func (s *Store) querySchedules(ctx context.Context, what, q string, args ...any) ([]port.ScheduleRecord, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, s.check(ctx, err))
@@ -82,8 +82,8 @@ func (s *Store) querySchedules(ctx context.Context, what, q string, args ...any)
 	return out, nil
 }
 
-// SetSchedulePaused implements engine.Store.
-func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool, next time.Time) (engine.ScheduleRecord, error) {
+// SetSchedulePaused implements port.Store.
+func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool, next time.Time) (port.ScheduleRecord, error) {
 	status, at := "active", nullTime(next)
 	if paused {
 		status, at = "paused", nil
@@ -93,19 +93,19 @@ func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool,
 		WHERE schedule_name = $1
 		RETURNING `+scheduleColumns, name, status, at)
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, s.check(ctx, err))
+		return port.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, s.check(ctx, err))
 	}
 	r, err := pgx.CollectExactlyOneRow(rows, scanSchedule)
 	if errors.Is(err, pgx.ErrNoRows) {
-		err = engine.ErrNotFound
+		err = port.ErrNotFound
 	}
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, s.check(ctx, err))
+		return port.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, s.check(ctx, err))
 	}
 	return r, nil
 }
 
-// DeleteSchedule implements engine.Store.
+// DeleteSchedule implements port.Store.
 func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 	tag, err := s.pool.Exec(ctx, `-- name: delete_schedule
 		DELETE FROM workflow_schedules WHERE schedule_name = $1`, name)
@@ -113,13 +113,13 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 		return fmt.Errorf("delete schedule %s: %w", name, s.check(ctx, err))
 	}
 	if tag.RowsAffected() == 0 {
-		return engine.ErrNotFound
+		return port.ErrNotFound
 	}
 	return nil
 }
 
-// RecordScheduleRun implements engine.Store.
-func (s *Store) RecordScheduleRun(ctx context.Context, run engine.ScheduleRun) error {
+// RecordScheduleRun implements port.Store.
+func (s *Store) RecordScheduleRun(ctx context.Context, run port.ScheduleRun) error {
 	last := uuid.NullUUID{UUID: run.InstanceID, Valid: run.InstanceID != uuid.Nil}
 	_, err := s.pool.Exec(ctx, `-- name: record_schedule_run
 		UPDATE workflow_schedules SET next_run_at = $2,
@@ -134,9 +134,9 @@ func (s *Store) RecordScheduleRun(ctx context.Context, run engine.ScheduleRun) e
 	return nil
 }
 
-func scanSchedule(row pgx.CollectableRow) (engine.ScheduleRecord, error) {
+func scanSchedule(row pgx.CollectableRow) (port.ScheduleRecord, error) {
 	var (
-		r               engine.ScheduleRecord
+		r               port.ScheduleRecord
 		version, jitter int64
 		interval        *int64
 		next, last      *time.Time
@@ -145,7 +145,7 @@ func scanSchedule(row pgx.CollectableRow) (engine.ScheduleRecord, error) {
 	)
 	if err := row.Scan(&r.Name, &r.Workflow, &version, &r.Inputs, &r.Cron, &interval, &jitter,
 		&r.AllowDuplicate, &status, &next, &last, &lastID, &r.LastSkipped, &r.CreatedAt); err != nil {
-		return engine.ScheduleRecord{}, err
+		return port.ScheduleRecord{}, err
 	}
 	r.Version = uint32(version)
 	if interval != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -18,9 +18,9 @@ import (
 const signalColumns = `g.seq, g.instance_id, g.name, g.payload, coalesce(g.idempotency_key, ''), g.created_at, g.consumed_by`
 
 // scanSignal reads one row of signalColumns.
-func scanSignal(row pgx.CollectableRow) (engine.SignalRecord, error) {
+func scanSignal(row pgx.CollectableRow) (port.SignalRecord, error) {
 	var (
-		rec engine.SignalRecord
+		rec port.SignalRecord
 		by  pgtype.Text
 	)
 	err := row.Scan(&rec.Seq, &rec.InstanceID, &rec.Name, &rec.Payload, &rec.IdempotencyKey, &rec.CreatedAt, &by)
@@ -29,9 +29,9 @@ func scanSignal(row pgx.CollectableRow) (engine.SignalRecord, error) {
 	return rec, err
 }
 
-// RecordSignal implements engine.Store: RecordSignals of one signal.
-func (s *Store) RecordSignal(ctx context.Context, sig engine.NewSignal) (engine.SignalRecord, int64, bool, error) {
-	return storeutil.OneSignal(s.RecordSignals(ctx, []engine.NewSignal{sig}))
+// RecordSignal implements port.Store: RecordSignals of one signal.
+func (s *Store) RecordSignal(ctx context.Context, sig port.NewSignal) (port.SignalRecord, int64, bool, error) {
+	return storeutil.OneSignal(s.RecordSignals(ctx, []port.NewSignal{sig}))
 }
 
 // signalLockSQL locks the queue rows of a batch's instances ($1), in id
@@ -83,7 +83,7 @@ queue AS (
 )
 SELECT seq, created_at FROM ins ORDER BY seq`
 
-// RecordSignals implements engine.Store in one transaction (one commit for
+// RecordSignals implements port.Store in one transaction (one commit for
 // the batch). It locks the batch's queue rows first (signalLockSQL), so
 // that every recording, consumption (a progress batch locks the rows too)
 // and park of an instance is ordered: the statuses, idempotency keys and
@@ -93,7 +93,7 @@ SELECT seq, created_at FROM ins ORDER BY seq`
 // after it. storeutil.SignalBatch decides; one statement then inserts
 // the signals and bumps the wake counters, so a claim or park that sees
 // a new wake sees its signals.
-func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]engine.SignalOutcome, error) {
+func (s *Store) RecordSignals(ctx context.Context, sigs []port.NewSignal) ([]port.SignalOutcome, error) {
 	if len(sigs) == 0 {
 		return nil, nil
 	}
@@ -101,7 +101,7 @@ func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]e
 	if b.Empty() {
 		return b.Outcomes(), nil
 	}
-	var out []engine.SignalOutcome
+	var out []port.SignalOutcome
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		st, err := signalState(ctx, tx, b)
 		if err != nil {
@@ -152,7 +152,7 @@ func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]e
 // pipeline as the lock doubled the time of a single RecordSignal.)
 func signalState(ctx context.Context, tx pgx.Tx, b *storeutil.SignalBatch) (storeutil.SignalState, error) {
 	st := storeutil.SignalState{Wake: map[uuid.UUID]int64{}, Status: map[uuid.UUID]string{},
-		Keyed: map[storeutil.SignalKey]engine.SignalRecord{}, Pending: map[uuid.UUID]int{}}
+		Keyed: map[storeutil.SignalKey]port.SignalRecord{}, Pending: map[uuid.UUID]int{}}
 	ids := b.IDs()
 	rows, _ := tx.Query(ctx, signalLockSQL, ids)
 	var (
@@ -208,10 +208,10 @@ func signalState(ctx context.Context, tx pgx.Tx, b *storeutil.SignalBatch) (stor
 	return st, tx.SendBatch(ctx, batch).Close()
 }
 
-// ListSignals implements engine.Store: every signal by seq, and whether
+// ListSignals implements port.Store: every signal by seq, and whether
 // the instance exists (an unknown one is ErrNotFound, a known one without
 // signals has none), in one batch: one round trip.
-func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]engine.SignalRecord, error) {
+func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]port.SignalRecord, error) {
 	const list = `-- name: list_signals
 		SELECT ` + signalColumns + `
 		FROM instance_signals g
@@ -220,7 +220,7 @@ func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]engine.SignalR
 	const known = `-- name: instance_known
 		SELECT EXISTS (SELECT 1 FROM runner_instances WHERE instance_id = $1)`
 	var (
-		out   []engine.SignalRecord
+		out   []port.SignalRecord
 		found bool
 	)
 	b := &pgx.Batch{}
@@ -234,12 +234,12 @@ func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]engine.SignalR
 		return nil, fmt.Errorf("signals of instance %s: %w", id, s.check(ctx, err))
 	}
 	if !found {
-		return nil, fmt.Errorf("signals of instance %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("signals of instance %s: %w", id, port.ErrNotFound)
 	}
 	return out, nil
 }
 
-// SetPaused implements engine.Store: one statement, like RequestCancel.
+// SetPaused implements port.Store: one statement, like RequestCancel.
 // The flag lives on the runner row (reads and claims show it); the queue
 // row's wake counter goes up, and on resume the instance is due now.
 func (s *Store) SetPaused(ctx context.Context, id uuid.UUID, paused bool) (int64, error) {
@@ -279,17 +279,17 @@ func (s *Store) SetPaused(ctx context.Context, id uuid.UUID, paused bool) (int64
 	}
 }
 
-// ReopenInstance implements engine.Store in one transaction: the runner
+// ReopenInstance implements port.Store in one transaction: the runner
 // row is locked and its status judged, then rewritten and given a queue
 // row. The queue row's wake counter starts at the instance's signal count,
 // so it is above zero whenever an unconsumed signal may wait
 // (claimSignalsSQL reads only such rows).
-func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (engine.Reopened, error) {
+func (s *Store) ReopenInstance(ctx context.Context, req port.ReopenRequest) (port.Reopened, error) {
 	if err := storeutil.CheckReopen(req); err != nil {
-		return engine.Reopened{}, err
+		return port.Reopened{}, err
 	}
 	var (
-		out     engine.Reopened
+		out     port.Reopened
 		refused bool
 	)
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -300,8 +300,8 @@ func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (e
 		if err != nil && !errors.Is(err, pgx.ErrNoRows) {
 			return err
 		}
-		out.Status = engine.InstanceState(status)
-		if out.Status != engine.StateFailed && out.Status != engine.StateCancelled {
+		out.Status = port.InstanceState(status)
+		if out.Status != port.StateFailed && out.Status != port.StateCancelled {
 			refused = true
 			return nil
 		}
@@ -323,9 +323,9 @@ func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (e
 	})
 	switch {
 	case err != nil:
-		return engine.Reopened{}, fmt.Errorf("reopen instance %s: %w", req.ID, s.check(ctx, err))
+		return port.Reopened{}, fmt.Errorf("reopen instance %s: %w", req.ID, s.check(ctx, err))
 	case refused:
-		return engine.Reopened{}, storeutil.ReopenRefused(req.ID, out.Status)
+		return port.Reopened{}, storeutil.ReopenRefused(req.ID, out.Status)
 	}
 	return out, nil
 }

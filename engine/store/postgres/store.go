@@ -11,11 +11,11 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"go.uber.org/zap"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// Store is the Postgres adapter of engine.Store. It is safe for concurrent
+// Store is the Postgres adapter of port.Store. It is safe for concurrent
 // use by many goroutines and by many nodes sharing one database.
 type Store struct {
 	pool  *pgxpool.Pool
@@ -28,9 +28,9 @@ type Store struct {
 	closeOnce  sync.Once
 }
 
-var _ engine.Store = (*Store)(nil)
+var _ port.Store = (*Store)(nil)
 
-// Ping implements engine.Store: one round trip to the server.
+// Ping implements port.Store: one round trip to the server.
 func (s *Store) Ping(ctx context.Context) error { return s.check(ctx, s.pool.Ping(ctx)) }
 
 // Open connects to Postgres, applies the embedded migrations (several nodes
@@ -82,7 +82,7 @@ func (s *Store) migrateWhenReachable(ctx context.Context, cfg Config) error {
 	backoff := 100 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		err := s.check(ctx, migrate(ctx, s.pool, cfg.Schema, s.log))
-		if err == nil || !errors.Is(err, engine.ErrStoreUnavailable) || time.Now().Add(backoff).After(deadline) {
+		if err == nil || !errors.Is(err, port.ErrStoreUnavailable) || time.Now().Add(backoff).After(deadline) {
 			return err
 		}
 		if attempt == 1 || attempt%10 == 0 {
@@ -114,12 +114,12 @@ func (s *Store) Close() error {
 // to look at the tables directly.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// RegisterWorkflow implements engine.Store. The insert and the read-back
+// RegisterWorkflow implements port.Store. The insert and the read-back
 // race safely with a concurrent registration: ON CONFLICT waits for the
 // other transaction and then sees its row.
-func (s *Store) RegisterWorkflow(ctx context.Context, wf engine.WorkflowVersion) (engine.WorkflowVersion, error) {
+func (s *Store) RegisterWorkflow(ctx context.Context, wf port.WorkflowVersion) (port.WorkflowVersion, error) {
 	if wf.Name == "" || wf.IRHash == "" {
-		return engine.WorkflowVersion{}, errors.New("register workflow: name and IR hash are required")
+		return port.WorkflowVersion{}, errors.New("register workflow: name and IR hash are required")
 	}
 	const q = `-- name: register_workflow
 		WITH ins AS (
@@ -135,41 +135,41 @@ func (s *Store) RegisterWorkflow(ctx context.Context, wf engine.WorkflowVersion)
 		WHERE workflow_name = $1 AND workflow_version = $2 AND NOT EXISTS (SELECT 1 FROM ins)`
 	got, err := s.queryWorkflow(ctx, q, wf.Name, int64(wf.Version), wf.IRHash, storeutil.NonNil(wf.IR))
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: %w", wf.Name, wf.Version, s.check(ctx, err))
+		return port.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: %w", wf.Name, wf.Version, s.check(ctx, err))
 	}
 	if got.IRHash != wf.IRHash {
-		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: stored hash %s, new hash %s: %w",
-			wf.Name, wf.Version, got.IRHash, wf.IRHash, engine.ErrVersionConflict)
+		return port.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: stored hash %s, new hash %s: %w",
+			wf.Name, wf.Version, got.IRHash, wf.IRHash, port.ErrVersionConflict)
 	}
 	return got, nil
 }
 
-// GetWorkflow implements engine.Store.
-func (s *Store) GetWorkflow(ctx context.Context, name string, version uint32) (engine.WorkflowVersion, error) {
+// GetWorkflow implements port.Store.
+func (s *Store) GetWorkflow(ctx context.Context, name string, version uint32) (port.WorkflowVersion, error) {
 	const q = `-- name: get_workflow
 		SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at
 		FROM workflow_versions WHERE workflow_name = $1 AND workflow_version = $2`
 	wf, err := s.queryWorkflow(ctx, q, name, int64(version))
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %s v%d: %w", name, version, s.check(ctx, err))
+		return port.WorkflowVersion{}, fmt.Errorf("get workflow %s v%d: %w", name, version, s.check(ctx, err))
 	}
 	return wf, nil
 }
 
-// GetWorkflowByID implements engine.Store.
-func (s *Store) GetWorkflowByID(ctx context.Context, id int64) (engine.WorkflowVersion, error) {
+// GetWorkflowByID implements port.Store.
+func (s *Store) GetWorkflowByID(ctx context.Context, id int64) (port.WorkflowVersion, error) {
 	const q = `-- name: get_workflow_by_id
 		SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at
 		FROM workflow_versions WHERE id = $1`
 	wf, err := s.queryWorkflow(ctx, q, id)
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %d: %w", id, s.check(ctx, err))
+		return port.WorkflowVersion{}, fmt.Errorf("get workflow %d: %w", id, s.check(ctx, err))
 	}
 	return wf, nil
 }
 
-// ListWorkflows implements engine.Store.
-func (s *Store) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]engine.WorkflowVersion, error) {
+// ListWorkflows implements port.Store.
+func (s *Store) ListWorkflows(ctx context.Context, f port.WorkflowFilter) ([]port.WorkflowVersion, error) {
 	const q = `-- name: list_workflows
 		SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at
 		FROM workflow_versions
@@ -188,21 +188,21 @@ func (s *Store) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]e
 }
 
 // queryWorkflow runs a query returning at most one workflow row.
-func (s *Store) queryWorkflow(ctx context.Context, q string, args ...any) (engine.WorkflowVersion, error) {
+func (s *Store) queryWorkflow(ctx context.Context, q string, args ...any) (port.WorkflowVersion, error) {
 	rows, err := s.pool.Query(ctx, q, args...)
 	if err != nil {
-		return engine.WorkflowVersion{}, err
+		return port.WorkflowVersion{}, err
 	}
 	wf, err := pgx.CollectExactlyOneRow(rows, scanWorkflow)
 	if errors.Is(err, pgx.ErrNoRows) {
-		return engine.WorkflowVersion{}, engine.ErrNotFound
+		return port.WorkflowVersion{}, port.ErrNotFound
 	}
 	return wf, err
 }
 
-func scanWorkflow(row pgx.CollectableRow) (engine.WorkflowVersion, error) {
+func scanWorkflow(row pgx.CollectableRow) (port.WorkflowVersion, error) {
 	var (
-		wf      engine.WorkflowVersion
+		wf      port.WorkflowVersion
 		version int64
 	)
 	err := row.Scan(&wf.ID, &wf.Name, &version, &wf.IRHash, &wf.IR, &wf.CreatedAt)

@@ -7,7 +7,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/storetest"
 )
 
@@ -20,28 +20,28 @@ import (
 func BenchmarkSmallProgress(b *testing.B) {
 	const instances = 8
 	s := openTest(b)
-	wf, err := s.RegisterWorkflow(b.Context(), engine.WorkflowVersion{Name: "bench", Version: 1, IRHash: "sha256:b", IR: []byte("b")})
+	wf, err := s.RegisterWorkflow(b.Context(), port.WorkflowVersion{Name: "bench", Version: 1, IRHash: "sha256:b", IR: []byte("b")})
 	if err != nil {
 		b.Fatalf("RegisterWorkflow: %v", err)
 	}
-	batch := make([]engine.NewInstance, instances)
+	batch := make([]port.NewInstance, instances)
 	for i := range batch {
-		batch[i] = engine.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte(`{}`), State: []byte("small state")}
+		batch[i] = port.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte(`{}`), State: []byte("small state")}
 	}
 	if _, err := s.QueueInstances(b.Context(), batch); err != nil {
 		b.Fatalf("QueueInstances: %v", err)
 	}
 	owner := uuid.New()
-	claimed, err := s.ClaimInstances(b.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: instances})
+	claimed, err := s.ClaimInstances(b.Context(), port.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: instances})
 	if err != nil || len(claimed) != instances {
 		b.Fatalf("claim: %d instances, %v", len(claimed), err)
 	}
 	now := time.Now()
 	for i := 0; b.Loop(); i++ {
-		progress := make([]engine.Progress, instances)
+		progress := make([]port.Progress, instances)
 		for k, c := range claimed {
-			progress[k] = engine.Progress{InstanceID: c.ID, Owner: owner, State: []byte(`{"step":1}`),
-				Results: []engine.ActionResult{{ExecutionID: fmt.Sprintf("echo[%d]", i), Attempt: 1, OK: true,
+			progress[k] = port.Progress{InstanceID: c.ID, Owner: owner, State: []byte(`{"step":1}`),
+				Results: []port.ActionResult{{ExecutionID: fmt.Sprintf("echo[%d]", i), Attempt: 1, OK: true,
 					Output: []byte(`{"n":1}`), WorkerID: "w1", StartedAt: now, FinishedAt: now}}}
 		}
 		outcomes, err := s.PersistProgress(b.Context(), progress)
@@ -61,5 +61,5 @@ func BenchmarkSmallProgress(b *testing.B) {
 //
 //	go test -run '^$' -bench RecordSignals -benchmem ./engine/store/sqlite/
 func BenchmarkRecordSignals(b *testing.B) {
-	storetest.BenchRecordSignals(b, func(b *testing.B) engine.Store { return openTest(b) })
+	storetest.BenchRecordSignals(b, func(b *testing.B) port.Store { return openTest(b) })
 }

@@ -8,22 +8,22 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// RefreshLeases implements engine.Store: extends the live leases the owner
+// RefreshLeases implements port.Store: extends the live leases the owner
 // holds under a term no newer than its own, on instances of partitions no
 // other runloop fenced; the rest are lost.
-func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (engine.LeaseStatus, error) {
+func (s *Store) RefreshLeases(ctx context.Context, req port.LeaseRefresh) (port.LeaseStatus, error) {
 	if len(req.IDs) == 0 {
-		return engine.LeaseStatus{}, nil
+		return port.LeaseStatus{}, nil
 	}
 	if err := storeutil.CheckRefresh(req); err != nil {
-		return engine.LeaseStatus{}, err
+		return port.LeaseStatus{}, err
 	}
 	term, _ := storeutil.Term(req.Term) // checked above
-	var st engine.LeaseStatus
+	var st port.LeaseStatus
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		now := s.now()
 		rows, err := tx.QueryContext(ctx, `
@@ -62,12 +62,12 @@ func (s *Store) RefreshLeases(ctx context.Context, req engine.LeaseRefresh) (eng
 		return nil
 	})
 	if err != nil {
-		return engine.LeaseStatus{}, fmt.Errorf("refresh leases: %w", err)
+		return port.LeaseStatus{}, fmt.Errorf("refresh leases: %w", err)
 	}
 	return st, nil
 }
 
-// ReleaseLeases implements engine.Store.
+// ReleaseLeases implements port.Store.
 func (s *Store) ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
@@ -84,7 +84,7 @@ func (s *Store) ReleaseLeases(ctx context.Context, owner uuid.UUID, ids []uuid.U
 	return nil
 }
 
-// ReclaimExpired implements engine.Store. The term stays on the row.
+// ReclaimExpired implements port.Store. The term stays on the row.
 func (s *Store) ReclaimExpired(ctx context.Context, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, fmt.Errorf("reclaim expired: limit must be positive, got %d", limit)
@@ -110,7 +110,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, limit int) (int, error) {
 	return int(n), nil
 }
 
-// RequestCancel implements engine.Store.
+// RequestCancel implements port.Store.
 func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 	var (
 		live   bool
@@ -144,15 +144,15 @@ func (s *Store) RequestCancel(ctx context.Context, id uuid.UUID) error {
 	case live:
 		return nil
 	case !status.Valid:
-		return fmt.Errorf("request cancel of instance %s: %w", id, engine.ErrNotFound)
+		return fmt.Errorf("request cancel of instance %s: %w", id, port.ErrNotFound)
 	default:
-		return fmt.Errorf("request cancel of instance %s: already %s: %w", id, status.String, engine.ErrNotFound)
+		return fmt.Errorf("request cancel of instance %s: already %s: %w", id, status.String, port.ErrNotFound)
 	}
 }
 
-// Sweep implements engine.Store. Deleting a runner row cascades to its
+// Sweep implements port.Store. Deleting a runner row cascades to its
 // action results and signals (foreign keys are on).
-func (s *Store) Sweep(ctx context.Context, req engine.SweepRequest) (int, error) {
+func (s *Store) Sweep(ctx context.Context, req port.SweepRequest) (int, error) {
 	if req.Before.IsZero() {
 		return 0, errors.New("sweep: Before is required")
 	}

@@ -11,7 +11,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/storetest"
 )
 
@@ -76,11 +76,11 @@ func TestResultsKeepTheirOrderAcrossTheRowidMigration(t *testing.T) {
 	}
 	defer func() { _ = s.Close() }()
 	owner := uuid.New()
-	if got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 10}); err != nil || len(got) != 1 {
+	if got, err := s.ClaimInstances(t.Context(), port.ClaimRequest{Owner: owner, Term: 1, Lease: time.Hour, Limit: 10}); err != nil || len(got) != 1 {
 		t.Fatalf("ClaimInstances = %d instances, %v; want %s", len(got), err, a)
 	}
-	out, err := s.PersistProgress(t.Context(), []engine.Progress{{InstanceID: a, Owner: owner,
-		Results: []engine.ActionResult{{InstanceID: a, ExecutionID: "b", Attempt: 1, OK: true}}}})
+	out, err := s.PersistProgress(t.Context(), []port.Progress{{InstanceID: a, Owner: owner,
+		Results: []port.ActionResult{{InstanceID: a, ExecutionID: "b", Attempt: 1, OK: true}}}})
 	if err != nil || out[0] != nil {
 		t.Fatalf("PersistProgress = %v, %v", out, err)
 	}

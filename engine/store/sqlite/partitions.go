@@ -6,16 +6,16 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// FencePartitions implements engine.Store in one write transaction: every
+// FencePartitions implements port.Store in one write transaction: every
 // partition is judged before any is written (one stale partition fails the
 // call with nothing changed), then the ones to take are written. The
 // single writer serialises fences with each other and with every write
 // they gate.
-func (s *Store) FencePartitions(ctx context.Context, req engine.FenceRequest) error {
+func (s *Store) FencePartitions(ctx context.Context, req port.FenceRequest) error {
 	parts, err := storeutil.CheckFence(req)
 	if err != nil || len(parts) == 0 {
 		return err
@@ -25,7 +25,7 @@ func (s *Store) FencePartitions(ctx context.Context, req engine.FenceRequest) er
 		for _, p := range parts {
 			stored, err := scanPartition(tx.QueryRowContext(ctx,
 				`SELECT partition, owner, epoch, fenced_at FROM partitions WHERE partition = ?`, p))
-			var row *engine.PartitionOwner
+			var row *port.PartitionOwner
 			switch {
 			case err == nil:
 				row = &stored
@@ -58,14 +58,14 @@ func (s *Store) FencePartitions(ctx context.Context, req engine.FenceRequest) er
 	return nil
 }
 
-// Partitions implements engine.Store.
-func (s *Store) Partitions(ctx context.Context) ([]engine.PartitionOwner, error) {
+// Partitions implements port.Store.
+func (s *Store) Partitions(ctx context.Context) ([]port.PartitionOwner, error) {
 	rows, err := s.r.QueryContext(ctx, `SELECT partition, owner, epoch, fenced_at FROM partitions ORDER BY partition`)
 	if err != nil {
 		return nil, fmt.Errorf("read partitions: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []engine.PartitionOwner
+	var out []port.PartitionOwner
 	for rows.Next() {
 		p, err := scanPartition(rows)
 		if err != nil {
@@ -79,9 +79,9 @@ func (s *Store) Partitions(ctx context.Context) ([]engine.PartitionOwner, error)
 	return out, nil
 }
 
-func scanPartition(row scanner) (engine.PartitionOwner, error) {
+func scanPartition(row scanner) (port.PartitionOwner, error) {
 	var (
-		p            engine.PartitionOwner
+		p            port.PartitionOwner
 		epoch, fence int64
 	)
 	err := row.Scan(&p.Partition, &p.Owner, &epoch, &fence)

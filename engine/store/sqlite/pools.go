@@ -5,12 +5,12 @@ import (
 	"database/sql"
 	"fmt"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// RecordPoolStats implements engine.Store.
-func (s *Store) RecordPoolStats(ctx context.Context, pools []engine.PoolStatus) error {
+// RecordPoolStats implements port.Store.
+func (s *Store) RecordPoolStats(ctx context.Context, pools []port.PoolStatus) error {
 	if len(pools) == 0 {
 		return nil
 	}
@@ -37,8 +37,8 @@ func (s *Store) RecordPoolStats(ctx context.Context, pools []engine.PoolStatus) 
 	return nil
 }
 
-// ListPoolStats implements engine.Store.
-func (s *Store) ListPoolStats(ctx context.Context) ([]engine.PoolStatus, error) {
+// ListPoolStats implements port.Store.
+func (s *Store) ListPoolStats(ctx context.Context) ([]port.PoolStatus, error) {
 	rows, err := s.r.QueryContext(ctx, `
 		SELECT pool_id, node, capability, slots, in_flight, tasks_completed, tasks_failed, throughput_per_min,
 		    latency_p50_ms, latency_p99_ms, updated_at
@@ -47,10 +47,10 @@ func (s *Store) ListPoolStats(ctx context.Context) ([]engine.PoolStatus, error) 
 		return nil, fmt.Errorf("list pool stats: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []engine.PoolStatus
+	var out []port.PoolStatus
 	for rows.Next() {
 		var (
-			p                 engine.PoolStatus
+			p                 port.PoolStatus
 			id                string
 			completed, failed int64
 			perMin, p50, p99  float64

@@ -10,7 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -90,7 +90,7 @@ func (b *batchWriter) held(leases []lease) (map[lease]bool, error) {
 
 // consume marks the signals of instance id consumed, keeping a first
 // consumer.
-func (b *batchWriter) consume(id uuid.UUID, uses []engine.SignalUse) error {
+func (b *batchWriter) consume(id uuid.UUID, uses []port.SignalUse) error {
 	for _, u := range uses {
 		if _, err := b.stmt(b.ws.consume).ExecContext(b.ctx, u.By, u.Seq, id); err != nil {
 			return fmt.Errorf("consuming signal %d of %s: %w", u.Seq, id, err)
@@ -100,7 +100,7 @@ func (b *batchWriter) consume(id uuid.UUID, uses []engine.SignalUse) error {
 }
 
 // record appends results, ignoring a duplicate (execution, attempt).
-func (b *batchWriter) record(id uuid.UUID, results []engine.ActionResult) error {
+func (b *batchWriter) record(id uuid.UUID, results []port.ActionResult) error {
 	for _, r := range results {
 		if _, err := b.stmt(b.ws.insertResult).ExecContext(b.ctx, id, r.ExecutionID, int64(r.Attempt), r.OK, r.Output, r.Error, r.WorkerID,
 			nullMicros(r.StartedAt), nullMicros(r.FinishedAt), micros(b.now)); err != nil {
@@ -110,11 +110,11 @@ func (b *batchWriter) record(id uuid.UUID, results []engine.ActionResult) error 
 	return nil
 }
 
-// PersistProgress implements engine.Store: one write transaction for the
+// PersistProgress implements port.Store: one write transaction for the
 // batch; per instance, the lease check, then results and consumed
 // signals, then the snapshot, then the schedule or the park. An instance whose lease is gone gets ErrOwnershipLost
 // and nothing of it is written.
-func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([]error, error) {
+func (s *Store) PersistProgress(ctx context.Context, batch []port.Progress) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -178,12 +178,12 @@ func (s *Store) PersistProgress(ctx context.Context, batch []engine.Progress) ([
 	return merged.Expand(outcomes), nil
 }
 
-// CompleteInstances implements engine.Store: one write transaction; per
+// CompleteInstances implements port.Store: one write transaction; per
 // instance, the lease check, then the final results and consumed signals,
 // the outcome, and the removal from the queue. A completion refused because the instance already
 // finished with the same status is a replay of one that committed, and
 // counts as written.
-func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion) ([]error, error) {
+func (s *Store) CompleteInstances(ctx context.Context, batch []port.Completion) ([]error, error) {
 	if len(batch) == 0 {
 		return nil, nil
 	}
@@ -236,7 +236,7 @@ func (s *Store) CompleteInstances(ctx context.Context, batch []engine.Completion
 
 // finishedAs reports whether the instance is out of the queue and finished
 // with status: a completion refused for it replays one that committed.
-func finishedAs(ctx context.Context, tx *sql.Tx, id uuid.UUID, status engine.InstanceState) (bool, error) {
+func finishedAs(ctx context.Context, tx *sql.Tx, id uuid.UUID, status port.InstanceState) (bool, error) {
 	var n int
 	err := tx.QueryRowContext(ctx, `
 		SELECT count(*) FROM runner_instances r

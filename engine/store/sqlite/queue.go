@@ -9,20 +9,20 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
-// QueueInstances implements engine.Store: both rows of every instance in
+// QueueInstances implements port.Store: both rows of every instance in
 // one write transaction, acknowledged after the commit (synchronous=FULL:
 // on disk). A zero ScheduledAt means due now; a nil ID gets a random one.
 // Idempotency keys behave as in the Postgres adapter: an existing key of the
 // same workflow version returns that instance (Existing), a key of another
-// version fails the whole call with engine.ErrIdempotencyConflict. A new
+// version fails the whole call with port.ErrIdempotencyConflict. A new
 // instance due at once with a Claim is stored leased, as ClaimInstances
 // would leave it, unless another runloop fenced its partition: then it is
 // queued unclaimed, for the partition's owner.
-func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]engine.Queued, error) {
+func (s *Store) QueueInstances(ctx context.Context, in []port.NewInstance) ([]port.Queued, error) {
 	if len(in) == 0 {
 		return nil, nil
 	}
@@ -35,12 +35,12 @@ func (s *Store) QueueInstances(ctx context.Context, in []engine.NewInstance) ([]
 	if err != nil {
 		return nil, err
 	}
-	out := make([]engine.Queued, len(insts))
+	out := make([]port.Queued, len(insts))
 	err = s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		q := s.newQueueTx(ctx, tx, now)
 		for i, inst := range insts {
 			if dup[i] >= 0 {
-				out[i] = engine.Queued{ID: out[dup[i]].ID, Existing: true}
+				out[i] = port.Queued{ID: out[dup[i]].ID, Existing: true}
 				continue
 			}
 			var err error
@@ -83,21 +83,21 @@ func (s *Store) newQueueTx(ctx context.Context, tx *sql.Tx, now time.Time) *queu
 
 // queue queues inst, unless an instance of the same workflow version holds
 // its idempotency key, and returns what became of it.
-func (q *queueTx) queue(ctx context.Context, inst engine.NewInstance) (engine.Queued, error) {
+func (q *queueTx) queue(ctx context.Context, inst port.NewInstance) (port.Queued, error) {
 	if holder, held, err := q.keyHolder(ctx, inst); err != nil || held {
 		return holder, err
 	}
 	if err := q.checkVersion(ctx, inst); err != nil {
-		return engine.Queued{}, err
+		return port.Queued{}, err
 	}
 	claimed, err := q.claims(ctx, inst)
 	if err != nil {
-		return engine.Queued{}, err
+		return port.Queued{}, err
 	}
 	if err := q.insert(ctx, inst, claimed); err != nil {
-		return engine.Queued{}, err
+		return port.Queued{}, err
 	}
-	out := engine.Queued{ID: inst.ID, Claimed: claimed}
+	out := port.Queued{ID: inst.ID, Claimed: claimed}
 	if claimed {
 		out.CreatedAt = fromMicros(q.at)
 	}
@@ -106,9 +106,9 @@ func (q *queueTx) queue(ctx context.Context, inst engine.NewInstance) (engine.Qu
 
 // keyHolder returns the instance that holds inst's idempotency key, if one
 // does (held); one of another workflow version is an error.
-func (q *queueTx) keyHolder(ctx context.Context, inst engine.NewInstance) (_ engine.Queued, held bool, _ error) {
+func (q *queueTx) keyHolder(ctx context.Context, inst port.NewInstance) (_ port.Queued, held bool, _ error) {
 	if inst.IdempotencyKey == "" {
-		return engine.Queued{}, false, nil
+		return port.Queued{}, false, nil
 	}
 	var (
 		holder  uuid.UUID
@@ -118,19 +118,19 @@ func (q *queueTx) keyHolder(ctx context.Context, inst engine.NewInstance) (_ eng
 		inst.IdempotencyKey).Scan(&holder, &version)
 	switch {
 	case err == nil && version != inst.WorkflowVersionID:
-		return engine.Queued{}, false, fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
-			inst.IdempotencyKey, holder, version, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+		return port.Queued{}, false, fmt.Errorf("idempotency key %q already names instance %s of workflow version %d, not %d: %w",
+			inst.IdempotencyKey, holder, version, inst.WorkflowVersionID, port.ErrIdempotencyConflict)
 	case err == nil:
-		return engine.Queued{ID: holder, Existing: true}, true, nil
+		return port.Queued{ID: holder, Existing: true}, true, nil
 	case !errors.Is(err, sql.ErrNoRows):
-		return engine.Queued{}, false, err
+		return port.Queued{}, false, err
 	}
-	return engine.Queued{}, false, nil
+	return port.Queued{}, false, nil
 }
 
-// checkVersion fails with engine.ErrNotFound when inst's workflow version
+// checkVersion fails with port.ErrNotFound when inst's workflow version
 // is not stored.
-func (q *queueTx) checkVersion(ctx context.Context, inst engine.NewInstance) error {
+func (q *queueTx) checkVersion(ctx context.Context, inst port.NewInstance) error {
 	if q.known[inst.WorkflowVersionID] {
 		return nil
 	}
@@ -140,7 +140,7 @@ func (q *queueTx) checkVersion(ctx context.Context, inst engine.NewInstance) err
 		return err
 	}
 	if !exists {
-		return fmt.Errorf("instance %s: unknown workflow version %d: %w", inst.ID, inst.WorkflowVersionID, engine.ErrNotFound)
+		return fmt.Errorf("instance %s: unknown workflow version %d: %w", inst.ID, inst.WorkflowVersionID, port.ErrNotFound)
 	}
 	q.known[inst.WorkflowVersionID] = true
 	return nil
@@ -148,7 +148,7 @@ func (q *queueTx) checkVersion(ctx context.Context, inst engine.NewInstance) err
 
 // claims reports whether inst is stored claimed: it asks for a claim, is
 // due at once, and no other runloop fenced its partition.
-func (q *queueTx) claims(ctx context.Context, inst engine.NewInstance) (bool, error) {
+func (q *queueTx) claims(ctx context.Context, inst port.NewInstance) (bool, error) {
 	if inst.Claim == nil || inst.ScheduledAt.After(q.now) {
 		return false, nil
 	}
@@ -176,7 +176,7 @@ func (q *queueTx) fencedBy(ctx context.Context, p int) (uuid.UUID, error) {
 
 // insert writes the runner row and the queue row of inst: queued, or,
 // claimed, running and leased to the claimer under its term.
-func (q *queueTx) insert(ctx context.Context, inst engine.NewInstance, claimed bool) error {
+func (q *queueTx) insert(ctx context.Context, inst port.NewInstance, claimed bool) error {
 	key := sql.NullString{String: inst.IdempotencyKey, Valid: inst.IdempotencyKey != ""}
 	var (
 		status           = "queued"
@@ -210,12 +210,12 @@ func (q *queueTx) insert(ctx context.Context, inst engine.NewInstance, claimed b
 	return nil
 }
 
-// ClaimInstances implements engine.Store. SQLite has no SKIP LOCKED and
+// ClaimInstances implements port.Store. SQLite has no SKIP LOCKED and
 // needs none: the claim is one write transaction on the single writer
 // connection, so no other write interleaves between choosing the due rows
 // and stamping them (nor a fence between reading a partition's owner and
 // claiming its rows).
-func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]engine.ClaimedInstance, error) {
+func (s *Store) ClaimInstances(ctx context.Context, req port.ClaimRequest) ([]port.ClaimedInstance, error) {
 	if err := storeutil.CheckClaim(req); err != nil {
 		return nil, err
 	}
@@ -223,7 +223,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 	now := s.now()
 	expires := now.Add(req.Lease)
 
-	var out []engine.ClaimedInstance
+	var out []port.ClaimedInstance
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		due, args := s.ws.due, []any{micros(now), term, req.Limit, req.Owner}
 		if req.Partitions != nil {
@@ -272,7 +272,7 @@ func (s *Store) ClaimInstances(ctx context.Context, req engine.ClaimRequest) ([]
 
 // readClaimed appends the instances of list (a JSON array of ids) to out,
 // before startSQL marks them started, and returns each one's position.
-func (s *Store) readClaimed(ctx context.Context, tx *sql.Tx, list string, out *[]engine.ClaimedInstance) (map[uuid.UUID]int, error) {
+func (s *Store) readClaimed(ctx context.Context, tx *sql.Tx, list string, out *[]port.ClaimedInstance) (map[uuid.UUID]int, error) {
 	rows, err := tx.StmtContext(ctx, s.ws.claimed).QueryContext(ctx, list)
 	if err != nil {
 		return nil, err
@@ -281,7 +281,7 @@ func (s *Store) readClaimed(ctx context.Context, tx *sql.Tx, list string, out *[
 	index := make(map[uuid.UUID]int)
 	for rows.Next() {
 		var (
-			c                engine.ClaimedInstance
+			c                port.ClaimedInstance
 			created, expires int64
 			parent           parentColumns
 		)
@@ -318,15 +318,15 @@ func scanIDs(rows *sql.Rows, err error) ([]uuid.UUID, error) {
 // scanResults reads the rows of a query returning runner_actions_done rows
 // (instance, execution, attempt, ok, output, error, worker, started,
 // finished) and closes them.
-func scanResults(rows *sql.Rows, err error) ([]engine.ActionResult, error) {
+func scanResults(rows *sql.Rows, err error) ([]port.ActionResult, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	var out []engine.ActionResult
+	var out []port.ActionResult
 	for rows.Next() {
 		var (
-			r                 engine.ActionResult
+			r                 port.ActionResult
 			attempt           int64
 			started, finished sql.NullInt64
 		)

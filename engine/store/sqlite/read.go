@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 	"github.com/robonet/robonet/engine/value"
 )
@@ -29,9 +29,9 @@ const listColumns = `r.instance_id, r.workflow_version_id, w.workflow_name, w.wo
 	r.finished_at, r.cancel_requested, r.gathering_at IS NOT NULL,
 	r.parent_instance_id, r.parent_execution, r.parent_attempt, r.paused, r.runs`
 
-func scanInstance(row scanner) (engine.InstanceRecord, error) {
+func scanInstance(row scanner) (port.InstanceRecord, error) {
 	var (
-		rec               engine.InstanceRecord
+		rec               port.InstanceRecord
 		version, created  int64
 		status            string
 		started, finished sql.NullInt64
@@ -42,8 +42,8 @@ func scanInstance(row scanner) (engine.InstanceRecord, error) {
 		&finished, &rec.CancelRequested, &rec.Gathering, &parent.id, &parent.exec, &parent.attempt, &rec.Paused, &rec.Run)
 	rec.Parent = parent.ref()
 	rec.WorkflowVersion = uint32(version) // CHECK keeps it in range
-	rec.Status = engine.InstanceState(status)
-	rec.Gathering = rec.Gathering && rec.Status == engine.StateRunning
+	rec.Status = port.InstanceState(status)
+	rec.Gathering = rec.Gathering && rec.Status == port.StateRunning
 	rec.Paused = rec.Paused && !rec.Status.Terminal()
 	rec.CreatedAt = fromMicros(created)
 	rec.StartedAt = timePtr(started)
@@ -51,30 +51,30 @@ func scanInstance(row scanner) (engine.InstanceRecord, error) {
 	return rec, err
 }
 
-// GetInstance implements engine.Store.
-func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (engine.InstanceRecord, error) {
+// GetInstance implements port.Store.
+func (s *Store) GetInstance(ctx context.Context, id uuid.UUID) (port.InstanceRecord, error) {
 	rec, err := scanInstance(s.r.QueryRowContext(ctx, `
 		SELECT `+instanceColumns+`
 		FROM runner_instances r JOIN workflow_versions w ON w.id = r.workflow_version_id
 		WHERE r.instance_id = ?`, id))
 	if errors.Is(err, sql.ErrNoRows) {
-		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, engine.ErrNotFound)
+		return port.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, port.ErrNotFound)
 	}
 	if err != nil {
-		return engine.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, err)
+		return port.InstanceRecord{}, fmt.Errorf("get instance %s: %w", id, err)
 	}
 	return rec, nil
 }
 
-// ListInstances implements engine.Store: newest first by (created_at,
+// ListInstances implements port.Store: newest first by (created_at,
 // instance_id) with keyset paging, like the Postgres adapter.
-func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (engine.InstancePage, error) {
+func (s *Store) ListInstances(ctx context.Context, f port.InstanceFilter) (port.InstancePage, error) {
 	if err := storeutil.CheckStatuses(f.Statuses); err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", err)
 	}
 	key, paged, err := storeutil.DecodePageToken(f.PageToken)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", err)
 	}
 	limit := storeutil.ListLimit(f.Limit, storeutil.DefaultInstanceLimit)
 
@@ -95,7 +95,7 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 	if f.IDPrefix != "" {
 		lo, hi, ok := storeutil.IDPrefixRange(f.IDPrefix)
 		if !ok {
-			return engine.InstancePage{}, fmt.Errorf("list instances: id prefix %q: want hex digits: %w", value.QuoteClipped(f.IDPrefix, 64), engine.ErrInvalidArgument)
+			return port.InstancePage{}, fmt.Errorf("list instances: id prefix %q: want hex digits: %w", value.QuoteClipped(f.IDPrefix, 64), port.ErrInvalidArgument)
 		}
 		where = append(where, "r.instance_id BETWEEN ? AND ?")
 		args = append(args, lo.String(), hi.String())
@@ -118,21 +118,21 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var recs []engine.InstanceRecord
+	var recs []port.InstanceRecord
 	for rows.Next() {
 		rec, err := scanInstance(rows)
 		if err != nil {
-			return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+			return port.InstancePage{}, fmt.Errorf("list instances: %w", err)
 		}
 		recs = append(recs, rec)
 	}
 	if err := rows.Err(); err != nil {
-		return engine.InstancePage{}, fmt.Errorf("list instances: %w", err)
+		return port.InstancePage{}, fmt.Errorf("list instances: %w", err)
 	}
-	page := engine.InstancePage{Instances: recs}
+	page := port.InstancePage{Instances: recs}
 	if len(recs) > limit {
 		page.Instances = recs[:limit]
 		last := page.Instances[limit-1]
@@ -141,10 +141,10 @@ func (s *Store) ListInstances(ctx context.Context, f engine.InstanceFilter) (eng
 	return page, nil
 }
 
-// TaskHistory implements engine.Store: every recorded attempt in recording
+// TaskHistory implements port.Store: every recorded attempt in recording
 // order (the id: a new row's is larger than any in the table). Unknown
 // instance: ErrNotFound.
-func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionResult, error) {
+func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]port.ActionResult, error) {
 	// One read transaction, so the existence check and the history agree.
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
@@ -156,7 +156,7 @@ func (s *Store) TaskHistory(ctx context.Context, id uuid.UUID) ([]engine.ActionR
 		return nil, fmt.Errorf("task history of %s: %w", id, err)
 	}
 	if !exists {
-		return nil, fmt.Errorf("task history of %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("task history of %s: %w", id, port.ErrNotFound)
 	}
 	out, err := scanResults(tx.QueryContext(ctx, `
 		SELECT instance_id, execution_id, attempt, ok, output, error, worker_id, started_at, finished_at
@@ -176,9 +176,9 @@ type parentColumns struct {
 }
 
 // ref is the parent the columns name, nil for none.
-func (p *parentColumns) ref() *engine.ParentRef {
+func (p *parentColumns) ref() *port.ParentRef {
 	if !p.id.Valid {
 		return nil
 	}
-	return &engine.ParentRef{InstanceID: p.id.UUID, ExecutionID: p.exec.String, Attempt: uint32(p.attempt.Int64)} // CHECK keeps it in range
+	return &port.ParentRef{InstanceID: p.id.UUID, ExecutionID: p.exec.String, Attempt: uint32(p.attempt.Int64)} // CHECK keeps it in range
 }

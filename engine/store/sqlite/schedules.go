@@ -10,15 +10,15 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
 const selectSchedule = `SELECT schedule_name, workflow_name, workflow_version, inputs, cron, interval_seconds, jitter_ms,
 	allow_duplicate, status, next_run_at, last_run_at, last_instance_id, last_skipped, created_at FROM workflow_schedules`
 
-// CreateSchedule implements engine.Store.
-func (s *Store) CreateSchedule(ctx context.Context, r engine.ScheduleRecord) error {
+// CreateSchedule implements port.Store.
+func (s *Store) CreateSchedule(ctx context.Context, r port.ScheduleRecord) error {
 	var interval sql.NullInt64
 	if r.Interval > 0 {
 		interval = sql.NullInt64{Int64: int64(r.Interval / time.Second), Valid: true}
@@ -36,7 +36,7 @@ func (s *Store) CreateSchedule(ctx context.Context, r engine.ScheduleRecord) err
 			return err
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return engine.ErrScheduleExists
+			return port.ErrScheduleExists
 		}
 		return nil
 	})
@@ -46,33 +46,33 @@ func (s *Store) CreateSchedule(ctx context.Context, r engine.ScheduleRecord) err
 	return nil
 }
 
-// GetSchedule implements engine.Store.
-func (s *Store) GetSchedule(ctx context.Context, name string) (engine.ScheduleRecord, error) {
+// GetSchedule implements port.Store.
+func (s *Store) GetSchedule(ctx context.Context, name string) (port.ScheduleRecord, error) {
 	r, err := scanSchedule(s.r.QueryRowContext(ctx, selectSchedule+` WHERE schedule_name = ?`, name))
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, err)
+		return port.ScheduleRecord{}, fmt.Errorf("get schedule %s: %w", name, err)
 	}
 	return r, nil
 }
 
-// ListSchedules implements engine.Store.
-func (s *Store) ListSchedules(ctx context.Context) ([]engine.ScheduleRecord, error) {
+// ListSchedules implements port.Store.
+func (s *Store) ListSchedules(ctx context.Context) ([]port.ScheduleRecord, error) {
 	return s.querySchedules(ctx, "list schedules", selectSchedule+` ORDER BY schedule_name`)
 }
 
-// DueSchedules implements engine.Store.
-func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]engine.ScheduleRecord, error) {
+// DueSchedules implements port.Store.
+func (s *Store) DueSchedules(ctx context.Context, now time.Time, limit int) ([]port.ScheduleRecord, error) {
 	return s.querySchedules(ctx, "due schedules", selectSchedule+`
 		WHERE status = 'active' AND next_run_at <= ? ORDER BY next_run_at, schedule_name LIMIT ?`, micros(now), limit)
 }
 
-func (s *Store) querySchedules(ctx context.Context, what, q string, args ...any) ([]engine.ScheduleRecord, error) {
+func (s *Store) querySchedules(ctx context.Context, what, q string, args ...any) ([]port.ScheduleRecord, error) {
 	rows, err := s.r.QueryContext(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", what, err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []engine.ScheduleRecord
+	var out []port.ScheduleRecord
 	for rows.Next() {
 		r, err := scanSchedule(rows)
 		if err != nil {
@@ -86,13 +86,13 @@ func (s *Store) querySchedules(ctx context.Context, what, q string, args ...any)
 	return out, nil
 }
 
-// SetSchedulePaused implements engine.Store.
-func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool, next time.Time) (engine.ScheduleRecord, error) {
+// SetSchedulePaused implements port.Store.
+func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool, next time.Time) (port.ScheduleRecord, error) {
 	status, at := "active", nullMicros(next)
 	if paused {
 		status, at = "paused", sql.NullInt64{}
 	}
-	var got engine.ScheduleRecord
+	var got port.ScheduleRecord
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `UPDATE workflow_schedules SET status = ?, next_run_at = ?, updated_at = ? WHERE schedule_name = ?`,
 			status, at, s.now().UnixMicro(), name); err != nil {
@@ -103,12 +103,12 @@ func (s *Store) SetSchedulePaused(ctx context.Context, name string, paused bool,
 		return err
 	})
 	if err != nil {
-		return engine.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, err)
+		return port.ScheduleRecord{}, fmt.Errorf("set schedule %s %s: %w", name, status, err)
 	}
 	return got, nil
 }
 
-// DeleteSchedule implements engine.Store.
+// DeleteSchedule implements port.Store.
 func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 	return s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		res, err := tx.ExecContext(ctx, `DELETE FROM workflow_schedules WHERE schedule_name = ?`, name)
@@ -116,14 +116,14 @@ func (s *Store) DeleteSchedule(ctx context.Context, name string) error {
 			return fmt.Errorf("delete schedule %s: %w", name, err)
 		}
 		if n, _ := res.RowsAffected(); n == 0 {
-			return engine.ErrNotFound
+			return port.ErrNotFound
 		}
 		return nil
 	})
 }
 
-// RecordScheduleRun implements engine.Store.
-func (s *Store) RecordScheduleRun(ctx context.Context, run engine.ScheduleRun) error {
+// RecordScheduleRun implements port.Store.
+func (s *Store) RecordScheduleRun(ctx context.Context, run port.ScheduleRun) error {
 	var last sql.NullString
 	if run.InstanceID != uuid.Nil {
 		last = sql.NullString{String: run.InstanceID.String(), Valid: true}
@@ -143,9 +143,9 @@ func (s *Store) RecordScheduleRun(ctx context.Context, run engine.ScheduleRun) e
 	})
 }
 
-func scanSchedule(row scanner) (engine.ScheduleRecord, error) {
+func scanSchedule(row scanner) (port.ScheduleRecord, error) {
 	var (
-		r                    engine.ScheduleRecord
+		r                    port.ScheduleRecord
 		version, jitter      int64
 		interval, next, last sql.NullInt64
 		lastID               sql.NullString
@@ -155,10 +155,10 @@ func scanSchedule(row scanner) (engine.ScheduleRecord, error) {
 	err := row.Scan(&r.Name, &r.Workflow, &version, &r.Inputs, &r.Cron, &interval, &jitter,
 		&r.AllowDuplicate, &status, &next, &last, &lastID, &r.LastSkipped, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return engine.ScheduleRecord{}, engine.ErrNotFound
+		return port.ScheduleRecord{}, port.ErrNotFound
 	}
 	if err != nil {
-		return engine.ScheduleRecord{}, err
+		return port.ScheduleRecord{}, err
 	}
 	r.Version = uint32(version)
 	r.Interval = time.Duration(interval.Int64) * time.Second
@@ -172,7 +172,7 @@ func scanSchedule(row scanner) (engine.ScheduleRecord, error) {
 	}
 	if lastID.Valid && strings.TrimSpace(lastID.String) != "" {
 		if r.LastInstanceID, err = uuid.Parse(lastID.String); err != nil {
-			return engine.ScheduleRecord{}, fmt.Errorf("schedule %s: last instance id: %w", r.Name, err)
+			return port.ScheduleRecord{}, fmt.Errorf("schedule %s: last instance id: %w", r.Name, err)
 		}
 	}
 	r.CreatedAt = fromMicros(created)

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -17,9 +17,9 @@ import (
 const signalColumns = `seq, instance_id, name, payload, coalesce(idempotency_key, ''), created_at, consumed_by`
 
 // scanSignal reads one row of signalColumns.
-func scanSignal(row scanner) (engine.SignalRecord, error) {
+func scanSignal(row scanner) (port.SignalRecord, error) {
 	var (
-		rec     engine.SignalRecord
+		rec     port.SignalRecord
 		created int64
 		by      sql.NullString
 	)
@@ -31,15 +31,15 @@ func scanSignal(row scanner) (engine.SignalRecord, error) {
 
 // scanSignals reads the rows of pendingSignalsSQL (instance, seq, name,
 // payload, key, created: unconsumed signals) and closes them.
-func scanSignals(rows *sql.Rows, err error) ([]engine.SignalRecord, error) {
+func scanSignals(rows *sql.Rows, err error) ([]port.SignalRecord, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer func() { _ = rows.Close() }()
-	var out []engine.SignalRecord
+	var out []port.SignalRecord
 	for rows.Next() {
 		var (
-			rec     engine.SignalRecord
+			rec     port.SignalRecord
 			created int64
 		)
 		if err := rows.Scan(&rec.InstanceID, &rec.Seq, &rec.Name, &rec.Payload, &rec.IdempotencyKey, &created); err != nil {
@@ -62,16 +62,16 @@ func liveStatus(ctx context.Context, tx *sql.Tx, id uuid.UUID) (string, error) {
 	return status, err
 }
 
-// RecordSignal implements engine.Store: RecordSignals of one signal.
-func (s *Store) RecordSignal(ctx context.Context, sig engine.NewSignal) (engine.SignalRecord, int64, bool, error) {
-	return storeutil.OneSignal(s.RecordSignals(ctx, []engine.NewSignal{sig}))
+// RecordSignal implements port.Store: RecordSignals of one signal.
+func (s *Store) RecordSignal(ctx context.Context, sig port.NewSignal) (port.SignalRecord, int64, bool, error) {
+	return storeutil.OneSignal(s.RecordSignals(ctx, []port.NewSignal{sig}))
 }
 
-// RecordSignals implements engine.Store: one write transaction on the only
+// RecordSignals implements port.Store: one write transaction on the only
 // writer (one commit, one fsync, for the whole batch), so the reads of the
 // wake counters, keys and unconsumed signals, the inserts and the wake
 // bumps see no other write in between. storeutil.SignalBatch decides.
-func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]engine.SignalOutcome, error) {
+func (s *Store) RecordSignals(ctx context.Context, sigs []port.NewSignal) ([]port.SignalOutcome, error) {
 	if len(sigs) == 0 {
 		return nil, nil
 	}
@@ -79,7 +79,7 @@ func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]e
 	if b.Empty() {
 		return b.Outcomes(), nil
 	}
-	var out []engine.SignalOutcome
+	var out []port.SignalOutcome
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		st, err := s.signalState(ctx, tx, b)
 		if err != nil {
@@ -115,7 +115,7 @@ func (s *Store) RecordSignals(ctx context.Context, sigs []engine.NewSignal) ([]e
 // prepared query per instance or key: the writer's reads are in-process.
 func (s *Store) signalState(ctx context.Context, tx *sql.Tx, b *storeutil.SignalBatch) (storeutil.SignalState, error) {
 	st := storeutil.SignalState{Wake: map[uuid.UUID]int64{}, Status: map[uuid.UUID]string{},
-		Keyed: map[storeutil.SignalKey]engine.SignalRecord{}, Pending: map[uuid.UUID]int{}}
+		Keyed: map[storeutil.SignalKey]port.SignalRecord{}, Pending: map[uuid.UUID]int{}}
 	wake := tx.StmtContext(ctx, s.ws.signalWake)
 	for _, id := range b.IDs() {
 		var w int64
@@ -157,10 +157,10 @@ func (s *Store) signalState(ctx context.Context, tx *sql.Tx, b *storeutil.Signal
 	return st, nil
 }
 
-// ListSignals implements engine.Store: every signal by seq, in one read
+// ListSignals implements port.Store: every signal by seq, in one read
 // transaction with the check that the instance exists (unknown:
 // ErrNotFound).
-func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]engine.SignalRecord, error) {
+func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]port.SignalRecord, error) {
 	tx, err := s.r.BeginTx(ctx, &sql.TxOptions{ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("signals of instance %s: %w", id, err)
@@ -171,14 +171,14 @@ func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]engine.SignalR
 		return nil, fmt.Errorf("signals of instance %s: %w", id, err)
 	}
 	if !exists {
-		return nil, fmt.Errorf("signals of instance %s: %w", id, engine.ErrNotFound)
+		return nil, fmt.Errorf("signals of instance %s: %w", id, port.ErrNotFound)
 	}
 	rows, err := tx.QueryContext(ctx, `SELECT `+signalColumns+` FROM instance_signals WHERE instance_id = ? ORDER BY seq`, id)
 	if err != nil {
 		return nil, fmt.Errorf("signals of instance %s: %w", id, err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []engine.SignalRecord
+	var out []port.SignalRecord
 	for rows.Next() {
 		rec, err := scanSignal(rows)
 		if err != nil {
@@ -192,7 +192,7 @@ func (s *Store) ListSignals(ctx context.Context, id uuid.UUID) ([]engine.SignalR
 	return out, nil
 }
 
-// SetPaused implements engine.Store: the flag on the runner row, the wake
+// SetPaused implements port.Store: the flag on the runner row, the wake
 // counter on the queue row, and on resume the instance due now.
 func (s *Store) SetPaused(ctx context.Context, id uuid.UUID, paused bool) (int64, error) {
 	op := "resume"
@@ -230,16 +230,16 @@ func (s *Store) SetPaused(ctx context.Context, id uuid.UUID, paused bool) (int64
 	return wake, nil
 }
 
-// ReopenInstance implements engine.Store: one write transaction that
+// ReopenInstance implements port.Store: one write transaction that
 // judges the status, rewrites the runner row and queues the instance again.
 // The queue row's wake counter starts at the instance's signal count, as
 // in the Postgres adapter.
-func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (engine.Reopened, error) {
+func (s *Store) ReopenInstance(ctx context.Context, req port.ReopenRequest) (port.Reopened, error) {
 	if err := storeutil.CheckReopen(req); err != nil {
-		return engine.Reopened{}, err
+		return port.Reopened{}, err
 	}
 	var (
-		out     engine.Reopened
+		out     port.Reopened
 		refused bool
 	)
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
@@ -247,8 +247,8 @@ func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (e
 		if err != nil {
 			return err
 		}
-		out.Status = engine.InstanceState(status)
-		if out.Status != engine.StateFailed && out.Status != engine.StateCancelled {
+		out.Status = port.InstanceState(status)
+		if out.Status != port.StateFailed && out.Status != port.StateCancelled {
 			refused = true
 			return nil
 		}
@@ -267,9 +267,9 @@ func (s *Store) ReopenInstance(ctx context.Context, req engine.ReopenRequest) (e
 	})
 	switch {
 	case err != nil:
-		return engine.Reopened{}, fmt.Errorf("reopen instance %s: %w", req.ID, err)
+		return port.Reopened{}, fmt.Errorf("reopen instance %s: %w", req.ID, err)
 	case refused:
-		return engine.Reopened{}, storeutil.ReopenRefused(req.ID, out.Status)
+		return port.Reopened{}, storeutil.ReopenRefused(req.ID, out.Status)
 	}
 	return out, nil
 }

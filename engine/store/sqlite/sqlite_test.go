@@ -7,7 +7,7 @@ import (
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/storetest"
 )
 
@@ -31,9 +31,9 @@ func openTest(t testing.TB) *Store {
 }
 
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) engine.Store { return openTest(t) })
+	storetest.Run(t, func(t *testing.T) port.Store { return openTest(t) })
 }
 
 func TestCrashSafety(t *testing.T) {
-	storetest.RunCrashSafety(t, func(t *testing.T) engine.Store { return openTest(t) })
+	storetest.RunCrashSafety(t, func(t *testing.T) port.Store { return openTest(t) })
 }

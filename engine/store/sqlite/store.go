@@ -18,7 +18,7 @@ import (
 	"go.uber.org/zap"
 	_ "modernc.org/sqlite" // registers the "sqlite" database/sql driver
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/store/internal/storeutil"
 )
 
@@ -68,7 +68,7 @@ func (c Config) validate() error {
 	return nil
 }
 
-// Store is the SQLite adapter of engine.Store, for a mesh with a single
+// Store is the SQLite adapter of port.Store, for a mesh with a single
 // server. It is safe for concurrent use.
 type Store struct {
 	w   *sql.DB      // the single writer connection: every write goes through it
@@ -81,10 +81,10 @@ type Store struct {
 	closeErr  error
 }
 
-// Ping implements engine.Store: the database file answers a read.
+// Ping implements port.Store: the database file answers a read.
 func (s *Store) Ping(ctx context.Context) error { return s.r.PingContext(ctx) }
 
-var _ engine.Store = (*Store)(nil)
+var _ port.Store = (*Store)(nil)
 
 // Open opens (creating if needed) the database file, applies the embedded
 // migrations and returns a ready Store. Close it when done.
@@ -234,12 +234,12 @@ func migrate(ctx context.Context, w *sql.DB, now func() time.Time, log *zap.Logg
 
 // ------------------------------------------------------------ workflows
 
-// RegisterWorkflow implements engine.Store.
-func (s *Store) RegisterWorkflow(ctx context.Context, wf engine.WorkflowVersion) (engine.WorkflowVersion, error) {
+// RegisterWorkflow implements port.Store.
+func (s *Store) RegisterWorkflow(ctx context.Context, wf port.WorkflowVersion) (port.WorkflowVersion, error) {
 	if wf.Name == "" || wf.IRHash == "" {
-		return engine.WorkflowVersion{}, errors.New("register workflow: name and IR hash are required")
+		return port.WorkflowVersion{}, errors.New("register workflow: name and IR hash are required")
 	}
-	var got engine.WorkflowVersion
+	var got port.WorkflowVersion
 	err := s.write(ctx, func(ctx context.Context, tx *sql.Tx) error {
 		if _, err := tx.ExecContext(ctx, `
 			INSERT INTO workflow_versions (workflow_name, workflow_version, ir_hash, ir, created_at)
@@ -254,37 +254,37 @@ func (s *Store) RegisterWorkflow(ctx context.Context, wf engine.WorkflowVersion)
 		return err
 	})
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: %w", wf.Name, wf.Version, err)
+		return port.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: %w", wf.Name, wf.Version, err)
 	}
 	if got.IRHash != wf.IRHash {
-		return engine.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: stored hash %s, new hash %s: %w",
-			wf.Name, wf.Version, got.IRHash, wf.IRHash, engine.ErrVersionConflict)
+		return port.WorkflowVersion{}, fmt.Errorf("register workflow %s v%d: stored hash %s, new hash %s: %w",
+			wf.Name, wf.Version, got.IRHash, wf.IRHash, port.ErrVersionConflict)
 	}
 	return got, nil
 }
 
 const selectWorkflow = `SELECT id, workflow_name, workflow_version, ir_hash, ir, created_at FROM workflow_versions`
 
-// GetWorkflow implements engine.Store.
-func (s *Store) GetWorkflow(ctx context.Context, name string, version uint32) (engine.WorkflowVersion, error) {
+// GetWorkflow implements port.Store.
+func (s *Store) GetWorkflow(ctx context.Context, name string, version uint32) (port.WorkflowVersion, error) {
 	wf, err := scanWorkflow(s.r.QueryRowContext(ctx, selectWorkflow+` WHERE workflow_name = ? AND workflow_version = ?`, name, int64(version)))
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %s v%d: %w", name, version, err)
+		return port.WorkflowVersion{}, fmt.Errorf("get workflow %s v%d: %w", name, version, err)
 	}
 	return wf, nil
 }
 
-// GetWorkflowByID implements engine.Store.
-func (s *Store) GetWorkflowByID(ctx context.Context, id int64) (engine.WorkflowVersion, error) {
+// GetWorkflowByID implements port.Store.
+func (s *Store) GetWorkflowByID(ctx context.Context, id int64) (port.WorkflowVersion, error) {
 	wf, err := scanWorkflow(s.r.QueryRowContext(ctx, selectWorkflow+` WHERE id = ?`, id))
 	if err != nil {
-		return engine.WorkflowVersion{}, fmt.Errorf("get workflow %d: %w", id, err)
+		return port.WorkflowVersion{}, fmt.Errorf("get workflow %d: %w", id, err)
 	}
 	return wf, nil
 }
 
-// ListWorkflows implements engine.Store.
-func (s *Store) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]engine.WorkflowVersion, error) {
+// ListWorkflows implements port.Store.
+func (s *Store) ListWorkflows(ctx context.Context, f port.WorkflowFilter) ([]port.WorkflowVersion, error) {
 	rows, err := s.r.QueryContext(ctx, selectWorkflow+`
 		WHERE ? = '' OR workflow_name = ?
 		ORDER BY workflow_name, workflow_version DESC
@@ -293,7 +293,7 @@ func (s *Store) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]e
 		return nil, fmt.Errorf("list workflows: %w", err)
 	}
 	defer func() { _ = rows.Close() }()
-	var out []engine.WorkflowVersion
+	var out []port.WorkflowVersion
 	for rows.Next() {
 		wf, err := scanWorkflow(rows)
 		if err != nil {
@@ -310,14 +310,14 @@ func (s *Store) ListWorkflows(ctx context.Context, f engine.WorkflowFilter) ([]e
 // scanner is a *sql.Row or *sql.Rows.
 type scanner interface{ Scan(dest ...any) error }
 
-func scanWorkflow(row scanner) (engine.WorkflowVersion, error) {
+func scanWorkflow(row scanner) (port.WorkflowVersion, error) {
 	var (
-		wf               engine.WorkflowVersion
+		wf               port.WorkflowVersion
 		version, created int64
 	)
 	err := row.Scan(&wf.ID, &wf.Name, &version, &wf.IRHash, &wf.IR, &created)
 	if errors.Is(err, sql.ErrNoRows) {
-		return engine.WorkflowVersion{}, engine.ErrNotFound
+		return port.WorkflowVersion{}, port.ErrNotFound
 	}
 	wf.Version = uint32(version) // the column's CHECK keeps it in range
 	wf.CreatedAt = fromMicros(created)

@@ -5,7 +5,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // BenchRecordSignals measures a storm of signals: each op records 100
@@ -14,27 +14,27 @@ import (
 // benchmark calls it with a constructor of fresh stores:
 //
 //	func BenchmarkRecordSignals(b *testing.B) { storetest.BenchRecordSignals(b, openBench) }
-func BenchRecordSignals(b *testing.B, newStore func(b *testing.B) engine.Store) {
+func BenchRecordSignals(b *testing.B, newStore func(b *testing.B) port.Store) {
 	const (
 		instances = 10
 		perOp     = 100
 	)
-	setup := func(b *testing.B) (engine.Store, []engine.NewSignal) {
+	setup := func(b *testing.B) (port.Store, []port.NewSignal) {
 		s := newStore(b)
-		wf, err := s.RegisterWorkflow(b.Context(), engine.WorkflowVersion{Name: "bench", Version: 1, IRHash: "sha256:b", IR: []byte("b")})
+		wf, err := s.RegisterWorkflow(b.Context(), port.WorkflowVersion{Name: "bench", Version: 1, IRHash: "sha256:b", IR: []byte("b")})
 		if err != nil {
 			b.Fatalf("RegisterWorkflow: %v", err)
 		}
-		in := make([]engine.NewInstance, instances)
+		in := make([]port.NewInstance, instances)
 		for i := range in {
-			in[i] = engine.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte(`{}`), State: []byte("small state")}
+			in[i] = port.NewInstance{ID: uuid.New(), WorkflowVersionID: wf.ID, Inputs: []byte(`{}`), State: []byte("small state")}
 		}
 		if _, err := s.QueueInstances(b.Context(), in); err != nil {
 			b.Fatalf("QueueInstances: %v", err)
 		}
-		sigs := make([]engine.NewSignal, perOp)
+		sigs := make([]port.NewSignal, perOp)
 		for i := range sigs {
-			sigs[i] = engine.NewSignal{InstanceID: in[i%instances].ID, Name: "approve", Payload: []byte(`{"by":"bench"}`)}
+			sigs[i] = port.NewSignal{InstanceID: in[i%instances].ID, Name: "approve", Payload: []byte(`{"by":"bench"}`)}
 		}
 		return s, sigs
 	}

@@ -11,8 +11,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
 	"github.com/robonet/robonet/engine/graph"
+	"github.com/robonet/robonet/engine/port"
 	"github.com/robonet/robonet/engine/spec"
 	"github.com/robonet/robonet/engine/value"
 )
@@ -105,15 +105,15 @@ func RunCrashSafety(t *testing.T, newStore NewStore) {
 // term claims it at once and finishes it. It returns the final output, the
 // recorded history as sorted "execution#attempt ok output" lines (checked
 // for duplicates), and how many completions the first owner handled.
-func runScenario(t *testing.T, s engine.Store, plan *graph.Plan, crashAt, phase int) ([]byte, []string, int) {
+func runScenario(t *testing.T, s port.Store, plan *graph.Plan, crashAt, phase int) ([]byte, []string, int) {
 	t.Helper()
 	ir := []byte(crashWorkflow)
-	wf, err := s.RegisterWorkflow(ctx(t), engine.WorkflowVersion{Name: "crash-safety", Version: 1, IRHash: hashOf(ir), IR: ir})
+	wf, err := s.RegisterWorkflow(ctx(t), port.WorkflowVersion{Name: "crash-safety", Version: 1, IRHash: hashOf(ir), IR: ir})
 	if err != nil {
 		t.Fatalf("RegisterWorkflow: %v", err)
 	}
 	id := uuid.New()
-	queue(t, s, engine.NewInstance{ID: id, WorkflowVersionID: wf.ID, Inputs: []byte(crashInputs)})
+	queue(t, s, port.NewInstance{ID: id, WorkflowVersionID: wf.ID, Inputs: []byte(crashInputs)})
 
 	clock := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	first := &simRunloop{t: t, s: s, plan: plan, owner: newOwner(1), now: clock, crashAt: crashAt, crashPhase: phase}
@@ -138,7 +138,7 @@ func runScenario(t *testing.T, s engine.Store, plan *graph.Plan, crashAt, phase 
 	}
 
 	rec := get(t, s, id)
-	if rec.Status != engine.StateComplete {
+	if rec.Status != port.StateComplete {
 		t.Fatalf("instance ended %s (%s), want complete", rec.Status, rec.Error)
 	}
 	var lines []string
@@ -162,7 +162,7 @@ func runScenario(t *testing.T, s engine.Store, plan *graph.Plan, crashAt, phase 
 // fire by advancing the clock to them.
 type simRunloop struct {
 	t     *testing.T
-	s     engine.Store
+	s     port.Store
 	plan  *graph.Plan
 	owner owner
 	now   time.Time
@@ -185,7 +185,7 @@ func (r *simRunloop) run() bool {
 		t.Fatalf("owner of term %d claimed %d instances, want 1", r.owner.term, len(claimed))
 	}
 	c := claimed[0]
-	recorded := make(map[resultKey]engine.ActionResult, len(c.Results))
+	recorded := make(map[resultKey]port.ActionResult, len(c.Results))
 	for _, res := range c.Results {
 		recorded[resultKey{res.ExecutionID, res.Attempt}] = res
 	}
@@ -233,7 +233,7 @@ func (r *simRunloop) run() bool {
 					return false
 				}
 				if !fromStore {
-					r.persist(c.ID, []engine.ActionResult{res}, nil)
+					r.persist(c.ID, []port.ActionResult{res}, nil)
 				}
 				if r.crash(phaseResultPersisted) {
 					return false
@@ -271,8 +271,8 @@ func (r *simRunloop) crash(phase int) bool {
 }
 
 // persist writes results and/or the snapshot of g under the lease.
-func (r *simRunloop) persist(id uuid.UUID, results []engine.ActionResult, g *graph.Graph) {
-	p := engine.Progress{InstanceID: id, Results: results}
+func (r *simRunloop) persist(id uuid.UUID, results []port.ActionResult, g *graph.Graph) {
+	p := port.Progress{InstanceID: id, Results: results}
 	if g != nil {
 		snap, err := g.Snapshot()
 		if err != nil {
@@ -286,7 +286,7 @@ func (r *simRunloop) persist(id uuid.UUID, results []engine.ActionResult, g *gra
 // complete records the finished instance.
 func (r *simRunloop) complete(id uuid.UUID, state graph.State, g *graph.Graph) {
 	t := r.t
-	c := engine.Completion{InstanceID: id, Status: engine.StateComplete}
+	c := port.Completion{InstanceID: id, Status: port.StateComplete}
 	switch state {
 	case graph.Complete:
 		out, err := value.Encode(g.Outputs())
@@ -295,9 +295,9 @@ func (r *simRunloop) complete(id uuid.UUID, state graph.State, g *graph.Graph) {
 		}
 		c.Output = out
 	case graph.Failed:
-		c.Status, c.Error = engine.StateFailed, g.Err().Error()
+		c.Status, c.Error = port.StateFailed, g.Err().Error()
 	default:
-		c.Status, c.Error = engine.StateCancelled, "cancelled"
+		c.Status, c.Error = port.StateCancelled, "cancelled"
 	}
 	snap, err := g.Snapshot()
 	if err != nil {
@@ -321,8 +321,8 @@ func executionID(p *graph.Plan, ref graph.TaskRef) string {
 
 // fakeWorker runs a task deterministically: it echoes its input, except
 // that work[1] and work[3] fail their first attempt.
-func fakeWorker(instance uuid.UUID, execution string, attempt uint32, input any, now time.Time) engine.ActionResult {
-	res := engine.ActionResult{InstanceID: instance, ExecutionID: execution, Attempt: attempt, WorkerID: "fake",
+func fakeWorker(instance uuid.UUID, execution string, attempt uint32, input any, now time.Time) port.ActionResult {
+	res := port.ActionResult{InstanceID: instance, ExecutionID: execution, Attempt: attempt, WorkerID: "fake",
 		StartedAt: now, FinishedAt: now}
 	if attempt == 1 && (execution == "work[1]" || execution == "work[3]") {
 		res.Error = "flaky worker"
@@ -338,7 +338,7 @@ func fakeWorker(instance uuid.UUID, execution string, attempt uint32, input any,
 }
 
 // graphResult turns a recorded result into a graph completion.
-func graphResult(t *testing.T, r engine.ActionResult) graph.Result {
+func graphResult(t *testing.T, r port.ActionResult) graph.Result {
 	t.Helper()
 	if !r.OK {
 		return graph.Result{Err: errors.New(r.Error)}

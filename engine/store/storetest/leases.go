@@ -6,16 +6,16 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // testRefreshExtends: a refreshed lease outlives its original end.
-func testRefreshExtends(t *testing.T, s engine.Store) {
+func testRefreshExtends(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	const lease = 500 * time.Millisecond
 	claimed := a.mustClaim(t, s, lease, id)[0]
-	st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: []uuid.UUID{id}})
+	st, err := s.RefreshLeases(ctx(t), port.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: []uuid.UUID{id}})
 	if err != nil {
 		t.Fatalf("RefreshLeases: %v", err)
 	}
@@ -29,19 +29,19 @@ func testRefreshExtends(t *testing.T, s engine.Store) {
 		b.mustClaim(t, s, longLease)
 		time.Sleep(20 * time.Millisecond) // poll interval
 	}
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("still mine")})
+	a.mustPersist(t, s, port.Progress{InstanceID: id, State: []byte("still mine")})
 }
 
 // testRefreshReportsLost: leases taken over, expired, completed or never
 // held are reported lost; held ones are not.
-func testRefreshReportsLost(t *testing.T, s engine.Store) {
+func testRefreshReportsLost(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 3)
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
 	taken := newOwner(2).claim(t, s, longLease, 1)[0].ID
 	unknown := uuid.New()
 
-	st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: append(ids, unknown)})
+	st, err := s.RefreshLeases(ctx(t), port.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: append(ids, unknown)})
 	if err != nil {
 		t.Fatalf("RefreshLeases: %v", err)
 	}
@@ -55,7 +55,7 @@ func testRefreshReportsLost(t *testing.T, s engine.Store) {
 	b.mustClaim(t, s, shortLease, id)
 	deadline := time.Now().Add(waitLimit)
 	for {
-		st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: b.id, Term: 1, Lease: shortLease, IDs: []uuid.UUID{id}})
+		st, err := s.RefreshLeases(ctx(t), port.LeaseRefresh{Owner: b.id, Term: 1, Lease: shortLease, IDs: []uuid.UUID{id}})
 		if err != nil {
 			t.Fatalf("RefreshLeases: %v", err)
 		}
@@ -71,14 +71,14 @@ func testRefreshReportsLost(t *testing.T, s engine.Store) {
 
 // testRefreshReportsCancel: a cancellation request reaches the owner on
 // refresh, and the lease is still extended.
-func testRefreshReportsCancel(t *testing.T, s engine.Store) {
+func testRefreshReportsCancel(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 2)
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
 	if err := s.RequestCancel(ctx(t), ids[1]); err != nil {
 		t.Fatalf("RequestCancel: %v", err)
 	}
-	st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: ids})
+	st, err := s.RefreshLeases(ctx(t), port.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: ids})
 	if err != nil {
 		t.Fatalf("RefreshLeases: %v", err)
 	}
@@ -90,7 +90,7 @@ func testRefreshReportsCancel(t *testing.T, s engine.Store) {
 
 // testRelease: a released instance is claimable at once; releasing someone
 // else's lease does nothing.
-func testRelease(t *testing.T, s engine.Store) {
+func testRelease(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 2)
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
@@ -106,11 +106,11 @@ func testRelease(t *testing.T, s engine.Store) {
 	if got := b.mustClaim(t, s, longLease, ids[0]); !got[0].HeldBefore {
 		t.Fatalf("a released instance claimed again does not say it was held before")
 	}
-	if rec := get(t, s, ids[0]); rec.Status != engine.StateRunning {
+	if rec := get(t, s, ids[0]); rec.Status != port.StateRunning {
 		t.Fatalf("released and reclaimed instance has status %s, want running", rec.Status)
 	}
-	err := a.persist(t, s, engine.Progress{InstanceID: ids[0], State: []byte("stale")})
-	wantErr(t, "progress after release", err, engine.ErrOwnershipLost)
+	err := a.persist(t, s, port.Progress{InstanceID: ids[0], State: []byte("stale")})
+	wantErr(t, "progress after release", err, port.ErrOwnershipLost)
 	if err := s.ReleaseLeases(ctx(t), a.id, nil); err != nil {
 		t.Fatalf("ReleaseLeases(nil): %v", err)
 	}
@@ -118,7 +118,7 @@ func testRelease(t *testing.T, s engine.Store) {
 
 // testReclaimExpired: lapsed leases are cleared, up to the limit; live ones
 // are left alone.
-func testReclaimExpired(t *testing.T, s engine.Store) {
+func testReclaimExpired(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 4)
 	short := newOwner(1)
 	got := short.claim(t, s, shortLease, 3)
@@ -162,7 +162,7 @@ func indexOfMissing(all, some []uuid.UUID) int {
 
 // testRequestCancelQueued: cancelling a queued instance makes it due now;
 // the next claim sees the request.
-func testRequestCancelQueued(t *testing.T, s engine.Store) {
+func testRequestCancelQueued(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	in := newInstance(wf)
 	in.ScheduledAt = time.Now().Add(time.Hour)
@@ -170,7 +170,7 @@ func testRequestCancelQueued(t *testing.T, s engine.Store) {
 	if err := s.RequestCancel(ctx(t), in.ID); err != nil {
 		t.Fatalf("RequestCancel: %v", err)
 	}
-	if rec := get(t, s, in.ID); !rec.CancelRequested || rec.Status != engine.StatePending {
+	if rec := get(t, s, in.ID); !rec.CancelRequested || rec.Status != port.StatePending {
 		t.Fatalf("after RequestCancel: %+v", rec)
 	}
 	got := newOwner(1).mustClaim(t, s, longLease, in.ID)
@@ -185,16 +185,16 @@ func testRequestCancelQueued(t *testing.T, s engine.Store) {
 
 // testRequestCancelRunning: the owner sees the request on refresh; after
 // its lease lapses the next owner sees it on claim.
-func testRequestCancelRunning(t *testing.T, s engine.Store) {
+func testRequestCancelRunning(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
 	later := time.Now().Add(time.Hour)
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, ScheduledAt: &later})
+	a.mustPersist(t, s, port.Progress{InstanceID: id, ScheduledAt: &later})
 	if err := s.RequestCancel(ctx(t), id); err != nil {
 		t.Fatalf("RequestCancel: %v", err)
 	}
-	st, err := s.RefreshLeases(ctx(t), engine.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: []uuid.UUID{id}})
+	st, err := s.RefreshLeases(ctx(t), port.LeaseRefresh{Owner: a.id, Term: 1, Lease: longLease, IDs: []uuid.UUID{id}})
 	if err != nil || len(st.Lost) != 0 || !sameIDs(st.CancelRequested, []uuid.UUID{id}) {
 		t.Fatalf("RefreshLeases = %+v, %v; want the cancel request", st, err)
 	}
@@ -207,43 +207,43 @@ func testRequestCancelRunning(t *testing.T, s engine.Store) {
 }
 
 // testRequestCancelFinished: a finished or unknown instance is ErrNotFound.
-func testRequestCancelFinished(t *testing.T, s engine.Store) {
+func testRequestCancelFinished(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
-	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1")}); err != nil {
+	if err := a.complete(t, s, port.Completion{InstanceID: id, Status: port.StateComplete, Output: []byte("1")}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	wantErr(t, "cancelling a finished instance", s.RequestCancel(ctx(t), id), engine.ErrNotFound)
-	wantErr(t, "cancelling an unknown instance", s.RequestCancel(ctx(t), uuid.New()), engine.ErrNotFound)
-	if rec := get(t, s, id); rec.CancelRequested || rec.Status != engine.StateComplete {
+	wantErr(t, "cancelling a finished instance", s.RequestCancel(ctx(t), id), port.ErrNotFound)
+	wantErr(t, "cancelling an unknown instance", s.RequestCancel(ctx(t), uuid.New()), port.ErrNotFound)
+	if rec := get(t, s, id); rec.CancelRequested || rec.Status != port.StateComplete {
 		t.Fatalf("cancelling a finished instance changed it: %+v", rec)
 	}
 }
 
 // testSweep: only finished instances that finished before the cut-off go,
 // at most Limit per call, with their action results.
-func testSweep(t *testing.T, s engine.Store) {
+func testSweep(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 4)
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
 	finished := ids[:3]
 	running := ids[3]
 	for _, id := range finished {
-		a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{result(id, "t", 1, true)}})
-		if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1")}); err != nil {
+		a.mustPersist(t, s, port.Progress{InstanceID: id, Results: []port.ActionResult{result(id, "t", 1, true)}})
+		if err := a.complete(t, s, port.Completion{InstanceID: id, Status: port.StateComplete, Output: []byte("1")}); err != nil {
 			t.Fatalf("complete: %v", err)
 		}
 	}
-	a.mustPersist(t, s, engine.Progress{InstanceID: running, Results: []engine.ActionResult{result(running, "t", 1, true)}})
+	a.mustPersist(t, s, port.Progress{InstanceID: running, Results: []port.ActionResult{result(running, "t", 1, true)}})
 
-	if n, err := s.Sweep(ctx(t), engine.SweepRequest{Before: time.Now().Add(-time.Hour), Limit: 10}); err != nil || n != 0 {
+	if n, err := s.Sweep(ctx(t), port.SweepRequest{Before: time.Now().Add(-time.Hour), Limit: 10}); err != nil || n != 0 {
 		t.Fatalf("Sweep(an hour ago) = %d, %v; want 0", n, err)
 	}
 	cutoff := time.Now().Add(time.Hour)
 	var swept int
 	for i, want := range []int{2, 1, 0} {
-		n, err := s.Sweep(ctx(t), engine.SweepRequest{Before: cutoff, Limit: 2})
+		n, err := s.Sweep(ctx(t), port.SweepRequest{Before: cutoff, Limit: 2})
 		if err != nil || n != want {
 			t.Fatalf("Sweep %d = %d, %v; want %d", i, n, err, want)
 		}
@@ -254,11 +254,11 @@ func testSweep(t *testing.T, s engine.Store) {
 	}
 	for _, id := range finished {
 		_, err := s.GetInstance(ctx(t), id)
-		wantErr(t, "a swept instance", err, engine.ErrNotFound)
+		wantErr(t, "a swept instance", err, port.ErrNotFound)
 		_, err = s.TaskHistory(ctx(t), id)
-		wantErr(t, "the history of a swept instance", err, engine.ErrNotFound)
+		wantErr(t, "the history of a swept instance", err, port.ErrNotFound)
 	}
-	if rec := get(t, s, running); rec.Status != engine.StateRunning || len(history(t, s, running)) != 1 {
+	if rec := get(t, s, running); rec.Status != port.StateRunning || len(history(t, s, running)) != 1 {
 		t.Fatalf("the running instance was touched by the sweep: %+v", rec)
 	}
 	// The action rows went too: an instance queued again under a swept id
@@ -273,7 +273,7 @@ func testSweep(t *testing.T, s engine.Store) {
 }
 
 // testCloseIdempotent: Close may be called twice.
-func testCloseIdempotent(t *testing.T, s engine.Store) {
+func testCloseIdempotent(t *testing.T, s port.Store) {
 	if err := s.Close(); err != nil {
 		t.Fatalf("Close: %v", err)
 	}

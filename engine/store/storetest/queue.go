@@ -7,20 +7,20 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // testQueueWritesBothRows: a queued instance is readable (runner row) and
 // claimable (queue row), with its inputs and initial snapshot.
-func testQueueWritesBothRows(t *testing.T, s engine.Store) {
+func testQueueWritesBothRows(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
-	in := []engine.NewInstance{newInstance(wf), newInstance(wf), newInstance(wf)}
+	in := []port.NewInstance{newInstance(wf), newInstance(wf), newInstance(wf)}
 	in[2].State = nil // an empty initial snapshot is allowed
 	ids := queue(t, s, in...)
 
 	for i, id := range ids {
 		rec := get(t, s, id)
-		if rec.Status != engine.StatePending || rec.WorkflowVersionID != wf.ID || rec.WorkflowName != "wf" ||
+		if rec.Status != port.StatePending || rec.WorkflowVersionID != wf.ID || rec.WorkflowName != "wf" ||
 			rec.WorkflowVersion != 1 || !bytes.Equal(rec.Inputs, in[i].Inputs) || !bytes.Equal(rec.State, in[i].State) ||
 			rec.CreatedAt.IsZero() || rec.StartedAt != nil || rec.FinishedAt != nil || rec.CancelRequested {
 			t.Fatalf("instance %d after queueing: %+v", i, rec)
@@ -37,7 +37,7 @@ func testQueueWritesBothRows(t *testing.T, s engine.Store) {
 	}
 	for _, id := range ids {
 		rec := get(t, s, id)
-		if rec.Status != engine.StateRunning || rec.StartedAt == nil {
+		if rec.Status != port.StateRunning || rec.StartedAt == nil {
 			t.Fatalf("instance %s after claim: status %s, started %v; want running with a start time", id, rec.Status, rec.StartedAt)
 		}
 	}
@@ -49,19 +49,19 @@ func testQueueWritesBothRows(t *testing.T, s engine.Store) {
 
 // testQueueUnknownWorkflow: an instance of an unregistered version is
 // refused and nothing of its batch is queued.
-func testQueueUnknownWorkflow(t *testing.T, s engine.Store) {
+func testQueueUnknownWorkflow(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	good := newInstance(wf)
-	bad := newInstance(engine.WorkflowVersion{ID: wf.ID + 1000})
-	_, err := s.QueueInstances(ctx(t), []engine.NewInstance{good, bad})
-	wantErr(t, "queueing an instance of an unknown workflow version", err, engine.ErrNotFound)
+	bad := newInstance(port.WorkflowVersion{ID: wf.ID + 1000})
+	_, err := s.QueueInstances(ctx(t), []port.NewInstance{good, bad})
+	wantErr(t, "queueing an instance of an unknown workflow version", err, port.ErrNotFound)
 	_, err = s.GetInstance(ctx(t), good.ID)
-	wantErr(t, "the other instance of the failed batch", err, engine.ErrNotFound)
+	wantErr(t, "the other instance of the failed batch", err, port.ErrNotFound)
 }
 
 // testQueueIdempotencyKey: a key names one instance; queueing it again
 // (in a later call or later in the same batch) returns that instance.
-func testQueueIdempotencyKey(t *testing.T, s engine.Store) {
+func testQueueIdempotencyKey(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	first := newInstance(wf)
 	first.IdempotencyKey = "order-42"
@@ -73,11 +73,11 @@ func testQueueIdempotencyKey(t *testing.T, s engine.Store) {
 	other.IdempotencyKey = "order-43"
 	twin := newInstance(wf)
 	twin.IdempotencyKey = "order-43"
-	got, err := s.QueueInstances(ctx(t), []engine.NewInstance{again, other, twin})
+	got, err := s.QueueInstances(ctx(t), []port.NewInstance{again, other, twin})
 	if err != nil {
 		t.Fatalf("QueueInstances: %v", err)
 	}
-	want := []engine.Queued{{ID: first.ID, Existing: true}, {ID: other.ID}, {ID: other.ID, Existing: true}}
+	want := []port.Queued{{ID: first.ID, Existing: true}, {ID: other.ID}, {ID: other.ID, Existing: true}}
 	if len(got) != len(want) {
 		t.Fatalf("QueueInstances = %+v, want %+v", got, want)
 	}
@@ -88,7 +88,7 @@ func testQueueIdempotencyKey(t *testing.T, s engine.Store) {
 	}
 	for _, id := range []uuid.UUID{again.ID, twin.ID} {
 		_, err := s.GetInstance(ctx(t), id)
-		wantErr(t, "an instance deduplicated by its key", err, engine.ErrNotFound)
+		wantErr(t, "an instance deduplicated by its key", err, port.ErrNotFound)
 	}
 	if rec := get(t, s, first.ID); rec.IdempotencyKey != "order-42" {
 		t.Fatalf("idempotency key read back as %q", rec.IdempotencyKey)
@@ -99,7 +99,7 @@ func testQueueIdempotencyKey(t *testing.T, s engine.Store) {
 
 // testQueueIdempotencyConflict: a key reused for another workflow version
 // fails the call, and nothing of the batch is queued.
-func testQueueIdempotencyConflict(t *testing.T, s engine.Store) {
+func testQueueIdempotencyConflict(t *testing.T, s port.Store) {
 	v1 := register(t, s, "wf", 1)
 	v2 := register(t, s, "wf", 2)
 	first := newInstance(v1)
@@ -109,22 +109,22 @@ func testQueueIdempotencyConflict(t *testing.T, s engine.Store) {
 	bystander := newInstance(v2)
 	reuse := newInstance(v2)
 	reuse.IdempotencyKey = "k"
-	_, err := s.QueueInstances(ctx(t), []engine.NewInstance{bystander, reuse})
-	wantErr(t, "reusing a key for another version", err, engine.ErrIdempotencyConflict)
+	_, err := s.QueueInstances(ctx(t), []port.NewInstance{bystander, reuse})
+	wantErr(t, "reusing a key for another version", err, port.ErrIdempotencyConflict)
 	_, err = s.GetInstance(ctx(t), bystander.ID)
-	wantErr(t, "the other instance of the refused batch", err, engine.ErrNotFound)
+	wantErr(t, "the other instance of the refused batch", err, port.ErrNotFound)
 
 	// Within one batch too.
 	a, b := newInstance(v1), newInstance(v2)
 	a.IdempotencyKey, b.IdempotencyKey = "k2", "k2"
-	_, err = s.QueueInstances(ctx(t), []engine.NewInstance{a, b})
-	wantErr(t, "one key for two versions in one batch", err, engine.ErrIdempotencyConflict)
+	_, err = s.QueueInstances(ctx(t), []port.NewInstance{a, b})
+	wantErr(t, "one key for two versions in one batch", err, port.ErrIdempotencyConflict)
 	_, err = s.GetInstance(ctx(t), a.ID)
-	wantErr(t, "the first instance of the refused batch", err, engine.ErrNotFound)
+	wantErr(t, "the first instance of the refused batch", err, port.ErrNotFound)
 }
 
 // testClaimDueOnly: an instance scheduled in the future is not claimed.
-func testClaimDueOnly(t *testing.T, s engine.Store) {
+func testClaimDueOnly(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	due := newInstance(wf)
 	due.ScheduledAt = time.Now().Add(-time.Minute)
@@ -133,13 +133,13 @@ func testClaimDueOnly(t *testing.T, s engine.Store) {
 	queue(t, s, due, later)
 	newOwner(1).mustClaim(t, s, longLease, due.ID)
 	newOwner(1).mustClaim(t, s, longLease)
-	if rec := get(t, s, later.ID); rec.Status != engine.StatePending {
+	if rec := get(t, s, later.ID); rec.Status != port.StatePending {
 		t.Fatalf("future instance has status %s, want queued", rec.Status)
 	}
 }
 
 // testClaimLimit: a claim takes at most Limit instances.
-func testClaimLimit(t *testing.T, s engine.Store) {
+func testClaimLimit(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 5)
 	var all []uuid.UUID
 	for i, want := range []int{2, 2, 1, 0} {
@@ -156,7 +156,7 @@ func testClaimLimit(t *testing.T, s engine.Store) {
 
 // testClaimExclusiveWhileLeaseLives: a live lease is not claimed again by
 // another owner of the same term, nor by its own owner.
-func testClaimExclusiveWhileLeaseLives(t *testing.T, s engine.Store) {
+func testClaimExclusiveWhileLeaseLives(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 3)
 	a := newOwner(5)
 	a.mustClaim(t, s, longLease, ids...)
@@ -166,18 +166,18 @@ func testClaimExclusiveWhileLeaseLives(t *testing.T, s engine.Store) {
 
 // testClaimAfterLeaseExpiry: once a lease lapses another owner claims the
 // instance, and the old owner's writes are refused.
-func testClaimAfterLeaseExpiry(t *testing.T, s engine.Store) {
+func testClaimAfterLeaseExpiry(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a, b := newOwner(1), newOwner(1)
 	a.mustClaim(t, s, shortLease, id)
 	b.claimEventually(t, s, id)
-	err := a.persist(t, s, engine.Progress{InstanceID: id, State: []byte("stale")})
-	wantErr(t, "progress of the expired owner", err, engine.ErrOwnershipLost)
+	err := a.persist(t, s, port.Progress{InstanceID: id, State: []byte("stale")})
+	wantErr(t, "progress of the expired owner", err, port.ErrOwnershipLost)
 }
 
 // testClaimNewerTermTakesOver: a claimer of a newer term takes a live lease
 // of an older term at once; the deposed owner's writes are refused.
-func testClaimNewerTermTakesOver(t *testing.T, s engine.Store) {
+func testClaimNewerTermTakesOver(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	old, next := newOwner(3), newOwner(4)
 	if first := old.mustClaim(t, s, longLease, id); first[0].HeldBefore {
@@ -190,9 +190,9 @@ func testClaimNewerTermTakesOver(t *testing.T, s engine.Store) {
 	if got[0].LeaseExpiresAt.Before(time.Now().Add(longLease / 2)) {
 		t.Fatalf("lease of the new owner ends at %v, want about an hour from now", got[0].LeaseExpiresAt)
 	}
-	err := old.persist(t, s, engine.Progress{InstanceID: id, State: []byte("stale")})
-	wantErr(t, "progress of the deposed owner", err, engine.ErrOwnershipLost)
-	next.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("fresh")})
+	err := old.persist(t, s, port.Progress{InstanceID: id, State: []byte("stale")})
+	wantErr(t, "progress of the deposed owner", err, port.ErrOwnershipLost)
+	next.mustPersist(t, s, port.Progress{InstanceID: id, State: []byte("fresh")})
 	if rec := get(t, s, id); string(rec.State) != "fresh" {
 		t.Fatalf("state = %q, want the new owner's", rec.State)
 	}
@@ -200,7 +200,7 @@ func testClaimNewerTermTakesOver(t *testing.T, s engine.Store) {
 
 // testClaimOlderTermCannot: a live lease is safe from claimers of the same
 // or an older term.
-func testClaimOlderTermCannot(t *testing.T, s engine.Store) {
+func testClaimOlderTermCannot(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	newOwner(7).mustClaim(t, s, longLease, id)
 	newOwner(6).mustClaim(t, s, longLease)
@@ -221,17 +221,17 @@ func indexOf(ids []uuid.UUID, id uuid.UUID) int {
 // as a claim would leave it — while a later one, one without a Claim and
 // one an idempotency key answers are queued as usual. An invalid Claim is
 // refused with nothing queued.
-func testQueueClaimed(t *testing.T, s engine.Store) {
+func testQueueClaimed(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	o := newOwner(5)
-	claim := &engine.SubmitClaim{Owner: o.id, Term: o.term, Lease: longLease}
+	claim := &port.SubmitClaim{Owner: o.id, Term: o.term, Lease: longLease}
 	now, later, plain, keyed := newInstance(wf), newInstance(wf), newInstance(wf), newInstance(wf)
 	now.Claim, later.Claim = claim, claim
 	later.ScheduledAt = time.Now().Add(time.Hour)
 	keyed.IdempotencyKey = "once"
 
 	before := time.Now()
-	got, err := s.QueueInstances(ctx(t), []engine.NewInstance{now, later, plain, keyed})
+	got, err := s.QueueInstances(ctx(t), []port.NewInstance{now, later, plain, keyed})
 	if err != nil {
 		t.Fatalf("QueueInstances: %v", err)
 	}
@@ -245,7 +245,7 @@ func testQueueClaimed(t *testing.T, s engine.Store) {
 		}
 	}
 	rec := get(t, s, now.ID)
-	if rec.Status != engine.StateRunning || rec.StartedAt == nil || !rec.CreatedAt.Equal(got[0].CreatedAt) {
+	if rec.Status != port.StateRunning || rec.StartedAt == nil || !rec.CreatedAt.Equal(got[0].CreatedAt) {
 		t.Fatalf("the instance stored claimed: status %s, started %v, created %v; want running, started, created %v",
 			rec.Status, rec.StartedAt, rec.CreatedAt, got[0].CreatedAt)
 	}
@@ -254,15 +254,15 @@ func testQueueClaimed(t *testing.T, s engine.Store) {
 	// takes only the plain and keyed instances, the owner's progress is
 	// written, another's is refused.
 	newOwner(5).mustClaim(t, s, longLease, plain.ID, keyed.ID)
-	o.mustPersist(t, s, engine.Progress{InstanceID: now.ID, State: []byte("mine")})
-	err = newOwner(5).persist(t, s, engine.Progress{InstanceID: now.ID, State: []byte("theirs")})
-	wantErr(t, "progress of an owner that did not claim it", err, engine.ErrOwnershipLost)
+	o.mustPersist(t, s, port.Progress{InstanceID: now.ID, State: []byte("mine")})
+	err = newOwner(5).persist(t, s, port.Progress{InstanceID: now.ID, State: []byte("theirs")})
+	wantErr(t, "progress of an owner that did not claim it", err, port.ErrOwnershipLost)
 
 	// The key answers later submissions with its instance, claimed or not.
 	again := newInstance(wf)
 	again.IdempotencyKey, again.Claim = "once", claim
-	got, err = s.QueueInstances(ctx(t), []engine.NewInstance{again})
-	if err != nil || got[0] != (engine.Queued{ID: keyed.ID, Existing: true}) {
+	got, err = s.QueueInstances(ctx(t), []port.NewInstance{again})
+	if err != nil || got[0] != (port.Queued{ID: keyed.ID, Existing: true}) {
 		t.Fatalf("a claimed submission under a used key = %+v, %v; want the existing instance, unclaimed", got, err)
 	}
 
@@ -275,18 +275,18 @@ func testQueueClaimed(t *testing.T, s engine.Store) {
 
 	// The lease is as long as the claim says: a short one lapses.
 	short := newInstance(wf)
-	short.Claim = &engine.SubmitClaim{Owner: o.id, Term: o.term, Lease: shortLease}
+	short.Claim = &port.SubmitClaim{Owner: o.id, Term: o.term, Lease: shortLease}
 	queue(t, s, short)
 	newOwner(5).claimEventually(t, s, short.ID)
 
-	for _, bad := range []engine.SubmitClaim{{Term: 1, Lease: longLease}, {Owner: o.id, Term: 1}} {
+	for _, bad := range []port.SubmitClaim{{Term: 1, Lease: longLease}, {Owner: o.id, Term: 1}} {
 		in := newInstance(wf)
 		in.Claim = &bad
-		if _, err := s.QueueInstances(ctx(t), []engine.NewInstance{in}); err == nil {
+		if _, err := s.QueueInstances(ctx(t), []port.NewInstance{in}); err == nil {
 			t.Fatalf("a claim %+v was accepted", bad)
 		}
 		_, err := s.GetInstance(ctx(t), in.ID)
-		wantErr(t, "the instance of a refused claim", err, engine.ErrNotFound)
+		wantErr(t, "the instance of a refused claim", err, port.ErrNotFound)
 	}
 }
 
@@ -295,23 +295,23 @@ func testQueueClaimed(t *testing.T, s engine.Store) {
 // it, stored claimed or not; an instance without one has none. Its
 // idempotency key, derived from the parent's attempt, returns it when the
 // same child is queued again (a replay after a takeover).
-func testQueueChildInstances(t *testing.T, s engine.Store) {
+func testQueueChildInstances(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	parent := newInstance(wf)
 	queue(t, s, parent)
-	first := engine.ParentRef{InstanceID: parent.ID, ExecutionID: "scan[2]", Attempt: 3}
-	second := engine.ParentRef{InstanceID: parent.ID, ExecutionID: "poll#0", Attempt: 1}
+	first := port.ParentRef{InstanceID: parent.ID, ExecutionID: "scan[2]", Attempt: 3}
+	second := port.ParentRef{InstanceID: parent.ID, ExecutionID: "poll#0", Attempt: 1}
 	queuedChild := newInstance(wf)
 	queuedChild.Parent, queuedChild.IdempotencyKey = &first, "child:"+parent.ID.String()+"/scan[2]#3"
 	o := newOwner(1)
 	claimedChild := newInstance(wf)
 	claimedChild.Parent = &second
-	claimedChild.Claim = &engine.SubmitClaim{Owner: o.id, Term: o.term, Lease: longLease}
-	got, err := s.QueueInstances(ctx(t), []engine.NewInstance{queuedChild, claimedChild})
+	claimedChild.Claim = &port.SubmitClaim{Owner: o.id, Term: o.term, Lease: longLease}
+	got, err := s.QueueInstances(ctx(t), []port.NewInstance{queuedChild, claimedChild})
 	if err != nil || len(got) != 2 || got[0].Claimed || !got[1].Claimed {
 		t.Fatalf("QueueInstances = %+v, %v", got, err)
 	}
-	same := func(what string, got *engine.ParentRef, want *engine.ParentRef) {
+	same := func(what string, got *port.ParentRef, want *port.ParentRef) {
 		t.Helper()
 		if (got == nil) != (want == nil) || (got != nil && *got != *want) {
 			t.Fatalf("%s: parent %+v, want %+v", what, got, want)
@@ -320,7 +320,7 @@ func testQueueChildInstances(t *testing.T, s engine.Store) {
 	same("the parent's own record", get(t, s, parent.ID).Parent, nil)
 	same("the queued child's record", get(t, s, queuedChild.ID).Parent, &first)
 	same("the claimed child's record", get(t, s, claimedChild.ID).Parent, &second)
-	page, err := s.ListInstances(ctx(t), engine.InstanceFilter{})
+	page, err := s.ListInstances(ctx(t), port.InstanceFilter{})
 	if err != nil || len(page.Instances) != 3 {
 		t.Fatalf("ListInstances = %+v, %v", page, err)
 	}
@@ -346,7 +346,7 @@ func testQueueChildInstances(t *testing.T, s engine.Store) {
 	// attempt too): its key answers the instance queued first.
 	again := newInstance(wf)
 	again.ID, again.Parent, again.IdempotencyKey = queuedChild.ID, &first, queuedChild.IdempotencyKey
-	got, err = s.QueueInstances(ctx(t), []engine.NewInstance{again})
+	got, err = s.QueueInstances(ctx(t), []port.NewInstance{again})
 	if err != nil || len(got) != 1 || got[0].ID != queuedChild.ID || !got[0].Existing {
 		t.Fatalf("the same child queued again: %+v, %v", got, err)
 	}

@@ -8,12 +8,12 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // testGetInstance: every field of the record, through the life of an
 // instance; unknown ids are ErrNotFound.
-func testGetInstance(t *testing.T, s engine.Store) {
+func testGetInstance(t *testing.T, s port.Store) {
 	wf := register(t, s, "scan", 7)
 	in := newInstance(wf)
 	in.IdempotencyKey = "key-1"
@@ -22,7 +22,7 @@ func testGetInstance(t *testing.T, s engine.Store) {
 
 	rec := get(t, s, in.ID)
 	if rec.ID != in.ID || rec.WorkflowVersionID != wf.ID || rec.WorkflowName != "scan" || rec.WorkflowVersion != 7 ||
-		rec.Status != engine.StatePending || !bytes.Equal(rec.Inputs, in.Inputs) || !bytes.Equal(rec.State, in.State) ||
+		rec.Status != port.StatePending || !bytes.Equal(rec.Inputs, in.Inputs) || !bytes.Equal(rec.State, in.State) ||
 		rec.Output != nil || rec.Error != "" || rec.IdempotencyKey != "key-1" || rec.CreatedAt.Before(before) ||
 		rec.StartedAt != nil || rec.FinishedAt != nil || rec.CancelRequested {
 		t.Fatalf("queued record: %+v", rec)
@@ -31,32 +31,32 @@ func testGetInstance(t *testing.T, s engine.Store) {
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, in.ID)
 	rec = get(t, s, in.ID)
-	if rec.Status != engine.StateRunning || rec.StartedAt == nil || rec.StartedAt.Before(rec.CreatedAt) {
+	if rec.Status != port.StateRunning || rec.StartedAt == nil || rec.StartedAt.Before(rec.CreatedAt) {
 		t.Fatalf("running record: %+v", rec)
 	}
-	if err := a.complete(t, s, engine.Completion{InstanceID: in.ID, Status: engine.StateComplete, Output: []byte(`{"ok":true}`)}); err != nil {
+	if err := a.complete(t, s, port.Completion{InstanceID: in.ID, Status: port.StateComplete, Output: []byte(`{"ok":true}`)}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	done := get(t, s, in.ID)
-	if done.Status != engine.StateComplete || string(done.Output) != `{"ok":true}` || done.FinishedAt == nil ||
+	if done.Status != port.StateComplete || string(done.Output) != `{"ok":true}` || done.FinishedAt == nil ||
 		done.FinishedAt.Before(*rec.StartedAt) || !done.StartedAt.Equal(*rec.StartedAt) || !done.CreatedAt.Equal(rec.CreatedAt) {
 		t.Fatalf("finished record: %+v", done)
 	}
 
 	_, err := s.GetInstance(ctx(t), uuid.New())
-	wantErr(t, "GetInstance of an unknown id", err, engine.ErrNotFound)
+	wantErr(t, "GetInstance of an unknown id", err, port.ErrNotFound)
 }
 
 // testListInstancesFilters: by workflow name and by status; records match
 // GetInstance.
-func testListInstancesFilters(t *testing.T, s engine.Store) {
+func testListInstancesFilters(t *testing.T, s port.Store) {
 	scan1, scan2, other := register(t, s, "scan", 1), register(t, s, "scan", 2), register(t, s, "other", 1)
 	released := queue(t, s, newInstance(scan1))[0] // claimed, then released: running
 	running := queue(t, s, newInstance(scan2))[0]
 	failed := queue(t, s, newInstance(other))[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, released, running, failed)
-	if err := a.complete(t, s, engine.Completion{InstanceID: failed, Status: engine.StateFailed, Error: "boom"}); err != nil {
+	if err := a.complete(t, s, port.Completion{InstanceID: failed, Status: port.StateFailed, Error: "boom"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	if err := s.ReleaseLeases(ctx(t), a.id, []uuid.UUID{released}); err != nil {
@@ -64,7 +64,7 @@ func testListInstancesFilters(t *testing.T, s engine.Store) {
 	}
 	fresh := queue(t, s, newInstance(scan1))[0] // status queued
 
-	list := func(f engine.InstanceFilter) []uuid.UUID {
+	list := func(f port.InstanceFilter) []uuid.UUID {
 		t.Helper()
 		page, err := s.ListInstances(ctx(t), f)
 		if err != nil {
@@ -90,44 +90,44 @@ func testListInstancesFilters(t *testing.T, s engine.Store) {
 	}
 	for _, tc := range []struct {
 		name string
-		f    engine.InstanceFilter
+		f    port.InstanceFilter
 		want []uuid.UUID
 	}{
-		{"all", engine.InstanceFilter{}, []uuid.UUID{released, running, failed, fresh}},
-		{"by name", engine.InstanceFilter{WorkflowName: "scan"}, []uuid.UUID{released, running, fresh}},
-		{"by status", engine.InstanceFilter{Statuses: []engine.InstanceState{engine.StatePending}}, []uuid.UUID{fresh}},
-		{"by statuses", engine.InstanceFilter{Statuses: []engine.InstanceState{engine.StateRunning, engine.StateFailed}}, []uuid.UUID{released, running, failed}},
-		{"by name and status", engine.InstanceFilter{WorkflowName: "other", Statuses: []engine.InstanceState{engine.StateRunning}}, nil},
-		{"unknown name", engine.InstanceFilter{WorkflowName: "nope"}, nil},
+		{"all", port.InstanceFilter{}, []uuid.UUID{released, running, failed, fresh}},
+		{"by name", port.InstanceFilter{WorkflowName: "scan"}, []uuid.UUID{released, running, fresh}},
+		{"by status", port.InstanceFilter{Statuses: []port.InstanceState{port.StatePending}}, []uuid.UUID{fresh}},
+		{"by statuses", port.InstanceFilter{Statuses: []port.InstanceState{port.StateRunning, port.StateFailed}}, []uuid.UUID{released, running, failed}},
+		{"by name and status", port.InstanceFilter{WorkflowName: "other", Statuses: []port.InstanceState{port.StateRunning}}, nil},
+		{"unknown name", port.InstanceFilter{WorkflowName: "nope"}, nil},
 	} {
 		if got := list(tc.f); !sameIDs(got, tc.want) {
 			t.Errorf("%s: listed %v, want %v", tc.name, got, tc.want)
 		}
 	}
 
-	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{Statuses: []engine.InstanceState{"bogus"}}); err == nil {
+	if _, err := s.ListInstances(ctx(t), port.InstanceFilter{Statuses: []port.InstanceState{"bogus"}}); err == nil {
 		t.Errorf("an unknown status filter was accepted")
 	}
-	if _, err := s.ListInstances(ctx(t), engine.InstanceFilter{PageToken: "not a token"}); !errors.Is(err, engine.ErrInvalidPageToken) {
-		t.Errorf("a bad page token: %v, want an error wrapping engine.ErrInvalidPageToken", err)
+	if _, err := s.ListInstances(ctx(t), port.InstanceFilter{PageToken: "not a token"}); !errors.Is(err, port.ErrInvalidPageToken) {
+		t.Errorf("a bad page token: %v, want an error wrapping port.ErrInvalidPageToken", err)
 	}
 }
 
 // testListInstancesPaging: pages cover every instance once, newest first
 // by (created, id), with ties inside one batch.
-func testListInstancesPaging(t *testing.T, s engine.Store) {
+func testListInstancesPaging(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	var all []uuid.UUID
 	for range 3 { // three batches of three: equal creation times within a batch
 		all = append(all, queue(t, s, newInstance(wf), newInstance(wf), newInstance(wf))...)
 	}
 	var (
-		seen  []engine.InstanceRecord
+		seen  []port.InstanceRecord
 		token string
 		pages int
 	)
 	for {
-		page, err := s.ListInstances(ctx(t), engine.InstanceFilter{Limit: 2, PageToken: token})
+		page, err := s.ListInstances(ctx(t), port.InstanceFilter{Limit: 2, PageToken: token})
 		if err != nil {
 			t.Fatalf("ListInstances page %d: %v", pages, err)
 		}
@@ -168,18 +168,18 @@ func testListInstancesPaging(t *testing.T, s engine.Store) {
 
 // testTaskHistory: every attempt in recording order, final results of a
 // completion last; an unknown instance is ErrNotFound, a fresh one empty.
-func testTaskHistory(t *testing.T, s engine.Store) {
+func testTaskHistory(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 2)
 	id, idle := ids[0], ids[1]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
-	want := []engine.ActionResult{result(id, "b", 1, false), result(id, "a", 1, true)}
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: want})
+	want := []port.ActionResult{result(id, "b", 1, false), result(id, "a", 1, true)}
+	a.mustPersist(t, s, port.Progress{InstanceID: id, Results: want})
 	want = append(want, result(id, "b", 2, true))
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: want[2:]})
+	a.mustPersist(t, s, port.Progress{InstanceID: id, Results: want[2:]})
 	final := result(id, "c", 1, true)
-	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1"),
-		Results: []engine.ActionResult{final}}); err != nil {
+	if err := a.complete(t, s, port.Completion{InstanceID: id, Status: port.StateComplete, Output: []byte("1"),
+		Results: []port.ActionResult{final}}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	want = append(want, final)
@@ -189,11 +189,11 @@ func testTaskHistory(t *testing.T, s engine.Store) {
 		t.Fatalf("history of an instance without results: %v", keys(h))
 	}
 	_, err := s.TaskHistory(ctx(t), uuid.New())
-	wantErr(t, "TaskHistory of an unknown instance", err, engine.ErrNotFound)
+	wantErr(t, "TaskHistory of an unknown instance", err, port.ErrNotFound)
 }
 
 // sameRecord compares two records field by field.
-func sameRecord(a, b engine.InstanceRecord) bool {
+func sameRecord(a, b port.InstanceRecord) bool {
 	eqTime := func(x, y *time.Time) bool { return (x == nil) == (y == nil) && (x == nil || x.Equal(*y)) }
 	return a.ID == b.ID && a.WorkflowVersionID == b.WorkflowVersionID && a.WorkflowName == b.WorkflowName &&
 		a.WorkflowVersion == b.WorkflowVersion && a.Status == b.Status && bytes.Equal(a.Inputs, b.Inputs) &&

@@ -12,11 +12,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // signal records a signal and requires success.
-func signal(t *testing.T, s engine.Store, sig engine.NewSignal) (engine.SignalRecord, int64, bool) {
+func signal(t *testing.T, s port.Store, sig port.NewSignal) (port.SignalRecord, int64, bool) {
 	t.Helper()
 	rec, wake, existing, err := s.RecordSignal(ctx(t), sig)
 	if err != nil {
@@ -26,7 +26,7 @@ func signal(t *testing.T, s engine.Store, sig engine.NewSignal) (engine.SignalRe
 }
 
 // signals lists an instance's signals.
-func signals(t *testing.T, s engine.Store, id uuid.UUID) []engine.SignalRecord {
+func signals(t *testing.T, s port.Store, id uuid.UUID) []port.SignalRecord {
 	t.Helper()
 	out, err := s.ListSignals(ctx(t), id)
 	if err != nil {
@@ -38,24 +38,24 @@ func signals(t *testing.T, s engine.Store, id uuid.UUID) []engine.SignalRecord {
 // testSignalsIdempotent: a signal with a key the instance already holds
 // answers the first record and changes nothing; signals without a key are
 // all recorded, in increasing Seq, each bumping the wake counter.
-func testSignalsIdempotent(t *testing.T, s engine.Store) {
+func testSignalsIdempotent(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
-	first, wake, existing := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`{"by":"ann"}`), IdempotencyKey: "k1"})
+	first, wake, existing := signal(t, s, port.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`{"by":"ann"}`), IdempotencyKey: "k1"})
 	if existing || wake != 1 || first.Seq <= 0 || first.InstanceID != id || first.Name != "approve" ||
 		string(first.Payload) != `{"by":"ann"}` || first.IdempotencyKey != "k1" || first.Consumed || first.CreatedAt.IsZero() {
 		t.Fatalf("first signal = %+v, wake %d, existing %v", first, wake, existing)
 	}
-	again, wake, existing := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`{"by":"bob"}`), IdempotencyKey: "k1"})
+	again, wake, existing := signal(t, s, port.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`{"by":"bob"}`), IdempotencyKey: "k1"})
 	if !existing || wake != 1 || again.Seq != first.Seq || string(again.Payload) != `{"by":"ann"}` || !again.CreatedAt.Equal(first.CreatedAt) {
 		t.Fatalf("the same key again = %+v, wake %d, existing %v; want the first record, wake 1", again, wake, existing)
 	}
 	// Keys are per instance: another instance may use k1.
 	other := queueN(t, s, 1)[0]
-	if rec, _, existing := signal(t, s, engine.NewSignal{InstanceID: other, Name: "approve", IdempotencyKey: "k1"}); existing || rec.Seq == first.Seq {
+	if rec, _, existing := signal(t, s, port.NewSignal{InstanceID: other, Name: "approve", IdempotencyKey: "k1"}); existing || rec.Seq == first.Seq {
 		t.Fatalf("k1 on another instance = %+v, existing %v", rec, existing)
 	}
-	a, wa, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "go"}) // nil payload: JSON null
-	b, wb, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "go"})
+	a, wa, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "go"}) // nil payload: JSON null
+	b, wb, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "go"})
 	if wa != 2 || wb != 3 || a.Seq <= first.Seq || b.Seq <= a.Seq || string(a.Payload) != "null" {
 		t.Fatalf("two signals without a key: %+v wake %d, %+v wake %d", a, wa, b, wb)
 	}
@@ -66,7 +66,7 @@ func testSignalsIdempotent(t *testing.T, s engine.Store) {
 	if _, err := s.ListSignals(ctx(t), uuid.New()); err == nil {
 		t.Fatal("ListSignals of an unknown instance succeeded")
 	} else {
-		wantErr(t, "ListSignals of an unknown instance", err, engine.ErrNotFound)
+		wantErr(t, "ListSignals of an unknown instance", err, port.ErrNotFound)
 	}
 	if list := signals(t, s, queueN(t, s, 1)[0]); len(list) != 0 {
 		t.Fatalf("a new instance has signals %+v", list)
@@ -76,23 +76,23 @@ func testSignalsIdempotent(t *testing.T, s engine.Store) {
 // testSignalsPendingCap: MaxPending refuses a signal while the instance
 // holds that many unconsumed ones; a consumed signal frees its place; a
 // key already held still answers its record at the cap.
-func testSignalsPendingCap(t *testing.T, s engine.Store) {
+func testSignalsPendingCap(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
-	first, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", IdempotencyKey: "k", MaxPending: 2})
-	signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
-	_, _, _, err := s.RecordSignal(ctx(t), engine.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
-	wantErr(t, "a third signal with MaxPending 2", err, engine.ErrTooManySignals)
-	if rec, _, existing := signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", IdempotencyKey: "k", MaxPending: 2}); !existing || rec.Seq != first.Seq {
+	first, _, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "x", IdempotencyKey: "k", MaxPending: 2})
+	signal(t, s, port.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
+	_, _, _, err := s.RecordSignal(ctx(t), port.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
+	wantErr(t, "a third signal with MaxPending 2", err, port.ErrTooManySignals)
+	if rec, _, existing := signal(t, s, port.NewSignal{InstanceID: id, Name: "x", IdempotencyKey: "k", MaxPending: 2}); !existing || rec.Seq != first.Seq {
 		t.Fatalf("a held key at the cap = %+v, existing %v", rec, existing)
 	}
 	if n := len(signals(t, s, id)); n != 2 {
 		t.Fatalf("%d signals after a refused one, want 2", n)
 	}
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, ConsumedSignals: []engine.SignalUse{{Seq: first.Seq, By: "wait#1"}}})
-	signal(t, s, engine.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
-	signal(t, s, engine.NewSignal{InstanceID: id, Name: "x"}) // no cap
+	a.mustPersist(t, s, port.Progress{InstanceID: id, ConsumedSignals: []port.SignalUse{{Seq: first.Seq, By: "wait#1"}}})
+	signal(t, s, port.NewSignal{InstanceID: id, Name: "x", MaxPending: 2})
+	signal(t, s, port.NewSignal{InstanceID: id, Name: "x"}) // no cap
 	if n := len(signals(t, s, id)); n != 4 {
 		t.Fatalf("%d signals, want 4", n)
 	}
@@ -101,25 +101,25 @@ func testSignalsPendingCap(t *testing.T, s engine.Store) {
 // testSignalFinishedRefused: signals, pause and resume need a live
 // instance: a finished one is ErrNotFound with its state, an unknown one
 // ErrNotFound.
-func testSignalFinishedRefused(t *testing.T, s engine.Store) {
+func testSignalFinishedRefused(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
-	if err := a.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateFailed, Error: "boom"}); err != nil {
+	if err := a.complete(t, s, port.Completion{InstanceID: id, Status: port.StateFailed, Error: "boom"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	for _, target := range []uuid.UUID{id, uuid.New()} {
-		_, _, _, err := s.RecordSignal(ctx(t), engine.NewSignal{InstanceID: target, Name: "x"})
-		wantErr(t, "a signal for an instance that is not live", err, engine.ErrNotFound)
+		_, _, _, err := s.RecordSignal(ctx(t), port.NewSignal{InstanceID: target, Name: "x"})
+		wantErr(t, "a signal for an instance that is not live", err, port.ErrNotFound)
 		_, err = s.SetPaused(ctx(t), target, true)
-		wantErr(t, "pausing an instance that is not live", err, engine.ErrNotFound)
+		wantErr(t, "pausing an instance that is not live", err, port.ErrNotFound)
 		_, err = s.SetPaused(ctx(t), target, false)
-		wantErr(t, "resuming an instance that is not live", err, engine.ErrNotFound)
+		wantErr(t, "resuming an instance that is not live", err, port.ErrNotFound)
 	}
 	if list := signals(t, s, id); len(list) != 0 {
 		t.Fatalf("a refused signal was recorded: %+v", list)
 	}
-	if rec := get(t, s, id); rec.Paused || rec.Status != engine.StateFailed {
+	if rec := get(t, s, id); rec.Paused || rec.Status != port.StateFailed {
 		t.Fatalf("refused writes changed the instance: %+v", rec)
 	}
 }
@@ -128,19 +128,19 @@ func testSignalFinishedRefused(t *testing.T, s engine.Store) {
 // their gated write; a consumed signal keeps its first consumer; a Seq of
 // another instance is ignored; a stale owner's consumption is refused with
 // the rest of its write; a claim returns only unconsumed signals.
-func testSignalsConsumed(t *testing.T, s engine.Store) {
+func testSignalsConsumed(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 2)
 	id, other := ids[0], ids[1]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id, other)
-	s1, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`1`)})
-	s2, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`2`)})
-	s3, _, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`3`)})
-	o1, _, _ := signal(t, s, engine.NewSignal{InstanceID: other, Name: "approve"})
+	s1, _, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`1`)})
+	s2, _, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`2`)})
+	s3, _, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`3`)})
+	o1, _, _ := signal(t, s, port.NewSignal{InstanceID: other, Name: "approve"})
 
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{result(id, "approve", 1, true)},
-		ConsumedSignals: []engine.SignalUse{{Seq: s1.Seq, By: "approve#1"}, {Seq: o1.Seq, By: "approve#1"}}})
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, ConsumedSignals: []engine.SignalUse{{Seq: s1.Seq, By: "later#9"}}})
+	a.mustPersist(t, s, port.Progress{InstanceID: id, Results: []port.ActionResult{result(id, "approve", 1, true)},
+		ConsumedSignals: []port.SignalUse{{Seq: s1.Seq, By: "approve#1"}, {Seq: o1.Seq, By: "approve#1"}}})
+	a.mustPersist(t, s, port.Progress{InstanceID: id, ConsumedSignals: []port.SignalUse{{Seq: s1.Seq, By: "later#9"}}})
 	list := signals(t, s, id)
 	if !list[0].Consumed || list[0].ConsumedBy != "approve#1" || list[1].Consumed || list[1].ConsumedBy != "" {
 		t.Fatalf("after consuming %d: %+v", s1.Seq, list)
@@ -159,16 +159,16 @@ func testSignalsConsumed(t *testing.T, s engine.Store) {
 			t.Fatalf("claim's unconsumed signals = %+v, want %d and %d", c.Signals, s2.Seq, s3.Seq)
 		}
 	}
-	err := a.persist(t, s, engine.Progress{InstanceID: id, Results: []engine.ActionResult{result(id, "approve", 2, true)},
-		ConsumedSignals: []engine.SignalUse{{Seq: s2.Seq, By: "approve#2"}}})
-	wantErr(t, "a stale owner's consumption", err, engine.ErrOwnershipLost)
+	err := a.persist(t, s, port.Progress{InstanceID: id, Results: []port.ActionResult{result(id, "approve", 2, true)},
+		ConsumedSignals: []port.SignalUse{{Seq: s2.Seq, By: "approve#2"}}})
+	wantErr(t, "a stale owner's consumption", err, port.ErrOwnershipLost)
 	if list := signals(t, s, id); list[1].Consumed {
 		t.Fatalf("a refused progress consumed a signal: %+v", list)
 	}
 
 	// Completion consumes too.
-	if err := b.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateComplete, Output: []byte("1"),
-		ConsumedSignals: []engine.SignalUse{{Seq: s2.Seq, By: "approve#2"}}}); err != nil {
+	if err := b.complete(t, s, port.Completion{InstanceID: id, Status: port.StateComplete, Output: []byte("1"),
+		ConsumedSignals: []port.SignalUse{{Seq: s2.Seq, By: "approve#2"}}}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	list = signals(t, s, id)
@@ -182,14 +182,14 @@ func testSignalsConsumed(t *testing.T, s engine.Store) {
 // rather than at its deadline; with the wake acted on, it is due at the
 // deadline (never, without one); a later wake makes it due; whoever claims
 // it then sees the signals, the wake counter, the pause flag and the run.
-func testParkWakeRace(t *testing.T, s engine.Store) {
+func testParkWakeRace(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	c := a.mustClaim(t, s, longLease, id)[0]
 	if c.Wake != 0 || len(c.Signals) != 0 || c.Paused || c.Run != 1 {
 		t.Fatalf("a fresh claim: wake %d, signals %+v, paused %v, run %d", c.Wake, c.Signals, c.Paused, c.Run)
 	}
-	sig, wake, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`"yes"`)})
+	sig, wake, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "approve", Payload: []byte(`"yes"`)})
 	if wake != 1 {
 		t.Fatalf("wake after a signal = %d, want 1", wake)
 	}
@@ -198,26 +198,26 @@ func testParkWakeRace(t *testing.T, s engine.Store) {
 	// park's write makes the instance due now, and the lease is gone (an
 	// owner of the same term claims it).
 	until := time.Now().Add(time.Hour)
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("parked"), Results: []engine.ActionResult{result(id, "t", 1, true)},
-		Park: &engine.Park{Until: until, WakeSeen: 0}})
+	a.mustPersist(t, s, port.Progress{InstanceID: id, State: []byte("parked"), Results: []port.ActionResult{result(id, "t", 1, true)},
+		Park: &port.Park{Until: until, WakeSeen: 0}})
 	b := newOwner(1)
 	got := b.mustClaim(t, s, longLease, id)[0]
 	if string(got.State) != "parked" || len(got.Results) != 1 || got.Wake != 1 || got.Paused || got.Run != 1 ||
 		len(got.Signals) != 1 || got.Signals[0].Seq != sig.Seq || string(got.Signals[0].Payload) != `"yes"` {
 		t.Fatalf("the claim after a park that missed a wake = %+v", got)
 	}
-	if err := a.persist(t, s, engine.Progress{InstanceID: id, State: []byte("stale")}); err == nil {
+	if err := a.persist(t, s, port.Progress{InstanceID: id, State: []byte("stale")}); err == nil {
 		t.Fatal("the parked owner could still write")
 	}
 
 	// Parked having seen wake 1: due at the deadline, claimed by nobody,
 	// not even a newer term.
-	b.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{Until: until, WakeSeen: 1}})
+	b.mustPersist(t, s, port.Progress{InstanceID: id, Park: &port.Park{Until: until, WakeSeen: 1}})
 	newOwner(1).mustClaim(t, s, longLease)
 	newOwner(2).mustClaim(t, s, longLease)
 
 	// A signal makes it due now.
-	signal(t, s, engine.NewSignal{InstanceID: id, Name: "approve"})
+	signal(t, s, port.NewSignal{InstanceID: id, Name: "approve"})
 	d := newOwner(2)
 	got = d.mustClaim(t, s, longLease, id)[0]
 	if got.Wake != 2 || len(got.Signals) != 2 {
@@ -225,7 +225,7 @@ func testParkWakeRace(t *testing.T, s engine.Store) {
 	}
 
 	// Parked without a deadline: never due, until something wakes it.
-	d.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{WakeSeen: 2}})
+	d.mustPersist(t, s, port.Progress{InstanceID: id, Park: &port.Park{WakeSeen: 2}})
 	newOwner(3).mustClaim(t, s, longLease)
 	if _, err := s.SetPaused(ctx(t), id, false); err != nil { // a resume wakes it
 		t.Fatalf("SetPaused: %v", err)
@@ -237,14 +237,14 @@ func testParkWakeRace(t *testing.T, s engine.Store) {
 
 	// A deadline in the past is due at once; Park overrides ScheduledAt.
 	past := time.Now().Add(-time.Second)
-	e.mustPersist(t, s, engine.Progress{InstanceID: id, ScheduledAt: &until, Park: &engine.Park{Until: past, WakeSeen: 3}})
+	e.mustPersist(t, s, port.Progress{InstanceID: id, ScheduledAt: &until, Park: &port.Park{Until: past, WakeSeen: 3}})
 	newOwner(3).mustClaim(t, s, longLease, id)
 }
 
 // testParkCancelRequested: RequestCancel bumps the wake counter, and a
 // cancellation requested makes a park due now even when the owner saw the
 // wake it caused.
-func testParkCancelRequested(t *testing.T, s engine.Store) {
+func testParkCancelRequested(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
@@ -256,39 +256,39 @@ func testParkCancelRequested(t *testing.T, s engine.Store) {
 	if got.Wake != 1 || !got.CancelRequested {
 		t.Fatalf("the claim after RequestCancel: wake %d, cancel %v", got.Wake, got.CancelRequested)
 	}
-	b.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{Until: time.Now().Add(time.Hour), WakeSeen: 1}})
+	b.mustPersist(t, s, port.Progress{InstanceID: id, Park: &port.Park{Until: time.Now().Add(time.Hour), WakeSeen: 1}})
 	newOwner(2).mustClaim(t, s, longLease, id)
 }
 
 // testParkStaleOwnerRefused: a park is gated like any progress: another
 // owner's park is refused and the lease stays.
-func testParkStaleOwnerRefused(t *testing.T, s engine.Store) {
+func testParkStaleOwnerRefused(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
 	b := newOwner(2)
 	b.mustClaim(t, s, longLease, id)
-	err := a.persist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{}})
-	wantErr(t, "a stale owner's park", err, engine.ErrOwnershipLost)
+	err := a.persist(t, s, port.Progress{InstanceID: id, Park: &port.Park{}})
+	wantErr(t, "a stale owner's park", err, port.ErrOwnershipLost)
 	newOwner(2).mustClaim(t, s, longLease) // b's lease stands
-	b.mustPersist(t, s, engine.Progress{InstanceID: id, State: []byte("still mine")})
+	b.mustPersist(t, s, port.Progress{InstanceID: id, State: []byte("still mine")})
 }
 
 // testPauseFlag: SetPaused sets the flag that reads and claims show and
 // bumps the wake counter; pausing leaves the due time, resuming makes the
 // instance due now; a finished instance never shows paused.
-func testPauseFlag(t *testing.T, s engine.Store) {
+func testPauseFlag(t *testing.T, s port.Store) {
 	id := queueN(t, s, 1)[0]
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, id)
-	a.mustPersist(t, s, engine.Progress{InstanceID: id, Park: &engine.Park{Until: time.Now().Add(time.Hour)}})
+	a.mustPersist(t, s, port.Progress{InstanceID: id, Park: &port.Park{Until: time.Now().Add(time.Hour)}})
 	if wake, err := s.SetPaused(ctx(t), id, true); err != nil || wake != 1 {
 		t.Fatalf("SetPaused(true) = %d, %v; want wake 1", wake, err)
 	}
 	if rec := get(t, s, id); !rec.Paused || rec.Run != 1 {
 		t.Fatalf("GetInstance after pausing: paused %v, run %d", rec.Paused, rec.Run)
 	}
-	page, err := s.ListInstances(ctx(t), engine.InstanceFilter{})
+	page, err := s.ListInstances(ctx(t), port.InstanceFilter{})
 	if err != nil || len(page.Instances) != 1 || !page.Instances[0].Paused || page.Instances[0].Run != 1 {
 		t.Fatalf("ListInstances after pausing: %+v, %v", page.Instances, err)
 	}
@@ -310,16 +310,16 @@ func testPauseFlag(t *testing.T, s engine.Store) {
 	if got := newOwner(3).mustClaim(t, s, longLease, id)[0]; !got.Paused {
 		t.Fatal("a claim of a paused instance does not show it paused")
 	}
-	if rec := get(t, s, id); !rec.Paused || rec.Status != engine.StateRunning {
+	if rec := get(t, s, id); !rec.Paused || rec.Status != port.StateRunning {
 		t.Fatalf("GetInstance of a paused running instance: %+v", rec)
 	}
 	// Cancelled while paused: a finished instance is not paused.
-	if err := newOwner(3).complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateCancelled, Error: "cancelled"}); err == nil {
+	if err := newOwner(3).complete(t, s, port.Completion{InstanceID: id, Status: port.StateCancelled, Error: "cancelled"}); err == nil {
 		t.Fatal("a completion by a non-owner succeeded")
 	}
 	c := newOwner(4)
 	c.mustClaim(t, s, longLease, id)
-	if err := c.complete(t, s, engine.Completion{InstanceID: id, Status: engine.StateCancelled, Error: "cancelled"}); err != nil {
+	if err := c.complete(t, s, port.Completion{InstanceID: id, Status: port.StateCancelled, Error: "cancelled"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
 	if rec := get(t, s, id); rec.Paused {
@@ -332,37 +332,37 @@ func testPauseFlag(t *testing.T, s engine.Store) {
 // now in its partition, its history and signals kept (an unconsumed signal
 // comes with the next claim); a complete one is ErrNotRetryable, a live
 // one ErrInstanceLive, an unknown one ErrNotFound.
-func testReopen(t *testing.T, s engine.Store) {
+func testReopen(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	failed, cancelled, complete, live := newInstance(wf), newInstance(wf), newInstance(wf), newInstance(wf)
 	failed.Partition = 3
 	queue(t, s, failed, cancelled, complete, live)
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, failed.ID, cancelled.ID, complete.ID, live.ID)
-	sig, _, _ := signal(t, s, engine.NewSignal{InstanceID: failed.ID, Name: "approve", Payload: []byte(`"late"`)})
+	sig, _, _ := signal(t, s, port.NewSignal{InstanceID: failed.ID, Name: "approve", Payload: []byte(`"late"`)})
 	if _, err := s.SetPaused(ctx(t), failed.ID, true); err != nil {
 		t.Fatalf("SetPaused: %v", err)
 	}
 	if err := s.RequestCancel(ctx(t), cancelled.ID); err != nil {
 		t.Fatalf("RequestCancel: %v", err)
 	}
-	a.mustPersist(t, s, engine.Progress{InstanceID: failed.ID, Results: []engine.ActionResult{result(failed.ID, "t", 1, false)}, Gathering: true})
-	for _, c := range []engine.Completion{
-		{InstanceID: failed.ID, Status: engine.StateFailed, Error: "t failed", State: []byte("final")},
-		{InstanceID: cancelled.ID, Status: engine.StateCancelled, Error: "cancelled"},
-		{InstanceID: complete.ID, Status: engine.StateComplete, Output: []byte(`{"ok":true}`)},
+	a.mustPersist(t, s, port.Progress{InstanceID: failed.ID, Results: []port.ActionResult{result(failed.ID, "t", 1, false)}, Gathering: true})
+	for _, c := range []port.Completion{
+		{InstanceID: failed.ID, Status: port.StateFailed, Error: "t failed", State: []byte("final")},
+		{InstanceID: cancelled.ID, Status: port.StateCancelled, Error: "cancelled"},
+		{InstanceID: complete.ID, Status: port.StateComplete, Output: []byte(`{"ok":true}`)},
 	} {
 		if err := a.complete(t, s, c); err != nil {
 			t.Fatalf("complete %s: %v", c.InstanceID, err)
 		}
 	}
 
-	got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: failed.ID, State: []byte("again"), Partition: 3})
-	if err != nil || got.Run != 2 || got.Status != engine.StateFailed {
+	got, err := s.ReopenInstance(ctx(t), port.ReopenRequest{ID: failed.ID, State: []byte("again"), Partition: 3})
+	if err != nil || got.Run != 2 || got.Status != port.StateFailed {
 		t.Fatalf("ReopenInstance(failed) = %+v, %v; want run 2, was failed", got, err)
 	}
 	rec := get(t, s, failed.ID)
-	if rec.Status != engine.StateRunning || string(rec.State) != "again" || rec.Error != "" || rec.Output != nil ||
+	if rec.Status != port.StateRunning || string(rec.State) != "again" || rec.Error != "" || rec.Output != nil ||
 		rec.FinishedAt != nil || rec.CancelRequested || rec.Paused || rec.Gathering || rec.Run != 2 {
 		t.Fatalf("the reopened instance: %+v", rec)
 	}
@@ -371,10 +371,10 @@ func testReopen(t *testing.T, s engine.Store) {
 	}
 	// Due now, unleased, in partition 3.
 	b := newOwner(1)
-	if c, err := s.ClaimInstances(ctx(t), engine.ClaimRequest{Owner: b.id, Term: 1, Lease: longLease, Limit: 10, Partitions: []int{0}}); err != nil || len(c) != 0 {
+	if c, err := s.ClaimInstances(ctx(t), port.ClaimRequest{Owner: b.id, Term: 1, Lease: longLease, Limit: 10, Partitions: []int{0}}); err != nil || len(c) != 0 {
 		t.Fatalf("a claim of partition 0 = %d instances, %v", len(c), err)
 	}
-	c, err := s.ClaimInstances(ctx(t), engine.ClaimRequest{Owner: b.id, Term: 1, Lease: longLease, Limit: 10, Partitions: []int{3}})
+	c, err := s.ClaimInstances(ctx(t), port.ClaimRequest{Owner: b.id, Term: 1, Lease: longLease, Limit: 10, Partitions: []int{3}})
 	if err != nil || len(c) != 1 || c[0].ID != failed.ID {
 		t.Fatalf("a claim of partition 3 = %+v, %v", claimedIDs(c), err)
 	}
@@ -383,64 +383,64 @@ func testReopen(t *testing.T, s engine.Store) {
 		t.Fatalf("the claim of the reopened instance = %+v", c[0])
 	}
 	// Fails again, runs a third time.
-	if err := b.complete(t, s, engine.Completion{InstanceID: failed.ID, Status: engine.StateFailed, Error: "again"}); err != nil {
+	if err := b.complete(t, s, port.Completion{InstanceID: failed.ID, Status: port.StateFailed, Error: "again"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	if got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: failed.ID, State: []byte("third"), Partition: 3}); err != nil || got.Run != 3 {
+	if got, err := s.ReopenInstance(ctx(t), port.ReopenRequest{ID: failed.ID, State: []byte("third"), Partition: 3}); err != nil || got.Run != 3 {
 		t.Fatalf("the second ReopenInstance = %+v, %v; want run 3", got, err)
 	}
 
-	if got, err := s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: cancelled.ID, State: []byte("c")}); err != nil ||
-		got.Run != 2 || got.Status != engine.StateCancelled {
+	if got, err := s.ReopenInstance(ctx(t), port.ReopenRequest{ID: cancelled.ID, State: []byte("c")}); err != nil ||
+		got.Run != 2 || got.Status != port.StateCancelled {
 		t.Fatalf("ReopenInstance(cancelled) = %+v, %v", got, err)
 	}
-	if rec := get(t, s, cancelled.ID); rec.CancelRequested || rec.Status != engine.StateRunning {
+	if rec := get(t, s, cancelled.ID); rec.CancelRequested || rec.Status != port.StateRunning {
 		t.Fatalf("the reopened cancelled instance: %+v", rec)
 	}
 
-	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: complete.ID, State: []byte("x")})
-	wantErr(t, "reopening a complete instance", err, engine.ErrNotRetryable)
-	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: live.ID, State: []byte("x")})
-	wantErr(t, "reopening a running instance", err, engine.ErrInstanceLive)
-	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: cancelled.ID, State: []byte("x")}) // queued again now
-	wantErr(t, "reopening a reopened instance", err, engine.ErrInstanceLive)
-	_, err = s.ReopenInstance(ctx(t), engine.ReopenRequest{ID: uuid.New(), State: []byte("x")})
-	wantErr(t, "reopening an unknown instance", err, engine.ErrNotFound)
-	if rec := get(t, s, complete.ID); rec.Status != engine.StateComplete || rec.Run != 1 || string(rec.Output) != `{"ok":true}` {
+	_, err = s.ReopenInstance(ctx(t), port.ReopenRequest{ID: complete.ID, State: []byte("x")})
+	wantErr(t, "reopening a complete instance", err, port.ErrNotRetryable)
+	_, err = s.ReopenInstance(ctx(t), port.ReopenRequest{ID: live.ID, State: []byte("x")})
+	wantErr(t, "reopening a running instance", err, port.ErrInstanceLive)
+	_, err = s.ReopenInstance(ctx(t), port.ReopenRequest{ID: cancelled.ID, State: []byte("x")}) // queued again now
+	wantErr(t, "reopening a reopened instance", err, port.ErrInstanceLive)
+	_, err = s.ReopenInstance(ctx(t), port.ReopenRequest{ID: uuid.New(), State: []byte("x")})
+	wantErr(t, "reopening an unknown instance", err, port.ErrNotFound)
+	if rec := get(t, s, complete.ID); rec.Status != port.StateComplete || rec.Run != 1 || string(rec.Output) != `{"ok":true}` {
 		t.Fatalf("a refused reopen changed the instance: %+v", rec)
 	}
 }
 
 // testSignalsSweptWithInstance: the retention sweep deletes an instance's
 // signals with it.
-func testSignalsSweptWithInstance(t *testing.T, s engine.Store) {
+func testSignalsSweptWithInstance(t *testing.T, s port.Store) {
 	wf := register(t, s, "wf", 1)
 	in := newInstance(wf)
 	queue(t, s, in)
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, in.ID)
-	signal(t, s, engine.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"})
-	if err := a.complete(t, s, engine.Completion{InstanceID: in.ID, Status: engine.StateComplete, Output: []byte("1")}); err != nil {
+	signal(t, s, port.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"})
+	if err := a.complete(t, s, port.Completion{InstanceID: in.ID, Status: port.StateComplete, Output: []byte("1")}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	if n, err := s.Sweep(ctx(t), engine.SweepRequest{Before: time.Now().Add(time.Hour)}); err != nil || n != 1 {
+	if n, err := s.Sweep(ctx(t), port.SweepRequest{Before: time.Now().Add(time.Hour)}); err != nil || n != 1 {
 		t.Fatalf("Sweep = %d, %v; want 1", n, err)
 	}
 	_, err := s.ListSignals(ctx(t), in.ID)
-	wantErr(t, "the signals of a swept instance", err, engine.ErrNotFound)
+	wantErr(t, "the signals of a swept instance", err, port.ErrNotFound)
 	// Queued again under the swept id: no signal survived, the key is free.
 	queue(t, s, in)
 	if list := signals(t, s, in.ID); len(list) != 0 {
 		t.Fatalf("the swept instance's signals survived: %+v", list)
 	}
-	if _, _, existing := signal(t, s, engine.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"}); existing {
+	if _, _, existing := signal(t, s, port.NewSignal{InstanceID: in.ID, Name: "approve", IdempotencyKey: "k"}); existing {
 		t.Fatal("the swept signal's key still answers")
 	}
 }
 
 // recordBatch records a batch of signals and requires the call to succeed
 // with one outcome per signal.
-func recordBatch(t *testing.T, s engine.Store, sigs ...engine.NewSignal) []engine.SignalOutcome {
+func recordBatch(t *testing.T, s port.Store, sigs ...port.NewSignal) []port.SignalOutcome {
 	t.Helper()
 	out, err := s.RecordSignals(ctx(t), sigs)
 	if err != nil {
@@ -458,31 +458,31 @@ func recordBatch(t *testing.T, s engine.Store, sigs ...engine.NewSignal) []engin
 // that record; a signal for an instance that is not live, over the cap
 // (counting the batch's earlier signals) or invalid is refused on its own
 // and changes nothing.
-func testSignalsBatch(t *testing.T, s engine.Store) {
+func testSignalsBatch(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 4)
 	live, capped, other, finished := ids[0], ids[1], ids[2], ids[3]
 	unknown := uuid.New()
 	a := newOwner(1)
 	a.mustClaim(t, s, longLease, ids...)
-	if err := a.complete(t, s, engine.Completion{InstanceID: finished, Status: engine.StateFailed, Error: "boom"}); err != nil {
+	if err := a.complete(t, s, port.Completion{InstanceID: finished, Status: port.StateFailed, Error: "boom"}); err != nil {
 		t.Fatalf("complete: %v", err)
 	}
-	before, _, _ := signal(t, s, engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`0`), IdempotencyKey: "k0"})
-	held, _, _ := signal(t, s, engine.NewSignal{InstanceID: capped, Name: "x", IdempotencyKey: "kc"})
+	before, _, _ := signal(t, s, port.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`0`), IdempotencyKey: "k0"})
+	held, _, _ := signal(t, s, port.NewSignal{InstanceID: capped, Name: "x", IdempotencyKey: "kc"})
 
 	out := recordBatch(t, s,
-		engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`1`), IdempotencyKey: "k1"},                 // 0 recorded
-		engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`2`), IdempotencyKey: "k0"},                 // 1 key held before
-		engine.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`3`), IdempotencyKey: "k1"},                 // 2 key of signal 0
-		engine.NewSignal{InstanceID: finished, Name: "x"},                                                          // 3 finished
-		engine.NewSignal{InstanceID: unknown, Name: "x"},                                                           // 4 unknown
-		engine.NewSignal{InstanceID: capped, Name: "x", MaxPending: 1},                                             // 5 over the cap
-		engine.NewSignal{InstanceID: live},                                                                         // 6 invalid: no name
-		engine.NewSignal{InstanceID: live, Name: "go"},                                                             // 7 recorded
-		engine.NewSignal{InstanceID: other, Name: "y", MaxPending: 1},                                              // 8 recorded
-		engine.NewSignal{InstanceID: other, Name: "y", MaxPending: 1},                                              // 9 over the cap: 8 counts
-		engine.NewSignal{InstanceID: other, Name: "y", IdempotencyKey: "ko", MaxPending: 1},                        // 10 over the cap
-		engine.NewSignal{InstanceID: capped, Name: "x", Payload: []byte(`9`), IdempotencyKey: "kc", MaxPending: 1}, // 11 held key at the cap
+		port.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`1`), IdempotencyKey: "k1"},                 // 0 recorded
+		port.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`2`), IdempotencyKey: "k0"},                 // 1 key held before
+		port.NewSignal{InstanceID: live, Name: "go", Payload: []byte(`3`), IdempotencyKey: "k1"},                 // 2 key of signal 0
+		port.NewSignal{InstanceID: finished, Name: "x"},                                                          // 3 finished
+		port.NewSignal{InstanceID: unknown, Name: "x"},                                                           // 4 unknown
+		port.NewSignal{InstanceID: capped, Name: "x", MaxPending: 1},                                             // 5 over the cap
+		port.NewSignal{InstanceID: live},                                                                         // 6 invalid: no name
+		port.NewSignal{InstanceID: live, Name: "go"},                                                             // 7 recorded
+		port.NewSignal{InstanceID: other, Name: "y", MaxPending: 1},                                              // 8 recorded
+		port.NewSignal{InstanceID: other, Name: "y", MaxPending: 1},                                              // 9 over the cap: 8 counts
+		port.NewSignal{InstanceID: other, Name: "y", IdempotencyKey: "ko", MaxPending: 1},                        // 10 over the cap
+		port.NewSignal{InstanceID: capped, Name: "x", Payload: []byte(`9`), IdempotencyKey: "kc", MaxPending: 1}, // 11 held key at the cap
 	)
 
 	r0 := out[0]
@@ -500,13 +500,13 @@ func testSignalsBatch(t *testing.T, s engine.Store) {
 		t.Fatalf("outcome 2 (a key of the batch) = %+v; want signal 0's record, wake 2", o)
 	}
 	for _, i := range []int{3, 4} {
-		wantErr(t, fmt.Sprintf("outcome %d (an instance that is not live)", i), out[i].Err, engine.ErrNotFound)
+		wantErr(t, fmt.Sprintf("outcome %d (an instance that is not live)", i), out[i].Err, port.ErrNotFound)
 	}
-	if !strings.Contains(out[3].Err.Error(), string(engine.StateFailed)) {
+	if !strings.Contains(out[3].Err.Error(), string(port.StateFailed)) {
 		t.Errorf("the refusal of a failed instance does not say its state: %v", out[3].Err)
 	}
 	for _, i := range []int{5, 9, 10} {
-		wantErr(t, fmt.Sprintf("outcome %d (over the cap)", i), out[i].Err, engine.ErrTooManySignals)
+		wantErr(t, fmt.Sprintf("outcome %d (over the cap)", i), out[i].Err, port.ErrTooManySignals)
 	}
 	if out[6].Err == nil {
 		t.Fatalf("outcome 6 (no name) = %+v; want an error", out[6])
@@ -548,11 +548,11 @@ func testSignalsBatch(t *testing.T, s engine.Store) {
 		id   uuid.UUID
 		wake int64
 	}{{live, 4}, {capped, 2}, {other, 2}} {
-		if _, wake, _ := signal(t, s, engine.NewSignal{InstanceID: c.id, Name: "after"}); wake != c.wake {
+		if _, wake, _ := signal(t, s, port.NewSignal{InstanceID: c.id, Name: "after"}); wake != c.wake {
 			t.Errorf("the signal after the batch on %s: wake %d, want %d", c.id, wake, c.wake)
 		}
 	}
-	if _, _, existing := signal(t, s, engine.NewSignal{InstanceID: other, Name: "y", IdempotencyKey: "ko"}); existing {
+	if _, _, existing := signal(t, s, port.NewSignal{InstanceID: other, Name: "y", IdempotencyKey: "ko"}); existing {
 		t.Error("the key of a refused signal was recorded")
 	}
 }
@@ -561,14 +561,14 @@ func testSignalsBatch(t *testing.T, s engine.Store) {
 // recorded one after the other, between the signals of others: Seqs
 // increase in batch order, and each wake is one above the previous
 // signal's of the instance.
-func testSignalsBatchSameInstance(t *testing.T, s engine.Store) {
+func testSignalsBatchSameInstance(t *testing.T, s port.Store) {
 	ids := queueN(t, s, 2)
 	x, y := ids[0], ids[1]
 	out := recordBatch(t, s,
-		engine.NewSignal{InstanceID: x, Name: "a", Payload: []byte(`1`)},
-		engine.NewSignal{InstanceID: y, Name: "a", Payload: []byte(`2`)},
-		engine.NewSignal{InstanceID: x, Name: "b", Payload: []byte(`3`)},
-		engine.NewSignal{InstanceID: x, Name: "c", Payload: []byte(`4`)},
+		port.NewSignal{InstanceID: x, Name: "a", Payload: []byte(`1`)},
+		port.NewSignal{InstanceID: y, Name: "a", Payload: []byte(`2`)},
+		port.NewSignal{InstanceID: x, Name: "b", Payload: []byte(`3`)},
+		port.NewSignal{InstanceID: x, Name: "c", Payload: []byte(`4`)},
 	)
 	wantWake := []int64{1, 1, 2, 3}
 	for i, o := range out {
@@ -597,14 +597,14 @@ func testSignalsBatchSameInstance(t *testing.T, s engine.Store) {
 // testSignalsBatchEmpty: an empty batch is a no-op; a batch of invalid
 // signals only refuses each; a call that fails as a whole (its context
 // is cancelled) records none of its signals.
-func testSignalsBatchEmpty(t *testing.T, s engine.Store) {
-	for _, sigs := range [][]engine.NewSignal{nil, {}} {
+func testSignalsBatchEmpty(t *testing.T, s port.Store) {
+	for _, sigs := range [][]port.NewSignal{nil, {}} {
 		if out, err := s.RecordSignals(ctx(t), sigs); err != nil || len(out) != 0 {
 			t.Fatalf("RecordSignals(%#v) = %+v, %v; want nothing", sigs, out, err)
 		}
 	}
 	id := queueN(t, s, 1)[0]
-	out := recordBatch(t, s, engine.NewSignal{InstanceID: id}, engine.NewSignal{Name: "no instance"})
+	out := recordBatch(t, s, port.NewSignal{InstanceID: id}, port.NewSignal{Name: "no instance"})
 	for i, o := range out {
 		if o.Err == nil || o.Record.Seq != 0 {
 			t.Fatalf("invalid signal %d = %+v; want an error", i, o)
@@ -612,13 +612,13 @@ func testSignalsBatchEmpty(t *testing.T, s engine.Store) {
 	}
 	cancelled, cancel := context.WithCancel(ctx(t))
 	cancel()
-	if out, err := s.RecordSignals(cancelled, []engine.NewSignal{{InstanceID: id, Name: "x"}, {InstanceID: id, Name: "y"}}); err == nil {
+	if out, err := s.RecordSignals(cancelled, []port.NewSignal{{InstanceID: id, Name: "x"}, {InstanceID: id, Name: "y"}}); err == nil {
 		t.Fatalf("RecordSignals with a cancelled context = %+v; want an error", out)
 	}
 	if list := signals(t, s, id); len(list) != 0 {
 		t.Fatalf("signals after the refused batches: %+v", list)
 	}
-	if _, wake, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "first"}); wake != 1 {
+	if _, wake, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "first"}); wake != 1 {
 		t.Fatalf("the first signal after the refused batches: wake %d, want 1", wake)
 	}
 }
@@ -626,7 +626,7 @@ func testSignalsBatchEmpty(t *testing.T, s engine.Store) {
 // testSignalsBatchesConcurrent: batches that share instances, each
 // naming them in another order, all commit (no deadlock), and every
 // signal counts once in its instance's wake counter.
-func testSignalsBatchesConcurrent(t *testing.T, s engine.Store) {
+func testSignalsBatchesConcurrent(t *testing.T, s port.Store) {
 	const (
 		writers = 4
 		rounds  = 10
@@ -643,9 +643,9 @@ func testSignalsBatchesConcurrent(t *testing.T, s engine.Store) {
 				if (w+r)%2 == 1 {
 					slices.Reverse(order)
 				}
-				sigs := make([]engine.NewSignal, len(order))
+				sigs := make([]port.NewSignal, len(order))
 				for i, id := range order {
-					sigs[i] = engine.NewSignal{InstanceID: id, Name: fmt.Sprintf("w%d.r%d", w, r)}
+					sigs[i] = port.NewSignal{InstanceID: id, Name: fmt.Sprintf("w%d.r%d", w, r)}
 				}
 				out, err := s.RecordSignals(ctx(t), sigs)
 				if err == nil {
@@ -666,7 +666,7 @@ func testSignalsBatchesConcurrent(t *testing.T, s engine.Store) {
 		t.Errorf("a concurrent batch: %v", err)
 	}
 	for _, id := range ids {
-		if _, wake, _ := signal(t, s, engine.NewSignal{InstanceID: id, Name: "last"}); wake != writers*rounds+1 {
+		if _, wake, _ := signal(t, s, port.NewSignal{InstanceID: id, Name: "last"}); wake != writers*rounds+1 {
 			t.Errorf("instance %s: wake %d after %d signals", id, wake, writers*rounds+1)
 		}
 	}

@@ -1,9 +1,9 @@
-// Package storetest is the conformance suite of engine.Store: one set of
+// Package storetest is the conformance suite of port.Store: one set of
 // behaviours that every adapter (Postgres, SQLite) must show. An adapter's
 // tests call Run with a constructor that returns a fresh, empty store:
 //
 //	func TestConformance(t *testing.T) {
-//		storetest.Run(t, func(t *testing.T) engine.Store { return openFresh(t) })
+//		storetest.Run(t, func(t *testing.T) port.Store { return openFresh(t) })
 //	}
 //
 // Every behaviour is one subtest function, so a failure names the broken
@@ -31,18 +31,18 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // NewStore returns a fresh, empty store for one test; the constructor
 // registers its own cleanup (closing, dropping the schema, removing files).
-type NewStore func(t *testing.T) engine.Store
+type NewStore func(t *testing.T) port.Store
 
 // Run runs the whole suite against the adapter that newStore builds.
 func Run(t *testing.T, newStore NewStore) {
 	tests := []struct {
 		name string
-		fn   func(t *testing.T, s engine.Store)
+		fn   func(t *testing.T, s port.Store)
 	}{
 		{"Ping", testPing},
 		{"Schedules", testSchedules},
@@ -138,10 +138,10 @@ func hashOf(ir []byte) string {
 
 // register stores a workflow version whose IR is derived from its name and
 // version.
-func register(t *testing.T, s engine.Store, name string, version uint32) engine.WorkflowVersion {
+func register(t *testing.T, s port.Store, name string, version uint32) port.WorkflowVersion {
 	t.Helper()
 	ir := []byte(fmt.Sprintf("ir of %s v%d", name, version))
-	wf, err := s.RegisterWorkflow(t.Context(), engine.WorkflowVersion{Name: name, Version: version, IRHash: hashOf(ir), IR: ir})
+	wf, err := s.RegisterWorkflow(t.Context(), port.WorkflowVersion{Name: name, Version: version, IRHash: hashOf(ir), IR: ir})
 	if err != nil {
 		t.Fatalf("RegisterWorkflow(%s v%d): %v", name, version, err)
 	}
@@ -149,9 +149,9 @@ func register(t *testing.T, s engine.Store, name string, version uint32) engine.
 }
 
 // newInstance is a due instance of wf with recognisable inputs and state.
-func newInstance(wf engine.WorkflowVersion) engine.NewInstance {
+func newInstance(wf port.WorkflowVersion) port.NewInstance {
 	id := uuid.New()
-	return engine.NewInstance{
+	return port.NewInstance{
 		ID:                id,
 		WorkflowVersionID: wf.ID,
 		Inputs:            []byte(fmt.Sprintf(`{"id":%q}`, id)),
@@ -160,7 +160,7 @@ func newInstance(wf engine.WorkflowVersion) engine.NewInstance {
 }
 
 // queue queues the instances and checks that each was queued anew.
-func queue(t *testing.T, s engine.Store, in ...engine.NewInstance) []uuid.UUID {
+func queue(t *testing.T, s port.Store, in ...port.NewInstance) []uuid.UUID {
 	t.Helper()
 	got, err := s.QueueInstances(t.Context(), in)
 	if err != nil {
@@ -180,10 +180,10 @@ func queue(t *testing.T, s engine.Store, in ...engine.NewInstance) []uuid.UUID {
 }
 
 // queueN queues n due instances of a fresh workflow and returns their ids.
-func queueN(t *testing.T, s engine.Store, n int) []uuid.UUID {
+func queueN(t *testing.T, s port.Store, n int) []uuid.UUID {
 	t.Helper()
 	wf := register(t, s, "wf", 1)
-	in := make([]engine.NewInstance, n)
+	in := make([]port.NewInstance, n)
 	for i := range in {
 		in[i] = newInstance(wf)
 	}
@@ -199,9 +199,9 @@ type owner struct {
 func newOwner(term uint64) owner { return owner{id: uuid.New(), term: term} }
 
 // claim claims up to limit instances for o.
-func (o owner) claim(t *testing.T, s engine.Store, lease time.Duration, limit int) []engine.ClaimedInstance {
+func (o owner) claim(t *testing.T, s port.Store, lease time.Duration, limit int) []port.ClaimedInstance {
 	t.Helper()
-	got, err := s.ClaimInstances(t.Context(), engine.ClaimRequest{Owner: o.id, Term: o.term, Lease: lease, Limit: limit})
+	got, err := s.ClaimInstances(t.Context(), port.ClaimRequest{Owner: o.id, Term: o.term, Lease: lease, Limit: limit})
 	if err != nil {
 		t.Fatalf("ClaimInstances(owner %s, term %d): %v", o.id, o.term, err)
 	}
@@ -209,13 +209,13 @@ func (o owner) claim(t *testing.T, s engine.Store, lease time.Duration, limit in
 }
 
 // claimAll claims every due instance (up to 1000).
-func (o owner) claimAll(t *testing.T, s engine.Store, lease time.Duration) []engine.ClaimedInstance {
+func (o owner) claimAll(t *testing.T, s port.Store, lease time.Duration) []port.ClaimedInstance {
 	t.Helper()
 	return o.claim(t, s, lease, 1000)
 }
 
 // mustClaim claims and checks that exactly want were claimed.
-func (o owner) mustClaim(t *testing.T, s engine.Store, lease time.Duration, want ...uuid.UUID) []engine.ClaimedInstance {
+func (o owner) mustClaim(t *testing.T, s port.Store, lease time.Duration, want ...uuid.UUID) []port.ClaimedInstance {
 	t.Helper()
 	got := o.claimAll(t, s, lease)
 	if !sameIDs(claimedIDs(got), want) {
@@ -226,7 +226,7 @@ func (o owner) mustClaim(t *testing.T, s engine.Store, lease time.Duration, want
 
 // claimEventually polls until o claims id or the wait limit passes: for
 // leases that must lapse first.
-func (o owner) claimEventually(t *testing.T, s engine.Store, id uuid.UUID) engine.ClaimedInstance {
+func (o owner) claimEventually(t *testing.T, s port.Store, id uuid.UUID) port.ClaimedInstance {
 	t.Helper()
 	deadline := time.Now().Add(waitLimit)
 	for {
@@ -243,10 +243,10 @@ func (o owner) claimEventually(t *testing.T, s engine.Store, id uuid.UUID) engin
 }
 
 // persist writes one instance's progress and returns its outcome.
-func (o owner) persist(t *testing.T, s engine.Store, p engine.Progress) error {
+func (o owner) persist(t *testing.T, s port.Store, p port.Progress) error {
 	t.Helper()
 	p.Owner = o.id
-	out, err := s.PersistProgress(t.Context(), []engine.Progress{p})
+	out, err := s.PersistProgress(t.Context(), []port.Progress{p})
 	if err != nil {
 		t.Fatalf("PersistProgress: %v", err)
 	}
@@ -257,7 +257,7 @@ func (o owner) persist(t *testing.T, s engine.Store, p engine.Progress) error {
 }
 
 // mustPersist persists and requires success.
-func (o owner) mustPersist(t *testing.T, s engine.Store, p engine.Progress) {
+func (o owner) mustPersist(t *testing.T, s port.Store, p port.Progress) {
 	t.Helper()
 	if err := o.persist(t, s, p); err != nil {
 		t.Fatalf("PersistProgress(%s): %v", p.InstanceID, err)
@@ -265,10 +265,10 @@ func (o owner) mustPersist(t *testing.T, s engine.Store, p engine.Progress) {
 }
 
 // complete completes one instance and returns its outcome.
-func (o owner) complete(t *testing.T, s engine.Store, c engine.Completion) error {
+func (o owner) complete(t *testing.T, s port.Store, c port.Completion) error {
 	t.Helper()
 	c.Owner = o.id
-	out, err := s.CompleteInstances(t.Context(), []engine.Completion{c})
+	out, err := s.CompleteInstances(t.Context(), []port.Completion{c})
 	if err != nil {
 		t.Fatalf("CompleteInstances: %v", err)
 	}
@@ -279,8 +279,8 @@ func (o owner) complete(t *testing.T, s engine.Store, c engine.Completion) error
 }
 
 // result makes an action result; its output names execution and attempt.
-func result(instance uuid.UUID, execution string, attempt uint32, ok bool) engine.ActionResult {
-	r := engine.ActionResult{
+func result(instance uuid.UUID, execution string, attempt uint32, ok bool) port.ActionResult {
+	r := port.ActionResult{
 		InstanceID:  instance,
 		ExecutionID: execution,
 		Attempt:     attempt,
@@ -299,7 +299,7 @@ func result(instance uuid.UUID, execution string, attempt uint32, ok bool) engin
 
 // checkResults compares results field by field (times at microsecond
 // precision, the precision both databases keep).
-func checkResults(t *testing.T, what string, got, want []engine.ActionResult) {
+func checkResults(t *testing.T, what string, got, want []port.ActionResult) {
 	t.Helper()
 	if len(got) != len(want) {
 		t.Fatalf("%s: got %d results %v, want %d %v", what, len(got), keys(got), len(want), keys(want))
@@ -316,7 +316,7 @@ func checkResults(t *testing.T, what string, got, want []engine.ActionResult) {
 }
 
 // keys lists results as "execution#attempt".
-func keys(rs []engine.ActionResult) []string {
+func keys(rs []port.ActionResult) []string {
 	out := make([]string, len(rs))
 	for i, r := range rs {
 		out[i] = fmt.Sprintf("%s#%d", r.ExecutionID, r.Attempt)
@@ -324,7 +324,7 @@ func keys(rs []engine.ActionResult) []string {
 	return out
 }
 
-func claimedIDs(cs []engine.ClaimedInstance) []uuid.UUID {
+func claimedIDs(cs []port.ClaimedInstance) []uuid.UUID {
 	out := make([]uuid.UUID, len(cs))
 	for i, c := range cs {
 		out[i] = c.ID
@@ -345,7 +345,7 @@ func sameIDs(a, b []uuid.UUID) bool {
 }
 
 // get reads an instance.
-func get(t *testing.T, s engine.Store, id uuid.UUID) engine.InstanceRecord {
+func get(t *testing.T, s port.Store, id uuid.UUID) port.InstanceRecord {
 	t.Helper()
 	rec, err := s.GetInstance(t.Context(), id)
 	if err != nil {
@@ -355,7 +355,7 @@ func get(t *testing.T, s engine.Store, id uuid.UUID) engine.InstanceRecord {
 }
 
 // history reads the task history of an instance.
-func history(t *testing.T, s engine.Store, id uuid.UUID) []engine.ActionResult {
+func history(t *testing.T, s port.Store, id uuid.UUID) []port.ActionResult {
 	t.Helper()
 	h, err := s.TaskHistory(t.Context(), id)
 	if err != nil {
@@ -375,7 +375,7 @@ func wantErr(t *testing.T, what string, err, target error) {
 // ctx is shorthand for the test's context.
 func ctx(t *testing.T) context.Context { return t.Context() }
 
-func testPing(t *testing.T, s engine.Store) {
+func testPing(t *testing.T, s port.Store) {
 	if err := s.Ping(t.Context()); err != nil {
 		t.Fatalf("Ping of an open store: %v", err)
 	}
@@ -386,19 +386,19 @@ func testPing(t *testing.T, s engine.Store) {
 	}
 }
 
-func testSchedules(t *testing.T, s engine.Store) {
+func testSchedules(t *testing.T, s port.Store) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 1, 2, 3, 4, 0, 0, time.UTC)
-	cronRec := engine.ScheduleRecord{Name: "nightly", Workflow: "wf", Version: 2, Inputs: []byte(`{"n":1}`), Cron: "0 2 * * *",
+	cronRec := port.ScheduleRecord{Name: "nightly", Workflow: "wf", Version: 2, Inputs: []byte(`{"n":1}`), Cron: "0 2 * * *",
 		Jitter: 1500 * time.Millisecond, NextRunAt: t0.Add(time.Hour), CreatedAt: t0}
-	everyRec := engine.ScheduleRecord{Name: "every", Workflow: "wf", Interval: 90 * time.Second, AllowDuplicate: true,
+	everyRec := port.ScheduleRecord{Name: "every", Workflow: "wf", Interval: 90 * time.Second, AllowDuplicate: true,
 		NextRunAt: t0.Add(time.Minute), CreatedAt: t0}
-	for _, r := range []engine.ScheduleRecord{cronRec, everyRec} {
+	for _, r := range []port.ScheduleRecord{cronRec, everyRec} {
 		if err := s.CreateSchedule(ctx, r); err != nil {
 			t.Fatalf("CreateSchedule %s: %v", r.Name, err)
 		}
 	}
-	if err := s.CreateSchedule(ctx, cronRec); !errors.Is(err, engine.ErrScheduleExists) {
+	if err := s.CreateSchedule(ctx, cronRec); !errors.Is(err, port.ErrScheduleExists) {
 		t.Fatalf("a second schedule named nightly: %v, want ErrScheduleExists", err)
 	}
 	got, err := s.GetSchedule(ctx, "nightly")
@@ -408,7 +408,7 @@ func testSchedules(t *testing.T, s engine.Store) {
 	if !reflect.DeepEqual(got, cronRec) {
 		t.Fatalf("GetSchedule:\n got %+v\nwant %+v", got, cronRec)
 	}
-	if _, err := s.GetSchedule(ctx, "nope"); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.GetSchedule(ctx, "nope"); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("GetSchedule of an unknown name: %v", err)
 	}
 	list, err := s.ListSchedules(ctx)
@@ -435,13 +435,13 @@ func testSchedules(t *testing.T, s engine.Store) {
 	if err != nil || resumed.Paused || !resumed.NextRunAt.Equal(t0.Add(3*time.Hour)) {
 		t.Fatalf("resumed: %+v, %v", resumed, err)
 	}
-	if _, err := s.SetSchedulePaused(ctx, "nope", true, time.Time{}); !errors.Is(err, engine.ErrNotFound) {
+	if _, err := s.SetSchedulePaused(ctx, "nope", true, time.Time{}); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("pausing an unknown schedule: %v", err)
 	}
 	if err := s.DeleteSchedule(ctx, "every"); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DeleteSchedule(ctx, "every"); !errors.Is(err, engine.ErrNotFound) {
+	if err := s.DeleteSchedule(ctx, "every"); !errors.Is(err, port.ErrNotFound) {
 		t.Fatalf("deleting it again: %v", err)
 	}
 	if list, _ = s.ListSchedules(ctx); len(list) != 1 {
@@ -451,14 +451,14 @@ func testSchedules(t *testing.T, s engine.Store) {
 
 // A slot is recorded once: the second engine to record it (the same slot)
 // changes nothing, and a skipped slot keeps the last run.
-func testScheduleRunOnce(t *testing.T, s engine.Store) {
+func testScheduleRunOnce(t *testing.T, s port.Store) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 1, 2, 3, 0, 0, 0, time.UTC)
-	if err := s.CreateSchedule(ctx, engine.ScheduleRecord{Name: "s", Workflow: "wf", Interval: time.Minute, NextRunAt: t0, CreatedAt: t0}); err != nil {
+	if err := s.CreateSchedule(ctx, port.ScheduleRecord{Name: "s", Workflow: "wf", Interval: time.Minute, NextRunAt: t0, CreatedAt: t0}); err != nil {
 		t.Fatal(err)
 	}
 	id := uuid.New()
-	run := engine.ScheduleRun{Name: "s", Slot: t0, Next: t0.Add(time.Minute), RanAt: t0.Add(time.Second), InstanceID: id}
+	run := port.ScheduleRun{Name: "s", Slot: t0, Next: t0.Add(time.Minute), RanAt: t0.Add(time.Second), InstanceID: id}
 	if err := s.RecordScheduleRun(ctx, run); err != nil {
 		t.Fatal(err)
 	}
@@ -471,7 +471,7 @@ func testScheduleRunOnce(t *testing.T, s engine.Store) {
 	if err != nil || !got.NextRunAt.Equal(t0.Add(time.Minute)) || got.LastInstanceID != id || !got.LastRunAt.Equal(t0.Add(time.Second)) {
 		t.Fatalf("after recording the slot twice: %+v, %v", got, err)
 	}
-	skip := engine.ScheduleRun{Name: "s", Slot: t0.Add(time.Minute), Next: t0.Add(2 * time.Minute), RanAt: t0.Add(61 * time.Second), Skipped: "busy"}
+	skip := port.ScheduleRun{Name: "s", Slot: t0.Add(time.Minute), Next: t0.Add(2 * time.Minute), RanAt: t0.Add(61 * time.Second), Skipped: "busy"}
 	if err := s.RecordScheduleRun(ctx, skip); err != nil {
 		t.Fatal(err)
 	}
@@ -483,35 +483,35 @@ func testScheduleRunOnce(t *testing.T, s engine.Store) {
 
 // A pool's statistics replace its previous row; pools are listed by node,
 // capability and pool.
-func testPoolStats(t *testing.T, s engine.Store) {
+func testPoolStats(t *testing.T, s port.Store) {
 	ctx := t.Context()
 	t0 := time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)
-	w1 := engine.PoolStatus{Node: "w1", Capability: "core", Pool: "core", Slots: 8, Busy: 3, Completed: 1 << 40, Failed: 7, PerMinute: 120,
+	w1 := port.PoolStatus{Node: "w1", Capability: "core", Pool: "core", Slots: 8, Busy: 3, Completed: 1 << 40, Failed: 7, PerMinute: 120,
 		LatencyP50: 1500 * time.Microsecond, LatencyP99: 2 * time.Second, UpdatedAt: t0}
-	ext := engine.PoolStatus{Node: "w1", Capability: "gpu", Pool: "trainer", Slots: 2, UpdatedAt: t0}
-	a1 := engine.PoolStatus{Node: "a1", Capability: "core", Pool: "core", Slots: 4, UpdatedAt: t0}
-	if err := s.RecordPoolStats(ctx, []engine.PoolStatus{w1, ext, a1}); err != nil {
+	ext := port.PoolStatus{Node: "w1", Capability: "gpu", Pool: "trainer", Slots: 2, UpdatedAt: t0}
+	a1 := port.PoolStatus{Node: "a1", Capability: "core", Pool: "core", Slots: 4, UpdatedAt: t0}
+	if err := s.RecordPoolStats(ctx, []port.PoolStatus{w1, ext, a1}); err != nil {
 		t.Fatal(err)
 	}
 	w1.Busy, w1.Completed, w1.UpdatedAt = 0, w1.Completed+1, t0.Add(time.Minute)
-	if err := s.RecordPoolStats(ctx, []engine.PoolStatus{w1}); err != nil {
+	if err := s.RecordPoolStats(ctx, []port.PoolStatus{w1}); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.ListPoolStats(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []engine.PoolStatus{a1, w1, ext}; !reflect.DeepEqual(got, want) {
+	if want := []port.PoolStatus{a1, w1, ext}; !reflect.DeepEqual(got, want) {
 		t.Fatalf("ListPoolStats:\n got %+v\nwant %+v", got, want)
 	}
 }
 
 // An id prefix finds the instances whose id starts with it (as git and
 // docker find objects); CreatedAfter keeps the recent ones.
-func testListInstancesByIDPrefixAndAge(t *testing.T, s engine.Store) {
+func testListInstancesByIDPrefixAndAge(t *testing.T, s port.Store) {
 	ctx := t.Context()
 	wf := register(t, s, "prefixed", 1)
-	mk := func(id string) engine.NewInstance {
+	mk := func(id string) port.NewInstance {
 		in := newInstance(wf)
 		in.ID = uuid.MustParse(id)
 		return in
@@ -521,20 +521,20 @@ func testListInstancesByIDPrefixAndAge(t *testing.T, s engine.Store) {
 		prefix string
 		want   int
 	}{{"abcd", 2}, {"ABCD1", 1}, {"abcd1111-0000", 1}, {"abc", 3}, {"abcf", 0}, {"abce0000000040008000000000000003", 1}} {
-		page, err := s.ListInstances(ctx, engine.InstanceFilter{IDPrefix: tc.prefix})
+		page, err := s.ListInstances(ctx, port.InstanceFilter{IDPrefix: tc.prefix})
 		if err != nil || len(page.Instances) != tc.want {
 			t.Errorf("prefix %q: %d instances, %v; want %d", tc.prefix, len(page.Instances), err, tc.want)
 		}
 	}
 	for _, bad := range []string{"xyz", "abcd-g", strings.Repeat("a", 33)} {
-		if _, err := s.ListInstances(ctx, engine.InstanceFilter{IDPrefix: bad}); !errors.Is(err, engine.ErrInvalidArgument) {
+		if _, err := s.ListInstances(ctx, port.InstanceFilter{IDPrefix: bad}); !errors.Is(err, port.ErrInvalidArgument) {
 			t.Errorf("prefix %q: %v, want ErrInvalidArgument", bad, err)
 		}
 	}
-	if page, err := s.ListInstances(ctx, engine.InstanceFilter{CreatedAfter: time.Now().Add(-time.Hour)}); err != nil || len(page.Instances) != 3 {
+	if page, err := s.ListInstances(ctx, port.InstanceFilter{CreatedAfter: time.Now().Add(-time.Hour)}); err != nil || len(page.Instances) != 3 {
 		t.Errorf("created in the last hour: %d, %v; want 3", len(page.Instances), err)
 	}
-	if page, err := s.ListInstances(ctx, engine.InstanceFilter{CreatedAfter: time.Now().Add(time.Hour)}); err != nil || len(page.Instances) != 0 {
+	if page, err := s.ListInstances(ctx, port.InstanceFilter{CreatedAfter: time.Now().Add(time.Hour)}); err != nil || len(page.Instances) != 0 {
 		t.Errorf("created after an hour from now: %d, %v; want 0", len(page.Instances), err)
 	}
 }

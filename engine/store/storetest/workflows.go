@@ -5,14 +5,14 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // testRegisterWorkflow: a new version is stored and readable by key and by
 // id; registering the same definition again is a no-op returning the row.
-func testRegisterWorkflow(t *testing.T, s engine.Store) {
+func testRegisterWorkflow(t *testing.T, s port.Store) {
 	ir := []byte("the IR")
-	in := engine.WorkflowVersion{Name: "scan", Version: 3, IRHash: hashOf(ir), IR: ir}
+	in := port.WorkflowVersion{Name: "scan", Version: 3, IRHash: hashOf(ir), IR: ir}
 	wf, err := s.RegisterWorkflow(ctx(t), in)
 	if err != nil {
 		t.Fatalf("RegisterWorkflow: %v", err)
@@ -37,7 +37,7 @@ func testRegisterWorkflow(t *testing.T, s engine.Store) {
 	if err != nil {
 		t.Fatalf("GetWorkflowByID: %v", err)
 	}
-	for _, got := range []engine.WorkflowVersion{byKey, byID} {
+	for _, got := range []port.WorkflowVersion{byKey, byID} {
 		if got.ID != wf.ID || got.Name != wf.Name || got.Version != wf.Version || got.IRHash != wf.IRHash ||
 			!bytes.Equal(got.IR, ir) || !got.CreatedAt.Equal(wf.CreatedAt) {
 			t.Fatalf("read back %+v, want %+v", got, wf)
@@ -52,11 +52,11 @@ func testRegisterWorkflow(t *testing.T, s engine.Store) {
 }
 
 // testRegisterWorkflowConflict: versions are immutable.
-func testRegisterWorkflowConflict(t *testing.T, s engine.Store) {
+func testRegisterWorkflowConflict(t *testing.T, s port.Store) {
 	wf := register(t, s, "scan", 1)
 	changed := []byte("a changed IR")
-	_, err := s.RegisterWorkflow(ctx(t), engine.WorkflowVersion{Name: "scan", Version: 1, IRHash: hashOf(changed), IR: changed})
-	wantErr(t, "registering a changed definition", err, engine.ErrVersionConflict)
+	_, err := s.RegisterWorkflow(ctx(t), port.WorkflowVersion{Name: "scan", Version: 1, IRHash: hashOf(changed), IR: changed})
+	wantErr(t, "registering a changed definition", err, port.ErrVersionConflict)
 
 	got, err := s.GetWorkflow(ctx(t), "scan", 1)
 	if err != nil {
@@ -68,26 +68,26 @@ func testRegisterWorkflowConflict(t *testing.T, s engine.Store) {
 }
 
 // testGetWorkflowNotFound: unknown versions are ErrNotFound.
-func testGetWorkflowNotFound(t *testing.T, s engine.Store) {
+func testGetWorkflowNotFound(t *testing.T, s port.Store) {
 	wf := register(t, s, "scan", 1)
 	_, err := s.GetWorkflow(ctx(t), "scan", 2)
-	wantErr(t, "GetWorkflow of an unknown version", err, engine.ErrNotFound)
+	wantErr(t, "GetWorkflow of an unknown version", err, port.ErrNotFound)
 	_, err = s.GetWorkflow(ctx(t), "nope", 1)
-	wantErr(t, "GetWorkflow of an unknown name", err, engine.ErrNotFound)
+	wantErr(t, "GetWorkflow of an unknown name", err, port.ErrNotFound)
 	_, err = s.GetWorkflowByID(ctx(t), wf.ID+1000)
-	wantErr(t, "GetWorkflowByID of an unknown id", err, engine.ErrNotFound)
+	wantErr(t, "GetWorkflowByID of an unknown id", err, port.ErrNotFound)
 }
 
 // testListWorkflows: names sorted (byte order), newest version first within
 // a name; filter by name; limit.
-func testListWorkflows(t *testing.T, s engine.Store) {
+func testListWorkflows(t *testing.T, s port.Store) {
 	for _, r := range []struct {
 		name    string
 		version uint32
 	}{{"b", 1}, {"a", 1}, {"b", 3}, {"B", 1}, {"a", 2}, {"b", 2}} {
 		register(t, s, r.name, r.version)
 	}
-	list := func(f engine.WorkflowFilter) string {
+	list := func(f port.WorkflowFilter) string {
 		t.Helper()
 		got, err := s.ListWorkflows(ctx(t), f)
 		if err != nil {
@@ -99,16 +99,16 @@ func testListWorkflows(t *testing.T, s engine.Store) {
 		}
 		return out
 	}
-	if got, want := list(engine.WorkflowFilter{}), "B1 a2 a1 b3 b2 b1 "; got != want {
+	if got, want := list(port.WorkflowFilter{}), "B1 a2 a1 b3 b2 b1 "; got != want {
 		t.Errorf("ListWorkflows() = %q, want %q", got, want)
 	}
-	if got, want := list(engine.WorkflowFilter{Name: "b"}), "b3 b2 b1 "; got != want {
+	if got, want := list(port.WorkflowFilter{Name: "b"}), "b3 b2 b1 "; got != want {
 		t.Errorf("ListWorkflows(b) = %q, want %q", got, want)
 	}
-	if got, want := list(engine.WorkflowFilter{Limit: 2}), "B1 a2 "; got != want {
+	if got, want := list(port.WorkflowFilter{Limit: 2}), "B1 a2 "; got != want {
 		t.Errorf("ListWorkflows(limit 2) = %q, want %q", got, want)
 	}
-	if got, want := list(engine.WorkflowFilter{Name: "zzz"}), ""; got != want {
+	if got, want := list(port.WorkflowFilter{Name: "zzz"}), ""; got != want {
 		t.Errorf("ListWorkflows(zzz) = %q, want nothing", got)
 	}
 }

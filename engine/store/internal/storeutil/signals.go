@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // SignalBatch is the decision of RecordSignals, free of I/O, so that both
@@ -29,18 +29,18 @@ import (
 // Existing; the cap counts the signals the batch inserted before; each
 // signal inserted adds one to its instance's wake counter.
 type SignalBatch struct {
-	sigs   []engine.NewSignal // prepared (PrepareSignal); invalid ones have out[i].Err
-	out    []engine.SignalOutcome
+	sigs   []port.NewSignal // prepared (PrepareSignal); invalid ones have out[i].Err
+	out    []port.SignalOutcome
 	insert []int // indexes of the signals Plan inserts, in order
 	dupOf  []int // for an Existing outcome whose record is inserted by this batch: the index of that signal; else -1
 }
 
 // SignalState is what an adapter read for Plan.
 type SignalState struct {
-	Wake    map[uuid.UUID]int64               // the live instances' wake counters
-	Status  map[uuid.UUID]string              // the status of instances not live (absent: unknown)
-	Keyed   map[SignalKey]engine.SignalRecord // the signals that hold one of Keys
-	Pending map[uuid.UUID]int                 // unconsumed signals of the Capped instances
+	Wake    map[uuid.UUID]int64             // the live instances' wake counters
+	Status  map[uuid.UUID]string            // the status of instances not live (absent: unknown)
+	Keyed   map[SignalKey]port.SignalRecord // the signals that hold one of Keys
+	Pending map[uuid.UUID]int               // unconsumed signals of the Capped instances
 }
 
 // SignalKey is an idempotency key of an instance's signal.
@@ -57,10 +57,10 @@ type WakeBump struct {
 
 // NewSignalBatch validates sigs (PrepareSignal): an invalid one gets its
 // error as its outcome and takes no further part.
-func NewSignalBatch(sigs []engine.NewSignal) *SignalBatch {
+func NewSignalBatch(sigs []port.NewSignal) *SignalBatch {
 	b := &SignalBatch{
-		sigs:  make([]engine.NewSignal, len(sigs)),
-		out:   make([]engine.SignalOutcome, len(sigs)),
+		sigs:  make([]port.NewSignal, len(sigs)),
+		out:   make([]port.SignalOutcome, len(sigs)),
 		dupOf: make([]int, len(sigs)),
 	}
 	for i, s := range sigs {
@@ -129,7 +129,7 @@ func (b *SignalBatch) Capped(wake map[uuid.UUID]int64) []uuid.UUID {
 // Plan decides every valid signal on st and returns the signals to insert,
 // in order, and the wake bumps, one per instance that gets a signal, in
 // the order of IDs.
-func (b *SignalBatch) Plan(st SignalState) (inserts []engine.NewSignal, bumps []WakeBump) {
+func (b *SignalBatch) Plan(st SignalState) (inserts []port.NewSignal, bumps []WakeBump) {
 	wake := make(map[uuid.UUID]int64, len(st.Wake))
 	pending := make(map[uuid.UUID]int, len(st.Pending))
 	added := make(map[SignalKey]int) // keys the batch inserts: the index of the signal
@@ -149,11 +149,11 @@ func (b *SignalBatch) Plan(st SignalState) (inserts []engine.NewSignal, bumps []
 		if s.IdempotencyKey != "" {
 			k := SignalKey{id, s.IdempotencyKey}
 			if rec, ok := st.Keyed[k]; ok {
-				b.out[i] = engine.SignalOutcome{Record: rec, Wake: w, Existing: true}
+				b.out[i] = port.SignalOutcome{Record: rec, Wake: w, Existing: true}
 				continue
 			}
 			if j, ok := added[k]; ok {
-				b.out[i] = engine.SignalOutcome{Wake: w, Existing: true}
+				b.out[i] = port.SignalOutcome{Wake: w, Existing: true}
 				b.dupOf[i] = j
 				continue
 			}
@@ -164,7 +164,7 @@ func (b *SignalBatch) Plan(st SignalState) (inserts []engine.NewSignal, bumps []
 			n = st.Pending[id]
 		}
 		if s.MaxPending > 0 && n >= s.MaxPending {
-			b.out[i].Err = fmt.Errorf("%s instance %s: %d unconsumed signals, the limit: %w", signalOp(s), id, n, engine.ErrTooManySignals)
+			b.out[i].Err = fmt.Errorf("%s instance %s: %d unconsumed signals, the limit: %w", signalOp(s), id, n, port.ErrTooManySignals)
 			if s.IdempotencyKey != "" {
 				delete(added, SignalKey{id, s.IdempotencyKey})
 			}
@@ -172,7 +172,7 @@ func (b *SignalBatch) Plan(st SignalState) (inserts []engine.NewSignal, bumps []
 		}
 		pending[id] = n + 1
 		wake[id] = w + 1
-		b.out[i] = engine.SignalOutcome{Record: engine.SignalRecord{InstanceID: id, Name: s.Name, Payload: s.Payload,
+		b.out[i] = port.SignalOutcome{Record: port.SignalRecord{InstanceID: id, Name: s.Name, Payload: s.Payload,
 			IdempotencyKey: s.IdempotencyKey}, Wake: w + 1}
 		b.insert = append(b.insert, i)
 		inserts = append(inserts, s)
@@ -187,7 +187,7 @@ func (b *SignalBatch) Plan(st SignalState) (inserts []engine.NewSignal, bumps []
 
 // Recorded takes the Seq and creation time of every signal Plan inserted,
 // in its order, and returns the outcomes, one per signal of the batch.
-func (b *SignalBatch) Recorded(seqs []int64, created []time.Time) ([]engine.SignalOutcome, error) {
+func (b *SignalBatch) Recorded(seqs []int64, created []time.Time) ([]port.SignalOutcome, error) {
 	if len(seqs) != len(b.insert) || len(created) != len(b.insert) {
 		return nil, fmt.Errorf("recorded %d signals (%d times) of %d inserted", len(seqs), len(created), len(b.insert))
 	}
@@ -204,7 +204,7 @@ func (b *SignalBatch) Recorded(seqs []int64, created []time.Time) ([]engine.Sign
 
 // Outcomes returns the outcomes as they stand: the answer for an Empty
 // batch.
-func (b *SignalBatch) Outcomes() []engine.SignalOutcome { return b.out }
+func (b *SignalBatch) Outcomes() []port.SignalOutcome { return b.out }
 
 // Fail wraps an error of the whole call with what the batch was.
 func (b *SignalBatch) Fail(err error) error {
@@ -216,17 +216,17 @@ func (b *SignalBatch) Fail(err error) error {
 }
 
 // signalOp names the recording of s in errors.
-func signalOp(s engine.NewSignal) string { return fmt.Sprintf("record signal %q for", s.Name) }
+func signalOp(s port.NewSignal) string { return fmt.Sprintf("record signal %q for", s.Name) }
 
 // OneSignal answers RecordSignal from RecordSignals of one signal.
-func OneSignal(out []engine.SignalOutcome, err error) (engine.SignalRecord, int64, bool, error) {
+func OneSignal(out []port.SignalOutcome, err error) (port.SignalRecord, int64, bool, error) {
 	switch {
 	case err != nil:
-		return engine.SignalRecord{}, 0, false, err
+		return port.SignalRecord{}, 0, false, err
 	case len(out) != 1:
-		return engine.SignalRecord{}, 0, false, fmt.Errorf("record signal: %d outcomes for one signal", len(out))
+		return port.SignalRecord{}, 0, false, fmt.Errorf("record signal: %d outcomes for one signal", len(out))
 	case out[0].Err != nil:
-		return engine.SignalRecord{}, 0, false, out[0].Err
+		return port.SignalRecord{}, 0, false, out[0].Err
 	}
 	return out[0].Record, out[0].Wake, out[0].Existing, nil
 }

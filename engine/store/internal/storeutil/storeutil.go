@@ -1,5 +1,5 @@
 // Package storeutil holds the small pieces of logic that every adapter of
-// engine.Store shares, so that the Postgres and SQLite adapters cannot drift
+// port.Store shares, so that the Postgres and SQLite adapters cannot drift
 // apart on them: input validation, merging a group commit that names one
 // instance twice, and the keyset page token of ListInstances.
 package storeutil
@@ -16,20 +16,20 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 // Defaults for the limits the port leaves open.
 const (
 	DefaultWorkflowLimit = 100 // WorkflowFilter.Limit of 0
-	DefaultInstanceLimit = engine.DefaultInstanceLimit
+	DefaultInstanceLimit = port.DefaultInstanceLimit
 	DefaultSweepLimit    = 1000 // SweepRequest.Limit of 0
 	MaxListLimit         = 1000 // upper bound on any list limit
 )
 
 // ErrInvalidPageToken is returned (wrapped) by DecodePageToken for a token
-// that this store did not produce; it is the port's engine.ErrInvalidPageToken.
-var ErrInvalidPageToken = engine.ErrInvalidPageToken
+// that this store did not produce; it is the port's port.ErrInvalidPageToken.
+var ErrInvalidPageToken = port.ErrInvalidPageToken
 
 // NonNil returns b, or an empty slice when b is nil, for NOT NULL columns
 // (drivers encode a nil []byte as NULL).
@@ -50,7 +50,7 @@ func Term(term uint64) (int64, error) {
 }
 
 // CheckClaim validates a ClaimRequest.
-func CheckClaim(req engine.ClaimRequest) error {
+func CheckClaim(req port.ClaimRequest) error {
 	switch {
 	case req.Owner == uuid.Nil:
 		return errors.New("claim: owner is required")
@@ -70,8 +70,8 @@ func CheckClaim(req engine.ClaimRequest) error {
 
 // CheckPartition rejects a partition number outside [0, MaxPartitions).
 func CheckPartition(p int) error {
-	if p < 0 || p >= engine.MaxPartitions {
-		return fmt.Errorf("partition %d is outside [0, %d)", p, engine.MaxPartitions)
+	if p < 0 || p >= port.MaxPartitions {
+		return fmt.Errorf("partition %d is outside [0, %d)", p, port.MaxPartitions)
 	}
 	return nil
 }
@@ -88,7 +88,7 @@ func Epoch(epoch uint64) (int64, error) {
 // CheckFence validates a FenceRequest and returns its partitions in
 // ascending order, the order in which adapters lock and write them (two
 // fences of overlapping sets then cannot deadlock).
-func CheckFence(req engine.FenceRequest) ([]int, error) {
+func CheckFence(req port.FenceRequest) ([]int, error) {
 	if req.Owner == uuid.Nil {
 		return nil, errors.New("fence partitions: owner is required")
 	}
@@ -118,7 +118,7 @@ const (
 
 // JudgeFence decides what fencing a partition at epoch for owner does,
 // given its stored row (stored nil: none).
-func JudgeFence(stored *engine.PartitionOwner, owner uuid.UUID, epoch uint64) FenceAction {
+func JudgeFence(stored *port.PartitionOwner, owner uuid.UUID, epoch uint64) FenceAction {
 	switch {
 	case stored == nil || stored.Epoch < epoch:
 		return FenceTake
@@ -129,15 +129,15 @@ func JudgeFence(stored *engine.PartitionOwner, owner uuid.UUID, epoch uint64) Fe
 	}
 }
 
-// ErrStaleEpoch wraps engine.ErrStaleEpoch with the partition, its stored
+// ErrStaleEpoch wraps port.ErrStaleEpoch with the partition, its stored
 // owner and epoch, and the epoch asked for.
-func ErrStaleEpoch(stored engine.PartitionOwner, epoch uint64) error {
+func ErrStaleEpoch(stored port.PartitionOwner, epoch uint64) error {
 	return fmt.Errorf("partition %d is at epoch %d of owner %s, asked for %d: %w",
-		stored.Partition, stored.Epoch, stored.Owner, epoch, engine.ErrStaleEpoch)
+		stored.Partition, stored.Epoch, stored.Owner, epoch, port.ErrStaleEpoch)
 }
 
 // CheckRefresh validates a LeaseRefresh.
-func CheckRefresh(req engine.LeaseRefresh) error {
+func CheckRefresh(req port.LeaseRefresh) error {
 	switch {
 	case req.Owner == uuid.Nil:
 		return errors.New("refresh leases: owner is required")
@@ -151,8 +151,8 @@ func CheckRefresh(req engine.LeaseRefresh) error {
 // PrepareInstances validates a QueueInstances batch, gives an ID to every
 // instance that has none and fills a zero ScheduledAt with now (due at
 // once). It returns a copy; the caller's slice is not modified.
-func PrepareInstances(in []engine.NewInstance, now time.Time) ([]engine.NewInstance, error) {
-	out := make([]engine.NewInstance, len(in))
+func PrepareInstances(in []port.NewInstance, now time.Time) ([]port.NewInstance, error) {
+	out := make([]port.NewInstance, len(in))
 	seen := make(map[uuid.UUID]bool, len(in))
 	for i, inst := range in {
 		if inst.ID == uuid.Nil {
@@ -172,7 +172,7 @@ func PrepareInstances(in []engine.NewInstance, now time.Time) ([]engine.NewInsta
 			inst.ScheduledAt = now
 		}
 		if c := inst.Claim; c != nil {
-			if err := CheckClaim(engine.ClaimRequest{Owner: c.Owner, Term: c.Term, Lease: c.Lease, Limit: 1}); err != nil {
+			if err := CheckClaim(port.ClaimRequest{Owner: c.Owner, Term: c.Term, Lease: c.Lease, Limit: 1}); err != nil {
 				return nil, fmt.Errorf("queue instances: instance %s: %w", inst.ID, err)
 			}
 		}
@@ -189,7 +189,7 @@ type Merged struct {
 	// appearance. Results and consumed signals are concatenated in input
 	// order; State, ScheduledAt and Park are the last non-nil values
 	// given.
-	Items []engine.Progress
+	Items []port.Progress
 	// Index maps every input position to its position in Items.
 	Index []int
 }
@@ -200,7 +200,7 @@ type Merged struct {
 // snapshot and schedule win), and it lets an adapter write each instance
 // with one row per table. Entries for one instance must name the same
 // owner; results must belong to the instance they are filed under.
-func MergeProgress(batch []engine.Progress) (Merged, error) {
+func MergeProgress(batch []port.Progress) (Merged, error) {
 	m := Merged{Index: make([]int, len(batch))}
 	pos := make(map[uuid.UUID]int, len(batch))
 	for i, p := range batch {
@@ -216,8 +216,8 @@ func MergeProgress(batch []engine.Progress) (Merged, error) {
 		if !ok {
 			pos[p.InstanceID] = len(m.Items)
 			m.Index[i] = len(m.Items)
-			p.Results = append([]engine.ActionResult(nil), p.Results...)
-			p.ConsumedSignals = append([]engine.SignalUse(nil), p.ConsumedSignals...)
+			p.Results = append([]port.ActionResult(nil), p.Results...)
+			p.ConsumedSignals = append([]port.SignalUse(nil), p.ConsumedSignals...)
 			m.Items = append(m.Items, p)
 			continue
 		}
@@ -253,7 +253,7 @@ func (m Merged) Expand(outcomes []error) []error {
 
 // CheckCompletions validates a CompleteInstances batch: terminal statuses,
 // and each instance at most once (an instance completes once).
-func CheckCompletions(batch []engine.Completion) error {
+func CheckCompletions(batch []port.Completion) error {
 	seen := make(map[uuid.UUID]bool, len(batch))
 	for i, c := range batch {
 		if c.InstanceID == uuid.Nil || c.Owner == uuid.Nil {
@@ -275,7 +275,7 @@ func CheckCompletions(batch []engine.Completion) error {
 	return nil
 }
 
-func checkResult(instance uuid.UUID, r engine.ActionResult) error {
+func checkResult(instance uuid.UUID, r port.ActionResult) error {
 	if r.InstanceID != uuid.Nil && r.InstanceID != instance {
 		return fmt.Errorf("result %s#%d belongs to instance %s, filed under %s", r.ExecutionID, r.Attempt, r.InstanceID, instance)
 	}
@@ -292,7 +292,7 @@ var Far = time.Date(9999, 1, 1, 0, 0, 0, 0, time.UTC)
 
 // PrepareSignal validates a signal to record and returns it with a nil
 // payload as JSON null (the column is NOT NULL).
-func PrepareSignal(s engine.NewSignal) (engine.NewSignal, error) {
+func PrepareSignal(s port.NewSignal) (port.NewSignal, error) {
 	switch {
 	case s.InstanceID == uuid.Nil:
 		return s, errors.New("signal: instance id is required")
@@ -310,13 +310,13 @@ func PrepareSignal(s engine.NewSignal) (engine.NewSignal, error) {
 // ("" for an unknown instance), as RequestCancel words it.
 func NotLive(op string, id uuid.UUID, status string) error {
 	if status == "" {
-		return fmt.Errorf("%s instance %s: %w", op, id, engine.ErrNotFound)
+		return fmt.Errorf("%s instance %s: %w", op, id, port.ErrNotFound)
 	}
-	return fmt.Errorf("%s instance %s: already %s: %w", op, id, status, engine.ErrNotFound)
+	return fmt.Errorf("%s instance %s: already %s: %w", op, id, status, port.ErrNotFound)
 }
 
 // CheckReopen validates a ReopenRequest.
-func CheckReopen(req engine.ReopenRequest) error {
+func CheckReopen(req port.ReopenRequest) error {
 	if req.ID == uuid.Nil {
 		return errors.New("reopen: instance id is required")
 	}
@@ -325,20 +325,20 @@ func CheckReopen(req engine.ReopenRequest) error {
 
 // ReopenRefused is the error of ReopenInstance for an instance in status
 // (the status it has; "" for an unknown instance).
-func ReopenRefused(id uuid.UUID, status engine.InstanceState) error {
+func ReopenRefused(id uuid.UUID, status port.InstanceState) error {
 	switch status {
 	case "":
-		return fmt.Errorf("reopen instance %s: %w", id, engine.ErrNotFound)
-	case engine.StateComplete:
-		return fmt.Errorf("reopen instance %s: %w", id, engine.ErrNotRetryable)
+		return fmt.Errorf("reopen instance %s: %w", id, port.ErrNotFound)
+	case port.StateComplete:
+		return fmt.Errorf("reopen instance %s: %w", id, port.ErrNotRetryable)
 	default:
-		return fmt.Errorf("reopen instance %s: it is %s: %w", id, status, engine.ErrInstanceLive)
+		return fmt.Errorf("reopen instance %s: it is %s: %w", id, status, port.ErrInstanceLive)
 	}
 }
 
-// ErrOwnershipLost wraps engine.ErrOwnershipLost with the instance id.
+// ErrOwnershipLost wraps port.ErrOwnershipLost with the instance id.
 func ErrOwnershipLost(id uuid.UUID) error {
-	return fmt.Errorf("instance %s: %w", id, engine.ErrOwnershipLost)
+	return fmt.Errorf("instance %s: %w", id, port.ErrOwnershipLost)
 }
 
 // ListLimit applies a default and an upper bound to a list limit.
@@ -350,10 +350,10 @@ func ListLimit(limit, def int) int {
 }
 
 // CheckStatuses rejects statuses the port does not define.
-func CheckStatuses(statuses []engine.InstanceState) error {
+func CheckStatuses(statuses []port.InstanceState) error {
 	for _, s := range statuses {
 		switch s {
-		case engine.StatePending, engine.StateRunning, engine.StateComplete, engine.StateFailed, engine.StateCancelled:
+		case port.StatePending, port.StateRunning, port.StateComplete, port.StateFailed, port.StateCancelled:
 		default:
 			return fmt.Errorf("unknown instance status %q", s)
 		}
@@ -402,8 +402,8 @@ func DecodePageToken(token string) (k PageKey, ok bool, err error) {
 // DuplicateKeys finds instances of a QueueInstances batch that reuse the
 // idempotency key of an earlier instance of the same batch. dup[i] is the
 // index of that earlier instance, or -1. Reusing a key for another workflow
-// version fails with engine.ErrIdempotencyConflict.
-func DuplicateKeys(in []engine.NewInstance) (dup []int, err error) {
+// version fails with port.ErrIdempotencyConflict.
+func DuplicateKeys(in []port.NewInstance) (dup []int, err error) {
 	dup = make([]int, len(in))
 	first := make(map[string]int)
 	for i, inst := range in {
@@ -418,7 +418,7 @@ func DuplicateKeys(in []engine.NewInstance) (dup []int, err error) {
 		}
 		if in[j].WorkflowVersionID != inst.WorkflowVersionID {
 			return nil, fmt.Errorf("queue instances: idempotency key %q used for workflow versions %d and %d in one batch: %w",
-				inst.IdempotencyKey, in[j].WorkflowVersionID, inst.WorkflowVersionID, engine.ErrIdempotencyConflict)
+				inst.IdempotencyKey, in[j].WorkflowVersionID, inst.WorkflowVersionID, port.ErrIdempotencyConflict)
 		}
 		dup[i] = j
 	}

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 	"go.uber.org/goleak"
 
-	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/engine/port"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -16,10 +16,10 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 func TestMergeProgress(t *testing.T) {
 	a, b, owner := uuid.New(), uuid.New(), uuid.New()
 	later := time.Unix(100, 0)
-	batch := []engine.Progress{
-		{InstanceID: a, Owner: owner, State: []byte("a1"), Results: []engine.ActionResult{{ExecutionID: "x", Attempt: 1}}},
+	batch := []port.Progress{
+		{InstanceID: a, Owner: owner, State: []byte("a1"), Results: []port.ActionResult{{ExecutionID: "x", Attempt: 1}}},
 		{InstanceID: b, Owner: owner},
-		{InstanceID: a, Owner: owner, ScheduledAt: &later, Results: []engine.ActionResult{{ExecutionID: "y", Attempt: 1}}},
+		{InstanceID: a, Owner: owner, ScheduledAt: &later, Results: []port.ActionResult{{ExecutionID: "y", Attempt: 1}}},
 		{InstanceID: a, Owner: owner, State: []byte("a2")},
 	}
 	m, err := MergeProgress(batch)
@@ -44,11 +44,11 @@ func TestMergeProgress(t *testing.T) {
 	}
 
 	// Consumed signals append; the last park wins.
-	p1, p2 := &engine.Park{WakeSeen: 1}, &engine.Park{WakeSeen: 2}
-	uses := []engine.SignalUse{{Seq: 1, By: "w#1"}}
-	m, err = MergeProgress([]engine.Progress{
+	p1, p2 := &port.Park{WakeSeen: 1}, &port.Park{WakeSeen: 2}
+	uses := []port.SignalUse{{Seq: 1, By: "w#1"}}
+	m, err = MergeProgress([]port.Progress{
 		{InstanceID: a, Owner: owner, ConsumedSignals: uses, Park: p1},
-		{InstanceID: a, Owner: owner, ConsumedSignals: []engine.SignalUse{{Seq: 2, By: "w#2"}}, Park: p2},
+		{InstanceID: a, Owner: owner, ConsumedSignals: []port.SignalUse{{Seq: 2, By: "w#2"}}, Park: p2},
 		{InstanceID: a, Owner: owner},
 	})
 	if err != nil || len(m.Items) != 1 || m.Items[0].Park != p2 || len(m.Items[0].ConsumedSignals) != 2 || m.Items[0].ConsumedSignals[1].Seq != 2 {
@@ -58,16 +58,16 @@ func TestMergeProgress(t *testing.T) {
 		t.Fatalf("merging modified the caller's consumed signals")
 	}
 
-	if _, err := MergeProgress([]engine.Progress{{InstanceID: a, Owner: owner}, {InstanceID: a, Owner: uuid.New()}}); err == nil {
+	if _, err := MergeProgress([]port.Progress{{InstanceID: a, Owner: owner}, {InstanceID: a, Owner: uuid.New()}}); err == nil {
 		t.Fatalf("two owners for one instance were accepted")
 	}
-	if _, err := MergeProgress([]engine.Progress{{InstanceID: a, Owner: owner, Results: []engine.ActionResult{{InstanceID: b, ExecutionID: "x"}}}}); err == nil {
+	if _, err := MergeProgress([]port.Progress{{InstanceID: a, Owner: owner, Results: []port.ActionResult{{InstanceID: b, ExecutionID: "x"}}}}); err == nil {
 		t.Fatalf("a result filed under another instance was accepted")
 	}
 }
 
 func TestDuplicateKeys(t *testing.T) {
-	in := []engine.NewInstance{
+	in := []port.NewInstance{
 		{WorkflowVersionID: 1, IdempotencyKey: "k"},
 		{WorkflowVersionID: 1},
 		{WorkflowVersionID: 1, IdempotencyKey: "k"},
@@ -78,7 +78,7 @@ func TestDuplicateKeys(t *testing.T) {
 		t.Fatalf("DuplicateKeys = %v, %v", dup, err)
 	}
 	in[2].WorkflowVersionID = 2
-	if _, err := DuplicateKeys(in); !errors.Is(err, engine.ErrIdempotencyConflict) {
+	if _, err := DuplicateKeys(in); !errors.Is(err, port.ErrIdempotencyConflict) {
 		t.Fatalf("one key for two versions: %v", err)
 	}
 }
@@ -101,7 +101,7 @@ func TestPageToken(t *testing.T) {
 
 func TestPrepareInstances(t *testing.T) {
 	now := time.Unix(50, 0)
-	in := []engine.NewInstance{{WorkflowVersionID: 1}}
+	in := []port.NewInstance{{WorkflowVersionID: 1}}
 	out, err := PrepareInstances(in, now)
 	if err != nil || out[0].ID == uuid.Nil || !out[0].ScheduledAt.Equal(now) || out[0].Inputs == nil || out[0].State == nil {
 		t.Fatalf("PrepareInstances = %+v, %v", out, err)
@@ -110,22 +110,22 @@ func TestPrepareInstances(t *testing.T) {
 		t.Fatalf("PrepareInstances modified its input")
 	}
 	id := uuid.New()
-	if _, err := PrepareInstances([]engine.NewInstance{{ID: id, WorkflowVersionID: 1}, {ID: id, WorkflowVersionID: 1}}, now); err == nil {
+	if _, err := PrepareInstances([]port.NewInstance{{ID: id, WorkflowVersionID: 1}, {ID: id, WorkflowVersionID: 1}}, now); err == nil {
 		t.Fatalf("a duplicate id was accepted")
 	}
-	if _, err := PrepareInstances([]engine.NewInstance{{}}, now); err == nil {
+	if _, err := PrepareInstances([]port.NewInstance{{}}, now); err == nil {
 		t.Fatalf("a missing workflow version was accepted")
 	}
 }
 
 func TestJudgeFence(t *testing.T) {
 	a, b := uuid.New(), uuid.New()
-	at := func(owner uuid.UUID, epoch uint64) *engine.PartitionOwner {
-		return &engine.PartitionOwner{Partition: 3, Owner: owner, Epoch: epoch}
+	at := func(owner uuid.UUID, epoch uint64) *port.PartitionOwner {
+		return &port.PartitionOwner{Partition: 3, Owner: owner, Epoch: epoch}
 	}
 	for _, tc := range []struct {
 		name   string
-		stored *engine.PartitionOwner
+		stored *port.PartitionOwner
 		owner  uuid.UUID
 		epoch  uint64
 		want   FenceAction
@@ -142,34 +142,34 @@ func TestJudgeFence(t *testing.T) {
 			t.Errorf("%s: JudgeFence = %d, want %d", tc.name, got, tc.want)
 		}
 	}
-	if err := ErrStaleEpoch(*at(b, 6), 5); !errors.Is(err, engine.ErrStaleEpoch) {
-		t.Errorf("ErrStaleEpoch does not wrap engine.ErrStaleEpoch: %v", err)
+	if err := ErrStaleEpoch(*at(b, 6), 5); !errors.Is(err, port.ErrStaleEpoch) {
+		t.Errorf("ErrStaleEpoch does not wrap port.ErrStaleEpoch: %v", err)
 	}
 }
 
 func TestCheckFence(t *testing.T) {
 	owner := uuid.New()
-	parts, err := CheckFence(engine.FenceRequest{Owner: owner, Epochs: map[int]uint64{9: 1, 0: 2, engine.MaxPartitions - 1: 3, 4: 4}})
-	if err != nil || len(parts) != 4 || parts[0] != 0 || parts[1] != 4 || parts[2] != 9 || parts[3] != engine.MaxPartitions-1 {
+	parts, err := CheckFence(port.FenceRequest{Owner: owner, Epochs: map[int]uint64{9: 1, 0: 2, port.MaxPartitions - 1: 3, 4: 4}})
+	if err != nil || len(parts) != 4 || parts[0] != 0 || parts[1] != 4 || parts[2] != 9 || parts[3] != port.MaxPartitions-1 {
 		t.Fatalf("CheckFence = %v, %v; want the partitions in order", parts, err)
 	}
-	if parts, err := CheckFence(engine.FenceRequest{Owner: owner}); err != nil || len(parts) != 0 {
+	if parts, err := CheckFence(port.FenceRequest{Owner: owner}); err != nil || len(parts) != 0 {
 		t.Fatalf("CheckFence of nothing = %v, %v", parts, err)
 	}
-	for _, bad := range []engine.FenceRequest{
+	for _, bad := range []port.FenceRequest{
 		{Epochs: map[int]uint64{1: 1}},
 		{Owner: owner, Epochs: map[int]uint64{-1: 1}},
-		{Owner: owner, Epochs: map[int]uint64{engine.MaxPartitions: 1}},
+		{Owner: owner, Epochs: map[int]uint64{port.MaxPartitions: 1}},
 		{Owner: owner, Epochs: map[int]uint64{1: 1 << 63}},
 	} {
 		if _, err := CheckFence(bad); err == nil {
 			t.Errorf("CheckFence(%+v) accepted it", bad)
 		}
 	}
-	if err := CheckClaim(engine.ClaimRequest{Owner: owner, Lease: time.Second, Limit: 1, Partitions: []int{0, engine.MaxPartitions}}); err == nil {
+	if err := CheckClaim(port.ClaimRequest{Owner: owner, Lease: time.Second, Limit: 1, Partitions: []int{0, port.MaxPartitions}}); err == nil {
 		t.Errorf("CheckClaim accepted a partition beyond MaxPartitions")
 	}
-	if _, err := PrepareInstances([]engine.NewInstance{{WorkflowVersionID: 1, Partition: -1}}, time.Now()); err == nil {
+	if _, err := PrepareInstances([]port.NewInstance{{WorkflowVersionID: 1, Partition: -1}}, time.Now()); err == nil {
 		t.Errorf("PrepareInstances accepted partition -1")
 	}
 }
