@@ -78,17 +78,7 @@ func (r *partitionRates) rate(e *engine.Engine, p int, tasks uint64, now time.Ti
 
 // runPartitionRates samples the active engine's counts every second.
 func (n *Node) runPartitionRates(ctx context.Context, clk clock.Clock) {
-	t := clk.NewTimer(partitionSampleEvery)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		n.partRates.sample(n.active.Load(), clk.Now())
-		t.Reset(partitionSampleEvery)
-	}
+	clock.Every(ctx, clk, partitionSampleEvery, func() { n.partRates.sample(n.active.Load(), clk.Now()) })
 }
 
 // partitionCheckWait bounds how long a server started with --partitions

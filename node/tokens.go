@@ -114,17 +114,7 @@ func (k *tokenKeeper) watch(ctx context.Context, clk clock.Clock) {
 	if k.file == "" {
 		return
 	}
-	t := clk.NewTimer(tokenPollInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C():
-		}
-		_, _ = k.reload(false) // logged by reload
-		t.Reset(tokenPollInterval)
-	}
+	clock.Every(ctx, clk, tokenPollInterval, func() { _, _ = k.reload(false) }) // logged by reload
 }
 
 // ReloadTokens re-reads the API token file now (SIGHUP); the node also

@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 	"google.golang.org/protobuf/types/known/timestamppb"
 
+	"github.com/robonet/robonet/internal/audit"
 	"github.com/robonet/robonet/internal/client"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
@@ -60,7 +61,7 @@ Reading the trail needs an admin token.`,
 				fmt.Fprintf(cmd.ErrOrStderr(), "roboctl: audit: no records of %s\n", e)
 			}
 			if format != client.FormatTable {
-				views := make([]client.AuditView, 0, len(resp.GetRecords()))
+				views := make([]audit.Record, 0, len(resp.GetRecords()))
 				for _, r := range resp.GetRecords() {
 					views = append(views, client.Audit(r))
 				}

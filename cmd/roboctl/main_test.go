@@ -23,6 +23,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/robonet/robonet/engine"
+	"github.com/robonet/robonet/internal/audit"
 	"github.com/robonet/robonet/internal/client"
 	"github.com/robonet/robonet/node"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
@@ -1371,7 +1372,7 @@ func TestAudit(t *testing.T) {
 
 	// -o json: the records' fields, as the node's file has them.
 	r = roboctl(t, addr, "audit", "-o", "json")
-	var recs []client.AuditView
+	var recs []audit.Record
 	if err := json.Unmarshal([]byte(r.stdout), &recs); err != nil || len(recs) != 2 {
 		t.Fatalf("audit -o json: %v\n%s", err, r.stdout)
 	}

@@ -5,28 +5,15 @@ import (
 	"io"
 	"strings"
 	"text/tabwriter"
-	"time"
 
+	"github.com/robonet/robonet/internal/audit"
 	robonetv1 "github.com/robonet/robonet/proto/robonet/v1"
 )
 
-// AuditView is one record of the audit trail, for -o json and -o yaml:
-// the fields of the node's file (DATA_DIR/audit).
-type AuditView struct {
-	Time       time.Time `json:"time"`
-	Node       string    `json:"node"`
-	TokenName  string    `json:"token_name"`
-	Role       string    `json:"role"`
-	Peer       string    `json:"peer"`
-	Method     string    `json:"method"`
-	Target     string    `json:"target"`
-	Outcome    string    `json:"outcome"`
-	DurationMS float64   `json:"duration_ms"`
-}
-
-// Audit is the view of r.
-func Audit(r *robonetv1.AuditRecord) AuditView {
-	return AuditView{
+// Audit is r as a record of the node's file (DATA_DIR/audit), for -o json
+// and -o yaml: the same fields under the same names.
+func Audit(r *robonetv1.AuditRecord) audit.Record {
+	return audit.Record{
 		Time: r.GetTime().AsTime().UTC(), Node: r.GetNode(), TokenName: r.GetTokenName(), Role: r.GetRole(), Peer: r.GetPeer(),
 		Method: r.GetMethod(), Target: r.GetTarget(), Outcome: r.GetOutcome(),
 		DurationMS: float64(r.GetDuration().AsDuration().Microseconds()) / 1000,

@@ -5,7 +5,10 @@
 // sleeps.
 package clock
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // Clock tells the time and arms timers.
 type Clock interface {
@@ -72,4 +75,20 @@ func FromUnixNanos(ns int64) time.Time {
 		return time.Time{}
 	}
 	return time.Unix(0, ns).UTC()
+}
+
+// Every calls f every d by c, the first time d from now, until ctx ends.
+// A call that takes long delays the next: the next is d after it returns.
+func Every(ctx context.Context, c Clock, d time.Duration, f func()) {
+	t := c.NewTimer(d)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C():
+		}
+		f()
+		t.Reset(d)
+	}
 }
