@@ -5,7 +5,10 @@
 // the same interfaces as their in-process counterparts — wag.Link for the
 // leader's Router, wag.Target for a pool, wag.Worker for a Waggler — so
 // neither the Router, the Waggler nor the pool knows whether a peer is in
-// the same process.
+// the same process. The server side of every stream — Lead, Work, and the
+// WorkerService's Serve of worker programs (external.go) — opens the same
+// way (handshake.go): the first message's opening admitted, a sender, the
+// protocol's set-up, a welcome.
 package remote
 
 import (
