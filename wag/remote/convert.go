@@ -26,6 +26,19 @@ import (
 	"github.com/robonet/robonet/wag"
 )
 
+// readable decodes what of ps from can read, passing over the rest (a
+// peer's messages were checked against the limits: an item that passed
+// and still cannot be read is dropped, not fatal).
+func readable[P, T any](ps []P, from func(P) (T, error)) []T {
+	out := make([]T, 0, len(ps))
+	for _, p := range ps {
+		if v, err := from(p); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
+
 func keyToProto(k engine.AttemptKey) *robonetv1.AttemptKey {
 	return &robonetv1.AttemptKey{InstanceId: k.InstanceID.String(), ExecutionId: k.ExecutionID, Attempt: k.Attempt}
 }

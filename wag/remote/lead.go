@@ -174,25 +174,13 @@ func (l *LeadLink) deliver(resp *robonetv1.LeadResponse) {
 	case *robonetv1.LeadResponse_Results:
 		_ = l.up.Results(l.results(m.Results.GetResults()))
 	case *robonetv1.LeadResponse_Progress:
-		ps := make([]engine.TaskProgress, 0, len(m.Progress.GetItems()))
-		for _, p := range m.Progress.GetItems() {
-			if pr, err := progressFromProto(p); err == nil {
-				ps = append(ps, pr)
-			}
-		}
-		l.up.Progress(ps)
+		l.up.Progress(readable(m.Progress.GetItems(), progressFromProto))
 	case *robonetv1.LeadResponse_Observations:
 		if l.opts.OnObservations != nil {
 			l.opts.OnObservations(l.peer, observationsFromProto(m.Observations.GetItems()))
 		}
 	case *robonetv1.LeadResponse_Started:
-		ss := make([]wag.Started, 0, len(m.Started.GetItems()))
-		for _, p := range m.Started.GetItems() {
-			if s, err := startedFromProto(p); err == nil {
-				ss = append(ss, s)
-			}
-		}
-		l.up.Started(ss)
+		l.up.Started(readable(m.Started.GetItems(), startedFromProto))
 	}
 }
 

@@ -185,7 +185,7 @@ func (l *leadStream) handle(req *robonetv1.LeadRequest) error {
 	case *robonetv1.LeadRequest_Dispatch:
 		answer = l.s.dispatch(l.sess, m.Dispatch)
 	case *robonetv1.LeadRequest_Cancel:
-		answer = l.cancel(m.Cancel)
+		answer = &robonetv1.LeadAnswer{Id: m.Cancel.GetId(), Error: errToProto(l.sess.Cancel(readable(m.Cancel.GetKeys(), keyFromProto)))}
 	case *robonetv1.LeadRequest_Ack:
 		l.sess.Ack(m.Ack.GetSeq())
 		return nil
@@ -193,18 +193,6 @@ func (l *leadStream) handle(req *robonetv1.LeadRequest) error {
 		return status.Error(codes.InvalidArgument, "unexpected message on a Lead stream")
 	}
 	return l.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Answer{Answer: answer}})
-}
-
-// cancel cancels the attempts of m (keys that are not one are passed
-// over).
-func (l *leadStream) cancel(m *robonetv1.LeadCancel) *robonetv1.LeadAnswer {
-	keys := make([]engine.AttemptKey, 0, len(m.GetKeys()))
-	for _, k := range m.GetKeys() {
-		if key, err := keyFromProto(k); err == nil {
-			keys = append(keys, key)
-		}
-	}
-	return &robonetv1.LeadAnswer{Id: m.GetId(), Error: errToProto(l.sess.Cancel(keys))}
 }
 
 // sendEvidence sends the leader what this node observed, batched, until
@@ -460,13 +448,7 @@ func (ws *workStream) heartbeats(m *robonetv1.WorkHeartbeats) error {
 	if err := ws.beats.add(m.GetItems(), time.Now()); err != nil {
 		return ws.violated(err)
 	}
-	hbs := make([]wag.Heartbeat, 0, len(m.GetItems()))
-	for _, p := range m.GetItems() {
-		if hb, err := heartbeatFromProto(p); err == nil {
-			hbs = append(hbs, hb)
-		}
-	}
-	ws.w.Heartbeats(hbs)
+	ws.w.Heartbeats(readable(m.GetItems(), heartbeatFromProto))
 	return nil
 }
 
