@@ -128,16 +128,16 @@ func engineOf(t *termEngine) *engine.Engine {
 }
 
 // newTerm builds the engine of a term with its Router (neither started).
-// The engine dispatches through a Verifier, which runs verified attempts
-// as several runs and passes the rest to the Router; the Router reports
-// to the Verifier, which reports to the engine.
+// The engine dispatches through a Tally, which runs verified attempts as
+// several runs and passes the rest to the Router; the Router reports to
+// the Tally, which reports to the engine.
 func (n *Node) newTerm(o ownership) (*termEngine, error) {
 	term, parts := o.term, o.parts
 	t := &termEngine{}
-	verifier := wag.NewVerifier(wag.VerifierConfig{Sink: &lateSink{t: t}, Outcome: n.verifyOutcome, Logger: n.cfg.Logger})
+	tally := wag.NewTally(wag.TallyConfig{Sink: &lateSink{t: t}, Outcome: n.verifyOutcome, Logger: n.cfg.Logger})
 	var err error
 	t.router, err = wag.NewRouter(wag.RouterConfig{
-		Term: term, Sink: verifier, Directory: meshDirectory{n}, Logger: n.cfg.Logger, NodeName: n.cfg.Name,
+		Term: term, Sink: tally, Directory: meshDirectory{n}, Logger: n.cfg.Logger, NodeName: n.cfg.Name,
 		Follower: !o.leader, PartitionCount: parts.count, Partitions: parts.epochs,
 		Holds:   func(id uuid.UUID) bool { return t.Engine != nil && t.Holds(id) },
 		Metrics: n.metrics.wag,
@@ -152,9 +152,9 @@ func (n *Node) newTerm(o ownership) (*termEngine, error) {
 	if err != nil {
 		return nil, err
 	}
-	verifier.SetNext(t.router)
+	tally.SetNext(t.router)
 	ecfg := n.cfg.Engine
-	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, verifier, n.cfg.Logger, n.cfg.Name, term
+	ecfg.Store, ecfg.Dispatcher, ecfg.Logger, ecfg.NodeName, ecfg.Term = n.store, tally, n.cfg.Logger, n.cfg.Name, term
 	ecfg.Admission = t.router
 	ecfg.Query = n.reader
 	ecfg.Metrics = n.metrics.engine

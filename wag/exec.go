@@ -175,122 +175,175 @@ func execAction(ctx context.Context, call *Call) (any, error) {
 	return runProcess(ctx, call, in, rt, as)
 }
 
+// runProcess runs an exec attempt's program: it starts it contained, with
+// its pipes, captures its output while it runs, waits for it (killing its
+// process group when ctx ends first), and reads the attempt's outcome from
+// how it ended.
 func runProcess(ctx context.Context, call *Call, in execInput, rt *runtimeEnv, as *execUser) (any, error) {
 	name := in.argv[0]
 	token := rand.Text()
 	env := execEnv(call, in.env, token, as)
-
-	var files []*os.File // every pipe end we still hold
-	closeAll := func() {
-		for _, f := range files {
-			_ = f.Close()
-		}
-	}
-	pipe := func() (r, w *os.File, err error) {
-		r, w, err = os.Pipe()
-		if err == nil {
-			files = append(files, r, w)
-		}
-		return r, w, err
-	}
-	stdoutR, stdoutW, err1 := pipe()
-	stderrR, stderrW, err2 := pipe()
-	var stdinR, stdinW *os.File
-	var err3 error
-	if in.stdin != nil {
-		stdinR, stdinW, err3 = pipe()
-	}
-	if err := errors.Join(err1, err2, err3); err != nil {
-		closeAll()
+	p, err := openExecPipes(in.stdin != nil)
+	if err != nil {
 		return nil, fmt.Errorf("exec: creating pipes: %w", err)
 	}
-	newCmd := func() *exec.Cmd {
-		program := name
-		if in.path != "" {
-			program = in.path // the program the policy admitted
-		}
-		cmd := exec.Command(program, in.argv[1:]...) // cancellation is ours: the whole process group
-		cmd.Args[0] = name                           // under the name it was given
-		cmd.Env = env
-		cmd.Dir = in.dir
-		if stdinR != nil {
-			cmd.Stdin = stdinR
-		}
-		cmd.Stdout, cmd.Stderr = stdoutW, stderrW
-		setProcessGroup(cmd)
-		as.runAs(cmd)
-		return cmd
-	}
-	cmd, box, err := startContained(newCmd, token, rt.cgroupParent)
+	cmd, box, err := startContained(func() *exec.Cmd { return execCommand(in, env, p, as) }, token, rt.cgroupParent)
 	if err != nil {
-		closeAll()
+		p.closeAll()
 		if errors.Is(err, exec.ErrNotFound) {
 			return nil, notFound(name)
 		}
 		return nil, fmt.Errorf("exec: cannot start %q: %w", name, err)
 	}
-	defer closeAll()
-	// The child has its copies; ours would keep the pipes open forever.
-	_ = stdoutW.Close()
-	_ = stderrW.Close()
-	if stdinR != nil {
-		_ = stdinR.Close()
-	}
+	defer p.closeAll()
+	p.closeChildEnds()
 	pid := cmd.Process.Pid
 	call.setPID(pid)
 	defer call.setPID(0)
 
 	killer := &groupKiller{pid: pid, clock: rt.clock, grace: rt.killGrace}
-	stdout := &capBuffer{max: call.maxOutput(), onOverflow: func() { killGroup(pid, true) }}
-	stderr := &tailBuffer{max: stderrTailBytes}
-	var stdoutSink, stderrSink io.Writer = stdout, stderr
-	taskLog := openTaskLog(call, rt)
-	if taskLog != nil {
-		// Both buffers and the log writers never fail, so MultiWriter
-		// always writes to both.
-		stdoutSink = io.MultiWriter(stdout, taskLog.Stream(tasklog.Stdout))
-		stderrSink = io.MultiWriter(stderr, taskLog.Stream(tasklog.Stderr))
-	}
-	var pipes sync.WaitGroup
-	pipes.Go(func() { copyQuietly(stdoutSink, stdoutR) })
-	pipes.Go(func() { copyQuietly(stderrSink, stderrR) })
-	if stdinW != nil {
-		pipes.Go(func() {
-			_, _ = stdinW.Write(in.stdin) // EPIPE when the child does not read it all
-			_ = stdinW.Close()
-		})
-	}
-	killer.wg.Add(1)
-	stopWatch := context.AfterFunc(ctx, func() {
-		defer killer.wg.Done()
-		killer.terminate()
-	})
-
-	waitErr := cmd.Wait() // the group leader exited
-	if stopWatch() {
-		killer.wg.Done()
-	}
-	killer.finish() // leftovers in the group (background children) die with the attempt
-	killer.wg.Wait()
-	// So do descendants that left the group (setsid, daemons); before the
-	// drain, as they may hold the pipes.
+	o := captureOutput(call, rt, pid, p, in.stdin)
+	waitErr := killer.wait(ctx, cmd)
+	// Descendants that left the group (setsid, daemons) die with the
+	// attempt too; before the drain, as they may hold the pipes.
 	if err := box.release(); err != nil {
 		call.Logger().Warn("exec: descendants of the attempt may have survived it", zap.Error(err))
 	}
-	deadline := time.Now().Add(drainGrace)
-	_ = stdoutR.SetReadDeadline(deadline)
-	_ = stderrR.SetReadDeadline(deadline)
-	if stdinW != nil {
-		_ = stdinW.SetWriteDeadline(deadline)
+	o.drain(call, p)
+	return execOutcome(ctx, name, waitErr, o.stdout, o.stderr.String())
+}
+
+// execPipes are the pipes of an exec attempt: the child's stdout and
+// stderr, and its stdin when the attempt has input for it.
+type execPipes struct {
+	stdoutR, stdoutW *os.File
+	stderrR, stderrW *os.File
+	stdinR, stdinW   *os.File // nil without stdin
+	files            []*os.File
+}
+
+// openExecPipes opens the pipes of an attempt, with stdin or without.
+func openExecPipes(stdin bool) (*execPipes, error) {
+	p := &execPipes{}
+	var err1, err2, err3 error
+	p.stdoutR, p.stdoutW, err1 = p.pipe()
+	p.stderrR, p.stderrW, err2 = p.pipe()
+	if stdin {
+		p.stdinR, p.stdinW, err3 = p.pipe()
 	}
-	pipes.Wait()
-	if taskLog != nil {
-		if err := taskLog.Close(); err != nil {
+	if err := errors.Join(err1, err2, err3); err != nil {
+		p.closeAll()
+		return nil, err
+	}
+	return p, nil
+}
+
+// pipe opens one pipe, whose ends p keeps until closeAll.
+func (p *execPipes) pipe() (r, w *os.File, err error) {
+	r, w, err = os.Pipe()
+	if err == nil {
+		p.files = append(p.files, r, w)
+	}
+	return r, w, err
+}
+
+// closeAll closes every pipe end we still hold.
+func (p *execPipes) closeAll() {
+	for _, f := range p.files {
+		_ = f.Close()
+	}
+}
+
+// closeChildEnds closes our copies of the child's ends once it started:
+// they would keep the pipes open forever.
+func (p *execPipes) closeChildEnds() {
+	_ = p.stdoutW.Close()
+	_ = p.stderrW.Close()
+	if p.stdinR != nil {
+		_ = p.stdinR.Close()
+	}
+}
+
+// execCommand is the command of an exec attempt: the program the policy
+// admitted, with env and the child's ends of p, in a process group of its
+// own, as --exec-user's user when there is one.
+func execCommand(in execInput, env []string, p *execPipes, as *execUser) *exec.Cmd {
+	name := in.argv[0]
+	program := name
+	if in.path != "" {
+		program = in.path // the program the policy admitted
+	}
+	cmd := exec.Command(program, in.argv[1:]...) // cancellation is ours: the whole process group
+	cmd.Args[0] = name                           // under the name it was given
+	cmd.Env = env
+	cmd.Dir = in.dir
+	if p.stdinR != nil {
+		cmd.Stdin = p.stdinR
+	}
+	cmd.Stdout, cmd.Stderr = p.stdoutW, p.stderrW
+	setProcessGroup(cmd)
+	as.runAs(cmd)
+	return cmd
+}
+
+// execOutput is where a running attempt's output goes: stdout kept up to
+// the output limit (beyond it, the process group is killed), the tail of
+// stderr, both into the attempt's log when it has one.
+type execOutput struct {
+	stdout *capBuffer
+	stderr *tailBuffer
+	log    *tasklog.Writer // nil: none
+	copies sync.WaitGroup  // copying the pipes, writing stdin
+}
+
+// captureOutput starts copying the output of the process pid from p, and
+// writing stdin (nil: none) to it.
+func captureOutput(call *Call, rt *runtimeEnv, pid int, p *execPipes, stdin []byte) *execOutput {
+	o := &execOutput{
+		stdout: &capBuffer{max: call.maxOutput(), onOverflow: func() { killGroup(pid, true) }},
+		stderr: &tailBuffer{max: stderrTailBytes},
+	}
+	var stdoutSink, stderrSink io.Writer = o.stdout, o.stderr
+	o.log = openTaskLog(call, rt)
+	if o.log != nil {
+		// Both buffers and the log writers never fail, so MultiWriter
+		// always writes to both.
+		stdoutSink = io.MultiWriter(o.stdout, o.log.Stream(tasklog.Stdout))
+		stderrSink = io.MultiWriter(o.stderr, o.log.Stream(tasklog.Stderr))
+	}
+	o.copies.Go(func() { copyQuietly(stdoutSink, p.stdoutR) })
+	o.copies.Go(func() { copyQuietly(stderrSink, p.stderrR) })
+	if p.stdinW != nil {
+		o.copies.Go(func() {
+			_, _ = p.stdinW.Write(stdin) // EPIPE when the child does not read it all
+			_ = p.stdinW.Close()
+		})
+	}
+	return o
+}
+
+// drain waits, for drainGrace at most, for the copies to end once the
+// attempt's processes are gone, then closes its log.
+func (o *execOutput) drain(call *Call, p *execPipes) {
+	deadline := time.Now().Add(drainGrace)
+	_ = p.stdoutR.SetReadDeadline(deadline)
+	_ = p.stderrR.SetReadDeadline(deadline)
+	if p.stdinW != nil {
+		_ = p.stdinW.SetWriteDeadline(deadline)
+	}
+	o.copies.Wait()
+	if o.log != nil {
+		if err := o.log.Close(); err != nil {
 			call.Logger().Warn("exec: the attempt's log is incomplete", zap.Error(err))
 		}
 	}
+}
 
-	tail := stderr.String()
+// execOutcome is the output or error of the attempt that ran program name,
+// from how it ended: ctx ending, stdout over the limit, the exit status
+// (waitErr; tail is the end of stderr), else its stdout — JSON decoded
+// when it is JSON, else as text.
+func execOutcome(ctx context.Context, name string, waitErr error, stdout *capBuffer, tail string) (any, error) {
 	switch {
 	case ctx.Err() != nil:
 		return nil, fmt.Errorf("exec: %s: %w%s", name, ctxErr(ctx), stderrSuffix(tail))
@@ -355,6 +408,24 @@ type groupKiller struct {
 	mu       sync.Mutex
 	finished bool
 	timer    clock.Timer
+}
+
+// wait waits for the group's leader to exit, terminating the group when
+// ctx ends first (SIGTERM, then SIGKILL after the grace), then kills what
+// is left of the group: the leader's error.
+func (k *groupKiller) wait(ctx context.Context, cmd *exec.Cmd) error {
+	k.wg.Add(1)
+	stopWatch := context.AfterFunc(ctx, func() {
+		defer k.wg.Done()
+		k.terminate()
+	})
+	err := cmd.Wait() // the group leader exited
+	if stopWatch() {
+		k.wg.Done()
+	}
+	k.finish() // leftovers in the group (background children) die with the attempt
+	k.wg.Wait()
+	return err
 }
 
 func (k *groupKiller) terminate() {

@@ -165,7 +165,6 @@ func newPool(cfg Config, capability string, size int, rt *runtimeEnv, log *zap.L
 	return p
 }
 
-// workers returns the Waggler's handles on the slots.
 // leave tells the pool's Waggler that its slots are gone for good and
 // detaches from it; called after stop, when nothing runs any more.
 func (p *pool) leave() {
@@ -182,6 +181,7 @@ func (p *pool) leave() {
 	p.attach(nil)
 }
 
+// workers returns the Waggler's handles on the slots.
 func (p *pool) workers() []Worker {
 	out := make([]Worker, len(p.slots))
 	for i, s := range p.slots {
@@ -261,6 +261,39 @@ func (w localWorker) Cancel(key port.AttemptKey, gen uint64) {
 func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	ctx, cancel := context.WithCancelCause(p.base)
 	defer cancel(context.Canceled)
+	r := p.newRun(s, a, cancel)
+	switch started, cancelledEarly := p.begin(r, inc); {
+	case cancelledEarly:
+		// Cancelled before it started: the report only frees the worker.
+		now := p.clock.Now()
+		p.report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, Error: errCancelled.Error(), StartedAt: now, FinishedAt: now, Cancelled: true})
+		return true
+	case !started:
+		return false
+	}
+
+	out, err := p.invoke(ctx, r.call)
+	finished := p.clock.Now()
+
+	end := p.end(r)
+	if end.abandoned {
+		r.call.Logger().Info("abandoned action returned at last: result discarded")
+		return false
+	}
+	if end.stopping {
+		return false // the Waggler is closed: nobody waits for this result
+	}
+	rep := p.finalReport(r, out, err, finished, end)
+	p.mu.Lock()
+	p.meter.record(finished, finished.Sub(r.started), rep.OK)
+	p.mu.Unlock()
+	p.report(rep)
+	return true
+}
+
+// newRun is the run of a on slot s, its action's context cancelled by
+// cancel.
+func (p *pool) newRun(s *slot, a Assignment, cancel context.CancelCauseFunc) *run {
 	r := &run{a: a, slot: s, cancel: cancel}
 	r.call = &Call{
 		Key:            a.AttemptKey,
@@ -278,19 +311,23 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 		rt:             p.rt,
 		log:            p.log,
 	}
+	return r
+}
 
+// begin makes r its slot's current run, started now, and arms its
+// timeout. It does not when the slot's goroutine is to exit (incarnation
+// inc abandoned, or the pool stopping: neither result is true), or when the
+// Waggler cancelled the assignment before it started (cancelledEarly).
+func (p *pool) begin(r *run, inc int) (started, cancelledEarly bool) {
+	s, a := r.slot, &r.a
 	p.mu.Lock()
+	defer p.mu.Unlock()
 	if p.life.State().Stopped() || s.incarnation != inc {
-		p.mu.Unlock()
-		return false
+		return false, false
 	}
 	if s.cancelGen == a.Generation {
-		// Cancelled before it started: the report only frees the worker.
 		s.cancelGen = 0
-		p.mu.Unlock()
-		now := p.clock.Now()
-		p.report(Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, Error: errCancelled.Error(), StartedAt: now, FinishedAt: now, Cancelled: true})
-		return true
+		return false, true
 	}
 	s.cur = r
 	r.started = p.clock.Now()
@@ -304,31 +341,37 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 			}
 		})
 	}
-	p.mu.Unlock()
+	return true, false
+}
 
-	out, err := p.invoke(ctx, r.call)
-	finished := p.clock.Now()
+// runEnd is how a run ended, as the pool's lock saw it once its action
+// returned.
+type runEnd struct {
+	abandoned, timedOut, cancelled, stopping bool
+}
 
+// end takes r off its slot once its action returned and stops its timers.
+func (p *pool) end(r *run) runEnd {
 	p.mu.Lock()
-	abandoned, timedOut, cancelled, stopping := r.abandoned, r.timedOut, r.cancelled, p.life.State().Stopped()
-	if s.cur == r {
-		s.cur = nil
+	defer p.mu.Unlock()
+	e := runEnd{abandoned: r.abandoned, timedOut: r.timedOut, cancelled: r.cancelled, stopping: p.life.State().Stopped()}
+	if r.slot.cur == r {
+		r.slot.cur = nil
 	}
 	stopTimer(r.timeout)
 	stopTimer(r.grace)
-	p.mu.Unlock()
+	return e
+}
 
-	if abandoned {
-		r.call.Logger().Info("abandoned action returned at last: result discarded")
-		return false
-	}
-	if stopping {
-		return false // the Waggler is closed: nobody waits for this result
-	}
-	rep := Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: s.id, StartedAt: r.started, FinishedAt: finished, Cancelled: cancelled}
+// finalReport is the report of r, whose action returned out or err at
+// finished: its output, checked, or its error (saying it timed out, when
+// it did and the action's error does not).
+func (p *pool) finalReport(r *run, out any, err error, finished time.Time, end runEnd) Report {
+	a := &r.a
+	rep := Report{Key: a.AttemptKey, Generation: a.Generation, WorkerID: r.slot.id, StartedAt: r.started, FinishedAt: finished, Cancelled: end.cancelled}
 	if err != nil {
 		msg := err.Error()
-		if timedOut && !errors.Is(err, errTimedOut) {
+		if end.timedOut && !errors.Is(err, errTimedOut) {
 			msg = fmt.Sprintf("attempt timed out after %v: %s", a.Timeout, msg)
 		}
 		rep.Error = FitText(msg, MaxErrorBytes)
@@ -337,11 +380,7 @@ func (p *pool) execute(s *slot, inc int, a Assignment) bool {
 	} else {
 		rep.OK, rep.Output, rep.OutputJSON = true, v, enc
 	}
-	p.mu.Lock()
-	p.meter.record(finished, finished.Sub(r.started), rep.OK)
-	p.mu.Unlock()
-	p.report(rep)
-	return true
+	return rep
 }
 
 // invoke calls the action's handler, containing panics.

@@ -16,12 +16,14 @@ import (
 	"github.com/robonet/robonet/engine/value"
 )
 
-// Verifier runs verified attempts (TaskDispatch.Verify of 2 or 3, a task's
-// `verify`) as that many runs on distinct worker nodes and reports the
-// majority's outcome as the attempt's result; every other attempt passes
-// through untouched. Distinct means distinct nodes: two programs connected
-// to one node are one machine, and one vote. It sits between the engine and the Router: the
-// engine's Dispatcher, and the Router's ResultSink.
+// Tally runs verified attempts (TaskDispatch.Verify of 2 or 3, a task's
+// `verify`) as that many runs on distinct worker nodes, tallies their
+// outcomes and reports the majority's as the attempt's result; every other
+// attempt passes through untouched. Distinct means distinct nodes: two
+// programs connected to one node are one machine, and one vote. It sits
+// between the engine and the Router: the engine's Dispatcher, and the
+// Router's ResultSink. (Not to be confused with trust.Verifier, which
+// checks a peer's hash-chain stamps.)
 //
 // A run is the attempt under its own execution id ("task[i]#r1"), in a
 // group the Waggler places on distinct nodes (TaskDispatch.Group). Outcomes
@@ -31,14 +33,14 @@ import (
 // break the tie; with verify 3, two that agree decide at once. No majority
 // among three fails the attempt. Each run's subject (its node, or the
 // worker program that ran it) is reported as agreeing or outvoted
-// (VerifierConfig.Outcome), evidence for its trust. A run that is lost,
+// (TallyConfig.Outcome), evidence for its trust. A run that is lost,
 // or that no worker ran, ends the attempt without a verdict: lost, or
 // failed with that error, and the engine's policies decide.
 //
 // Verified tasks should be deterministic and free of side effects: every
 // run really runs.
-type Verifier struct {
-	cfg  VerifierConfig
+type Tally struct {
+	cfg  TallyConfig
 	next port.Dispatcher
 
 	mu       sync.Mutex
@@ -46,8 +48,8 @@ type Verifier struct {
 	replicas map[port.AttemptKey]*vgroup // by run
 }
 
-// VerifierConfig configures a Verifier.
-type VerifierConfig struct {
+// TallyConfig configures a Tally.
+type TallyConfig struct {
 	// Sink receives the results and progress of every attempt: the engine.
 	Sink port.ResultSink
 	// Outcome, when set, is told, for each run's worker subject (its node,
@@ -80,23 +82,23 @@ type vrun struct {
 const maxVoidRuns = 3
 
 var (
-	_ port.Dispatcher = (*Verifier)(nil)
-	_ port.ResultSink = (*Verifier)(nil)
+	_ port.Dispatcher = (*Tally)(nil)
+	_ port.ResultSink = (*Tally)(nil)
 )
 
-// NewVerifier builds a Verifier; SetNext gives it the Router before the
+// NewTally builds a Tally; SetNext gives it the Router before the
 // first Dispatch.
-func NewVerifier(cfg VerifierConfig) *Verifier {
+func NewTally(cfg TallyConfig) *Tally {
 	if cfg.Logger == nil {
 		cfg.Logger = zap.NewNop()
 	}
 	cfg.Logger = cfg.Logger.Named("verify")
-	return &Verifier{cfg: cfg, groups: map[port.AttemptKey]*vgroup{}, replicas: map[port.AttemptKey]*vgroup{}}
+	return &Tally{cfg: cfg, groups: map[port.AttemptKey]*vgroup{}, replicas: map[port.AttemptKey]*vgroup{}}
 }
 
 // SetNext sets the Dispatcher runs go to (the Router, built with this
-// Verifier as its sink).
-func (v *Verifier) SetNext(next port.Dispatcher) { v.next = next }
+// Tally as its sink).
+func (t *Tally) SetNext(next port.Dispatcher) { t.next = next }
 
 // runKey is the key of run i (1-based) of a verified attempt.
 func runKey(k port.AttemptKey, i int) port.AttemptKey {
@@ -113,41 +115,41 @@ func runOf(d port.TaskDispatch, i int, avoid []string) port.TaskDispatch {
 }
 
 // Nodes implements port.Dispatcher: the next dispatcher's answer.
-func (v *Verifier) Nodes(capability string) []string { return v.next.Nodes(capability) }
+func (t *Tally) Nodes(capability string) []string { return t.next.Nodes(capability) }
 
 // Dispatch implements port.Dispatcher: verified attempts go out as their
 // runs, the rest as they are. An attempt's error is its own, or that of a
 // run refused (its other runs are then cancelled, so that the engine
 // offers the attempt again from scratch).
-func (v *Verifier) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []error {
+func (t *Tally) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []error {
 	if !slices.ContainsFunc(tasks, func(d port.TaskDispatch) bool { return d.Verify >= 2 }) {
-		return v.next.Dispatch(ctx, tasks) // the common case: nothing to verify, nothing to copy
+		return t.next.Dispatch(ctx, tasks) // the common case: nothing to verify, nothing to copy
 	}
 	out := make([]port.TaskDispatch, 0, len(tasks))
 	owner := make([]int, 0, len(tasks)) // task index of each dispatch in out
-	v.mu.Lock()
+	t.mu.Lock()
 	for i, d := range tasks {
 		if d.Verify < 2 {
 			out, owner = append(out, d), append(owner, i)
 			continue
 		}
-		if _, dup := v.groups[d.AttemptKey]; dup {
+		if _, dup := t.groups[d.AttemptKey]; dup {
 			continue
 		}
 		g := &vgroup{d: d}
-		v.groups[d.AttemptKey] = g
+		t.groups[d.AttemptKey] = g
 		for r := 1; r <= d.Verify; r++ {
 			run := runOf(d, r, nil)
 			g.runs = append(g.runs, &vrun{key: run.AttemptKey})
-			v.replicas[run.AttemptKey] = g
+			t.replicas[run.AttemptKey] = g
 			out, owner = append(out, run), append(owner, i)
 		}
 	}
-	v.mu.Unlock()
+	t.mu.Unlock()
 	if len(out) == 0 {
 		return nil
 	}
-	errs := v.next.Dispatch(ctx, out)
+	errs := t.next.Dispatch(ctx, out)
 	if errs == nil {
 		return nil
 	}
@@ -170,14 +172,14 @@ func (v *Verifier) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []er
 		if res[i] == nil || d.Verify < 2 {
 			continue
 		}
-		v.mu.Lock()
-		g := v.groups[d.AttemptKey]
+		t.mu.Lock()
+		g := t.groups[d.AttemptKey]
 		if g != nil {
-			v.forgetLocked(g)
+			t.forgetLocked(g)
 		}
-		v.mu.Unlock()
+		t.mu.Unlock()
 		if g != nil && len(accepted[d.AttemptKey]) > 0 {
-			v.cancelRuns(ctx, g, accepted[d.AttemptKey])
+			t.cancelRuns(ctx, g, accepted[d.AttemptKey])
 		}
 	}
 	return res
@@ -185,34 +187,34 @@ func (v *Verifier) Dispatch(ctx context.Context, tasks []port.TaskDispatch) []er
 
 // Cancel implements port.Dispatcher: cancelling a verified attempt
 // cancels its runs.
-func (v *Verifier) Cancel(ctx context.Context, term uint64, keys []port.AttemptKey) error {
+func (t *Tally) Cancel(ctx context.Context, term uint64, keys []port.AttemptKey) error {
 	all := slices.Clone(keys)
-	v.mu.Lock()
+	t.mu.Lock()
 	for _, k := range keys {
-		if g := v.groups[k]; g != nil {
-			v.forgetLocked(g)
+		if g := t.groups[k]; g != nil {
+			t.forgetLocked(g)
 			for _, r := range g.runs {
 				all = append(all, r.key)
 			}
 		}
 	}
-	v.mu.Unlock()
-	return v.next.Cancel(ctx, term, all)
+	t.mu.Unlock()
+	return t.next.Cancel(ctx, term, all)
 }
 
 // TaskResult implements port.ResultSink for the Router: a run's result
 // counts toward its attempt's verdict; any other passes through.
-func (v *Verifier) TaskResult(ctx context.Context, r port.TaskResult) {
-	v.mu.Lock()
-	g := v.replicas[r.AttemptKey]
+func (t *Tally) TaskResult(ctx context.Context, r port.TaskResult) {
+	t.mu.Lock()
+	g := t.replicas[r.AttemptKey]
 	if g == nil {
-		v.mu.Unlock()
-		v.cfg.Sink.TaskResult(ctx, r)
+		t.mu.Unlock()
+		t.cfg.Sink.TaskResult(ctx, r)
 		return
 	}
 	run := g.run(r.AttemptKey)
 	if run.done {
-		v.mu.Unlock()
+		t.mu.Unlock()
 		return // a duplicate
 	}
 	run.done, run.res, run.sum = true, r, digest(r)
@@ -223,19 +225,19 @@ func (v *Verifier) TaskResult(ctx context.Context, r port.TaskResult) {
 		votes  map[string]bool
 	)
 	if node := workerNode(r.WorkerID); r.WorkerID != "" && !r.Lost && slices.Contains(g.nodes(run), node) {
-		final, extra = v.voidLocked(g, run, node)
+		final, extra = t.voidLocked(g, run, node)
 	} else {
-		final, extra, undone, votes = v.decideLocked(g, r)
+		final, extra, undone, votes = t.decideLocked(g, r)
 	}
-	v.mu.Unlock()
+	t.mu.Unlock()
 
 	if extra != nil {
-		if errs := v.next.Dispatch(ctx, []port.TaskDispatch{*extra}); errs != nil && errs[0] != nil {
-			v.mu.Lock()
-			v.forgetLocked(g)
-			v.mu.Unlock()
-			v.cancelRuns(ctx, g, nil)
-			v.cfg.Sink.TaskResult(ctx, port.TaskResult{AttemptKey: g.d.AttemptKey, Lost: true,
+		if errs := t.next.Dispatch(ctx, []port.TaskDispatch{*extra}); errs != nil && errs[0] != nil {
+			t.mu.Lock()
+			t.forgetLocked(g)
+			t.mu.Unlock()
+			t.cancelRuns(ctx, g, nil)
+			t.cfg.Sink.TaskResult(ctx, port.TaskResult{AttemptKey: g.d.AttemptKey, Lost: true,
 				Error: "verify: the tie-breaking run could not be dispatched: " + errs[0].Error()})
 		}
 		return
@@ -244,22 +246,22 @@ func (v *Verifier) TaskResult(ctx context.Context, r port.TaskResult) {
 		return
 	}
 	if len(undone) > 0 {
-		v.cancelRuns(ctx, g, undone)
+		t.cancelRuns(ctx, g, undone)
 	}
-	if v.cfg.Outcome != nil {
+	if t.cfg.Outcome != nil {
 		for subject, agreed := range votes {
-			v.cfg.Outcome(subject, agreed)
+			t.cfg.Outcome(subject, agreed)
 		}
 	}
-	v.cfg.Sink.TaskResult(ctx, *final)
+	t.cfg.Sink.TaskResult(ctx, *final)
 }
 
 // voidLocked sets aside run, which finished on node where another run of
 // g finished already — the Waggler that placed it did not know (a
 // successor inherits the runs still out, not those done) — and returns a
 // replacement run kept off every voter's node, or, past maxVoidRuns, the
-// attempt's failure. v.mu held.
-func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *port.TaskResult, extra *port.TaskDispatch) {
+// attempt's failure. t.mu held.
+func (t *Tally) voidLocked(g *vgroup, run *vrun, node string) (final *port.TaskResult, extra *port.TaskDispatch) {
 	run.void = true
 	voids := 0
 	for _, r := range g.runs {
@@ -269,15 +271,15 @@ func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *port.Ta
 	}
 	orig := g.d.AttemptKey
 	if voids > maxVoidRuns {
-		v.forgetLocked(g)
+		t.forgetLocked(g)
 		res := port.TaskResult{AttemptKey: orig, WorkerID: run.res.WorkerID, StartedAt: run.res.StartedAt, FinishedAt: run.res.FinishedAt,
 			Error: fmt.Sprintf("verify: %d runs of the attempt finished on a node that had run it already (last %s): it cannot be verified on distinct nodes", voids, node)}
 		return &res, nil
 	}
 	rep := runOf(g.d, len(g.runs)+1, g.nodes(nil))
 	g.runs = append(g.runs, &vrun{key: rep.AttemptKey})
-	v.replicas[rep.AttemptKey] = g
-	v.cfg.Logger.Warn("verify: a run finished on a node that had run the attempt already: it does not count; a replacement goes elsewhere",
+	t.replicas[rep.AttemptKey] = g
+	t.cfg.Logger.Warn("verify: a run finished on a node that had run the attempt already: it does not count; a replacement goes elsewhere",
 		zap.String("attempt", orig.IdempotencyKey()), zap.String("node", node), zap.String("run", run.key.ExecutionID))
 	return nil, &rep
 }
@@ -285,12 +287,12 @@ func (v *Verifier) voidLocked(g *vgroup, run *vrun, node string) (final *port.Ta
 // decideLocked looks at g after a run finished with r: it returns the
 // attempt's result once decided (the runs still out, to cancel, and each
 // run's subject with whether it agreed), or a tie-breaking run to dispatch,
-// or nothing yet. v.mu held.
-func (v *Verifier) decideLocked(g *vgroup, r port.TaskResult) (final *port.TaskResult, extra *port.TaskDispatch, undone []port.AttemptKey, votes map[string]bool) {
+// or nothing yet. t.mu held.
+func (t *Tally) decideLocked(g *vgroup, r port.TaskResult) (final *port.TaskResult, extra *port.TaskDispatch, undone []port.AttemptKey, votes map[string]bool) {
 	orig := g.d.AttemptKey
 	if r.Lost || (!r.OK && r.WorkerID == "") {
 		// No verdict: the run never ran to an outcome.
-		v.forgetLocked(g)
+		t.forgetLocked(g)
 		res := port.TaskResult{AttemptKey: orig, Lost: r.Lost, Error: "verify: a run of the attempt ended without an outcome: " + r.Error,
 			WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt}
 		return &res, nil, g.undone(), nil
@@ -314,7 +316,7 @@ func (v *Verifier) decideLocked(g *vgroup, r port.TaskResult) (final *port.TaskR
 	}
 	switch {
 	case major != nil:
-		v.forgetLocked(g)
+		t.forgetLocked(g)
 		votes = map[string]bool{} // by subject: an outvoted program is the liar, not its node
 		for _, run := range g.runs {
 			if run.done && !run.void && run.res.WorkerID != "" {
@@ -330,7 +332,7 @@ func (v *Verifier) decideLocked(g *vgroup, r port.TaskResult) (final *port.TaskR
 			}
 		}
 		if len(counts) > 1 {
-			v.cfg.Logger.Warn("verify: the runs disagreed; the majority decided", zap.String("attempt", orig.IdempotencyKey()),
+			t.cfg.Logger.Warn("verify: the runs disagreed; the majority decided", zap.String("attempt", orig.IdempotencyKey()),
 				zap.Strings("nodes", g.nodes(nil)))
 		}
 		return &res, nil, g.undone(), votes
@@ -340,12 +342,12 @@ func (v *Verifier) decideLocked(g *vgroup, r port.TaskResult) (final *port.TaskR
 		// Two that disagree: a third, on neither node, breaks the tie.
 		run := runOf(g.d, len(g.runs)+1, g.nodes(nil))
 		g.runs = append(g.runs, &vrun{key: run.AttemptKey})
-		v.replicas[run.AttemptKey] = g
-		v.cfg.Logger.Info("verify: two runs disagree: a third breaks the tie", zap.String("attempt", orig.IdempotencyKey()),
+		t.replicas[run.AttemptKey] = g
+		t.cfg.Logger.Info("verify: two runs disagree: a third breaks the tie", zap.String("attempt", orig.IdempotencyKey()),
 			zap.Strings("nodes", g.nodes(nil)))
 		return nil, &run, nil, nil
 	default:
-		v.forgetLocked(g)
+		t.forgetLocked(g)
 		res := port.TaskResult{AttemptKey: orig, WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
 			Error: fmt.Sprintf("verify: the runs on %s gave %d different outcomes: no majority", strings.Join(g.nodes(nil), ", "), len(counts))}
 		return &res, nil, nil, nil
@@ -353,15 +355,15 @@ func (v *Verifier) decideLocked(g *vgroup, r port.TaskResult) (final *port.TaskR
 }
 
 // cancelRuns cancels keys (nil: every run of g not done) at the Router.
-func (v *Verifier) cancelRuns(ctx context.Context, g *vgroup, keys []port.AttemptKey) {
+func (t *Tally) cancelRuns(ctx context.Context, g *vgroup, keys []port.AttemptKey) {
 	if keys == nil {
 		keys = g.undone()
 	}
 	if len(keys) == 0 {
 		return
 	}
-	if err := v.next.Cancel(ctx, g.d.Term, keys); err != nil && !errors.Is(err, port.ErrStaleTerm) {
-		v.cfg.Logger.Warn("verify: cancelling runs failed", zap.Error(err))
+	if err := t.next.Cancel(ctx, g.d.Term, keys); err != nil && !errors.Is(err, port.ErrStaleTerm) {
+		t.cfg.Logger.Warn("verify: cancelling runs failed", zap.Error(err))
 	}
 }
 
@@ -369,24 +371,24 @@ func (v *Verifier) cancelRuns(ctx context.Context, g *vgroup, keys []port.Attemp
 // attempt's when it is the first run's, or a notice of the Waggler layer
 // (no worker: "waiting: ...") about any run; any other attempt's passes
 // through.
-func (v *Verifier) TaskProgress(ctx context.Context, p port.TaskProgress) {
-	v.mu.Lock()
-	g := v.replicas[p.AttemptKey]
+func (t *Tally) TaskProgress(ctx context.Context, p port.TaskProgress) {
+	t.mu.Lock()
+	g := t.replicas[p.AttemptKey]
 	pass := g == nil || g.runs[0].key == p.AttemptKey || p.WorkerID == ""
 	if g != nil {
 		p.AttemptKey = g.d.AttemptKey
 	}
-	v.mu.Unlock()
+	t.mu.Unlock()
 	if pass {
-		v.cfg.Sink.TaskProgress(ctx, p)
+		t.cfg.Sink.TaskProgress(ctx, p)
 	}
 }
 
-// forgetLocked drops g; v.mu held.
-func (v *Verifier) forgetLocked(g *vgroup) {
-	delete(v.groups, g.d.AttemptKey)
+// forgetLocked drops g; t.mu held.
+func (t *Tally) forgetLocked(g *vgroup) {
+	delete(t.groups, g.d.AttemptKey)
 	for _, r := range g.runs {
-		delete(v.replicas, r.key)
+		delete(t.replicas, r.key)
 	}
 }
 

@@ -14,7 +14,7 @@ import (
 	"github.com/robonet/robonet/engine/port"
 )
 
-// fakeNext records what a Verifier sends to the Router.
+// fakeNext records what a Tally sends to the Router.
 type fakeNext struct {
 	mu         sync.Mutex
 	dispatched []port.TaskDispatch
@@ -48,7 +48,7 @@ func (f *fakeNext) Cancel(_ context.Context, _ uint64, keys []port.AttemptKey) e
 	return nil
 }
 
-// fakeSink records what the Verifier reports to the engine.
+// fakeSink records what the Tally reports to the engine.
 type fakeSink struct {
 	mu       sync.Mutex
 	results  []port.TaskResult
@@ -68,7 +68,7 @@ func (s *fakeSink) TaskProgress(_ context.Context, p port.TaskProgress) {
 }
 
 type verifyRig struct {
-	v     *Verifier
+	v     *Tally
 	next  *fakeNext
 	sink  *fakeSink
 	votes map[string]bool
@@ -76,7 +76,7 @@ type verifyRig struct {
 
 func newVerifyRig() *verifyRig {
 	r := &verifyRig{next: &fakeNext{}, sink: &fakeSink{}, votes: map[string]bool{}}
-	r.v = NewVerifier(VerifierConfig{Sink: r.sink, Outcome: func(node string, agreed bool) { r.votes[node] = agreed }})
+	r.v = NewTally(TallyConfig{Sink: r.sink, Outcome: func(node string, agreed bool) { r.votes[node] = agreed }})
 	r.v.SetNext(r.next)
 	return r
 }

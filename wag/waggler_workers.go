@@ -147,12 +147,20 @@ func (w *Waggler) Report(r Report) bool {
 		return false
 	}
 	ww := w.workers[r.WorkerID]
+	w.reportLocked(ww, r, &fx)
+	w.freeReporter(ww, r.Generation)
+	w.pump(&fx)
+	w.settle()
+	w.mu.Unlock()
+	w.apply(fx)
+	return true
+}
+
+// reportLocked decides what r, from worker ww (nil: unknown here), means
+// for its attempt; w.mu held.
+func (w *Waggler) reportLocked(ww *wagWorker, r Report, fx *effects) {
 	e := w.byKey[r.Key]
 	current := ww != nil && e != nil && e.worker == ww && e.gen == r.Generation
-	res := port.TaskResult{
-		AttemptKey: r.Key, OK: r.OK, Output: r.Output, OutputJSON: r.OutputJSON, Error: r.Error,
-		WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
-	}
 	switch {
 	case current && r.Cancelled:
 		// Stopped by a cancel this Waggler did not send (a predecessor's,
@@ -161,51 +169,20 @@ func (w *Waggler) Report(r Report) bool {
 		w.log.Warn("current assignment stopped by a cancel not sent here: queued again", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
 		w.requeue(e)
 	case r.Cancelled:
-		// The answer to a cancel: it frees the worker (below) and is never
-		// the attempt's result. The attempt was cancelled by the engine,
-		// or moved to another generation whose report is the one awaited.
+		// The answer to a cancel: it frees the worker (freeReporter) and
+		// is never the attempt's result. The attempt was cancelled by the
+		// engine, or moved to another generation whose report is the one
+		// awaited.
 		w.stale++
 		w.log.Debug("report on a cancelled assignment: the worker is free", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
 	case current:
-		now := w.clock.Now()
-		w.runs.observe(r.FinishedAt.Sub(r.StartedAt))
-		if ww.node == w.node {
-			w.localFreed = now
-			if !e.assignedAt.IsZero() {
-				w.localTurn.observe(now.Sub(e.assignedAt))
-			}
-		}
-		// A completion is the program's evidence, and its node's too: the
-		// node carried the work. What goes wrong is the program's alone.
-		fx.observe(sentinel.Observation{Node: ww.subject, Capability: w.capability, Kind: sentinel.Completed, At: now})
-		if ww.subject != ww.node {
-			fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Completed, At: now})
-		}
-		w.setState(StateCollecting)
-		w.release(e)
-		w.mon.stop(r.Key, e.gen)
-		w.dropBackup(e)
-		e.worker = nil
-		w.running--
-		w.finish(res, &fx)
+		w.complete(ww, e, r, fx)
 	case e != nil && !e.cancelled && w.completesEarlier(e, r.Generation):
 		// Queued again because its worker registered without it, or held
 		// back because a predecessor's worker might run it: the report
-		// was on its way all the same. It completes the attempt, and a
-		// new assignment of it, if one went out, is stopped.
+		// was on its way all the same.
 		w.log.Info("result of an earlier assignment taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
-		if nw := e.worker; nw != nil {
-			w.mon.stop(r.Key, e.gen)
-			w.dropBackup(e)
-			nw.entry = nil // busy until it reports the cancel
-			fx.cancels = append(fx.cancels, cancelEffect{w: nw.w, key: r.Key, gen: e.gen})
-			e.worker = nil
-			w.running--
-		} else {
-			w.dropWaiting(e)
-		}
-		w.release(e)
-		w.finish(res, &fx)
+		w.completeEarlier(e, r, fx)
 	case e == nil && r.Generation>>32 < w.epoch && !w.cancelled.has(r.Key) && !w.finished(r.Key):
 		// An assignment of a predecessor Waggler that finished before the
 		// leader handed the attempt over (the pool kept the report while
@@ -213,12 +190,62 @@ func (w *Waggler) Report(r Report) bool {
 		// The engine records one result per attempt; remembering it
 		// answers the handoff when it comes.
 		w.log.Info("result of a predecessor's assignment taken", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
-		w.finish(res, &fx)
+		w.finish(resultOf(r), fx)
 	default:
 		w.stale++
 		w.log.Debug("stale result discarded", attemptFields(r.Key, zap.String("worker", r.WorkerID), zap.Uint64("generation", r.Generation))...)
 	}
-	if ww != nil && ww.busyGen == r.Generation {
+}
+
+// complete takes r, the report of e's current assignment, on ww: the
+// attempt's result, and evidence for the worker; w.mu held.
+func (w *Waggler) complete(ww *wagWorker, e *entry, r Report, fx *effects) {
+	now := w.clock.Now()
+	w.runs.observe(r.FinishedAt.Sub(r.StartedAt))
+	if ww.node == w.node {
+		w.localFreed = now
+		if !e.assignedAt.IsZero() {
+			w.localTurn.observe(now.Sub(e.assignedAt))
+		}
+	}
+	// A completion is the program's evidence, and its node's too: the
+	// node carried the work. What goes wrong is the program's alone.
+	fx.observe(sentinel.Observation{Node: ww.subject, Capability: w.capability, Kind: sentinel.Completed, At: now})
+	if ww.subject != ww.node {
+		fx.observe(sentinel.Observation{Node: ww.node, Capability: w.capability, Kind: sentinel.Completed, At: now})
+	}
+	w.setState(StateCollecting)
+	w.release(e)
+	w.mon.stop(r.Key, e.gen)
+	w.dropBackup(e)
+	e.worker = nil
+	w.running--
+	w.finish(resultOf(r), fx)
+}
+
+// completeEarlier takes r, the report of an earlier assignment of e, as
+// the attempt's result: a newer assignment of it, if one went out, is
+// stopped; w.mu held.
+func (w *Waggler) completeEarlier(e *entry, r Report, fx *effects) {
+	if nw := e.worker; nw != nil {
+		w.mon.stop(r.Key, e.gen)
+		w.dropBackup(e)
+		nw.entry = nil // busy until it reports the cancel
+		fx.cancels = append(fx.cancels, cancelEffect{w: nw.w, key: r.Key, gen: e.gen})
+		e.worker = nil
+		w.running--
+	} else {
+		w.dropWaiting(e)
+	}
+	w.release(e)
+	w.finish(resultOf(r), fx)
+}
+
+// freeReporter frees ww (nil: none) when the report of generation gen
+// answers what it was busy with; a worker declared dead takes work again;
+// w.mu held.
+func (w *Waggler) freeReporter(ww *wagWorker, gen uint64) {
+	if ww != nil && ww.busyGen == gen {
 		ww.entry = nil
 		w.setBusy(ww, 0)
 		if ww.dead {
@@ -226,11 +253,14 @@ func (w *Waggler) Report(r Report) bool {
 		}
 		w.free(ww)
 	}
-	w.pump(&fx)
-	w.settle()
-	w.mu.Unlock()
-	w.apply(fx)
-	return true
+}
+
+// resultOf is the attempt's result that r reports.
+func resultOf(r Report) port.TaskResult {
+	return port.TaskResult{
+		AttemptKey: r.Key, OK: r.OK, Output: r.Output, OutputJSON: r.OutputJSON, Error: r.Error,
+		WorkerID: r.WorkerID, StartedAt: r.StartedAt, FinishedAt: r.FinishedAt,
+	}
 }
 
 // WorkerDead declares a worker dead at once (a memberlist dead event for
@@ -328,7 +358,6 @@ func (w *Waggler) free(ww *wagWorker) {
 	}
 }
 
-// takeIdle takes an available worker other than not, or nil.
 // Quarantine sets the nodes and worker programs (NODE/PROGRAM) whose
 // workers get no work: what runs there is cancelled on its worker and
 // queued again — the same attempt, to run under a new generation

@@ -5,7 +5,10 @@
 // the same interfaces as their in-process counterparts — wag.Link for the
 // leader's Router, wag.Target for a pool, wag.Worker for a Waggler — so
 // neither the Router, the Waggler nor the pool knows whether a peer is in
-// the same process.
+// the same process. The server side of every stream — Lead, Work, and the
+// WorkerService's Serve of worker programs (external.go) — opens the same
+// way (handshake.go): the first message's opening admitted, a sender, the
+// protocol's set-up, a welcome.
 package remote
 
 import (
@@ -22,6 +25,19 @@ import (
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/wag"
 )
+
+// readable decodes what of ps from can read, passing over the rest (a
+// peer's messages were checked against the limits: an item that passed
+// and still cannot be read is dropped, not fatal).
+func readable[P, T any](ps []P, from func(P) (T, error)) []T {
+	out := make([]T, 0, len(ps))
+	for _, p := range ps {
+		if v, err := from(p); err == nil {
+			out = append(out, v)
+		}
+	}
+	return out
+}
 
 func keyToProto(k port.AttemptKey) *robonetv1.AttemptKey {
 	return &robonetv1.AttemptKey{InstanceId: k.InstanceID.String(), ExecutionId: k.ExecutionID, Attempt: k.Attempt}

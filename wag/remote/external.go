@@ -170,27 +170,51 @@ func (s *ExternalServer) mayServe(ctx context.Context, h *robonetv1.WorkerHello)
 
 // Serve runs one program's session (see worker.proto for the protocol).
 func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error {
-	first, err := stream.Recv()
+	ctx, cancel := context.WithCancelCause(stream.Context())
+	defer cancel(errors.New("stream ended"))
+	var c *extConn
+	o, err := handshake[*robonetv1.ServeRequest, *robonetv1.WorkerHello, *robonetv1.ServeResponse]{
+		opening: (*robonetv1.ServeRequest).GetHello,
+		missing: "a Serve stream starts with WorkerHello (name, capability, actions, slots)",
+		admit: func(_ *robonetv1.ServeRequest, hello *robonetv1.WorkerHello) (func(), error) {
+			return nil, s.admit(stream.Context(), hello)
+		},
+		send: stream.Send,
+		log:  s.log,
+		name: func(hello *robonetv1.WorkerHello) string { return "Serve to " + hello.GetName() },
+		setUp: func(hello *robonetv1.WorkerHello, out *sender[*robonetv1.ServeResponse]) (*robonetv1.ServeResponse, func(), error) {
+			pool := poolName(stream.Context(), hello.GetName())
+			c = s.newConn(ctx, hello, pool, out)
+			return s.addPool(c, hello, pool, cancel)
+		},
+	}.accept(stream.Recv)
 	if err != nil {
 		return err
 	}
-	hello := first.GetHello()
-	if hello == nil {
-		return status.Error(codes.InvalidArgument, "a Serve stream starts with WorkerHello (name, capability, actions, slots)")
-	}
+	defer o.close()
+	c.log.Info("external worker connected", zap.Strings("actions", o.open.GetActions()), zap.Int32("slots", o.open.GetSlots()))
+	return s.converse(ctx, stream.Recv, c)
+}
+
+// admit admits a program's WorkerHello: well formed, and within what the
+// caller's token and the node allow (mayServe).
+func (s *ExternalServer) admit(ctx context.Context, hello *robonetv1.WorkerHello) error {
 	if err := validateHello(hello); err != nil {
 		return status.Error(codes.InvalidArgument, err.Error())
 	}
-	if err := s.mayServe(stream.Context(), hello); err != nil {
+	if err := s.mayServe(ctx, hello); err != nil {
 		s.log.Warn("a worker program was refused", zap.String("program", hello.GetName()), zap.String("capability", hello.GetCapability()), zap.Error(err))
 		return err
 	}
-	pool := poolName(stream.Context(), hello.GetName())
-	ctx, cancel := context.WithCancelCause(stream.Context())
-	defer cancel(errors.New("stream ended"))
+	return nil
+}
+
+// newConn is the connection of the program that said hello, whose pool
+// is called pool: attempts go to it on out; ctx ends with its stream.
+func (s *ExternalServer) newConn(ctx context.Context, hello *robonetv1.WorkerHello, pool string, out *sender[*robonetv1.ServeResponse]) *extConn {
 	c := &extConn{
 		name:     hello.GetName(),
-		out:      newSender(stream.Send, s.log.With(zap.String("stream", "Serve to "+hello.GetName()))),
+		out:      out,
 		calls:    map[string]*extCall{},
 		answered: newRecent(maxAnsweredKept),
 		ctx:      ctx,
@@ -204,24 +228,30 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 		s.misbehaved[m].Add(1)
 		s.host.Misbehaved(hello.GetCapability(), pool, m)
 	}
-	defer c.out.close()
+	return c
+}
+
+// addPool adds the program's pool to the node's worker host, its actions
+// handled by c: the WorkerWelcome to answer, and the pool's removal, which
+// first ends c (cancel) so that its handlers return at once.
+func (s *ExternalServer) addPool(c *extConn, hello *robonetv1.WorkerHello, pool string, cancel context.CancelCauseFunc) (*robonetv1.ServeResponse, func(), error) {
 	reg := wag.NewEmptyRegistry()
 	for _, a := range hello.GetActions() {
 		if err := reg.Register(a, c.handle); err != nil {
-			return status.Error(codes.InvalidArgument, err.Error())
+			return nil, nil, status.Error(codes.InvalidArgument, err.Error())
 		}
 	}
 	remove, err := s.host.AddPool(hello.GetCapability(), pool, int(hello.GetSlots()), reg)
 	if err != nil {
 		switch {
 		case errors.Is(err, wag.ErrNotRunning):
-			return status.Error(codes.Unavailable, err.Error())
+			return nil, nil, status.Error(codes.Unavailable, err.Error())
 		case errors.Is(err, wag.ErrPoolExists):
-			return status.Error(codes.AlreadyExists, err.Error()+": give each program connected to this node its own name")
+			return nil, nil, status.Error(codes.AlreadyExists, err.Error()+": give each program connected to this node its own name")
 		}
-		return status.Error(codes.InvalidArgument, err.Error())
+		return nil, nil, status.Error(codes.InvalidArgument, err.Error())
 	}
-	defer func() {
+	undo := func() {
 		// Cancelled first, the pool's handlers return at once: removing
 		// the pool waits for nothing slow.
 		cancel(errors.New("stream ended"))
@@ -230,32 +260,18 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 		if err := remove(rctx); err != nil {
 			c.log.Warn("removing the pool", zap.Error(err))
 		}
-	}()
-	if err := c.out.push(&robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Welcome{Welcome: &robonetv1.WorkerWelcome{
-		Node: s.node, HeartbeatIntervalNs: int64(s.interval),
-	}}}); err != nil {
-		return err
 	}
-	c.log.Info("external worker connected", zap.Strings("actions", hello.GetActions()), zap.Int32("slots", hello.GetSlots()))
+	return &robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Welcome{Welcome: &robonetv1.WorkerWelcome{
+		Node: s.node, HeartbeatIntervalNs: int64(s.interval),
+	}}}, undo, nil
+}
 
-	// A program that says nothing for missed intervals has hung: its
-	// stream is ended so that what it runs fails over.
-	recvd := make(chan *robonetv1.ServeRequest)
-	recvErr := make(chan error, 1)
-	go func() {
-		for {
-			req, err := stream.Recv()
-			if err != nil {
-				recvErr <- err
-				return
-			}
-			select {
-			case recvd <- req:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
+// converse takes the program's messages (recv) until its stream ends, ctx
+// ends (the node is stopping), or the program says nothing for missed
+// intervals: it has hung, and its stream is ended so that what it runs
+// fails over.
+func (s *ExternalServer) converse(ctx context.Context, recv func() (*robonetv1.ServeRequest, error), c *extConn) error {
+	recvd, recvErr := receive(ctx, recv)
 	silence := time.Duration(s.missed) * s.interval
 	timer := time.NewTimer(silence)
 	defer timer.Stop()
@@ -275,20 +291,50 @@ func (s *ExternalServer) Serve(stream robonetv1.WorkerService_ServeServer) error
 			return status.Errorf(codes.DeadlineExceeded, "no WorkerBeat for %v (%d heartbeat intervals of %v): send one every interval, even when idle", silence, s.missed, s.interval)
 		case req := <-recvd:
 			timer.Reset(silence)
-			switch m := req.GetMsg().(type) {
-			case *robonetv1.ServeRequest_Beat:
-				c.beat(m.Beat)
-			case *robonetv1.ServeRequest_Done:
-				c.done(m.Done)
-			case *robonetv1.ServeRequest_Log:
-				if err := c.lines(m.Log); err != nil {
-					return status.Error(codes.InvalidArgument, err.Error())
-				}
-			default:
-				return status.Error(codes.InvalidArgument, "after WorkerHello a program sends WorkerBeat, WorkerLog and WorkerDone only")
+			if err := c.take(req); err != nil {
+				return err
 			}
 		}
 	}
+}
+
+// receive receives on a goroutine of its own, for a select: the messages
+// on recvd until ctx ends, the error that ends the stream on recvErr.
+func receive[T any](ctx context.Context, recv func() (T, error)) (recvd <-chan T, recvErr <-chan error) {
+	msgs := make(chan T)
+	errs := make(chan error, 1)
+	go func() {
+		for {
+			m, err := recv()
+			if err != nil {
+				errs <- err
+				return
+			}
+			select {
+			case msgs <- m:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return msgs, errs
+}
+
+// take takes one message of the program's after its hello.
+func (c *extConn) take(req *robonetv1.ServeRequest) error {
+	switch m := req.GetMsg().(type) {
+	case *robonetv1.ServeRequest_Beat:
+		c.beat(m.Beat)
+	case *robonetv1.ServeRequest_Done:
+		c.done(m.Done)
+	case *robonetv1.ServeRequest_Log:
+		if err := c.lines(m.Log); err != nil {
+			return status.Error(codes.InvalidArgument, err.Error())
+		}
+	default:
+		return status.Error(codes.InvalidArgument, "after WorkerHello a program sends WorkerBeat, WorkerLog and WorkerDone only")
+	}
+	return nil
 }
 
 func validateHello(h *robonetv1.WorkerHello) error {

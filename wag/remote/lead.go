@@ -117,82 +117,97 @@ func (l *LeadLink) recv() {
 			l.fail(fmt.Errorf("lead stream: %w", err))
 			return
 		}
-		if err := checkLeadResponse(resp); err != nil {
-			l.log.Warn("a waggler host sent what no honest node sends: the session is closed", zap.String("peer", l.peer), zap.Error(err))
-			l.opts.OnViolation.report(l.peer, err)
-			l.fail(fmt.Errorf("lead stream: %w", err))
+		keep, err := l.judge(resp)
+		if err != nil {
+			l.fail(err)
 			l.cancel()
 			return
 		}
-		if keep, err := l.check.check(resp.GetStamp(), false); err != nil {
-			l.log.Warn("a waggler host's stamp failed: the session is closed", zap.String("peer", l.peer), zap.Error(err))
-			l.fail(fmt.Errorf("lead stream: %w", err))
-			l.cancel()
-			return
-		} else if !keep {
-			switch resp.GetMsg().(type) {
-			case *robonetv1.LeadResponse_Results, *robonetv1.LeadResponse_Answer, *robonetv1.LeadResponse_Ready:
-				// Results are acknowledged cumulatively, and a request
-				// (the session itself, for LeadReady) waits for its
-				// answer: passing over any would lose it.
-				// The session ends instead; the host sends its results
-				// not acknowledged again on the next one.
-				l.log.Warn("results or an answer whose stamp could not be verified: the session is closed for the host to send them again", zap.String("peer", l.peer))
-				l.fail(errors.New("lead stream: a message whose hash-chain stamp could not be verified was not taken"))
-				l.cancel()
-				return
-			}
-			continue
-		}
-		switch m := resp.GetMsg().(type) {
-		case *robonetv1.LeadResponse_Ready:
-			select {
-			case <-l.ready: // said once; a repetition changes nothing
-			default:
-				l.peerLimit.Store(m.Ready.GetMaxMessageBytes())
-				close(l.ready)
-			}
-		case *robonetv1.LeadResponse_Answer:
-			l.mu.Lock()
-			ch := l.pending[m.Answer.GetId()]
-			delete(l.pending, m.Answer.GetId())
-			l.mu.Unlock()
-			if ch != nil {
-				ch <- m.Answer
-			}
-		case *robonetv1.LeadResponse_Results:
-			rs := make([]wag.SeqResult, 0, len(m.Results.GetResults()))
-			for _, p := range m.Results.GetResults() {
-				r, err := resultFromProto(p)
-				if err != nil {
-					l.log.Warn("a result from a waggler cannot be read; dropped", zap.Error(err))
-					continue
-				}
-				rs = append(rs, r)
-			}
-			_ = l.up.Results(rs)
-		case *robonetv1.LeadResponse_Progress:
-			ps := make([]port.TaskProgress, 0, len(m.Progress.GetItems()))
-			for _, p := range m.Progress.GetItems() {
-				if pr, err := progressFromProto(p); err == nil {
-					ps = append(ps, pr)
-				}
-			}
-			l.up.Progress(ps)
-		case *robonetv1.LeadResponse_Observations:
-			if l.opts.OnObservations != nil {
-				l.opts.OnObservations(l.peer, observationsFromProto(m.Observations.GetItems()))
-			}
-		case *robonetv1.LeadResponse_Started:
-			ss := make([]wag.Started, 0, len(m.Started.GetItems()))
-			for _, p := range m.Started.GetItems() {
-				if s, err := startedFromProto(p); err == nil {
-					ss = append(ss, s)
-				}
-			}
-			l.up.Started(ss)
+		if keep {
+			l.deliver(resp)
 		}
 	}
+}
+
+// judge judges what the host sent before anything acts on it: within the
+// limits (a violation otherwise, told to OnViolation), its stamp verified.
+// keep reports whether to deliver it; an error ends the session.
+func (l *LeadLink) judge(resp *robonetv1.LeadResponse) (keep bool, err error) {
+	if err := checkLeadResponse(resp); err != nil {
+		l.log.Warn("a waggler host sent what no honest node sends: the session is closed", zap.String("peer", l.peer), zap.Error(err))
+		l.opts.OnViolation.report(l.peer, err)
+		return false, fmt.Errorf("lead stream: %w", err)
+	}
+	keep, err = l.check.check(resp.GetStamp(), false)
+	if err != nil {
+		l.log.Warn("a waggler host's stamp failed: the session is closed", zap.String("peer", l.peer), zap.Error(err))
+		return false, fmt.Errorf("lead stream: %w", err)
+	}
+	if !keep {
+		switch resp.GetMsg().(type) {
+		case *robonetv1.LeadResponse_Results, *robonetv1.LeadResponse_Answer, *robonetv1.LeadResponse_Ready:
+			// Results are acknowledged cumulatively, and a request
+			// (the session itself, for LeadReady) waits for its
+			// answer: passing over any would lose it.
+			// The session ends instead; the host sends its results
+			// not acknowledged again on the next one.
+			l.log.Warn("results or an answer whose stamp could not be verified: the session is closed for the host to send them again", zap.String("peer", l.peer))
+			return false, errors.New("lead stream: a message whose hash-chain stamp could not be verified was not taken")
+		}
+	}
+	return keep, nil
+}
+
+// deliver passes what the host sent on: LeadReady opens the session, an
+// answer goes to its request, the rest to the uplink (or OnObservations).
+func (l *LeadLink) deliver(resp *robonetv1.LeadResponse) {
+	switch m := resp.GetMsg().(type) {
+	case *robonetv1.LeadResponse_Ready:
+		select {
+		case <-l.ready: // said once; a repetition changes nothing
+		default:
+			l.peerLimit.Store(m.Ready.GetMaxMessageBytes())
+			close(l.ready)
+		}
+	case *robonetv1.LeadResponse_Answer:
+		l.answer(m.Answer)
+	case *robonetv1.LeadResponse_Results:
+		_ = l.up.Results(l.results(m.Results.GetResults()))
+	case *robonetv1.LeadResponse_Progress:
+		l.up.Progress(readable(m.Progress.GetItems(), progressFromProto))
+	case *robonetv1.LeadResponse_Observations:
+		if l.opts.OnObservations != nil {
+			l.opts.OnObservations(l.peer, observationsFromProto(m.Observations.GetItems()))
+		}
+	case *robonetv1.LeadResponse_Started:
+		l.up.Started(readable(m.Started.GetItems(), startedFromProto))
+	}
+}
+
+// answer gives a to the request waiting for it, if one is.
+func (l *LeadLink) answer(a *robonetv1.LeadAnswer) {
+	l.mu.Lock()
+	ch := l.pending[a.GetId()]
+	delete(l.pending, a.GetId())
+	l.mu.Unlock()
+	if ch != nil {
+		ch <- a
+	}
+}
+
+// results reads the results the host sent; one that cannot be read is
+// dropped.
+func (l *LeadLink) results(ps []*robonetv1.WagResult) []wag.SeqResult {
+	rs := make([]wag.SeqResult, 0, len(ps))
+	for _, p := range ps {
+		r, err := resultFromProto(p)
+		if err != nil {
+			l.log.Warn("a result from a waggler cannot be read; dropped", zap.Error(err))
+			continue
+		}
+		rs = append(rs, r)
+	}
+	return rs
 }
 
 // Done returns a channel closed when the session's stream has ended (the

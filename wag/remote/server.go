@@ -3,7 +3,6 @@ package remote
 import (
 	"context"
 	"errors"
-	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -100,82 +99,100 @@ func (s *Server) violated(peer string, err error) error {
 // progress and starts stream back until the session ends.
 func (s *Server) Lead(stream robonetv1.WagService_LeadServer) error {
 	in := newCtxRecv(stream.Context(), stream.Recv)
-	first, err := in.Recv()
+	l := &leadStream{s: s, ctx: stream.Context()}
+	o, err := handshake[*robonetv1.LeadRequest, *robonetv1.LeadOpen, *robonetv1.LeadResponse]{
+		opening: (*robonetv1.LeadRequest).GetOpen,
+		missing: "a Lead stream starts with LeadOpen",
+		admit:   l.admit,
+		send:    stamped(s.opts.Trust, stream.Send, setLeadStamp),
+		log:     s.log,
+		name:    func(open *robonetv1.LeadOpen) string { return "Lead from " + open.GetLeader() },
+		setUp:   l.setUp,
+	}.accept(in.Recv)
 	if err != nil {
 		return err
 	}
-	open := first.GetOpen()
-	if open == nil {
-		return status.Error(codes.InvalidArgument, "a Lead stream starts with LeadOpen")
+	defer o.close()
+	s.log.Debug("owner session opened", zap.String("owner", l.leader), zap.Uint64("term", o.open.GetTerm()),
+		zap.Bool("leader", !l.owner.Follower), zap.Int("partitions", len(l.owner.Partitions)))
+	if s.opts.Evidence != nil && !l.owner.Follower { // the Sentinel is the leader's
+		ctx, cancel := context.WithCancel(stream.Context())
+		var wg sync.WaitGroup
+		wg.Go(func() { s.sendEvidence(ctx, o.out) })
+		defer wg.Wait()
+		defer cancel()
 	}
-	if err := checkLeadRequest(first); err != nil {
-		return s.violated(open.GetLeader(), err)
+	return serveRequests(in.Recv, checkLeadRequest, l.violated, l.handle)
+}
+
+// admitPeer admits the opening of a peer's stream: within the limits
+// (limits is the opening's check; an error is a violation), and from the
+// node it names (CallerCheck; server: a leader, which must be a server).
+func (s *Server) admitPeer(ctx context.Context, peer string, server bool, limits error) error {
+	if limits != nil {
+		return s.violated(peer, limits)
 	}
-	if err := s.opts.Caller(stream.Context(), open.GetLeader(), true); err != nil {
-		return err
-	}
-	out := newSender(stamped(s.opts.Trust, stream.Send, setLeadStamp), s.log.With(zap.String("stream", "Lead from "+open.GetLeader())))
-	defer out.close()
+	return s.opts.Caller(ctx, peer, server)
+}
+
+// leadStream is the server side of one leader's Lead stream: the leader's
+// session with the host.
+type leadStream struct {
+	s      *Server
+	ctx    context.Context // the stream's
+	leader string
+	owner  wag.Owner
+	sess   *wag.Session
+	out    *sender[*robonetv1.LeadResponse]
+}
+
+// admit admits a leader's LeadOpen: within the limits, from the leader it
+// names.
+func (l *leadStream) admit(first *robonetv1.LeadRequest, open *robonetv1.LeadOpen) (undo func(), err error) {
+	return nil, l.s.admitPeer(l.ctx, open.GetLeader(), true, checkLeadRequest(first))
+}
+
+// setUp opens the leader's session with the host, its reports sent on
+// out: the LeadReady to answer, and the session's Close.
+func (l *leadStream) setUp(open *robonetv1.LeadOpen, out *sender[*robonetv1.LeadResponse]) (*robonetv1.LeadResponse, func(), error) {
+	s := l.s
+	l.leader, l.out = open.GetLeader(), out
 	up := leadUplink{out: out, log: s.log, leader: open.GetLeader(), limit: limit(s.opts.MaxMessageBytes, open.GetMaxMessageBytes())}
 	owner, err := ownerFromProto(open)
 	if err != nil {
-		return s.violated(open.GetLeader(), err)
+		return nil, nil, s.violated(open.GetLeader(), err)
 	}
 	sess, err := s.host.OpenOwner(owner, up)
 	if err != nil {
 		if errors.Is(err, port.ErrStaleTerm) {
-			return status.Error(codes.FailedPrecondition, err.Error())
+			return nil, nil, status.Error(codes.FailedPrecondition, err.Error())
 		}
-		return status.Error(codes.Unavailable, err.Error())
+		return nil, nil, status.Error(codes.Unavailable, err.Error())
 	}
-	defer sess.Close()
-	if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}); err != nil {
-		return err
+	l.owner, l.sess = owner, sess
+	return &robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Ready{Ready: &robonetv1.LeadReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}, sess.Close, nil
+}
+
+// violated ends the stream for err, a violation of the leader's.
+func (l *leadStream) violated(err error) error { return l.s.violated(l.leader, err) }
+
+// handle answers one request of the leader's (an Ack needs no answer).
+func (l *leadStream) handle(req *robonetv1.LeadRequest) error {
+	var answer *robonetv1.LeadAnswer
+	switch m := req.GetMsg().(type) {
+	case *robonetv1.LeadRequest_Roles:
+		answer = &robonetv1.LeadAnswer{Id: m.Roles.GetId(), Error: errToProto(l.sess.SetRoles(m.Roles.GetRoles(), m.Roles.GetQuarantined()))}
+	case *robonetv1.LeadRequest_Dispatch:
+		answer = l.s.dispatch(l.sess, m.Dispatch)
+	case *robonetv1.LeadRequest_Cancel:
+		answer = &robonetv1.LeadAnswer{Id: m.Cancel.GetId(), Error: errToProto(l.sess.Cancel(readable(m.Cancel.GetKeys(), keyFromProto)))}
+	case *robonetv1.LeadRequest_Ack:
+		l.sess.Ack(m.Ack.GetSeq())
+		return nil
+	default:
+		return status.Error(codes.InvalidArgument, "unexpected message on a Lead stream")
 	}
-	s.log.Debug("owner session opened", zap.String("owner", open.GetLeader()), zap.Uint64("term", open.GetTerm()),
-		zap.Bool("leader", !owner.Follower), zap.Int("partitions", len(owner.Partitions)))
-	if s.opts.Evidence != nil && !owner.Follower { // the Sentinel is the leader's
-		ctx, cancel := context.WithCancel(stream.Context())
-		var wg sync.WaitGroup
-		wg.Go(func() { s.sendEvidence(ctx, out) })
-		defer wg.Wait()
-		defer cancel()
-	}
-	for {
-		req, err := in.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := checkLeadRequest(req); err != nil {
-			return s.violated(open.GetLeader(), err)
-		}
-		var answer *robonetv1.LeadAnswer
-		switch m := req.GetMsg().(type) {
-		case *robonetv1.LeadRequest_Roles:
-			answer = &robonetv1.LeadAnswer{Id: m.Roles.GetId(), Error: errToProto(sess.SetRoles(m.Roles.GetRoles(), m.Roles.GetQuarantined()))}
-		case *robonetv1.LeadRequest_Dispatch:
-			answer = s.dispatch(sess, m.Dispatch)
-		case *robonetv1.LeadRequest_Cancel:
-			keys := make([]port.AttemptKey, 0, len(m.Cancel.GetKeys()))
-			for _, k := range m.Cancel.GetKeys() {
-				if key, err := keyFromProto(k); err == nil {
-					keys = append(keys, key)
-				}
-			}
-			answer = &robonetv1.LeadAnswer{Id: m.Cancel.GetId(), Error: errToProto(sess.Cancel(keys))}
-		case *robonetv1.LeadRequest_Ack:
-			sess.Ack(m.Ack.GetSeq())
-			continue
-		default:
-			return status.Error(codes.InvalidArgument, "unexpected message on a Lead stream")
-		}
-		if err := out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Answer{Answer: answer}}); err != nil {
-			return err
-		}
-	}
+	return l.out.push(&robonetv1.LeadResponse{Msg: &robonetv1.LeadResponse_Answer{Answer: answer}})
 }
 
 // sendEvidence sends the leader what this node observed, batched, until
@@ -281,155 +298,217 @@ func (u leadUplink) Started(ss []wag.Started) {
 // register again; what they run stays theirs, watched by the ladder.
 func (s *Server) Work(stream robonetv1.WagService_WorkServer) error {
 	in := newCtxRecv(stream.Context(), stream.Recv)
-	first, err := in.Recv()
+	ws := &workStream{s: s, ctx: stream.Context()}
+	o, err := handshake[*robonetv1.WorkRequest, *robonetv1.WorkRegister, *robonetv1.WorkResponse]{
+		opening: (*robonetv1.WorkRequest).GetRegister,
+		missing: "a Work stream starts with WorkRegister",
+		admit:   ws.admit,
+		send:    stream.Send,
+		log:     s.log,
+		name:    func(reg *robonetv1.WorkRegister) string { return "Work from " + reg.GetNode() },
+		setUp:   ws.setUp,
+	}.accept(in.Recv)
 	if err != nil {
 		return err
 	}
-	reg := first.GetRegister()
-	if reg == nil {
-		return status.Error(codes.InvalidArgument, "a Work stream starts with WorkRegister")
-	}
-	if err := checkWorkRequest(first); err != nil {
-		return s.violated(reg.GetNode(), err)
-	}
-	if err := s.opts.Caller(stream.Context(), reg.GetNode(), false); err != nil {
-		return err
+	defer o.close()
+	reg := o.open
+	ws.w.Register(ws.workers, ws.running)
+	defer ws.w.Detach(reg.GetWorkers())
+	s.log.Debug("pool registered", zap.String("worker_node", reg.GetNode()), zap.String("capability", reg.GetCapability()),
+		zap.Int("workers", len(ws.workers)), zap.Int("running", len(ws.running)))
+	ws.beats = newBeatWindow(s.opts.HeartbeatInterval)
+	return serveRequests(in.Recv, checkWorkRequest, ws.violated, ws.handle)
+}
+
+// workStream is the server side of one pool's Work stream: the pool's
+// slots, workers of the Waggler of its capability here.
+type workStream struct {
+	s      *Server
+	ctx    context.Context // the stream's
+	reg    *robonetv1.WorkRegister
+	prefix string // of the pool's worker ids: "node/capability/"
+	chk    *streamCheck
+	w      *wag.Waggler
+	out    *sender[*robonetv1.WorkResponse]
+	beats  *beatWindow
+	// workers and running are what the registration hands the Waggler,
+	// once WorkReady is on its way.
+	workers []wag.Worker
+	running []wag.Running
+}
+
+// admit admits a pool's WorkRegister: within the limits, from the node it
+// names, of that node's workers only, within MaxWorkStreamsPerNode (undo
+// uncounts the stream), its stamp verified, for this node's Waggler of the
+// capability at the epoch.
+func (ws *workStream) admit(first *robonetv1.WorkRequest, reg *robonetv1.WorkRegister) (undo func(), err error) {
+	s := ws.s
+	if err := s.admitPeer(ws.ctx, reg.GetNode(), false, checkWorkRequest(first)); err != nil {
+		return nil, err
 	}
 	// Worker ids name their node and capability (node/capability/slot):
 	// trust is kept by them (wag.WorkerSubject), so a pool names its own
 	// node's workers only.
-	prefix := reg.GetNode() + "/" + reg.GetCapability() + "/"
-	if err := ownWorkers(prefix, reg.GetWorkers()); err != nil {
-		return s.violated(reg.GetNode(), err)
+	ws.reg, ws.prefix = reg, reg.GetNode()+"/"+reg.GetCapability()+"/"
+	if err := ownRegistered(ws.prefix, reg); err != nil {
+		return nil, s.violated(reg.GetNode(), err)
 	}
-	for _, r := range reg.GetRunning() {
-		if err := ownWorkers(prefix, []string{r.GetWorkerId()}); err != nil {
-			return s.violated(reg.GetNode(), err)
-		}
-	}
-	release, err := s.admit(reg.GetNode())
+	release, err := s.countStream(reg.GetNode())
 	if err != nil {
-		return s.violated(reg.GetNode(), err)
+		return nil, s.violated(reg.GetNode(), err)
 	}
-	defer release()
-	chk, err := newStreamCheck(s.opts.Trust, reg.GetNode(), "Work stream of "+reg.GetNode())
-	if err != nil {
-		return err
+	if ws.chk, err = newStreamCheck(s.opts.Trust, reg.GetNode(), "Work stream of "+reg.GetNode()); err != nil {
+		return release, err
 	}
-	if keep, err := chk.check(first.GetStamp(), false); err != nil || !keep {
+	if keep, err := ws.chk.check(first.GetStamp(), false); err != nil || !keep {
 		if err == nil {
 			err = status.Error(codes.Unavailable, "the stamp of WorkRegister could not be verified: open the stream again")
 		}
-		return err
+		return release, err
 	}
-	w := s.host.Waggler(reg.GetCapability())
-	if w == nil || w.Epoch() != reg.GetEpoch() {
-		return status.Errorf(codes.FailedPrecondition, "%s: this node is not the waggler of %s at epoch %d",
+	ws.w = s.host.Waggler(reg.GetCapability())
+	if ws.w == nil || ws.w.Epoch() != reg.GetEpoch() {
+		return release, status.Errorf(codes.FailedPrecondition, "%s: this node is not the waggler of %s at epoch %d",
 			wag.ErrNotWaggler, reg.GetCapability(), reg.GetEpoch())
 	}
-	out := newSender(stream.Send, s.log.With(zap.String("stream", "Work from "+reg.GetNode())))
-	defer out.close()
-	workers := make([]wag.Worker, len(reg.GetWorkers()))
+	return release, nil
+}
+
+// setUp makes the registered slots the Waggler's workers, their
+// assignments sent on out, and reads what they run, for the Waggler to
+// adopt: the WorkReady to answer.
+func (ws *workStream) setUp(reg *robonetv1.WorkRegister, out *sender[*robonetv1.WorkResponse]) (*robonetv1.WorkResponse, func(), error) {
+	s := ws.s
+	ws.out = out
+	ws.workers = make([]wag.Worker, len(reg.GetWorkers()))
 	lim := limit(s.opts.MaxMessageBytes, reg.GetMaxMessageBytes())
 	for i, id := range reg.GetWorkers() {
-		workers[i] = &remoteWorker{id: id, node: reg.GetNode(), out: out, log: s.log, limit: lim, waggler: w}
+		ws.workers[i] = &remoteWorker{id: id, node: reg.GetNode(), out: out, log: s.log, limit: lim, waggler: ws.w}
 	}
-	var running []wag.Running
 	for _, r := range reg.GetRunning() {
 		a, err := assignmentFromProto(r.GetAssignment())
 		if err != nil {
 			s.log.Warn("a running attempt cannot be adopted", zap.Error(err))
 			continue
 		}
-		running = append(running, wag.Running{Assignment: a, WorkerID: r.GetWorkerId(), StartedAt: clock.FromUnixNanos(r.GetStartedUnixNs())})
+		ws.running = append(ws.running, wag.Running{Assignment: a, WorkerID: r.GetWorkerId(), StartedAt: clock.FromUnixNanos(r.GetStartedUnixNs())})
 	}
-	if err := out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ready{Ready: &robonetv1.WorkReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}); err != nil {
+	return &robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ready{Ready: &robonetv1.WorkReady{MaxMessageBytes: said(s.opts.MaxMessageBytes)}}}, nil, nil
+}
+
+// violated ends the stream for err, a violation of the pool's node.
+func (ws *workStream) violated(err error) error { return ws.s.violated(ws.reg.GetNode(), err) }
+
+// handle takes one request of the pool's, once its stamp is verified and
+// the workers it names are the pool's own.
+func (ws *workStream) handle(req *robonetv1.WorkRequest) error {
+	if keep, err := ws.verified(req); err != nil || !keep {
 		return err
 	}
-	w.Register(workers, running)
-	defer w.Detach(reg.GetWorkers())
-	s.log.Debug("pool registered", zap.String("worker_node", reg.GetNode()), zap.String("capability", reg.GetCapability()),
-		zap.Int("workers", len(workers)), zap.Int("running", len(running)))
-	beats := newBeatWindow(s.opts.HeartbeatInterval)
-	for {
-		req, err := in.Recv()
-		if errors.Is(err, io.EOF) {
-			return nil
-		}
+	if err := ownWorkersOf(ws.prefix, req); err != nil {
+		return ws.violated(err)
+	}
+	switch m := req.GetMsg().(type) {
+	case *robonetv1.WorkRequest_Heartbeats:
+		return ws.heartbeats(m.Heartbeats)
+	case *robonetv1.WorkRequest_Reports:
+		return ws.reports(m.Reports)
+	case *robonetv1.WorkRequest_Leave:
+		ws.leave(m.Leave)
+	case *robonetv1.WorkRequest_Misbehaved:
+		ws.misbehaved(m.Misbehaved)
+	default:
+		return status.Error(codes.InvalidArgument, "unexpected message on a Work stream")
+	}
+	return nil
+}
+
+// verified checks req's stamp: keep reports whether to take req; err ends
+// the stream.
+func (ws *workStream) verified(req *robonetv1.WorkRequest) (keep bool, err error) {
+	_, beat := req.GetMsg().(*robonetv1.WorkRequest_Heartbeats)
+	if keep, err := ws.chk.check(req.GetStamp(), beat); err != nil || keep {
+		return keep, err
+	}
+	if _, reports := req.GetMsg().(*robonetv1.WorkRequest_Reports); reports {
+		// Reports are acknowledged cumulatively: passing over one
+		// message would acknowledge it with the next. The stream
+		// ends instead, and the pool sends every report not
+		// acknowledged again on its next one.
+		ws.s.log.Warn("reports whose stamp could not be verified: the Work stream is closed for the pool to send them again", zap.String("worker_node", ws.reg.GetNode()))
+		return false, status.Error(codes.Unavailable, "a Reports message whose hash-chain stamp could not be verified was not taken: open the stream again")
+	}
+	return false, nil
+}
+
+// heartbeats passes a batch of heartbeats to the Waggler, unless the pool
+// sends more than an honest one does.
+func (ws *workStream) heartbeats(m *robonetv1.WorkHeartbeats) error {
+	if err := ws.beats.add(m.GetItems(), time.Now()); err != nil {
+		return ws.violated(err)
+	}
+	ws.w.Heartbeats(readable(m.GetItems(), heartbeatFromProto))
+	return nil
+}
+
+// reports passes reports to the Waggler and acknowledges those it took
+// (and those that cannot be read, dropped).
+func (ws *workStream) reports(m *robonetv1.WorkReports) error {
+	var acked uint64
+	for _, p := range m.GetItems() {
+		r, err := reportFromProto(p)
 		if err != nil {
-			return err
-		}
-		if err := checkWorkRequest(req); err != nil {
-			return s.violated(reg.GetNode(), err)
-		}
-		_, beat := req.GetMsg().(*robonetv1.WorkRequest_Heartbeats)
-		if keep, err := chk.check(req.GetStamp(), beat); err != nil {
-			return err
-		} else if !keep {
-			if _, reports := req.GetMsg().(*robonetv1.WorkRequest_Reports); reports {
-				// Reports are acknowledged cumulatively: passing over one
-				// message would acknowledge it with the next. The stream
-				// ends instead, and the pool sends every report not
-				// acknowledged again on its next one.
-				s.log.Warn("reports whose stamp could not be verified: the Work stream is closed for the pool to send them again", zap.String("worker_node", reg.GetNode()))
-				return status.Error(codes.Unavailable, "a Reports message whose hash-chain stamp could not be verified was not taken: open the stream again")
-			}
+			ws.s.log.Warn("a report cannot be read; dropped", zap.Error(err))
+			acked = p.GetSeq()
 			continue
 		}
-		if err := ownWorkersOf(prefix, req); err != nil {
-			return s.violated(reg.GetNode(), err)
+		if !ws.w.Report(r) {
+			// This Waggler closed: the pool keeps the rest for the
+			// next one.
+			return status.Error(codes.Unavailable, "the waggler closed")
 		}
-		switch m := req.GetMsg().(type) {
-		case *robonetv1.WorkRequest_Heartbeats:
-			if err := beats.add(m.Heartbeats.GetItems(), time.Now()); err != nil {
-				return s.violated(reg.GetNode(), err)
-			}
-			hbs := make([]wag.Heartbeat, 0, len(m.Heartbeats.GetItems()))
-			for _, p := range m.Heartbeats.GetItems() {
-				if hb, err := heartbeatFromProto(p); err == nil {
-					hbs = append(hbs, hb)
-				}
-			}
-			w.Heartbeats(hbs)
-		case *robonetv1.WorkRequest_Reports:
-			var acked uint64
-			for _, p := range m.Reports.GetItems() {
-				r, err := reportFromProto(p)
-				if err != nil {
-					s.log.Warn("a report cannot be read; dropped", zap.Error(err))
-					acked = p.GetSeq()
-					continue
-				}
-				if !w.Report(r) {
-					// This Waggler closed: the pool keeps the rest for the
-					// next one.
-					return status.Error(codes.Unavailable, "the waggler closed")
-				}
-				acked = p.GetSeq()
-			}
-			if acked > 0 {
-				if err := out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ack{Ack: &robonetv1.WorkAck{Seq: acked}}}); err != nil {
-					return err
-				}
-			}
-		case *robonetv1.WorkRequest_Leave:
-			for _, id := range m.Leave.GetWorkers() {
-				if slices.Contains(reg.GetWorkers(), id) { // only this stream's own
-					w.WorkerDead(id)
-				}
-			}
-		case *robonetv1.WorkRequest_Misbehaved:
-			for _, it := range m.Misbehaved.GetItems() {
-				// Only this stream's own workers: a node speaks for the
-				// programs it connects, never about another node's.
-				if mb, ok := misbehaviourFromProto(it.GetKind()); ok && slices.Contains(reg.GetWorkers(), it.GetWorkerId()) {
-					w.Misbehaved(it.GetWorkerId(), mb)
-				}
-			}
-		default:
-			return status.Error(codes.InvalidArgument, "unexpected message on a Work stream")
+		acked = p.GetSeq()
+	}
+	if acked > 0 {
+		return ws.out.push(&robonetv1.WorkResponse{Msg: &robonetv1.WorkResponse_Ack{Ack: &robonetv1.WorkAck{Seq: acked}}})
+	}
+	return nil
+}
+
+// leave declares the pool's workers in m dead.
+func (ws *workStream) leave(m *robonetv1.WorkLeave) {
+	for _, id := range m.GetWorkers() {
+		if slices.Contains(ws.reg.GetWorkers(), id) { // only this stream's own
+			ws.w.WorkerDead(id)
 		}
 	}
+}
+
+// misbehaved tells the Waggler what the programs behind the pool's
+// workers did.
+func (ws *workStream) misbehaved(m *robonetv1.WorkMisbehaved) {
+	for _, it := range m.GetItems() {
+		// Only this stream's own workers: a node speaks for the
+		// programs it connects, never about another node's.
+		if mb, ok := misbehaviourFromProto(it.GetKind()); ok && slices.Contains(ws.reg.GetWorkers(), it.GetWorkerId()) {
+			ws.w.Misbehaved(it.GetWorkerId(), mb)
+		}
+	}
+}
+
+// ownRegistered checks that the workers a registration names, and those
+// of the attempts it lists, are the stream's (prefix, see ownWorkers).
+func ownRegistered(prefix string, reg *robonetv1.WorkRegister) error {
+	if err := ownWorkers(prefix, reg.GetWorkers()); err != nil {
+		return err
+	}
+	for _, r := range reg.GetRunning() {
+		if err := ownWorkers(prefix, []string{r.GetWorkerId()}); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // ownWorkers checks that every id names a worker of the stream's node and
@@ -462,9 +541,9 @@ func ownWorkersOf(prefix string, req *robonetv1.WorkRequest) error {
 	return nil
 }
 
-// admit counts a Work stream of node against MaxWorkStreamsPerNode;
+// countStream counts a Work stream of node against MaxWorkStreamsPerNode;
 // release uncounts it.
-func (s *Server) admit(node string) (release func(), err error) {
+func (s *Server) countStream(node string) (release func(), err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.streams[node] >= MaxWorkStreamsPerNode {

@@ -292,31 +292,60 @@ func (t *WorkTarget) session() error {
 	regSeq := t.seq // reports after it were made after the registration's list
 	t.mu.Unlock()
 	reg, left := t.registration()
-	if err := out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Register{Register: reg}}); err != nil {
-		return err
-	}
-	// The Waggler says it took the registration, and what its node takes,
-	// before any report goes out.
-	first, err := stream.Recv()
+	lim, err := t.register(stream, out, reg)
 	if err != nil {
 		return err
+	}
+	unacked, freed := t.install(out, lim, left, regSeq, cancel)
+	defer t.uninstall(out)
+	if freed {
+		t.log.Info(msgReregister)
+		return nil
+	}
+	if len(unacked) > 0 {
+		t.sendReports(out, lim, unacked)
+	}
+	return t.serve(stream)
+}
+
+// register sends the pool's registration on out and waits for the
+// Waggler's WorkReady: it took the registration, and says what its node
+// takes (the largest message on the stream, lim), before any report goes
+// out.
+func (t *WorkTarget) register(stream robonetv1.WagService_WorkClient, out *sender[*robonetv1.WorkRequest], reg *robonetv1.WorkRegister) (lim int, err error) {
+	if err := out.push(&robonetv1.WorkRequest{Msg: &robonetv1.WorkRequest_Register{Register: reg}}); err != nil {
+		return 0, err
+	}
+	first, err := stream.Recv()
+	if err != nil {
+		return 0, err
 	}
 	ready := first.GetReady()
 	if ready == nil {
 		err := invalid("a Work stream's first answer is WorkReady")
 		t.opts.OnViolation.report(t.peer, err)
-		return err
+		return 0, err
 	}
-	lim := limit(t.opts.MaxMessageBytes, ready.GetMaxMessageBytes())
+	lim = limit(t.opts.MaxMessageBytes, ready.GetMaxMessageBytes())
 	warnIfLimitsDiffer(t.log, t.opts.MaxMessageBytes, ready.GetMaxMessageBytes(), t.peer)
-	// A slot left out that finished meanwhile (it reported, or runs
-	// nothing now) is free already.
+	return lim, nil
+}
+
+// install makes out, whose messages are at most lim bytes, the stream the
+// pool's messages go on (end ends it), and returns the reports to send on
+// it again. left names the slots its registration, made at report
+// sequence regSeq, left out: those that finished meanwhile (they reported,
+// or run nothing now) are free already and leave it. freed reports that
+// some were left out and all are free: the stream is to end at once, for
+// the next to register them.
+func (t *WorkTarget) install(out *sender[*robonetv1.WorkRequest], lim int, left map[string]bool, regSeq uint64, end context.CancelFunc) (unacked []seqReport, freed bool) {
 	hadLeft := len(left) > 0
 	running := map[string]bool{}
 	for _, r := range t.running() {
 		running[r.WorkerID] = true
 	}
 	t.mu.Lock()
+	defer t.mu.Unlock()
 	for _, sr := range t.unacked {
 		if sr.seq > regSeq {
 			delete(left, sr.r.WorkerID)
@@ -328,23 +357,23 @@ func (t *WorkTarget) session() error {
 		}
 	}
 	t.out, t.limit = out, lim
-	t.leftOut, t.endStream = left, cancel
-	unacked := append([]seqReport(nil), t.unacked...)
-	t.mu.Unlock()
-	defer func() {
-		t.mu.Lock()
-		if t.out == out {
-			t.out, t.leftOut, t.endStream = nil, nil, nil
-		}
-		t.mu.Unlock()
-	}()
-	if hadLeft && len(left) == 0 {
-		t.log.Info(msgReregister)
-		return nil
+	t.leftOut, t.endStream = left, end
+	return append([]seqReport(nil), t.unacked...), hadLeft && len(left) == 0
+}
+
+// uninstall undoes install once out's stream has ended, unless a newer
+// stream took its place.
+func (t *WorkTarget) uninstall(out *sender[*robonetv1.WorkRequest]) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if t.out == out {
+		t.out, t.leftOut, t.endStream = nil, nil, nil
 	}
-	if len(unacked) > 0 {
-		t.sendReports(out, lim, unacked)
-	}
+}
+
+// serve takes assignments, cancels and acknowledgements from the Waggler
+// until the stream breaks or the Waggler sends what no honest node sends.
+func (t *WorkTarget) serve(stream robonetv1.WagService_WorkClient) error {
 	for {
 		resp, err := stream.Recv()
 		if err != nil {
@@ -357,28 +386,38 @@ func (t *WorkTarget) session() error {
 		}
 		switch m := resp.GetMsg().(type) {
 		case *robonetv1.WorkResponse_Assign:
-			for _, it := range m.Assign.GetItems() {
-				a, err := assignmentFromProto(it.GetAssignment())
-				if err != nil {
-					t.log.Warn("an assignment cannot be read; the waggler's ladder will fail it over", zap.Error(err))
-					continue
-				}
-				if w := t.worker(it.GetWorkerId()); w != nil {
-					w.Run(a)
-				}
-			}
+			t.assign(m.Assign)
 		case *robonetv1.WorkResponse_Cancel:
-			for _, it := range m.Cancel.GetItems() {
-				k, err := keyFromProto(it.GetKey())
-				if err != nil {
-					continue
-				}
-				if w := t.worker(it.GetWorkerId()); w != nil {
-					w.Cancel(k, it.GetGeneration())
-				}
-			}
+			t.cancelAssigned(m.Cancel)
 		case *robonetv1.WorkResponse_Ack:
 			t.ack(m.Ack.GetSeq())
+		}
+	}
+}
+
+// assign gives the pool's slots their assignments.
+func (t *WorkTarget) assign(m *robonetv1.WorkAssign) {
+	for _, it := range m.GetItems() {
+		a, err := assignmentFromProto(it.GetAssignment())
+		if err != nil {
+			t.log.Warn("an assignment cannot be read; the waggler's ladder will fail it over", zap.Error(err))
+			continue
+		}
+		if w := t.worker(it.GetWorkerId()); w != nil {
+			w.Run(a)
+		}
+	}
+}
+
+// cancelAssigned passes the Waggler's cancels to the pool's slots.
+func (t *WorkTarget) cancelAssigned(m *robonetv1.WorkCancel) {
+	for _, it := range m.GetItems() {
+		k, err := keyFromProto(it.GetKey())
+		if err != nil {
+			continue
+		}
+		if w := t.worker(it.GetWorkerId()); w != nil {
+			w.Cancel(k, it.GetGeneration())
 		}
 	}
 }
