@@ -20,25 +20,19 @@ cancelled (exec children are killed) and it ends CANCELLED; follow it with
 roboctl watch ID. Cancelling an instance that already finished fails (exit 1).`,
 		Args:              oneArg("an instance id (or a unique prefix of one)"),
 		ValidArgsFunction: completeInstanceIDs(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := client.ParseFormat(output)
-			if err != nil {
+		RunE: onInstance(g, &output, func(cmd *cobra.Command, format client.Format, wf robonetv1.WorkflowServiceClient, id string) error {
+			if err := g.call(cmd.Context(), func(ctx context.Context) error {
+				_, err := wf.CancelInstance(ctx, &robonetv1.CancelInstanceRequest{InstanceId: id})
 				return err
+			}); err != nil {
+				return g.fail(cmd, err)
 			}
-			return withInstance(cmd, g, args[0], func(wf robonetv1.WorkflowServiceClient, id string) error {
-				if err := g.call(cmd.Context(), func(ctx context.Context) error {
-					_, err := wf.CancelInstance(ctx, &robonetv1.CancelInstanceRequest{InstanceId: id})
-					return err
-				}); err != nil {
-					return g.fail(cmd, err)
-				}
-				if format != client.FormatTable {
-					return client.WriteData(cmd.OutOrStdout(), format, map[string]any{"instance_id": id, "cancel_requested": true})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "cancellation of %s requested\n", id)
-				return nil
-			})
-		},
+			if format != client.FormatTable {
+				return client.WriteData(cmd.OutOrStdout(), format, map[string]any{"instance_id": id, "cancel_requested": true})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "cancellation of %s requested\n", id)
+			return nil
+		}),
 	}
 	outputFlag(cmd, &output)
 	return cmd

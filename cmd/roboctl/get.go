@@ -18,26 +18,20 @@ func newGetCmd(g *globalOptions) *cobra.Command {
 		ValidArgsFunction: completeInstanceIDs(g),
 		Example: `  roboctl get 0b6f3c9e-3f0a-4a43-9d7e-2f1c5d8e9a10
   roboctl get 0b6f3c9e-3f0a-4a43-9d7e-2f1c5d8e9a10 -o json | jq .outputs`,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := client.ParseFormat(output)
-			if err != nil {
+		RunE: onInstance(g, &output, func(cmd *cobra.Command, format client.Format, wf robonetv1.WorkflowServiceClient, id string) error {
+			var resp *robonetv1.GetInstanceResponse
+			if err := g.call(cmd.Context(), func(ctx context.Context) (err error) {
+				resp, err = wf.GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: id})
 				return err
+			}); err != nil {
+				return g.fail(cmd, err)
 			}
-			return withInstance(cmd, g, args[0], func(wf robonetv1.WorkflowServiceClient, id string) error {
-				var resp *robonetv1.GetInstanceResponse
-				if err := g.call(cmd.Context(), func(ctx context.Context) (err error) {
-					resp, err = wf.GetInstance(ctx, &robonetv1.GetInstanceRequest{InstanceId: id})
-					return err
-				}); err != nil {
-					return g.fail(cmd, err)
-				}
-				if format != client.FormatTable {
-					return client.WriteData(cmd.OutOrStdout(), format, client.Instance(resp.GetInstance()))
-				}
-				client.PrintInstance(cmd.OutOrStdout(), resp.GetInstance())
-				return nil
-			})
-		},
+			if format != client.FormatTable {
+				return client.WriteData(cmd.OutOrStdout(), format, client.Instance(resp.GetInstance()))
+			}
+			client.PrintInstance(cmd.OutOrStdout(), resp.GetInstance())
+			return nil
+		}),
 	}
 	outputFlag(cmd, &output)
 	return cmd

@@ -233,27 +233,21 @@ ID. Retrying an instance that is still running, or that completed, fails
   roboctl retry 0b6f3c9e --from deploy`,
 		Args:              oneArg("an instance id (or a unique prefix of one)"),
 		ValidArgsFunction: completeInstanceIDs(g),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			format, err := client.ParseFormat(output)
-			if err != nil {
+		RunE: onInstance(g, &output, func(cmd *cobra.Command, format client.Format, wf robonetv1.WorkflowServiceClient, id string) error {
+			var resp *robonetv1.RetryInstanceResponse
+			if err := g.call(cmd.Context(), func(ctx context.Context) (err error) {
+				resp, err = wf.RetryInstance(ctx, &robonetv1.RetryInstanceRequest{InstanceId: id, FromTask: from})
 				return err
+			}); err != nil {
+				return g.fail(cmd, err)
 			}
-			return withInstance(cmd, g, args[0], func(wf robonetv1.WorkflowServiceClient, id string) error {
-				var resp *robonetv1.RetryInstanceResponse
-				if err := g.call(cmd.Context(), func(ctx context.Context) (err error) {
-					resp, err = wf.RetryInstance(ctx, &robonetv1.RetryInstanceRequest{InstanceId: id, FromTask: from})
-					return err
-				}); err != nil {
-					return g.fail(cmd, err)
-				}
-				if format != client.FormatTable {
-					return client.WriteData(cmd.OutOrStdout(), format, map[string]any{"instance_id": id, "run": resp.GetRun(),
-						"tasks": append([]string{}, resp.GetTasks()...)})
-				}
-				fmt.Fprintf(cmd.OutOrStdout(), "instance %s runs again (run %d): %s\n", id, resp.GetRun(), strings.Join(resp.GetTasks(), ", "))
-				return nil
-			})
-		},
+			if format != client.FormatTable {
+				return client.WriteData(cmd.OutOrStdout(), format, map[string]any{"instance_id": id, "run": resp.GetRun(),
+					"tasks": append([]string{}, resp.GetTasks()...)})
+			}
+			fmt.Fprintf(cmd.OutOrStdout(), "instance %s runs again (run %d): %s\n", id, resp.GetRun(), strings.Join(resp.GetTasks(), ", "))
+			return nil
+		}),
 	}
 	cmd.Flags().StringVar(&from, "from", "", "run this task and every task that depends on it again (default: the tasks that did not complete)")
 	outputFlag(cmd, &output)

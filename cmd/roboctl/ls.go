@@ -137,6 +137,21 @@ func withInstance(cmd *cobra.Command, g *globalOptions, arg string, do func(wf r
 	return do(wf, id)
 }
 
+// onInstance is the RunE of a command whose argument names an instance
+// and whose -o is output: it reads the format, resolves the id (a unique
+// prefix will do) and runs do with the connection.
+func onInstance(g *globalOptions, output *string, do func(cmd *cobra.Command, format client.Format, wf robonetv1.WorkflowServiceClient, id string) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		format, err := client.ParseFormat(*output)
+		if err != nil {
+			return err
+		}
+		return withInstance(cmd, g, args[0], func(wf robonetv1.WorkflowServiceClient, id string) error {
+			return do(cmd, format, wf, id)
+		})
+	}
+}
+
 // resolveID turns what the user typed into an instance id: a whole id as
 // it is, a unique prefix (like git and docker) into the id it starts; an
 // ambiguous prefix fails naming the instances it matches.
