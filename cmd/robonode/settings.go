@@ -467,7 +467,7 @@ func loadConfigFile(fs *pflag.FlagSet, getenv func(string) string) (map[string][
 
 // fileValues turns a config file value into flag-style strings.
 func fileValues(name string, v any) ([]string, error) {
-	if name == "join" {
+	if want, ok := map[string]string{"join": "host:port", "exec-allow": "program paths or globs"}[name]; ok {
 		switch v := v.(type) {
 		case string:
 			return splitList(v), nil
@@ -478,20 +478,7 @@ func fileValues(name string, v any) ([]string, error) {
 			}
 			return out, nil
 		}
-		return nil, errors.New("want a list of host:port")
-	}
-	if name == "exec-allow" {
-		switch v := v.(type) {
-		case string:
-			return splitList(v), nil
-		case []any:
-			out := make([]string, 0, len(v))
-			for _, e := range v {
-				out = append(out, fmt.Sprint(e))
-			}
-			return out, nil
-		}
-		return nil, errors.New("want a list of program paths or globs")
+		return nil, fmt.Errorf("want a list of %s", want)
 	}
 	if name == "capability" || name == "limit" {
 		switch v := v.(type) {
