@@ -164,8 +164,33 @@ func allowed(p *access.Principal, need access.Role, fullMethod string) error {
 	return status.Errorf(codes.PermissionDenied, "%s needs role %s or above; the token %s has role %s", methodName(fullMethod), need, p.Name, p.Role)
 }
 
+// verdict is who makes a call and the rule of its method, as who decided
+// them; an interceptor before authz that asked already (the audit's)
+// hands its verdict down in the call's context, so that the token is
+// looked up once a call.
+type verdict struct {
+	p   *access.Principal
+	r   rule
+	err error
+}
+
+type verdictKey struct{}
+
+// withVerdict returns ctx carrying v for authz.
+func withVerdict(ctx context.Context, v verdict) context.Context {
+	return context.WithValue(ctx, verdictKey{}, v)
+}
+
+// decide is who, or the verdict an earlier interceptor handed down.
+func (a authz) decide(ctx context.Context, fullMethod string) (*access.Principal, rule, error) {
+	if v, ok := ctx.Value(verdictKey{}).(verdict); ok {
+		return v.p, v.r, v.err
+	}
+	return a.who(ctx, fullMethod)
+}
+
 func (a authz) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
-	p, r, err := a.who(ctx, info.FullMethod)
+	p, r, err := a.decide(ctx, info.FullMethod)
 	if err == nil && r.needFor != nil {
 		err = allowed(p, r.needFor(req), info.FullMethod)
 	}
@@ -176,23 +201,15 @@ func (a authz) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, h
 }
 
 func (a authz) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServerInfo, handler grpc.StreamHandler) error {
-	p, r, err := a.who(ss.Context(), info.FullMethod)
+	p, r, err := a.decide(ss.Context(), info.FullMethod)
 	if err == nil && r.needFor != nil {
 		err = allowed(p, r.need, info.FullMethod) // a stream's rule cannot depend on a request
 	}
 	if err != nil {
 		return err
 	}
-	return handler(srv, &principalStream{ServerStream: ss, ctx: access.NewContext(ss.Context(), p)})
+	return handler(srv, &ctxStream{ServerStream: ss, ctx: access.NewContext(ss.Context(), p)})
 }
-
-// principalStream is a server stream whose context carries the caller.
-type principalStream struct {
-	grpc.ServerStream
-	ctx context.Context
-}
-
-func (s *principalStream) Context() context.Context { return s.ctx }
 
 // permits reports whether p may call fullMethod, by the method's rule (the
 // dashboard's buttons and forms).

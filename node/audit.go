@@ -170,11 +170,12 @@ type auditCalls struct {
 	who   func(ctx context.Context, fullMethod string) (*access.Principal, rule, error)
 }
 
-// caller returns who makes a call to fullMethod, and whether to record it
-// (not for other nodes).
-func (a auditCalls) caller(ctx context.Context, fullMethod string) (*access.Principal, bool) {
-	p, _, _ := a.who(ctx, fullMethod) // the error is authz's to return
-	return p, p == nil || !p.Node
+// caller returns who makes a call to fullMethod, whether to record it
+// (not for other nodes), and ctx carrying the verdict for authz, which
+// then does not look the token up again.
+func (a auditCalls) caller(ctx context.Context, fullMethod string) (*access.Principal, bool, context.Context) {
+	p, r, err := a.who(ctx, fullMethod) // the error is authz's to return
+	return p, p == nil || !p.Node, withVerdict(ctx, verdict{p: p, r: r, err: err})
 }
 
 func (a auditCalls) unary(ctx context.Context, req any, info *grpc.UnaryServerInfo, handler grpc.UnaryHandler) (any, error) {
@@ -182,7 +183,7 @@ func (a auditCalls) unary(ctx context.Context, req any, info *grpc.UnaryServerIn
 	if !ok || !changes(r, req) {
 		return handler(ctx, req)
 	}
-	p, record := a.caller(ctx, info.FullMethod)
+	p, record, ctx := a.caller(ctx, info.FullMethod)
 	if !record {
 		return handler(ctx, req)
 	}
@@ -197,12 +198,12 @@ func (a auditCalls) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 	if !ok || !r.mutating() {
 		return handler(srv, ss)
 	}
-	p, record := a.caller(ss.Context(), info.FullMethod)
+	p, record, ctx := a.caller(ss.Context(), info.FullMethod)
 	if !record {
-		return handler(srv, ss)
+		return handler(srv, &ctxStream{ServerStream: ss, ctx: ctx})
 	}
 	start := a.trail.clock.Now()
-	fs := &firstMessageStream{ServerStream: ss}
+	fs := &firstMessageStream{ServerStream: ss, ctx: ctx}
 	err := handler(srv, fs)
 	a.trail.call(ss.Context(), p, info.FullMethod, fs.target(), err, start)
 	return err
@@ -212,6 +213,7 @@ func (a auditCalls) stream(srv any, ss grpc.ServerStream, info *grpc.StreamServe
 // first message it receives (a worker program's hello).
 type firstMessageStream struct {
 	grpc.ServerStream
+	ctx  context.Context // carries the verdict for authz
 	seen atomic.Bool
 	mu   sync.Mutex
 	tg   string
@@ -227,6 +229,8 @@ func (s *firstMessageStream) RecvMsg(m any) error {
 	}
 	return err
 }
+
+func (s *firstMessageStream) Context() context.Context { return s.ctx }
 
 func (s *firstMessageStream) target() string {
 	s.mu.Lock()
