@@ -132,17 +132,14 @@ func New(cfg Config) (http.Handler, error) {
 // pages call the API as it.
 func (s *server) signedIn(h http.HandlerFunc) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		p := access.Anonymous
-		if s.cfg.Authorize != nil {
-			var ok bool
-			if p, ok = s.cfg.Authorize(tokenOf(r)); !ok {
-				if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
-					http.Redirect(w, r, Prefix+"login?next="+template.URLQueryEscaper(r.URL.RequestURI()), http.StatusSeeOther)
-					return
-				}
-				http.Error(w, "sign in with an API token first ("+Prefix+"login)", http.StatusUnauthorized)
+		p, ok := s.authorize(tokenOf(r))
+		if !ok {
+			if r.Method == http.MethodGet && r.Header.Get("Accept") != "text/event-stream" {
+				http.Redirect(w, r, Prefix+"login?next="+template.URLQueryEscaper(r.URL.RequestURI()), http.StatusSeeOther)
 				return
 			}
+			http.Error(w, "sign in with an API token first ("+Prefix+"login)", http.StatusUnauthorized)
+			return
 		}
 		if r.Method == http.MethodPost && !sameOrigin(r) {
 			http.Error(w, "cross-site request refused", http.StatusForbidden)
