@@ -75,7 +75,7 @@ func (w *Waggler) adoptLocked(running []Running, fx *effects) {
 	for _, r := range running {
 		ww := w.workers[r.WorkerID]
 		if ww == nil {
-			ww = &wagWorker{id: r.WorkerID, node: workerNode(r.WorkerID)}
+			ww = newWagWorker(r.WorkerID, nil)
 			w.workers[r.WorkerID] = ww
 		}
 		key := r.AttemptKey
@@ -210,7 +210,7 @@ func (w *Waggler) Inherit(handoffs []Handoff) {
 			continue
 		}
 		if ww == nil {
-			ww = &wagWorker{id: h.WorkerID, node: workerNode(h.WorkerID)}
+			ww = newWagWorker(h.WorkerID, nil)
 			w.workers[h.WorkerID] = ww
 		}
 		w.removeIdle(ww)

@@ -112,3 +112,22 @@ func TestWagglerProgramEvidenceAndQuarantine(t *testing.T) {
 	own.assigned(t)
 	prog.idle(t)
 }
+
+// A worker the Waggler first hears of from an inherited attempt (a
+// predecessor's handoff) is judged as its subject too: the program's
+// completion counts for the program, not for a nameless subject.
+func TestInheritedWorkerKeepsItsSubject(t *testing.T) {
+	tr := &fakeTrust{}
+	h := newHarnessWith(t, tr)
+	d := task("echo", "inherited")
+	d.AttemptKey = testKey("inherited")
+	const prog = "n/code.exec/gpu-1"
+	h.w.Inherit([]Handoff{{TaskDispatch: d, WorkerID: prog, Generation: 5}})
+	h.w.Report(Report{Key: d.AttemptKey, Generation: 5, WorkerID: prog, OK: true, Output: "done"})
+	if rs := h.sink.Results(); len(rs) != 1 || rs[0].AttemptKey != d.AttemptKey {
+		t.Fatalf("results %+v, want the inherited attempt's", rs)
+	}
+	if kp, kn, none := tr.kinds("n/gpu"), tr.kinds("n"), tr.kinds(""); kp[sentinel.Completed] != 1 || kn[sentinel.Completed] != 1 || len(none) != 0 {
+		t.Fatalf("the program's %v, the node's %v, a nameless subject's %v: want one completion each for the program and its node", kp, kn, none)
+	}
+}

@@ -127,12 +127,8 @@ const SubjectSep = "~"
 // machine (node deaths, verified runs on distinct nodes, locality) stays
 // the node's.
 func WorkerSubject(workerID string) string {
-	node, rest, ok := strings.Cut(workerID, "/")
-	if !ok {
-		return workerID
-	}
-	_, slot, ok := strings.Cut(rest, "/")
-	if !ok || isDigits(slot) {
+	node, _, slot := ParseWorkerID(workerID)
+	if slot == "" || isDigits(slot) {
 		return node
 	}
 	if i := strings.LastIndexByte(slot, '-'); i > 0 && isDigits(slot[i+1:]) {
@@ -199,6 +195,13 @@ type wagWorker struct {
 	entry    *entry // live attempt it runs (nil when free, cancelled or failed over)
 	reserved *entry // attempt it stands by for as a pre-selected backup
 	idle     bool   // in Waggler.idle: freeing a worker after each report need not scan it
+}
+
+// newWagWorker is the worker id as the Waggler knows it, with its node and
+// trust subject read from the id once; wk is nil until the worker
+// registers (a worker known first from an adopted or inherited attempt).
+func newWagWorker(id string, wk Worker) *wagWorker {
+	return &wagWorker{w: wk, id: id, node: WorkerNode(id), subject: WorkerSubject(id)}
 }
 
 func (ww *wagWorker) available() bool {

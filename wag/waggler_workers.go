@@ -72,7 +72,7 @@ func (w *Waggler) addWorkerLocked(wk Worker) error {
 		w.free(ww)
 		return nil
 	}
-	ww := &wagWorker{w: wk, id: id, node: workerNode(id), subject: WorkerSubject(id)}
+	ww := newWagWorker(id, wk)
 	w.workers[id] = ww
 	w.free(ww)
 	return nil
