@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/robonet/robonet/trust"
 )
 
 // Proposal is one observer's finding that a node should be quarantined.
@@ -80,10 +82,6 @@ func isProof(r Reason) bool {
 	return r.Detector == DetectChain || (r.Detector == DetectMismatch && r.Score >= 1)
 }
 
-// isProgram reports whether a subject is a worker program (NODE/PROGRAM,
-// package trust) rather than a node.
-func isProgram(subject string) bool { return strings.Contains(subject, "/") }
-
 // Forget drops the proposals about node (it was released, or left).
 func (b *Ballot) Forget(node string) { delete(b.props, node) }
 
@@ -139,7 +137,7 @@ func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[str
 			delete(b.props, node)
 			continue
 		}
-		if len(obs) < need && !proof && !isProgram(node) {
+		if len(obs) < need && !proof && !trust.IsProgram(node) {
 			continue
 		}
 		slices.Sort(obs)
@@ -165,18 +163,18 @@ func (b *Ballot) Decide(now time.Time, observers, nodes int, quarantined map[str
 	})
 	held := 0 // nodes quarantined and staying so
 	for n := range quarantined {
-		if !isProgram(n) {
+		if !trust.IsProgram(n) {
 			held++
 		}
 	}
 	for _, d := range out {
-		if d.Action == ReleaseNode && !isProgram(d.Node) {
+		if d.Action == ReleaseNode && !trust.IsProgram(d.Node) {
 			held--
 		}
 	}
 	room := int(math.Floor(b.p.MaxQuarantined*float64(nodes))) - held
 	for _, c := range cands {
-		if isProgram(c.d.Node) {
+		if trust.IsProgram(c.d.Node) {
 			out = append(out, c.d)
 			continue
 		}

@@ -22,7 +22,13 @@ const (
 	// TooFast: it answered sooner than the node's floor, faster than any
 	// real work could.
 	TooFast
+	// misbehaviourKinds bounds the kinds, for arrays indexed by them.
+	misbehaviourKinds
 )
+
+// MisbehaviourKinds is one more than the largest Misbehaviour: the length
+// of an array indexed by them.
+const MisbehaviourKinds = int(misbehaviourKinds)
 
 func (m Misbehaviour) String() string {
 	switch m {

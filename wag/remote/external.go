@@ -83,7 +83,7 @@ type ExternalServer struct {
 	clock    clock.Clock
 
 	droppedLines atomic.Uint64
-	misbehaved   [3]atomic.Uint64 // by wag.Misbehaviour
+	misbehaved   [wag.MisbehaviourKinds]atomic.Uint64 // by wag.Misbehaviour
 }
 
 // ExternalOptions are an ExternalServer's optional parts.
