@@ -430,9 +430,6 @@ func (c *extConn) handle(ctx context.Context, call *wag.Call) (any, error) {
 	}
 	select {
 	case d := <-ec.done:
-		c.mu.Lock()
-		c.answered.add(id)
-		c.mu.Unlock()
 		return c.result(call, d)
 	case <-ctx.Done():
 		_ = c.out.push(&robonetv1.ServeResponse{Msg: &robonetv1.ServeResponse_Cancel{Cancel: &robonetv1.WorkerCancel{Slot: slot, AttemptId: id}}})
@@ -486,9 +483,12 @@ func (c *extConn) done(d *robonetv1.WorkerDone) {
 	c.mu.Lock()
 	ec := c.calls[id]
 	given := ec != nil || c.given(id)
-	again := ec == nil && c.answered.has(id)
+	again := c.answered.has(id)
+	if ec != nil && !again {
+		c.answered.add(id) // as it arrives: a second answer before the call ends is one too
+	}
 	c.mu.Unlock()
-	if ec == nil {
+	if ec == nil || again {
 		if !given || again {
 			c.log.Warn("an answer to an attempt the program was never given, or had answered: misbehaviour", zap.String("attempt_id", value.Clip(id, 32)))
 			c.misbehave(wag.Unsolicited)
