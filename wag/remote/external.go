@@ -271,7 +271,7 @@ func (s *ExternalServer) addPool(c *extConn, hello *robonetv1.WorkerHello, pool 
 // intervals: it has hung, and its stream is ended so that what it runs
 // fails over.
 func (s *ExternalServer) converse(ctx context.Context, recv func() (*robonetv1.ServeRequest, error), c *extConn) error {
-	recvd, recvErr := receive(ctx, recv)
+	in := newCtxRecv(ctx, recv)
 	silence := time.Duration(s.missed) * s.interval
 	timer := time.NewTimer(silence)
 	defer timer.Stop()
@@ -279,45 +279,24 @@ func (s *ExternalServer) converse(ctx context.Context, recv func() (*robonetv1.S
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx) // the node is stopping
-		case err := <-recvErr:
-			if errors.Is(err, io.EOF) {
-				c.log.Info("external worker said goodbye")
-				return nil
-			}
-			c.log.Info("external worker disconnected", zap.Error(err))
-			return err
 		case <-timer.C:
 			c.log.Warn("external worker went silent: ending its session", zap.Duration("silence", silence))
 			return status.Errorf(codes.DeadlineExceeded, "no WorkerBeat for %v (%d heartbeat intervals of %v): send one every interval, even when idle", silence, s.missed, s.interval)
-		case req := <-recvd:
+		case m := <-in.ch:
+			if errors.Is(m.err, io.EOF) {
+				c.log.Info("external worker said goodbye")
+				return nil
+			}
+			if m.err != nil {
+				c.log.Info("external worker disconnected", zap.Error(m.err))
+				return m.err
+			}
 			timer.Reset(silence)
-			if err := c.take(req); err != nil {
+			if err := c.take(m.v); err != nil {
 				return err
 			}
 		}
 	}
-}
-
-// receive receives on a goroutine of its own, for a select: the messages
-// on recvd until ctx ends, the error that ends the stream on recvErr.
-func receive[T any](ctx context.Context, recv func() (T, error)) (recvd <-chan T, recvErr <-chan error) {
-	msgs := make(chan T)
-	errs := make(chan error, 1)
-	go func() {
-		for {
-			m, err := recv()
-			if err != nil {
-				errs <- err
-				return
-			}
-			select {
-			case msgs <- m:
-			case <-ctx.Done():
-				return
-			}
-		}
-	}()
-	return msgs, errs
 }
 
 // take takes one message of the program's after its hello.
