@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"regexp"
 	"slices"
@@ -150,13 +151,16 @@ var actionRE = regexp.MustCompile(`^[a-z][a-z0-9_.-]*$`)
 // program may not claim them unless its node allows it: a workflow that
 // asks for exec expects robonode's exec, not whatever a program does with
 // its input (and its env).
-func BuiltinActions() []string { return []string{"echo", "exec", "http", "sleep"} }
+func BuiltinActions() []string { return slices.Sorted(maps.Keys(builtins)) }
+
+// builtins are the built-in actions by name.
+var builtins = map[string]Handler{"exec": execAction, "http": httpAction, "sleep": sleepAction, "echo": echoAction}
 
 // NewRegistry returns a registry holding the built-in actions: exec, http,
 // sleep and echo.
 func NewRegistry() *Registry {
 	r := NewEmptyRegistry()
-	for name, h := range map[string]Handler{"exec": execAction, "http": httpAction, "sleep": sleepAction, "echo": echoAction} {
+	for name, h := range builtins {
 		if err := r.Register(name, h); err != nil {
 			panic(err) // the built-in names are valid and distinct
 		}
