@@ -4,12 +4,11 @@ import (
 	"crypto/rand"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 	"go.uber.org/zap/zaptest"
 
-	"github.com/robonet/robonet/internal/clock"
+	"github.com/robonet/robonet/internal/clock/clocktest"
 	"github.com/robonet/robonet/sentinel"
 	"github.com/robonet/robonet/trust"
 )
@@ -18,7 +17,7 @@ func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
 
 func newTestTrust(t *testing.T, self string, preTrust ...string) *Center {
 	t.Helper()
-	tc, err := New(Config{Self: self, Logger: zaptest.NewLogger(t), Clock: clock.System(), MinTier: trust.Established, PreTrust: preTrust})
+	tc, err := New(Config{Self: self, Logger: zaptest.NewLogger(t), Clock: clocktest.New(), MinTier: trust.Established, PreTrust: preTrust})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -99,7 +98,7 @@ func TestTrustCenterSentinelAndRelease(t *testing.T) {
 func TestTrustCenterKeepsEvidenceForTheLeader(t *testing.T) {
 	tc := newTestTrust(t, "wag")
 	for range 3 {
-		tc.Observe(sentinel.Observation{Node: "w1", Kind: sentinel.Completed, At: time.Now()})
+		tc.Observe(sentinel.Observation{Node: "w1", Kind: sentinel.Completed, At: tc.clock.Now()})
 	}
 	tc.Observe(sentinel.Observation{Node: "wag", Kind: sentinel.Completed}) // itself: not judged
 	select {
@@ -107,8 +106,8 @@ func TestTrustCenterKeepsEvidenceForTheLeader(t *testing.T) {
 	default:
 		t.Fatal("no signal for waiting observations")
 	}
-	tc.Observe(sentinel.Observation{Node: "w1", Kind: sentinel.CPU, Value: 10, At: time.Now()})
-	tc.Observe(sentinel.Observation{Node: "w1", Kind: sentinel.CPU, Value: 30, At: time.Now()})
+	tc.Observe(sentinel.Observation{Node: "w1", Kind: sentinel.CPU, Value: 10, At: tc.clock.Now()})
+	tc.Observe(sentinel.Observation{Node: "w1", Kind: sentinel.CPU, Value: 30, At: tc.clock.Now()})
 	got := tc.Drain() // summed by node and kind: one batch, a few items
 	if len(got) != 2 || got[0].Kind != sentinel.Completed || got[0].Count != 3 ||
 		got[1].Kind != sentinel.CPU || got[1].Count != 2 || got[1].Value != 20 {
