@@ -71,8 +71,8 @@ func TestWagglerProgramProbation(t *testing.T) {
 }
 
 // Completions count for the program and its node, losses for the program
-// alone; a program's misbehaviour counts against it; quarantining a
-// program moves its attempts off it and leaves its node's workers at work.
+// alone; a program's misbehaviour counts against it; a quarantined
+// program is given no new attempt while its node's workers go on.
 func TestWagglerProgramEvidenceAndQuarantine(t *testing.T) {
 	tr := &fakeTrust{}
 	own, prog := newFakeWorker("n/code.exec/1"), newFakeWorker("n/code.exec/gpu-1")
