@@ -84,7 +84,7 @@ func (w *Waggler) pickLocal(e *entry) int {
 		return -1
 	}
 	for i := len(w.idle) - 1; i >= 0; i-- {
-		if ww := w.idle[i]; ww.node == w.node && w.workerRank(ww) >= topRank && w.allowed(e, ww) {
+		if ww := w.idle[i]; ww.node == w.node && (ww.subject == ww.node || w.rankOf(ww.subject) >= topRank) && w.allowed(e, ww) {
 			return i
 		}
 	}
@@ -173,7 +173,7 @@ func (w *Waggler) withinAllowance(ww *wagWorker) bool {
 // nodes (machines: two programs of one node are one node here).
 func (w *Waggler) allowed(e *entry, ww *wagWorker) bool {
 	node := ww.node
-	if w.quarantined[node] || w.quarantined[ww.subject] || !w.withinAllowance(ww) || (e.d.Node != "" && e.d.Node != node) {
+	if w.quarantined[node] || (ww.subject != node && w.quarantined[ww.subject]) || !w.withinAllowance(ww) || (e.d.Node != "" && e.d.Node != node) {
 		return false
 	}
 	if e.d.Group == "" {
