@@ -49,7 +49,7 @@ var Misbehaviours = []Misbehaviour{Unsolicited, TooFast}
 // A node's own slots run no program; a report about one is ignored.
 func (w *Waggler) Misbehaved(workerID string, m Misbehaviour) {
 	subject := WorkerSubject(workerID)
-	if subject == workerNode(workerID) {
+	if subject == WorkerNode(workerID) {
 		return
 	}
 	w.log.Warn("a worker program misbehaved", zap.String("program", subject), zap.String("worker", workerID), zap.Stringer("misbehaviour", m))
@@ -67,6 +67,7 @@ func (h *WorkerHost) Misbehaved(capability, name string, m Misbehaviour) {
 	for _, q := range h.pools[capability] {
 		if q.poolName == name {
 			p = q
+			break
 		}
 	}
 	h.mu.Unlock()
